@@ -1,0 +1,24 @@
+"""Error types. Every error a user can cause is an AutoparError; the CLI prints
+its message on one line and exits with its ``exit_code``."""
+
+from __future__ import annotations
+
+
+class AutoparError(Exception):
+    """Base class: a problem the user can fix. Exit code 2 (bad input)."""
+
+    exit_code = 2
+
+
+class SpecError(AutoparError):
+    """A model spec, job or plan is malformed or inconsistent."""
+
+
+class ProfileError(AutoparError):
+    """A hardware profile is missing, corrupt or of an unknown schema."""
+
+
+class InfeasibleError(AutoparError):
+    """No plan fits the job; the message says what the smallest plan needs."""
+
+    exit_code = 1

@@ -1,0 +1,43 @@
+"""Job: what is being trained on what, independent of how it is split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar.errors import SpecError
+
+JOB_DTYPES = ("bf16", "fp16")
+DEFAULT_TOKENS_PER_STEP = 4 * 2**20  # default global batch: about 4M tokens, as in Llama 3 pre-training
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """A training job: GPU count, node size, batch, sequence length, dtype."""
+
+    gpus: int  # total GPUs
+    gpus_per_node: int  # GPUs per node (from the hardware profile)
+    global_batch: int  # sequences per optimizer step
+    seq_len: int  # tokens per sequence
+    dtype: str = "bf16"  # compute dtype of the GEMMs
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "gpus_per_node", "global_batch", "seq_len"):
+            value = getattr(self, name)
+            if value <= 0:
+                raise SpecError(f"--{name.replace('_', '-')} must be positive, got {value}")
+        if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
+            raise SpecError(
+                f"--gpus ({self.gpus}) must be a multiple of the node size ({self.gpus_per_node} GPUs per node)"
+            )
+        if self.dtype not in JOB_DTYPES:
+            raise SpecError(f"--dtype must be one of {', '.join(JOB_DTYPES)}, got {self.dtype!r}")
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+
+def default_global_batch(gpus: int, seq_len: int) -> int:
+    """About 4M tokens per step, rounded up to a multiple of the GPU count (so any dp divides it)."""
+    want = max(1, DEFAULT_TOKENS_PER_STEP // seq_len)
+    return gpus * -(-want // gpus)

@@ -1,0 +1,211 @@
+"""ModelSpec: the shape of the network, and its loaders.
+
+A spec comes from a built-in preset name, a YAML file (format in DESIGN.md), or
+a Hugging Face ``config.json``. All three become the same frozen value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from autopar.errors import SpecError
+from autopar.spec_io import Fields, did_you_mean, load_mapping
+
+ACTIVATIONS = ("swiglu", "gelu", "relu2")
+
+# Layer kinds the cost model knows. New families (MoE, Mamba) add a kind here and
+# a branch in cost/flops.py and cost/memory.py; nothing else changes shape.
+LAYER_KINDS = ("dense",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    """A decoder-only transformer, as far as cost and memory are concerned."""
+
+    name: str  # display name
+    layers: int  # number of transformer blocks
+    hidden_size: int  # model width h
+    num_attention_heads: int  # query heads a
+    num_kv_heads: int  # key/value heads (GQA groups); equals a for MHA
+    head_dim: int  # per-head width d; h / a unless the spec says otherwise
+    ffn_hidden_size: int  # MLP inner width f
+    ffn_activation: str  # swiglu | gelu | relu2
+    vocab_size: int  # V
+    seq_len: int  # default training sequence length, tokens
+    max_seq_len: int  # longest sequence the model accepts (position range), tokens
+    tie_embeddings: bool  # output projection shares the embedding matrix
+    source: str = ""  # citation for presets; file path for user specs
+
+    def __post_init__(self) -> None:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise SpecError(
+                f"{self.name}: num_attention_heads ({self.num_attention_heads}) must be divisible "
+                f"by num_kv_heads ({self.num_kv_heads})"
+            )
+        if self.ffn_activation not in ACTIVATIONS:
+            raise SpecError(f"{self.name}: ffn_activation must be one of {', '.join(ACTIVATIONS)}")
+        if self.max_seq_len < self.seq_len:
+            raise SpecError(f"{self.name}: max_seq_len ({self.max_seq_len}) is below seq_len ({self.seq_len})")
+
+    # --- derived sizes ---------------------------------------------------------
+    @property
+    def q_width(self) -> int:
+        """a * d: width of the query projection and of the attention output."""
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """kv_heads * d: width of each of the K and V projections."""
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of width f in the MLP: 3 for gated (SwiGLU), else 2."""
+        return 3 if self.ffn_activation == "swiglu" else 2
+
+    def layer_kinds(self) -> tuple[str, ...]:
+        """The kind of every block, first to last."""
+        return ("dense",) * self.layers
+
+    def attention_params(self) -> int:
+        h = self.hidden_size
+        return h * self.q_width + 2 * h * self.kv_width + self.q_width * h
+
+    def mlp_params(self) -> int:
+        return self.mlp_matrices * self.hidden_size * self.ffn_hidden_size
+
+    def layer_params(self) -> int:
+        """Weights of one block, including its two norms."""
+        return self.attention_params() + self.mlp_params() + 2 * self.hidden_size
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    def output_params(self) -> int:
+        """Untied output projection (0 when tied) plus the final norm."""
+        return (0 if self.tie_embeddings else self.vocab_size * self.hidden_size) + self.hidden_size
+
+    def total_params(self) -> int:
+        return self.layers * self.layer_params() + self.embedding_params() + self.output_params()
+
+
+# --- loaders -------------------------------------------------------------------
+
+
+def preset_names() -> list[str]:
+    """Names of the built-in model presets."""
+    root = resources.files("autopar") / "presets"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_model(ref: str) -> ModelSpec:
+    """A preset name, a YAML spec, a Hugging Face config.json, or a folder holding one."""
+    path = Path(ref)
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.exists():
+            raise SpecError(f"{ref}: folder has no config.json")
+    if path.suffix.lower() == ".json":
+        return from_hf_config(load_mapping(path), where=str(path))
+    if path.suffix.lower() in (".yaml", ".yml") or path.exists():
+        return from_yaml_mapping(load_mapping(path), where=str(path))
+    names = preset_names()
+    if ref in names:
+        preset = resources.files("autopar") / "presets" / f"{ref}.yaml"
+        with resources.as_file(preset) as p:
+            return from_yaml_mapping(load_mapping(p), where=f"preset {ref}")
+    raise SpecError(
+        f"unknown model '{ref}'{did_you_mean(ref, names)}: give a preset name (see `autopar models`), "
+        "a model .yaml file or a Hugging Face config.json"
+    )
+
+
+def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
+    """Build a spec from the DESIGN.md YAML format; unknown keys are errors."""
+    f = Fields(data, f"{where}: ")
+    heads = f.int("num_attention_heads")
+    hidden = f.int("hidden_size")
+    for family in ("moe", "mamba"):
+        if f.has(family):
+            raise f.fail(family, f"{family.upper() if family == 'moe' else 'Mamba'} models are not supported yet")
+    seq_len = f.int("seq_len")
+    spec = ModelSpec(
+        name=f.str("name"),
+        layers=f.int("layers"),
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=f.int("num_kv_heads", heads),
+        head_dim=f.int("head_dim", _default_head_dim(hidden, heads, where)),
+        ffn_hidden_size=f.int("ffn_hidden_size"),
+        ffn_activation=f.str("ffn_activation", "swiglu", choices=ACTIVATIONS),
+        vocab_size=f.int("vocab_size"),
+        seq_len=seq_len,
+        max_seq_len=f.int("max_seq_len", seq_len),
+        tie_embeddings=f.bool("tie_embeddings", False),
+        source=f.str("source", where),
+    )
+    f.finish()
+    return spec
+
+
+def _default_head_dim(hidden: int, heads: int, where: str) -> int:
+    if hidden % heads:
+        raise SpecError(f"{where}: hidden_size ({hidden}) must be divisible by num_attention_heads ({heads}), or give head_dim")
+    return hidden // heads
+
+
+# Hugging Face config.json: the keys of each family, mapped onto ours.
+_HF_LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "gpt_neox")
+_HF_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu",
+           "gelu_pytorch_tanh": "gelu", "relu2": "relu2"}
+
+
+def from_hf_config(data: dict[str, Any], *, where: str) -> ModelSpec:
+    """Read a Hugging Face config.json (Llama, Mistral, Qwen2/3, GPT-2, GPT-NeoX)."""
+    f = Fields(data, f"{where}: ")
+    kind = f.str("model_type")
+    if kind == "gpt2":
+        hidden = f.int("n_embd")
+        heads = f.int("n_head")
+        seq = f.int("n_positions")
+        ffn = f.int("n_inner", 4 * hidden)
+        act = "gelu"
+        layers = f.int("n_layer")
+        tie = f.bool("tie_word_embeddings", True)
+        kv = heads
+        head_dim = _default_head_dim(hidden, heads, where)
+    elif kind in _HF_LLAMA_LIKE:
+        hidden = f.int("hidden_size")
+        heads = f.int("num_attention_heads")
+        layers = f.int("num_hidden_layers")
+        ffn = f.int("intermediate_size")
+        seq = f.int("max_position_embeddings")
+        kv = f.int("num_key_value_heads", heads)
+        head_dim = f.int("head_dim", _default_head_dim(hidden, heads, where))
+        hf_act = f.str("hidden_act", "silu")
+        if hf_act not in _HF_ACT:
+            raise f.fail("hidden_act", f"unsupported activation {hf_act!r}")
+        act = "gelu" if kind == "gpt_neox" else _HF_ACT[hf_act]
+        tie = f.bool("tie_word_embeddings", False)
+    else:
+        raise f.fail("model_type", f"unsupported model_type {kind!r}; supported: gpt2, {', '.join(_HF_LLAMA_LIKE)}")
+    if kind == "gpt_neox" and hidden % heads == 0:
+        head_dim = hidden // heads
+    return ModelSpec(
+        name=str(data.get("_name_or_path") or Path(where).parent.name or kind),
+        layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        head_dim=head_dim,
+        ffn_hidden_size=ffn,
+        ffn_activation=act,
+        vocab_size=f.int("vocab_size"),
+        seq_len=min(seq, 8192),
+        max_seq_len=seq,
+        tie_embeddings=tie,
+        source=where,
+    )
