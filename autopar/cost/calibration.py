@@ -1,0 +1,51 @@
+"""Global constants of the cost model: one place, each with its reason.
+
+These hold for every run and every GPU; per-hardware numbers live in the
+hardware profile. None of them is fitted to a single published run.
+"""
+
+from __future__ import annotations
+
+# --- memory-bound work (bytes moved per token per block, forward) -----------------
+# Norms read h and write h (x2 norms); residual adds (with dropout where used) read
+# 2h and write h (x2). Counted in elements, bf16: 2 bytes each.
+ELEMS_OUTSIDE_TP_PER_TOKEN = 10  # x h, replicated across TP ranks unless SP splits them
+# Inside the TP region: activation (SwiGLU reads 2f writes f; GELU/ReLU^2 reads f
+# writes f), rotary embedding on q and k (read + write).
+BACKWARD_OVER_FORWARD_MEMORY = 2.0  # backward kernels read the saved input and the output gradient
+ACT_BYTES = 2  # bf16 activations
+
+# --- communication overlap ------------------------------------------------------
+# Megatron-Core's TP communication overlap (TE userbuffers; --tp-comm-overlap)
+# needs sequence parallelism. It hides the all-gather/reduce-scatter behind the
+# neighbouring GEMMs by splitting them into chunks; the first and last chunk of
+# each pipeline cannot hide, so a fraction stays exposed. Wang et al. 2023 ("Overlap
+# communication with dependent computation via decomposition", ASPLOS) and the TE
+# docs report 60-90% of TP communication hidden; we take 0.75.
+TP_OVERLAP_FRACTION = 0.75
+# Data-parallel gradient reduce-scatter overlaps the backward pass bucket by bucket
+# (Megatron --overlap-grad-reduce, PyTorch DDP/FSDP); the last bucket cannot.
+DP_OVERLAP_FRACTION = 0.9
+# Ring attention hides the K/V exchange behind the attention of the previous chunk
+# (Liu et al. 2023, Ring Attention; Megatron CP), when compute is long enough.
+
+# --- memory ---------------------------------------------------------------------
+# CUDA context, cuBLAS/cuDNN workspaces and NCCL buffers: outside PyTorch's
+# allocator, about 1-2 GiB per GPU in Megatron/TE runs (NCCL alone reserves
+# hundreds of MiB per communicator).
+FIXED_OVERHEAD_BYTES = 2.0 * 2**30
+# The caching allocator cannot use every byte: fragmentation costs 5-10% of what
+# it holds (PyTorch memory docs; Megatron's memory estimator leaves similar slack).
+ALLOCATOR_FRAGMENTATION = 0.07
+# Mixed-precision Adam, bytes per parameter (Rajbhandari et al. 2020, ZeRO, sec. 3.1
+# with fp32 gradients as Megatron keeps them): bf16 weight, fp32 grad, fp32 master,
+# fp32 momentum and variance.
+WEIGHT_BYTES = 2
+GRAD_BYTES = 4
+OPTIMIZER_BYTES = 12
+# Adam step reads master, grad, m, v (16 B) and writes master, m, v, bf16 weight
+# (14 B); gradient-norm clipping reads the grads once more (4 B).
+OPTIMIZER_STEP_BYTES_PER_PARAM = 34
+# Loss on the vocabulary-parallel logits: bf16 logits, fp32 copy, fp32 softmax kept
+# for backward.
+LOGIT_BYTES = 10

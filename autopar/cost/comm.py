@@ -1,0 +1,66 @@
+"""Collective times from the profile's fitted alpha-beta curves.
+
+Bus-bandwidth convention of nccl-tests (doc/PERFORMANCE.md): for n ranks and S
+bytes per rank,
+  all-reduce                          t = a + 2(n-1)/n * S / B
+  all-gather, reduce-scatter, all-to-all  t = a + (n-1)/n * S / B
+  send/recv                           t = a + S / B
+where S is the full buffer (the gathered output, the reduced input).
+
+Tiers: a group inside one node uses the node's fits. A group that spans nodes
+with k members on each node is limited by the network: NCCL runs k rings at
+once, one per NIC rail, so the bus bandwidth is k times the one-rank-per-node
+fit, capped by the intra-node fabric (which still carries every byte).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar.hardware import HardwareProfile, fit_for
+
+_FACTOR = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "send_recv": lambda n: 1.0,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Group:
+    """A process group's placement: how many ranks, and how many of them share a node."""
+
+    size: int  # ranks in the group
+    per_node: int  # ranks of the group on one node (== size when it fits in a node)
+
+    @property
+    def intra(self) -> bool:
+        return self.per_node >= self.size
+
+
+def group_of(*, size: int, stride: int, gpus_per_node: int) -> Group:
+    """Placement of a group of `size` ranks spaced `stride` apart (Megatron rank order).
+
+    Ranks r, r+stride, r+2*stride, ... : a node of g GPUs holds g/stride of them
+    when stride < g, else one.
+    """
+    per_node = max(1, min(size, gpus_per_node // stride)) if stride <= gpus_per_node else 1
+    return Group(size=size, per_node=per_node)
+
+
+def collective_time(hw: HardwareProfile, kind: str, nbytes: float, group: Group) -> float:
+    """Seconds for one collective of `kind` over `nbytes` on `group`; 0 for a group of one."""
+    n = group.size
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    wire = 2 if kind == "send_recv" else n
+    intra = fit_for(hw.intra[kind], min(wire, hw.gpus_per_node))
+    if group.intra:
+        latency, bw = intra.latency_s, intra.bw_bytes_per_s
+    else:
+        inter = fit_for(hw.inter[kind], max(2, n // group.per_node))
+        latency = inter.latency_s
+        bw = min(intra.bw_bytes_per_s, group.per_node * inter.bw_bytes_per_s)
+    return latency + _FACTOR[kind](n) * nbytes / bw

@@ -1,0 +1,177 @@
+"""estimate(model, hw, job, plan) -> Estimate: one training step, explained.
+
+Step time = pipeline (micro-batches through the stages, with the fill/drain
+bubble) + exposed pipeline p2p + exposed data-parallel sync + optimizer step.
+
+Pipeline with stage times t_i per micro-batch (forward + backward), m
+micro-batches and v virtual stages per rank: m * max(t) + (sum(t) - max(t)) / v.
+With equal stages this is (m + (p-1)/v) * t, the 1F1B bubble (p-1)/m and the
+interleaved one (p-1)/(v*m) of Narayanan et al. 2021 (sec. 2.2); unequal stages
+(extra layers, the loss layer on the last one) stretch it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from autopar.cost import calibration as cal
+from autopar.cost.comm import Group, collective_time, group_of
+from autopar.cost.compute import BlockTime, block_time, loss_time, memory_time
+from autopar.cost.flops import model_flops_per_token
+from autopar.cost.memory import MemoryBreakdown, memory_breakdown, stage_params
+from autopar.hardware import HardwareProfile
+from autopar.job import Job
+from autopar.model import ModelSpec
+from autopar.plan import Plan, validate
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimeBreakdown:
+    """Seconds per step on the critical path."""
+
+    compute: float  # GEMMs, attention, memory-bound ops, recomputation
+    tp_comm: float  # exposed tensor-parallel collectives
+    cp_comm: float  # exposed context-parallel ring exchange
+    pp_comm: float  # exposed pipeline point-to-point transfers
+    dp_comm: float  # exposed gradient / parameter sync
+    bubble: float  # pipeline fill and drain
+    optimizer: float  # the optimizer step
+    overlap: float  # compute slowed by the communication it hides
+
+    @property
+    def total(self) -> float:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Estimate:
+    """Predicted time, throughput and memory of one plan."""
+
+    plan: Plan  # the plan estimated
+    time: TimeBreakdown  # where a step's time goes
+    memory: MemoryBreakdown  # where the worst GPU's memory goes
+    memory_capacity_bytes: float  # what the GPU has
+    step_time_s: float  # seconds per optimizer step
+    tokens_per_s: float  # whole job
+    tokens_per_s_per_gpu: float  # per GPU
+    model_tflops_per_gpu: float  # PaLM-convention model FLOP/s per GPU, in TFLOP/s
+    mfu: float  # model FLOPs utilization against the bf16 dense peak
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total <= self.memory_capacity_bytes
+
+
+def estimate(
+    model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, *, cache: dict[tuple[object, ...], object] | None = None
+) -> Estimate:
+    """Time and memory of `plan`. `cache` (any dict) shares block costs across plans."""
+    validate(plan, model, job)
+    memory = memory_breakdown(model, job, plan)
+    return _timed(model, hw, job, plan, memory, {} if cache is None else cache)
+
+
+def _cached_block(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, cache: dict) -> tuple[BlockTime, float]:
+    key = ("block", plan.tp, plan.cp, plan.mbs, plan.sp and plan.tp > 1, plan.recompute)
+    hit = cache.get(key)
+    if hit is None:
+        kw = dict(dtype=job.dtype, seq_len=job.seq_len, mbs=plan.mbs, tp=plan.tp, cp=plan.cp)
+        hit = (
+            block_time(model, hw, sp=plan.sp and plan.tp > 1, recompute=plan.recompute, **kw),  # type: ignore[arg-type]
+            loss_time(model, hw, **kw),  # type: ignore[arg-type]
+        )
+        cache[key] = hit
+    return hit  # type: ignore[return-value]
+
+
+def stage_layer_counts(layers: int, pp: int) -> list[int]:
+    """Blocks per stage: as even as possible, the last stage (which holds the loss) takes fewer."""
+    q, r = divmod(layers, pp)
+    return [q + 1] * r + [q] * (pp - r)
+
+
+def _timed(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, memory: MemoryBreakdown, cache: dict) -> Estimate:
+    block, loss = _cached_block(model, hw, job, plan, cache)
+    m, p, v = plan.microbatches(job), plan.pp, plan.vpp
+    counts = stage_layer_counts(model.layers, p)
+    stage = [n * block.total for n in counts]
+    stage[-1] += loss
+    t_max = max(stage)
+    worst = counts[stage.index(t_max)]
+    bubble = (sum(stage) - t_max) / v
+
+    # pipeline p2p: activations of one micro-batch, split by tp (scatter/gather),
+    # on the fill/drain path: p*v - 1 crossings each way
+    pp_comm = 0.0
+    if p > 1:
+        stride = plan.tp * plan.cp * plan.dp
+        nbytes = cal.ACT_BYTES * plan.mbs * job.seq_len / plan.cp * model.hidden_size / plan.tp
+        pair = Group(size=2, per_node=2 if stride < hw.gpus_per_node else 1)
+        pp_comm = 2 * (p * v - 1) * collective_time(hw, "send_recv", nbytes, pair)
+
+    dp_comm, dp_hidden = _dp_sync(model, hw, plan, m, fwd_s=worst * block.fwd, bwd_s=worst * block.bwd)
+    shards = plan.dp * plan.cp if plan.zero >= 1 else 1
+    optimizer = memory_time(hw, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * max(stage_params(model, plan)) / shards)
+
+    is_loss_stage = stage.index(t_max) == p - 1
+    time = TimeBreakdown(
+        compute=m * (worst * block.compute + (loss if is_loss_stage else 0.0)),
+        tp_comm=m * worst * block.tp_exposed,
+        cp_comm=m * worst * block.cp_exposed,
+        pp_comm=pp_comm,
+        dp_comm=dp_comm,
+        bubble=bubble,
+        optimizer=optimizer,
+        overlap=m * worst * block.overlap_penalty + (hw.compute_slowdown - 1) * dp_hidden,
+    )
+    step = time.total
+    tokens = job.tokens_per_step / step
+    flops = tokens * model_flops_per_token(model, job.seq_len) / job.gpus
+    return Estimate(
+        plan=plan,
+        time=time,
+        memory=memory,
+        memory_capacity_bytes=hw.memory_bytes,
+        step_time_s=step,
+        tokens_per_s=tokens,
+        tokens_per_s_per_gpu=tokens / job.gpus,
+        model_tflops_per_gpu=flops / 1e12,
+        mfu=flops / hw.peak("bf16"),
+    )
+
+
+def _dp_sync(
+    model: ModelSpec, hw: HardwareProfile, plan: Plan, microbatches: int, *, fwd_s: float, bwd_s: float
+) -> tuple[float, float]:
+    """(exposed, hidden) seconds of gradient and parameter sync over the DP x CP group.
+
+    ZeRO 0: all-reduce fp32 grads. ZeRO 1/2: reduce-scatter fp32 grads and
+    all-gather bf16 weights once per step, behind the last backward and the first
+    forward. ZeRO 3 (FSDP): per micro-batch, all-gather weights for forward and
+    for backward and reduce-scatter grads, behind that micro-batch's compute.
+    `fwd_s`/`bwd_s`: one micro-batch's forward/backward compute on the worst stage.
+    """
+    n = plan.dp * plan.cp
+    if n == 1:
+        return 0.0, 0.0
+    group = group_of(size=n, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
+    params = max(stage_params(model, plan))
+    grads = cal.GRAD_BYTES * params
+    weights = cal.WEIGHT_BYTES * params
+    ov = cal.DP_OVERLAP_FRACTION
+    if plan.zero == 3:
+        per_mb = 2 * collective_time(hw, "all_gather", weights, group) + collective_time(hw, "reduce_scatter", grads, group)
+        window = ov * (fwd_s + bwd_s)
+        exposed = microbatches * max(0.0, per_mb - window)
+        return exposed, microbatches * per_mb - exposed
+    if plan.zero == 0:
+        reduce = collective_time(hw, "all_reduce", grads, group)
+        gather = 0.0
+    else:
+        reduce = collective_time(hw, "reduce_scatter", grads, group)
+        gather = collective_time(hw, "all_gather", weights, group)
+    exposed = max(0.0, reduce - ov * bwd_s) + max(0.0, gather - ov * fwd_s)
+    return exposed, reduce + gather - exposed
