@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
+from rich.console import Console
+from rich.table import Table
+
+from autopar import advise, report
 from autopar.errors import AutoparError
+from autopar.hardware import DEFAULT_HARDWARE, builtin_names, load_hardware
+from autopar.model import load_model, preset_names
 
 app = typer.Typer(
     name="autopar",
@@ -19,7 +25,7 @@ app = typer.Typer(
 )
 
 
-def _fail(exc: AutoparError) -> None:
+def _fail(exc: AutoparError) -> NoReturn:
     print(f"autopar: error: {exc}", file=sys.stderr)
     raise typer.Exit(exc.exit_code)
 
@@ -39,6 +45,109 @@ def profile(
         run_profile(out=out, quick=quick, device=device, nproc=nproc, compare=compare)
     except AutoparError as exc:
         _fail(exc)
+
+
+Model = Annotated[str, typer.Argument(help="Preset name (see `autopar models`), model .yaml, or Hugging Face config.json.")]
+HardwareOpt = Annotated[
+    str | None, typer.Option("--hardware", help="Built-in profile name or profile .yaml (default: saved profile, else h100-sxm).")
+]
+GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs.")]
+NodesOpt = Annotated[int | None, typer.Option(help="Nodes (GPUs = nodes x GPUs per node).")]
+BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (default: about 4M tokens).")]
+SeqOpt = Annotated[int | None, typer.Option(help="Sequence length in tokens (default: the model's).")]
+DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+
+
+def _console() -> Console:
+    return Console(highlight=False)
+
+
+@app.command()
+def suggest(
+    model: Model,
+    hardware: HardwareOpt = None,
+    gpus: GpusOpt = None,
+    nodes: NodesOpt = None,
+    global_batch: BatchOpt = None,
+    seq_len: SeqOpt = None,
+    dtype: DtypeOpt = "bf16",
+    top: Annotated[int, typer.Option(help="Plans to show.", min=1)] = 10,
+    json_out: JsonOpt = False,
+) -> None:
+    """Search every parallel plan for a job and rank them by tokens/s."""
+    try:
+        ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
+                             seq_len=seq_len, dtype=dtype)
+        result = advise.suggest(ctx)
+    except AutoparError as exc:
+        _fail(exc)
+    if json_out:
+        print(report.suggestion_json(result, top))
+    else:
+        report.render_suggestion(_console(), result, top)
+
+
+@app.command()
+def estimate(
+    model: Model,
+    hardware: HardwareOpt = None,
+    gpus: GpusOpt = None,
+    nodes: NodesOpt = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline stages.")] = 1,
+    vpp: Annotated[int, typer.Option(help="Virtual stages per pipeline rank (interleaved 1F1B).")] = 1,
+    cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel degree (MoE only).")] = 1,
+    mbs: Annotated[int, typer.Option(help="Micro-batch size, sequences.")] = 1,
+    recompute: Annotated[str, typer.Option(help="none | selective | full")] = "none",
+    zero: Annotated[int, typer.Option(help="0 | 1 | 2 | 3 (1 = distributed optimizer)")] = 1,
+    sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism with TP.")] = True,
+    global_batch: BatchOpt = None,
+    seq_len: SeqOpt = None,
+    dtype: DtypeOpt = "bf16",
+    json_out: JsonOpt = False,
+) -> None:
+    """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
+    try:
+        ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
+                             seq_len=seq_len, dtype=dtype)
+        result = advise.explain(ctx, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, mbs=mbs, recompute=recompute, zero=zero, sp=sp)
+    except AutoparError as exc:
+        _fail(exc)
+    if json_out:
+        print(report.explained_json(result))
+    else:
+        report.render_explained(_console(), result)
+
+
+@app.command("models")
+def models_cmd() -> None:
+    """List the built-in model presets."""
+    try:
+        table = Table("name", "params", "layers", "hidden", "heads/kv", "seq", "source")
+        for name in preset_names():
+            m = load_model(name)
+            table.add_row(name, f"{m.total_params() / 1e9:.1f}B", str(m.layers), str(m.hidden_size),
+                          f"{m.num_attention_heads}/{m.num_kv_heads}", str(m.seq_len), m.source)
+    except AutoparError as exc:
+        _fail(exc)
+    _console().print(table)
+
+
+@app.command("hardware")
+def hardware_cmd() -> None:
+    """List the built-in hardware profiles."""
+    try:
+        table = Table("name", "GPU", "memory GiB", "bf16 TFLOP/s", "GPUs/node", "description")
+        for name in builtin_names():
+            hw = load_hardware(name)
+            table.add_row(name, hw.gpu_name, f"{hw.memory_bytes / 2**30:.1f}", f"{hw.peak('bf16') / 1e12:.0f}",
+                          str(hw.gpus_per_node), hw.description)
+    except AutoparError as exc:
+        _fail(exc)
+    _console().print(table)
+    _console().print(f"default when no --hardware and no saved profile: {DEFAULT_HARDWARE}")
 
 
 def main() -> None:

@@ -71,7 +71,7 @@ def estimate(
     """Time and memory of `plan`. `cache` (any dict) shares block costs across plans."""
     validate(plan, model, job)
     memory = memory_breakdown(model, job, plan)
-    return _timed(model, hw, job, plan, memory, {} if cache is None else cache)
+    return timed_estimate(model, hw, job, plan, memory, {} if cache is None else cache)
 
 
 def _cached_block(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, cache: dict) -> tuple[BlockTime, float]:
@@ -93,7 +93,7 @@ def stage_layer_counts(layers: int, pp: int) -> list[int]:
     return [q + 1] * r + [q] * (pp - r)
 
 
-def _timed(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, memory: MemoryBreakdown, cache: dict) -> Estimate:
+def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, memory: MemoryBreakdown, cache: dict) -> Estimate:
     block, loss = _cached_block(model, hw, job, plan, cache)
     m, p, v = plan.microbatches(job), plan.pp, plan.vpp
     counts = stage_layer_counts(model.layers, p)

@@ -1,0 +1,112 @@
+"""The two questions the CLI asks, as library calls: suggest plans, estimate one plan.
+
+Both take plain values (names, paths, numbers), load and validate the inputs,
+and return frozen results that report.py renders. No torch, no printing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from autopar.cost.memory import memory_breakdown
+from autopar.cost.step import Estimate, estimate
+from autopar.errors import SpecError
+from autopar.hardware import HardwareProfile, resolve_hardware
+from autopar.job import Job, default_global_batch
+from autopar.model import ModelSpec, load_model
+from autopar.plan import Plan, validate
+from autopar.search import SearchResult, search
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context:
+    """The inputs every answer is about."""
+
+    model: ModelSpec  # what is trained
+    hw: HardwareProfile  # on what
+    hw_reason: str  # which profile was used and why
+    job: Job  # GPUs, batch, sequence length, dtype
+    batch_defaulted: bool  # the global batch was chosen by autopar
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suggestion:
+    ctx: Context  # inputs
+    result: SearchResult  # ranked plans
+    search_s: float  # wall time of the search
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Explained:
+    ctx: Context  # inputs
+    estimate: Estimate  # the plan's time and memory
+    hints: tuple[tuple[str, float], ...]  # when it does not fit: (change, GiB per GPU after it) that would
+
+
+def context(
+    model: str,
+    *,
+    hardware: str | None,
+    gpus: int | None,
+    nodes: int | None,
+    global_batch: int | None,
+    seq_len: int | None,
+    dtype: str,
+) -> Context:
+    spec = load_model(model)
+    hw, reason = resolve_hardware(hardware)
+    if nodes is not None:
+        if nodes < 1:
+            raise SpecError(f"--nodes must be positive, got {nodes}")
+        if gpus is not None and gpus != nodes * hw.gpus_per_node:
+            raise SpecError(f"--gpus ({gpus}) disagrees with --nodes ({nodes}) x {hw.gpus_per_node} GPUs per node")
+        gpus = nodes * hw.gpus_per_node
+    if gpus is None:
+        raise SpecError("give --gpus N or --nodes N")
+    seq = seq_len if seq_len is not None else spec.seq_len
+    if seq <= 0:
+        raise SpecError(f"--seq-len must be positive, got {seq}")
+    if seq > spec.max_seq_len:
+        raise SpecError(f"--seq-len ({seq}) exceeds {spec.name}'s max_seq_len ({spec.max_seq_len})")
+    batch = global_batch if global_batch is not None else default_global_batch(max(gpus, 1), seq)
+    job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype)
+    if dtype not in hw.peak_flops:
+        raise SpecError(f"--dtype {dtype}: hardware profile {hw.name} has no peak for it")
+    return Context(model=spec, hw=hw, hw_reason=reason, job=job, batch_defaulted=global_batch is None)
+
+
+def suggest(ctx: Context) -> Suggestion:
+    start = time.perf_counter()
+    result = search(ctx.model, ctx.hw, ctx.job)
+    return Suggestion(ctx=ctx, result=result, search_s=time.perf_counter() - start)
+
+
+def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: int, recompute: str, zero: int, sp: bool) -> Explained:
+    denom = tp * pp * cp
+    if denom <= 0 or ctx.job.gpus % denom:
+        raise SpecError(f"--gpus ({ctx.job.gpus}) must be divisible by tp*pp*cp ({tp}*{pp}*{cp})")
+    plan = Plan(dp=ctx.job.gpus // denom, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, mbs=mbs, recompute=recompute, zero=zero,
+                sp=sp and tp > 1)
+    est = estimate(ctx.model, ctx.hw, ctx.job, plan)
+    hints = () if est.fits else fit_hints(ctx, plan)
+    return Explained(ctx=ctx, estimate=est, hints=hints)
+
+
+def fit_hints(ctx: Context, plan: Plan) -> tuple[tuple[str, float], ...]:
+    """One-knob changes that make an over-budget plan fit, smallest memory first."""
+    options: list[tuple[str, Plan]] = [(f"--recompute {r}", replace(plan, recompute=r)) for r in ("selective", "full")]
+    options += [(f"--zero {z}", replace(plan, zero=z)) for z in (1, 2, 3) if z > plan.zero]
+    options += [(f"--mbs {b}", replace(plan, mbs=b)) for b in (1, 2, 4) if b < plan.mbs]
+    if plan.tp > 1 and not plan.sp:
+        options.append(("--sp", replace(plan, sp=True)))
+    found = []
+    for label, candidate in options:
+        try:
+            validate(candidate, ctx.model, ctx.job)
+        except SpecError:
+            continue
+        need = memory_breakdown(ctx.model, ctx.job, candidate).total
+        if need <= ctx.hw.memory_bytes:
+            found.append((label, need / 2**30))
+    return tuple(sorted(found, key=lambda x: x[1])[:3])

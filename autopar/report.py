@@ -1,0 +1,136 @@
+"""Rendering only: rich tables for people, JSON documents for programs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from autopar.advise import Context, Explained, Suggestion
+from autopar.cost.step import Estimate
+
+GIB = 2**30
+
+
+def plan_dict(est: Estimate) -> dict[str, Any]:
+    """The DESIGN.md JSON contract for one plan."""
+    p = est.plan
+    return {
+        "dp": p.dp, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "mbs": p.mbs,
+        "recompute": p.recompute, "zero": p.zero, "sp": p.sp,
+        "step_time_s": est.step_time_s,
+        "tokens_per_s": est.tokens_per_s,
+        "tokens_per_s_per_gpu": est.tokens_per_s_per_gpu,
+        "model_tflops_per_gpu": est.model_tflops_per_gpu,
+        "mfu": est.mfu,
+        "memory_gib_per_gpu": est.memory.total / GIB,
+        "fits": est.fits,
+    }
+
+
+def context_dict(ctx: Context) -> dict[str, Any]:
+    j = ctx.job
+    return {
+        "model": ctx.model.name,
+        "params": ctx.model.total_params(),
+        "hardware": ctx.hw.name,
+        "hardware_source": ctx.hw_reason,
+        "memory_gib_capacity": ctx.hw.memory_bytes / GIB,
+        "gpus": j.gpus,
+        "gpus_per_node": j.gpus_per_node,
+        "global_batch": j.global_batch,
+        "seq_len": j.seq_len,
+        "dtype": j.dtype,
+        "mfu_convention": "PaLM: 6N + 12*L*a*d*s FLOPs per token, no recompute, against the bf16 dense peak",
+    }
+
+
+def suggestion_json(s: Suggestion, top: int) -> str:
+    plans = [plan_dict(e) for e in s.result.ranked[:top]]
+    doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
+           "search_s": s.search_s, "plans": plans}
+    return json.dumps(doc, indent=2)
+
+
+def explained_json(x: Explained) -> str:
+    e = x.estimate
+    doc = {**context_dict(x.ctx), **plan_dict(e),
+           "time_breakdown_s": e.time.as_dict(),
+           "memory_breakdown_gib": e.memory.as_gib(),
+           "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints]}
+    return json.dumps(doc, indent=2)
+
+
+def _header(console: Console, ctx: Context) -> None:
+    j, m = ctx.job, ctx.model
+    batch = f"{j.global_batch} sequences" + (" (default: about 4M tokens)" if ctx.batch_defaulted else "")
+    console.print(f"[bold]{m.name}[/] ({m.total_params() / 1e9:.1f}B parameters) on {j.gpus} x {ctx.hw.gpu_name}")
+    console.print(f"hardware: {ctx.hw.name} — {ctx.hw_reason}")
+    console.print(f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, {j.dtype}")
+
+
+def _fmt_plan(est: Estimate) -> str:
+    p = est.plan
+    bits = [f"dp{p.dp}", f"tp{p.tp}" + ("+sp" if p.sp else ""), f"pp{p.pp}"]
+    if p.vpp > 1:
+        bits.append(f"vpp{p.vpp}")
+    if p.cp > 1:
+        bits.append(f"cp{p.cp}")
+    return " ".join(bits)
+
+
+def render_suggestion(console: Console, s: Suggestion, top: int) -> None:
+    _header(console, s.ctx)
+    r = s.result
+    console.print(f"searched {r.considered} plans in {s.search_s:.2f} s; {r.feasible} fit in "
+                  f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
+    table = Table(title=f"top {min(top, len(r.ranked))} plans by tokens/s")
+    for col in ("#", "plan", "mbs", "recompute", "zero", "step s", "tokens/s", "tok/s/GPU", "TFLOP/s/GPU", "MFU", "mem GiB"):
+        table.add_column(col, justify="left" if col in ("plan", "recompute") else "right")
+    for i, e in enumerate(r.ranked[:top], 1):
+        table.add_row(str(i), _fmt_plan(e), str(e.plan.mbs), e.plan.recompute, str(e.plan.zero), f"{e.step_time_s:.2f}",
+                      f"{e.tokens_per_s:,.0f}", f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.model_tflops_per_gpu:.0f}",
+                      f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
+    console.print(table)
+    best = r.ranked[0]
+    console.print(
+        f"[bold green]recommended:[/] {_fmt_plan(best)}, mbs {best.plan.mbs}, recompute {best.plan.recompute}, "
+        f"ZeRO-{best.plan.zero}: {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s "
+        f"({best.tokens_per_s_per_gpu:,.0f} per GPU), MFU {best.mfu:.1%}, peak memory {best.memory.total / GIB:.1f} GiB/GPU"
+    )
+    console.print("MFU: PaLM convention (6N + 12·L·a·d·s FLOPs per token, no recompute) against the bf16 dense peak.")
+
+
+def render_explained(console: Console, x: Explained) -> None:
+    _header(console, x.ctx)
+    e = x.estimate
+    p = e.plan
+    console.print(f"plan: {_fmt_plan(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute {p.recompute}, "
+                  f"ZeRO-{p.zero}")
+    t = Table(title=f"step time {e.step_time_s:.3f} s")
+    t.add_column("component")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    labels = {"compute": "compute", "tp_comm": "exposed TP comm", "cp_comm": "exposed CP comm", "pp_comm": "exposed PP p2p",
+              "dp_comm": "exposed DP sync", "bubble": "pipeline bubble", "optimizer": "optimizer step",
+              "overlap": "overlap slowdown"}
+    for key, value in e.time.as_dict().items():
+        t.add_row(labels[key], f"{value:.3f}", f"{value / e.step_time_s:.1%}")
+    console.print(t)
+    mem = Table(title=f"memory per GPU (worst stage): {e.memory.total / GIB:.1f} of {e.memory_capacity_bytes / GIB:.1f} GiB")
+    mem.add_column("part")
+    mem.add_column("GiB", justify="right")
+    for key, value in e.memory.as_gib().items():
+        if key != "total":
+            mem.add_row(key, f"{value:.2f}")
+    console.print(mem)
+    console.print(f"throughput: {e.tokens_per_s:,.0f} tokens/s, {e.tokens_per_s_per_gpu:,.0f} per GPU, "
+                  f"{e.model_tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {e.mfu:.1%} (PaLM convention, bf16 peak)")
+    if e.fits:
+        console.print("[green]fits in memory[/]")
+    else:
+        over = (e.memory.total - e.memory_capacity_bytes) / GIB
+        fix = "; ".join(f"{c} -> {g:.1f} GiB" for c, g in x.hints) or "none of recompute/ZeRO/mbs alone: add pp or tp"
+        console.print(f"[red]does not fit: {over:.1f} GiB over[/]; what would fit: {fix}")
