@@ -60,7 +60,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 
 
 def _console() -> Console:
-    return Console(highlight=False)
+    return Console(highlight=False, soft_wrap=True)
 
 
 @app.command()

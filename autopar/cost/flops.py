@@ -9,6 +9,8 @@ Conventions:
 - Model FLOPs for MFU follow PaLM (Chowdhery et al. 2022, appendix B): per token
   6*N + 12*L*a*d*s, N the weights that take part in matmuls (blocks + logits),
   attention counted in full (not halved for causality), recomputation not counted.
+  For dense models this equals Megatron-Core r0.8's num_floating_point_operations
+  (megatron/training/training.py), which NVIDIA's published MFU figures use.
 """
 
 from __future__ import annotations

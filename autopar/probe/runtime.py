@@ -1,0 +1,159 @@
+"""Importing torch, choosing the device, reading versions, and the watchdog.
+
+``require_torch`` is the one place that turns a missing torch into a one-line
+error with the fix. The watchdog ends a rank that stops making progress (a hung
+collective, a peer that died) with a message naming the step, instead of
+leaving the user with a process that never returns.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Protocol
+
+from autopar.errors import ProfileError
+
+TORCH_FIX = "pip install torch==2.13.0 (or pip install 'autopar[profile]')"
+
+
+def require_torch() -> ModuleType:
+    """Import torch or raise a ProfileError that says how to install it."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise ProfileError(f"autopar profile needs PyTorch, which is not installed ({exc.name or 'torch'}): {TORCH_FIX}") from None
+    return torch
+
+
+def resolve_device(torch: ModuleType, requested: str) -> str:
+    """auto | cuda | cpu -> cuda | cpu, refusing cuda when no GPU is visible."""
+    if requested not in ("auto", "cuda", "cpu"):
+        raise ProfileError(f"--device: expected auto, cuda or cpu, got {requested!r}")
+    has_cuda = bool(torch.cuda.is_available())
+    if requested == "cuda" and not has_cuda:
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        hint = f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+        raise ProfileError(
+            f"--device cuda: no CUDA GPU is visible (torch {torch.__version__} is {build}{hint}); "
+            "run on a GPU node with a CUDA build of torch, or use --device cpu --nproc 2"
+        )
+    if requested == "auto":
+        return "cuda" if has_cuda else "cpu"
+    return requested
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def nvidia_driver() -> str:
+    """The NVIDIA kernel driver version, or 'unknown'."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return "unknown"
+    for word in text.split():
+        parts = word.split(".")
+        if len(parts) >= 2 and all(p.isdigit() for p in parts):
+            return word
+    return "unknown"
+
+
+def nccl_version(torch: ModuleType) -> str:
+    try:
+        v = torch.cuda.nccl.version()
+    except Exception:  # no NCCL in this build (CPU wheels, ROCm without RCCL)
+        return "n/a"
+    return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+
+
+def physical_memory_bytes() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0.0
+
+
+class Sink(Protocol):
+    """Where rank 0 reports progress: a rich bar here, or a queue to the parent."""
+
+    def total(self, steps: int) -> None: ...
+
+    def step(self, label: str) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+class NullSink:
+    """Progress of ranks other than 0: nowhere."""
+
+    def total(self, steps: int) -> None:
+        pass
+
+    def step(self, label: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+class Watchdog:
+    """Ends this process when a step runs past its limit.
+
+    ``beat(label)`` starts a step; if the next beat does not come within the
+    limit, the watchdog prints one line naming the rank and the step, calls
+    ``on_expire`` (the spawned worker tells its parent), and exits the process
+    with status 3. A daemon thread, so it never keeps a finished process alive.
+    """
+
+    def __init__(self, *, rank: int, limit_s: float, on_expire: object = None):
+        self._rank = rank
+        self._limit = limit_s
+        self._on_expire = on_expire
+        self._label = "start-up"
+        self._current = limit_s
+        self._deadline = time.monotonic() + limit_s
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="autopar-watchdog", daemon=True)
+        self._thread.start()
+
+    def beat(self, label: str, *, limit_s: float | None = None) -> None:
+        with self._lock:
+            self._label = label
+            self._current = limit_s if limit_s is not None else self._limit
+            self._deadline = time.monotonic() + self._current
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            with self._lock:
+                late = time.monotonic() > self._deadline
+                label, limit = self._label, self._current
+            if late:
+                msg = (
+                    f"rank {self._rank} made no progress in '{label}' for {limit:.0f} s "
+                    "(a hung collective or a dead rank); ending the run"
+                )
+                print(f"autopar: error: {msg}", file=sys.stderr, flush=True)
+                if callable(self._on_expire):
+                    try:
+                        self._on_expire(msg)
+                    except Exception:  # the parent may be gone already; we exit either way
+                        pass
+                os._exit(3)

@@ -1,0 +1,182 @@
+"""Predicted against published throughput for every usable published run.
+
+    python benchmarks/accuracy.py [--runs ../shared/calibration/published_runs.yaml] [--json]
+
+For each row with a stated throughput and parallel layout: build the model from
+the row, pick the built-in hardware profile of its GPU, fix the published
+degrees (and every knob the source states), let the search choose only what the
+source leaves open (micro-batch, interleaving), and convert our step time into
+the source's own FLOP convention (its `flop_formula`). Prints the per-row error,
+the mean absolute percentage error, whether the published plan fits by our
+memory model, and where our own top plan stands against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autopar.cost.flops import megatron_flops_per_iteration, model_flops_per_token  # noqa: E402
+from autopar.cost.step import Estimate  # noqa: E402
+from autopar.errors import InfeasibleError  # noqa: E402
+from autopar.hardware import load_hardware  # noqa: E402
+from autopar.job import Job  # noqa: E402
+from autopar.model import ModelSpec  # noqa: E402
+from autopar.search import search  # noqa: E402
+
+DEFAULT_RUNS = ROOT.parent / "shared" / "calibration" / "published_runs.yaml"
+
+# Plan facts the rows imply but do not spell out, by row id prefix, with the reason.
+# These are parts of the published plan (what the framework could do then), not
+# correction factors.
+PLAN_FACTS: dict[str, dict[str, Any]] = {
+    # Megatron-LM 2021 predates sequence parallelism and the distributed optimizer (both 2022).
+    "megatron2021_": {"sp": False, "zero": 0},
+    # BLOOM: Megatron-DeepSpeed without SP; BF16_Optimizer shards optimizer state (ZeRO-1).
+    "bloom_": {"sp": False, "zero": 1},
+    # Megatron-Core r0.8 benchmarks: distributed optimizer with overlap (README), SP with TP comm overlap.
+    "megatron_readme_": {"zero": 1},
+}
+
+
+def hardware_for(gpu: str) -> str | None:
+    g = gpu.lower()
+    if "a100" in g and "40" not in g:
+        return "a100-sxm-80g"
+    if "h100" in g:
+        return "h100-sxm"
+    return None
+
+
+def model_from_row(row: dict[str, Any]) -> ModelSpec:
+    m = row["model"]
+    h, heads = m["hidden"], m["heads"]
+    return ModelSpec(
+        name=row["id"], layers=m["layers"], hidden_size=h, num_attention_heads=heads,
+        num_kv_heads=m.get("kv_heads") or heads, head_dim=h // heads, ffn_hidden_size=m.get("ffn_hidden") or 4 * h,
+        ffn_activation="gelu", vocab_size=m["vocab"], seq_len=m["seq_len"], max_seq_len=m["seq_len"],
+        tie_embeddings=row["id"].startswith(("megatron2021_", "bloom_")),
+    )
+
+
+def fixed_knobs(row: dict[str, Any]) -> dict[str, Any]:
+    par = row["parallelism"]
+    fixed: dict[str, Any] = {"tp": par["tp"], "pp": par["pp"], "cp": par.get("cp") or 1}
+    if par.get("dp"):
+        fixed["dp"] = par["dp"]
+    rec = str(par.get("recompute") or "").lower()
+    if "full" in rec or rec.startswith("yes"):
+        fixed["recompute"] = "full"
+    elif "selective" in rec:
+        fixed["recompute"] = "selective"
+    if row.get("micro_batch_size"):
+        fixed["mbs"] = row["micro_batch_size"]
+    if par.get("sequence_parallel") is not None:
+        fixed["sp"] = bool(par["sequence_parallel"])
+    for prefix, facts in PLAN_FACTS.items():
+        if row["id"].startswith(prefix):
+            fixed.update(facts)
+    return fixed
+
+
+def published_flops_per_step(row: dict[str, Any], model: ModelSpec, job: Job) -> float:
+    """FLOPs per step in the source's own convention."""
+    formula = row["flop_formula"]
+    if formula.get("includes_recompute"):  # Narayanan et al. 2021 eq. (3), also BLOOM's logger
+        return megatron_flops_per_iteration(batch=job.global_batch, seq_len=job.seq_len, layers=model.layers,
+                                            hidden=model.hidden_size, vocab=model.vocab_size)
+    return model_flops_per_token(model, job.seq_len) * job.tokens_per_step  # Megatron-Core r0.8 = PaLM
+
+
+@dataclass
+class RowResult:
+    id: str
+    gpus: int
+    published_tflops: float
+    predicted_tflops: float
+    fits: bool
+    plan: str
+    our_best_ratio: float | None  # our top plan's tokens/s over the published plan's (both predicted)
+    published_rank: int | None  # rank of the published plan in our full search (1 = our top)
+
+    @property
+    def error(self) -> float:
+        return self.predicted_tflops / self.published_tflops - 1
+
+
+def usable(row: dict[str, Any]) -> bool:
+    a, par, m = row["achieved"], row["parallelism"], row["model"]
+    return (
+        a.get("tflops_per_gpu") is not None and par.get("tp") is not None and par.get("pp") is not None
+        and m.get("moe") is None and hardware_for(row["hardware"]["gpu"]) is not None
+        and row["global_batch"].get("sequences") is not None
+    )
+
+
+def evaluate(row: dict[str, Any]) -> RowResult:
+    model = model_from_row(row)
+    hw = load_hardware(hardware_for(row["hardware"]["gpu"]) or "")
+    job = Job(gpus=row["hardware"]["gpu_count"], gpus_per_node=hw.gpus_per_node,
+              global_batch=row["global_batch"]["sequences"], seq_len=model.seq_len)
+    fixed = fixed_knobs(row)
+    fits = True
+    try:
+        ranked = search(model, hw, job, fixed=fixed).ranked
+    except InfeasibleError:
+        fits = False
+        ranked = _ignore_memory(model, hw, job, fixed)
+    best: Estimate = ranked[0]
+    predicted = published_flops_per_step(row, model, job) / best.step_time_s / job.gpus / 1e12
+    ratio = rank = None
+    try:
+        ours = search(model, hw, job).ranked
+        ratio = ours[0].tokens_per_s / best.tokens_per_s
+        faster = [e for e in ours if e.tokens_per_s > best.tokens_per_s]
+        rank = len(faster) + 1
+    except InfeasibleError:
+        pass
+    p = best.plan
+    label = f"dp{p.dp} tp{p.tp} pp{p.pp} vpp{p.vpp} mbs{p.mbs} {p.recompute} z{p.zero}{' sp' if p.sp else ''}"
+    return RowResult(id=row["id"], gpus=job.gpus, published_tflops=row["achieved"]["tflops_per_gpu"],
+                     predicted_tflops=predicted, fits=fits, plan=label, our_best_ratio=ratio, published_rank=rank)
+
+
+def _ignore_memory(model: ModelSpec, hw: Any, job: Job, fixed: dict[str, Any]) -> tuple[Estimate, ...]:
+    """The published plan does not fit by our model: time it anyway, fastest first."""
+    roomy = replace(hw, memory_bytes=float("inf"))
+    return search(model, roomy, job, fixed=fixed).ranked
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=Path, default=DEFAULT_RUNS)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = yaml.safe_load(args.runs.read_text())["runs"]
+    results = [evaluate(r) for r in rows if usable(r)]
+    skipped = [r["id"] for r in rows if not usable(r)]
+    mape = sum(abs(r.error) for r in results) / len(results)
+    if args.json:
+        print(json.dumps({"mape": mape, "rows": [dict(vars(r), error=r.error) for r in results], "skipped": skipped}, indent=2))
+        return 0
+    print(f"{'run':32} {'GPUs':>5} {'published':>9} {'predicted':>9} {'error':>7} {'fits':>5}  {'ours/pub':>8} {'rank':>4}  plan")
+    for r in results:
+        ratio = f"{r.our_best_ratio:.2f}" if r.our_best_ratio else "-"
+        print(f"{r.id:32} {r.gpus:5d} {r.published_tflops:9.1f} {r.predicted_tflops:9.1f} {r.error:+7.1%} "
+              f"{'yes' if r.fits else 'NO':>5}  {ratio:>8} {r.published_rank or '-':>4}  {r.plan}")
+    print(f"\nMAPE over {len(results)} rows: {mape:.1%}   (TFLOP/s per GPU in each source's convention)")
+    print(f"skipped (no throughput, no layout, MoE, or no built-in profile): {', '.join(skipped)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""The command-line contract: commands, JSON keys, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import toy_profile_dict
+from typer.testing import CliRunner
+
+from autopar.cli import app
+
+runner = CliRunner()
+
+PLAN_KEYS = {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "memory_gib_per_gpu",
+             "fits", "dp", "tp", "pp", "vpp", "cp", "ep", "mbs", "recompute", "zero"}
+
+MODEL = """\
+name: tiny
+layers: 8
+hidden_size: 1024
+num_attention_heads: 16
+num_kv_heads: 4
+ffn_hidden_size: 4096
+vocab_size: 32000
+seq_len: 2048
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(toy_profile_dict()))
+    (tmp_path / "tiny.yaml").write_text(MODEL)
+    return {"hw": str(tmp_path / "toy.yaml"), "model": str(tmp_path / "tiny.yaml"), "dir": str(tmp_path)}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    r = runner.invoke(app, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_suggest_json_contract(files: dict[str, str]) -> None:
+    code, out, _ = run("suggest", files["model"], "--hardware", files["hw"], "--gpus", "16", "--global-batch", "64", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert PLAN_KEYS <= doc.keys()
+    assert PLAN_KEYS <= doc["plans"][0].keys()
+    assert doc["gpus"] == 16 and doc["global_batch"] == 64 and doc["hardware"] == "toy"
+    assert doc["dp"] * doc["tp"] * doc["pp"] * doc["cp"] == 16
+    assert doc["plans"][0]["tokens_per_s"] >= doc["plans"][-1]["tokens_per_s"]
+    assert doc["tokens_per_s"] == pytest.approx(doc["tokens_per_s_per_gpu"] * 16)
+    assert doc["tokens_per_s"] == pytest.approx(64 * 2048 / doc["step_time_s"])
+
+
+def test_suggest_table_names_profile_and_recommendation(files: dict[str, str]) -> None:
+    code, out, _ = run("suggest", files["model"], "--hardware", files["hw"], "--gpus", "16", "--top", "3")
+    assert code == 0
+    assert f"--hardware {files['hw']}" in out
+    assert "recommended:" in out and "MFU" in out and "tokens/s" in out
+
+
+def test_estimate_json_breakdowns(files: dict[str, str]) -> None:
+    code, out, _ = run("estimate", files["model"], "--hardware", files["hw"], "--gpus", "16", "--tp", "2", "--pp", "2",
+                       "--global-batch", "64", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert PLAN_KEYS <= doc.keys()
+    assert (doc["dp"], doc["tp"], doc["pp"]) == (4, 2, 2)
+    assert sum(doc["time_breakdown_s"].values()) == pytest.approx(doc["step_time_s"])
+    mem = doc["memory_breakdown_gib"]
+    assert mem["total"] == pytest.approx(doc["memory_gib_per_gpu"])
+    assert set(mem) >= {"weights", "grads", "optimizer", "activations", "buffers"}
+
+
+def test_estimate_over_budget_says_what_fits(files: dict[str, str], tmp_path: Path) -> None:
+    small = toy_profile_dict()
+    small["gpu"]["memory_gib"] = 4
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(small))
+    code, out, _ = run("estimate", files["model"], "--hardware", str(tmp_path / "small.yaml"), "--gpus", "8",
+                       "--mbs", "8", "--global-batch", "64", "--zero", "0")
+    assert code == 0
+    assert "does not fit" in out and "what would fit" in out
+
+
+def test_suggest_infeasible_exit_1_with_reason(files: dict[str, str], tmp_path: Path) -> None:
+    tiny = toy_profile_dict()
+    tiny["gpu"]["memory_gib"] = 1
+    (tmp_path / "tiny_hw.yaml").write_text(yaml.safe_dump(tiny))
+    code, _, err = run("suggest", files["model"], "--hardware", str(tmp_path / "tiny_hw.yaml"), "--gpus", "8")
+    assert code == 1
+    assert "no plan fits: the smallest of" in err and "GiB per GPU" in err and "has 1.0 GiB" in err
+
+
+BAD_ARGS = [
+    (["--gpus", "12"], "--gpus (12) must be a multiple of the node size (8 GPUs per node)"),
+    (["--gpus", "0"], "--gpus must be positive, got 0"),
+    (["--gpus", "-8"], "--gpus must be positive, got -8"),
+    ([], "give --gpus N or --nodes N"),
+    (["--gpus", "16", "--seq-len", "4096"], "exceeds tiny's max_seq_len (2048)"),
+    (["--gpus", "16", "--dtype", "fp64"], "--dtype must be one of bf16, fp16"),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_ARGS)
+def test_bad_job_arguments(files: dict[str, str], extra: list[str], message: str) -> None:
+    code, out, err = run("suggest", files["model"], "--hardware", files["hw"], *extra)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert out == ""
+
+
+def test_bad_files_exit_2(files: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text(MODEL + "layerz: 3\n")
+    for args, message in [
+        (["suggest", str(tmp_path / "bad.yaml"), "--hardware", files["hw"], "--gpus", "8"], "unknown field (did you mean 'layers'?)"),
+        (["suggest", str(tmp_path / "missing.yaml"), "--gpus", "8"], "file not found"),
+        (["suggest", files["model"], "--hardware", "h100-sxn", "--gpus", "8"], "unknown hardware 'h100-sxn'"),
+        (["estimate", files["model"], "--hardware", files["hw"], "--gpus", "16", "--tp", "3"], "divisible by tp*pp*cp"),
+        (["estimate", files["model"], "--hardware", files["hw"], "--gpus", "16", "--tp", "8", "--recompute", "some"],
+         "--recompute must be one of none, selective, full"),
+    ]:
+        code, _, err = run(*args)
+        assert code == 2, args
+        assert message in err, (args, err)
+        assert "Traceback" not in err
+
+
+def test_saved_profile_is_used_by_default(files: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "profile.yaml").write_text(Path(files["hw"]).read_text())
+    monkeypatch.setenv("AUTOPAR_HOME", str(home))
+    code, out, _ = run("suggest", files["model"], "--gpus", "8", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["hardware"] == "toy" and "saved by `autopar profile`" in doc["hardware_source"]
+
+
+def test_suggest_and_estimate_never_import_torch(files: dict[str, str]) -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from autopar.cli import app\n"
+        f"r = CliRunner().invoke(app, ['suggest', {files['model']!r}, '--hardware', {files['hw']!r}, '--gpus', '8'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        f"r = CliRunner().invoke(app, ['estimate', {files['model']!r}, '--hardware', {files['hw']!r}, '--gpus', '8'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print('torch' in sys.modules, 'autopar.probe' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False False"
