@@ -69,7 +69,7 @@ def context(
         raise SpecError(f"--seq-len must be positive, got {seq}")
     if seq > spec.max_seq_len:
         raise SpecError(f"--seq-len ({seq}) exceeds {spec.name}'s max_seq_len ({spec.max_seq_len})")
-    batch = global_batch if global_batch is not None else default_global_batch(max(gpus, 1), seq)
+    batch = global_batch if global_batch is not None else default_global_batch(gpus, hw.gpus_per_node, seq)
     job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype)
     if dtype not in hw.peak_flops:
         raise SpecError(f"--dtype {dtype}: hardware profile {hw.name} has no peak for it")

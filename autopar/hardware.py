@@ -168,10 +168,12 @@ def load_hardware(ref: str) -> HardwareProfile:
 
 def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
     top = Fields(data, f"{where}: ", err=ProfileError)
-    version = top.int("schema_version")
+    version = top.integer("schema_version")
     if version > SCHEMA_VERSION:
-        raise top.fail("schema_version", f"profile is from a newer autopar (schema {version}, this one reads {SCHEMA_VERSION}); upgrade autopar")
-    source = top.str("source", choices=("datasheet", "measured"))
+        raise top.fail(
+            "schema_version", f"profile is from a newer autopar (schema {version}, this one reads {SCHEMA_VERSION}); upgrade autopar"
+        )
+    source = top.text("source", choices=("datasheet", "measured"))
     gpu, node, cluster, overlap = (
         Fields(top.mapping(k) or {}, top.prefix(k), err=ProfileError) for k in ("gpu", "node", "cluster", "overlap")
     )
@@ -179,17 +181,17 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
     if "bf16" not in peaks:
         raise gpu.fail("peak_tflops", "must give bf16")
     profile = HardwareProfile(
-        name=top.str("name"),
-        description=top.str("description", ""),
+        name=top.text("name"),
+        description=top.text("description", ""),
         source=source,
-        gpu_name=gpu.str("name"),
-        memory_bytes=gpu.float("memory_gib") * 2**30,
-        hbm_bytes_per_s=gpu.float("hbm_bw_gbps") * 1e9,
+        gpu_name=gpu.text("name"),
+        memory_bytes=gpu.number("memory_gib") * 2**30,
+        hbm_bytes_per_s=gpu.number("hbm_bw_gbps") * 1e9,
         memory_efficiency=_fraction(gpu, "memory_efficiency"),
         peak_flops=peaks,
         gemm_eff=_curves(gpu, "gemm_efficiency"),
         attn_eff=_curves(gpu, "attention_efficiency"),
-        gpus_per_node=node.int("gpus_per_node"),
+        gpus_per_node=node.integer("gpus_per_node"),
         intra=_collectives(node, "intra"),
         inter=_collectives(cluster, "inter"),
         compute_slowdown=_slowdown(overlap, "compute_slowdown"),
@@ -205,14 +207,14 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
 
 
 def _fraction(f: Fields, key: str) -> float:
-    value = f.float(key)
+    value = f.number(key)
     if value > 1:
         raise f.fail(key, f"must be a fraction in (0, 1], got {value}")
     return value
 
 
 def _slowdown(f: Fields, key: str) -> float:
-    value = f.float(key)
+    value = f.number(key)
     if value < 1:
         raise f.fail(key, f"must be >= 1 (a slowdown factor), got {value}")
     return value
@@ -273,9 +275,9 @@ def _collectives(f: Fields, key: str) -> dict[str, tuple[CollectiveFit, ...]]:
             g = Fields(item, f.prefix(f"{name}[{i}]"), err=ProfileError)
             parsed.append(
                 CollectiveFit(
-                    group_size=g.int("group_size", minimum=2),
-                    latency_s=g.float("latency_us") * 1e-6,
-                    bw_bytes_per_s=g.float("bw_gbps") * 1e9,
+                    group_size=g.integer("group_size", minimum=2),
+                    latency_s=g.number("latency_us") * 1e-6,
+                    bw_bytes_per_s=g.number("bw_gbps") * 1e9,
                 )
             )
             g.finish()

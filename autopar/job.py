@@ -37,7 +37,13 @@ class Job:
         return self.global_batch * self.seq_len
 
 
-def default_global_batch(gpus: int, seq_len: int) -> int:
-    """About 4M tokens per step, rounded up to a multiple of the GPU count (so any dp divides it)."""
+def default_global_batch(gpus: int, gpus_per_node: int, seq_len: int) -> int:
+    """About 4M tokens per step, rounded up to a multiple of the node count.
+
+    One sequence per node at least, so that data parallelism across nodes always
+    has work: 16,384 GPUs at 8K tokens get 2,048 sequences (16M tokens, as Llama 3
+    405B used); 64 GPUs get 512.
+    """
     want = max(1, DEFAULT_TOKENS_PER_STEP // seq_len)
-    return gpus * -(-want // gpus)
+    nodes = max(1, gpus // gpus_per_node)
+    return nodes * -(-want // nodes)

@@ -126,26 +126,26 @@ def load_model(ref: str) -> ModelSpec:
 def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
     """Build a spec from the DESIGN.md YAML format; unknown keys are errors."""
     f = Fields(data, f"{where}: ")
-    heads = f.int("num_attention_heads")
-    hidden = f.int("hidden_size")
+    heads = f.integer("num_attention_heads")
+    hidden = f.integer("hidden_size")
     for family in ("moe", "mamba"):
         if f.has(family):
             raise f.fail(family, f"{family.upper() if family == 'moe' else 'Mamba'} models are not supported yet")
-    seq_len = f.int("seq_len")
+    seq_len = f.integer("seq_len")
     spec = ModelSpec(
-        name=f.str("name"),
-        layers=f.int("layers"),
+        name=f.text("name"),
+        layers=f.integer("layers"),
         hidden_size=hidden,
         num_attention_heads=heads,
-        num_kv_heads=f.int("num_kv_heads", heads),
-        head_dim=f.int("head_dim", _default_head_dim(hidden, heads, where)),
-        ffn_hidden_size=f.int("ffn_hidden_size"),
-        ffn_activation=f.str("ffn_activation", "swiglu", choices=ACTIVATIONS),
-        vocab_size=f.int("vocab_size"),
+        num_kv_heads=f.integer("num_kv_heads", heads),
+        head_dim=f.integer("head_dim", _default_head_dim(hidden, heads, where)),
+        ffn_hidden_size=f.integer("ffn_hidden_size"),
+        ffn_activation=f.text("ffn_activation", "swiglu", choices=ACTIVATIONS),
+        vocab_size=f.integer("vocab_size"),
         seq_len=seq_len,
-        max_seq_len=f.int("max_seq_len", seq_len),
-        tie_embeddings=f.bool("tie_embeddings", False),
-        source=f.str("source", where),
+        max_seq_len=f.integer("max_seq_len", seq_len),
+        tie_embeddings=f.flag("tie_embeddings", False),
+        source=f.text("source", where),
     )
     f.finish()
     return spec
@@ -166,30 +166,30 @@ _HF_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "gelu", "gelu_new": "gel
 def from_hf_config(data: dict[str, Any], *, where: str) -> ModelSpec:
     """Read a Hugging Face config.json (Llama, Mistral, Qwen2/3, GPT-2, GPT-NeoX)."""
     f = Fields(data, f"{where}: ")
-    kind = f.str("model_type")
+    kind = f.text("model_type")
     if kind == "gpt2":
-        hidden = f.int("n_embd")
-        heads = f.int("n_head")
-        seq = f.int("n_positions")
-        ffn = f.int("n_inner", 4 * hidden)
+        hidden = f.integer("n_embd")
+        heads = f.integer("n_head")
+        seq = f.integer("n_positions")
+        ffn = f.integer("n_inner", 4 * hidden)
         act = "gelu"
-        layers = f.int("n_layer")
-        tie = f.bool("tie_word_embeddings", True)
+        layers = f.integer("n_layer")
+        tie = f.flag("tie_word_embeddings", True)
         kv = heads
         head_dim = _default_head_dim(hidden, heads, where)
     elif kind in _HF_LLAMA_LIKE:
-        hidden = f.int("hidden_size")
-        heads = f.int("num_attention_heads")
-        layers = f.int("num_hidden_layers")
-        ffn = f.int("intermediate_size")
-        seq = f.int("max_position_embeddings")
-        kv = f.int("num_key_value_heads", heads)
-        head_dim = f.int("head_dim", _default_head_dim(hidden, heads, where))
-        hf_act = f.str("hidden_act", "silu")
+        hidden = f.integer("hidden_size")
+        heads = f.integer("num_attention_heads")
+        layers = f.integer("num_hidden_layers")
+        ffn = f.integer("intermediate_size")
+        seq = f.integer("max_position_embeddings")
+        kv = f.integer("num_key_value_heads", heads)
+        head_dim = f.integer("head_dim", _default_head_dim(hidden, heads, where))
+        hf_act = f.text("hidden_act", "silu")
         if hf_act not in _HF_ACT:
             raise f.fail("hidden_act", f"unsupported activation {hf_act!r}")
         act = "gelu" if kind == "gpt_neox" else _HF_ACT[hf_act]
-        tie = f.bool("tie_word_embeddings", False)
+        tie = f.flag("tie_word_embeddings", False)
     else:
         raise f.fail("model_type", f"unsupported model_type {kind!r}; supported: gpt2, {', '.join(_HF_LLAMA_LIKE)}")
     if kind == "gpt_neox" and hidden % heads == 0:
@@ -203,7 +203,7 @@ def from_hf_config(data: dict[str, Any], *, where: str) -> ModelSpec:
         head_dim=head_dim,
         ffn_hidden_size=ffn,
         ffn_activation=act,
-        vocab_size=f.int("vocab_size"),
+        vocab_size=f.integer("vocab_size"),
         seq_len=min(seq, 8192),
         max_seq_len=seq,
         tie_embeddings=tie,

@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown
 from autopar.cost.step import Estimate, timed_estimate
 from autopar.errors import InfeasibleError
@@ -88,13 +89,13 @@ def search(
     model: ModelSpec, hw: HardwareProfile, job: Job, *, fixed: Mapping[str, object] | None = None
 ) -> SearchResult:
     """All feasible plans ranked by tokens/s. Raises InfeasibleError when none fits, saying why."""
-    cache: dict = {}
+    cache: Memo = {}
     considered = 0
     smallest: tuple[float, Plan] | None = None
     ranked = []
     for plan in enumerate_plans(model, job, fixed):
         considered += 1
-        memory = memory_breakdown(model, job, plan)
+        memory = memory_breakdown(model, job, plan, cache=cache)
         if memory.total > hw.memory_bytes:
             if smallest is None or memory.total < smallest[0]:
                 smallest = (memory.total, plan)

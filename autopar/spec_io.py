@@ -103,7 +103,7 @@ class Fields:
             return default
         return self._data[key]
 
-    def int(self, key: str, default: int | None = None, *, required: bool = True, minimum: int = 1) -> int:
+    def integer(self, key: str, default: int | None = None, *, required: bool = True, minimum: int = 1) -> int:
         value = self._get(key, default, required and default is None)
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
@@ -114,7 +114,7 @@ class Fields:
             raise self.fail(key, f"must be >= {minimum}, got {value}")
         return value
 
-    def float(self, key: str, default: float | None = None, *, required: bool = True, positive: bool = True) -> float:
+    def number(self, key: str, default: float | None = None, *, required: bool = True, positive: bool = True) -> float:
         value = self._get(key, default, required and default is None)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(key, f"expected a number, got {value!r}")
@@ -123,7 +123,7 @@ class Fields:
             raise self.fail(key, f"must be a positive number, got {value}")
         return value
 
-    def str(self, key: str, default: str | None = None, *, required: bool = True, choices: tuple[str, ...] = ()) -> str:
+    def text(self, key: str, default: str | None = None, *, required: bool = True, choices: tuple[str, ...] = ()) -> str:
         value = self._get(key, default, required and default is None)
         if not isinstance(value, str) or not value.strip():
             raise self.fail(key, f"expected a non-empty string, got {value!r}")
@@ -131,7 +131,7 @@ class Fields:
             raise self.fail(key, f"must be one of {', '.join(choices)}, got {value!r}{did_you_mean(value, choices)}")
         return value
 
-    def bool(self, key: str, default: bool) -> bool:
+    def flag(self, key: str, default: bool) -> bool:
         value = self._get(key, default, False)
         if not isinstance(value, bool):
             raise self.fail(key, f"expected true or false, got {value!r}")
@@ -145,7 +145,7 @@ class Fields:
             raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
         return value
 
-    def list(self, key: str, *, required: bool = True) -> list[Any] | None:
+    def sequence(self, key: str, *, required: bool = True) -> list[Any] | None:
         value = self._get(key, None, required)
         if value is None:
             return None

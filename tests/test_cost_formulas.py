@@ -173,6 +173,6 @@ def test_palm_convention_equals_megatron_core_r08() -> None:
     # Megatron-Core r0.8 num_floating_point_operations per sequence:
     # 12*s*l*h^2*((1 + g/n + s/h)*(a*d/h) + (f/h)*(3/2 if swiglu) + V/(2*l*h))
     m = llama70b()
-    s, l, h = 8192, 80, 8192
-    megatron = 12 * s * l * h * h * ((1 + 8 / 64 + s / h) * 1 + (28672 / h) * 1.5 + 128256 / (2 * l * h))
+    s, n_layers, h = 8192, 80, 8192
+    megatron = 12 * s * n_layers * h * h * ((1 + 8 / 64 + s / h) * 1 + (28672 / h) * 1.5 + 128256 / (2 * n_layers * h))
     assert model_flops_per_token(m, s) * s == pytest.approx(megatron, rel=1e-12)

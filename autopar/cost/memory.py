@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from autopar.cost import calibration as cal
+from autopar.cost.memo import Memo, memo
 from autopar.job import Job
 from autopar.model import ModelSpec
 from autopar.plan import Plan
@@ -39,7 +40,7 @@ class MemoryBreakdown:
 
     @property
     def total(self) -> float:
-        return sum(getattr(self, f.name) for f in fields(self))
+        return self.weights + self.grads + self.optimizer + self.activations + self.logits + self.buffers + self.fragmentation
 
     def as_gib(self) -> dict[str, float]:
         out = {f.name: getattr(self, f.name) / 2**30 for f in fields(self)}
@@ -106,17 +107,24 @@ def in_flight_microbatches(plan: Plan, microbatches: int) -> float:
     return held
 
 
-def memory_breakdown(model: ModelSpec, job: Job, plan: Plan) -> MemoryBreakdown:
-    """Peak memory of the worse of the first stage (most activations) and the last (logits)."""
+def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | None = None) -> MemoryBreakdown:
+    """Peak memory of the worse of the first stage (most activations) and the last (logits).
+
+    `cache` (any dict) shares per-block and per-stage sizes across plans.
+    """
+    cache = {} if cache is None else cache
     m = plan.microbatches(job)
     tokens = plan.mbs * job.seq_len / plan.cp
-    per_block = block_activation_bytes(model, tokens=tokens, tp=plan.tp, sp=plan.sp, recompute=plan.recompute)
-    working = 0.0
-    if plan.recompute == "full":  # one block's full set while it is recomputed
-        working = block_activation_bytes(model, tokens=tokens, tp=plan.tp, sp=plan.sp, recompute="none")
-    stage_acts = per_block * plan.stage_layers(model.layers)
+
+    def per_block(recompute: str) -> float:
+        return block_activation_bytes(model, tokens=tokens, tp=plan.tp, sp=plan.sp, recompute=recompute)
+
+    acts, working = memo(cache, ("act", plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute),
+                         lambda: (per_block(plan.recompute), per_block("none") if plan.recompute == "full" else 0.0))
+    # `working`: under full recompute, one block's whole set while it is recomputed
+    stage_acts = acts * plan.stage_layers(model.layers)
     logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
-    first_params, last_params = stage_params(model, plan)
+    first_params, last_params = memo(cache, ("params", plan.tp, plan.pp), lambda: stage_params(model, plan))
     first_acts = stage_acts * in_flight_microbatches(plan, m) + working
     if plan.pp == 1:
         return _stage(model, plan, first_params, first_acts, logits)

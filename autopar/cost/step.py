@@ -18,6 +18,7 @@ from autopar.cost import calibration as cal
 from autopar.cost.comm import Group, collective_time, group_of
 from autopar.cost.compute import BlockTime, block_time, loss_time, memory_time
 from autopar.cost.flops import model_flops_per_token
+from autopar.cost.memo import Memo, memo
 from autopar.cost.memory import MemoryBreakdown, memory_breakdown, stage_params
 from autopar.hardware import HardwareProfile
 from autopar.job import Job
@@ -40,7 +41,8 @@ class TimeBreakdown:
 
     @property
     def total(self) -> float:
-        return sum(getattr(self, f.name) for f in fields(self))
+        return (self.compute + self.tp_comm + self.cp_comm + self.pp_comm + self.dp_comm + self.bubble + self.optimizer
+                + self.overlap)
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -66,25 +68,20 @@ class Estimate:
 
 
 def estimate(
-    model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, *, cache: dict[tuple[object, ...], object] | None = None
+    model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, *, cache: Memo | None = None
 ) -> Estimate:
     """Time and memory of `plan`. `cache` (any dict) shares block costs across plans."""
     validate(plan, model, job)
-    memory = memory_breakdown(model, job, plan)
-    return timed_estimate(model, hw, job, plan, memory, {} if cache is None else cache)
+    cache = {} if cache is None else cache
+    return timed_estimate(model, hw, job, plan, memory_breakdown(model, job, plan, cache=cache), cache)
 
 
-def _cached_block(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, cache: dict) -> tuple[BlockTime, float]:
-    key = ("block", plan.tp, plan.cp, plan.mbs, plan.sp and plan.tp > 1, plan.recompute)
-    hit = cache.get(key)
-    if hit is None:
-        kw = dict(dtype=job.dtype, seq_len=job.seq_len, mbs=plan.mbs, tp=plan.tp, cp=plan.cp)
-        hit = (
-            block_time(model, hw, sp=plan.sp and plan.tp > 1, recompute=plan.recompute, **kw),  # type: ignore[arg-type]
-            loss_time(model, hw, **kw),  # type: ignore[arg-type]
-        )
-        cache[key] = hit
-    return hit  # type: ignore[return-value]
+def _block_and_loss(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> tuple[BlockTime, float]:
+    sp = plan.sp and plan.tp > 1
+    block = block_time(model, hw, dtype=job.dtype, seq_len=job.seq_len, mbs=plan.mbs, tp=plan.tp, cp=plan.cp, sp=sp,
+                       recompute=plan.recompute)
+    loss = loss_time(model, hw, dtype=job.dtype, seq_len=job.seq_len, mbs=plan.mbs, tp=plan.tp, cp=plan.cp)
+    return block, loss
 
 
 def stage_layer_counts(layers: int, pp: int) -> list[int]:
@@ -93,8 +90,10 @@ def stage_layer_counts(layers: int, pp: int) -> list[int]:
     return [q + 1] * r + [q] * (pp - r)
 
 
-def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, memory: MemoryBreakdown, cache: dict) -> Estimate:
-    block, loss = _cached_block(model, hw, job, plan, cache)
+def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, memory: MemoryBreakdown, cache: Memo) -> Estimate:
+    """The time half of estimate(), for a plan whose memory is already known."""
+    block, loss = memo(cache, ("block", plan.tp, plan.cp, plan.mbs, plan.sp and plan.tp > 1, plan.recompute),
+                       lambda: _block_and_loss(model, hw, job, plan))
     m, p, v = plan.microbatches(job), plan.pp, plan.vpp
     counts = stage_layer_counts(model.layers, p)
     stage = [n * block.total for n in counts]
@@ -112,9 +111,11 @@ def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, 
         pair = Group(size=2, per_node=2 if stride < hw.gpus_per_node else 1)
         pp_comm = 2 * (p * v - 1) * collective_time(hw, "send_recv", nbytes, pair)
 
-    dp_comm, dp_hidden = _dp_sync(model, hw, plan, m, fwd_s=worst * block.fwd, bwd_s=worst * block.bwd)
+    dp_times = memo(cache, ("dp", plan.tp, plan.cp, plan.dp, plan.pp, plan.zero), lambda: _dp_collectives(model, hw, plan))
+    dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=worst * block.fwd, bwd_s=worst * block.bwd)
     shards = plan.dp * plan.cp if plan.zero >= 1 else 1
-    optimizer = memory_time(hw, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * max(stage_params(model, plan)) / shards)
+    params = max(memo(cache, ("params", plan.tp, plan.pp), lambda: stage_params(model, plan)))
+    optimizer = memory_time(hw, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * params / shards)
 
     is_loss_stage = stage.index(t_max) == p - 1
     time = TimeBreakdown(
@@ -143,35 +144,37 @@ def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, 
     )
 
 
-def _dp_sync(
-    model: ModelSpec, hw: HardwareProfile, plan: Plan, microbatches: int, *, fwd_s: float, bwd_s: float
-) -> tuple[float, float]:
-    """(exposed, hidden) seconds of gradient and parameter sync over the DP x CP group.
+def _dp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> tuple[float, float]:
+    """Seconds of the (reduce, gather) collectives of gradient and parameter sync over DP x CP.
 
-    ZeRO 0: all-reduce fp32 grads. ZeRO 1/2: reduce-scatter fp32 grads and
-    all-gather bf16 weights once per step, behind the last backward and the first
-    forward. ZeRO 3 (FSDP): per micro-batch, all-gather weights for forward and
-    for backward and reduce-scatter grads, behind that micro-batch's compute.
-    `fwd_s`/`bwd_s`: one micro-batch's forward/backward compute on the worst stage.
+    ZeRO 0: all-reduce fp32 grads, no gather. ZeRO 1/2: reduce-scatter fp32 grads
+    and all-gather bf16 weights, once per step. ZeRO 3 (FSDP): per micro-batch,
+    reduce-scatter grads, and all-gather weights twice (forward and backward).
     """
     n = plan.dp * plan.cp
     if n == 1:
         return 0.0, 0.0
     group = group_of(size=n, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
     params = max(stage_params(model, plan))
-    grads = cal.GRAD_BYTES * params
-    weights = cal.WEIGHT_BYTES * params
+    grads, weights = cal.GRAD_BYTES * params, cal.WEIGHT_BYTES * params
+    if plan.zero == 0:
+        return collective_time(hw, "all_reduce", grads, group), 0.0
+    gather = collective_time(hw, "all_gather", weights, group)
+    return collective_time(hw, "reduce_scatter", grads, group), 2 * gather if plan.zero == 3 else gather
+
+
+def _dp_overlap(times: tuple[float, float], plan: Plan, microbatches: int, *, fwd_s: float, bwd_s: float) -> tuple[float, float]:
+    """(exposed, hidden) seconds of DP sync given one micro-batch's forward/backward on the worst stage.
+
+    ZeRO 0-2: the reduce hides behind the last backward, the gather behind the
+    first forward (Megatron --overlap-grad-reduce/--overlap-param-gather).
+    ZeRO 3: each micro-batch's collectives hide behind its own compute.
+    """
+    reduce, gather = times
     ov = cal.DP_OVERLAP_FRACTION
     if plan.zero == 3:
-        per_mb = 2 * collective_time(hw, "all_gather", weights, group) + collective_time(hw, "reduce_scatter", grads, group)
-        window = ov * (fwd_s + bwd_s)
-        exposed = microbatches * max(0.0, per_mb - window)
+        per_mb = reduce + gather
+        exposed = microbatches * max(0.0, per_mb - ov * (fwd_s + bwd_s))
         return exposed, microbatches * per_mb - exposed
-    if plan.zero == 0:
-        reduce = collective_time(hw, "all_reduce", grads, group)
-        gather = 0.0
-    else:
-        reduce = collective_time(hw, "reduce_scatter", grads, group)
-        gather = collective_time(hw, "all_gather", weights, group)
     exposed = max(0.0, reduce - ov * bwd_s) + max(0.0, gather - ov * fwd_s)
     return exposed, reduce + gather - exposed

@@ -1,0 +1,298 @@
+"""Sequence-length distributions: read from a file, sampled with numpy.
+
+``load_distribution(path)`` accepts five kinds of file, picked by extension:
+
+- ``.txt`` (or any other name): one positive integer per line. Blank lines and
+  ``#`` comments (whole-line or trailing) are ignored.
+- ``.jsonl``: one JSON object per line with the length in exactly one of the
+  fields ``length``, ``len``, ``seq_len`` or ``num_tokens`` (other fields are
+  ignored, so a tokenized dataset's index works as is).
+- ``.npy``: a one-dimensional array of integers (saved with ``numpy.save``).
+- ``.yaml`` / ``.yml`` / ``.json``: a mapping, one of
+    * a histogram: ``bin_edges: [e0, e1, ..., en]`` (integers, increasing) and
+      ``counts: [c1, ..., cn]``; a sampled length is uniform over the integers
+      of its bin ``[e_i, e_{i+1})``;
+    * a parametric form: ``lognormal: {median, sigma, max, min}`` (``min``
+      defaults to 1); samples outside ``[min, max]`` are clipped to the bound,
+      as a data pipeline that truncates or chunks long documents does;
+    * ``mixture: [{weight: w, <histogram or lognormal>}, ...]``.
+  ``name`` and ``source`` (a citation) are allowed at the top level.
+
+Every problem is a one-line :class:`SpecError` naming the file and the line or
+field. Empirical files are resampled with replacement.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autopar.errors import SpecError
+from autopar.spec_io import Fields, load_mapping, read_text
+
+LENGTH_FIELDS = ("length", "len", "seq_len", "num_tokens")
+MAPPING_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _Component:
+    """One sampler: empirical values, a histogram, or a clipped lognormal."""
+
+    kind: str  # "empirical" | "histogram" | "lognormal"
+    values: np.ndarray  # empirical: the lengths; histogram: bin lower edges
+    upper: np.ndarray  # histogram: bin upper edges (exclusive); otherwise empty
+    probs: np.ndarray  # histogram: bin probabilities; otherwise empty
+    mu: float = 0.0  # lognormal: log of the median
+    sigma: float = 0.0  # lognormal: standard deviation of log(length)
+    lo: int = 1  # smallest length
+    hi: int = 1  # largest length
+
+    def sample(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        if self.kind == "empirical":
+            return self.values[rng.integers(0, self.values.size, size=shape)]
+        if self.kind == "histogram":
+            bins = _categorical(self.probs, shape, rng)
+            width = self.upper[bins] - self.values[bins]
+            return self.values[bins] + (rng.random(shape) * width).astype(np.int64)
+        z = rng.standard_normal(shape, dtype=np.float32)
+        raw = np.exp(np.float32(self.mu) + np.float32(self.sigma) * z)
+        return np.clip(np.rint(raw), self.lo, self.hi).astype(np.int64)
+
+    def mean(self) -> float:
+        if self.kind == "empirical":
+            return float(self.values.mean())
+        if self.kind == "histogram":
+            return float(np.dot(self.probs, (self.values + self.upper - 1) / 2.0))
+        return _clipped_lognormal_mean(self.mu, self.sigma, self.lo, self.hi)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class LengthDist:
+    """A distribution of sequence lengths in tokens; ``sample`` draws int64 arrays."""
+
+    source: str  # the file it was read from (named in every message about it)
+    components: tuple[_Component, ...]  # mixed with ``weights``
+    weights: np.ndarray  # component probabilities, summing to 1
+    name: str = ""  # optional display name from the file
+
+    @property
+    def max_len(self) -> int:
+        """The longest length the distribution can produce, tokens."""
+        return max(c.hi for c in self.components)
+
+    @property
+    def min_len(self) -> int:
+        """The shortest length the distribution can produce, tokens."""
+        return min(c.lo for c in self.components)
+
+    @property
+    def mean_len(self) -> float:
+        """Expected length, tokens (lognormal: of the clipped continuous form, within half a token)."""
+        return float(sum(w * c.mean() for w, c in zip(self.weights, self.components, strict=True)))
+
+    def sample(self, n: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        """Draw lengths of shape ``n`` (an int or a shape) as int64."""
+        shape = (n,) if isinstance(n, int) else tuple(n)
+        if len(self.components) == 1:
+            return self.components[0].sample(shape, rng)
+        which = _categorical(self.weights, shape, rng)
+        out = np.empty(shape, dtype=np.int64)
+        for k, comp in enumerate(self.components):
+            mask = which == k
+            out[mask] = comp.sample((int(mask.sum()),), rng)
+        return out
+
+
+def _categorical(probs: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Indices drawn with probabilities ``probs`` (inverse CDF on a sorted cumulative table)."""
+    cdf = np.cumsum(probs)
+    idx = np.searchsorted(cdf, rng.random(shape) * cdf[-1], side="right")
+    return np.minimum(idx, probs.size - 1)
+
+
+def _clipped_lognormal_mean(mu: float, sigma: float, lo: int, hi: int) -> float:
+    """E[clip(X, lo, hi)] for log X ~ N(mu, sigma^2), in closed form."""
+
+    def phi(x: float) -> float:
+        return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+    a, b = (math.log(lo) - mu) / sigma, (math.log(hi) - mu) / sigma
+    inner = math.exp(mu + sigma**2 / 2) * (phi(b - sigma) - phi(a - sigma))
+    return inner + lo * phi(a) + hi * (1.0 - phi(b))
+
+
+# --- loading ---------------------------------------------------------------------
+
+
+def load_distribution(path: str | Path) -> LengthDist:
+    """Read a length distribution from ``path`` (format chosen by extension; see the module doc)."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".npy":
+        return _empirical(p, _read_npy(p))
+    if suffix in MAPPING_SUFFIXES:
+        return _from_mapping(p, load_mapping(p))
+    if suffix == ".jsonl":
+        return _empirical(p, _read_jsonl(p))
+    return _empirical(p, _read_text_lengths(p))
+
+
+def _empirical(path: Path, lengths: np.ndarray) -> LengthDist:
+    comp = _Component(kind="empirical", values=lengths, upper=np.empty(0), probs=np.empty(0),
+                      lo=int(lengths.min()), hi=int(lengths.max()))
+    return LengthDist(source=str(path), components=(comp,), weights=np.ones(1))
+
+
+def _read_text_lengths(path: Path) -> np.ndarray:
+    values: list[int] = []
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+        token = line.split("#", 1)[0].strip()
+        if not token:
+            continue
+        values.append(_positive_int(token, f"{path}:{lineno}"))
+    if not values:
+        raise SpecError(f"{path}: no lengths found (only blank lines and comments)")
+    return np.asarray(values, dtype=np.int64)
+
+
+def _read_jsonl(path: Path) -> np.ndarray:
+    values: list[int] = []
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{where}: malformed JSON: {exc.msg}") from None
+        if not isinstance(record, dict):
+            raise SpecError(f"{where}: expected a JSON object with a length field, got {type(record).__name__}")
+        present = [k for k in LENGTH_FIELDS if k in record]
+        if len(present) != 1:
+            found = "none" if not present else ", ".join(present)
+            raise SpecError(f"{where}: expected exactly one of the fields {', '.join(LENGTH_FIELDS)}; found {found}")
+        values.append(_positive_int(record[present[0]], f"{where}: {present[0]}"))
+    if not values:
+        raise SpecError(f"{path}: no records found")
+    return np.asarray(values, dtype=np.int64)
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    _check_file(path)
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise SpecError(f"{path}: not a readable .npy array ({exc})") from None
+    if not isinstance(arr, np.ndarray) or arr.ndim != 1:
+        raise SpecError(f"{path}: expected a one-dimensional array of lengths, got shape {getattr(arr, 'shape', '?')}")
+    if arr.size == 0:
+        raise SpecError(f"{path}: the array is empty")
+    if arr.dtype.kind not in "iu":
+        raise SpecError(f"{path}: expected integer lengths, got dtype {arr.dtype}")
+    bad = np.flatnonzero(arr <= 0)
+    if bad.size:
+        raise SpecError(f"{path}: lengths must be positive; element {bad[0]} is {arr[bad[0]]}")
+    return arr.astype(np.int64)
+
+
+def _check_file(path: Path) -> None:
+    """Missing, directory or empty files get the same messages as text inputs."""
+    if not path.exists():
+        raise SpecError(f"{path}: file not found")
+    if path.is_dir():
+        raise SpecError(f"{path}: is a directory, expected a file")
+    if path.stat().st_size == 0:
+        raise SpecError(f"{path}: file is empty")
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise SpecError(f"{where}: expected a positive integer length, got {value!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where}: expected a positive integer length, got {value!r}")
+    if value <= 0:
+        raise SpecError(f"{where}: lengths must be positive, got {value}")
+    return value
+
+
+def _from_mapping(path: Path, data: dict[str, Any]) -> LengthDist:
+    f = Fields(data, f"{path}: ")
+    name = f.text("name", "") if f.has("name") else ""
+    f.ignore("source", "description")
+    if f.has("mixture"):
+        entries = f.sequence("mixture") or []
+        if not entries:
+            raise f.fail("mixture", "expected at least one component")
+        comps, weights = [], []
+        for i, entry in enumerate(entries):
+            where = f"{f.prefix('mixture')}{i}."
+            if not isinstance(entry, dict):
+                raise SpecError(f"{where.rstrip('.')}: expected a mapping, got {type(entry).__name__}")
+            sub = Fields(entry, where)
+            weights.append(sub.number("weight"))
+            comps.append(_component(sub))
+            sub.finish()
+        f.finish()
+        w = np.asarray(weights, dtype=np.float64)
+        return LengthDist(source=str(path), components=tuple(comps), weights=w / w.sum(), name=name)
+    comp = _component(f)
+    f.finish()
+    return LengthDist(source=str(path), components=(comp,), weights=np.ones(1), name=name)
+
+
+def _component(f: Fields) -> _Component:
+    """A histogram (bin_edges + counts) or ``lognormal:`` from one mapping."""
+    if f.has("lognormal"):
+        spec = f.mapping("lognormal") or {}
+        g = Fields(spec, f.prefix("lognormal"))
+        median, sigma = g.number("median"), g.number("sigma")
+        hi = g.integer("max")
+        lo = g.integer("min", 1)
+        g.finish()
+        if lo > hi:
+            raise g.fail("min", f"({lo}) must not exceed max ({hi})")
+        return _Component(kind="lognormal", values=np.empty(0), upper=np.empty(0), probs=np.empty(0),
+                          mu=math.log(median), sigma=sigma, lo=lo, hi=hi)
+    if not (f.has("bin_edges") or f.has("counts")):
+        raise f.fail("bin_edges", "missing: give a histogram (bin_edges and counts), lognormal, or mixture")
+    edges_raw, counts_raw = f.sequence("bin_edges") or [], f.sequence("counts") or []
+    edges = [_positive_int(e, f"{f.prefix('bin_edges')}{i}") for i, e in enumerate(edges_raw)]
+    if len(edges) < 2:
+        raise f.fail("bin_edges", f"expected at least 2 edges, got {len(edges)}")
+    for i in range(1, len(edges)):
+        if edges[i] <= edges[i - 1]:
+            raise f.fail("bin_edges", f"must be strictly increasing; edge {i} ({edges[i]}) <= edge {i - 1} ({edges[i - 1]})")
+    if len(counts_raw) != len(edges) - 1:
+        raise f.fail("counts", f"expected {len(edges) - 1} counts for {len(edges)} bin edges, got {len(counts_raw)}")
+    counts = []
+    for i, c in enumerate(counts_raw):
+        if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0:
+            raise SpecError(f"{f.prefix('counts')}{i}: expected a count >= 0, got {c!r}")
+        counts.append(float(c))
+    total = sum(counts)
+    if total <= 0:
+        raise f.fail("counts", "all counts are zero")
+    probs = np.asarray(counts) / total
+    nonzero = np.flatnonzero(probs > 0)
+    lower, upper = np.asarray(edges[:-1], dtype=np.int64), np.asarray(edges[1:], dtype=np.int64)
+    return _Component(kind="histogram", values=lower, upper=upper, probs=probs,
+                      lo=int(lower[nonzero[0]]), hi=int(upper[nonzero[-1]] - 1))
+
+
+def check_max(dist: LengthDist, max_seq_len: int, model_name: str) -> None:
+    """Refuse a distribution whose longest sequence is beyond the model's position range."""
+    if dist.max_len > max_seq_len:
+        raise SpecError(
+            f"{dist.source}: longest sequence ({dist.max_len} tokens) exceeds {model_name}'s max_seq_len "
+            f"({max_seq_len}); lower the distribution's max or pick a model with a longer context"
+        )
