@@ -1,0 +1,115 @@
+"""Step assembly (pipeline, DP sync, optimizer) and the search's constraints."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import gpt_like, llama70b
+
+from autopar.cost.compute import block_time, loss_time
+from autopar.cost.step import estimate, stage_layer_counts
+from autopar.errors import InfeasibleError, SpecError
+from autopar.hardware import HardwareProfile
+from autopar.job import Job, default_global_batch
+from autopar.plan import Plan, validate
+from autopar.search import enumerate_plans, search
+
+
+def test_stage_layer_counts_uneven_last_lighter() -> None:
+    assert stage_layer_counts(8, 4) == [2, 2, 2, 2]
+    assert stage_layer_counts(126, 16) == [8] * 14 + [7, 7]  # Llama 3 405B-style uneven split
+
+
+def test_pipeline_bubble_matches_1f1b_and_interleaved(toy_hw: HardwareProfile) -> None:
+    # 8 blocks, pp=4 (2 per stage), m = 32/(1*1) = 32 micro-batches.
+    m = gpt_like(layers=8)
+    job = Job(gpus=4, gpus_per_node=8, global_batch=32, seq_len=2048)
+    b = block_time(m, toy_hw, dtype="bf16", seq_len=2048, mbs=1, tp=1, cp=1, sp=False, recompute="none").total
+    loss = loss_time(m, toy_hw, dtype="bf16", seq_len=2048, mbs=1, tp=1, cp=1)
+    e = estimate(m, toy_hw, job, Plan(dp=1, tp=1, pp=4, zero=0, sp=False))
+    # stages: 2b, 2b, 2b, 2b + loss -> bubble = (sum - max) / v = 6b
+    assert e.time.bubble == pytest.approx(6 * b)
+    assert e.time.compute == pytest.approx(32 * (2 * b + loss))
+    ev = estimate(m, toy_hw, job, Plan(dp=1, tp=1, pp=4, vpp=2, zero=0, sp=False))
+    assert ev.time.bubble == pytest.approx(3 * b)  # interleaving halves it
+    assert ev.time.pp_comm > e.time.pp_comm  # and crosses stages twice as often
+
+
+def test_dp_sync_overlaps_last_backward_and_first_forward(toy_hw: HardwareProfile) -> None:
+    # 133,448,704 params: reduce-scatter of fp32 grads 10 us + 7/8 * 533,794,816 B / 100 GB/s = 4.681 ms,
+    # all-gather of bf16 weights 10 us + 7/8 * 266,897,408 B / 100 GB/s = 2.345 ms; 90% of the last
+    # backward (8 blocks) and of the first forward hide them.
+    m = gpt_like(layers=8)
+    job = Job(gpus=8, gpus_per_node=8, global_batch=64, seq_len=2048)
+    e = estimate(m, toy_hw, job, Plan(dp=8, tp=1, pp=1, zero=1, sp=False))
+    b = block_time(m, toy_hw, dtype="bf16", seq_len=2048, mbs=1, tp=1, cp=1, sp=False, recompute="none")
+    rs, ag = 10e-6 + 0.875 * 533_794_816 / 1e11, 10e-6 + 0.875 * 266_897_408 / 1e11
+    assert e.time.dp_comm == pytest.approx(max(0, rs - 0.9 * 8 * b.bwd) + max(0, ag - 0.9 * 8 * b.fwd))
+    assert 0 < e.time.dp_comm < rs + ag
+    # ZeRO-3 gathers every micro-batch: never cheaper than ZeRO-1
+    z3 = estimate(m, toy_hw, job, Plan(dp=8, tp=1, pp=1, zero=3, sp=False))
+    assert z3.step_time_s >= e.step_time_s
+    assert z3.memory.weights == pytest.approx(e.memory.weights / 8)
+
+
+def test_throughput_identities(toy_hw: HardwareProfile) -> None:
+    m = llama70b()
+    job = Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192)
+    e = estimate(m, toy_hw, job, Plan(dp=2, tp=8, pp=4, vpp=5, recompute="selective"))
+    assert e.tokens_per_s == pytest.approx(512 * 8192 / e.step_time_s)
+    assert e.step_time_s == pytest.approx(e.time.total)
+    assert e.mfu == pytest.approx(e.model_tflops_per_gpu * 1e12 / 1e15)
+    assert 0 < e.mfu < 0.5  # GEMM efficiency 0.5 bounds it
+
+
+PLAN_ERRORS = [
+    (dict(dp=4, tp=3, pp=1), "must equal --gpus"),
+    (dict(dp=1, tp=16, pp=1), "tp (16) must fit in one node"),
+    (dict(dp=2, tp=8, pp=1, vpp=2), "vpp > 1 needs pp > 1"),
+    (dict(dp=1, tp=8, pp=2, vpp=3), "layers (80) must be divisible by pp*vpp (2*3)"),
+    (dict(dp=16, tp=1, pp=1, mbs=3), "must be divisible by dp*mbs (16*3)"),
+    (dict(dp=16, tp=1, pp=1, recompute="most"), "--recompute must be one of"),
+    (dict(dp=16, tp=1, pp=1, ep=2), "ep (2) needs an MoE model"),
+]
+
+
+@pytest.mark.parametrize(("kw", "message"), PLAN_ERRORS)
+def test_plan_validation(kw: dict, message: str) -> None:
+    job = Job(gpus=16, gpus_per_node=8, global_batch=64, seq_len=8192)
+    with pytest.raises(SpecError) as err:
+        validate(Plan(**kw), llama70b(), job)
+    assert message in str(err.value)
+
+
+def test_job_validation_and_default_batch() -> None:
+    with pytest.raises(SpecError, match=r"--gpus \(12\) must be a multiple of the node size"):
+        Job(gpus=12, gpus_per_node=8, global_batch=8, seq_len=8)
+    assert default_global_batch(64, 8, 8192) == 512  # 4M tokens
+    assert default_global_batch(16384, 8, 8192) == 2048  # one sequence per node at least
+    assert default_global_batch(4, 8, 4096) == 1024
+
+
+def test_enumeration_respects_framework_rules() -> None:
+    m = llama70b()
+    job = Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192)
+    plans = list(enumerate_plans(m, job))
+    assert plans, "space is not empty"
+    for p in plans:
+        validate(p, m, job)  # every enumerated plan is valid
+    assert {p.tp for p in plans} == {1, 2, 4, 8}
+    assert any(p.cp == 4 for p in plans) and any(p.vpp > 1 for p in plans)
+    assert all(p.sp is False for p in plans if p.tp == 1)
+    fixed = list(enumerate_plans(m, job, {"tp": 8, "pp": 4, "recompute": "full"}))
+    assert {(p.tp, p.pp, p.recompute) for p in fixed} == {(8, 4, "full")}
+
+
+def test_search_ranks_by_throughput_and_all_fit(toy_hw: HardwareProfile) -> None:
+    m = llama70b()
+    job = Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192)
+    r = search(m, toy_hw, job)
+    tps = [e.tokens_per_s for e in r.ranked]
+    assert all(a >= b * (1 - 0.006) for a, b in zip(tps, tps[1:], strict=False))
+    assert all(e.fits for e in r.ranked)
+    assert r.feasible == len(r.ranked) < r.considered
+    # 70B does not fit on one toy GPU with 80 GiB: 70e9 params alone need > 130 GiB in bf16
+    with pytest.raises(InfeasibleError, match="no plan fits"):
+        search(m, toy_hw, Job(gpus=1, gpus_per_node=8, global_batch=8, seq_len=8192))
