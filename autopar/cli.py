@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from autopar import advise, report
 from autopar.errors import AutoparError
-from autopar.hardware import DEFAULT_HARDWARE, builtin_names, load_hardware
-from autopar.model import load_model, preset_names
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# Library modules are imported inside the commands, so that `autopar --help` and
+# shell completion start fast.
 
 app = typer.Typer(
     name="autopar",
@@ -59,6 +60,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True)
 
 
@@ -75,6 +78,8 @@ def suggest(
     json_out: JsonOpt = False,
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
+    from autopar import advise, report
+
     try:
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype)
@@ -108,6 +113,8 @@ def estimate(
     json_out: JsonOpt = False,
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
+    from autopar import advise, report
+
     try:
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype)
@@ -123,6 +130,10 @@ def estimate(
 @app.command("models")
 def models_cmd() -> None:
     """List the built-in model presets."""
+    from rich.table import Table
+
+    from autopar.model import load_model, preset_names
+
     try:
         table = Table("name", "params", "layers", "hidden", "heads/kv", "seq", "source")
         for name in preset_names():
@@ -137,6 +148,10 @@ def models_cmd() -> None:
 @app.command("hardware")
 def hardware_cmd() -> None:
     """List the built-in hardware profiles."""
+    from rich.table import Table
+
+    from autopar.hardware import DEFAULT_HARDWARE, builtin_names, load_hardware
+
     try:
         table = Table("name", "GPU", "memory GiB", "bf16 TFLOP/s", "GPUs/node", "description")
         for name in builtin_names():
