@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from conftest import gpt_like, llama70b
 
@@ -107,7 +109,7 @@ def test_search_ranks_by_throughput_and_all_fit(toy_hw: HardwareProfile) -> None
     job = Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192)
     r = search(m, toy_hw, job)
     tps = [e.tokens_per_s for e in r.ranked]
-    assert all(a >= b * (1 - 0.006) for a, b in zip(tps, tps[1:], strict=False))
+    assert all(a >= b * (1 - 0.006) for a, b in itertools.pairwise(tps))
     assert all(e.fits for e in r.ranked)
     assert r.feasible == len(r.ranked) < r.considered
     # 70B does not fit on one toy GPU with 80 GiB: 70e9 params alone need > 130 GiB in bf16
