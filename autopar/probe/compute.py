@@ -125,9 +125,6 @@ def copy_bandwidth(settings: Settings, device: torch.device, timer: Timer) -> fl
     src = torch.randn(elems, device=device)
     dst = torch.empty_like(src)
     seconds = timer.median_s(lambda: dst.copy_(src))
-    del src, dst
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
     return 2 * elems * 4 / seconds
 
 
@@ -141,7 +138,7 @@ def device_info(device: torch.device, *, copy_bytes_per_s: float, procs_per_node
             copy_bytes_per_s=copy_bytes_per_s,
             driver=runtime.nvidia_driver(),
             cuda=str(torch.version.cuda or getattr(torch.version, "hip", None) or "unknown"),
-            torch=torch.__version__,
+            torch=str(torch.__version__),
             nccl=runtime.nccl_version(torch),
         )
     return DeviceInfo(
@@ -151,7 +148,7 @@ def device_info(device: torch.device, *, copy_bytes_per_s: float, procs_per_node
         copy_bytes_per_s=copy_bytes_per_s,
         driver="n/a",
         cuda="n/a",
-        torch=torch.__version__,
+        torch=str(torch.__version__),
         nccl="n/a",
     )
 
@@ -163,6 +160,8 @@ def measure_device(settings: Settings, device: torch.device, *, procs_per_node: 
     attention = attention_sweep(settings, device, timer, step)
     step("memory bandwidth")
     bw = copy_bandwidth(settings, device, timer)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     info = device_info(device, copy_bytes_per_s=bw, procs_per_node=procs_per_node)
     return ComputeResult(device=info, gemm=tuple(gemm), attention=tuple(attention), notes=tuple(notes))
 

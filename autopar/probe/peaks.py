@@ -122,9 +122,9 @@ def lookup(device_name: str, memory_gib: float) -> Datasheet | None:
     """The datasheet entry for a device name as torch reports it, or None."""
     name = device_name.lower()
     for sheet in TABLE:
-        if all(m in name for m in sheet.match) and not any(x in name for x in sheet.exclude):
-            if memory_gib >= sheet.min_memory_gib:
-                return sheet
+        named = all(m in name for m in sheet.match) and not any(x in name for x in sheet.exclude)
+        if named and memory_gib >= sheet.min_memory_gib:
+            return sheet
     return None
 
 

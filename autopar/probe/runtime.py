@@ -8,6 +8,7 @@ leaving the user with a process that never returns.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -147,13 +148,10 @@ class Watchdog:
                 label, limit = self._label, self._current
             if late:
                 msg = (
-                    f"rank {self._rank} made no progress in '{label}' for {limit:.0f} s "
-                    "(a hung collective or a dead rank); ending the run"
+                    f"rank {self._rank} made no progress in '{label}' for {limit:.0f} s (a hung collective or a dead rank); ending the run"
                 )
                 print(f"autopar: error: {msg}", file=sys.stderr, flush=True)
                 if callable(self._on_expire):
-                    try:
+                    with contextlib.suppress(Exception):  # the parent may be gone already; we exit either way
                         self._on_expire(msg)
-                    except Exception:  # the parent may be gone already; we exit either way
-                        pass
                 os._exit(3)

@@ -1,0 +1,79 @@
+"""``run_profile``: what `autopar profile` does, in order.
+
+1. check what can be checked without measuring: the ``--compare`` profile
+   exists, torch is installed, the device is there, the output is writable;
+2. measure (``launch``), with progress on stderr;
+3. on the process holding rank 0: build the profile, validate it, write it
+   atomically, read it back, and print the summary (and the comparison).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+
+from autopar.errors import ProfileError
+from autopar.hardware import load_hardware, saved_profile_path
+from autopar.probe.runtime import require_torch, resolve_device
+from autopar.probe.settings import settings_for
+
+
+def profile_name(path: Path, hostname: str) -> str:
+    """The profile's ``name``: the file's stem, or ``measured-HOST`` for the default file."""
+    if path.stem and path.stem != "profile":
+        return path.stem
+    return "measured-" + (re.sub(r"[^A-Za-z0-9_.-]+", "-", hostname.split(".")[0]) or "host")
+
+
+def check_writable(path: Path) -> None:
+    """Fail now, not after minutes of measuring, if ``path`` cannot be written."""
+    if path.is_dir():
+        raise ProfileError(f"--out {path}: is a directory, expected a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=path.parent)
+    except OSError as exc:
+        raise ProfileError(f"--out {path}: cannot write in {path.parent} ({exc.strerror or exc})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None, compare: str | None) -> None:
+    reference = load_hardware(compare) if compare else None
+    torch = require_torch()
+    kind = resolve_device(torch, device)
+    settings = settings_for(kind, quick)
+    path = out if out is not None else saved_profile_path()
+    from autopar.probe.launch import launch, torchrun_topology  # imports torch.distributed: only now
+
+    topo = torchrun_topology()
+    writer_rank = topo is None or topo.rank == 0
+    if writer_rank:
+        check_writable(path)
+    measurements = launch(settings, nproc=nproc, console=Console(stderr=True))
+    if measurements is None:
+        return
+    from autopar.probe.report import print_compare, print_summary
+    from autopar.probe.writer import build_profile, write_profile
+
+    hostname = socket.gethostname()
+    doc = build_profile(
+        measurements,
+        name=profile_name(path, hostname),
+        hostname=hostname,
+        date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    write_profile(path, doc)
+    written = load_hardware(str(path))
+    console = Console()
+    print_summary(console, written, str(path))
+    if reference is not None:
+        print_compare(console, written, reference)

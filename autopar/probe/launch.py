@@ -1,0 +1,232 @@
+"""Starting the ranks: under torchrun, with torch.multiprocessing, or alone.
+
+- torchrun (RANK, WORLD_SIZE, LOCAL_RANK set): this process is one rank; it
+  joins the process group torchrun set up, and torchrun tears the job down if
+  a rank dies. Rank 0 shows progress and returns the measurements.
+- otherwise, more than one process: this process is a parent that starts one
+  worker per local GPU (or ``--nproc`` gloo workers on CPU), shows rank 0's
+  progress, and watches them: a worker that exits early, reports an error, or
+  sends no progress for longer than the step timeout ends the run, and every
+  worker still alive is killed, with a message naming the rank and the step.
+- one process: measured here, without a process group.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as queue_mod
+import socket
+import time
+import warnings
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from autopar.errors import ProfileError
+from autopar.probe import runtime
+from autopar.probe.results import Measurements, Topology
+from autopar.probe.settings import Settings
+from autopar.probe.worker import init_group, one_line, run_rank
+
+GRACE_S = 30.0  # beyond the step timeout, before the parent gives up on silent workers
+
+
+class RichSink:
+    """Progress as a rich bar: one step begun per label."""
+
+    def __init__(self, console: Console):
+        columns = (SpinnerColumn(), TextColumn("{task.description:<32}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        self._progress = Progress(*columns, console=console)
+        self._task: Any = None
+        self._begun = 0
+
+    def total(self, steps: int) -> None:
+        self._progress.start()
+        self._task = self._progress.add_task("starting", total=steps)
+
+    def step(self, label: str) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, description=label, completed=self._begun)
+            self._begun += 1
+
+    def note(self, text: str) -> None:
+        self._progress.console.print(text)
+
+    def close(self, *, done: bool) -> None:
+        if self._task is not None and done:
+            self._progress.update(self._task, description="done", completed=self._begun)
+        self._progress.stop()
+
+
+class QueueSink:
+    """Progress of a spawned rank 0, sent to the parent."""
+
+    def __init__(self, q: Any):
+        self._q = q
+
+    def total(self, steps: int) -> None:
+        self._q.put(("total", steps))
+
+    def step(self, label: str) -> None:
+        self._q.put(("step", label))
+
+    def note(self, text: str) -> None:
+        self._q.put(("note", text))
+
+
+def torchrun_topology() -> Topology | None:
+    env = os.environ
+    if not all(k in env for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):
+        return None
+    try:
+        rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"])
+        per_node = int(env.get("LOCAL_WORLD_SIZE", world))
+    except ValueError:
+        raise ProfileError("RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE must be integers (set by torchrun)") from None
+    if per_node < 1 or world % per_node:
+        raise ProfileError(f"WORLD_SIZE ({world}) must be a multiple of LOCAL_WORLD_SIZE ({per_node}): same ranks on every node")
+    return Topology(rank=rank, world_size=world, local_rank=local, local_world_size=per_node, launcher="torchrun")
+
+
+def launch(settings: Settings, *, nproc: int | None, console: Console) -> Measurements | None:
+    """Run the measurements; the process that holds rank 0's result gets it, others None."""
+    topo = torchrun_topology()
+    if topo is not None:
+        if nproc is not None and topo.rank == 0:
+            console.print("[yellow]--nproc is ignored under torchrun (it sets the ranks)[/]")
+        return _in_process(settings, topo, console)
+    if nproc is not None and nproc < 1:
+        raise ProfileError(f"--nproc: must be >= 1, got {nproc}")
+    if settings.device == "cuda":
+        gpus = torch.cuda.device_count()
+        if nproc is not None and nproc > gpus:
+            raise ProfileError(f"--nproc {nproc}: only {gpus} GPU(s) visible; NCCL needs one GPU per process")
+        n = nproc or gpus
+    else:
+        n = nproc or 2
+    if n == 1:
+        return _in_process(settings, Topology(rank=0, world_size=1, local_rank=0, local_world_size=1, launcher="single"), console)
+    return _spawn(settings, n, console)
+
+
+def _in_process(settings: Settings, topo: Topology, console: Console) -> Measurements | None:
+    sink = RichSink(console) if topo.rank == 0 else None
+    watchdog = runtime.Watchdog(rank=topo.rank, limit_s=settings.timeout_s)
+    ok = False
+    try:
+        init_group(topo, settings.device, timeout_s=settings.timeout_s, init_method=None)
+        result = run_rank(settings, topo, sink=sink or runtime.NullSink(), watchdog=watchdog)
+        ok = True
+        return result
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise ProfileError(f"rank {topo.rank}: {one_line(exc)}") from None
+    finally:
+        watchdog.stop()
+        if sink is not None:
+            sink.close(done=ok)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawned_main(settings: Settings, rank: int, world: int, port: int, q: Any) -> None:
+    """Entry point of a worker started by ``_spawn`` (one rank on one node)."""
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+
+    def tell_parent(msg: str) -> None:
+        q.put(("error", rank, msg))
+        q.close()
+        q.join_thread()
+
+    topo = Topology(rank=rank, world_size=world, local_rank=rank, local_world_size=world, launcher="spawn")
+    watchdog = runtime.Watchdog(rank=rank, limit_s=settings.timeout_s, on_expire=tell_parent)
+    sink: runtime.Sink = QueueSink(q) if rank == 0 else runtime.NullSink()
+    try:
+        init_group(topo, settings.device, timeout_s=settings.timeout_s, init_method=f"tcp://127.0.0.1:{port}")
+        result = run_rank(settings, topo, sink=sink, watchdog=watchdog)
+        if result is not None:
+            q.put(("result", result))
+    except Exception as exc:  # any failure: one line to the parent, then leave without waiting on peers
+        tell_parent(one_line(exc))
+        os._exit(1)
+    watchdog.stop()
+    dist.destroy_process_group()
+
+
+def _exit_text(code: int) -> str:
+    return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+
+
+def _failure(procs: list[Any], rank: int, text: str, phase: str) -> str:
+    """The message for a rank's error, naming first any other rank that died (often the cause)."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        dead = [(r, p.exitcode) for r, p in enumerate(procs) if r != rank and p.exitcode not in (None, 0)]
+        if dead:
+            r, code = dead[0]
+            return f"rank {r} {_exit_text(code)} during '{phase}'; rank {rank} then failed: {text}"
+        time.sleep(0.1)
+    return f"rank {rank} failed during '{phase}': {text}"
+
+
+def _spawn(settings: Settings, n: int, console: Console) -> Measurements:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=spawned_main, args=(settings, r, n, port, q), name=f"autopar-rank{r}") for r in range(n)]
+    sink = RichSink(console)
+    phase, result, ok = "start-up", None, False
+    silent_limit = settings.timeout_s + GRACE_S
+    try:
+        for p in procs:
+            p.start()
+        last = time.monotonic()
+        while True:
+            try:
+                msg = q.get(timeout=0.2)
+            except queue_mod.Empty:
+                msg = None
+            if msg is not None:
+                last = time.monotonic()
+                kind = msg[0]
+                if kind == "total":
+                    sink.total(msg[1])
+                elif kind == "step":
+                    phase = msg[1]
+                    sink.step(phase)
+                elif kind == "note":
+                    sink.note(msg[1])
+                elif kind == "error":
+                    raise ProfileError(_failure(procs, msg[1], msg[2], phase))
+                elif kind == "result":
+                    result = msg[1]
+                continue
+            for r, p in enumerate(procs):
+                if p.exitcode not in (None, 0):
+                    raise ProfileError(f"rank {r} {_exit_text(p.exitcode)} during '{phase}'; the other ranks were stopped")
+            if result is not None and all(p.exitcode == 0 for p in procs):
+                ok = True
+                return result
+            waited = time.monotonic() - last
+            if result is not None and waited > GRACE_S:
+                ok = True  # measured and sent; a rank slow to tear down does not spoil the result
+                return result
+            if result is None and waited > silent_limit:
+                raise ProfileError(
+                    f"no progress for {waited:.0f} s during '{phase}' (a hung collective or a dead rank); the ranks were stopped"
+                )
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            p.join(timeout=5)
+        sink.close(done=ok)
