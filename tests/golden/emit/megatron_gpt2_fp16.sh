@@ -1,0 +1,26 @@
+CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun \
+    --nnodes 1 \
+    --nproc-per-node 8 \
+    --rdzv-backend c10d \
+    --rdzv-endpoint "$MASTER_ADDR:29500" \
+    pretrain_gpt.py \
+    --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 1 \
+    --context-parallel-size 1 \
+    --sequence-parallel \
+    --micro-batch-size 1 \
+    --global-batch-size 64 \
+    --overlap-grad-reduce \
+    --num-layers 24 \
+    --hidden-size 1024 \
+    --ffn-hidden-size 4096 \
+    --num-attention-heads 16 \
+    --seq-length 1024 \
+    --max-position-embeddings 1024 \
+    --padded-vocab-size 50258 \
+    --fp16 \
+    --mock-data \
+    --tokenizer-type NullTokenizer \
+    --vocab-size 50257 \
+    --train-iters 100 \
+    --lr 0.0003

@@ -1,0 +1,29 @@
+CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun \
+    --nnodes 8 \
+    --nproc-per-node 8 \
+    --rdzv-backend c10d \
+    --rdzv-endpoint "$MASTER_ADDR:29500" \
+    pretrain_gpt.py \
+    --tensor-model-parallel-size 4 \
+    --pipeline-model-parallel-size 2 \
+    --context-parallel-size 2 \
+    --micro-batch-size 2 \
+    --global-batch-size 256 \
+    --overlap-grad-reduce \
+    --num-layers 80 \
+    --hidden-size 8192 \
+    --ffn-hidden-size 28672 \
+    --num-attention-heads 64 \
+    --group-query-attention \
+    --num-query-groups 8 \
+    --seq-length 16384 \
+    --max-position-embeddings 16384 \
+    --swiglu \
+    --untie-embeddings-and-output-weights \
+    --padded-vocab-size 128256 \
+    --bf16 \
+    --mock-data \
+    --tokenizer-type NullTokenizer \
+    --vocab-size 128256 \
+    --train-iters 100 \
+    --lr 0.0003

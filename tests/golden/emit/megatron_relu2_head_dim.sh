@@ -1,0 +1,34 @@
+CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun \
+    --nnodes 2 \
+    --nproc-per-node 8 \
+    --rdzv-backend c10d \
+    --rdzv-endpoint "$MASTER_ADDR:29500" \
+    pretrain_gpt.py \
+    --tensor-model-parallel-size 4 \
+    --pipeline-model-parallel-size 1 \
+    --context-parallel-size 1 \
+    --sequence-parallel \
+    --micro-batch-size 1 \
+    --global-batch-size 64 \
+    --use-distributed-optimizer \
+    --overlap-grad-reduce \
+    --overlap-param-gather \
+    --num-layers 28 \
+    --hidden-size 3072 \
+    --ffn-hidden-size 28672 \
+    --num-attention-heads 32 \
+    --group-query-attention \
+    --num-query-groups 8 \
+    --kv-channels 128 \
+    --seq-length 4096 \
+    --max-position-embeddings 8192 \
+    --squared-relu \
+    --no-bias-gelu-fusion \
+    --untie-embeddings-and-output-weights \
+    --padded-vocab-size 128256 \
+    --bf16 \
+    --mock-data \
+    --tokenizer-type NullTokenizer \
+    --vocab-size 128256 \
+    --train-iters 100 \
+    --lr 0.0003

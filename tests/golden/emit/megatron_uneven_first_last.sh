@@ -1,0 +1,37 @@
+CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun \
+    --nnodes 16 \
+    --nproc-per-node 8 \
+    --rdzv-backend c10d \
+    --rdzv-endpoint "$MASTER_ADDR:29500" \
+    pretrain_gpt.py \
+    --tensor-model-parallel-size 8 \
+    --pipeline-model-parallel-size 16 \
+    --context-parallel-size 1 \
+    --decoder-first-pipeline-num-layers 7 \
+    --decoder-last-pipeline-num-layers 7 \
+    --sequence-parallel \
+    --micro-batch-size 1 \
+    --global-batch-size 64 \
+    --recompute-granularity full \
+    --recompute-method uniform \
+    --recompute-num-layers 1 \
+    --use-distributed-optimizer \
+    --overlap-grad-reduce \
+    --overlap-param-gather \
+    --num-layers 126 \
+    --hidden-size 8192 \
+    --ffn-hidden-size 28672 \
+    --num-attention-heads 64 \
+    --group-query-attention \
+    --num-query-groups 8 \
+    --seq-length 8192 \
+    --max-position-embeddings 8192 \
+    --swiglu \
+    --untie-embeddings-and-output-weights \
+    --padded-vocab-size 128256 \
+    --bf16 \
+    --mock-data \
+    --tokenizer-type NullTokenizer \
+    --vocab-size 128256 \
+    --train-iters 100 \
+    --lr 0.0003

@@ -1,0 +1,30 @@
+torchrun \
+    --nnodes 1 \
+    --nproc-per-node 6 \
+    --rdzv-backend c10d \
+    --rdzv-endpoint "$MASTER_ADDR:29500" \
+    pretrain_gpt.py \
+    --tensor-model-parallel-size 1 \
+    --pipeline-model-parallel-size 6 \
+    --context-parallel-size 1 \
+    --pipeline-model-parallel-layout 'Et*1|t*2|t*2|t*2|t*1|t*1L' \
+    --micro-batch-size 1 \
+    --global-batch-size 12 \
+    --use-distributed-optimizer \
+    --overlap-grad-reduce \
+    --overlap-param-gather \
+    --num-layers 9 \
+    --hidden-size 1024 \
+    --ffn-hidden-size 4096 \
+    --num-attention-heads 8 \
+    --seq-length 2048 \
+    --max-position-embeddings 8192 \
+    --swiglu \
+    --untie-embeddings-and-output-weights \
+    --padded-vocab-size 128256 \
+    --bf16 \
+    --mock-data \
+    --tokenizer-type NullTokenizer \
+    --vocab-size 128256 \
+    --train-iters 100 \
+    --lr 0.0003

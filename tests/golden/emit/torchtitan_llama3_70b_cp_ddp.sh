@@ -1,0 +1,24 @@
+torchrun \
+    --nnodes 8 \
+    --nproc-per-node 8 \
+    --rdzv-backend c10d \
+    --rdzv-endpoint "$MASTER_ADDR:29500" \
+    -m torchtitan.train \
+    --module llama3 \
+    --config llama3_70b \
+    --parallelism.data_parallel_replicate_degree 4 \
+    --parallelism.data_parallel_shard_degree 1 \
+    --parallelism.tensor_parallel_degree 4 \
+    --parallelism.no_enable_sequence_parallel \
+    --parallelism.pipeline_parallel_degree 2 \
+    --parallelism.pipeline_parallel_schedule 1F1B \
+    --parallelism.pipeline_parallel_first_stage_less_layers 0 \
+    --parallelism.pipeline_parallel_last_stage_less_layers 0 \
+    --parallelism.num_pp_microbatches 32 \
+    --parallelism.context_parallel_degree 2 \
+    --training.num_tokens_per_microbatch_per_dp_rank 32768 \
+    --training.num_tokens_per_train_step 4194304 \
+    --training.max_context_length 16384 \
+    --training.mixed_precision_param bfloat16 \
+    --training.disable_cuda_graphs \
+    activation-checkpoint:none

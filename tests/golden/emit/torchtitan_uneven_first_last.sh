@@ -1,0 +1,25 @@
+torchrun \
+    --nnodes 16 \
+    --nproc-per-node 8 \
+    --rdzv-backend c10d \
+    --rdzv-endpoint "$MASTER_ADDR:29500" \
+    -m torchtitan.train \
+    --module llama3 \
+    --config llama3_70b \
+    --parallelism.data_parallel_replicate_degree 1 \
+    --parallelism.data_parallel_shard_degree 1 \
+    --parallelism.fsdp_reshard_after_forward never \
+    --parallelism.tensor_parallel_degree 8 \
+    --parallelism.enable_sequence_parallel \
+    --parallelism.pipeline_parallel_degree 16 \
+    --parallelism.pipeline_parallel_schedule 1F1B \
+    --parallelism.pipeline_parallel_first_stage_less_layers 0 \
+    --parallelism.pipeline_parallel_last_stage_less_layers 0 \
+    --parallelism.num_pp_microbatches 64 \
+    --parallelism.context_parallel_degree 1 \
+    --training.num_tokens_per_microbatch_per_dp_rank 8192 \
+    --training.num_tokens_per_train_step 524288 \
+    --training.max_context_length 8192 \
+    --training.mixed_precision_param bfloat16 \
+    --training.disable_cuda_graphs \
+    activation-checkpoint:full
