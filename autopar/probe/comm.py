@@ -106,9 +106,10 @@ class CollectiveBench:
 
         return exchange
 
-    def measure(self, topo: Topology, step: Callable[[str], None]) -> list[CollPoint]:
+    def measure(self, topo: Topology, step: Callable[..., None]) -> list[CollPoint]:
         points = []
         for tier, g, partition in tier_layouts(topo):
+            step(f"forming {tier} groups of {g}", advance=False)
             group, _ = dist.new_subgroups_by_enumeration(partition, timeout=self.timeout)
             members = next(p for p in partition if topo.rank in p)
             for collective in COLLECTIVES:

@@ -70,7 +70,7 @@ def unsupported(dtype: str, device: torch.device) -> str:
     return ""
 
 
-def gemm_sweep(settings: Settings, device: torch.device, timer: Timer, step: Callable[[str], None]) -> tuple[list[GemmPoint], list[str]]:
+def gemm_sweep(settings: Settings, device: torch.device, timer: Timer, step: Callable[..., None]) -> tuple[list[GemmPoint], list[str]]:
     points: list[GemmPoint] = []
     notes: list[str] = []
     for dtype in settings.gemm_dtypes:
@@ -94,7 +94,7 @@ def gemm_sweep(settings: Settings, device: torch.device, timer: Timer, step: Cal
     return points, notes
 
 
-def attention_sweep(settings: Settings, device: torch.device, timer: Timer, step: Callable[[str], None]) -> list[AttnPoint]:
+def attention_sweep(settings: Settings, device: torch.device, timer: Timer, step: Callable[..., None]) -> list[AttnPoint]:
     dtypes = ("bf16", "fp16") if device.type == "cuda" and not settings.quick else ("bf16",)
     points = []
     for dtype in dtypes:
@@ -153,7 +153,7 @@ def device_info(device: torch.device, *, copy_bytes_per_s: float, procs_per_node
     )
 
 
-def measure_device(settings: Settings, device: torch.device, *, procs_per_node: int, step: Callable[[str], None]) -> ComputeResult:
+def measure_device(settings: Settings, device: torch.device, *, procs_per_node: int, step: Callable[..., None]) -> ComputeResult:
     """The whole compute sweep on this rank's device."""
     timer = Timer.of(settings, sync_fn(device))
     gemm, notes = gemm_sweep(settings, device, timer, step)

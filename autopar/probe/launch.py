@@ -48,10 +48,11 @@ class RichSink:
         self._progress.start()
         self._task = self._progress.add_task("starting", total=steps)
 
-    def step(self, label: str) -> None:
+    def step(self, label: str, *, advance: bool = True) -> None:
+        """Begin a step (``advance``) or just say what the current one is doing."""
         if self._task is not None:
             self._progress.update(self._task, description=label, completed=self._begun)
-            self._begun += 1
+            self._begun += int(advance)
 
     def note(self, text: str) -> None:
         self._progress.console.print(text)
@@ -71,8 +72,8 @@ class QueueSink:
     def total(self, steps: int) -> None:
         self._q.put(("total", steps))
 
-    def step(self, label: str) -> None:
-        self._q.put(("step", label))
+    def step(self, label: str, *, advance: bool = True) -> None:
+        self._q.put(("step", label, advance))
 
     def note(self, text: str) -> None:
         self._q.put(("note", text))
@@ -165,8 +166,10 @@ def _exit_text(code: int) -> str:
     return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
 
 
-def _failure(procs: list[Any], rank: int, text: str, phase: str) -> str:
+def _failure(procs: list[Any], rank: int, text: str, phase: str, timeout_s: float) -> str:
     """The message for a rank's error, naming first any other rank that died (often the cause)."""
+    if ("timeout" in text.lower() or "timed out" in text.lower()) and "no progress" not in text:
+        text += f" (a peer stopped responding within the {timeout_s:.0f} s step timeout, AUTOPAR_PROBE_TIMEOUT_S)"
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
         dead = [(r, p.exitcode) for r, p in enumerate(procs) if r != rank and p.exitcode not in (None, 0)]
@@ -178,6 +181,7 @@ def _failure(procs: list[Any], rank: int, text: str, phase: str) -> str:
 
 
 def _spawn(settings: Settings, n: int, console: Console) -> Measurements:
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # the workers' c10d warnings repeat what we report
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
@@ -201,11 +205,11 @@ def _spawn(settings: Settings, n: int, console: Console) -> Measurements:
                     sink.total(msg[1])
                 elif kind == "step":
                     phase = msg[1]
-                    sink.step(phase)
+                    sink.step(phase, advance=msg[2])
                 elif kind == "note":
                     sink.note(msg[1])
                 elif kind == "error":
-                    raise ProfileError(_failure(procs, msg[1], msg[2], phase))
+                    raise ProfileError(_failure(procs, msg[1], msg[2], phase, settings.timeout_s))
                 elif kind == "result":
                     result = msg[1]
                 continue

@@ -67,7 +67,7 @@ def compare_rows(measured: HardwareProfile, reference: HardwareProfile) -> list[
     )
     rows.append(Row(label="device memory", measured=measured.memory_bytes / 2**30, reference=reference.memory_bytes / 2**30, unit="GiB"))
     for tier in ("intra", "inter"):
-        copied = " (not measured)" if tier in measured.provenance or "collectives" in measured.provenance else ""
+        copied = " (fallback)" if tier in measured.provenance or "collectives" in measured.provenance else ""
         for coll in COLLECTIVES:
             fit = _tier(measured, tier)[coll][-1]
             ref = fit_for(_tier(reference, tier)[coll], fit.group_size)
@@ -114,7 +114,7 @@ def print_summary(console: Console, p: HardwareProfile, path: str) -> None:
     for col in ("tier", "collective", "group", "latency us", "bus GB/s"):
         comm.add_column(col, justify="left" if col in ("tier", "collective") else "right")
     for tier in ("intra", "inter"):
-        note = " (copied)" if tier in p.provenance or "collectives" in p.provenance else ""
+        note = " (fallback)" if tier in p.provenance or "collectives" in p.provenance else ""
         for coll in COLLECTIVES:
             for fit in _tier(p, tier)[coll]:
                 comm.add_row(tier + note, coll, str(fit.group_size), f"{fit.latency_s * 1e6:,.1f}", f"{fit.bw_bytes_per_s / 1e9:,.2f}")

@@ -93,7 +93,7 @@ class Sink(Protocol):
 
     def total(self, steps: int) -> None: ...
 
-    def step(self, label: str) -> None: ...
+    def step(self, label: str, *, advance: bool = True) -> None: ...
 
     def note(self, text: str) -> None: ...
 
@@ -104,7 +104,7 @@ class NullSink:
     def total(self, steps: int) -> None:
         pass
 
-    def step(self, label: str) -> None:
+    def step(self, label: str, *, advance: bool = True) -> None:
         pass
 
     def note(self, text: str) -> None:

@@ -101,10 +101,10 @@ def run_rank(settings: Settings, topo: Topology, *, sink: runtime.Sink, watchdog
     lead = topo.rank == 0
     multi = topo.world_size > 1
 
-    def step(label: str) -> None:
+    def step(label: str, *, advance: bool = True) -> None:
         watchdog.beat(label)
         if lead:
-            sink.step(label)
+            sink.step(label, advance=advance)
 
     n_compute = compute.compute_steps(settings, device)
     sink.total(n_compute + (comm_steps(topo) + 1 if multi else 0))
@@ -120,6 +120,7 @@ def run_rank(settings: Settings, topo: Topology, *, sink: runtime.Sink, watchdog
         notes.append(spread)
     elif multi:
         wait_s = settings.timeout_s * (n_compute + 1)
+        step("waiting for all ranks", advance=False)
         watchdog.beat("waiting for rank 0's compute sweep", limit_s=wait_s + 30)
         dist.monitored_barrier(timeout=timedelta(seconds=wait_s))
     collectives: list = []
