@@ -1,19 +1,19 @@
 """Launch commands for a plan: torchrun lines for Megatron-LM and torchtitan, and a SLURM script.
 
-Everything here is a pure function from (model, plan, job) to text; nothing is run and torch is
-not imported. A command is built as a list of *items*, each one flag with its value already
-shell-quoted, so the same list renders on one line (``multiline=False``, the default: what
-``shlex.split`` and torchrun's own parser read back) or one flag per line with ``\\``
-continuations for a human to read.
+Pure functions from (model, plan, job) to text; nothing is run and torch is not imported. A
+command is a list of *items*, each one flag with its value already quoted, rendered on one line
+(the default: what ``shlex.split`` and torchrun's parser read back) or one flag per line with
+``\\`` continuations (``multiline=True``) for a human.
 
-Quoting: every value that comes from the user or the spec goes through ``shlex.quote``, so a path
-holding a space or a ``;`` stays one word and cannot run anything. The single exception is a value
-that is exactly one environment variable reference with an optional ``:port``, such as
-``$MASTER_ADDR:29500``; it is written inside double quotes so the shell on each node expands it.
+Quoting: every value from the user or the spec goes through ``shlex.quote``, so a path holding a
+space or a ``;`` stays one word and runs nothing. The one exception is a value that is exactly one
+environment variable with an optional ``:port`` (``$MASTER_ADDR:29500``): it is double-quoted so
+the shell on each node expands it.
 
-Flag names are pinned in ``MEGATRON_FLAGS`` and ``TORCHTITAN_FLAGS`` and were checked against the
-frameworks' own parsers (Megatron-LM's argparse built by ``add_megatron_arguments``; torchtitan's
-tyro CLI through ``ConfigManager.parse_args`` and its ``test_no_new_cli_options.py`` freeze):
+Flag names are pinned in ``MEGATRON_FLAGS`` and ``TORCHTITAN_FLAGS``. Every emitted command was run
+through the frameworks' own parsers: Megatron-LM's argparse (``add_megatron_arguments``), its
+``validate_args`` and ``TransformerConfig``; torchtitan's tyro CLI (``ConfigManager.parse_args``,
+cross-checked with its ``tests/unit_tests/test_no_new_cli_options.py`` freeze). Commits:
 
 - Megatron-LM  d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22)
 - torchtitan   b5bcd76c66d0acb1a08b176d9639425bc55e0b2a (2026-08-21)
@@ -46,13 +46,12 @@ MEGATRON_FLAGS = frozenset({
     # model shape
     "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
     "--group-query-attention", "--num-query-groups", "--kv-channels", "--seq-length",
-    "--max-position-embeddings", "--swiglu", "--squared-relu", "--no-bias-gelu-fusion", "--untie-embeddings-and-output-weights",
-    "--padded-vocab-size",
+    "--max-position-embeddings", "--swiglu", "--squared-relu", "--no-bias-gelu-fusion",
+    "--untie-embeddings-and-output-weights", "--padded-vocab-size",
     # numerics
     "--bf16", "--fp16", "--fp8-format",
-    # data and tokenizer
-    "--mock-data", "--data-path", "--tokenizer-type", "--tokenizer-model", "--vocab-size",
-    "--train-iters", "--lr",
+    # data, tokenizer, run length
+    "--mock-data", "--data-path", "--tokenizer-type", "--tokenizer-model", "--vocab-size", "--train-iters", "--lr",
 })
 
 # Every dotted override torchtitan_command can write, plus its entry-point selectors.
@@ -71,11 +70,7 @@ TORCHTITAN_FLAGS = frozenset({
 })
 
 # torchtitan selects the activation-checkpointing policy with a tyro subcommand, not a flag.
-TORCHTITAN_AC_SUBCOMMANDS = {
-    "none": "activation-checkpoint:none",
-    "selective": "activation-checkpoint:selective",
-    "full": "activation-checkpoint:full",
-}
+TORCHTITAN_AC_SUBCOMMANDS = {mode: f"activation-checkpoint:{mode}" for mode in ("none", "selective", "full")}
 
 # Megatron-LM numerics flags per job dtype (fp8 is TransformerEngine's E4M3 fwd / E5M2 bwd recipe).
 _MEGATRON_DTYPE = {"bf16": ("--bf16",), "fp16": ("--fp16",), "fp8": ("--bf16", "--fp8-format hybrid")}
@@ -245,32 +240,22 @@ def megatron_model_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
 
 
 def megatron_env(plan: Plan) -> dict[str, str]:
-    """Environment Megatron-LM insists on (arguments.py validate_args, GPUs before Blackwell).
+    """Environment Megatron-LM asserts in validate_args (GPUs before Blackwell).
 
-    With TP or CP and without Megatron-FSDP it asserts CUDA_DEVICE_MAX_CONNECTIONS=1, so that
-    communication kernels are issued in order; Megatron-FSDP asserts the opposite.
+    With TP or CP it wants CUDA_DEVICE_MAX_CONNECTIONS=1, so that communication kernels launch in
+    order; Megatron-FSDP (ZeRO-2/3) asserts it is not 1, so there we set CUDA's default, 8, in case
+    the container exported 1.
     """
-    if (plan.tp > 1 or plan.cp > 1) and plan.zero < 2:
-        return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
-    return {}
+    if plan.zero >= 2:
+        return {"CUDA_DEVICE_MAX_CONNECTIONS": "8"}
+    return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if plan.tp > 1 or plan.cp > 1 else {}
 
 
 def megatron_command(
-    model: ModelSpec,
-    plan: Plan,
-    job: Job,
-    *,
-    nnodes: int,
-    nproc_per_node: int,
-    rdzv_endpoint: str = "$MASTER_ADDR:29500",
-    rdzv_id: str | None = None,
-    script: str = "pretrain_gpt.py",
-    data_path: str | None = None,
-    tokenizer_model: str | None = None,
-    train_iters: int = 100,
-    lr: float = 3e-4,
-    extra_args: Sequence[str] = (),
-    multiline: bool = False,
+    model: ModelSpec, plan: Plan, job: Job, *, nnodes: int, nproc_per_node: int,
+    rdzv_endpoint: str = "$MASTER_ADDR:29500", rdzv_id: str | None = None, script: str = "pretrain_gpt.py",
+    data_path: str | None = None, tokenizer_model: str | None = None, train_iters: int = 100, lr: float = 3e-4,
+    extra_args: Sequence[str] = (), multiline: bool = False,
 ) -> str:
     """A complete torchrun line for Megatron-LM's ``pretrain_gpt.py`` running ``plan``.
 
@@ -302,12 +287,13 @@ def megatron_command(
 def torchtitan_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     """Dotted overrides of torchtitan's ``Trainer.Config`` for ``plan``, AC subcommand last.
 
-    Data parallelism is always FSDP2 in torchtitan. ZeRO-0 becomes pure replication (shard degree
-    1); ZeRO-3 shards over dp and reshards after forward (``always`` under PP, where torchtitan's
-    default would not); ZeRO-1 and ZeRO-2 keep the gathered
-    parameters from forward to backward (``fsdp_reshard_after_forward never``): torchtitan has no
-    optimizer-only sharding, and this has ZeRO-1's traffic with less memory. Pipeline stages get
-    ceil(layers/pp) layers, as the cost model assumes (no discount for the embedding and logits).
+    Data parallelism is always FSDP2 in torchtitan. ZeRO-0 is pure replication (shard degree 1);
+    ZeRO-3 shards over dp and reshards after forward (``always`` under PP, where torchtitan's default
+    would not); ZeRO-1 and ZeRO-2 keep gathered parameters from forward to backward (``never``):
+    torchtitan has no optimizer-only sharding, and this has ZeRO-1's traffic with less memory.
+    Pipeline stages get ceil(layers/pp) layers, as the cost model assumes (no discount for the
+    embedding and logits). ``selective`` is torchtitan's per-op policy (saves matmul outputs), not
+    Megatron's attention-only recompute.
     """
     if job.dtype != "bf16":
         raise SpecError(f"torchtitan's command line sets bf16 mixed precision only, not {job.dtype!r}")
@@ -334,7 +320,7 @@ def torchtitan_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     micro_tokens = plan.mbs * job.seq_len
     divisor = (plan.tp if plan.sp else 1) * (2 * plan.cp if plan.cp > 1 else 1)
     if micro_tokens % divisor:
-        raise SpecError(f"torchtitan needs tokens per micro-batch ({micro_tokens}) divisible by {divisor} (sp tp x 2 cp)")
+        raise SpecError(f"torchtitan needs tokens per micro-batch ({micro_tokens}) divisible by tp*2cp ({divisor})")
     items += [_opt("--training.num_tokens_per_microbatch_per_dp_rank", micro_tokens),
               _opt("--training.num_tokens_per_train_step", job.tokens_per_step),
               _opt("--training.max_context_length", job.seq_len),
@@ -345,17 +331,8 @@ def torchtitan_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
 
 
 def torchtitan_command(
-    model: ModelSpec,
-    plan: Plan,
-    job: Job,
-    *,
-    config: str,
-    module: str = "llama3",
-    nnodes: int,
-    nproc_per_node: int,
-    rdzv_endpoint: str = "$MASTER_ADDR:29500",
-    rdzv_id: str | None = None,
-    extra_args: Sequence[str] = (),
+    model: ModelSpec, plan: Plan, job: Job, *, config: str, module: str = "llama3", nnodes: int, nproc_per_node: int,
+    rdzv_endpoint: str = "$MASTER_ADDR:29500", rdzv_id: str | None = None, extra_args: Sequence[str] = (),
     multiline: bool = False,
 ) -> str:
     """One torchrun line for ``python -m torchtitan.train`` with ``plan`` as CLI overrides.
@@ -386,15 +363,8 @@ def _directive(name: str, value: object) -> str:
 
 
 def slurm_script(
-    command: str,
-    *,
-    nnodes: int,
-    nproc_per_node: int,
-    job_name: str,
-    partition: str | None = None,
-    time: str | None = None,
-    account: str | None = None,
-    output: str | None = None,
+    command: str, *, nnodes: int, nproc_per_node: int, job_name: str, partition: str | None = None,
+    time: str | None = None, account: str | None = None, output: str | None = None,
 ) -> str:
     """An sbatch script that runs ``command`` once on every node.
 
@@ -410,15 +380,7 @@ def slurm_script(
     for name, value in (("partition", partition), ("time", time), ("account", account), ("output", output)):
         if value is not None:
             lines.append(_directive(name, value))
-    lines += [
-        "",
-        "set -euo pipefail",
-        "",
-        "# The rendezvous host: the first node of the allocation.",
-        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
-        "export MASTER_ADDR",
-        "",
-        f"srun --nodes={nnodes} --ntasks-per-node=1 bash -c {shlex.quote(command)}",
-        "",
-    ]
+    lines += ["", "set -euo pipefail", "", "# The rendezvous host: the first node of the allocation.",
+              'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"', "export MASTER_ADDR", "",
+              f"srun --nodes={nnodes} --ntasks-per-node=1 bash -c {shlex.quote(command)}", ""]
     return "\n".join(lines)

@@ -242,9 +242,9 @@ def test_torchtitan_zero_stages(zero: int, pp: int, replicate: int, shard: int, 
     assert (f"--parallelism.fsdp_reshard_after_forward {reshard}" in items) == (reshard is not None)
 
 
-def test_megatron_env_for_tensor_parallel_only_without_fsdp() -> None:
+def test_megatron_env() -> None:
     assert megatron(CASES[0]).startswith("CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun ")
-    assert megatron(CASES[1]).startswith("torchrun ")  # Megatron-FSDP asserts the variable is not 1
+    assert megatron(CASES[1]).startswith("CUDA_DEVICE_MAX_CONNECTIONS=8 torchrun ")  # Megatron-FSDP: must not be 1
     assert megatron(CASES[5]).startswith("torchrun ")  # tp = cp = 1
 
 

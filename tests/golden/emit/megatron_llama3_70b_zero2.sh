@@ -1,4 +1,4 @@
-torchrun \
+CUDA_DEVICE_MAX_CONNECTIONS=8 torchrun \
     --nnodes 8 \
     --nproc-per-node 8 \
     --rdzv-backend c10d \
