@@ -118,6 +118,7 @@ def _in_process(settings: Settings, topo: Topology, console: Console) -> Measure
     sink = RichSink(console) if topo.rank == 0 else None
     watchdog = runtime.Watchdog(rank=topo.rank, limit_s=settings.timeout_s)
     ok = False
+    ours = topo.world_size > 1 and not dist.is_initialized()  # torchrun only sets the environment; we own the group
     try:
         init_group(topo, settings.device, timeout_s=settings.timeout_s, init_method=None)
         result = run_rank(settings, topo, sink=sink or runtime.NullSink(), watchdog=watchdog)
@@ -129,6 +130,8 @@ def _in_process(settings: Settings, topo: Topology, console: Console) -> Measure
         watchdog.stop()
         if sink is not None:
             sink.close(done=ok)
+        if ok and ours:
+            dist.destroy_process_group()
 
 
 def _free_port() -> int:
