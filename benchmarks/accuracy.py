@@ -122,9 +122,10 @@ def usable(row: dict[str, Any]) -> bool:
     )
 
 
-def evaluate(row: dict[str, Any]) -> RowResult:
+def evaluate(row: dict[str, Any], profiles: Path | None = None) -> RowResult:
     model = model_from_row(row)
-    hw = load_hardware(hardware_for(row["hardware"]["gpu"]) or "")
+    name = hardware_for(row["hardware"]["gpu"]) or ""
+    hw = load_hardware(str(profiles / f"{name}.yaml") if profiles else name)
     job = Job(gpus=row["hardware"]["gpu_count"], gpus_per_node=hw.gpus_per_node,
               global_batch=row["global_batch"]["sequences"], seq_len=model.seq_len)
     fixed = fixed_knobs(row)
@@ -160,9 +161,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, default=DEFAULT_RUNS)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--profiles", type=Path, help="folder of NAME.yaml profiles to use instead of the built-in ones")
     args = ap.parse_args()
     rows = yaml.safe_load(args.runs.read_text())["runs"]
-    results = [evaluate(r) for r in rows if usable(r)]
+    results = [evaluate(r, args.profiles) for r in rows if usable(r)]
     skipped = [r["id"] for r in rows if not usable(r)]
     mape = sum(abs(r.error) for r in results) / len(results)
     if args.json:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import gpt_like, llama70b
 
+from autopar.cost.calibration import SUSTAINED_TENSOR_EFFICIENCY as SUSTAINED
 from autopar.cost.comm import Group, collective_time, group_of
 from autopar.cost.compute import block_time, loss_time
 from autopar.cost.flops import (
@@ -96,12 +97,14 @@ def test_group_placement_in_megatron_rank_order() -> None:
 
 
 def test_block_time_hand_derived(toy_hw: HardwareProfile) -> None:
-    # gpt_like, s=2048, b=1, tp=1: GEMMs 24*2048*1024^2 = 51.54e9 FLOPs at 0.5e15 -> 103.08 us fwd.
-    # Attention 8.59e9 FLOPs fwd; fwd+bwd 3.5x at 0.5e15 -> 60.13 us (17.18 fwd, 42.95 bwd).
+    # Tensor-core rates: 1e15 * 0.5 efficiency * 0.75 sustained = 0.375e15 FLOP/s.
+    # gpt_like, s=2048, b=1, tp=1: GEMMs 24*2048*1024^2 = 51.54e9 FLOPs -> 137.44 us fwd.
+    # Attention 8.59e9 FLOPs fwd; fwd+bwd 3.5x -> 80.17 us (22.91 fwd, 57.27 bwd).
     # Memory-bound fwd: (10*1024 + 2*4096 + 2*2048) elements/token * 2048 tokens * 2 B = 92.27 MB
     # at 1e12 B/s -> 92.27 us; backward 2x.
+    assert SUSTAINED == 0.75
     b = block_time(gpt_like(), toy_hw, dtype="bf16", seq_len=2048, mbs=1, tp=1, cp=1, sp=False, recompute="none")
-    gemm, attn_f, attn_b, mem = 103.079e-6, 17.180e-6, 42.950e-6, 92.275e-6
+    gemm, attn_f, attn_b, mem = 137.439e-6, 22.906e-6, 57.266e-6, 92.275e-6
     assert b.fwd == pytest.approx(gemm + attn_f + mem, rel=1e-4)
     assert b.bwd == pytest.approx(2 * gemm + attn_b + 2 * mem, rel=1e-4)
     assert (b.recompute, b.tp_exposed, b.cp_exposed) == (0.0, 0.0, 0.0)
@@ -125,16 +128,16 @@ def test_cp_ring_hidden_behind_attention(toy_hw: HardwareProfile) -> None:
     # attention per rank halves (8.59 us fwd) so the ring (1 step: 10 us + 41.9 us) is partly exposed.
     b = block_time(gpt_like(), toy_hw, dtype="bf16", seq_len=2048, mbs=1, tp=1, cp=2, sp=False, recompute="none")
     ring = 10e-6 + 2 * 1024 * 1024 * 2 / 1e11
-    attn_f = 3.5 * 8_589_934_592 / 2 / 0.5e15 / 3.5
+    attn_f = 3.5 * 8_589_934_592 / 2 / (0.5e15 * SUSTAINED) / 3.5
     attn_b = 2.5 * attn_f
     assert b.cp_exposed == pytest.approx(max(0, ring - attn_f) + max(0, 2 * ring - attn_b), rel=1e-6)
 
 
 def test_loss_time(toy_hw: HardwareProfile) -> None:
-    # logits GEMM 2*2048*32000*1024 = 134.2e9 FLOPs, x3 at 0.5e15 = 805.3 us;
+    # logits GEMM 2*2048*32000*1024 = 134.2e9 FLOPs, x3 at 0.375e15 = 1073.7 us;
     # softmax 10 B * 2 * 2048 * 32000 = 1.31 GB at 1e12 -> 1310.7 us
     t = loss_time(gpt_like(), toy_hw, dtype="bf16", seq_len=2048, mbs=1, tp=1, cp=1)
-    assert t == pytest.approx(3 * 134_217_728_000 / 0.5e15 + 10 * 2 * 2048 * 32000 / 1e12)
+    assert t == pytest.approx(3 * 134_217_728_000 / 0.375e15 + 10 * 2 * 2048 * 32000 / 1e12)
 
 
 # --- memory ----------------------------------------------------------------------

@@ -38,7 +38,7 @@ class BlockTime:
 
 
 def gemm_time(hw: HardwareProfile, dtype: str, flops: float) -> float:
-    return flops / (hw.peak(dtype) * hw.gemm_efficiency(dtype, flops))
+    return flops / (hw.peak(dtype) * hw.gemm_efficiency(dtype, flops) * cal.SUSTAINED_TENSOR_EFFICIENCY)
 
 
 def memory_time(hw: HardwareProfile, nbytes: float) -> float:
@@ -54,7 +54,8 @@ def block_time(
     gemm_fwd = sum(gemm_time(hw, dtype, g.flops) for g in block_gemms(model, tokens=tokens, tp=tp))
 
     attn_flops = attention_fwd_flops(model, seq_len=seq_len, batch=mbs, tp=tp, cp=cp)
-    attn_total = (1 + FLASH_BWD_OVER_FWD) * attn_flops / (hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len / cp))
+    attn_rate = hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len / cp) * cal.SUSTAINED_TENSOR_EFFICIENCY
+    attn_total = (1 + FLASH_BWD_OVER_FWD) * attn_flops / attn_rate
     attn_fwd = attn_total / (1 + FLASH_BWD_OVER_FWD)
     attn_bwd = attn_total - attn_fwd
 

@@ -95,21 +95,14 @@ def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, 
     block, loss = memo(cache, ("block", plan.tp, plan.cp, plan.mbs, plan.sp and plan.tp > 1, plan.recompute),
                        lambda: _block_and_loss(model, hw, job, plan))
     m, p, v = plan.microbatches(job), plan.pp, plan.vpp
+    p2p_mb, fill = memo(cache, ("p2p", plan.tp, plan.cp, plan.dp, plan.pp, plan.vpp, plan.mbs),
+                        lambda: _p2p_times(model, hw, job, plan))
     counts = stage_layer_counts(model.layers, p)
-    stage = [n * block.total for n in counts]
+    stage = [n * block.total + p2p_mb for n in counts]
     stage[-1] += loss
     t_max = max(stage)
     worst = counts[stage.index(t_max)]
     bubble = (sum(stage) - t_max) / v
-
-    # pipeline p2p: activations of one micro-batch, split by tp (scatter/gather),
-    # on the fill/drain path: p*v - 1 crossings each way
-    pp_comm = 0.0
-    if p > 1:
-        stride = plan.tp * plan.cp * plan.dp
-        nbytes = cal.ACT_BYTES * plan.mbs * job.seq_len / plan.cp * model.hidden_size / plan.tp
-        pair = Group(size=2, per_node=2 if stride < hw.gpus_per_node else 1)
-        pp_comm = 2 * (p * v - 1) * collective_time(hw, "send_recv", nbytes, pair)
 
     dp_times = memo(cache, ("dp", plan.tp, plan.cp, plan.dp, plan.pp, plan.zero), lambda: _dp_collectives(model, hw, plan))
     dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=worst * block.fwd, bwd_s=worst * block.bwd)
@@ -122,7 +115,7 @@ def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, 
         compute=m * (worst * block.compute + (loss if is_loss_stage else 0.0)),
         tp_comm=m * worst * block.tp_exposed,
         cp_comm=m * worst * block.cp_exposed,
-        pp_comm=pp_comm,
+        pp_comm=m * p2p_mb + fill,
         dp_comm=dp_comm,
         bubble=bubble,
         optimizer=optimizer,
@@ -142,6 +135,32 @@ def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, 
         model_tflops_per_gpu=flops / 1e12,
         mfu=flops / hw.peak("bf16"),
     )
+
+
+def _p2p_times(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> tuple[float, float]:
+    """(per micro-batch on every stage, fill/drain) seconds of exposed pipeline send/recv.
+
+    A stage boundary carries one micro-batch's activations forward and their
+    gradients back, split by tp (Megatron's scatter/gather). Plain 1F1B sends and
+    receives blockingly between steps (Megatron's forward_backward_pipelining_
+    without_interleaving), so both transfers add to every stage's time. The
+    interleaved schedule overlaps them with compute (--overlap-p2p-comm) except
+    for their latency, at v boundaries per micro-batch, the overlapped part slows
+    the compute by the profile's overlap factor, and the fill/drain path still
+    waits for 2(p-1) full transfers.
+    """
+    if plan.pp == 1:
+        return 0.0, 0.0
+    stride = plan.tp * plan.cp * plan.dp
+    nbytes = cal.ACT_BYTES * plan.mbs * job.seq_len / plan.cp * model.hidden_size / plan.tp
+    pair = Group(size=2, per_node=2 if stride < hw.gpus_per_node else 1)
+    transfer = collective_time(hw, "send_recv", nbytes, pair)
+    if plan.vpp == 1:
+        return 2 * transfer, 0.0
+    latency = collective_time(hw, "send_recv", 1.0, pair)
+    hidden = transfer - latency  # still slows the compute it overlaps
+    per_mb = 2 * plan.vpp * (latency + (hw.compute_slowdown - 1) * hidden)
+    return per_mb, 2 * (plan.pp - 1) * transfer
 
 
 def _dp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> tuple[float, float]:
