@@ -14,6 +14,7 @@ import platform
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Protocol
@@ -120,7 +121,7 @@ class Watchdog:
     with status 3. A daemon thread, so it never keeps a finished process alive.
     """
 
-    def __init__(self, *, rank: int, limit_s: float, on_expire: object = None):
+    def __init__(self, *, rank: int, limit_s: float, on_expire: Callable[[str], None] | None = None):
         self._rank = rank
         self._limit = limit_s
         self._on_expire = on_expire
@@ -151,7 +152,7 @@ class Watchdog:
                     f"rank {self._rank} made no progress in '{label}' for {limit:.0f} s (a hung collective or a dead rank); ending the run"
                 )
                 print(f"autopar: error: {msg}", file=sys.stderr, flush=True)
-                if callable(self._on_expire):
+                if self._on_expire is not None:
                     with contextlib.suppress(Exception):  # the parent may be gone already; we exit either way
                         self._on_expire(msg)
                 os._exit(3)

@@ -16,7 +16,9 @@ import dataclasses
 import os
 import statistics
 import time
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -24,7 +26,7 @@ import torch.distributed as dist
 from autopar.probe import compute, runtime
 from autopar.probe.comm import CollectiveBench, comm_steps
 from autopar.probe.overlap import measure_overlap
-from autopar.probe.results import AttnPoint, ComputeResult, GemmPoint, Measurements, Topology
+from autopar.probe.results import CollPoint, ComputeResult, Measurements, Topology
 from autopar.probe.settings import Settings
 
 
@@ -55,29 +57,25 @@ def _inject_fault(rank: int) -> None:
         time.sleep(10**6)
 
 
+def _median_points(per_rank: list[tuple[Any, ...]], key: Callable[[Any], tuple]) -> tuple[Any, ...]:
+    """Rank 0's points, each with the median time over the ranks that measured the same point."""
+    times: dict[tuple, list[float]] = {}
+    for points in per_rank:
+        for p in points:
+            times.setdefault(key(p), []).append(p.seconds)
+    return tuple(dataclasses.replace(p, seconds=statistics.median(times[key(p)])) for p in per_rank[0])
+
+
 def _combine(results: list[ComputeResult]) -> tuple[ComputeResult, str]:
     """Median per point over the ranks' sweeps, and a line on the spread."""
     first = results[0]
-    gemm = tuple(
-        GemmPoint(dtype=p.dtype, m=p.m, n=p.n, k=p.k, seconds=statistics.median(r.gemm[i].seconds for r in results))
-        for i, p in enumerate(first.gemm)
-    )
-    attention = tuple(
-        AttnPoint(
-            dtype=p.dtype,
-            seq_len=p.seq_len,
-            head_dim=p.head_dim,
-            heads=p.heads,
-            batch=p.batch,
-            seconds=statistics.median(r.attention[i].seconds for r in results),
-        )
-        for i, p in enumerate(first.attention)
-    )
+    gemm = _median_points([r.gemm for r in results], lambda p: (p.dtype, p.m, p.n, p.k))
+    attention = _median_points([r.attention for r in results], lambda p: (p.dtype, p.seq_len, p.head_dim, p.batch))
     copy_bw = statistics.median(r.device.copy_bytes_per_s for r in results)
     memory = min(r.device.memory_bytes for r in results)
     device = dataclasses.replace(first.device, copy_bytes_per_s=copy_bw, memory_bytes=memory)
     spread = ""
-    largest = [max((p for p in r.gemm if p.dtype == "bf16"), key=lambda p: p.flops) for r in results]
+    largest = [max((p for p in r.gemm if p.dtype == "bf16"), key=lambda p: p.flops) for r in results if r.gemm]
     rates = [p.flops_per_s / 1e12 for p in largest]
     if rates:
         slow = min(range(len(rates)), key=rates.__getitem__)
@@ -123,7 +121,7 @@ def run_rank(settings: Settings, topo: Topology, *, sink: runtime.Sink, watchdog
         step("waiting for all ranks", advance=False)
         watchdog.beat("waiting for rank 0's compute sweep", limit_s=wait_s + 30)
         dist.monitored_barrier(timeout=timedelta(seconds=wait_s))
-    collectives: list = []
+    collectives: list[CollPoint] = []
     overlap = None
     if multi:
         _inject_fault(topo.rank)
