@@ -62,7 +62,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 def _console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:  # piped or captured: don't squeeze tables into 80 columns
+        console.width = 160
+    return console
 
 
 @app.command()
