@@ -109,7 +109,7 @@ class LengthDist:
 
 
 def _categorical(probs: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Indices drawn with probabilities ``probs`` (inverse CDF on a sorted cumulative table)."""
+    """Indices drawn with probabilities ``probs`` (inverse CDF on the cumulative table)."""
     cdf = np.cumsum(probs)
     idx = np.searchsorted(cdf, rng.random(shape) * cdf[-1], side="right")
     return np.minimum(idx, probs.size - 1)

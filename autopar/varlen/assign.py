@@ -1,0 +1,254 @@
+"""Four ways to assign a step's sequences to ranks and micro-batches.
+
+All four take ``lengths`` of shape (S, N) (S steps of N sequences; a 1-D array
+is one step) and return an :class:`Assignment`: a cost grid (S, rows,
+micro-batches) in seconds per pipeline stage, from which ``pipeline.py``
+derives step time, imbalance and pipeline stall.
+
+1. ``naive_packing``: fixed CP size ``cp``; sequences in sampled order are
+   packed next-fit into micro-batches of ``micro_batch_tokens`` tokens (a
+   sequence longer than that gets a micro-batch of its own), and micro-batches
+   are dealt round-robin to the DP replicas. Packing equalizes tokens, not cost.
+2. ``balanced_packing``: the same fixed ``cp`` and token budget, but sequences
+   are placed by cost, longest first, on the least-loaded (replica,
+   micro-batch) with room: LPT, as WLB-LLM's workload-aware packing does
+   (Wang et al., OSDI'25).
+3. ``dynamic_cp``: one pool of dp x cp ranks. Each sequence takes the smallest
+   power-of-two CP group whose per-rank share fits the token cap (the fixed
+   plan's tokens per rank, ``micro_batch_tokens / cp``), up to the largest
+   power of two in the pool; groups are then balanced over the pool, largest
+   groups first. This is Megatron-LM's hybrid / dynamic context parallelism.
+4. ``flexible_pool``: ByteScale's hybrid data parallelism (Ge et al. 2025,
+   arXiv 2502.21231): the same pool, but a sequence is split only when its
+   cost would stand out: it takes the smallest power-of-two group (at least
+   what memory needs) whose per-rank cost is at most the mean load of a cell
+   (with pipeline stages: a micro-batch; without: a whole rank), so short
+   sequences never pay CP traffic and long ones never stretch the pipeline.
+
+Rows are CP groups of ``cp`` identical GPUs for 1-2 (``gpus_per_row = cp``)
+and single GPUs for 3-4. Strategies 2-4 get the same number of micro-batches
+per row as naive packing needed, plus reserve micro-batches used only when
+nothing else has room.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from autopar.errors import SpecError
+from autopar.varlen.place import EXACT, Cells, Greedy, gather_sorted, place, pour
+from autopar.varlen.seqcost import SeqCost
+
+STRATEGIES = ("naive", "balanced", "dynamic_cp", "flexible")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VarlenPlan:
+    """The parts of a parallel plan that matter to variable lengths."""
+
+    dp: int  # data-parallel replicas
+    cp: int  # context-parallel degree of the fixed plan (the pool is dp * cp ranks)
+    pp: int  # pipeline stages
+    micro_batch_tokens: int  # tokens in one micro-batch of one replica in the fixed plan (mbs * seq_len)
+    max_tokens_per_rank: int  # tokens one GPU's activation memory holds in one micro-batch
+
+    def __post_init__(self) -> None:
+        for name in ("dp", "cp", "pp", "micro_batch_tokens", "max_tokens_per_rank"):
+            if getattr(self, name) < 1:
+                raise SpecError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.micro_batch_tokens > self.cp * self.max_tokens_per_rank:
+            raise SpecError(
+                f"micro_batch_tokens ({self.micro_batch_tokens}) does not fit: cp ({self.cp}) x "
+                f"max_tokens_per_rank ({self.max_tokens_per_rank}) = {self.cp * self.max_tokens_per_rank}"
+            )
+
+    @property
+    def pool_ranks(self) -> int:
+        """Ranks in one pipeline stage's DP x CP pool."""
+        return self.dp * self.cp
+
+    @property
+    def token_cap(self) -> float:
+        """Tokens per rank per micro-batch in the fixed plan: the budget the pool strategies keep."""
+        return self.micro_batch_tokens / self.cp
+
+    @property
+    def largest_group(self) -> int:
+        """Largest power-of-two CP group that fits in the pool."""
+        return 1 << (self.pool_ranks.bit_length() - 1)
+
+    def longest_fit(self, strategy: str) -> int:
+        """Longest sequence a strategy can run: its largest CP group times the per-rank memory."""
+        group = self.cp if strategy in ("naive", "balanced") else self.largest_group
+        return group * self.max_tokens_per_rank
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Assignment:
+    """Where one batch of steps went: cost and tokens per (step, row, micro-batch)."""
+
+    strategy: str  # one of STRATEGIES
+    cell_cost_s: np.ndarray  # (S, rows, micro-batches) seconds per pipeline stage
+    cell_tokens: np.ndarray  # (S, rows, micro-batches) tokens per rank of the row
+    gpus_per_row: int  # GPUs a row stands for (cp for fixed-CP strategies, 1 for the pool)
+    group_size: np.ndarray  # (S, N) CP group size each sequence ran with
+    n_microbatches: np.ndarray  # (S,) micro-batches per row budgeted (before reserve ones)
+    overflow_tokens: np.ndarray  # (S,) tokens placed beyond the memory limit
+
+
+def _steps(lengths: np.ndarray) -> np.ndarray:
+    arr = np.asarray(lengths)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise SpecError(f"lengths must be a non-empty (steps, sequences) array, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu" or (arr <= 0).any():
+        raise SpecError("lengths must be positive integers")
+    return arr.astype(np.int64, copy=False)
+
+
+def next_fit(lengths: np.ndarray, budget: int) -> np.ndarray:
+    """Micro-batch index of each sequence, packing in order and opening a new one when full."""
+    steps, n = lengths.shape
+    by_item = np.ascontiguousarray(lengths.T)
+    ids = np.empty((n, steps), dtype=np.int64)
+    fill = np.zeros(steps, dtype=np.int64)
+    mb = np.zeros(steps, dtype=np.int64)
+    new = np.empty(steps, dtype=bool)
+    for i in range(n):
+        x = by_item[i]
+        np.add(fill, x, out=fill)
+        np.greater(fill, budget, out=new)
+        new &= fill > x  # the micro-batch was not empty before this sequence
+        mb += new
+        np.copyto(fill, x, where=new)
+        ids[i] = mb
+    return ids.T
+
+
+def naive_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
+                  mb_ids: np.ndarray | None = None) -> Assignment:
+    """Fixed CP, next-fit token packing in sampled order, micro-batches dealt round-robin.
+
+    ``mb_ids`` may pass ``next_fit(lengths, plan.micro_batch_tokens)`` computed
+    beforehand (it is a loop over sequences, cheaper over many steps at once).
+    """
+    lengths = _steps(lengths)
+    steps = lengths.shape[0]
+    w = cost.time(lengths, plan.cp)
+    mb = next_fit(lengths, plan.micro_batch_tokens) if mb_ids is None else mb_ids
+    n_mb = mb[:, -1] + 1
+    cols = int(-(-n_mb.max() // plan.dp))
+    flat = (np.arange(steps)[:, None] * plan.dp + mb % plan.dp) * cols + mb // plan.dp
+    size = steps * plan.dp * cols
+    grid = (steps, plan.dp, cols)
+    hard = plan.cp * plan.max_tokens_per_rank
+    return Assignment(
+        strategy="naive",
+        cell_cost_s=np.bincount(flat.ravel(), w.ravel(), size).reshape(grid),
+        cell_tokens=np.bincount(flat.ravel(), lengths.ravel(), size).reshape(grid),
+        gpus_per_row=plan.cp,
+        group_size=np.full(lengths.shape, plan.cp, dtype=np.int64),
+        n_microbatches=-(-n_mb // plan.dp),
+        overflow_tokens=(lengths * (lengths > hard)).sum(axis=1).astype(np.float64),
+    )
+
+
+def _microbatches(lengths: np.ndarray, plan: VarlenPlan, n_microbatches: int | np.ndarray | None) -> np.ndarray:
+    if n_microbatches is None:
+        return -(-(next_fit(lengths, plan.micro_batch_tokens)[:, -1] + 1) // plan.dp)
+    m = np.broadcast_to(np.asarray(n_microbatches, dtype=np.int64), (lengths.shape[0],))
+    if (m < 1).any():
+        raise SpecError(f"n_microbatches must be >= 1, got {m.min()}")
+    return m
+
+
+def _fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, level: np.ndarray,
+          greedy: Greedy) -> None:
+    """Place heavy items by LPT (largest groups first, then largest cost), pour the light ones."""
+    light = (group == 1) & (w <= greedy.light_frac * level[:, None]) if greedy.light_frac > 0 else None
+    heavy = np.ones_like(w, dtype=bool) if light is None else ~light
+    idx, real = gather_sorted(heavy, w)
+    g_h = np.where(real, np.take_along_axis(group, idx, 1), 0)
+    for g in sorted({int(x) for x in np.unique(g_h) if x > 0}, reverse=True):
+        sub, ok = gather_sorted(g_h == g, np.take_along_axis(w, idx, 1))
+        items = np.take_along_axis(idx, sub, 1)
+        cost = np.where(ok, np.take_along_axis(w, items, 1), 0.0)
+        tokens = np.where(ok, np.take_along_axis(lengths, items, 1) / g, 0.0)
+        place(cells, cost, tokens, g, greedy)
+    if light is not None:
+        pour(cells, (w * light).sum(axis=1), (lengths * light).sum(axis=1).astype(np.float64))
+
+
+def _result(name: str, cells: Cells, gpus_per_row: int, group: np.ndarray, m: np.ndarray) -> Assignment:
+    return Assignment(strategy=name, cell_cost_s=cells.load, cell_tokens=cells.tokens, gpus_per_row=gpus_per_row,
+                      group_size=group, n_microbatches=m, overflow_tokens=cells.overflow_tokens)
+
+
+def balanced_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
+                     n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT) -> Assignment:
+    """Fixed CP, LPT by cost over (replica, micro-batch) cells with a token budget each."""
+    lengths = _steps(lengths)
+    m = _microbatches(lengths, plan, n_microbatches)
+    w = cost.time(lengths, plan.cp)
+    total = w.sum(axis=1)
+    cells = Cells(steps=lengths.shape[0], rows=plan.dp, open_cols=m, cap_tokens=plan.micro_batch_tokens,
+                  hard_cap_tokens=plan.cp * plan.max_tokens_per_rank, big_s=10.0 * total + 1.0, pp=plan.pp)
+    group = np.ones_like(lengths)
+    _fill(cells, lengths, w, group, total / (plan.dp * m), greedy)
+    return _result("balanced", cells, plan.cp, np.full_like(lengths, plan.cp), m)
+
+
+def memory_groups(lengths: np.ndarray, plan: VarlenPlan) -> np.ndarray:
+    """Smallest power-of-two CP group whose per-rank share fits the token cap, at most the pool's largest."""
+    group = np.ones_like(lengths)
+    long = lengths > plan.token_cap
+    if long.any():
+        need = np.ceil(lengths[long] / plan.token_cap).astype(np.int64)
+        bits = np.frexp((need - 1).astype(np.float64))[1]  # bit length of need - 1
+        group[long] = np.minimum(np.left_shift(1, bits), plan.largest_group)
+    return group
+
+
+def _pool(name: str, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, plan: VarlenPlan,
+          m: np.ndarray, greedy: Greedy) -> Assignment:
+    ranks = plan.pool_ranks
+    work = (w * group).sum(axis=1)
+    cells = Cells(steps=lengths.shape[0], rows=ranks, open_cols=m, cap_tokens=plan.token_cap,
+                  hard_cap_tokens=plan.max_tokens_per_rank, big_s=10.0 * work + 1.0, pp=plan.pp)
+    _fill(cells, lengths, w, group, work / (ranks * m), greedy)
+    return _result(name, cells, 1, group, m)
+
+
+def dynamic_cp(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
+               n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT) -> Assignment:
+    """Per-sequence power-of-two CP group sized by memory, groups balanced over the dp x cp pool."""
+    lengths = _steps(lengths)
+    m = _microbatches(lengths, plan, n_microbatches)
+    group = memory_groups(lengths, plan)
+    return _pool("dynamic_cp", lengths, cost.time(lengths, group), group, plan, m, greedy)
+
+
+def flexible_pool(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
+                  n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT) -> Assignment:
+    """ByteScale-style pool: a sequence is split only as far as memory and balance require."""
+    lengths = _steps(lengths)
+    m = _microbatches(lengths, plan, n_microbatches)
+    w = cost.time(lengths, 1)
+    level = w.sum(axis=1) / (plan.pool_ranks * m)
+    target = level if plan.pp > 1 else level * m  # a micro-batch's share, or (no pipeline) a rank's
+    group = memory_groups(lengths, plan)
+    split = (group > 1) | (w > target[:, None])
+    if split.any():
+        rows, cols = np.nonzero(split)
+        sizes = 1 << np.arange(plan.largest_group.bit_length())
+        lens = lengths[rows, cols]
+        cand = cost.time(np.broadcast_to(lens[:, None], (lens.size, sizes.size)), sizes[None, :])
+        allowed = sizes[None, :] >= group[rows, cols][:, None]
+        good = allowed & (cand <= target[rows][:, None])
+        best = np.where(good.any(axis=1), good.argmax(axis=1), np.where(allowed, cand, np.inf).argmin(axis=1))
+        group[rows, cols] = sizes[best]
+        w[rows, cols] = cand[np.arange(lens.size), best]
+    return _pool("flexible", lengths, w, group, plan, m, greedy)

@@ -1,0 +1,271 @@
+"""The placement engine behind the balanced strategies: greedy LPT, vectorized over steps.
+
+The work of one training step is a grid of *cells*: one per row (a rank, or a
+CP group of identical ranks) and micro-batch. A cell holds a load in seconds
+and a number of tokens, bounded by a token capacity (activation memory).
+Sequences are placed largest first, each on the least-loaded cell with room:
+Graham's LPT rule (Graham 1969), which is never worse than 4/3 - 1/(3m) of the
+optimum on m identical machines. A sequence that needs a CP group of g ranks
+takes an aligned block of g rows in one micro-batch; the block's ranks start
+together, so the cell becomes ``max(block loads) + cost`` on all of them (the
+faster ranks wait, as real ring attention makes them).
+
+Exact LPT is sequential: 4,096 sequences x 1,000 steps of arg-min in Python is
+seconds. Two knobs (``Greedy``) make it fast while keeping the answer close:
+
+- ``round_frac``: place a *round* of items at once, the k-th largest in the
+  k-th least-loaded block of rows (at most one item per block, ``round_frac``
+  of the blocks per round; 0 means one item per round: exact LPT). Items in a
+  round are similar in size because they come sorted, so the pairing is what
+  LPT would mostly do anyway.
+- ``light_frac``: items whose cost is below ``light_frac`` x the mean cell load
+  are poured as a fluid (water-filling up to a common level, capped by each
+  cell's token room). LPT places such small items last and they level the
+  cells to within one small item of each other, so pouring differs from LPT by
+  at most one small item per cell (below light_frac of the mean cell load).
+
+Every array has the steps on axis 0, so one call simulates many steps.
+``tests/test_varlen_assign.py`` measures FAST against EXACT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from autopar.errors import SpecError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Greedy:
+    """How exactly to run LPT: 0, 0 is exact; the defaults of ``FAST`` trade < 1% of step time for speed."""
+
+    light_frac: float = 0.0  # pour items costing below this fraction of the mean cell load as a fluid
+    round_frac: float = 0.0  # fraction of row blocks that get an item per round (0: one item per round)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.light_frac < 1.0 or not 0.0 <= self.round_frac <= 1.0:
+            raise SpecError(f"Greedy: light_frac must be in [0, 1) and round_frac in [0, 1], got {self}")
+
+
+EXACT = Greedy()
+FAST = Greedy(light_frac=0.25, round_frac=1.0)
+
+
+class Cells:
+    """Working state of one batch of steps: load (s), tokens, per step x row x micro-batch.
+
+    Columns at or past ``open_cols[s]`` (a quarter more, at least one) are
+    *reserve* micro-batches: they are used only when no open micro-batch has
+    room, and then they are real micro-batches like the others.
+    """
+
+    def __init__(self, *, steps: int, rows: int, open_cols: np.ndarray, cap_tokens: float,
+                 hard_cap_tokens: float, big_s: np.ndarray, pp: int) -> None:
+        cols = int(open_cols.max()) + max(1, int(open_cols.max()) // 4)
+        self.load = np.zeros((steps, rows, cols))
+        self.tokens = np.zeros((steps, rows, cols))
+        self.big = np.asarray(big_s, dtype=np.float64)  # (S,) larger than any load of its step
+        self.open = (np.arange(cols)[None, :] < open_cols[:, None])[:, None, :]  # (S, 1, cols)
+        self.penalty = np.where(self.open, 0.0, self.big[:, None, None])
+        self.cap = float(cap_tokens)  # tokens a shared cell may hold
+        self.hard_cap = float(hard_cap_tokens)  # tokens one sequence may bring to an empty cell
+        self.pp = pp  # pipeline stages: a row's time is sum + (pp - 1) * max over its cells
+        self.overflow_tokens = np.zeros(steps)  # tokens placed beyond the memory limit
+        # kept up to date by place(), so a round touches few (S, rows, cols) arrays
+        self.eff = self.load + self.penalty  # load as the chooser sees it: reserve cells look full
+        self.room = np.full(self.load.shape, self.hard_cap)  # tokens the cell can still take
+        self.work = np.zeros((steps, rows))  # sum of a row's cells
+        self.peak = np.zeros((steps, rows))  # largest cell of a row
+
+    def row_times(self) -> np.ndarray:
+        """(S, rows) pipeline time of each row so far."""
+        return self.work + (self.pp - 1) * self.peak
+
+
+def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy: Greedy) -> None:
+    """Place items (S, H), sorted by decreasing cost per row, on aligned blocks of ``group`` rows.
+
+    ``cost`` is each item's seconds on each rank of its block, ``tokens`` its
+    tokens per rank; padding items have cost 0 and tokens 0 and are skipped.
+    In each block the item goes to the micro-batch that can start earliest and
+    has room; among blocks, "least loaded" is the one whose slowest rank ends
+    with the smallest pipeline time, sum + (pp - 1) * max over the rank's
+    micro-batches (with pp = 1: the least work).
+    """
+    steps, rows, cols = cells.load.shape
+    blocks = rows // group
+    per_round = 1 if greedy.round_frac <= 0 else max(1, int(greedy.round_frac * blocks))
+    step_ix = np.arange(steps)[:, None]
+    sidx = step_ix[:, :, None]
+    lane = np.arange(group)[None, None, :]
+    rws_all = np.broadcast_to(np.arange(rows).reshape(1, blocks, group), (steps, blocks, group))
+    block_ix = np.arange(blocks)[None, :]
+    no_room = 4.0 * cells.big[:, None]
+    total = ((cost > 0) | (tokens > 0)).sum(axis=1)  # real items per step (they come first)
+    ptr = np.zeros(steps, dtype=np.int64)  # next item of each step
+    offsets = np.arange(per_round)[None, :]
+    if group == 1:  # views: updating the cells updates the blocks
+        beff, broom = cells.eff, cells.room
+    else:  # a block's micro-batch starts when its busiest rank is free and holds what its fullest can
+        beff = cells.eff.reshape(steps, blocks, group, cols).max(axis=2)
+        broom = cells.room.reshape(steps, blocks, group, cols).min(axis=2)
+    while (ptr < total).any():
+        pos = ptr[:, None] + offsets
+        inside = pos < total[:, None]
+        pos = np.minimum(pos, cost.shape[1] - 1)
+        c = cost[step_ix, pos] * inside
+        t = tokens[step_ix, pos] * inside
+        masked = beff + no_room[:, :, None] * (broom < t.max(axis=1)[:, None, None])  # np.where is slow here
+        col = masked.argmin(axis=2)  # (S, blocks): each block's earliest micro-batch with room
+        chosen = masked[step_ix, block_ix, col]
+        at = cells.load[sidx, rws_all, col[:, :, None]]  # (S, blocks, group) loads in that micro-batch
+        begin = at.max(axis=2, keepdims=True)  # the block's ranks start together
+        end = begin + c[:, :1, None]  # scored with the round's largest item
+        w = cells.work.reshape(steps, blocks, group)
+        pk = cells.peak.reshape(steps, blocks, group)
+        after = (w + (end - at) + (cells.pp - 1) * np.maximum(pk, end)).max(axis=2)
+        score = after + (chosen - begin[:, :, 0]) + 1e-6 * end[:, :, 0]  # + penalty / no-room
+        if per_round == 1:
+            block = score.argmin(axis=1)[:, None]
+            take = inside
+        else:
+            part = np.argpartition(score, per_round - 1, axis=1)[:, :per_round] if per_round < blocks else \
+                np.broadcast_to(block_ix, (steps, blocks))
+            block = part[step_ix, np.argsort(score[step_ix, part], axis=1)]
+            # k-th largest item to k-th least-loaded block, while LPT would do the same: block k must not
+            # be busier than an earlier block will be once it holds its item.
+            sc = score[step_ix, block] - c[:, :1]
+            reach = np.minimum.accumulate(sc + c, axis=1)
+            take = np.concatenate([inside[:, :1], sc[:, 1:] <= reach[:, :-1]], axis=1)
+            take = np.logical_and.accumulate(take & inside, axis=1)
+        ptr += take.sum(axis=1)
+        real = take & ((c > 0) | (t > 0))
+        bcol = col[step_ix, block]
+        overflow = real & (chosen[step_ix, block] >= no_room)
+        cells.overflow_tokens += (t * group * overflow).sum(axis=1)
+        rws = block[:, :, None] * group + lane
+        cl = np.broadcast_to(bcol[:, :, None], rws.shape)
+        srow = np.broadcast_to(sidx, rws.shape)  # rows touched in a round are distinct
+        old = cells.load[srow, rws, cl]
+        start_at = begin[:, :, 0][step_ix, block] + c
+        new = np.where(real[:, :, None], start_at[:, :, None], old)
+        cells.load[srow, rws, cl] = new
+        cells.eff[srow, rws, cl] = new + cells.penalty[srow, 0, cl]
+        tok = cells.tokens[srow, rws, cl] + (t * real)[:, :, None]
+        cells.tokens[srow, rws, cl] = tok
+        room = cells.cap - tok + (cells.hard_cap - cells.cap) * (tok <= 0)
+        cells.room[srow, rws, cl] = room
+        cells.work[srow, rws] += new - old
+        cells.peak[srow, rws] = np.maximum(cells.peak[srow, rws], new)
+        if group > 1:
+            beff[step_ix, block, bcol] = new.max(axis=2) + cells.penalty[step_ix, 0, bcol]
+            broom[step_ix, block, bcol] = room.min(axis=2)
+
+
+def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
+    """Pour ``cost`` seconds carried by ``tokens`` tokens (per step) over the cells.
+
+    Two-level water-filling. Rows first: raise the rows' pipeline times to a
+    common level, each row capped by its token room times the fluid's seconds
+    per token. Then inside each row, fill its lowest micro-batches first, so the
+    row's slowest micro-batch grows last. Open micro-batches are used before
+    reserve ones; what fits nowhere is spread evenly and counted as overflow.
+    """
+    has = tokens > 0
+    if not has.any():
+        return
+    density = np.where(has, cost / np.where(has, tokens, 1.0), 0.0)  # seconds per token of the fluid
+    per_token = np.where(density > 0, density, 1.0)
+    cap = np.clip(cells.cap - cells.tokens, 0.0, None) * density[:, None, None]
+    left = np.where(has, cost, 0.0)
+    level_base = cells.row_times()
+    fill = np.zeros_like(cells.load)
+    for usable in (cells.open, ~cells.open):
+        if not (left > 1e-9 * np.maximum(cost, 1e-300)).any():
+            break
+        row_cap = (cap * usable).sum(axis=-1)
+        lam = water_level(level_base, row_cap, left)
+        amount = np.clip(lam[:, None] - level_base, 0.0, row_cap)
+        fill += _spread(cells.load + fill, cap * usable, amount)
+        level_base = level_base + amount
+        left = np.clip(left - amount.sum(axis=1), 0.0, None)
+    spill = np.where(left > 1e-9 * np.maximum(cost, 1e-300), left, 0.0)
+    if spill.any():  # no room anywhere: spread the rest over the open cells, count it
+        opened = np.broadcast_to(cells.open, fill.shape)
+        fill += np.where(opened, spill[:, None, None] / opened.sum(axis=(1, 2))[:, None, None], 0.0)
+        cells.overflow_tokens += spill / per_token
+    cells.load += fill
+    cells.tokens += fill / per_token[:, None, None]
+    cells.eff = cells.load + cells.penalty
+    cells.room = cells.cap - cells.tokens + (cells.hard_cap - cells.cap) * (cells.tokens <= 0)
+    cells.work = cells.load.sum(axis=-1)
+    cells.peak = cells.load.max(axis=-1)
+
+
+def _spread(load: np.ndarray, cap: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    """Split each row's ``amount`` over its cells, lowest first, within ``cap``: (S, R, M) fills."""
+    steps, rows, cols = load.shape
+    base = load.reshape(-1, cols)
+    limit = cap.reshape(-1, cols)
+    want = amount.reshape(-1)
+    # Fast path: level the usable cells ignoring caps (sort once), then redo capped rows exactly.
+    usable = limit > 0
+    huge = 1e300
+    srt = np.sort(np.maximum(base, huge * ~usable), axis=1)  # unusable cells sort last
+    finite = srt < huge
+    count = np.arange(1, cols + 1)
+    cum = np.cumsum(srt * finite, axis=1)
+    levels = (want[:, None] + cum) / count  # level if the lowest k usable cells share the amount
+    valid = finite & ((levels >= srt) | (count == 1))
+    k = np.where(valid.any(axis=1), cols - 1 - np.argmax(valid[:, ::-1], axis=1), 0)
+    lam = np.where(want > 0, np.take_along_axis(levels, k[:, None], 1)[:, 0], -np.inf)
+    fill = np.clip(lam[:, None] - base, 0.0, None) * usable
+    capped = (fill > limit * (1 + 1e-12)).any(axis=1)
+    if capped.any():
+        lam_c = water_level(base[capped], limit[capped], want[capped])
+        fill[capped] = np.clip(lam_c[:, None] - base[capped], 0.0, limit[capped])
+    return fill.reshape(steps, rows, cols)
+
+
+def water_level(base: np.ndarray, cap: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    """Level lam per row with sum_k clip(lam - base_k, 0, cap_k) = amount (inf if it does not fit).
+
+    f(lam) is piecewise linear; its slope is the number of cells with
+    base_k < lam < base_k + cap_k. Sort the 2K breakpoints, integrate the slope,
+    and interpolate inside the segment where f reaches ``amount``.
+    """
+    steps, k = base.shape
+    ev = np.concatenate([base, base + cap], axis=1)
+    step_up = np.concatenate([np.ones((steps, k)), -np.ones((steps, k))], axis=1)
+    order = np.argsort(ev, axis=1, kind="stable")
+    ev = np.take_along_axis(ev, order, 1)
+    slope = np.cumsum(np.take_along_axis(step_up, order, 1), axis=1)
+    f = np.concatenate([np.zeros((steps, 1)), np.cumsum(np.diff(ev, axis=1) * slope[:, :-1], axis=1)], axis=1)
+    i = (f < amount[:, None]).sum(axis=1)
+    i0 = np.clip(i - 1, 0, 2 * k - 1)[:, None]
+    f0, e0 = np.take_along_axis(f, i0, 1)[:, 0], np.take_along_axis(ev, i0, 1)[:, 0]
+    s0 = np.maximum(np.take_along_axis(slope, i0, 1)[:, 0], 1.0)
+    lam = e0 + (amount - f0) / s0
+    return np.where(i == 0, -np.inf, np.where(i >= 2 * k, np.inf, lam))
+
+
+def gather_sorted(mask: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column indices (S, H) of the True entries of each row, by decreasing ``key``; and which are real.
+
+    H is the largest count over rows; shorter rows are padded (index 0, real False).
+    """
+    steps = mask.shape[0]
+    r, c = np.nonzero(mask)
+    counts = np.bincount(r, minlength=steps)
+    width = int(counts.max()) if counts.size else 0
+    idx = np.zeros((steps, width), dtype=np.int64)
+    keys = np.full((steps, width), -np.inf)
+    if width == 0:
+        return idx, np.zeros((steps, 0), dtype=bool)
+    pos = np.arange(r.size) - (np.cumsum(counts) - counts)[r]
+    idx[r, pos] = c
+    keys[r, pos] = key[r, c]
+    order = np.argsort(-keys, axis=1, kind="stable")
+    return np.take_along_axis(idx, order, 1), np.take_along_axis(np.isfinite(keys), order, 1)
