@@ -35,7 +35,7 @@ def profile(
     out: Annotated[Path | None, typer.Option(help="Where to write the profile (default: the saved-profile path).")] = None,
     quick: Annotated[bool, typer.Option(help="Fewer sizes and repetitions: about 30 s on an 8-GPU node.")] = False,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    nproc: Annotated[int | None, typer.Option(help="Processes to start (default: one per local GPU; CPU needs this).")] = None,
+    nproc: Annotated[int | None, typer.Option(help="Processes to start (default: one per local GPU; 2 gloo processes on CPU).")] = None,
     compare: Annotated[str | None, typer.Option(help="Built-in profile to print the measured numbers against.")] = None,
 ) -> None:
     """Measure this node (or, under torchrun, these nodes) and save a hardware profile."""
