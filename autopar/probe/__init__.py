@@ -19,6 +19,7 @@ Modules, one concern each:
 - ``worker``    what one rank does, start to finish
 - ``launch``    torchrun, torch.multiprocessing or one process; progress; kill on hang
 - ``writer``    measurements -> profile YAML (schema 1), atomic write
+- ``yamlio``    YAML output in the built-in profiles' layout (short lists on one line)
 - ``report``    rich summary and ``--compare`` table
 - ``command``   ``run_profile``: the entry point the CLI calls
 """
