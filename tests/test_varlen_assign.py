@@ -1,0 +1,187 @@
+"""Assignment strategies against hand-made cases, a brute-force optimum, and each other."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from autopar.errors import SpecError
+from autopar.varlen import (
+    EXACT,
+    FAST,
+    Assignment,
+    QuadraticSeqCost,
+    SeqCost,
+    VarlenPlan,
+    balanced_packing,
+    dynamic_cp,
+    flexible_pool,
+    load_distribution,
+    memory_groups,
+    naive_packing,
+    next_fit,
+    step_metrics,
+)
+from autopar.varlen.place import water_level
+
+Strategy = Callable[..., Assignment]
+LINEAR = QuadraticSeqCost(alpha_s_per_tok2=0.0, beta_s_per_tok=1.0)  # cost = tokens: easy to check by hand
+QUAD = QuadraticSeqCost(alpha_s_per_tok2=1e-6, beta_s_per_tok=1e-3, comm_s_per_tok=1e-5, comm_latency_s=0.01)
+
+
+def test_quadratic_cost_formula() -> None:
+    lengths = np.array([1000, 1000, 4000])
+    got = QUAD.time(lengths, np.array([1, 4, 4]))
+    assert got[0] == pytest.approx(1e-6 * 1e6 + 1e-3 * 1e3)  # 2.0 s, no CP traffic at c = 1
+    assert got[1] == pytest.approx(2.0 / 4 + 0.01 * 3 + 1e-5 * 1000 * 3 / 4)
+    assert got[2] == pytest.approx((16.0 + 4.0) / 4 + 0.03 + 1e-5 * 4000 * 0.75)
+    assert isinstance(QUAD, SeqCost)
+    with pytest.raises(SpecError, match="comm_latency_s must be a finite number >= 0"):
+        QuadraticSeqCost(alpha_s_per_tok2=1.0, beta_s_per_tok=1.0, comm_latency_s=-1.0)
+
+
+def test_plan_validation() -> None:
+    with pytest.raises(SpecError, match=r"micro_batch_tokens \(9000\) does not fit: cp \(2\) x max_tokens_per_rank \(4000\)"):
+        VarlenPlan(dp=1, cp=2, pp=1, micro_batch_tokens=9000, max_tokens_per_rank=4000)
+    plan = VarlenPlan(dp=3, cp=4, pp=2, micro_batch_tokens=8000, max_tokens_per_rank=4000)
+    assert (plan.pool_ranks, plan.largest_group, plan.token_cap) == (12, 8, 2000.0)
+    assert plan.longest_fit("naive") == 16000 and plan.longest_fit("flexible") == 32000
+
+
+def test_next_fit_and_round_robin() -> None:
+    lengths = np.array([[3, 4, 2, 9, 1, 1, 5]])
+    assert next_fit(lengths, 8).tolist() == [[0, 0, 1, 2, 3, 3, 3]]  # 9 > budget gets its own micro-batch
+    plan = VarlenPlan(dp=2, cp=1, pp=1, micro_batch_tokens=8, max_tokens_per_rank=8)
+    a = naive_packing(lengths, LINEAR, plan)
+    # micro-batches 0, 2 -> rank 0; 1, 3 -> rank 1; the 9-token one does not fit memory
+    assert a.cell_cost_s[0].tolist() == [[7.0, 9.0], [2.0, 7.0]]
+    assert a.overflow_tokens.tolist() == [9.0] and a.n_microbatches.tolist() == [2]
+
+
+@pytest.mark.parametrize("fn", [naive_packing, balanced_packing, dynamic_cp, flexible_pool])
+def test_equal_sequences_balance_perfectly(fn: Strategy) -> None:
+    plan = VarlenPlan(dp=4, cp=2, pp=4, micro_batch_tokens=8192, max_tokens_per_rank=4096)
+    lengths = np.full((3, 64), 2048)  # 4 per micro-batch, 16 micro-batches, 4 per replica
+    m = step_metrics(fn(lengths, QUAD, plan), plan.pp)
+    assert m.imbalance.tolist() == pytest.approx([1.0] * 3)
+    assert m.stall_frac.tolist() == pytest.approx([0.0] * 3, abs=1e-12)
+    assert m.tokens.tolist() == [64 * 2048.0] * 3
+
+
+def test_equal_sequences_step_time_by_hand() -> None:
+    plan = VarlenPlan(dp=4, cp=2, pp=4, micro_batch_tokens=8192, max_tokens_per_rank=4096)
+    lengths = np.full((1, 64), 2048)
+    mb = 4 * QUAD.time(np.array([2048]), 2)[0]  # one micro-batch: 4 sequences on a CP group of 2
+    for fn in (naive_packing, balanced_packing):
+        assert step_metrics(fn(lengths, QUAD, plan), plan.pp).step_time_s[0] == pytest.approx((4 + 3) * mb)
+    # the pool needs no CP for 2048 tokens (cap 4096 per rank): 8 ranks, 8 sequences each, 4 micro-batches
+    per_cell = 2 * QUAD.time(np.array([2048]), 1)[0]
+    assert step_metrics(dynamic_cp(lengths, QUAD, plan), plan.pp).step_time_s[0] == pytest.approx((4 + 3) * per_cell)
+
+
+def test_memory_groups_are_powers_of_two_capped_by_the_pool() -> None:
+    plan = VarlenPlan(dp=3, cp=2, pp=1, micro_batch_tokens=2000, max_tokens_per_rank=5000)  # cap 1000, pool 6
+    lengths = np.array([[1, 1000, 1001, 2000, 2001, 4000, 4001, 9999]])
+    assert memory_groups(lengths, plan).tolist() == [[1, 1, 2, 2, 4, 4, 4, 4]]
+
+
+@pytest.mark.parametrize("fn", [dynamic_cp, flexible_pool])
+def test_one_huge_sequence_gets_the_largest_group(fn: Strategy) -> None:
+    plan = VarlenPlan(dp=4, cp=2, pp=1, micro_batch_tokens=8192, max_tokens_per_rank=8192)
+    lengths = np.array([[60000] + [500] * 15])
+    a = fn(lengths, QUAD, plan)
+    assert a.group_size[0, 0] == 8 and (a.group_size[0, 1:] == 1).all()
+    assert a.overflow_tokens[0] == 0.0  # 60000 / 8 = 7500 per rank fits the 8192-token memory
+    # the 8 ranks of the group run it together: the same load in the same micro-batch on all of them
+    col = a.cell_tokens[0].argmax(axis=1)
+    assert (col == col[0]).all()
+    loads = a.cell_cost_s[0][np.arange(8), col]
+    assert loads.tolist() == pytest.approx([QUAD.time(np.array([60000]), 8)[0]] * 8)
+    assert a.cell_tokens[0][np.arange(8), col].tolist() == [7500.0] * 8
+
+
+def test_group_waits_for_its_busiest_rank() -> None:
+    plan = VarlenPlan(dp=2, cp=1, pp=1, micro_batch_tokens=1000, max_tokens_per_rank=1000)  # pool 2, cap 1000
+    # 1500 tokens need a group of 2; it goes first, then the two 600s go one per rank
+    a = dynamic_cp(np.array([[600, 1500, 600]]), LINEAR, plan, n_microbatches=2)
+    work = a.cell_cost_s[0].sum(axis=1)
+    assert work.tolist() == [1350.0, 1350.0]  # 750 each for the shared one, 600 each for the others
+    assert a.group_size[0].tolist() == [1, 2, 1]
+
+
+def brute_force(costs: np.ndarray, rows: int) -> float:
+    """Smallest possible max row load, trying every assignment."""
+    return min(np.bincount(a, weights=costs, minlength=rows).max() for a in itertools.product(range(rows), repeat=costs.size))
+
+
+def test_lpt_against_brute_force_optimum() -> None:
+    rng = np.random.default_rng(0)
+    lpt_ratio, wins, naive_total, balanced_total = [], 0, 0.0, 0.0
+    for _ in range(120):
+        k, rows = int(rng.integers(6, 9)), int(rng.integers(2, 4))
+        lengths = rng.integers(100, 3000, size=k)
+        plan = VarlenPlan(dp=rows, cp=1, pp=1, micro_batch_tokens=3000, max_tokens_per_rank=3000)
+        opt = brute_force(QUAD.time(lengths, 1), rows)
+        balanced = step_metrics(balanced_packing(lengths, QUAD, plan, n_microbatches=k), 1).step_time_s[0]
+        naive = step_metrics(naive_packing(lengths, QUAD, plan), 1).step_time_s[0]
+        assert opt - 1e-9 <= balanced <= (4 / 3 - 1 / (3 * rows)) * opt + 1e-9  # Graham's LPT bound
+        lpt_ratio.append(balanced / opt)
+        wins += balanced <= naive + 1e-12
+        naive_total += naive
+        balanced_total += balanced
+    assert max(lpt_ratio) < 1.15 and np.mean(lpt_ratio) < 1.02
+    assert wins >= 110  # next-fit in arrival order is sometimes lucky on 6 sequences, rarely
+    assert balanced_total < 0.9 * naive_total
+
+
+def test_balanced_beats_naive_where_order_is_adversarial() -> None:
+    plan = VarlenPlan(dp=2, cp=1, pp=1, micro_batch_tokens=4000, max_tokens_per_rank=4000)
+    lengths = np.array([[4000, 1000, 1000, 1000, 1000, 4000, 1000, 1000, 1000, 1000]])
+    naive = step_metrics(naive_packing(lengths, QUAD, plan), 1)
+    balanced = step_metrics(balanced_packing(lengths, QUAD, plan), 1)
+    long, short = QUAD.time(np.array([4000]), 1)[0], QUAD.time(np.array([1000]), 1)[0]
+    assert naive.step_time_s[0] == pytest.approx(2 * long)  # micro-batches 0 and 2 (both 4000s) on rank 0
+    assert balanced.step_time_s[0] == pytest.approx(long + 4 * short)  # optimal: one long and four short each
+    assert balanced.imbalance[0] == pytest.approx(1.0)
+
+
+def test_pipeline_formula_and_stall_by_hand() -> None:
+    plan = VarlenPlan(dp=1, cp=1, pp=4, micro_batch_tokens=3, max_tokens_per_rank=3)
+    a = naive_packing(np.array([[1, 2, 3]]), LINEAR, plan)  # micro-batches of 3, 3 (1+2) ... : [3, 3]
+    assert a.cell_cost_s[0].tolist() == [[3.0, 3.0]]
+    a = naive_packing(np.array([[1, 3, 2]]), LINEAR, plan)  # [1], [3], [2]
+    m = step_metrics(a, plan.pp)
+    assert m.step_time_s[0] == pytest.approx(6 + 3 * 3)
+    assert m.stall_frac[0] == pytest.approx(3 * (3 - 2) / 15)
+    assert m.bubble_frac[0] == pytest.approx(9 / 15)
+
+
+def test_water_level_matches_bisection() -> None:
+    rng = np.random.default_rng(7)
+    base, cap = rng.random((50, 9)) * 10, rng.random((50, 9)) * 3
+    amount = rng.random(50) * cap.sum(axis=1)
+    lam = water_level(base, cap, amount)
+    assert np.clip(lam[:, None] - base, 0, cap).sum(axis=1) == pytest.approx(amount, rel=1e-9)
+    assert np.isinf(water_level(base[:1], cap[:1], cap[:1].sum(axis=1) + 1.0)[0])
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(dp=8, cp=4, pp=4, micro_batch_tokens=131072, max_tokens_per_rank=32768),
+        dict(dp=16, cp=1, pp=1, micro_batch_tokens=131072, max_tokens_per_rank=131072),
+        dict(dp=4, cp=2, pp=8, micro_batch_tokens=65536, max_tokens_per_rank=65536),
+    ],
+)
+def test_fast_greedy_stays_close_to_exact(kw: dict[str, int]) -> None:
+    dist = load_distribution("examples/seqlen/long_context.yaml")
+    lengths = dist.sample((12, 1024), np.random.default_rng(3))
+    plan = VarlenPlan(**kw)
+    m = naive_packing(lengths, QUAD, plan).n_microbatches
+    for fn in (balanced_packing, dynamic_cp, flexible_pool):
+        exact = step_metrics(fn(lengths, QUAD, plan, n_microbatches=m, greedy=EXACT), plan.pp).step_time_s
+        fast = step_metrics(fn(lengths, QUAD, plan, n_microbatches=m, greedy=FAST), plan.pp).step_time_s
+        assert fast.mean() == pytest.approx(exact.mean(), rel=0.015), fn.__name__
