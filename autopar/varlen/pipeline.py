@@ -21,9 +21,11 @@ maximum of T over rows. Reported per step:
 
 - ``imbalance``: max over rows of the work sum_j s_j divided by its mean (1.0
   is perfect balance; waits inside CP groups count as work of the waiting rank);
-- ``stall_frac``: the critical row's (pp - 1) * (max_j s_j - mean_j s_j) / T,
-  the share of the step lost to uneven micro-batches (0 when they are equal);
-- ``bubble_frac``: (pp - 1) * max_j s_j / T, the whole fill/drain share.
+- ``stall_frac``: the critical row's (pp - 1) * (max_j s_j - mean_j s_j), the
+  time lost to uneven micro-batches (0 when they are equal), as a share of the
+  step time (T plus any fixed per-step overhead);
+- ``bubble_frac``: the critical row's (pp - 1) * max_j s_j, the whole fill and
+  drain, as a share of the step time.
 """
 
 from __future__ import annotations
@@ -62,11 +64,12 @@ def step_metrics(assignment: Assignment, pp: int, *, overhead_s: float = 0.0) ->
     used = np.maximum((assignment.cell_tokens.sum(axis=1) > 0).sum(axis=1), 1)  # micro-batches in use
     crit_peak = np.take_along_axis(peak, crit, 1)[:, 0]
     crit_mean = np.take_along_axis(work, crit, 1)[:, 0] / used
-    safe = np.where(step > 0, step, 1.0)
+    total = step + overhead_s
+    safe = np.where(total > 0, total, 1.0)
     mean_work = work.mean(axis=1)
     tokens = assignment.cell_tokens.sum(axis=(1, 2))  # rows hold L (fixed CP) or L / g on each of g ranks
     return StepMetrics(
-        step_time_s=step + overhead_s,
+        step_time_s=total,
         imbalance=np.where(mean_work > 0, work.max(axis=1) / np.where(mean_work > 0, mean_work, 1.0), 1.0),
         stall_frac=(pp - 1) * (crit_peak - crit_mean) / safe,
         bubble_frac=(pp - 1) * crit_peak / safe,

@@ -1,0 +1,98 @@
+"""simulate(): reproducible summaries whose values can be checked by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autopar.errors import SpecError
+from autopar.varlen import STRATEGIES, QuadraticSeqCost, load_distribution, simulate
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "seqlen"
+COST = QuadraticSeqCost(alpha_s_per_tok2=5e-10, beta_s_per_tok=3e-5, comm_s_per_tok=2e-7, comm_latency_s=5e-4)
+LONG_PLAN = dict(dp=8, cp=4, pp=4, micro_batch_tokens=131072, max_tokens_per_rank=32768)
+
+
+def test_constant_lengths_give_the_fixed_length_answer(tmp_path: Path) -> None:
+    path = tmp_path / "const.yaml"
+    path.write_text("bin_edges: [4096, 4097]\ncounts: [1]\n", encoding="utf-8")
+    dist = load_distribution(path)
+    res = simulate(dist, COST, dp=4, cp=2, pp=2, global_batch=64, micro_batch_tokens=16384,
+                   max_tokens_per_rank=8192, steps=10, step_overhead_s=0.5)
+    mb = 4 * COST.time(np.array([4096]), 2)[0]  # 16 micro-batches of 4 sequences, 4 per replica
+    for name in ("naive", "balanced"):
+        r = res[name]
+        assert r.step_time_mean_s == pytest.approx((4 + 1) * mb + 0.5)
+        assert r.step_time_p95_s == pytest.approx(r.step_time_mean_s)
+        assert r.step_time_sem_s == pytest.approx(0.0, abs=1e-12)
+        assert (r.imbalance_mean, r.stall_frac_mean) == pytest.approx((1.0, 0.0))
+        assert r.bubble_frac_mean == pytest.approx(mb / ((4 + 1) * mb + 0.5))
+        assert r.tokens_per_s == pytest.approx(64 * 4096 / r.step_time_mean_s)
+        assert (r.longest_fit_tokens, r.fits, r.mean_group_size) == (16384, True, 2.0)
+    for name in ("dynamic_cp", "flexible"):  # 4096 tokens fit one rank (cap 8192): no CP at all
+        r = res[name]
+        assert r.mean_group_size == 1.0 and r.imbalance_mean == pytest.approx(1.0)
+        assert r.step_time_mean_s == pytest.approx((4 + 1) * 2 * COST.time(np.array([4096]), 1)[0] + 0.5)
+        assert r.longest_fit_tokens == 8 * 8192
+
+
+def test_same_seed_same_answer_other_seed_other_answer() -> None:
+    dist = load_distribution(EXAMPLES / "chat_short.yaml")
+    kw = dict(dp=4, cp=1, pp=2, global_batch=256, micro_batch_tokens=16384, max_tokens_per_rank=16384, steps=20)
+    a, b = simulate(dist, COST, seed=1, **kw), simulate(dist, COST, seed=1, **kw)
+    c = simulate(dist, COST, seed=2, **kw)
+    assert a == b
+    assert a["naive"].step_time_mean_s != c["naive"].step_time_mean_s
+
+
+def test_long_context_ranking_and_memory() -> None:
+    dist = load_distribution(EXAMPLES / "long_context.yaml")
+    res = simulate(dist, COST, global_batch=1024, steps=24, **LONG_PLAN)  # type: ignore[arg-type]
+    t = {k: v.step_time_mean_s for k, v in res.items()}
+    assert t["balanced"] < t["naive"] and t["flexible"] < t["dynamic_cp"] < t["naive"]
+    assert res["flexible"].imbalance_mean < res["naive"].imbalance_mean
+    assert res["flexible"].stall_frac_mean < res["naive"].stall_frac_mean
+    assert res["naive"].mean_group_size == 4.0 and 1.0 < res["dynamic_cp"].mean_group_size < 4.0
+    for r in res.values():
+        assert r.fits and r.overflow_frac == 0.0 and r.steps == 24
+        assert r.step_time_p95_s >= r.step_time_mean_s
+    assert res["naive"].longest_fit_tokens == 4 * 32768 and res["flexible"].longest_fit_tokens == 32 * 32768
+
+
+def test_sequences_beyond_memory_are_reported() -> None:
+    dist = load_distribution(EXAMPLES / "long_context.yaml")
+    res = simulate(dist, COST, dp=8, cp=2, pp=1, global_batch=512, micro_batch_tokens=32768,
+                   max_tokens_per_rank=32768, steps=8, strategies=("naive", "flexible"))
+    assert set(res) == {"naive", "flexible"}
+    assert not res["naive"].fits and res["naive"].longest_fit_tokens == 65536
+    # lengths above 65536: the last bin, 1.2% of sequences averaging ~98K tokens, 23% of all tokens
+    assert res["naive"].overflow_frac == pytest.approx(0.012 * 98304.5 / dist.mean_len, abs=0.08)
+    assert res["flexible"].fits and res["flexible"].overflow_frac == 0.0
+
+
+def test_convergence_check_stops_early() -> None:
+    dist = load_distribution(EXAMPLES / "chat_short.yaml")
+    res = simulate(dist, COST, dp=4, cp=1, pp=1, global_batch=4096, micro_batch_tokens=16384,
+                   max_tokens_per_rank=16384, steps=1000, rel_sem=0.01, min_steps=100)
+    r = res["naive"]
+    assert 100 <= r.steps < 1000
+    assert all(v.step_time_sem_s <= 0.01 * v.step_time_mean_s for v in res.values())
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        (dict(strategies=("naive", "greedy")), "unknown strategy 'greedy'; choose from " + ", ".join(STRATEGIES)),
+        (dict(steps=0), "steps and global_batch must be >= 1, got 0 and 16"),
+        (dict(micro_batch_tokens=99999), "micro_batch_tokens (99999) does not fit"),
+    ],
+)
+def test_bad_arguments(kw: dict[str, object], message: str) -> None:
+    dist = load_distribution(EXAMPLES / "chat_short.yaml")
+    args: dict[str, object] = dict(dp=2, cp=1, pp=1, global_batch=16, micro_batch_tokens=16384, max_tokens_per_rank=16384)
+    args.update(kw)
+    with pytest.raises(SpecError) as err:
+        simulate(dist, COST, **args)  # type: ignore[arg-type]
+    assert message in str(err.value)
