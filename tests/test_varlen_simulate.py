@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from autopar.varlen import STRATEGIES, QuadraticSeqCost, load_distribution, simu
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "seqlen"
 COST = QuadraticSeqCost(alpha_s_per_tok2=5e-10, beta_s_per_tok=3e-5, comm_s_per_tok=2e-7, comm_latency_s=5e-4)
-LONG_PLAN = dict(dp=8, cp=4, pp=4, micro_batch_tokens=131072, max_tokens_per_rank=32768)
+LONG_PLAN: dict[str, Any] = dict(dp=8, cp=4, pp=4, micro_batch_tokens=131072, max_tokens_per_rank=32768)
 
 
 def test_constant_lengths_give_the_fixed_length_answer(tmp_path: Path) -> None:
@@ -40,7 +41,8 @@ def test_constant_lengths_give_the_fixed_length_answer(tmp_path: Path) -> None:
 
 def test_same_seed_same_answer_other_seed_other_answer() -> None:
     dist = load_distribution(EXAMPLES / "chat_short.yaml")
-    kw = dict(dp=4, cp=1, pp=2, global_batch=256, micro_batch_tokens=16384, max_tokens_per_rank=16384, steps=20)
+    kw: dict[str, Any] = dict(dp=4, cp=1, pp=2, global_batch=256, micro_batch_tokens=16384, max_tokens_per_rank=16384,
+                              steps=20)
     a, b = simulate(dist, COST, seed=1, **kw), simulate(dist, COST, seed=1, **kw)
     c = simulate(dist, COST, seed=2, **kw)
     assert a == b
@@ -49,7 +51,7 @@ def test_same_seed_same_answer_other_seed_other_answer() -> None:
 
 def test_long_context_ranking_and_memory() -> None:
     dist = load_distribution(EXAMPLES / "long_context.yaml")
-    res = simulate(dist, COST, global_batch=1024, steps=24, **LONG_PLAN)  # type: ignore[arg-type]
+    res = simulate(dist, COST, global_batch=1024, steps=24, **LONG_PLAN)
     t = {k: v.step_time_mean_s for k, v in res.items()}
     assert t["balanced"] < t["naive"] and t["flexible"] < t["dynamic_cp"] < t["naive"]
     assert res["flexible"].imbalance_mean < res["naive"].imbalance_mean
@@ -91,8 +93,8 @@ def test_convergence_check_stops_early() -> None:
 )
 def test_bad_arguments(kw: dict[str, object], message: str) -> None:
     dist = load_distribution(EXAMPLES / "chat_short.yaml")
-    args: dict[str, object] = dict(dp=2, cp=1, pp=1, global_batch=16, micro_batch_tokens=16384, max_tokens_per_rank=16384)
+    args: dict[str, Any] = dict(dp=2, cp=1, pp=1, global_batch=16, micro_batch_tokens=16384, max_tokens_per_rank=16384)
     args.update(kw)
     with pytest.raises(SpecError) as err:
-        simulate(dist, COST, **args)  # type: ignore[arg-type]
+        simulate(dist, COST, **args)
     assert message in str(err.value)
