@@ -185,3 +185,16 @@ def test_fast_greedy_stays_close_to_exact(kw: dict[str, int]) -> None:
         exact = step_metrics(fn(lengths, QUAD, plan, n_microbatches=m, greedy=EXACT), plan.pp).step_time_s
         fast = step_metrics(fn(lengths, QUAD, plan, n_microbatches=m, greedy=FAST), plan.pp).step_time_s
         assert fast.mean() == pytest.approx(exact.mean(), rel=0.015), fn.__name__
+
+
+def test_capped_spread_matches_water_level_row_by_row() -> None:
+    from autopar.varlen.place import _spread
+
+    rng = np.random.default_rng(11)
+    load, cap = rng.random((3, 5, 7)) * 4, rng.random((3, 5, 7)) * (rng.random((3, 5, 7)) > 0.2)
+    amount = rng.random((3, 5)) * cap.sum(axis=-1)
+    fill = _spread(load, cap, amount)
+    lam = water_level(load.reshape(15, 7), cap.reshape(15, 7), amount.reshape(15))
+    want = np.clip(lam[:, None] - load.reshape(15, 7), 0, cap.reshape(15, 7))
+    assert fill.reshape(15, 7) == pytest.approx(want, abs=1e-9)
+    assert fill.sum(axis=-1) == pytest.approx(amount, rel=1e-9)

@@ -170,14 +170,15 @@ def _fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, l
     """Place heavy items by LPT (largest groups first, then largest cost), pour the light ones."""
     light = (group == 1) & (w <= greedy.light_frac * level[:, None]) if greedy.light_frac > 0 else None
     heavy = np.ones_like(w, dtype=bool) if light is None else ~light
-    idx, real = gather_sorted(heavy, w)
-    g_h = np.where(real, np.take_along_axis(group, idx, 1), 0)
-    for g in sorted({int(x) for x in np.unique(g_h) if x > 0}, reverse=True):
-        sub, ok = gather_sorted(g_h == g, np.take_along_axis(w, idx, 1))
-        items = np.take_along_axis(idx, sub, 1)
-        cost = np.where(ok, np.take_along_axis(w, items, 1), 0.0)
-        tokens = np.where(ok, np.take_along_axis(lengths, items, 1) / g, 0.0)
-        place(cells, cost, tokens, g, greedy)
+    # one sort: by group size, then cost, both decreasing; each group size is then a run of every row
+    key = np.log2(group) + w / (1.000001 * max(float(w.max()), 1e-300))
+    idx, real = gather_sorted(heavy, key)
+    g_h = np.take_along_axis(group, idx, 1) * real
+    cost = np.take_along_axis(w, idx, 1) * real
+    tokens = np.take_along_axis(lengths, idx, 1) / np.maximum(g_h, 1) * real
+    for g in np.unique(g_h)[::-1]:
+        if g > 0:
+            place(cells, cost, tokens, int(g), greedy, start=(g_h > g).sum(axis=1), stop=(g_h >= g).sum(axis=1))
     if light is not None:
         pour(cells, (w * light).sum(axis=1), (lengths * light).sum(axis=1).astype(np.float64))
 

@@ -84,11 +84,13 @@ class Cells:
         return self.work + (self.pp - 1) * self.peak
 
 
-def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy: Greedy) -> None:
+def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy: Greedy, *,
+          start: np.ndarray | None = None, stop: np.ndarray | None = None) -> None:
     """Place items (S, H), sorted by decreasing cost per row, on aligned blocks of ``group`` rows.
 
     ``cost`` is each item's seconds on each rank of its block, ``tokens`` its
-    tokens per rank; padding items have cost 0 and tokens 0 and are skipped.
+    tokens per rank. Row s places its items ``start[s]:stop[s]`` (default: all
+    up to the first padding item, cost 0 and tokens 0).
     In each block the item goes to the micro-batch that can start earliest and
     has room; among blocks, "least loaded" is the one whose slowest rank ends
     with the smallest pipeline time, sum + (pp - 1) * max over the rank's
@@ -103,8 +105,8 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
     rws_all = np.broadcast_to(np.arange(rows).reshape(1, blocks, group), (steps, blocks, group))
     block_ix = np.arange(blocks)[None, :]
     no_room = 4.0 * cells.big[:, None]
-    total = ((cost > 0) | (tokens > 0)).sum(axis=1)  # real items per step (they come first)
-    ptr = np.zeros(steps, dtype=np.int64)  # next item of each step
+    total = ((cost > 0) | (tokens > 0)).sum(axis=1) if stop is None else stop  # end of each step's items
+    ptr = np.zeros(steps, dtype=np.int64) if start is None else start.astype(np.int64)  # next item of each step
     offsets = np.arange(per_round)[None, :]
     if group == 1:  # views: updating the cells updates the blocks
         beff, broom = cells.eff, cells.room
@@ -205,28 +207,47 @@ def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
 
 
 def _spread(load: np.ndarray, cap: np.ndarray, amount: np.ndarray) -> np.ndarray:
-    """Split each row's ``amount`` over its cells, lowest first, within ``cap``: (S, R, M) fills."""
+    """Split each row's ``amount`` over its cells, lowest first, within ``cap``: (S, R, M) fills.
+
+    Capped water-filling by rounds: level the free cells as if uncapped; a cell
+    whose cap lies below that level is full in the capped answer too (capping
+    only raises the level), so fix it at its cap and level the rest again.
+    """
     steps, rows, cols = load.shape
     base = load.reshape(-1, cols)
     limit = cap.reshape(-1, cols)
-    want = amount.reshape(-1)
-    # Fast path: level the usable cells ignoring caps (sort once), then redo capped rows exactly.
-    usable = limit > 0
-    huge = 1e300
-    srt = np.sort(np.maximum(base, huge * ~usable), axis=1)  # unusable cells sort last
-    finite = srt < huge
-    count = np.arange(1, cols + 1)
-    cum = np.cumsum(srt * finite, axis=1)
-    levels = (want[:, None] + cum) / count  # level if the lowest k usable cells share the amount
-    valid = finite & ((levels >= srt) | (count == 1))
-    k = np.where(valid.any(axis=1), cols - 1 - np.argmax(valid[:, ::-1], axis=1), 0)
-    lam = np.where(want > 0, np.take_along_axis(levels, k[:, None], 1)[:, 0], -np.inf)
-    fill = np.clip(lam[:, None] - base, 0.0, None) * usable
-    capped = (fill > limit * (1 + 1e-12)).any(axis=1)
-    if capped.any():
-        lam_c = water_level(base[capped], limit[capped], want[capped])
-        fill[capped] = np.clip(lam_c[:, None] - base[capped], 0.0, limit[capped])
+    fill = np.zeros_like(base)
+    fixed = limit <= 0  # cells out of the game: no room, or already full
+    left = amount.reshape(-1).copy()
+    tiny = 1e-12 * left
+    active = np.flatnonzero(left > tiny)
+    while active.size:
+        lam = _level(base[active], fixed[active], left[active])
+        trial = np.clip(lam[:, None] - base[active], 0.0, None) * ~fixed[active]
+        over = trial > limit[active]
+        done = ~over.any(axis=1)
+        fill[active[done]] += trial[done]
+        full = over[~done] * limit[active[~done]]
+        rows_full = active[~done]
+        fill[rows_full] += full
+        left[rows_full] -= full.sum(axis=1)
+        fixed[rows_full] |= over[~done]
+        active = rows_full[left[rows_full] > tiny[rows_full]]
     return fill.reshape(steps, rows, cols)
+
+
+def _level(base: np.ndarray, fixed: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    """Uncapped water level per row over the cells not ``fixed``: sum_k (lam - base_k)+ = amount."""
+    cols = base.shape[1]
+    huge = 1e300
+    srt = np.sort(np.maximum(base, huge * fixed), axis=1)  # fixed cells sort last
+    free = srt < huge
+    count = np.arange(1, cols + 1)
+    levels = (amount[:, None] + np.cumsum(srt * free, axis=1)) / count  # level if the lowest k cells share it
+    valid = free & (levels >= srt)
+    k = cols - 1 - np.argmax(valid[:, ::-1], axis=1)
+    lam = np.take_along_axis(levels, k[:, None], 1)[:, 0]
+    return np.where(valid.any(axis=1), lam, -np.inf)  # no free cell: nothing more can be placed
 
 
 def water_level(base: np.ndarray, cap: np.ndarray, amount: np.ndarray) -> np.ndarray:
