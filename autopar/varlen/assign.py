@@ -168,19 +168,24 @@ def _microbatches(lengths: np.ndarray, plan: VarlenPlan, n_microbatches: int | n
 def _fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, level: np.ndarray,
           greedy: Greedy) -> None:
     """Place heavy items by LPT (largest groups first, then largest cost), pour the light ones."""
-    light = (group == 1) & (w <= greedy.light_frac * level[:, None]) if greedy.light_frac > 0 else None
-    heavy = np.ones_like(w, dtype=bool) if light is None else ~light
+    if greedy.light_frac > 0:
+        heavy = (group > 1) | (w > greedy.light_frac * level[:, None])
+    else:
+        heavy = np.ones_like(w, dtype=bool)
     # one sort: by group size, then cost, both decreasing; each group size is then a run of every row
-    key = np.log2(group) + w / (1.000001 * max(float(w.max()), 1e-300))
-    idx, real = gather_sorted(heavy, key)
+    scale = 1.000001 * max(float(w.max()), 1e-300)
+    idx, real = gather_sorted(heavy, lambda r, c: np.log2(group[r, c]) + w[r, c] / scale)
     g_h = np.take_along_axis(group, idx, 1) * real
     cost = np.take_along_axis(w, idx, 1) * real
-    tokens = np.take_along_axis(lengths, idx, 1) / np.maximum(g_h, 1) * real
+    tok = np.take_along_axis(lengths, idx, 1) * real
     for g in np.unique(g_h)[::-1]:
         if g > 0:
-            place(cells, cost, tokens, int(g), greedy, start=(g_h > g).sum(axis=1), stop=(g_h >= g).sum(axis=1))
-    if light is not None:
-        pour(cells, (w * light).sum(axis=1), (lengths * light).sum(axis=1).astype(np.float64))
+            place(cells, cost, tok / np.maximum(g_h, 1), int(g), greedy,
+                  start=(g_h > g).sum(axis=1), stop=(g_h >= g).sum(axis=1))
+    if greedy.light_frac > 0:  # the light ones are all the others
+        light_cost = w.sum(axis=1) - cost.sum(axis=1)
+        light_tokens = (lengths.sum(axis=1) - tok.sum(axis=1)).astype(np.float64)
+        pour(cells, np.clip(light_cost, 0.0, None), light_tokens)
 
 
 def _result(name: str, cells: Cells, gpus_per_row: int, group: np.ndarray, m: np.ndarray) -> Assignment:
@@ -229,7 +234,11 @@ def dynamic_cp(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
     lengths = _steps(lengths)
     m = _microbatches(lengths, plan, n_microbatches)
     group = memory_groups(lengths, plan)
-    return _pool("dynamic_cp", lengths, cost.time(lengths, group), group, plan, m, greedy)
+    w = cost.time(lengths, 1)
+    split = group > 1
+    if split.any():  # most sequences need no CP: evaluate the others at their group size only
+        w[split] = cost.time(lengths[split], group[split])
+    return _pool("dynamic_cp", lengths, w, group, plan, m, greedy)
 
 
 def flexible_pool(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,

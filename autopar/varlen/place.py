@@ -30,6 +30,7 @@ Every array has the steps on axis 0, so one call simulates many steps.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,7 +91,8 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
 
     ``cost`` is each item's seconds on each rank of its block, ``tokens`` its
     tokens per rank. Row s places its items ``start[s]:stop[s]`` (default: all
-    up to the first padding item, cost 0 and tokens 0).
+    up to the first padding item, cost 0 and tokens 0); every item in that
+    range is placed, whatever its cost.
     In each block the item goes to the micro-batch that can start earliest and
     has room; among blocks, "least loaded" is the one whose slowest rank ends
     with the smallest pipeline time, sum + (pp - 1) * max over the rank's
@@ -143,10 +145,11 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
             take = np.concatenate([inside[:, :1], sc[:, 1:] <= reach[:, :-1]], axis=1)
             take = np.logical_and.accumulate(take & inside, axis=1)
         ptr += take.sum(axis=1)
-        real = take & ((c > 0) | (t > 0))
+        real = take  # items between start and stop are real ones
         bcol = col[step_ix, block]
-        overflow = real & (chosen[step_ix, block] >= no_room)
-        cells.overflow_tokens += (t * group * overflow).sum(axis=1)
+        overflow = chosen[step_ix, block] >= no_room
+        if overflow.any():
+            cells.overflow_tokens += (t * group * (overflow & real)).sum(axis=1)
         rws = block[:, :, None] * group + lane
         cl = np.broadcast_to(bcol[:, :, None], rws.shape)
         srow = np.broadcast_to(sidx, rws.shape)  # rows touched in a round are distinct
@@ -272,9 +275,12 @@ def water_level(base: np.ndarray, cap: np.ndarray, amount: np.ndarray) -> np.nda
     return np.where(i == 0, -np.inf, np.where(i >= 2 * k, np.inf, lam))
 
 
-def gather_sorted(mask: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gather_sorted(mask: np.ndarray, key: np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray],
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Column indices (S, H) of the True entries of each row, by decreasing ``key``; and which are real.
 
+    ``key`` is an (S, N) array, or a function of the selected (rows, columns)
+    returning their keys (so keys are computed for the selected entries only).
     H is the largest count over rows; shorter rows are padded (index 0, real False).
     """
     steps = mask.shape[0]
@@ -287,6 +293,6 @@ def gather_sorted(mask: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.nda
         return idx, np.zeros((steps, 0), dtype=bool)
     pos = np.arange(r.size) - (np.cumsum(counts) - counts)[r]
     idx[r, pos] = c
-    keys[r, pos] = key[r, c]
+    keys[r, pos] = key(r, c) if callable(key) else key[r, c]
     order = np.argsort(-keys, axis=1, kind="stable")
     return np.take_along_axis(idx, order, 1), np.take_along_axis(np.isfinite(keys), order, 1)
