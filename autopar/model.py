@@ -12,13 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import SpecError
+from autopar.families import KIND_PARTS, PATTERN_KINDS, MambaSpec, MLASpec, MoESpec
 from autopar.spec_io import Fields, did_you_mean, load_mapping
 
 ACTIVATIONS = ("swiglu", "gelu", "relu2")
-
-# Layer kinds the cost model knows. New families (MoE, Mamba) add a kind here and
-# a branch in cost/flops.py and cost/memory.py; nothing else changes shape.
-LAYER_KINDS = ("dense",)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +35,9 @@ class ModelSpec:
     max_seq_len: int  # longest sequence the model accepts (position range), tokens
     tie_embeddings: bool  # output projection shares the embedding matrix
     source: str = ""  # citation for presets; file path for user specs
+    moe: MoESpec | None = None  # routed experts in place of the dense MLP
+    mla: MLASpec | None = None  # multi-head latent attention in place of GQA
+    mamba: MambaSpec | None = None  # Mamba-2 layers and the hybrid layer pattern
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_kv_heads:
@@ -49,6 +49,17 @@ class ModelSpec:
             raise SpecError(f"{self.name}: ffn_activation must be one of {', '.join(ACTIVATIONS)}")
         if self.max_seq_len < self.seq_len:
             raise SpecError(f"{self.name}: max_seq_len ({self.max_seq_len}) is below seq_len ({self.seq_len})")
+        if self.mamba is not None:
+            pattern = self.mamba.layer_pattern
+            if len(pattern) != self.layers:
+                raise SpecError(f"{self.name}: mamba.layer_pattern has {len(pattern)} layers but layers is {self.layers}")
+            if "E" in pattern and self.moe is None:
+                raise SpecError(f"{self.name}: mamba.layer_pattern uses E (MoE) but the spec has no moe section")
+            if self.mamba.inner(self.hidden_size) % self.mamba.head_dim:
+                raise SpecError(f"{self.name}: mamba d_inner ({self.mamba.inner(self.hidden_size)}) must be divisible "
+                                f"by mamba.head_dim ({self.mamba.head_dim})")
+        if self.moe is not None and self.moe.first_dense_layers > self.layers:
+            raise SpecError(f"{self.name}: moe.first_dense_layers ({self.moe.first_dense_layers}) exceeds layers ({self.layers})")
 
     # --- derived sizes ---------------------------------------------------------
     @property
@@ -67,19 +78,43 @@ class ModelSpec:
         return 3 if self.ffn_activation == "swiglu" else 2
 
     def layer_kinds(self) -> tuple[str, ...]:
-        """The kind of every block, first to last."""
+        """The kind of every layer, first to last (keys of families.KIND_PARTS)."""
+        if self.mamba is not None:
+            return tuple(PATTERN_KINDS[c] for c in self.mamba.layer_pattern)
+        if self.moe is not None:
+            dense = self.moe.first_dense_layers
+            return ("dense",) * dense + ("moe",) * (self.layers - dense)
         return ("dense",) * self.layers
 
     def attention_params(self) -> int:
         h = self.hidden_size
+        if self.mla is not None:
+            return self.mla.params(h, self.num_attention_heads)
         return h * self.q_width + 2 * h * self.kv_width + self.q_width * h
 
     def mlp_params(self) -> int:
         return self.mlp_matrices * self.hidden_size * self.ffn_hidden_size
 
+    def part_params(self, part: str, *, active: bool = False) -> int:
+        """Matmul weights of one sub-layer (attn, mlp, moe, mamba); `active`: those one token uses."""
+        if part == "attn":
+            return self.attention_params()
+        if part == "mlp":
+            return self.mlp_params()
+        if part == "moe" and self.moe is not None:
+            h, mats = self.hidden_size, self.mlp_matrices
+            return self.moe.active_params(h, mats) if active else self.moe.params(h, mats)
+        if part == "mamba" and self.mamba is not None:
+            return self.mamba.params(self.hidden_size)
+        raise SpecError(f"{self.name}: no {part} sub-layer in this model")
+
+    def kind_params(self, kind: str) -> int:
+        """Weights of one layer of `kind`, including one norm per sub-layer."""
+        return sum(self.part_params(p) + self.hidden_size for p in KIND_PARTS[kind])
+
     def layer_params(self) -> int:
-        """Weights of one block, including its two norms."""
-        return self.attention_params() + self.mlp_params() + 2 * self.hidden_size
+        """Weights of the largest layer kind (the uniform block of a dense model)."""
+        return max(self.kind_params(k) for k in set(self.layer_kinds()))
 
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size
@@ -89,7 +124,15 @@ class ModelSpec:
         return (0 if self.tie_embeddings else self.vocab_size * self.hidden_size) + self.hidden_size
 
     def total_params(self) -> int:
-        return self.layers * self.layer_params() + self.embedding_params() + self.output_params()
+        return sum(self.kind_params(k) for k in self.layer_kinds()) + self.embedding_params() + self.output_params()
+
+    def active_params(self) -> int:
+        """Parameters one token touches (all of them for a dense model)."""
+        total = self.total_params()
+        if self.moe is None:
+            return total
+        moe_layers = sum(1 for k in self.layer_kinds() if k in ("moe", "moe_mlp"))
+        return total - moe_layers * (self.part_params("moe") - self.part_params("moe", active=True))
 
 
 # --- loaders -------------------------------------------------------------------
@@ -128,9 +171,7 @@ def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
     f = Fields(data, f"{where}: ")
     heads = f.integer("num_attention_heads")
     hidden = f.integer("hidden_size")
-    for family in ("moe", "mamba"):
-        if f.has(family):
-            raise f.fail(family, f"{family.upper() if family == 'moe' else 'Mamba'} models are not supported yet")
+    moe, mla, mamba = _moe(f), _mla(f), _mamba(f)
     seq_len = f.integer("seq_len")
     spec = ModelSpec(
         name=f.text("name"),
@@ -146,8 +187,65 @@ def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
         max_seq_len=f.integer("max_seq_len", seq_len),
         tie_embeddings=f.flag("tie_embeddings", False),
         source=f.text("source", where),
+        moe=moe,
+        mla=mla,
+        mamba=mamba,
     )
     f.finish()
+    return spec
+
+
+def _section(f: Fields, key: str) -> Fields | None:
+    data = f.mapping(key, required=False)
+    return None if data is None else Fields(data, f.prefix(key))
+
+
+def _moe(f: Fields) -> MoESpec | None:
+    g = _section(f, "moe")
+    if g is None:
+        return None
+    spec = MoESpec(
+        num_experts=g.integer("num_experts"),
+        top_k=g.integer("top_k"),
+        expert_ffn_hidden_size=g.integer("expert_ffn_hidden_size"),
+        shared_experts=g.integer("shared_experts", 0, minimum=0),
+        shared_expert_ffn_hidden_size=g.integer("shared_expert_ffn_hidden_size", 0, minimum=0),
+        first_dense_layers=g.integer("first_dense_layers", 0, minimum=0),
+        capacity_factor=g.number("capacity_factor", 1.0),
+    )
+    g.finish()
+    return spec
+
+
+def _mla(f: Fields) -> MLASpec | None:
+    g = _section(f, "mla")
+    if g is None:
+        return None
+    spec = MLASpec(
+        q_lora_rank=g.integer("q_lora_rank", 0, minimum=0),
+        kv_lora_rank=g.integer("kv_lora_rank"),
+        qk_nope_head_dim=g.integer("qk_nope_head_dim"),
+        qk_rope_head_dim=g.integer("qk_rope_head_dim"),
+        v_head_dim=g.integer("v_head_dim"),
+    )
+    g.finish()
+    return spec
+
+
+def _mamba(f: Fields) -> MambaSpec | None:
+    g = _section(f, "mamba")
+    if g is None:
+        return None
+    spec = MambaSpec(
+        state_size=g.integer("state_size"),
+        head_dim=g.integer("head_dim"),
+        expand=g.integer("expand", 2),
+        layer_pattern=g.text("layer_pattern"),
+        num_groups=g.integer("num_groups", 8),
+        conv_kernel=g.integer("conv_kernel", 4),
+        chunk_size=g.integer("chunk_size", 128),
+    )
+    g.finish()
     return spec
 
 

@@ -10,6 +10,7 @@ from autopar.model import ModelSpec
 
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
+CP_COMMS = ("ring", "allgather")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,7 +22,9 @@ class Plan:
     pp: int  # pipeline stages
     cp: int = 1  # context-parallel degree (sequence split across ranks)
     vpp: int = 1  # virtual stages per pipeline rank (interleaved 1F1B when > 1)
-    ep: int = 1  # expert-parallel degree (MoE only)
+    ep: int = 1  # expert-parallel degree (MoE only); the EP group lies within the DP x CP ranks
+    etp: int = 1  # expert tensor-parallel degree: 1 (experts whole) or tp (experts split like the MLP)
+    cp_comm: str = "ring"  # how CP exchanges K/V: ring (overlapped p2p) | allgather (gather K/V, then attend)
     mbs: int = 1  # micro-batch size, sequences
     recompute: str = "none"  # none | selective | full
     zero: int = 1  # 0 plain DP, 1 sharded optimizer, 2 + sharded grads, 3 + sharded weights (FSDP)
@@ -79,5 +82,29 @@ def validate(plan: Plan, model: ModelSpec, job: Job) -> None:
     m = plan.microbatches(job)
     if plan.vpp > 1 and m % plan.pp:
         raise SpecError(f"interleaving needs the micro-batch count ({m}) to be a multiple of pp ({plan.pp})")
-    if plan.ep != 1:
-        raise SpecError(f"ep ({plan.ep}) needs an MoE model; {model.name} is dense")
+    if plan.cp_comm not in CP_COMMS:
+        raise SpecError(f"--cp-comm must be one of {', '.join(CP_COMMS)}, got {plan.cp_comm!r}")
+    _validate_families(plan, model)
+
+
+def _validate_families(plan: Plan, model: ModelSpec) -> None:
+    moe, mamba = model.moe, model.mamba
+    if moe is None:
+        if plan.ep != 1 or plan.etp != 1:
+            raise SpecError(f"ep ({plan.ep}) and etp ({plan.etp}) need an MoE model; {model.name} has no experts")
+    else:
+        if moe.num_experts % plan.ep:
+            raise SpecError(f"{model.name}: moe.num_experts ({moe.num_experts}) must be divisible by ep ({plan.ep})")
+        if (plan.dp * plan.cp) % plan.ep:
+            raise SpecError(f"ep ({plan.ep}) must divide dp*cp ({plan.dp}*{plan.cp}): the EP group lies within the DP x CP ranks")
+        if plan.etp not in (1, plan.tp):
+            raise SpecError(f"etp ({plan.etp}) must be 1 or tp ({plan.tp})")
+        if moe.expert_ffn_hidden_size % plan.etp:
+            raise SpecError(f"moe.expert_ffn_hidden_size ({moe.expert_ffn_hidden_size}) must be divisible by etp ({plan.etp})")
+    if mamba is not None:
+        heads = mamba.heads(model.hidden_size)
+        if heads % plan.tp or mamba.num_groups % plan.tp:
+            raise SpecError(f"{model.name}: Mamba heads ({heads}) and groups ({mamba.num_groups}) must be divisible by tp ({plan.tp})")
+        if plan.cp > 1 and (heads // plan.tp) % plan.cp:
+            raise SpecError(f"{model.name}: CP for Mamba layers swaps sequence for heads, so heads/tp ({heads // plan.tp}) "
+                            f"must be divisible by cp ({plan.cp})")

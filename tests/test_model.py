@@ -64,7 +64,17 @@ BAD = [
     ("empty", "  \n", "file is empty"),
     ("python tag", "!!python/object/apply:os.system ['echo hi']\n", "YAML tags that construct objects are not allowed"),
     ("not a mapping", "- 1\n- 2\n", "expected a mapping of fields at the top level, got list"),
-    ("moe", GOOD + "moe: {num_experts: 8}\n", "moe: MOE models are not supported yet"),
+    ("moe missing", GOOD + "moe: {num_experts: 8}\n", "moe.top_k: missing required field"),
+    ("moe top_k", GOOD + "moe: {num_experts: 8, top_k: 9, expert_ffn_hidden_size: 64}\n",
+     "moe.top_k (9) must not exceed moe.num_experts (8)"),
+    ("moe typo", GOOD + "moe: {num_experts: 8, top_k: 2, expert_ffn_hidden_size: 64, topk: 2}\n",
+     "moe.topk: unknown field (did you mean 'top_k'?)"),
+    ("pattern char", GOOD + "mamba: {state_size: 128, head_dim: 64, layer_pattern: 'M*X'}\n",
+     "mamba.layer_pattern: unknown character(s) 'X'"),
+    ("pattern length", GOOD + "mamba: {state_size: 128, head_dim: 64, layer_pattern: 'M*M'}\n",
+     "mamba.layer_pattern has 3 layers but layers is 2"),
+    ("pattern E without moe", GOOD + "mamba: {state_size: 128, head_dim: 64, layer_pattern: 'ME'}\n",
+     "uses E (MoE) but the spec has no moe section"),
 ]
 
 

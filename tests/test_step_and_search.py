@@ -75,7 +75,7 @@ PLAN_ERRORS = [
     (dict(dp=1, tp=8, pp=2, vpp=3), "layers (80) must be divisible by pp*vpp (2*3)"),
     (dict(dp=16, tp=1, pp=1, mbs=3), "must be divisible by dp*mbs (16*3)"),
     (dict(dp=16, tp=1, pp=1, recompute="most"), "--recompute must be one of"),
-    (dict(dp=16, tp=1, pp=1, ep=2), "ep (2) needs an MoE model"),
+    (dict(dp=16, tp=1, pp=1, ep=2), "ep (2) and etp (1) need an MoE model"),
 ]
 
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 SUSTAINED_TENSOR_EFFICIENCY = 0.75
 
 # --- memory-bound work (bytes moved per token per block, forward) -----------------
-# Norms read h and write h (x2 norms); residual adds (with dropout where used) read
-# 2h and write h (x2). Counted in elements, bf16: 2 bytes each.
-ELEMS_OUTSIDE_TP_PER_TOKEN = 10  # x h, replicated across TP ranks unless SP splits them
+# Each sub-layer (attention, MLP, ...) has a norm that reads h and writes h and a
+# residual add (with dropout where used) that reads 2h and writes h. Counted in
+# elements, bf16: 2 bytes each.
+ELEMS_OUTSIDE_TP_PER_PART = 5  # x h per sub-layer (one norm, one residual add), replicated across TP ranks unless SP splits them
 # Inside the TP region: activation (SwiGLU reads 2f writes f; GELU/ReLU^2 reads f
 # writes f), rotary embedding on q and k (read + write).
 BACKWARD_OVER_FORWARD_MEMORY = 2.0  # backward kernels read the saved input and the output gradient
@@ -64,3 +65,6 @@ OPTIMIZER_STEP_BYTES_PER_PARAM = 34
 # Loss on the vocabulary-parallel logits: bf16 logits, fp32 copy, fp32 softmax kept
 # for backward.
 LOGIT_BYTES = 10
+# FP8 training (Transformer Engine on Hopper) keeps an FP8 copy of each weight and
+# of its transpose for the backward GEMMs, beside the bf16 weight.
+FP8_WEIGHT_COPY_BYTES = 2

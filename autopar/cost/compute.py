@@ -1,9 +1,11 @@
-"""Time of one block (and of the loss layer) for one micro-batch on one rank.
+"""Time of one layer (and of the loss layer) for one micro-batch on one rank.
 
-GEMMs take FLOPs / (peak * eff(FLOPs)) with the profile's measured efficiency
-curve; attention takes the flash-attention probe's efficiency; memory-bound ops
-take bytes / (HBM bandwidth * streaming efficiency). Communication inside the
-block (TP, CP) is charged here too, exposed or hidden as the plan allows.
+A layer is made of sub-layers (families.KIND_PARTS): attention (GQA or MLA), a
+dense MLP, an MoE, or a Mamba-2 mixer. Each sub-layer's GEMMs take
+FLOPs / (peak * eff(FLOPs) * sustained) with the profile's measured curve;
+attention takes the flash-attention efficiency; memory-bound work takes
+bytes / (HBM bandwidth * streaming efficiency). Communication inside the layer
+(TP, CP, EP) is charged here too, exposed or hidden as the plan allows.
 """
 
 from __future__ import annotations
@@ -12,20 +14,31 @@ from dataclasses import dataclass
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import Group, collective_time, group_of
-from autopar.cost.flops import FLASH_BWD_OVER_FWD, attention_fwd_flops, block_gemms, logits_gemm
+from autopar.cost.flops import (
+    FLASH_BWD_OVER_FWD,
+    Gemm,
+    attention_fwd_flops,
+    expert_gemms,
+    logits_gemm,
+    part_gemms,
+    ssd_scan_flops,
+)
+from autopar.families import KIND_PARTS
 from autopar.hardware import HardwareProfile
 from autopar.model import ModelSpec
+from autopar.plan import Plan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BlockTime:
-    """Seconds one block spends on one micro-batch (forward + backward) on one rank."""
+    """Seconds one layer spends on one micro-batch (forward + backward) on one rank."""
 
     fwd: float  # forward compute: GEMMs, attention, memory-bound ops
     bwd: float  # backward compute
     recompute: float  # extra forward work of activation recomputation
     tp_exposed: float  # TP collectives left on the critical path
-    cp_exposed: float  # CP ring exchange not hidden behind attention
+    cp_exposed: float  # CP exchange not hidden behind attention
+    ep_exposed: float  # MoE all-to-all dispatch and combine
     overlap_penalty: float  # compute slowed down by the communication it hides
 
     @property
@@ -34,72 +47,238 @@ class BlockTime:
 
     @property
     def total(self) -> float:
-        return self.compute + self.tp_exposed + self.cp_exposed + self.overlap_penalty
+        return self.compute + self.tp_exposed + self.cp_exposed + self.ep_exposed + self.overlap_penalty
+
+    def __add__(self, other: BlockTime) -> BlockTime:
+        return BlockTime(
+            fwd=self.fwd + other.fwd, bwd=self.bwd + other.bwd, recompute=self.recompute + other.recompute,
+            tp_exposed=self.tp_exposed + other.tp_exposed, cp_exposed=self.cp_exposed + other.cp_exposed,
+            ep_exposed=self.ep_exposed + other.ep_exposed, overlap_penalty=self.overlap_penalty + other.overlap_penalty,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shape:
+    """What one rank computes for one micro-batch: the inputs every sub-layer needs."""
+
+    dtype: str  # GEMM dtype (bf16 | fp16 | fp8)
+    seq_len: int  # tokens per sequence
+    mbs: int  # sequences per micro-batch
+
+    def tokens(self, plan: Plan) -> int:
+        """Tokens on one rank after the CP split."""
+        return self.mbs * self.seq_len // plan.cp
 
 
 def gemm_time(hw: HardwareProfile, dtype: str, flops: float) -> float:
     return flops / (hw.peak(dtype) * hw.gemm_efficiency(dtype, flops) * cal.SUSTAINED_TENSOR_EFFICIENCY)
 
 
+def gemms_time(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...]) -> float:
+    return sum(gemm_time(hw, dtype, g.flops) * g.count for g in gemms)
+
+
 def memory_time(hw: HardwareProfile, nbytes: float) -> float:
     return nbytes / (hw.hbm_bytes_per_s * hw.memory_efficiency)
 
 
-def block_time(
-    model: ModelSpec, hw: HardwareProfile, *, dtype: str, seq_len: int, mbs: int, tp: int, cp: int, sp: bool, recompute: str
-) -> BlockTime:
-    """Forward, backward, recompute and in-block communication of one dense block."""
-    tokens = mbs * seq_len // cp
+def layer_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan, kind: str) -> BlockTime:
+    """Forward, backward, recompute and in-layer communication of one layer of `kind`."""
+    parts = [_PARTS[p](model, hw, shape, plan) for p in KIND_PARTS[kind]]
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def block_time(model: ModelSpec, hw: HardwareProfile, *, dtype: str, seq_len: int, mbs: int, tp: int, cp: int, sp: bool,
+               recompute: str) -> BlockTime:
+    """A dense block (attention + MLP): the common case, kept as a direct entry point."""
+    plan = Plan(dp=1, tp=tp, pp=1, cp=cp, mbs=mbs, recompute=recompute, sp=sp)
+    return layer_time(model, hw, Shape(dtype=dtype, seq_len=seq_len, mbs=mbs), plan, "dense")
+
+
+# --- shared pieces -------------------------------------------------------------
+
+
+def _sp(plan: Plan) -> bool:
+    return plan.sp and plan.tp > 1
+
+
+def _outside_tokens(plan: Plan, tokens: float) -> float:
+    """Tokens the norm/residual work runs on: split by tp under SP, replicated otherwise."""
+    return tokens / plan.tp if _sp(plan) else tokens
+
+
+def _tp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: float) -> tuple[float, float]:
+    """(exposed, hidden) seconds of one sub-layer's TP collectives.
+
+    One collective forward (all-reduce, or all-gather + reduce-scatter under SP:
+    Korthikanti et al. 2022 sec. 4.2.2, same bytes), one backward, one more when
+    the forward is recomputed. Under SP a share is hidden by TP comm overlap.
+    """
+    if plan.tp == 1:
+        return 0.0, 0.0
+    group = Group(size=plan.tp, per_node=min(plan.tp, hw.gpus_per_node))
+    nbytes = cal.ACT_BYTES * tokens * model.hidden_size
+    if _sp(plan):
+        one = collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
+    else:
+        one = collective_time(hw, "all_reduce", nbytes, group)
+    total = (3 if plan.recompute == "full" else 2) * one
+    hidden = cal.TP_OVERLAP_FRACTION * total if _sp(plan) else 0.0
+    return total - hidden, hidden
+
+
+def _assemble(hw: HardwareProfile, plan: Plan, *, fwd: float, bwd: float, selective: float, tp: tuple[float, float],
+              cp: tuple[float, float] = (0.0, 0.0), ep: float = 0.0) -> BlockTime:
+    recompute = {"none": 0.0, "selective": selective, "full": fwd}[plan.recompute]
+    hidden = tp[1] + cp[1]
+    return BlockTime(fwd=fwd, bwd=bwd, recompute=recompute, tp_exposed=tp[0], cp_exposed=cp[0], ep_exposed=ep,
+                     overlap_penalty=(hw.compute_slowdown - 1) * hidden)
+
+
+def _norm_residual_bytes(model: ModelSpec, plan: Plan, tokens: float) -> float:
+    """One norm (read h, write h) and one residual add (read 2h, write h) per sub-layer."""
+    return cal.ACT_BYTES * cal.ELEMS_OUTSIDE_TP_PER_PART * model.hidden_size * _outside_tokens(plan, tokens)
+
+
+# --- sub-layers ----------------------------------------------------------------
+
+
+def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> BlockTime:
+    tokens = shape.tokens(plan)
+    gemm = gemms_time(hw, shape.dtype, part_gemms(model, "attn", tokens=tokens, tp=plan.tp))
+    flops = attention_fwd_flops(model, seq_len=shape.seq_len, batch=shape.mbs, tp=plan.tp, cp=plan.cp)
+    rate = hw.peak("bf16") * hw.attention_efficiency("bf16", shape.seq_len / plan.cp) * cal.SUSTAINED_TENSOR_EFFICIENCY
+    attn_fwd = flops / rate
+    attn_bwd = FLASH_BWD_OVER_FWD * attn_fwd
+    rope = cal.ACT_BYTES * 2 * (_q_width(model) + _k_width(model)) / plan.tp * tokens
+    mem = memory_time(hw, _norm_residual_bytes(model, plan, tokens) + rope)
+    fwd = gemm + attn_fwd + mem
+    bwd = 2 * gemm + attn_bwd + cal.BACKWARD_OVER_FORWARD_MEMORY * mem
+    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=attn_fwd, tp=_tp_collectives(model, hw, plan, tokens),
+                     cp=_cp_exchange(model, hw, plan, tokens, attn_fwd, attn_bwd))
+
+
+def _q_width(model: ModelSpec) -> int:
+    return model.num_attention_heads * model.mla.qk_head_dim if model.mla else model.q_width
+
+
+def _k_width(model: ModelSpec) -> int:
+    return model.num_attention_heads * model.mla.qk_head_dim if model.mla else model.kv_width
+
+
+def kv_bytes_per_token(model: ModelSpec, tp: int) -> float:
+    """Bytes of K and V one token holds on one TP rank (MLA expands the latent per head)."""
+    width = model.num_attention_heads * (model.mla.qk_head_dim + model.mla.v_head_dim) if model.mla else 2 * model.kv_width
+    return cal.ACT_BYTES * width / tp
+
+
+def _cp_exchange(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: float, attn_fwd: float,
+                 attn_bwd: float) -> tuple[float, float]:
+    """(exposed, hidden) seconds of CP's K/V exchange for one attention sub-layer.
+
+    ring (Liu et al. 2023; Megatron CP): cp-1 p2p steps of the local K/V chunk in
+    forward, K/V plus their gradients in backward, each step hidden behind the
+    attention of the chunk in hand. allgather (Llama 3, Dubey et al. 2024 sec.
+    3.3.2): gather the whole K/V before attending and reduce-scatter their
+    gradients after; simpler, not overlapped.
+    """
+    if plan.cp == 1:
+        return 0.0, 0.0
+    group = group_of(size=plan.cp, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
+    chunk = kv_bytes_per_token(model, plan.tp) * tokens
+    if plan.cp_comm == "allgather":
+        full = chunk * plan.cp
+        exposed = collective_time(hw, "all_gather", full, group) + collective_time(hw, "reduce_scatter", full, group)
+        return exposed, 0.0
+    pair = Group(size=2, per_node=2 if group.intra else 1)
+    ring_fwd = (plan.cp - 1) * collective_time(hw, "send_recv", chunk, pair)
+    ring_bwd = 2 * ring_fwd
+    exposed = max(0.0, ring_fwd - attn_fwd) + max(0.0, ring_bwd - attn_bwd)
+    return exposed, ring_fwd + ring_bwd - exposed
+
+
+def _act_elems(model: ModelSpec, width: float) -> float:
+    """Elements the MLP activation reads and writes per token: SwiGLU 2f in, f out; else f in, f out."""
+    return (3 if model.ffn_activation == "swiglu" else 2) * width
+
+
+def _mlp(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> BlockTime:
+    tokens = shape.tokens(plan)
+    gemm = gemms_time(hw, shape.dtype, part_gemms(model, "mlp", tokens=tokens, tp=plan.tp))
+    act = memory_time(hw, cal.ACT_BYTES * _act_elems(model, model.ffn_hidden_size) / plan.tp * tokens)
+    mem = memory_time(hw, _norm_residual_bytes(model, plan, tokens)) + act
+    fwd = gemm + mem
+    return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem, selective=act,
+                     tp=_tp_collectives(model, hw, plan, tokens))
+
+
+def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> BlockTime:
+    """Router, routed experts (grouped GEMMs at the per-expert size), shared experts, EP all-to-all.
+
+    Tokens reach the experts SP-split when etp = 1 (no TP collective around the
+    experts) or gathered across TP when etp = tp (experts split like an MLP).
+    Each routed copy of a token goes to its expert's rank and back (dispatch and
+    combine), forward and backward; the all-to-all is left exposed.
+    """
+    moe = model.moe
+    if moe is None:
+        raise ValueError("MoE sub-layer on a model without moe")
+    tokens = shape.tokens(plan)
+    expert_tokens = tokens * plan.etp / plan.tp  # tokens one rank sees in expert space
+    gemm = gemms_time(hw, shape.dtype, expert_gemms(model, tokens=expert_tokens, ep=plan.ep, etp=plan.etp))
+    gemm += gemms_time(hw, shape.dtype, part_gemms(model, "moe", tokens=tokens, tp=plan.tp))  # router, shared experts
+    copies = expert_tokens * moe.top_k * moe.capacity_factor
+    act_width = copies * moe.expert_ffn_hidden_size / plan.etp + tokens * moe.shared_width / plan.tp
+    act = memory_time(hw, cal.ACT_BYTES * _act_elems(model, 1) * act_width)
+    permute = memory_time(hw, cal.ACT_BYTES * 4 * copies * model.hidden_size)  # permute and unpermute, read + write
+    mem = memory_time(hw, _norm_residual_bytes(model, plan, tokens)) + act + permute
+    fwd = gemm + mem
+    ep = 0.0
+    if plan.ep > 1:
+        group = group_of(size=plan.ep, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
+        one = collective_time(hw, "all_to_all", cal.ACT_BYTES * copies * model.hidden_size, group)
+        ep = (6 if plan.recompute == "full" else 4) * one
+    tp = _tp_collectives(model, hw, plan, tokens) if plan.etp > 1 else (0.0, 0.0)
+    return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem, selective=act, tp=tp, ep=ep)
+
+
+def _mamba(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> BlockTime:
+    """Mamba-2 mixer: in/out projections, causal conv, chunked SSD scan.
+
+    CP for an SSM layer: the state runs along the whole sequence, so the scan
+    cannot be split by position. Like Megatron's CP for Mamba, an all-to-all
+    swaps the sequence split for a head split around the conv and scan (each rank
+    scans the full sequence for heads/cp heads) and a second swaps it back;
+    forward and backward, not overlapped.
+    """
+    mamba = model.mamba
+    if mamba is None:
+        raise ValueError("Mamba sub-layer on a model without mamba")
+    tokens = shape.tokens(plan)
     h = model.hidden_size
-    gemm_fwd = sum(gemm_time(hw, dtype, g.flops) for g in block_gemms(model, tokens=tokens, tp=tp))
+    di, groups_n = mamba.inner(h), mamba.num_groups * mamba.state_size
+    gemm = gemms_time(hw, shape.dtype, part_gemms(model, "mamba", tokens=tokens, tp=plan.tp))
+    scan_flops = ssd_scan_flops(model, tokens=tokens, tp=plan.tp)
+    scan = gemm_time(hw, "bf16", scan_flops)  # SSD runs as batched chunk matmuls of the same total size
+    elems = (2 * (di + 2 * groups_n) + 5 * di) / plan.tp  # conv in/out, gate, gated norm
+    mem = memory_time(hw, _norm_residual_bytes(model, plan, tokens) + cal.ACT_BYTES * elems * tokens)
+    fwd = gemm + scan + mem
+    bwd = 2 * (gemm + scan) + cal.BACKWARD_OVER_FORWARD_MEMORY * mem
+    cp_exposed = 0.0
+    if plan.cp > 1:
+        group = group_of(size=plan.cp, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
+        there = cal.ACT_BYTES * tokens * (di + 2 * groups_n) / plan.tp
+        back = cal.ACT_BYTES * tokens * di / plan.tp
+        one_way = collective_time(hw, "all_to_all", there, group) + collective_time(hw, "all_to_all", back, group)
+        cp_exposed = (3 if plan.recompute == "full" else 2) * one_way
+    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=scan, tp=_tp_collectives(model, hw, plan, tokens),
+                     cp=(cp_exposed, 0.0))
 
-    attn_flops = attention_fwd_flops(model, seq_len=seq_len, batch=mbs, tp=tp, cp=cp)
-    attn_rate = hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len / cp) * cal.SUSTAINED_TENSOR_EFFICIENCY
-    attn_total = (1 + FLASH_BWD_OVER_FWD) * attn_flops / attn_rate
-    attn_fwd = attn_total / (1 + FLASH_BWD_OVER_FWD)
-    attn_bwd = attn_total - attn_fwd
 
-    act_elems = (3 if model.ffn_activation == "swiglu" else 2) * model.ffn_hidden_size / tp
-    rope_elems = 2 * (model.q_width + model.kv_width) / tp
-    outside_tokens = tokens / tp if (sp and tp > 1) else tokens
-    mem_fwd = memory_time(hw, cal.ACT_BYTES * (cal.ELEMS_OUTSIDE_TP_PER_TOKEN * h * outside_tokens + (act_elems + rope_elems) * tokens))
-    act_fwd = memory_time(hw, cal.ACT_BYTES * act_elems * tokens)
-
-    fwd = gemm_fwd + attn_fwd + mem_fwd
-    bwd = 2 * gemm_fwd + attn_bwd + cal.BACKWARD_OVER_FORWARD_MEMORY * mem_fwd
-    extra = {"none": 0.0, "selective": attn_fwd + act_fwd, "full": fwd}[recompute]
-
-    # TP: two collectives forward (after attention and MLP), two backward, two more
-    # when the forward is recomputed. Without SP each is an all-reduce of the block's
-    # activations; with SP an all-gather plus a reduce-scatter of the same bytes
-    # (Korthikanti et al. 2022, sec. 4.2.2: same volume, split in two).
-    tp_exposed = tp_hidden = 0.0
-    if tp > 1:
-        group = Group(size=tp, per_node=min(tp, hw.gpus_per_node))
-        nbytes = cal.ACT_BYTES * tokens * h
-        if sp:
-            one = collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
-        else:
-            one = collective_time(hw, "all_reduce", nbytes, group)
-        count = 6 if recompute == "full" else 4
-        tp_total = count * one
-        tp_hidden = cal.TP_OVERLAP_FRACTION * tp_total if sp else 0.0
-        tp_exposed = tp_total - tp_hidden
-
-    # CP: ring attention passes K and V around the cp ranks (cp-1 steps) in forward,
-    # and K, V plus their gradients in backward, hidden behind the attention compute.
-    cp_exposed = cp_hidden = 0.0
-    if cp > 1:
-        group = group_of(size=cp, stride=tp, gpus_per_node=hw.gpus_per_node)
-        kv_bytes = cal.ACT_BYTES * 2 * tokens * model.kv_width / tp
-        pair = Group(size=2, per_node=2 if group.intra else 1)
-        ring_fwd = (cp - 1) * collective_time(hw, "send_recv", kv_bytes, pair)
-        ring_bwd = 2 * ring_fwd
-        cp_exposed = max(0.0, ring_fwd - attn_fwd) + max(0.0, ring_bwd - attn_bwd)
-        cp_hidden = ring_fwd + ring_bwd - cp_exposed
-
-    penalty = (hw.compute_slowdown - 1) * (tp_hidden + cp_hidden)
-    return BlockTime(fwd=fwd, bwd=bwd, recompute=extra, tp_exposed=tp_exposed, cp_exposed=cp_exposed, overlap_penalty=penalty)
+_PARTS = {"attn": _attention, "mlp": _mlp, "moe": _moe, "mamba": _mamba}
 
 
 def loss_time(model: ModelSpec, hw: HardwareProfile, *, dtype: str, seq_len: int, mbs: int, tp: int, cp: int) -> float:

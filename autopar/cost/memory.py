@@ -12,15 +12,20 @@ attention. Per block and micro-batch, with t = tp, tokens T = b*s/cp, bf16:
 
 With GPT's shapes (a*d = h, g = a, f = 4h) this is T*h*(10 + 24/t), their eq. (2)
 with flash attention removing the 5as/h term; sequence parallelism divides the
-10 by t as well (their eq. (4)).
+10 by t as well (their eq. (4)). MLA, MoE and Mamba sub-layers follow the same
+rule: every tensor a backward kernel reads is counted once (part_activation_bytes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections import Counter
+from dataclasses import dataclass, fields, replace
 
 from autopar.cost import calibration as cal
+from autopar.cost.compute import kv_bytes_per_token
+from autopar.cost.layout import rank_kinds
 from autopar.cost.memo import Memo, memo
+from autopar.families import KIND_PARTS
 from autopar.job import Job
 from autopar.model import ModelSpec
 from autopar.plan import Plan
@@ -48,38 +53,82 @@ class MemoryBreakdown:
         return out
 
 
+def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan) -> float:
+    """Bytes one sub-layer keeps for backward for `tokens` tokens on one rank (no recompute, or selective)."""
+    h, t, b = model.hidden_size, plan.tp, cal.ACT_BYTES
+    sp = plan.sp and t > 1
+    outside = tokens * h * (2 * b + 1) / (t if sp else 1)  # norm input and sub-layer input (bf16), dropout mask (1 B)
+    selective = plan.recompute == "selective"
+    if part == "attn":
+        if model.mla is not None:
+            mla, a = model.mla, model.num_attention_heads
+            latent = b * tokens * (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim)  # replicated across TP
+            heads = b * tokens * a * (2 * mla.qk_head_dim + 2 * mla.v_head_dim) / t  # Q, K, V, output
+            return outside + latent + heads
+        return outside + b * tokens * (2 * model.q_width + 2 * model.kv_width) / t  # Q, K, V, output
+    if part == "mlp":
+        f = model.ffn_hidden_size
+        act = b * tokens * f * (3 if model.ffn_activation == "swiglu" else 2) / t
+        return outside + act - (b * tokens * f / t if selective else 0.0)
+    if part == "moe" and model.moe is not None:
+        moe = model.moe
+        copies = tokens * plan.etp / t * moe.top_k * moe.capacity_factor
+        gated = 3 if model.ffn_activation == "swiglu" else 2
+        experts = b * copies * (2 * h + moe.expert_ffn_hidden_size * (gated - selective) / plan.etp)
+        shared = b * tokens * moe.shared_width * (gated - selective) / t
+        router = 4 * tokens * moe.num_experts / (t if sp else 1)  # fp32 routing probabilities
+        return outside + experts + shared + router
+    if part == "mamba" and model.mamba is not None:
+        mamba = model.mamba
+        di, gn = mamba.inner(h), mamba.num_groups * mamba.state_size
+        saved = b * tokens * (mamba.in_proj_width(h) + di + 2 * gn + (3 - selective) * di) / t
+        states = 4 * tokens / mamba.chunk_size * mamba.heads(h) / t * mamba.head_dim * mamba.state_size  # fp32
+        return outside + saved + states
+    raise ValueError(f"{model.name} has no {part} sub-layer")
+
+
+def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan) -> float:
+    """Bytes one layer keeps for backward; under full recompute only its input (split by tp under SP)."""
+    if plan.recompute == "full":
+        return cal.ACT_BYTES * tokens * model.hidden_size / (plan.tp if plan.sp and plan.tp > 1 else 1)
+    return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan) for p in KIND_PARTS[kind])
+
+
 def block_activation_bytes(model: ModelSpec, *, tokens: float, tp: int, sp: bool, recompute: str) -> float:
-    """Bytes one block keeps for backward for `tokens` tokens on one rank (before CP split)."""
-    h, f, t = model.hidden_size, model.ffn_hidden_size, tp
-    b = cal.ACT_BYTES
-    outside = tokens * h * (b * 4 + 2)  # two norm inputs, QKV and MLP inputs (bf16), two masks (1 B)
-    qkv = b * tokens * (model.q_width + 2 * model.kv_width)
-    attn_out = b * tokens * model.q_width
-    act = b * tokens * f * (3 if model.ffn_activation == "swiglu" else 2)
-    inside = qkv + attn_out + act
-    if recompute == "full":
-        # only the block input survives (split by t under SP); the block's own working
-        # set is counted once per stage by the caller
-        return b * tokens * h / (t if sp else 1)
-    if recompute == "selective":
-        # recompute core attention and the MLP activation: the activation's output
-        # (input of the down projection) is not kept
-        inside -= b * tokens * f
-    return outside / (t if sp else 1) + inside / t
+    """Bytes one dense block (attention + MLP) keeps for backward."""
+    return layer_activation_bytes(model, "dense", tokens=tokens, plan=Plan(dp=1, tp=tp, pp=1, sp=sp, recompute=recompute))
+
+
+def routed_expert_params(model: ModelSpec, kind: str) -> int:
+    """The routed-expert weights of one layer (sharded by ep * etp, not by tp)."""
+    if model.moe is None or "moe" not in KIND_PARTS[kind]:
+        return 0
+    return model.moe.num_experts * model.mlp_matrices * model.hidden_size * model.moe.expert_ffn_hidden_size
+
+
+def rank_params(model: ModelSpec, plan: Plan, kinds: Counter[str], *, first: bool, last: bool) -> tuple[float, float]:
+    """(dense, routed-expert) parameters one rank holds for the layers `kinds` and its embedding/output."""
+    dense = expert = 0.0
+    for kind, n in kinds.items():
+        routed = routed_expert_params(model, kind)
+        dense += n * (model.kind_params(kind) - routed) / plan.tp
+        expert += n * routed / (plan.ep * plan.etp)
+    embed = model.embedding_params() / plan.tp
+    if first:
+        dense += embed
+    if last:
+        dense += model.output_params() / plan.tp
+        if model.tie_embeddings and not first:
+            dense += embed  # the last stage keeps its own copy of the tied matrix
+    return dense, expert
 
 
 def stage_params(model: ModelSpec, plan: Plan) -> tuple[float, float]:
-    """Parameters per rank on the first and on the last pipeline stage."""
-    per_block = model.layer_params()
-    layers = plan.stage_layers(model.layers)
-    embed = model.embedding_params() / plan.tp
-    out = model.output_params() / plan.tp
-    if model.tie_embeddings and plan.pp > 1:
-        out += embed  # the last stage keeps its own copy of the tied matrix
-    blocks = layers * per_block / plan.tp
-    if plan.pp == 1:
-        return blocks + embed + out, blocks + embed + out
-    return blocks + embed, blocks + out
+    """Total parameters per rank on the first and on the last pipeline stage."""
+    ranks = rank_kinds(model, plan.pp, plan.vpp)
+    first = sum(rank_params(model, plan, ranks[0], first=True, last=plan.pp == 1))
+    last = sum(rank_params(model, plan, ranks[-1], first=plan.pp == 1, last=True))
+    return first, last
 
 
 def state_bytes(params: float, *, zero: int, shards: int) -> tuple[float, float, float]:
@@ -110,34 +159,50 @@ def in_flight_microbatches(plan: Plan, microbatches: int) -> float:
 def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | None = None) -> MemoryBreakdown:
     """Peak memory of the worse of the first stage (most activations) and the last (logits).
 
-    `cache` (any dict) shares per-block and per-stage sizes across plans.
+    `cache` (any dict) shares per-layer and per-stage sizes across plans.
     """
     cache = {} if cache is None else cache
     m = plan.microbatches(job)
     tokens = plan.mbs * job.seq_len / plan.cp
-
-    def per_block(recompute: str) -> float:
-        return block_activation_bytes(model, tokens=tokens, tp=plan.tp, sp=plan.sp, recompute=recompute)
-
-    acts, working = memo(cache, ("act", plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute),
-                         lambda: (per_block(plan.recompute), per_block("none") if plan.recompute == "full" else 0.0))
-    # `working`: under full recompute, one block's whole set while it is recomputed
-    stage_acts = acts * plan.stage_layers(model.layers)
+    ranks = memo(cache, ("ranks", plan.pp, plan.vpp), lambda: rank_kinds(model, plan.pp, plan.vpp))
+    key = (plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.ep, plan.etp)
+    per_kind = memo(cache, ("act", *key), lambda: {
+        k: layer_activation_bytes(model, k, tokens=tokens, plan=plan) for k in set(model.layer_kinds())})
+    working = 0.0
+    if plan.recompute == "full":  # one layer's whole set while it is recomputed
+        full = replace(plan, recompute="none")
+        working = memo(cache, ("work", *key), lambda: max(
+            layer_activation_bytes(model, k, tokens=tokens, plan=full) for k in set(model.layer_kinds())))
     logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
-    first_params, last_params = memo(cache, ("params", plan.tp, plan.pp), lambda: stage_params(model, plan))
-    first_acts = stage_acts * in_flight_microbatches(plan, m) + working
+    gathered = 0.0
+    if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
+        gathered = kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
+
+    def stage(index: int, held: float, stage_logits: float) -> MemoryBreakdown:
+        kinds = ranks[index]
+        acts = sum(n * per_kind[k] for k, n in kinds.items()) * held + working + gathered
+        dense, expert = memo(cache, ("params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp, index),
+                             lambda: rank_params(model, plan, kinds, first=index == 0, last=index == plan.pp - 1))
+        return _stage(model, plan, job, dense, expert, acts, stage_logits)
+
+    first = stage(0, in_flight_microbatches(plan, m), logits if plan.pp == 1 else 0.0)
     if plan.pp == 1:
-        return _stage(model, plan, first_params, first_acts, logits)
-    first = _stage(model, plan, first_params, first_acts, 0.0)
-    last = _stage(model, plan, last_params, stage_acts + working, logits)  # the last stage holds one micro-batch
+        return first
+    last = stage(plan.pp - 1, 1.0, logits)  # the last stage finishes each micro-batch before the next
     return max(first, last, key=lambda c: c.total)
 
 
-def _stage(model: ModelSpec, plan: Plan, params: float, acts: float, logits: float) -> MemoryBreakdown:
-    w, g, o = state_bytes(params, zero=plan.zero, shards=plan.dp * plan.cp)  # Megatron shards over DP x CP
+def _stage(model: ModelSpec, plan: Plan, job: Job, dense: float, expert: float, acts: float, logits: float) -> MemoryBreakdown:
+    dp_shards = plan.dp * plan.cp  # Megatron shards optimizer state over the DP x CP group
+    expert_shards = max(1, dp_shards * plan.tp // (plan.ep * plan.etp))  # and expert state over the expert-DP group
+    w, g, o = state_bytes(dense, zero=plan.zero, shards=dp_shards)
+    ew, eg, eo = state_bytes(expert, zero=plan.zero, shards=expert_shards)
+    w, g, o = w + ew, g + eg, o + eo
+    if job.dtype == "fp8":
+        w += (dense + expert) * cal.FP8_WEIGHT_COPY_BYTES
     buffers = cal.FIXED_OVERHEAD_BYTES
     if plan.zero >= 3:
-        buffers += 2 * model.layer_params() / plan.tp * cal.WEIGHT_BYTES  # gathered block + prefetch
+        buffers += 2 * model.layer_params() / plan.tp * cal.WEIGHT_BYTES  # gathered layer + prefetch
     held = w + g + o + acts + logits
     return MemoryBreakdown(
         weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers,

@@ -12,14 +12,16 @@ interleaved one (p-1)/(v*m) of Narayanan et al. 2021 (sec. 2.2); unequal stages
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, fields
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import Group, collective_time, group_of
-from autopar.cost.compute import BlockTime, block_time, loss_time, memory_time
+from autopar.cost.compute import BlockTime, Shape, layer_time, loss_time, memory_time
 from autopar.cost.flops import model_flops_per_token
+from autopar.cost.layout import chunk_sizes, rank_kinds
 from autopar.cost.memo import Memo, memo
-from autopar.cost.memory import MemoryBreakdown, memory_breakdown, stage_params
+from autopar.cost.memory import MemoryBreakdown, memory_breakdown, rank_params
 from autopar.hardware import HardwareProfile
 from autopar.job import Job
 from autopar.model import ModelSpec
@@ -32,7 +34,8 @@ class TimeBreakdown:
 
     compute: float  # GEMMs, attention, memory-bound ops, recomputation
     tp_comm: float  # exposed tensor-parallel collectives
-    cp_comm: float  # exposed context-parallel ring exchange
+    cp_comm: float  # exposed context-parallel K/V (or Mamba all-to-all) exchange
+    ep_comm: float  # exposed expert-parallel all-to-all
     pp_comm: float  # exposed pipeline point-to-point transfers
     dp_comm: float  # exposed gradient / parameter sync
     bubble: float  # pipeline fill and drain
@@ -41,8 +44,8 @@ class TimeBreakdown:
 
     @property
     def total(self) -> float:
-        return (self.compute + self.tp_comm + self.cp_comm + self.pp_comm + self.dp_comm + self.bubble + self.optimizer
-                + self.overlap)
+        return (self.compute + self.tp_comm + self.cp_comm + self.ep_comm + self.pp_comm + self.dp_comm + self.bubble
+                + self.optimizer + self.overlap)
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -76,50 +79,56 @@ def estimate(
     return timed_estimate(model, hw, job, plan, memory_breakdown(model, job, plan, cache=cache), cache)
 
 
-def _block_and_loss(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> tuple[BlockTime, float]:
-    sp = plan.sp and plan.tp > 1
-    block = block_time(model, hw, dtype=job.dtype, seq_len=job.seq_len, mbs=plan.mbs, tp=plan.tp, cp=plan.cp, sp=sp,
-                       recompute=plan.recompute)
+def _layer_times(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> tuple[dict[str, BlockTime], float]:
+    shape = Shape(dtype=job.dtype, seq_len=job.seq_len, mbs=plan.mbs)
+    layers = {k: layer_time(model, hw, shape, plan, k) for k in set(model.layer_kinds())}
     loss = loss_time(model, hw, dtype=job.dtype, seq_len=job.seq_len, mbs=plan.mbs, tp=plan.tp, cp=plan.cp)
-    return block, loss
+    return layers, loss
 
 
 def stage_layer_counts(layers: int, pp: int) -> list[int]:
-    """Blocks per stage: as even as possible, the last stage (which holds the loss) takes fewer."""
-    q, r = divmod(layers, pp)
-    return [q + 1] * r + [q] * (pp - r)
+    """Layers per stage: as even as possible, the last stage (which holds the loss) takes fewer."""
+    return chunk_sizes(layers, pp)
+
+
+def _sum(times: dict[str, BlockTime], kinds: Counter[str], field: str) -> float:
+    return sum(n * getattr(times[k], field) for k, n in kinds.items())
 
 
 def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, memory: MemoryBreakdown, cache: Memo) -> Estimate:
     """The time half of estimate(), for a plan whose memory is already known."""
-    block, loss = memo(cache, ("block", plan.tp, plan.cp, plan.mbs, plan.sp and plan.tp > 1, plan.recompute),
-                       lambda: _block_and_loss(model, hw, job, plan))
+    key = (plan.tp, plan.cp, plan.mbs, plan.sp and plan.tp > 1, plan.recompute, plan.ep, plan.etp, plan.cp_comm)
+    times, loss = memo(cache, ("layers", *key), lambda: _layer_times(model, hw, job, plan))
+    ranks = memo(cache, ("ranks", plan.pp, plan.vpp), lambda: rank_kinds(model, plan.pp, plan.vpp))
     m, p, v = plan.microbatches(job), plan.pp, plan.vpp
     p2p_mb, fill = memo(cache, ("p2p", plan.tp, plan.cp, plan.dp, plan.pp, plan.vpp, plan.mbs),
                         lambda: _p2p_times(model, hw, job, plan))
-    counts = stage_layer_counts(model.layers, p)
-    stage = [n * block.total + p2p_mb for n in counts]
+    stage = [_sum(times, kinds, "total") + p2p_mb for kinds in ranks]
     stage[-1] += loss
     t_max = max(stage)
-    worst = counts[stage.index(t_max)]
+    worst_index = stage.index(t_max)
+    worst = ranks[worst_index]
     bubble = (sum(stage) - t_max) / v
 
-    dp_times = memo(cache, ("dp", plan.tp, plan.cp, plan.dp, plan.pp, plan.zero), lambda: _dp_collectives(model, hw, plan))
-    dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=worst * block.fwd, bwd_s=worst * block.bwd)
-    shards = plan.dp * plan.cp if plan.zero >= 1 else 1
-    params = max(memo(cache, ("params", plan.tp, plan.pp), lambda: stage_params(model, plan)))
-    optimizer = memory_time(hw, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * params / shards)
+    dp_times = memo(cache, ("dp", plan.tp, plan.cp, plan.dp, plan.pp, plan.vpp, plan.zero, plan.ep, plan.etp),
+                    lambda: _dp_collectives(model, hw, plan))
+    dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=_sum(times, worst, "fwd"), bwd_s=_sum(times, worst, "bwd"))
+    params = memo(cache, ("rank_params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp), lambda: _largest_rank_params(model, plan))
+    dense_shards, expert_shards = _shards(plan)
+    if plan.zero == 0:
+        dense_shards = expert_shards = 1
+    optimizer = memory_time(hw, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * (params[0] / dense_shards + params[1] / expert_shards))
 
-    is_loss_stage = stage.index(t_max) == p - 1
     time = TimeBreakdown(
-        compute=m * (worst * block.compute + (loss if is_loss_stage else 0.0)),
-        tp_comm=m * worst * block.tp_exposed,
-        cp_comm=m * worst * block.cp_exposed,
+        compute=m * (_sum(times, worst, "compute") + (loss if worst_index == p - 1 else 0.0)),
+        tp_comm=m * _sum(times, worst, "tp_exposed"),
+        cp_comm=m * _sum(times, worst, "cp_exposed"),
+        ep_comm=m * _sum(times, worst, "ep_exposed"),
         pp_comm=m * p2p_mb + fill,
         dp_comm=dp_comm,
         bubble=bubble,
         optimizer=optimizer,
-        overlap=m * worst * block.overlap_penalty + (hw.compute_slowdown - 1) * dp_hidden,
+        overlap=m * _sum(times, worst, "overlap_penalty") + (hw.compute_slowdown - 1) * dp_hidden,
     )
     step = time.total
     tokens = job.tokens_per_step / step
@@ -135,6 +144,20 @@ def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, 
         model_tflops_per_gpu=flops / 1e12,
         mfu=flops / hw.peak("bf16"),
     )
+
+
+def _shards(plan: Plan) -> tuple[int, int]:
+    """Ranks sharing (dense, routed-expert) optimizer state: DP x CP, and the expert-DP group."""
+    dense = plan.dp * plan.cp
+    return dense, max(1, dense * plan.tp // (plan.ep * plan.etp))
+
+
+def _largest_rank_params(model: ModelSpec, plan: Plan) -> tuple[float, float]:
+    """(dense, expert) parameters of the pipeline rank holding the most."""
+    ranks = rank_kinds(model, plan.pp, plan.vpp)
+    ends = {0, plan.pp - 1}
+    held = [rank_params(model, plan, ranks[i], first=i == 0, last=i == plan.pp - 1) for i in sorted(ends)]
+    return max(held, key=sum)
 
 
 def _p2p_times(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> tuple[float, float]:
@@ -164,22 +187,28 @@ def _p2p_times(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> t
 
 
 def _dp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> tuple[float, float]:
-    """Seconds of the (reduce, gather) collectives of gradient and parameter sync over DP x CP.
+    """Seconds of the (reduce, gather) collectives of gradient and parameter sync.
 
-    ZeRO 0: all-reduce fp32 grads, no gather. ZeRO 1/2: reduce-scatter fp32 grads
-    and all-gather bf16 weights, once per step. ZeRO 3 (FSDP): per micro-batch,
-    reduce-scatter grads, and all-gather weights twice (forward and backward).
+    Dense weights sync over the DP x CP group (stride tp), routed-expert weights
+    over the expert-DP group (stride ep * etp). ZeRO 0: all-reduce fp32 grads, no
+    gather. ZeRO 1/2: reduce-scatter fp32 grads and all-gather bf16 weights, once
+    per step. ZeRO 3 (FSDP): per micro-batch, reduce-scatter grads, and
+    all-gather weights twice (forward and backward).
     """
-    n = plan.dp * plan.cp
-    if n == 1:
-        return 0.0, 0.0
-    group = group_of(size=n, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
-    params = max(stage_params(model, plan))
-    grads, weights = cal.GRAD_BYTES * params, cal.WEIGHT_BYTES * params
-    if plan.zero == 0:
-        return collective_time(hw, "all_reduce", grads, group), 0.0
-    gather = collective_time(hw, "all_gather", weights, group)
-    return collective_time(hw, "reduce_scatter", grads, group), 2 * gather if plan.zero == 3 else gather
+    dense_params, expert_params = _largest_rank_params(model, plan)
+    dense_n, expert_n = _shards(plan)
+    reduce = gather = 0.0
+    for params, n, stride in ((dense_params, dense_n, plan.tp), (expert_params, expert_n, plan.ep * plan.etp)):
+        if n == 1 or params == 0:
+            continue
+        group = group_of(size=n, stride=stride, gpus_per_node=hw.gpus_per_node)
+        grads, weights = cal.GRAD_BYTES * params, cal.WEIGHT_BYTES * params
+        if plan.zero == 0:
+            reduce += collective_time(hw, "all_reduce", grads, group)
+            continue
+        reduce += collective_time(hw, "reduce_scatter", grads, group)
+        gather += (2 if plan.zero == 3 else 1) * collective_time(hw, "all_gather", weights, group)
+    return reduce, gather
 
 
 def _dp_overlap(times: tuple[float, float], plan: Plan, microbatches: int, *, fwd_s: float, bwd_s: float) -> tuple[float, float]:
