@@ -174,6 +174,7 @@ def test_water_level_matches_bisection() -> None:
         dict(dp=8, cp=4, pp=4, micro_batch_tokens=131072, max_tokens_per_rank=32768),
         dict(dp=16, cp=1, pp=1, micro_batch_tokens=131072, max_tokens_per_rank=131072),
         dict(dp=4, cp=2, pp=8, micro_batch_tokens=65536, max_tokens_per_rank=65536),
+        dict(dp=5, cp=3, pp=3, micro_batch_tokens=30000, max_tokens_per_rank=10000),  # odd pool, oversize ones
     ],
 )
 def test_fast_greedy_stays_close_to_exact(kw: dict[str, int]) -> None:
@@ -182,9 +183,11 @@ def test_fast_greedy_stays_close_to_exact(kw: dict[str, int]) -> None:
     plan = VarlenPlan(**kw)
     m = naive_packing(lengths, QUAD, plan).n_microbatches
     for fn in (balanced_packing, dynamic_cp, flexible_pool):
-        exact = step_metrics(fn(lengths, QUAD, plan, n_microbatches=m, greedy=EXACT), plan.pp).step_time_s
-        fast = step_metrics(fn(lengths, QUAD, plan, n_microbatches=m, greedy=FAST), plan.pp).step_time_s
+        exact_a = fn(lengths, QUAD, plan, n_microbatches=m, greedy=EXACT)
+        fast_a = fn(lengths, QUAD, plan, n_microbatches=m, greedy=FAST)
+        exact, fast = step_metrics(exact_a, plan.pp).step_time_s, step_metrics(fast_a, plan.pp).step_time_s
         assert fast.mean() == pytest.approx(exact.mean(), rel=0.015), fn.__name__
+        assert fast_a.overflow_tokens.sum() == pytest.approx(exact_a.overflow_tokens.sum()), fn.__name__
 
 
 def test_capped_spread_matches_water_level_row_by_row() -> None:

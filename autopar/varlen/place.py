@@ -100,11 +100,12 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
     """
     steps, rows, cols = cells.load.shape
     blocks = rows // group
+    used = blocks * group  # a pool that is not a multiple of the group leaves its last ranks out
     per_round = 1 if greedy.round_frac <= 0 else max(1, int(greedy.round_frac * blocks))
     step_ix = np.arange(steps)[:, None]
     sidx = step_ix[:, :, None]
     lane = np.arange(group)[None, None, :]
-    rws_all = np.broadcast_to(np.arange(rows).reshape(1, blocks, group), (steps, blocks, group))
+    rws_all = np.broadcast_to(np.arange(used).reshape(1, blocks, group), (steps, blocks, group))
     block_ix = np.arange(blocks)[None, :]
     no_room = 4.0 * cells.big[:, None]
     total = ((cost > 0) | (tokens > 0)).sum(axis=1) if stop is None else stop  # end of each step's items
@@ -113,22 +114,23 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
     if group == 1:  # views: updating the cells updates the blocks
         beff, broom = cells.eff, cells.room
     else:  # a block's micro-batch starts when its busiest rank is free and holds what its fullest can
-        beff = cells.eff.reshape(steps, blocks, group, cols).max(axis=2)
-        broom = cells.room.reshape(steps, blocks, group, cols).min(axis=2)
+        beff = cells.eff[:, :used].reshape(steps, blocks, group, cols).max(axis=2)
+        broom = cells.room[:, :used].reshape(steps, blocks, group, cols).min(axis=2)
     while (ptr < total).any():
         pos = ptr[:, None] + offsets
         inside = pos < total[:, None]
         pos = np.minimum(pos, cost.shape[1] - 1)
         c = cost[step_ix, pos] * inside
         t = tokens[step_ix, pos] * inside
-        masked = beff + no_room[:, :, None] * (broom < t.max(axis=1)[:, None, None])  # np.where is slow here
+        # micro-batches without room for the round's first (largest) item look full; np.where is slow here
+        masked = beff + no_room[:, :, None] * (broom < t[:, :1, None])
         col = masked.argmin(axis=2)  # (S, blocks): each block's earliest micro-batch with room
         chosen = masked[step_ix, block_ix, col]
         at = cells.load[sidx, rws_all, col[:, :, None]]  # (S, blocks, group) loads in that micro-batch
         begin = at.max(axis=2, keepdims=True)  # the block's ranks start together
         end = begin + c[:, :1, None]  # scored with the round's largest item
-        w = cells.work.reshape(steps, blocks, group)
-        pk = cells.peak.reshape(steps, blocks, group)
+        w = cells.work[:, :used].reshape(steps, blocks, group)
+        pk = cells.peak[:, :used].reshape(steps, blocks, group)
         after = (w + (end - at) + (cells.pp - 1) * np.maximum(pk, end)).max(axis=2)
         score = after + (chosen - begin[:, :, 0]) + 1e-6 * end[:, :, 0]  # + penalty / no-room
         if per_round == 1:
@@ -147,9 +149,9 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
         ptr += take.sum(axis=1)
         real = take  # items between start and stop are real ones
         bcol = col[step_ix, block]
-        overflow = chosen[step_ix, block] >= no_room
+        overflow = real & (broom[step_ix, block, bcol] < t)  # each item against its own micro-batch
         if overflow.any():
-            cells.overflow_tokens += (t * group * (overflow & real)).sum(axis=1)
+            cells.overflow_tokens += (t * group * overflow).sum(axis=1)
         rws = block[:, :, None] * group + lane
         cl = np.broadcast_to(bcol[:, :, None], rws.shape)
         srow = np.broadcast_to(sidx, rws.shape)  # rows touched in a round are distinct
