@@ -168,10 +168,7 @@ def _microbatches(lengths: np.ndarray, plan: VarlenPlan, n_microbatches: int | n
 def _fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, level: np.ndarray,
           greedy: Greedy) -> None:
     """Place heavy items by LPT (largest groups first, then largest cost), pour the light ones."""
-    if greedy.light_frac > 0:
-        heavy = (group > 1) | (w > greedy.light_frac * level[:, None])
-    else:
-        heavy = np.ones_like(w, dtype=bool)
+    heavy = (group > 1) | (w >= greedy.light_frac * level[:, None])  # all of them when light_frac is 0
     # one sort: by group size, then cost, both decreasing; each group size is then a run of every row
     scale = 1.000001 * max(float(w.max()), 1e-300)
     idx, real = gather_sorted(heavy, lambda r, c: np.log2(group[r, c]) + w[r, c] / scale)
