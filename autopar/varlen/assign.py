@@ -19,16 +19,21 @@ derives step time, imbalance and pipeline stall.
    power of two in the pool; groups are then balanced over the pool, largest
    groups first. This is Megatron-LM's hybrid / dynamic context parallelism.
 4. ``flexible_pool``: ByteScale's hybrid data parallelism (Ge et al. 2025,
-   arXiv 2502.21231): the same pool, but a sequence is split only when its
-   cost would stand out: it takes the smallest power-of-two group (at least
-   what memory needs) whose per-rank cost is at most the mean load of a cell
-   (with pipeline stages: a micro-batch; without: a whole rank), so short
-   sequences never pay CP traffic and long ones never stretch the pipeline.
+   arXiv 2502.21231): the same pool, but a group is sized by cost, not only by
+   memory: a sequence takes the smallest power-of-two group (at least what
+   memory needs) whose per-rank cost is at most the mean load of one cell of
+   the grid, a micro-batch's share when there are pipeline stages (pp > 1, so
+   no micro-batch stalls the pipeline) and a whole rank's share without them.
+   Short sequences never pay CP traffic; long ones are split as far as balance
+   needs, comm included, and no further.
 
-Rows are CP groups of ``cp`` identical GPUs for 1-2 (``gpus_per_row = cp``)
-and single GPUs for 3-4. Strategies 2-4 get the same number of micro-batches
-per row as naive packing needed, plus reserve micro-batches used only when
-nothing else has room.
+Strategies 2-4 share the greedy of ``place.py``, whose "least loaded" is the
+rank's pipeline time (sum + (pp - 1) * max over micro-batches), so all three
+are pipeline-aware in where they put a sequence; they differ in what a
+sequence costs and how many ranks it spans. Rows are CP groups of ``cp``
+identical GPUs for 1-2 (``gpus_per_row = cp``) and single GPUs for 3-4.
+Strategies 2-4 get the same number of micro-batches per row as naive packing
+needed, plus reserve micro-batches used only when nothing else has room.
 """
 
 from __future__ import annotations
@@ -91,9 +96,9 @@ class Assignment:
 
     strategy: str  # one of STRATEGIES
     cell_cost_s: np.ndarray  # (S, rows, micro-batches) seconds per pipeline stage
-    cell_tokens: np.ndarray  # (S, rows, micro-batches) tokens per rank of the row
+    cell_tokens: np.ndarray  # (S, rows, micro-batches) tokens in the cell (a row's group; 1/g shares on pool ranks)
     gpus_per_row: int  # GPUs a row stands for (cp for fixed-CP strategies, 1 for the pool)
-    group_size: np.ndarray  # (S, N) CP group size each sequence ran with
+    group_size: np.ndarray  # (S, N) CP group size each sequence ran with, in the order given
     n_microbatches: np.ndarray  # (S,) micro-batches per row budgeted (before reserve ones)
     overflow_tokens: np.ndarray  # (S,) tokens placed beyond the memory limit
 

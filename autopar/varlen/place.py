@@ -3,29 +3,37 @@
 The work of one training step is a grid of *cells*: one per row (a rank, or a
 CP group of identical ranks) and micro-batch. A cell holds a load in seconds
 and a number of tokens, bounded by a token capacity (activation memory).
-Sequences are placed largest first, each on the least-loaded cell with room:
-Graham's LPT rule (Graham 1969), which is never worse than 4/3 - 1/(3m) of the
-optimum on m identical machines. A sequence that needs a CP group of g ranks
-takes an aligned block of g rows in one micro-batch; the block's ranks start
-together, so the cell becomes ``max(block loads) + cost`` on all of them (the
-faster ranks wait, as real ring attention makes them).
+Sequences are placed largest first, each where it leaves the least-loaded
+rank: Graham's LPT rule (Graham 1969), never worse than 4/3 - 1/(3m) of the
+optimum on m identical machines. "Load" is the rank's pipeline time,
+sum + (pp - 1) * max over its micro-batches (``pipeline.py``); with pp = 1 that
+is its plain work. Inside the chosen rank the sequence takes the micro-batch
+that starts earliest and still has token room. A sequence that needs a CP group
+of g ranks takes an aligned block of g rows in one micro-batch; the block's
+ranks start together, so the cell becomes ``max(block loads) + cost`` on all of
+them (the faster ranks wait, as real ring attention makes them). Groups are
+placed before single ranks, largest first, as Megatron's hybrid CP schedules
+its largest groups first.
 
 Exact LPT is sequential: 4,096 sequences x 1,000 steps of arg-min in Python is
 seconds. Two knobs (``Greedy``) make it fast while keeping the answer close:
 
-- ``round_frac``: place a *round* of items at once, the k-th largest in the
-  k-th least-loaded block of rows (at most one item per block, ``round_frac``
-  of the blocks per round; 0 means one item per round: exact LPT). Items in a
-  round are similar in size because they come sorted, so the pairing is what
-  LPT would mostly do anyway.
-- ``light_frac``: items whose cost is below ``light_frac`` x the mean cell load
-  are poured as a fluid (water-filling up to a common level, capped by each
-  cell's token room). LPT places such small items last and they level the
-  cells to within one small item of each other, so pouring differs from LPT by
-  at most one small item per cell (below light_frac of the mean cell load).
+- ``round_frac``: place a *round* of items at once, the k-th largest on the
+  k-th least-loaded block of rows (at most one item per block; ``round_frac``
+  of the blocks are offered per round; 0 means one item per round: exact LPT).
+  An item is taken in the round only while LPT would have made the same choice:
+  block k must not be busier than an earlier block will be once it holds its
+  item; the rest wait for the next round.
+- ``light_frac``: single-rank items costing below ``light_frac`` x the mean
+  cell load are poured as a fluid (water-filling: rows up to a common pipeline
+  time, then inside each row its emptiest micro-batches first, capped by token
+  room). LPT places such small items last and they level the cells to within
+  one small item, so pouring differs from LPT by at most one small item per cell.
 
 Every array has the steps on axis 0, so one call simulates many steps.
-``tests/test_varlen_assign.py`` measures FAST against EXACT.
+``tests/test_varlen_assign.py`` checks FAST against EXACT (within 1.5% of the
+mean step time; 0.3% or less measured on the long-context example) and EXACT
+against a brute-force optimum.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from autopar.errors import SpecError
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Greedy:
-    """How exactly to run LPT: 0, 0 is exact; the defaults of ``FAST`` trade < 1% of step time for speed."""
+    """How exactly to run LPT: (0, 0) is exact; ``FAST`` trades well under 1% of step time for ~25x speed."""
 
     light_frac: float = 0.0  # pour items costing below this fraction of the mean cell load as a fluid
     round_frac: float = 0.0  # fraction of row blocks that get an item per round (0: one item per round)
