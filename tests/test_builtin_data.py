@@ -24,6 +24,25 @@ PUBLISHED_PARAMS = {
     "nemotron4-15b": 15.7e9,  # 3.2B embedding + 12.5B non-embedding (arXiv:2402.16819)
     "nemotron4-340b": 341.0e9,  # 9.4B embedding + 331.6B non-embedding (arXiv:2406.11704)
     "bloom-176b": 176.25e9,  # BLOOM paper: 176,247,271,424
+    "mixtral-8x7b": 46.7e9,  # mistral.ai/news/mixtral-of-experts (paper: 47B)
+    "mixtral-8x22b": 141e9,  # mistral.ai/news/mixtral-8x22b
+    "deepseek-v3": 671e9,  # arXiv:2412.19437 Sec. 4.2; the 685B HF checkpoint adds the 14B MTP module (not modelled)
+    "qwen3-30b-a3b": 30.5e9,  # Qwen/Qwen3-30B-A3B model card
+    "qwen3-235b-a22b": 235e9,  # Qwen/Qwen3-235B-A22B model card
+    "gpt-oss-120b": 116.83e9,  # gpt-oss model card (arXiv:2508.10925), Table 1
+    "mamba2-2.7b": 2.7e9,  # nominal size (arXiv:2405.21060); computed 2.70e9
+    "nemotron-h-8b": 8e9,  # nominal size (arXiv:2504.03624); computed 8.10e9 (1.3% over)
+}
+
+# Published parameters per token, counted as the publisher counts them: (value, includes the input embedding).
+# The lookup of the input embedding is no matmul, so gpt-oss and DeepSeek's README count the output head only.
+PUBLISHED_ACTIVE = {
+    "mixtral-8x7b": (12.9e9, True),  # mistral.ai/news/mixtral-of-experts (paper: 13B)
+    "mixtral-8x22b": (39e9, True),  # mistral.ai/news/mixtral-8x22b
+    "deepseek-v3": (37e9, True),  # arXiv:2412.19437 abstract and Sec. 4.2
+    "qwen3-30b-a3b": (3.3e9, True),  # model card
+    "qwen3-235b-a22b": (22e9, True),  # model card
+    "gpt-oss-120b": (5.13e9, False),  # model card Table 1: MLP (4 of 128 experts) + attention + unembedding
 }
 
 EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "b200", "l40s"}
@@ -71,9 +90,83 @@ def test_preset_parameter_count_matches_publication(name: str, published: float)
     assert spec.source and spec.source != f"preset {name}", "a preset must cite its source"
 
 
+@pytest.mark.parametrize(("name", "published"), sorted(PUBLISHED_ACTIVE.items()))
+def test_preset_active_parameters_match_publication(name: str, published: tuple[float, bool]) -> None:
+    spec = load_model(name)
+    value, with_embedding = published
+    active = spec.active_params() - (0 if with_embedding else spec.embedding_params())
+    assert active == pytest.approx(value, rel=0.03)
+    assert spec.active_params() < spec.total_params()
+
+
+@pytest.mark.parametrize(("name", "published"), [
+    ("deepseek-v3", 36.6e9),  # DeepSeek-V3 README_WEIGHTS.md: 36.6B activated, including the 0.9B output head
+    ("gpt-oss-120b", 5.13e9),  # model card Table 1
+])
+def test_active_parameters_without_input_embedding_are_exact(name: str, published: float) -> None:
+    """Counted the publisher's way (no input embedding), the active count matches to 0.5%."""
+    spec = load_model(name)
+    assert spec.active_params() - spec.embedding_params() == pytest.approx(published, rel=0.005)
+
+
+@pytest.mark.parametrize(("name", "published"), [("qwen3-30b-a3b", 29.9e9), ("qwen3-235b-a22b", 234e9)])
+def test_qwen3_non_embedding_parameters(name: str, published: float) -> None:
+    """Model cards: 'Number of Parameters (Non-Embedding)'; Qwen3 MoE unties input and output embeddings."""
+    spec = load_model(name)
+    non_embedding = spec.total_params() - 2 * spec.embedding_params()
+    assert non_embedding == pytest.approx(published, rel=0.01)
+
+
+def test_dense_presets_are_all_active() -> None:
+    for name in set(PUBLISHED_PARAMS) - set(PUBLISHED_ACTIVE):
+        spec = load_model(name)
+        if spec.moe is None:
+            assert spec.active_params() == spec.total_params()
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [
+        ("mixtral-8x7b", {"moe": 32}),
+        ("deepseek-v3", {"dense": 3, "moe": 58}),
+        ("qwen3-235b-a22b", {"moe": 94}),
+        ("gpt-oss-120b", {"moe": 36}),
+        ("mamba2-2.7b", {"mamba": 64}),
+        ("nemotron-h-8b", {"mamba": 24, "mlp": 24, "attention": 4}),
+    ],
+)
+def test_preset_layer_kinds(name: str, kinds: dict[str, int]) -> None:
+    spec = load_model(name)
+    found = spec.layer_kinds()
+    assert {k: found.count(k) for k in set(found)} == kinds
+
+
+def test_new_family_preset_details() -> None:
+    ds = load_model("deepseek-v3")
+    assert ds.mla is not None and ds.moe is not None
+    assert (ds.mla.q_lora_rank, ds.mla.kv_lora_rank, ds.mla.qk_rope_head_dim) == (1536, 512, 64)
+    assert (ds.moe.num_experts, ds.moe.top_k, ds.moe.shared_experts, ds.moe.expert_ffn_hidden_size) == (256, 8, 1, 2048)
+    assert ds.ffn_hidden_size == 18432
+    mamba = load_model("mamba2-2.7b").mamba
+    assert mamba is not None and (mamba.num_groups, mamba.heads(2560), mamba.chunk_size) == (1, 80, 256)
+    hybrid = load_model("nemotron-h-8b")
+    assert hybrid.mamba is not None and len(hybrid.mamba.layer_pattern) == hybrid.layers == 52
+    assert (hybrid.mamba.heads(hybrid.hidden_size), hybrid.mamba.num_groups) == (128, 8)
+    for name in ("mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"):
+        spec = load_model(name)
+        assert spec.moe is not None and spec.moe.first_dense_layers == 0
+        assert spec.ffn_hidden_size == spec.moe.expert_ffn_hidden_size, "unused dense width is set to the expert width"
+
+
 @pytest.mark.parametrize(
     ("name", "activation", "kv_heads", "tied"),
     [
+        ("mixtral-8x22b", "swiglu", 8, False),
+        ("deepseek-v3", "swiglu", 128, False),
+        ("qwen3-30b-a3b", "swiglu", 4, False),
+        ("gpt-oss-120b", "swiglu", 8, False),
+        ("mamba2-2.7b", "swiglu", 40, True),
+        ("nemotron-h-8b", "relu2", 8, False),
         ("nemotron4-15b", "relu2", 8, False),
         ("nemotron4-340b", "relu2", 8, False),
         ("gpt3-175b", "gelu", 96, True),
