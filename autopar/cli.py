@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from autopar.completions import complete_emit, complete_hardware, complete_model
 from autopar.errors import AutoparError
 
 if TYPE_CHECKING:
@@ -47,9 +48,11 @@ def profile(
         _fail(exc)
 
 
-Model = Annotated[str, typer.Argument(help="Preset name (see `autopar models`), model .yaml, or Hugging Face config.json.")]
+Model = Annotated[str, typer.Argument(help="Preset name (see `autopar models`), model .yaml, or Hugging Face config.json.",
+                                      autocompletion=complete_model)]
 HardwareOpt = Annotated[
-    str | None, typer.Option("--hardware", help="Built-in profile name or profile .yaml (default: saved profile, else h100-sxm).")
+    str | None, typer.Option("--hardware", help="Built-in profile name or profile .yaml (default: saved profile, else h100-sxm).",
+                             autocompletion=complete_hardware)
 ]
 GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs.")]
 NodesOpt = Annotated[int | None, typer.Option(help="Nodes (GPUs = nodes x GPUs per node).")]
@@ -57,6 +60,12 @@ BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (d
 SeqOpt = Annotated[int | None, typer.Option(help="Sequence length in tokens (default: the model's).")]
 DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+EmitOpt = Annotated[str | None, typer.Option(
+    help="Also give the launch: megatron | torchtitan (torchrun lines) | slurm | slurm-torchtitan (sbatch scripts).",
+    autocompletion=complete_emit)]
+EmitOutOpt = Annotated[Path | None, typer.Option(help="Write the --emit launch to this file instead of printing it.")]
+TitanOpt = Annotated[str | None, typer.Option(
+    help="torchtitan config function for the model, NAME or MODULE:NAME (e.g. llama3_70b); needed by --emit torchtitan.")]
 
 
 def _console() -> Console:
@@ -79,20 +88,32 @@ def suggest(
     dtype: DtypeOpt = "bf16",
     top: Annotated[int, typer.Option(help="Plans to show.", min=1)] = 10,
     json_out: JsonOpt = False,
+    emit: EmitOpt = None,
+    emit_out: EmitOutOpt = None,
+    torchtitan_config: TitanOpt = None,
+    plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs autopar[plot]).")]
+    = None,
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
-    from autopar import advise, report
+    from autopar import advise, launch, report
 
     try:
+        want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype)
         result = advise.suggest(ctx)
+        launched = launch.prepare(want, result.ctx, result.result.ranked[0].plan)
+        plotted = None
+        if plot is not None:
+            from autopar.plot import write_plot
+
+            plotted = write_plot(plot, result)
     except AutoparError as exc:
         _fail(exc)
     if json_out:
-        print(report.suggestion_json(result, top))
+        print(report.suggestion_json(result, top, launch=launched, plot=plotted))
     else:
-        report.render_suggestion(_console(), result, top)
+        report.render_suggestion(_console(), result, top, launch=launched, plot=plotted)
 
 
 @app.command()
@@ -114,20 +135,27 @@ def estimate(
     seq_len: SeqOpt = None,
     dtype: DtypeOpt = "bf16",
     json_out: JsonOpt = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain/--no-explain", help="Draw the pipeline schedule, the step-time bar and the memory bar.")] = True,
+    emit: EmitOpt = None,
+    emit_out: EmitOutOpt = None,
+    torchtitan_config: TitanOpt = None,
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
-    from autopar import advise, report
+    from autopar import advise, launch, report
 
     try:
+        want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype)
         result = advise.explain(ctx, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, mbs=mbs, recompute=recompute, zero=zero, sp=sp)
+        launched = launch.prepare(want, result.ctx, result.estimate.plan)
     except AutoparError as exc:
         _fail(exc)
     if json_out:
-        print(report.explained_json(result))
+        print(report.explained_json(result, launch=launched))
     else:
-        report.render_explained(_console(), result)
+        report.render_explained(_console(), result, explain=explain, launch=launched)
 
 
 @app.command("models")
@@ -168,4 +196,4 @@ def hardware_cmd() -> None:
 
 
 def main() -> None:
-    app()
+    app(prog_name="autopar")  # also under `python -m autopar`, so completion finds _AUTOPAR_COMPLETE

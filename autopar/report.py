@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from autopar.advise import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
+
+if TYPE_CHECKING:
+    from autopar.launch import Launch
+    from autopar.plot import PlotSummary
 
 GIB = 2**30
 
@@ -47,20 +51,49 @@ def context_dict(ctx: Context) -> dict[str, Any]:
     }
 
 
-def suggestion_json(s: Suggestion, top: int) -> str:
+def launch_dict(launch: Launch | None) -> dict[str, Any]:
+    """--emit's keys: `launch` (one-line command, or the sbatch script) and where it was written."""
+    if launch is None:
+        return {}
+    doc: dict[str, Any] = {"launch": launch.line, "launch_kind": launch.kind}
+    if launch.path is not None:
+        doc["launch_file"] = str(launch.path)
+    return doc
+
+
+def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
     plans = [plan_dict(e) for e in s.result.ranked[:top]]
     doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
-           "search_s": s.search_s, "plans": plans}
+           "search_s": s.search_s, "plans": plans, **launch_dict(launch)}
+    if plot is not None:
+        doc["plot_file"] = str(plot.path)
     return json.dumps(doc, indent=2)
 
 
-def explained_json(x: Explained) -> str:
+def explained_json(x: Explained, *, launch: Launch | None = None) -> str:
     e = x.estimate
     doc = {**context_dict(x.ctx), **plan_dict(e),
            "time_breakdown_s": e.time.as_dict(),
            "memory_breakdown_gib": e.memory.as_gib(),
-           "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints]}
+           "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints],
+           **launch_dict(launch)}
     return json.dumps(doc, indent=2)
+
+
+def render_launch(console: Console, launch: Launch | None) -> None:
+    """The launch after the tables: the command itself, or where it was written."""
+    if launch is None:
+        return
+    what = "sbatch script" if launch.kind.startswith("slurm") else "torchrun command"
+    where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs" if launch.nnodes > 1
+             else f"1 node, {launch.nproc_per_node} GPUs")
+    if launch.path is not None:
+        console.print(f"launch: {launch.framework} {what} ({where}) written to {launch.path}", markup=False)
+        return
+    run = ("; run it on every node with MASTER_ADDR set to the first node's address"
+           if launch.nnodes > 1 and not launch.kind.startswith("slurm") else "")
+    console.print(f"\n[bold]launch[/]: {launch.framework} {what} ({where}){run}")
+    console.print(launch.text, markup=False, highlight=False)
 
 
 def _header(console: Console, ctx: Context) -> None:
@@ -81,7 +114,9 @@ def _fmt_plan(est: Estimate) -> str:
     return " ".join(bits)
 
 
-def render_suggestion(console: Console, s: Suggestion, top: int) -> None:
+def render_suggestion(
+    console: Console, s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None
+) -> None:
     _header(console, s.ctx)
     r = s.result
     console.print(f"searched {r.considered} plans in {s.search_s:.2f} s; {r.feasible} fit in "
@@ -101,9 +136,13 @@ def render_suggestion(console: Console, s: Suggestion, top: int) -> None:
         f"({best.tokens_per_s_per_gpu:,.0f} per GPU), MFU {best.mfu:.1%}, peak memory {best.memory.total / GIB:.1f} GiB/GPU"
     )
     console.print("MFU: PaLM convention (6N + 12·L·a·d·s FLOPs per token, no recompute) against the bf16 dense peak.")
+    if plot is not None:
+        console.print(f"plot: {plot.plans} feasible plans, {plot.pareto} on the Pareto front, written to {plot.path}",
+                      markup=False)
+    render_launch(console, launch)
 
 
-def render_explained(console: Console, x: Explained) -> None:
+def render_explained(console: Console, x: Explained, *, explain: bool = False, launch: Launch | None = None) -> None:
     _header(console, x.ctx)
     e = x.estimate
     p = e.plan
@@ -126,6 +165,11 @@ def render_explained(console: Console, x: Explained) -> None:
         if key != "total":
             mem.add_row(key, f"{value:.2f}")
     console.print(mem)
+    if explain:
+        from autopar.charts import render_explain
+
+        render_explain(console, x)
+        console.print()
     console.print(f"throughput: {e.tokens_per_s:,.0f} tokens/s, {e.tokens_per_s_per_gpu:,.0f} per GPU, "
                   f"{e.model_tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {e.mfu:.1%} (PaLM convention, bf16 peak)")
     if e.fits:
@@ -134,3 +178,4 @@ def render_explained(console: Console, x: Explained) -> None:
         over = (e.memory.total - e.memory_capacity_bytes) / GIB
         fix = "; ".join(f"{c} -> {g:.1f} GiB" for c, g in x.hints) or "none of recompute/ZeRO/mbs alone: add pp or tp"
         console.print(f"[red]does not fit: {over:.1f} GiB over[/]; what would fit: {fix}")
+    render_launch(console, launch)

@@ -1,0 +1,156 @@
+"""``suggest --plot``: every feasible plan as tokens/s against peak memory per GPU.
+
+The chart marks the Pareto front (the plans that no other beats on both axes: more tokens/s
+for no more memory) and labels the recommended plan. It is drawn with matplotlib, an optional
+extra (``pip install 'autopar[plot]'``) so that the core install stays small; matplotlib is
+imported only here, only when a plot is asked for. ``.svg`` writes the chart; ``.html`` writes a
+self-contained page with the same SVG inline and a table of the Pareto plans.
+
+The SVG is reproducible (no date, fixed id salt) and keeps text as text, and every Pareto point
+is its own element with id ``pareto-<i>-<plan>``, so a test or a script can find them.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopar.advise import Suggestion
+from autopar.cost.step import Estimate
+from autopar.errors import SpecError
+from autopar.fileio import write_atomic
+
+GIB = 2**30
+INSTALL_HINT = "pip install 'autopar[plot]'"
+FORMATS = (".svg", ".html", ".htm")
+RASTER_ABOVE = 2000  # more points than this are drawn as one embedded image (the SVG stays ~100 KB)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlotSummary:
+    """What --plot wrote."""
+
+    path: Path  # the file
+    plans: int  # feasible plans drawn
+    pareto: int  # plans on the Pareto front
+
+
+def pareto_front(estimates: Iterable[Estimate]) -> list[Estimate]:
+    """Plans not dominated in (more tokens/s, less memory), by increasing memory.
+
+    Of plans with equal memory only the fastest can be on the front, and a plan must be strictly
+    faster than every plan using less memory.
+    """
+    front: list[Estimate] = []
+    best = float("-inf")
+    for e in sorted(estimates, key=lambda e: (e.memory.total, -e.tokens_per_s)):
+        if e.tokens_per_s > best:
+            front.append(e)
+            best = e.tokens_per_s
+    return front
+
+
+def plan_slug(e: Estimate) -> str:
+    """The plan as an SVG id fragment: dp4-tp2-sp-pp2-cp4-mbs1-none-z2."""
+    p = e.plan
+    bits = [f"dp{p.dp}", f"tp{p.tp}"] + (["sp"] if p.sp and p.tp > 1 else []) + [f"pp{p.pp}"]
+    bits += [f"vpp{p.vpp}"] if p.vpp > 1 else []
+    bits += [f"cp{p.cp}"] if p.cp > 1 else []
+    bits += [f"ep{p.ep}"] if p.ep > 1 else []
+    return "-".join([*bits, f"mbs{p.mbs}", p.recompute, f"z{p.zero}"])
+
+
+def _describe(e: Estimate) -> str:
+    p = e.plan
+    return f"{p.label()} mbs{p.mbs} {p.recompute} ZeRO-{p.zero}"
+
+
+def _distinct(estimates: Sequence[Estimate]) -> tuple[list[float], list[float]]:
+    """Point coordinates, one per (0.01 GiB, 4 significant digits of tokens/s) cell: thousands of
+    plans share a few hundred distinguishable positions, and the SVG stays small."""
+    seen = {(round(e.memory.total / GIB, 2), float(f"{e.tokens_per_s:.4g}")) for e in estimates}
+    pts = sorted(seen)
+    return [m for m, _ in pts], [t for _, t in pts]
+
+
+def svg_chart(s: Suggestion) -> str:
+    """The chart as SVG text."""
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import StrMethodFormatter
+    except ImportError:
+        raise SpecError(f"--plot needs matplotlib, an optional extra: {INSTALL_HINT}") from None
+    ranked = s.result.ranked
+    front = pareto_front(ranked)
+    best = ranked[0]
+    cap = s.ctx.hw.memory_bytes / GIB
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autopar", "font.size": 9}):
+        fig = Figure(figsize=(9, 5.5))
+        ax = fig.add_subplot()
+        xs, ys = _distinct(ranked)
+        ax.scatter(xs, ys, s=9, color="#9aa5b1", alpha=0.6, linewidths=0, label=f"feasible plans ({len(ranked)})",
+                   gid="plans", rasterized=len(xs) > RASTER_ABOVE)
+        fx = [e.memory.total / GIB for e in front]
+        fy = [e.tokens_per_s for e in front]
+        ax.plot(fx, fy, drawstyle="steps-post", color="#d62728", linewidth=1, label=f"Pareto front ({len(front)})",
+                gid="pareto-front")
+        for i, e in enumerate(front):
+            ax.plot([fx[i]], [fy[i]], marker="o", markersize=4, color="#d62728", gid=f"pareto-{i}-{plan_slug(e)}")
+        bx, by = best.memory.total / GIB, best.tokens_per_s
+        ax.plot([bx], [by], marker="*", markersize=13, color="#2ca02c", linestyle="none", gid="recommended",
+                label="recommended")
+        ax.annotate(f"recommended: {_describe(best)}\n{by:,.0f} tokens/s, {bx:.1f} GiB", xy=(bx, by),
+                    xytext=(-12, -28), textcoords="offset points", ha="right", va="top",
+                    arrowprops={"arrowstyle": "->", "color": "#2ca02c"}, gid="recommended-label")
+        ax.axvline(cap, color="#444444", linestyle="--", linewidth=0.8, label=f"GPU memory ({cap:.1f} GiB)")
+        ax.set_xlabel("peak memory per GPU (GiB)")
+        ax.set_ylabel("tokens/s (whole job)")
+        ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+        j = s.ctx.job
+        ax.set_title(f"{s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}: global batch {j.global_batch} x "
+                     f"{j.seq_len} tokens, {j.dtype}")
+        ax.grid(True, linewidth=0.3, alpha=0.5)
+        ax.legend(loc="lower right")
+        out = io.StringIO()
+        fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight", dpi=120)
+    return out.getvalue()
+
+
+def html_page(s: Suggestion, svg: str) -> str:
+    """A self-contained page: the chart inline and the Pareto plans as a table."""
+    front = pareto_front(s.result.ranked)
+    best = s.result.ranked[0]
+    inline = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", "", svg)
+    rows = []
+    for e in front:
+        mark = " (recommended)" if e is best else ""
+        rows.append(f"<tr><td>{html.escape(_describe(e))}{mark}</td><td>{e.tokens_per_s:,.0f}</td>"
+                    f"<td>{e.mfu:.1%}</td><td>{e.memory.total / GIB:.1f}</td></tr>")
+    j = s.ctx.job
+    title = html.escape(f"autopar: {s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{title}</title>\n"
+        "<style>body{font-family:sans-serif;max-width:60rem;margin:2rem auto}"
+        "table{border-collapse:collapse}td,th{padding:.2rem .6rem;border-bottom:1px solid #ddd;text-align:right}"
+        "td:first-child,th:first-child{text-align:left}</style>\n</head>\n<body>\n"
+        f"<h1>{title}</h1>\n<p>{len(s.result.ranked)} feasible plans of {s.result.considered} searched; "
+        f"recommended: {html.escape(_describe(best))}, {best.tokens_per_s:,.0f} tokens/s.</p>\n"
+        f"{inline}\n<h2>Pareto front: tokens/s against peak memory per GPU</h2>\n"
+        "<table>\n<tr><th>plan</th><th>tokens/s</th><th>MFU</th><th>GiB per GPU</th></tr>\n"
+        + "\n".join(rows) + "\n</table>\n</body>\n</html>\n"
+    )
+
+
+def write_plot(path: Path, s: Suggestion) -> PlotSummary:
+    """Write the chart of `s` to `path` (.svg or .html), atomically."""
+    if path.suffix.lower() not in FORMATS:
+        raise SpecError(f"--plot {path}: the file name must end in .svg or .html")
+    svg = svg_chart(s)
+    write_atomic(path, svg if path.suffix.lower() == ".svg" else html_page(s, svg), option="--plot")
+    return PlotSummary(path=path, plans=len(s.result.ranked), pareto=len(pareto_front(s.result.ranked)))

@@ -1,0 +1,162 @@
+"""--emit on suggest and estimate (autopar.launch): option checks, node layout, the printed, saved
+and JSON forms, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from autopar import launch
+from autopar.cli import app
+from autopar.errors import SpecError
+from autopar.job import Job
+
+runner = CliRunner()
+SUGGEST_2N = ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16", "--top", "3"]
+ESTIMATE_70B = ["estimate", "llama3-70b", "--hardware", "h100-sxm", "--gpus", "64", "--tp", "8", "--pp", "4", "--vpp", "5",
+                "--recompute", "selective", "--no-explain"]
+SUGGEST_8B = ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--top", "3"]
+
+
+def words(command: str) -> list[str]:
+    """argv of a printed (possibly multi-line) command, without leading NAME=value words."""
+    out = shlex.split(command.replace("\\\n", ""))
+    while "=" in out[0] and not out[0].startswith("-"):
+        out.pop(0)
+    return out
+
+
+def value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def one_line_error(result: Any, message: str) -> None:
+    assert result.exit_code == 2, result.output
+    err = result.stderr
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(("kind", "out", "config", "message"), [
+    (None, Path("x.sh"), None, "--emit-out needs --emit"),
+    (None, None, "llama3_70b", "--torchtitan-config needs --emit torchtitan"),
+    ("deepspeed", None, None, "--emit must be one of megatron, torchtitan, slurm, slurm-torchtitan, got 'deepspeed'"),
+    ("torchtitan", None, None, "--emit torchtitan needs --torchtitan-config NAME"),
+    ("slurm-torchtitan", None, None, "--emit slurm-torchtitan needs --torchtitan-config NAME"),
+    ("torchtitan", None, "llama3 70b", "expected NAME or MODULE:NAME"),
+    ("torchtitan", None, "llama3:", "expected NAME or MODULE:NAME"),
+])
+def test_request_refuses_inconsistent_options(kind: str | None, out: Path | None, config: str | None, message: str) -> None:
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        launch.request(kind, out=out, torchtitan_config=config)
+
+
+def test_request_parses_the_torchtitan_config() -> None:
+    assert launch.request(None, out=None, torchtitan_config=None) is None
+    req = launch.request("torchtitan", out=None, torchtitan_config="llama3_70b")
+    assert req is not None and (req.titan_module, req.titan_config) == ("llama3", "llama3_70b")
+    req = launch.request("slurm-torchtitan", out=None, torchtitan_config="models.qwen3:qwen3_8b")
+    assert req is not None and (req.titan_module, req.titan_config) == ("models.qwen3", "qwen3_8b")
+
+
+@pytest.mark.parametrize(("gpus", "per_node", "layout"), [(64, 8, (8, 8)), (8, 8, (1, 8)), (4, 8, (1, 4)), (16, 4, (4, 4))])
+def test_node_layout(gpus: int, per_node: int, layout: tuple[int, int]) -> None:
+    job = Job(gpus=gpus, gpus_per_node=per_node, global_batch=64, seq_len=2048)
+    assert launch.node_layout(job) == layout
+
+
+def test_job_name_is_a_safe_sbatch_value() -> None:
+    assert launch.job_name("llama3.1-405b") == "autopar-llama3.1-405b"
+    assert launch.job_name("my model; rm -rf") == "autopar-my-model--rm--rf"
+
+
+def test_suggest_emit_megatron_prints_the_recommended_plan() -> None:
+    doc = json.loads(runner.invoke(app, [*SUGGEST_2N, "--json"]).stdout)
+    r = runner.invoke(app, [*SUGGEST_2N, "--emit", "megatron"])
+    assert r.exit_code == 0
+    table, command = r.stdout.split("launch: Megatron-LM torchrun command (2 nodes x 8 GPUs)")
+    assert "recommended:" in table
+    argv = words(command.split("\n", 1)[1])
+    assert argv[0] == "torchrun" and value(argv, "--nnodes") == "2" and value(argv, "--nproc-per-node") == "8"
+    assert value(argv, "--rdzv-endpoint") == "$MASTER_ADDR:29500"
+    for flag, key in (("--tensor-model-parallel-size", "tp"), ("--pipeline-model-parallel-size", "pp"),
+                      ("--context-parallel-size", "cp"), ("--micro-batch-size", "mbs"), ("--global-batch-size", "global_batch")):
+        assert value(argv, flag) == str(doc[key]), flag
+
+
+def test_suggest_json_puts_the_one_line_command_under_launch() -> None:
+    r = runner.invoke(app, [*SUGGEST_2N, "--json", "--emit", "megatron"])
+    doc = json.loads(r.stdout)
+    assert doc["launch_kind"] == "megatron" and "\n" not in doc["launch"]
+    argv = words(doc["launch"])
+    assert value(argv, "--tensor-model-parallel-size") == str(doc["tp"])
+    assert value(argv, "--num-layers") == "32"
+
+
+def test_torchrun_parses_the_emitted_launcher() -> None:
+    run = pytest.importorskip("torch.distributed.run")
+    doc = json.loads(runner.invoke(app, [*SUGGEST_8B, "--json", "--emit", "torchtitan",
+                                         "--torchtitan-config", "llama3_8b"]).stdout)
+    args = run.get_args_parser().parse_args(words(doc["launch"])[1:])
+    assert (args.nnodes, args.nproc_per_node, args.rdzv_endpoint) == ("1", "8", "localhost:29500")
+    assert args.module and args.training_script == "torchtitan.train"
+    assert args.training_script_args[:4] == ["--module", "llama3", "--config", "llama3_8b"]
+    assert args.training_script_args[-1] == f"activation-checkpoint:{doc['recompute']}"
+
+
+def test_torchtitan_without_config_is_one_line_exit_2() -> None:
+    one_line_error(runner.invoke(app, [*SUGGEST_8B, "--emit", "torchtitan"]), "--emit torchtitan needs --torchtitan-config")
+
+
+def test_spec_error_from_emit_is_one_line_exit_2() -> None:
+    r = runner.invoke(app, [*ESTIMATE_70B, "--dtype", "fp16", "--emit", "torchtitan", "--torchtitan-config", "llama3_70b"])
+    one_line_error(r, "torchtitan's command line sets bf16 mixed precision only")
+
+
+def test_estimate_emit_uses_the_given_plan() -> None:
+    r = runner.invoke(app, [*ESTIMATE_70B, "--emit", "megatron"])
+    assert r.exit_code == 0
+    argv = words(r.stdout.split("first node's address\n", 1)[1])
+    assert value(argv, "--tensor-model-parallel-size") == "8"
+    assert value(argv, "--num-virtual-stages-per-pipeline-rank") == "5"
+    assert value(argv, "--recompute-granularity") == "selective"
+    doc = json.loads(runner.invoke(app, [*ESTIMATE_70B, "--json", "--emit", "megatron"]).stdout)
+    assert words(doc["launch"]) == argv
+
+
+def test_slurm_script_goes_to_a_file_atomically(tmp_path: Path) -> None:
+    target = tmp_path / "train.sbatch"
+    target.write_text("old contents\n")
+    r = runner.invoke(app, [*SUGGEST_2N, "--emit", "slurm", "--emit-out", str(target)])
+    assert r.exit_code == 0
+    assert f"launch: Megatron-LM sbatch script (2 nodes x 8 GPUs) written to {target}" in r.stdout
+    assert "#SBATCH" not in r.stdout
+    script = target.read_text()
+    assert script.startswith("#!/bin/bash\n#SBATCH --job-name=autopar-llama3-8b\n#SBATCH --nodes=2\n")
+    assert "srun --nodes=2 --ntasks-per-node=1 bash -c " in script and "--rdzv-endpoint" in script
+    assert os.listdir(tmp_path) == ["train.sbatch"]  # no temporary file left behind
+    assert os.access(target, os.X_OK)
+    doc = json.loads(runner.invoke(app, [*SUGGEST_2N, "--json", "--emit", "slurm", "--emit-out", str(target)]).stdout)
+    assert doc["launch"] == target.read_text() and doc["launch_file"] == str(target)
+
+
+def test_emit_out_command_is_a_bash_script(tmp_path: Path) -> None:
+    target = tmp_path / "run.sh"
+    r = runner.invoke(app, [*SUGGEST_8B, "--emit", "torchtitan", "--torchtitan-config", "llama3_8b", "--emit-out",
+                            str(target)])
+    assert r.exit_code == 0
+    text = target.read_text()
+    assert text.startswith("#!/bin/bash\n# torchtitan (one node, 8 GPUs); written by autopar\nset -euo pipefail\n")
+    assert words(text.split("set -euo pipefail\n", 1)[1])[:3] == ["torchrun", "--nnodes", "1"]
+
+
+def test_emit_out_to_a_missing_folder_is_one_line_exit_2(tmp_path: Path) -> None:
+    r = runner.invoke(app, [*SUGGEST_8B, "--emit", "megatron", "--emit-out", str(tmp_path / "no" / "x.sh")])
+    one_line_error(r, "--emit-out")
+    assert "cannot write" in r.stderr
