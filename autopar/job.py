@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from autopar.errors import SpecError
 
-JOB_DTYPES = ("bf16", "fp16")
+JOB_DTYPES = ("bf16", "fp16", "fp8")
 DEFAULT_TOKENS_PER_STEP = 4 * 2**20  # default global batch: about 4M tokens, as in Llama 3 pre-training
 
 
@@ -18,7 +18,7 @@ class Job:
     gpus_per_node: int  # GPUs per node (from the hardware profile)
     global_batch: int  # sequences per optimizer step
     seq_len: int  # tokens per sequence
-    dtype: str = "bf16"  # compute dtype of the GEMMs
+    dtype: str = "bf16"  # compute dtype of the GEMMs (fp8: Transformer Engine recipe, the rest stays bf16)
 
     def __post_init__(self) -> None:
         for name in ("gpus", "gpus_per_node", "global_batch", "seq_len"):

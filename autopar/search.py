@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import product
 
 from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown
@@ -29,6 +30,11 @@ from autopar.plan import RECOMPUTE, ZERO_STAGES, Plan
 
 MICRO_BATCH_SIZES = (1, 2, 4, 8, 16)
 TIE_BAND = 0.005  # plans within 0.5% of each other rank as equal; the simpler one first
+CP_VARIANT_CANDIDATES = 64  # leading plans on which the all-gather CP variant is tried
+# ZeRO-0 is dominated by ZeRO-1 in this model: reduce-scatter plus all-gather move
+# 6 B/param against the all-reduce's 8, the optimizer step is sharded, and memory
+# is lower. The search skips it unless it is fixed (estimate --zero 0 still works).
+SEARCHED_ZERO = tuple(z for z in ZERO_STAGES if z != 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +54,20 @@ def _powers_of_two(limit: int) -> list[int]:
     return [2**i for i in range(int(math.log2(limit)) + 1)] if limit >= 1 else []
 
 
+def _tp_ok(model: ModelSpec, t: int) -> bool:
+    if model.num_kv_heads % t or model.ffn_hidden_size % t:
+        return False
+    m = model.mamba
+    return m is None or (m.heads(model.hidden_size) % t == 0 and m.num_groups % t == 0)
+
+
+def _cp_ok(model: ModelSpec, job: Job, tp: int, c: int) -> bool:
+    if c == 1:
+        return True
+    m = model.mamba
+    return job.seq_len % (2 * c) == 0 and (m is None or (m.heads(model.hidden_size) // tp) % c == 0)
+
+
 def enumerate_plans(model: ModelSpec, job: Job, fixed: Mapping[str, object] | None = None) -> Iterator[Plan]:
     """Every valid plan; `fixed` pins any Plan field to one value."""
     fixed = dict(fixed or {})
@@ -55,29 +75,30 @@ def enumerate_plans(model: ModelSpec, job: Job, fixed: Mapping[str, object] | No
     def choices(name: str, values: list) -> list:
         return [fixed[name]] if name in fixed else values
 
+    moe = model.moe
     gpn = min(job.gpus_per_node, job.gpus)
-    for tp in choices("tp", [t for t in _powers_of_two(gpn) if model.num_kv_heads % t == 0 and model.ffn_hidden_size % t == 0]):
-        for cp in choices("cp", [c for c in _powers_of_two(job.gpus // tp) if job.seq_len % (2 * c) == 0 or c == 1]):
+    for tp in choices("tp", [t for t in _powers_of_two(gpn) if _tp_ok(model, t)]):
+        for cp in choices("cp", [c for c in _powers_of_two(job.gpus // tp) if _cp_ok(model, job, tp, c)]):
             if job.gpus % (tp * cp):
                 continue
             rest = job.gpus // (tp * cp)
             for pp in choices("pp", [p for p in _divisors(rest) if p <= model.layers]):
-                if rest % pp:
-                    continue
                 dp = rest // pp
-                if ("dp" in fixed and fixed["dp"] != dp) or job.global_batch % dp:
+                if rest % pp or ("dp" in fixed and fixed["dp"] != dp) or job.global_batch % dp:
                     continue
+                eps = [e for e in _divisors(moe.num_experts) if (dp * cp) % e == 0] if moe else [1]
+                etps = [1, tp] if moe and tp > 1 and moe.expert_ffn_hidden_size % tp == 0 else [1]
                 for mbs in choices("mbs", [b for b in MICRO_BATCH_SIZES if job.global_batch % (dp * b) == 0]):
                     m = job.global_batch // (dp * mbs)
                     vpps = [1]
                     if pp > 1 and m % pp == 0:
                         vpps += [v for v in _divisors(model.layers // pp) if v > 1 and model.layers % (pp * v) == 0]
-                    for vpp in choices("vpp", vpps):
-                        for sp in choices("sp", [True, False] if tp > 1 else [False]):
-                            for recompute in choices("recompute", list(RECOMPUTE)):
-                                for zero in choices("zero", list(ZERO_STAGES)):
-                                    yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, mbs=mbs, recompute=recompute,
-                                               zero=zero, sp=sp)
+                    knobs = product(choices("vpp", vpps), choices("sp", [True, False] if tp > 1 else [False]),
+                                    choices("ep", eps), choices("etp", etps), choices("recompute", list(RECOMPUTE)),
+                                    choices("zero", list(SEARCHED_ZERO)))
+                    for vpp, sp, ep, etp, recompute, zero in knobs:
+                        yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, recompute=recompute,
+                                   zero=zero, sp=sp, cp_comm=str(fixed.get("cp_comm", "ring")))
 
 
 def _simplicity(plan: Plan) -> tuple[int, ...]:
@@ -103,8 +124,31 @@ def search(
         ranked.append(timed_estimate(model, hw, job, plan, memory, cache))
     if not ranked:
         raise InfeasibleError(_why_none(model, hw, job, considered, smallest))
+    ranked.sort(key=lambda e: -e.tokens_per_s)
+    if "cp_comm" not in (fixed or {}):
+        ranked = _pick_cp_comm(model, hw, job, ranked, cache)
     ranked.sort(key=lambda e: (-math.floor(math.log(e.tokens_per_s) / math.log1p(TIE_BAND)), _simplicity(e.plan)))
     return SearchResult(ranked=tuple(ranked), considered=considered, feasible=len(ranked))
+
+
+def _pick_cp_comm(model: ModelSpec, hw: HardwareProfile, job: Job, ranked: list[Estimate], cache: Memo) -> list[Estimate]:
+    """For the leading plans with CP, keep all-gather K/V instead of the ring where it is faster and fits.
+
+    The ring is enumerated for every plan; the all-gather variant is tried only on
+    the plans that can matter (the first CP_VARIANT_CANDIDATES), which keeps the
+    search fast.
+    """
+    out = list(ranked)
+    for i, est in enumerate(out[:CP_VARIANT_CANDIDATES]):
+        if est.plan.cp == 1:
+            continue
+        plan = replace(est.plan, cp_comm="allgather")
+        memory = memory_breakdown(model, job, plan, cache=cache)
+        if memory.total <= hw.memory_bytes:
+            other = timed_estimate(model, hw, job, plan, memory, cache)
+            if other.tokens_per_s > est.tokens_per_s:
+                out[i] = other
+    return out
 
 
 def _why_none(model: ModelSpec, hw: HardwareProfile, job: Job, considered: int, smallest: tuple[float, Plan] | None) -> str:

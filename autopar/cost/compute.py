@@ -285,6 +285,6 @@ def loss_time(model: ModelSpec, hw: HardwareProfile, *, dtype: str, seq_len: int
     """Logits GEMM (forward + backward) and the vocabulary-parallel cross-entropy, per micro-batch."""
     tokens = mbs * seq_len // cp
     g = logits_gemm(model, tokens=tokens, tp=tp)
-    gemm = 3 * gemm_time(hw, dtype, g.flops)
+    gemm = 3 * gemm_time(hw, "fp16" if dtype == "fp16" else "bf16", g.flops)  # the output layer stays in 16 bits under fp8
     softmax = memory_time(hw, cal.LOGIT_BYTES * 2 * tokens * g.n)  # write/read in forward and backward
     return gemm + softmax

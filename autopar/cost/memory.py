@@ -162,47 +162,58 @@ def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | No
     `cache` (any dict) shares per-layer and per-stage sizes across plans.
     """
     cache = {} if cache is None else cache
-    m = plan.microbatches(job)
     tokens = plan.mbs * job.seq_len / plan.cp
     ranks = memo(cache, ("ranks", plan.pp, plan.vpp), lambda: rank_kinds(model, plan.pp, plan.vpp))
-    key = (plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.ep, plan.etp)
-    per_kind = memo(cache, ("act", *key), lambda: {
-        k: layer_activation_bytes(model, k, tokens=tokens, plan=plan) for k in set(model.layer_kinds())})
+    key = (plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.ep, plan.etp, plan.pp, plan.vpp)
+    stage_acts, working = memo(cache, ("acts", *key), lambda: _stage_activations(model, plan, tokens, ranks))
+    fixed = working
+    if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
+        fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
+    logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
+    params = memo(cache, ("params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp), lambda: _end_params(model, plan, ranks))
+    held_first = in_flight_microbatches(plan, plan.microbatches(job))
+    first = (params[0], stage_acts[0] * held_first + fixed, logits if plan.pp == 1 else 0.0)
+    last = (params[1], stage_acts[1] + fixed, logits)  # the last stage finishes each micro-batch before the next
+    if plan.pp == 1:
+        return _stage(model, plan, job, *first, cache=cache)
+    a, b = _stage(model, plan, job, *first, cache=cache), _stage(model, plan, job, *last, cache=cache)
+    return a if a.total >= b.total else b
+
+
+def _stage_activations(model: ModelSpec, plan: Plan, tokens: float,
+                       ranks: tuple[Counter[str], ...]) -> tuple[tuple[float, float], float]:
+    """((first rank, last rank) activation bytes per micro-batch, the working set under full recompute)."""
+    kinds = set(model.layer_kinds())
+    per_kind = {k: layer_activation_bytes(model, k, tokens=tokens, plan=plan) for k in kinds}
+    ends = tuple(sum(n * per_kind[k] for k, n in ranks[i].items()) for i in (0, -1))
     working = 0.0
     if plan.recompute == "full":  # one layer's whole set while it is recomputed
         full = replace(plan, recompute="none")
-        working = memo(cache, ("work", *key), lambda: max(
-            layer_activation_bytes(model, k, tokens=tokens, plan=full) for k in set(model.layer_kinds())))
-    logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
-    gathered = 0.0
-    if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
-        gathered = kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
-
-    def stage(index: int, held: float, stage_logits: float) -> MemoryBreakdown:
-        kinds = ranks[index]
-        acts = sum(n * per_kind[k] for k, n in kinds.items()) * held + working + gathered
-        dense, expert = memo(cache, ("params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp, index),
-                             lambda: rank_params(model, plan, kinds, first=index == 0, last=index == plan.pp - 1))
-        return _stage(model, plan, job, dense, expert, acts, stage_logits)
-
-    first = stage(0, in_flight_microbatches(plan, m), logits if plan.pp == 1 else 0.0)
-    if plan.pp == 1:
-        return first
-    last = stage(plan.pp - 1, 1.0, logits)  # the last stage finishes each micro-batch before the next
-    return max(first, last, key=lambda c: c.total)
+        working = max(layer_activation_bytes(model, k, tokens=tokens, plan=full) for k in kinds)
+    return (ends[0], ends[1]), working
 
 
-def _stage(model: ModelSpec, plan: Plan, job: Job, dense: float, expert: float, acts: float, logits: float) -> MemoryBreakdown:
+def _end_params(model: ModelSpec, plan: Plan, ranks: tuple[Counter[str], ...]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(dense, expert) parameters of the first and of the last pipeline rank."""
+    last = plan.pp - 1
+    return (rank_params(model, plan, ranks[0], first=True, last=last == 0),
+            rank_params(model, plan, ranks[last], first=last == 0, last=True))
+
+
+def _stage(model: ModelSpec, plan: Plan, job: Job, params: tuple[float, float], acts: float, logits: float, *,
+           cache: Memo) -> MemoryBreakdown:
+    dense, expert = params
     dp_shards = plan.dp * plan.cp  # Megatron shards optimizer state over the DP x CP group
     expert_shards = max(1, dp_shards * plan.tp // (plan.ep * plan.etp))  # and expert state over the expert-DP group
     w, g, o = state_bytes(dense, zero=plan.zero, shards=dp_shards)
-    ew, eg, eo = state_bytes(expert, zero=plan.zero, shards=expert_shards)
-    w, g, o = w + ew, g + eg, o + eo
+    if expert:
+        ew, eg, eo = state_bytes(expert, zero=plan.zero, shards=expert_shards)
+        w, g, o = w + ew, g + eg, o + eo
     if job.dtype == "fp8":
         w += (dense + expert) * cal.FP8_WEIGHT_COPY_BYTES
     buffers = cal.FIXED_OVERHEAD_BYTES
-    if plan.zero >= 3:
-        buffers += 2 * model.layer_params() / plan.tp * cal.WEIGHT_BYTES  # gathered layer + prefetch
+    if plan.zero >= 3:  # the gathered layer and the prefetched next one
+        buffers += 2 * memo(cache, ("layer_params",), model.layer_params) / plan.tp * cal.WEIGHT_BYTES
     held = w + g + o + acts + logits
     return MemoryBreakdown(
         weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers,

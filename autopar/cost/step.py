@@ -91,8 +91,24 @@ def stage_layer_counts(layers: int, pp: int) -> list[int]:
     return chunk_sizes(layers, pp)
 
 
-def _sum(times: dict[str, BlockTime], kinds: Counter[str], field: str) -> float:
-    return sum(n * getattr(times[k], field) for k, n in kinds.items())
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _StageProfile:
+    """Per-micro-batch stage times of one layout, before pipeline p2p."""
+
+    t_max: float  # the slowest stage, seconds
+    t_sum: float  # all stages together
+    worst: BlockTime  # the slowest stage's layers, summed
+    worst_is_last: bool  # it is the last stage (and carries the loss)
+
+
+def _stage_profile(times: dict[str, BlockTime], loss: float, ranks: tuple[Counter[str], ...]) -> _StageProfile:
+    per_layer = {k: t.total for k, t in times.items()}
+    totals = [sum(n * per_layer[k] for k, n in kinds.items()) for kinds in ranks]
+    totals[-1] += loss
+    i = totals.index(max(totals))
+    fields_ = ("fwd", "bwd", "recompute", "tp_exposed", "cp_exposed", "ep_exposed", "overlap_penalty")
+    worst = BlockTime(**{f: sum(n * getattr(times[k], f) for k, n in ranks[i].items()) for f in fields_})
+    return _StageProfile(t_max=totals[i], t_sum=sum(totals), worst=worst, worst_is_last=i == len(ranks) - 1)
 
 
 def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, memory: MemoryBreakdown, cache: Memo) -> Estimate:
@@ -103,36 +119,36 @@ def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, 
     m, p, v = plan.microbatches(job), plan.pp, plan.vpp
     p2p_mb, fill = memo(cache, ("p2p", plan.tp, plan.cp, plan.dp, plan.pp, plan.vpp, plan.mbs),
                         lambda: _p2p_times(model, hw, job, plan))
-    stage = [_sum(times, kinds, "total") + p2p_mb for kinds in ranks]
-    stage[-1] += loss
-    t_max = max(stage)
-    worst_index = stage.index(t_max)
-    worst = ranks[worst_index]
-    bubble = (sum(stage) - t_max) / v
+    prof = memo(cache, ("stages", *key, plan.pp, plan.vpp), lambda: _stage_profile(times, loss, ranks))
+    # p2p adds the same to every stage: the slowest stage stays the slowest
+    t_max = prof.t_max + p2p_mb
+    bubble = (prof.t_sum + p * p2p_mb - t_max) / v
 
     dp_times = memo(cache, ("dp", plan.tp, plan.cp, plan.dp, plan.pp, plan.vpp, plan.zero, plan.ep, plan.etp),
-                    lambda: _dp_collectives(model, hw, plan))
-    dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=_sum(times, worst, "fwd"), bwd_s=_sum(times, worst, "bwd"))
-    params = memo(cache, ("rank_params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp), lambda: _largest_rank_params(model, plan))
+                    lambda: _dp_collectives(model, hw, plan, ranks))
+    dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=prof.worst.fwd, bwd_s=prof.worst.bwd)
+    params = memo(cache, ("rank_params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp),
+                  lambda: _largest_rank_params(model, plan, ranks))
     dense_shards, expert_shards = _shards(plan)
     if plan.zero == 0:
         dense_shards = expert_shards = 1
     optimizer = memory_time(hw, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * (params[0] / dense_shards + params[1] / expert_shards))
 
+    w = prof.worst
     time = TimeBreakdown(
-        compute=m * (_sum(times, worst, "compute") + (loss if worst_index == p - 1 else 0.0)),
-        tp_comm=m * _sum(times, worst, "tp_exposed"),
-        cp_comm=m * _sum(times, worst, "cp_exposed"),
-        ep_comm=m * _sum(times, worst, "ep_exposed"),
+        compute=m * (w.compute + (loss if prof.worst_is_last else 0.0)),
+        tp_comm=m * w.tp_exposed,
+        cp_comm=m * w.cp_exposed,
+        ep_comm=m * w.ep_exposed,
         pp_comm=m * p2p_mb + fill,
         dp_comm=dp_comm,
         bubble=bubble,
         optimizer=optimizer,
-        overlap=m * _sum(times, worst, "overlap_penalty") + (hw.compute_slowdown - 1) * dp_hidden,
+        overlap=m * w.overlap_penalty + (hw.compute_slowdown - 1) * dp_hidden,
     )
     step = time.total
     tokens = job.tokens_per_step / step
-    flops = tokens * model_flops_per_token(model, job.seq_len) / job.gpus
+    flops = tokens * memo(cache, ("model_flops",), lambda: model_flops_per_token(model, job.seq_len)) / job.gpus
     return Estimate(
         plan=plan,
         time=time,
@@ -152,9 +168,8 @@ def _shards(plan: Plan) -> tuple[int, int]:
     return dense, max(1, dense * plan.tp // (plan.ep * plan.etp))
 
 
-def _largest_rank_params(model: ModelSpec, plan: Plan) -> tuple[float, float]:
-    """(dense, expert) parameters of the pipeline rank holding the most."""
-    ranks = rank_kinds(model, plan.pp, plan.vpp)
+def _largest_rank_params(model: ModelSpec, plan: Plan, ranks: tuple[Counter[str], ...]) -> tuple[float, float]:
+    """(dense, expert) parameters of the first or last pipeline rank, whichever holds more."""
     ends = {0, plan.pp - 1}
     held = [rank_params(model, plan, ranks[i], first=i == 0, last=i == plan.pp - 1) for i in sorted(ends)]
     return max(held, key=sum)
@@ -186,7 +201,7 @@ def _p2p_times(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> t
     return per_mb, 2 * (plan.pp - 1) * transfer
 
 
-def _dp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> tuple[float, float]:
+def _dp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan, ranks: tuple[Counter[str], ...]) -> tuple[float, float]:
     """Seconds of the (reduce, gather) collectives of gradient and parameter sync.
 
     Dense weights sync over the DP x CP group (stride tp), routed-expert weights
@@ -195,7 +210,7 @@ def _dp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> tuple[
     per step. ZeRO 3 (FSDP): per micro-batch, reduce-scatter grads, and
     all-gather weights twice (forward and backward).
     """
-    dense_params, expert_params = _largest_rank_params(model, plan)
+    dense_params, expert_params = _largest_rank_params(model, plan, ranks)
     dense_n, expert_n = _shards(plan)
     reduce = gather = 0.0
     for params, n, stride in ((dense_params, dense_n, plan.tp), (expert_params, expert_n, plan.ep * plan.etp)):
@@ -214,8 +229,11 @@ def _dp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan) -> tuple[
 def _dp_overlap(times: tuple[float, float], plan: Plan, microbatches: int, *, fwd_s: float, bwd_s: float) -> tuple[float, float]:
     """(exposed, hidden) seconds of DP sync given one micro-batch's forward/backward on the worst stage.
 
-    ZeRO 0-2: the reduce hides behind the last backward, the gather behind the
+    ZeRO 0/1: the reduce hides behind the last backward, the gather behind the
     first forward (Megatron --overlap-grad-reduce/--overlap-param-gather).
+    ZeRO 2: a sharded gradient cannot accumulate a full micro-batch's gradient,
+    so every micro-batch reduce-scatters behind its own backward (DeepSpeed
+    ZeRO-2, FSDP SHARD_GRAD_OP); the gather stays once per step.
     ZeRO 3: each micro-batch's collectives hide behind its own compute.
     """
     reduce, gather = times
@@ -224,5 +242,6 @@ def _dp_overlap(times: tuple[float, float], plan: Plan, microbatches: int, *, fw
         per_mb = reduce + gather
         exposed = microbatches * max(0.0, per_mb - ov * (fwd_s + bwd_s))
         return exposed, microbatches * per_mb - exposed
-    exposed = max(0.0, reduce - ov * bwd_s) + max(0.0, gather - ov * fwd_s)
-    return exposed, reduce + gather - exposed
+    reduces = microbatches if plan.zero == 2 else 1
+    exposed = reduces * max(0.0, reduce - ov * bwd_s) + max(0.0, gather - ov * fwd_s)
+    return exposed, reduces * reduce + gather - exposed
