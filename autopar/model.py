@@ -255,55 +255,9 @@ def _default_head_dim(hidden: int, heads: int, where: str) -> int:
     return hidden // heads
 
 
-# Hugging Face config.json: the keys of each family, mapped onto ours.
-_HF_LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "gpt_neox")
-_HF_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu",
-           "gelu_pytorch_tanh": "gelu", "relu2": "relu2"}
-
-
 def from_hf_config(data: dict[str, Any], *, where: str) -> ModelSpec:
-    """Read a Hugging Face config.json (Llama, Mistral, Qwen2/3, GPT-2, GPT-NeoX)."""
-    f = Fields(data, f"{where}: ")
-    kind = f.text("model_type")
-    if kind == "gpt2":
-        hidden = f.integer("n_embd")
-        heads = f.integer("n_head")
-        seq = f.integer("n_positions")
-        ffn = f.integer("n_inner", 4 * hidden)
-        act = "gelu"
-        layers = f.integer("n_layer")
-        tie = f.flag("tie_word_embeddings", True)
-        kv = heads
-        head_dim = _default_head_dim(hidden, heads, where)
-    elif kind in _HF_LLAMA_LIKE:
-        hidden = f.integer("hidden_size")
-        heads = f.integer("num_attention_heads")
-        layers = f.integer("num_hidden_layers")
-        ffn = f.integer("intermediate_size")
-        seq = f.integer("max_position_embeddings")
-        kv = f.integer("num_key_value_heads", heads)
-        head_dim = f.integer("head_dim", _default_head_dim(hidden, heads, where))
-        hf_act = f.text("hidden_act", "silu")
-        if hf_act not in _HF_ACT:
-            raise f.fail("hidden_act", f"unsupported activation {hf_act!r}")
-        act = "gelu" if kind == "gpt_neox" else _HF_ACT[hf_act]
-        tie = f.flag("tie_word_embeddings", False)
-    else:
-        raise f.fail("model_type", f"unsupported model_type {kind!r}; supported: gpt2, {', '.join(_HF_LLAMA_LIKE)}")
-    if kind == "gpt_neox" and hidden % heads == 0:
-        head_dim = hidden // heads
-    return ModelSpec(
-        name=str(data.get("_name_or_path") or Path(where).parent.name or kind),
-        layers=layers,
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        num_kv_heads=kv,
-        head_dim=head_dim,
-        ffn_hidden_size=ffn,
-        ffn_activation=act,
-        vocab_size=f.integer("vocab_size"),
-        seq_len=min(seq, 8192),
-        max_seq_len=seq,
-        tie_embeddings=tie,
-        source=where,
-    )
+    """Read a Hugging Face config.json; the readers live in autopar.hf_config (imported here lazily,
+    since that module imports this one)."""
+    from autopar.hf_config import from_hf_config as read
+
+    return read(data, where=where)
