@@ -209,7 +209,8 @@ def schedule_picture(x: Explained, width: int) -> list[Text]:
     ideal = (p.pp - 1) / (p.vpp * m)
     e = x.estimate
     return [
-        Text(f"pipeline schedule: {name}, {p.pp} stages, {m} micro-batches ({label}, B = backward, {IDLE_CHAR} = idle)"),
+        Text(f"pipeline schedule: {name}, {p.pp} stages, {m} micro-batches"),
+        Text(f"{label}, B = backward, {IDLE_CHAR} = idle", style="dim"),
         *schedule_lines(stages=p.pp, microbatches=m, chunks=p.vpp, bwd_units=bwd, width=width),
         Text(f"bubble: (p-1)/(v·m) = {p.pp - 1}/{p.vpp * m} = {ideal:.2%} of the busy time; estimated "
              f"{e.time.bubble:.3f} s of a {e.step_time_s:.3f} s step (uneven stages and the loss layer included)"),

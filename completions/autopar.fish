@@ -1,0 +1,1 @@
+complete --command autopar --no-files --arguments "(env _AUTOPAR_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) autopar)" --condition "env _AUTOPAR_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) autopar"
