@@ -153,8 +153,8 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
     t.add_column("seconds", justify="right")
     t.add_column("share", justify="right")
     labels = {"compute": "compute", "tp_comm": "exposed TP comm", "cp_comm": "exposed CP comm",
-              "ep_comm": "exposed EP all-to-all", "pp_comm": "exposed PP p2p", "dp_comm": "exposed DP sync", "bubble": "pipeline bubble", "optimizer": "optimizer step",
-              "overlap": "overlap slowdown"}
+              "ep_comm": "exposed EP all-to-all", "pp_comm": "exposed PP p2p", "dp_comm": "exposed DP sync",
+              "bubble": "pipeline bubble", "optimizer": "optimizer step", "overlap": "overlap slowdown"}
     for key, value in e.time.as_dict().items():
         t.add_row(labels[key], f"{value:.3f}", f"{value / e.step_time_s:.1%}")
     console.print(t)
