@@ -41,8 +41,8 @@ SEARCHED_ZERO = tuple(z for z in ZERO_STAGES if z != 0)
 class SearchResult:
     """Ranked feasible plans and what the search looked at."""
 
-    ranked: tuple[Estimate, ...]  # feasible plans, best first
-    considered: int  # plans enumerated
+    ranked: tuple[Estimate, ...]  # timed plans, best first: per layout and recompute, the lowest ZeRO stage that fits
+    considered: int  # plans in the space
     feasible: int  # plans that fit in memory
 
 
@@ -71,9 +71,26 @@ def _cp_ok(model: ModelSpec, job: Job, tp: int, c: int) -> bool:
 def enumerate_plans(model: ModelSpec, job: Job, fixed: Mapping[str, object] | None = None) -> Iterator[Plan]:
     """Every valid plan; `fixed` pins any Plan field to one value."""
     fixed = dict(fixed or {})
+    for skeleton in enumerate_skeletons(model, job, fixed):
+        for recompute, zero in product(_choices(fixed, "recompute", list(RECOMPUTE)), _choices(fixed, "zero", list(SEARCHED_ZERO))):
+            yield _with(skeleton, recompute, zero)
+
+
+def _with(s: Plan, recompute: str, zero: int) -> Plan:
+    """The skeleton with these knobs (a direct constructor: dataclasses.replace is slow in the hot loop)."""
+    return Plan(dp=s.dp, tp=s.tp, pp=s.pp, cp=s.cp, vpp=s.vpp, ep=s.ep, etp=s.etp, mbs=s.mbs, recompute=recompute, zero=zero,
+                sp=s.sp, cp_comm=s.cp_comm)
+
+
+def _choices(fixed: Mapping[str, object], name: str, values: list) -> list:
+    return [fixed[name]] if name in fixed else values
+
+
+def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object]) -> Iterator[Plan]:
+    """Every valid layout (degrees, micro-batch, interleaving, SP); recompute and ZeRO stage left at defaults."""
 
     def choices(name: str, values: list) -> list:
-        return [fixed[name]] if name in fixed else values
+        return _choices(fixed, name, values)
 
     moe = model.moe
     gpn = min(job.gpus_per_node, job.gpus)
@@ -94,11 +111,10 @@ def enumerate_plans(model: ModelSpec, job: Job, fixed: Mapping[str, object] | No
                     if pp > 1 and m % pp == 0:
                         vpps += [v for v in _divisors(model.layers // pp) if v > 1 and model.layers % (pp * v) == 0]
                     knobs = product(choices("vpp", vpps), choices("sp", [True, False] if tp > 1 else [False]),
-                                    choices("ep", eps), choices("etp", etps), choices("recompute", list(RECOMPUTE)),
-                                    choices("zero", list(SEARCHED_ZERO)))
-                    for vpp, sp, ep, etp, recompute, zero in knobs:
-                        yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, recompute=recompute,
-                                   zero=zero, sp=sp, cp_comm=str(fixed.get("cp_comm", "ring")))
+                                    choices("ep", eps), choices("etp", etps))
+                    for vpp, sp, ep, etp in knobs:
+                        yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp,
+                                   cp_comm=str(fixed.get("cp_comm", "ring")))
 
 
 def _simplicity(plan: Plan) -> tuple[int, ...]:
@@ -110,25 +126,34 @@ def search(
     model: ModelSpec, hw: HardwareProfile, job: Job, *, fixed: Mapping[str, object] | None = None
 ) -> SearchResult:
     """All feasible plans ranked by tokens/s. Raises InfeasibleError when none fits, saying why."""
+    fixed = dict(fixed or {})
     cache: Memo = {}
-    considered = 0
+    considered = feasible = 0
     smallest: tuple[float, Plan] | None = None
     ranked = []
-    for plan in enumerate_plans(model, job, fixed):
-        considered += 1
-        memory = memory_breakdown(model, job, plan, cache=cache)
-        if memory.total > hw.memory_bytes:
-            if smallest is None or memory.total < smallest[0]:
-                smallest = (memory.total, plan)
-            continue
-        ranked.append(timed_estimate(model, hw, job, plan, memory, cache))
+    recomputes = _choices(fixed, "recompute", list(RECOMPUTE))
+    zeros = sorted(int(str(z)) for z in _choices(fixed, "zero", list(SEARCHED_ZERO)))
+    for skeleton in enumerate_skeletons(model, job, fixed):
+        for recompute in recomputes:
+            considered += len(zeros)
+            # Higher ZeRO stages only shard more state (less memory) for more communication: the
+            # lowest stage that fits dominates the rest, which are counted as feasible but not timed.
+            for i, zero in enumerate(zeros):
+                plan = _with(skeleton, recompute, zero)
+                memory = memory_breakdown(model, job, plan, cache=cache)
+                if memory.total <= hw.memory_bytes:
+                    feasible += len(zeros) - i
+                    ranked.append(timed_estimate(model, hw, job, plan, memory, cache))
+                    break
+                if smallest is None or memory.total < smallest[0]:
+                    smallest = (memory.total, plan)
     if not ranked:
         raise InfeasibleError(_why_none(model, hw, job, considered, smallest))
     ranked.sort(key=lambda e: -e.tokens_per_s)
     if "cp_comm" not in (fixed or {}):
         ranked = _pick_cp_comm(model, hw, job, ranked, cache)
     ranked.sort(key=lambda e: (-math.floor(math.log(e.tokens_per_s) / math.log1p(TIE_BAND)), _simplicity(e.plan)))
-    return SearchResult(ranked=tuple(ranked), considered=considered, feasible=len(ranked))
+    return SearchResult(ranked=tuple(ranked), considered=considered, feasible=feasible)
 
 
 def _pick_cp_comm(model: ModelSpec, hw: HardwareProfile, job: Job, ranked: list[Estimate], cache: Memo) -> list[Estimate]:

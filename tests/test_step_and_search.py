@@ -116,7 +116,7 @@ def test_search_ranks_by_throughput_and_all_fit(toy_hw: HardwareProfile) -> None
     tps = [e.tokens_per_s for e in r.ranked]
     assert all(a >= b * (1 - 0.006) for a, b in itertools.pairwise(tps))
     assert all(e.fits for e in r.ranked)
-    assert r.feasible == len(r.ranked) < r.considered
+    assert len(r.ranked) <= r.feasible < r.considered  # higher ZeRO stages of a fitting plan count, untimed
     # 70B does not fit on one toy GPU with 80 GiB: 70e9 params alone need > 130 GiB in bf16
     with pytest.raises(InfeasibleError, match="no plan fits"):
         search(m, toy_hw, Job(gpus=1, gpus_per_node=8, global_batch=8, seq_len=8192))

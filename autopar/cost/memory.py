@@ -164,8 +164,10 @@ def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | No
     cache = {} if cache is None else cache
     tokens = plan.mbs * job.seq_len / plan.cp
     ranks = memo(cache, ("ranks", plan.pp, plan.vpp), lambda: rank_kinds(model, plan.pp, plan.vpp))
-    key = (plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.ep, plan.etp, plan.pp, plan.vpp)
-    stage_acts, working = memo(cache, ("acts", *key), lambda: _stage_activations(model, plan, tokens, ranks))
+    key = (plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.etp)  # activations do not depend on ep
+    per_kind, working = memo(cache, ("acts", *key), lambda: _layer_activations(model, plan, tokens))
+    stage_acts = memo(cache, ("stage_acts", *key, plan.pp, plan.vpp), lambda: tuple(
+        sum(n * per_kind[k] for k, n in ranks[i].items()) for i in (0, -1)))
     fixed = working
     if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
         fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
@@ -180,17 +182,15 @@ def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | No
     return a if a.total >= b.total else b
 
 
-def _stage_activations(model: ModelSpec, plan: Plan, tokens: float,
-                       ranks: tuple[Counter[str], ...]) -> tuple[tuple[float, float], float]:
-    """((first rank, last rank) activation bytes per micro-batch, the working set under full recompute)."""
+def _layer_activations(model: ModelSpec, plan: Plan, tokens: float) -> tuple[dict[str, float], float]:
+    """(activation bytes per micro-batch of each layer kind, the working set under full recompute)."""
     kinds = set(model.layer_kinds())
     per_kind = {k: layer_activation_bytes(model, k, tokens=tokens, plan=plan) for k in kinds}
-    ends = tuple(sum(n * per_kind[k] for k, n in ranks[i].items()) for i in (0, -1))
     working = 0.0
     if plan.recompute == "full":  # one layer's whole set while it is recomputed
         full = replace(plan, recompute="none")
         working = max(layer_activation_bytes(model, k, tokens=tokens, plan=full) for k in kinds)
-    return (ends[0], ends[1]), working
+    return per_kind, working
 
 
 def _end_params(model: ModelSpec, plan: Plan, ranks: tuple[Counter[str], ...]) -> tuple[tuple[float, float], tuple[float, float]]:
