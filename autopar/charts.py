@@ -153,12 +153,13 @@ def _cells(row: Sequence[Slot], *, unit_chars: int, chunks: int, lo: int, hi: in
     for slot in row:
         if slot.end <= lo or slot.start >= hi:
             continue
-        width = (slot.end - slot.start) * unit_chars
-        text = op_label(slot, chunks).ljust(width - 1)
+        first = max(slot.start, lo)  # an op cut by the window's left edge is labelled where it shows
+        width = (slot.end - first) * unit_chars
+        text = op_label(slot, chunks)[: width - 1].ljust(width - 1)
         styles = _F_STYLES if slot.op.kind == "F" else _B_STYLES
         style = styles[slot.op.chunk % 2]
         for j, char in enumerate(text):
-            pos = (slot.start - lo) * unit_chars + j
+            pos = (first - lo) * unit_chars + j
             if 0 <= pos < len(chars):
                 chars[pos] = (char, style)
         end = (slot.end - lo) * unit_chars - 1

@@ -102,6 +102,7 @@ def test_schedule_lines_long_run_shows_both_ends_with_an_ellipsis() -> None:
     assert head.startswith("stage 0 F1   F2   F3   F4   ····")  # 3 warm-up forwards, one steady, then wait for B1
     assert tail.rstrip().endswith("B256")
     assert lines[3].split(" … ")[0].startswith("stage 3 ···············F1   B1")
+    assert all(line.split(" … ")[1][0] in "FB·" for line in lines)  # an op cut by the window is still labelled
 
 
 def test_schedule_picture_names_the_interleaved_schedule() -> None:
