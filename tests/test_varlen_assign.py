@@ -30,6 +30,8 @@ from autopar.varlen.place import water_level
 Strategy = Callable[..., Assignment]
 LINEAR = QuadraticSeqCost(alpha_s_per_tok2=0.0, beta_s_per_tok=1.0)  # cost = tokens: easy to check by hand
 QUAD = QuadraticSeqCost(alpha_s_per_tok2=1e-6, beta_s_per_tok=1e-3, comm_s_per_tok=1e-5, comm_latency_s=0.01)
+# an 8B-class model per pipeline stage: attention catches up with the rest at about 60K tokens
+REALISTIC = QuadraticSeqCost(alpha_s_per_tok2=5e-10, beta_s_per_tok=3e-5, comm_s_per_tok=2e-7, comm_latency_s=5e-4)
 
 
 def test_quadratic_cost_formula() -> None:
@@ -177,27 +179,51 @@ def test_water_level_matches_bisection() -> None:
         dict(dp=5, cp=3, pp=3, micro_batch_tokens=30000, max_tokens_per_rank=10000),  # odd pool, oversize ones
     ],
 )
-def test_fast_greedy_stays_close_to_exact(kw: dict[str, int]) -> None:
-    dist = load_distribution("examples/seqlen/long_context.yaml")
+@pytest.mark.parametrize(
+    ("example", "cost", "tolerance"),
+    [
+        ("long_context.yaml", REALISTIC, 0.01),  # worst seen: -0.6% (the fluid levels a bit too well)
+        ("chat_short.yaml", REALISTIC, 0.01),
+        # attention as costly as everything else at 1,000 tokens (60x an 8B model's): the fluid of
+        # average cost per token is then furthest from the discrete sequences; worst seen +1.4%
+        ("chat_short.yaml", QUAD, 0.02),
+    ],
+)
+def test_fast_greedy_stays_close_to_exact(kw: dict[str, int], example: str, cost: QuadraticSeqCost,
+                                          tolerance: float) -> None:
+    dist = load_distribution(f"examples/seqlen/{example}")
     lengths = dist.sample((12, 1024), np.random.default_rng(3))
     plan = VarlenPlan(**kw)
-    m = naive_packing(lengths, QUAD, plan).n_microbatches
+    m = naive_packing(lengths, cost, plan).n_microbatches
     for fn in (balanced_packing, dynamic_cp, flexible_pool):
-        exact_a = fn(lengths, QUAD, plan, n_microbatches=m, greedy=EXACT)
-        fast_a = fn(lengths, QUAD, plan, n_microbatches=m, greedy=FAST)
+        exact_a = fn(lengths, cost, plan, n_microbatches=m, greedy=EXACT)
+        fast_a = fn(lengths, cost, plan, n_microbatches=m, greedy=FAST)
         exact, fast = step_metrics(exact_a, plan.pp).step_time_s, step_metrics(fast_a, plan.pp).step_time_s
-        assert fast.mean() == pytest.approx(exact.mean(), rel=0.015), fn.__name__
+        assert fast.mean() == pytest.approx(exact.mean(), rel=tolerance), fn.__name__
         assert fast_a.overflow_tokens.sum() == pytest.approx(exact_a.overflow_tokens.sum()), fn.__name__
 
 
-def test_capped_spread_matches_water_level_row_by_row() -> None:
-    from autopar.varlen.place import _spread
+def test_pipeline_fill_levels_the_rows_pipeline_time() -> None:
+    from autopar.varlen.place import pipeline_fill
 
     rng = np.random.default_rng(11)
-    load, cap = rng.random((3, 5, 7)) * 4, rng.random((3, 5, 7)) * (rng.random((3, 5, 7)) > 0.2)
-    amount = rng.random((3, 5)) * cap.sum(axis=-1)
-    fill = _spread(load, cap, amount)
-    lam = water_level(load.reshape(15, 7), cap.reshape(15, 7), amount.reshape(15))
-    want = np.clip(lam[:, None] - load.reshape(15, 7), 0, cap.reshape(15, 7))
-    assert fill.reshape(15, 7) == pytest.approx(want, abs=1e-9)
-    assert fill.sum(axis=-1) == pytest.approx(amount, rel=1e-9)
+    pp = 4
+    load = rng.random((3, 5, 7)) * 4
+    cap = rng.random((3, 5, 7)) * 3 * (rng.random((3, 5, 7)) > 0.2)
+    amount = np.array([0.5, 10.0, 1e9])  # a little, a lot, more than fits
+    fill = pipeline_fill(load, cap, amount, pp)
+    assert ((fill >= -1e-12) & (fill <= cap + 1e-9)).all()
+    assert fill.sum(axis=(1, 2))[:2] == pytest.approx(amount[:2], rel=1e-9)
+    assert fill[2] == pytest.approx(cap[2])  # everything full
+    new = load + fill
+    times = new.sum(axis=-1) + (pp - 1) * new.max(axis=-1)
+    for s in range(2):
+        took = fill[s].sum(axis=-1) > 1e-9
+        full = np.isclose(fill[s], cap[s]).all(axis=-1)
+        level = times[s][took & ~full]
+        assert level.max() - level.min() < 1e-6  # rows taking fluid, not full, end together
+        assert (times[s][~took] >= level.max() - 1e-6).all()  # rows without fluid were already above
+        # inside a row the fluid fills the emptiest micro-batches first (one level per row)
+        for r in np.flatnonzero(took & ~full):
+            partial = (fill[s, r] > 1e-9) & (fill[s, r] < cap[s, r] - 1e-9)
+            assert np.ptp(new[s, r][partial]) < 1e-6 if partial.any() else True

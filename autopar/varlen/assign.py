@@ -47,6 +47,7 @@ from autopar.varlen.place import EXACT, Cells, Greedy, gather_sorted, place, pou
 from autopar.varlen.seqcost import SeqCost
 
 STRATEGIES = ("naive", "balanced", "dynamic_cp", "flexible")
+TIGHT = 0.9  # share of the token room a step fills beyond which FAST pours less (see _fill)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,8 +173,17 @@ def _microbatches(lengths: np.ndarray, plan: VarlenPlan, n_microbatches: int | n
 
 def _fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, level: np.ndarray,
           greedy: Greedy) -> None:
-    """Place heavy items by LPT (largest groups first, then largest cost), pour the light ones."""
-    heavy = (group > 1) | (w >= greedy.light_frac * level[:, None])  # all of them when light_frac is 0
+    """Place heavy items by LPT (largest groups first, then largest cost), pour the light ones.
+
+    A fluid has one cost per token, so it cannot mix dense and sparse sequences
+    the way LPT does when token room is short. In steps whose tokens fill more
+    than ``TIGHT`` of the open micro-batches, eight times more sequences are
+    placed one by one.
+    """
+    rows, open_cols = cells.load.shape[1], cells.open.sum(axis=(1, 2))
+    fullness = lengths.sum(axis=1) / (rows * open_cols * cells.cap)
+    light_frac = greedy.light_frac * np.where(fullness > TIGHT, 0.125, 1.0)
+    heavy = (group > 1) | (w >= light_frac[:, None] * level[:, None])  # all of them when light_frac is 0
     # one sort: by group size, then cost, both decreasing; each group size is then a run of every row
     scale = 1.000001 * max(float(w.max()), 1e-300)
     idx, real = gather_sorted(heavy, lambda r, c: np.log2(group[r, c]) + w[r, c] / scale)
@@ -187,7 +197,7 @@ def _fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, l
     if greedy.light_frac > 0:  # the light ones are all the others
         light_cost = w.sum(axis=1) - cost.sum(axis=1)
         light_tokens = (lengths.sum(axis=1) - tok.sum(axis=1)).astype(np.float64)
-        pour(cells, np.clip(light_cost, 0.0, None), light_tokens)
+        pour(cells, np.clip(light_cost, 0.0, None), np.clip(light_tokens, 0.0, None))
 
 
 def _result(name: str, cells: Cells, gpus_per_row: int, group: np.ndarray, m: np.ndarray) -> Assignment:

@@ -182,11 +182,12 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
 def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
     """Pour ``cost`` seconds carried by ``tokens`` tokens (per step) over the cells.
 
-    Two-level water-filling. Rows first: raise the rows' pipeline times to a
-    common level, each row capped by its token room times the fluid's seconds
-    per token. Then inside each row, fill its lowest micro-batches first, so the
-    row's slowest micro-batch grows last. Open micro-batches are used before
-    reserve ones; what fits nowhere is spread evenly and counted as overflow.
+    Water-filling on pipeline time: every row that gets fluid ends at the same
+    time T* = work + (pp - 1) * slowest micro-batch, and inside a row the fluid
+    fills the emptiest micro-batches first (to a row level lambda), each capped
+    by its token room times the fluid's seconds per token (``pipeline_fill``).
+    Open micro-batches are used before reserve ones; what fits nowhere is spread
+    evenly and counted as overflow.
     """
     has = tokens > 0
     if not has.any():
@@ -195,17 +196,13 @@ def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
     per_token = np.where(density > 0, density, 1.0)
     cap = np.clip(cells.cap - cells.tokens, 0.0, None) * density[:, None, None]
     left = np.where(has, cost, 0.0)
-    level_base = cells.row_times()
     fill = np.zeros_like(cells.load)
     for usable in (cells.open, ~cells.open):
         if not (left > 1e-9 * np.maximum(cost, 1e-300)).any():
             break
-        row_cap = (cap * usable).sum(axis=-1)
-        lam = water_level(level_base, row_cap, left)
-        amount = np.clip(lam[:, None] - level_base, 0.0, row_cap)
-        fill += _spread(cells.load + fill, cap * usable, amount)
-        level_base = level_base + amount
-        left = np.clip(left - amount.sum(axis=1), 0.0, None)
+        more = pipeline_fill(cells.load + fill, cap * usable, left, cells.pp)
+        fill += more
+        left = np.clip(left - more.sum(axis=(1, 2)), 0.0, None)
     spill = np.where(left > 1e-9 * np.maximum(cost, 1e-300), left, 0.0)
     if spill.any():  # no room anywhere: spread the rest over the open cells, count it
         opened = np.broadcast_to(cells.open, fill.shape)
@@ -217,6 +214,74 @@ def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
     cells.room = cells.cap - cells.tokens + (cells.hard_cap - cells.cap) * (cells.tokens <= 0)
     cells.work = cells.load.sum(axis=-1)
     cells.peak = cells.load.max(axis=-1)
+
+
+def pipeline_fill(load: np.ndarray, cap: np.ndarray, amount: np.ndarray, pp: int) -> np.ndarray:
+    """Fills (S, R, M) that pour ``amount`` (S,) so the rows that take any end at one pipeline time.
+
+    A row of work W and slowest micro-batch P starts at T0 = W + (pp - 1) P.
+    Poured lowest-first, its first A1 = sum_j min(P - s_j, cap_j) seconds stay
+    below P and raise T one for one. Beyond that its cells rise above P
+    together, each by at most r_j = (s_j + cap_j - P)+, and T grows by the
+    fluid plus (pp - 1) times the rise x: a(x) = A1 + sum_j min(x, r_j) and
+    T(x) = T0 + a(x) + (pp - 1) min(x, max_j r_j), piecewise linear with
+    breakpoints at the sorted r_j. Each row's a(T) is read off that table; the
+    common T* comes from a safeguarded Newton iteration over all steps at once;
+    ``_spread`` then fills each row's amount lowest-first.
+    """
+    peak = load.max(axis=-1)
+    base = load.sum(axis=-1) + (pp - 1) * peak
+    below = np.minimum(peak[..., None] - load, cap).sum(axis=-1)  # A1
+    rise = np.sort(np.clip(load + cap - peak[..., None], 0.0, None), axis=-1)  # r_j ascending
+    cols = rise.shape[-1]
+    g = np.cumsum(rise, axis=-1) + (cols - 1 - np.arange(cols)) * rise  # sum_j min(r_k, r_j)
+    a_tab = np.concatenate([np.zeros_like(below)[..., None], below[..., None], below[..., None] + g], axis=-1)
+    t_tab = np.concatenate([base[..., None], (base + below)[..., None],
+                            (base + below)[..., None] + g + (pp - 1) * rise], axis=-1)
+
+    def taken(level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's amount a(T) at pipeline time ``level`` (S,), and its slope da/dT there."""
+        k = (t_tab < level[:, None, None]).sum(axis=-1)
+        hi = np.minimum(k, t_tab.shape[-1] - 1)[..., None]
+        lo = np.maximum(k - 1, 0)[..., None]
+        t0, t1 = np.take_along_axis(t_tab, lo, -1)[..., 0], np.take_along_axis(t_tab, hi, -1)[..., 0]
+        v0, v1 = np.take_along_axis(a_tab, lo, -1)[..., 0], np.take_along_axis(a_tab, hi, -1)[..., 0]
+        span = t1 - t0
+        slope = np.where(span > 0, (v1 - v0) / np.where(span > 0, span, 1.0), 0.0)
+        return v0 + slope * np.clip(level[:, None] - t0, 0.0, None) * (span > 0), slope
+
+    # Safeguarded Newton on F(T) = sum of the rows' a(T), piecewise linear: each step lands on the root
+    # unless it crosses a breakpoint; a step out of the bracket falls back to bisection.
+    full = a_tab[..., -1].sum(axis=1)
+    lo_t, hi_t = t_tab[..., 0].min(axis=1), t_tab[..., -1].max(axis=1)
+    level = lo_t.copy()
+    for _ in range(60):
+        got, slope = taken(level)
+        f, df = got.sum(axis=1), slope.sum(axis=1)
+        miss = amount - f
+        if (np.abs(miss) <= 1e-10 * np.maximum(amount, 1e-300)).all():
+            break
+        lo_t, hi_t = np.where(miss > 0, level, lo_t), np.where(miss > 0, hi_t, level)
+        step = level + miss / np.where(df > 0, df, np.inf)
+        inside = (step > lo_t) & (step < hi_t) & (df > 0)
+        level = np.where(inside, step, 0.5 * (lo_t + hi_t))
+    rows = np.where((full > amount)[:, None], taken(level)[0], a_tab[..., -1])
+    total = rows.sum(axis=1)
+    rows = rows * np.where(total > amount, amount / np.where(total > 0, total, 1.0), 1.0)[:, None]
+    # Rows that rise above their peak: their level is peak + x, with x read off the same table.
+    x_tab = np.concatenate([np.zeros_like(below)[..., None], np.zeros_like(below)[..., None], rise], axis=-1)
+    k = (a_tab < rows[..., None]).sum(axis=-1)
+    hi = np.minimum(k, a_tab.shape[-1] - 1)[..., None]
+    lo = np.maximum(k - 1, 0)[..., None]
+    a0, a1 = np.take_along_axis(a_tab, lo, -1)[..., 0], np.take_along_axis(a_tab, hi, -1)[..., 0]
+    x0, x1 = np.take_along_axis(x_tab, lo, -1)[..., 0], np.take_along_axis(x_tab, hi, -1)[..., 0]
+    span = a1 - a0
+    lam = peak + x0 + (x1 - x0) * np.clip((rows - a0) / np.where(span > 0, span, 1.0), 0.0, 1.0)
+    fill = np.clip(lam[..., None] - load, 0.0, cap) * (rows > 0)[..., None]
+    low = (rows > 0) & (rows < below)  # rows that stay below their peak: capped leveling underneath
+    if low.any():
+        fill[low] = _spread(load[low][None], cap[low][None], rows[low][None])[0]
+    return fill
 
 
 def _spread(load: np.ndarray, cap: np.ndarray, amount: np.ndarray) -> np.ndarray:
