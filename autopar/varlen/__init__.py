@@ -32,10 +32,13 @@ Assignment (``assign.py``), on arrays of shape (steps, sequences)::
     balanced_packing(lengths, cost, plan, n_microbatches=None, greedy=EXACT) -> Assignment
     dynamic_cp(lengths, cost, plan, n_microbatches=None, greedy=EXACT) -> Assignment
     flexible_pool(lengths, cost, plan, n_microbatches=None, greedy=EXACT) -> Assignment
-    Assignment: cell_cost_s (steps, rows, micro-batches), cell_tokens, group_size, overflow_tokens
+    Assignment: cell_cost_s (steps, rows, micro-batches), cell_tokens, gpus_per_row, group_size,
+        n_microbatches, overflow_tokens   (rows: DP replicas for 1-2, GPUs of the dp x cp pool for 3-4)
 
 Greedy settings (``place.py``): ``EXACT`` (plain LPT, one sequence at a time)
-and ``FAST`` (LPT in rounds, the smallest sequences poured as a fluid).
+and ``FAST`` (LPT in rounds, the smallest sequences poured as a fluid; within
+1% of EXACT's mean step time for realistic costs, ~25x faster). The assignment
+functions default to EXACT, ``simulate`` to FAST.
 
 Pipeline and metrics (``pipeline.py``)::
 
@@ -58,6 +61,9 @@ tokens per micro-batch (mbs x seq_len) and the per-GPU token capacity from the
 memory model; rank by ``step_time_mean_s`` (plus the fixed per-step costs as
 ``step_overhead_s``) of the chosen strategy. ``estimate`` can chart
 ``row_times(assignment.cell_cost_s[0], pp)`` for one sampled step.
+
+Speed: 1,000 steps x 4,096 sequences, four strategies, 1.2-1.5 s of CPU on a
+shared 2-core VM; ``simulate(..., rel_sem=0.005)`` stops at 256 steps, ~0.5 s.
 """
 
 from autopar.varlen.assign import (
