@@ -224,3 +224,27 @@ def test_model_flops_moe_counts_active_experts() -> None:
                             max_seq_len=4096, tie_embeddings=False)
     # top-2 of 2048-wide experts multiply like one 4096-wide MLP, plus the router (h*E per layer)
     assert model_flops_per_token(m, 4096) == pytest.approx(model_flops_per_token(dense_equiv, 4096) + 6 * 4 * 1024 * 8)
+
+
+def test_ep_all_to_all_hidden_when_pipelined(toy_hw: HardwareProfile) -> None:
+    # pp > 1 pairs micro-batches: the all-to-all hides behind the layer's own compute (up to fwd + bwd)
+    m = moe_model()
+    shape = Shape(dtype="bf16", seq_len=4096, mbs=1)
+    flat = layer_time(m, toy_hw, shape, Plan(dp=4, tp=1, pp=1, ep=4), "moe")
+    piped = layer_time(m, toy_hw, shape, Plan(dp=4, tp=1, pp=2, ep=4), "moe")
+    hidden = min(flat.ep_exposed, flat.fwd + flat.bwd)
+    assert piped.ep_exposed == pytest.approx(flat.ep_exposed - hidden)
+    assert piped.overlap_penalty == pytest.approx(flat.overlap_penalty + (toy_hw.compute_slowdown - 1) * hidden)
+
+
+def test_fp8_keeps_gemm_inputs_in_one_byte() -> None:
+    # GPT-like block, tp=1: bf16 keeps 34 s*b*h bytes; FP8 saves 1 B per element on the two sub-layer inputs (2h),
+    # the attention output (h) and the GELU output (4h): 34 - 7 = 27 s*b*h
+    from conftest import gpt_like
+
+    plan = Plan(dp=1, tp=1, pp=1, sp=False)
+    bf16 = layer_activation_bytes(gpt_like(), "dense", tokens=2048, plan=plan)
+    fp8 = layer_activation_bytes(gpt_like(), "dense", tokens=2048, plan=plan, fp8=True)
+    sbh = 2048 * 1024
+    assert bf16 == 34 * sbh
+    assert fp8 == 34 * sbh - (1 + 1) * sbh - 1 * sbh - 4 * sbh

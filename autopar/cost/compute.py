@@ -10,7 +10,7 @@ bytes / (HBM bandwidth * streaming efficiency). Communication inside the layer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import Group, collective_time, group_of
@@ -88,6 +88,13 @@ def layer_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan, 
     total = parts[0]
     for part in parts[1:]:
         total = total + part
+    if plan.pp > 1 and total.ep_exposed > 0:
+        # A pipelined schedule has another micro-batch's forward or backward at hand; pairing
+        # them hides one's all-to-all behind the other's compute (DualPipe, DeepSeek-V3 sec.
+        # 3.2.1; Megatron-Core's 1F1B all-to-all overlap), at the overlap slowdown.
+        hidden = min(total.ep_exposed, total.fwd + total.bwd)
+        total = replace(total, ep_exposed=total.ep_exposed - hidden,
+                        overlap_penalty=total.overlap_penalty + (hw.compute_slowdown - 1) * hidden)
     return total
 
 

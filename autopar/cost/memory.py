@@ -53,29 +53,37 @@ class MemoryBreakdown:
         return out
 
 
-def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan) -> float:
-    """Bytes one sub-layer keeps for backward for `tokens` tokens on one rank (no recompute, or selective)."""
+def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan, fp8: bool = False) -> float:
+    """Bytes one sub-layer keeps for backward for `tokens` tokens on one rank (no recompute, or selective).
+
+    Under FP8 (Transformer Engine) the tensors a GEMM saves for its weight
+    gradient are kept in FP8, 1 byte: the sub-layer input, the attention output,
+    the MLP activation output, the dispatched tokens of an MoE.
+    """
     h, t, b = model.hidden_size, plan.tp, cal.ACT_BYTES
+    g = 1 if fp8 else b  # bytes of a saved GEMM input
     sp = plan.sp and t > 1
-    outside = tokens * h * (2 * b + 1) / (t if sp else 1)  # norm input and sub-layer input (bf16), dropout mask (1 B)
+    outside = tokens * h * (b + g + 1) / (t if sp else 1)  # norm input, sub-layer input, dropout mask (1 B)
     selective = plan.recompute == "selective"
     if part == "attn":
         if model.mla is not None:
             mla, a = model.mla, model.num_attention_heads
             latent = b * tokens * (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim)  # replicated across TP
-            heads = b * tokens * a * (2 * mla.qk_head_dim + 2 * mla.v_head_dim) / t  # Q, K, V, output
+            heads = tokens * a * (b * (2 * mla.qk_head_dim + mla.v_head_dim) + g * mla.v_head_dim) / t  # Q, K, V, output
             return outside + latent + heads
-        return outside + b * tokens * (2 * model.q_width + 2 * model.kv_width) / t  # Q, K, V, output
+        return outside + tokens * (b * (model.q_width + 2 * model.kv_width) + g * model.q_width) / t  # Q, K, V, output
     if part == "mlp":
         f = model.ffn_hidden_size
-        act = b * tokens * f * (3 if model.ffn_activation == "swiglu" else 2) / t
-        return outside + act - (b * tokens * f / t if selective else 0.0)
+        inputs = 2 if model.ffn_activation == "swiglu" else 1  # what the activation function reads back
+        act = tokens * f * (b * inputs + (0 if selective else g)) / t
+        return outside + act
     if part == "moe" and model.moe is not None:
         moe = model.moe
         copies = tokens * plan.etp / t * moe.top_k * moe.capacity_factor
-        gated = 3 if model.ffn_activation == "swiglu" else 2
-        experts = b * copies * (2 * h + moe.expert_ffn_hidden_size * (gated - selective) / plan.etp)
-        shared = b * tokens * moe.shared_width * (gated - selective) / t
+        inputs = 2 if model.ffn_activation == "swiglu" else 1
+        per_width = b * inputs + (0 if selective else g)
+        experts = copies * (g * h + b * h + moe.expert_ffn_hidden_size * per_width / plan.etp)  # dispatched in, expert out
+        shared = tokens * moe.shared_width * per_width / t
         router = 4 * tokens * moe.num_experts / (t if sp else 1)  # fp32 routing probabilities
         return outside + experts + shared + router
     if part == "mamba" and model.mamba is not None:
@@ -87,11 +95,11 @@ def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: P
     raise ValueError(f"{model.name} has no {part} sub-layer")
 
 
-def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan) -> float:
+def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan, fp8: bool = False) -> float:
     """Bytes one layer keeps for backward; under full recompute only its input (split by tp under SP)."""
     if plan.recompute == "full":
         return cal.ACT_BYTES * tokens * model.hidden_size / (plan.tp if plan.sp and plan.tp > 1 else 1)
-    return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan) for p in KIND_PARTS[kind])
+    return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan, fp8=fp8) for p in KIND_PARTS[kind])
 
 
 def block_activation_bytes(model: ModelSpec, *, tokens: float, tp: int, sp: bool, recompute: str) -> float:
@@ -164,8 +172,9 @@ def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | No
     cache = {} if cache is None else cache
     tokens = plan.mbs * job.seq_len / plan.cp
     ranks = memo(cache, ("ranks", plan.pp, plan.vpp), lambda: rank_kinds(model, plan.pp, plan.vpp))
-    key = (plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.etp)  # activations do not depend on ep
-    per_kind, working = memo(cache, ("acts", *key), lambda: _layer_activations(model, plan, tokens))
+    fp8 = job.dtype == "fp8"
+    key = (plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.etp, fp8)  # activations do not depend on ep
+    per_kind, working = memo(cache, ("acts", *key), lambda: _layer_activations(model, plan, tokens, fp8))
     stage_acts = memo(cache, ("stage_acts", *key, plan.pp, plan.vpp), lambda: tuple(
         sum(n * per_kind[k] for k, n in ranks[i].items()) for i in (0, -1)))
     fixed = working
@@ -182,14 +191,14 @@ def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | No
     return a if a.total >= b.total else b
 
 
-def _layer_activations(model: ModelSpec, plan: Plan, tokens: float) -> tuple[dict[str, float], float]:
+def _layer_activations(model: ModelSpec, plan: Plan, tokens: float, fp8: bool) -> tuple[dict[str, float], float]:
     """(activation bytes per micro-batch of each layer kind, the working set under full recompute)."""
     kinds = set(model.layer_kinds())
-    per_kind = {k: layer_activation_bytes(model, k, tokens=tokens, plan=plan) for k in kinds}
+    per_kind = {k: layer_activation_bytes(model, k, tokens=tokens, plan=plan, fp8=fp8) for k in kinds}
     working = 0.0
     if plan.recompute == "full":  # one layer's whole set while it is recomputed
         full = replace(plan, recompute="none")
-        working = max(layer_activation_bytes(model, k, tokens=tokens, plan=full) for k in kinds)
+        working = max(layer_activation_bytes(model, k, tokens=tokens, plan=full, fp8=fp8) for k in kinds)
     return per_kind, working
 
 
