@@ -25,7 +25,6 @@ from autopar.varlen import (
     next_fit,
     step_metrics,
 )
-from autopar.varlen.place import water_level
 
 Strategy = Callable[..., Assignment]
 LINEAR = QuadraticSeqCost(alpha_s_per_tok2=0.0, beta_s_per_tok=1.0)  # cost = tokens: easy to check by hand
@@ -159,15 +158,6 @@ def test_pipeline_formula_and_stall_by_hand() -> None:
     assert m.step_time_s[0] == pytest.approx(6 + 3 * 3)
     assert m.stall_frac[0] == pytest.approx(3 * (3 - 2) / 15)
     assert m.bubble_frac[0] == pytest.approx(9 / 15)
-
-
-def test_water_level_matches_bisection() -> None:
-    rng = np.random.default_rng(7)
-    base, cap = rng.random((50, 9)) * 10, rng.random((50, 9)) * 3
-    amount = rng.random(50) * cap.sum(axis=1)
-    lam = water_level(base, cap, amount)
-    assert np.clip(lam[:, None] - base, 0, cap).sum(axis=1) == pytest.approx(amount, rel=1e-9)
-    assert np.isinf(water_level(base[:1], cap[:1], cap[:1].sum(axis=1) + 1.0)[0])
 
 
 @pytest.mark.parametrize(

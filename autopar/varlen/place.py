@@ -88,10 +88,6 @@ class Cells:
         self.work = np.zeros((steps, rows))  # sum of a row's cells
         self.peak = np.zeros((steps, rows))  # largest cell of a row
 
-    def row_times(self) -> np.ndarray:
-        """(S, rows) pipeline time of each row so far."""
-        return self.work + (self.pp - 1) * self.peak
-
 
 def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy: Greedy, *,
           start: np.ndarray | None = None, stop: np.ndarray | None = None) -> None:
@@ -326,28 +322,6 @@ def _level(base: np.ndarray, fixed: np.ndarray, amount: np.ndarray) -> np.ndarra
     k = cols - 1 - np.argmax(valid[:, ::-1], axis=1)
     lam = np.take_along_axis(levels, k[:, None], 1)[:, 0]
     return np.where(valid.any(axis=1), lam, -np.inf)  # no free cell: nothing more can be placed
-
-
-def water_level(base: np.ndarray, cap: np.ndarray, amount: np.ndarray) -> np.ndarray:
-    """Level lam per row with sum_k clip(lam - base_k, 0, cap_k) = amount (inf if it does not fit).
-
-    f(lam) is piecewise linear; its slope is the number of cells with
-    base_k < lam < base_k + cap_k. Sort the 2K breakpoints, integrate the slope,
-    and interpolate inside the segment where f reaches ``amount``.
-    """
-    steps, k = base.shape
-    ev = np.concatenate([base, base + cap], axis=1)
-    step_up = np.concatenate([np.ones((steps, k)), -np.ones((steps, k))], axis=1)
-    order = np.argsort(ev, axis=1, kind="stable")
-    ev = np.take_along_axis(ev, order, 1)
-    slope = np.cumsum(np.take_along_axis(step_up, order, 1), axis=1)
-    f = np.concatenate([np.zeros((steps, 1)), np.cumsum(np.diff(ev, axis=1) * slope[:, :-1], axis=1)], axis=1)
-    i = (f < amount[:, None]).sum(axis=1)
-    i0 = np.clip(i - 1, 0, 2 * k - 1)[:, None]
-    f0, e0 = np.take_along_axis(f, i0, 1)[:, 0], np.take_along_axis(ev, i0, 1)[:, 0]
-    s0 = np.maximum(np.take_along_axis(slope, i0, 1)[:, 0], 1.0)
-    lam = e0 + (amount - f0) / s0
-    return np.where(i == 0, -np.inf, np.where(i >= 2 * k, np.inf, lam))
 
 
 def gather_sorted(mask: np.ndarray, key: np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray],
