@@ -37,6 +37,7 @@ class MoESpec:
     shared_expert_ffn_hidden_size: int = 0  # inner width of one shared expert (defaults to the routed width)
     first_dense_layers: int = 0  # leading blocks that keep a dense MLP
     capacity_factor: float = 1.0  # load of the busiest expert over the mean (routing imbalance)
+    max_nodes_per_token: int = 0  # node-limited routing (DeepSeek-V3 sec. 2.1.2): nodes a token may reach, 0 = any
 
     def __post_init__(self) -> None:
         if self.top_k > self.num_experts:

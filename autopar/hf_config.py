@@ -167,7 +167,10 @@ def _deepseek(c: _Config) -> ModelSpec:
     moe = c.build("moe", lambda: MoESpec(
         num_experts=f.integer("n_routed_experts"), top_k=f.integer("num_experts_per_tok"), expert_ffn_hidden_size=width,
         shared_experts=shared, shared_expert_ffn_hidden_size=width if shared else 0,
-        first_dense_layers=f.integer("first_k_dense_replace", 0, minimum=0)))
+        first_dense_layers=f.integer("first_k_dense_replace", 0, minimum=0),
+        # group-limited routing: experts sit in n_group groups (one per node when EP spans that many
+        # nodes) and a token reaches at most topk_group of them
+        max_nodes_per_token=f.integer("topk_group", 0, minimum=0) if f.has("n_group") else 0))
     return c.spec(
         layers=f.integer("num_hidden_layers"), hidden_size=hidden, num_attention_heads=heads,
         num_kv_heads=heads,  # MLA expands the latent to a key and a value per head

@@ -212,6 +212,7 @@ def _moe(f: Fields) -> MoESpec | None:
         shared_expert_ffn_hidden_size=g.integer("shared_expert_ffn_hidden_size", 0, minimum=0),
         first_dense_layers=g.integer("first_dense_layers", 0, minimum=0),
         capacity_factor=g.number("capacity_factor", 1.0),
+        max_nodes_per_token=g.integer("max_nodes_per_token", 0, minimum=0),
     )
     g.finish()
     return spec

@@ -22,7 +22,8 @@ def plan_dict(est: Estimate) -> dict[str, Any]:
     """The DESIGN.md JSON contract for one plan."""
     p = est.plan
     return {
-        "dp": p.dp, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "mbs": p.mbs,
+        "dp": p.dp, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "cp_comm": p.cp_comm,
+        "mbs": p.mbs,
         "recompute": p.recompute, "zero": p.zero, "sp": p.sp,
         "step_time_s": est.step_time_s,
         "tokens_per_s": est.tokens_per_s,
@@ -110,7 +111,11 @@ def _fmt_plan(est: Estimate) -> str:
     if p.vpp > 1:
         bits.append(f"vpp{p.vpp}")
     if p.cp > 1:
-        bits.append(f"cp{p.cp}")
+        bits.append(f"cp{p.cp}" + ("(ag)" if p.cp_comm == "allgather" else ""))
+    if p.ep > 1:
+        bits.append(f"ep{p.ep}")
+    if p.etp > 1:
+        bits.append(f"etp{p.etp}")
     return " ".join(bits)
 
 

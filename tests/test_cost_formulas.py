@@ -179,3 +179,10 @@ def test_palm_convention_equals_megatron_core_r08() -> None:
     s, n_layers, h = 8192, 80, 8192
     megatron = 12 * s * n_layers * h * h * ((1 + 8 / 64 + s / h) * 1 + (28672 / h) * 1.5 + 128256 / (2 * n_layers * h))
     assert model_flops_per_token(m, s) * s == pytest.approx(megatron, rel=1e-12)
+
+
+def test_all_to_all_across_nodes_is_off_node_share_on_one_rail(toy_hw: HardwareProfile) -> None:
+    # 16 ranks, 4 per node: 12/16 of the buffer leaves the node through the rank's own 10 GB/s rail,
+    # 3/16 stays on NVLink at 100 GB/s in parallel: 20 us + 0.75 * 1e9 / 1e10
+    t = collective_time(toy_hw, "all_to_all", 1e9, Group(size=16, per_node=4))
+    assert t == pytest.approx(20e-6 + 0.75 * 1e9 / 1e10)

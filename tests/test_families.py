@@ -248,3 +248,24 @@ def test_fp8_keeps_gemm_inputs_in_one_byte() -> None:
     sbh = 2048 * 1024
     assert bf16 == 34 * sbh
     assert fp8 == 34 * sbh - (1 + 1) * sbh - 1 * sbh - 4 * sbh
+
+
+def test_ep_exchange_across_nodes_node_aware() -> None:
+    # EP 16 over 2 nodes (8 per node), top-2 of 8 experts: a token's experts sit on 2*(1 - (1/2)^2) = 1.5 nodes,
+    # 0.75 of them remote; network 4096 tok * 0.75 * 1024 * 2 B / 10 GB/s; NVLink fan-out of 8192 copies * 7/8.
+    from conftest import toy_profile_dict
+
+    from autopar.cost.compute import _ep_exchange
+    from autopar.hardware import parse_profile
+
+    hw = parse_profile(toy_profile_dict(), where="toy")
+    m = moe_model(num_experts=16)
+    plan = Plan(dp=16, tp=1, pp=1, ep=16)
+    network = 4096 * 0.75 * 1024 * 2 / 1e10
+    fan_out = 8192 * 1024 * 2 * 7 / 8 / 1e11
+    assert _ep_exchange(m, hw, plan, 4096, 2) == pytest.approx(20e-6 + max(network, fan_out))
+    # node-limited routing caps the distinct nodes: with 8 nodes and top-8, 8*(1-(7/8)^8) = 5.25 -> 4
+    wide = moe_model(num_experts=64, top_k=8, max_nodes_per_token=4)
+    plan64 = Plan(dp=64, tp=1, pp=1, ep=64)
+    capped = 4096 * 4 * 7 / 8 * 1024 * 2 / 1e10
+    assert _ep_exchange(wide, hw, plan64, 4096, 2) == pytest.approx(20e-6 + max(capped, 4096 * 8 * 1024 * 2 * 7 / 8 / 1e11))

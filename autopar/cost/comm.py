@@ -11,6 +11,10 @@ Tiers: a group inside one node uses the node's fits. A group that spans nodes
 with k members on each node is limited by the network: NCCL runs k rings at
 once, one per NIC rail, so the bus bandwidth is k times the one-rank-per-node
 fit, capped by the intra-node fabric (which still carries every byte).
+All-to-all is different: every rank sends the (n-k)/n of its buffer that lives
+on other nodes through its own NIC (all the node's NICs are busy with its other
+ranks), while the on-node share moves over NVLink at the same time, so its time
+is the off-node share at one rail's bandwidth.
 """
 
 from __future__ import annotations
@@ -58,9 +62,11 @@ def collective_time(hw: HardwareProfile, kind: str, nbytes: float, group: Group)
     wire = 2 if kind == "send_recv" else n
     intra = fit_for(hw.intra[kind], min(wire, hw.gpus_per_node))
     if group.intra:
-        latency, bw = intra.latency_s, intra.bw_bytes_per_s
-    else:
-        inter = fit_for(hw.inter[kind], max(2, n // group.per_node))
-        latency = inter.latency_s
-        bw = min(intra.bw_bytes_per_s, group.per_node * inter.bw_bytes_per_s)
-    return latency + _FACTOR[kind](n) * nbytes / bw
+        return intra.latency_s + _FACTOR[kind](n) * nbytes / intra.bw_bytes_per_s
+    inter = fit_for(hw.inter[kind], max(2, n // group.per_node))
+    if kind == "all_to_all":
+        off_node = (n - group.per_node) / n * nbytes / inter.bw_bytes_per_s
+        on_node = (group.per_node - 1) / n * nbytes / intra.bw_bytes_per_s
+        return inter.latency_s + max(off_node, on_node)
+    bw = min(intra.bw_bytes_per_s, group.per_node * inter.bw_bytes_per_s)
+    return inter.latency_s + _FACTOR[kind](n) * nbytes / bw

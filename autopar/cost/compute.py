@@ -24,7 +24,7 @@ from autopar.cost.flops import (
     ssd_scan_flops,
 )
 from autopar.families import KIND_PARTS
-from autopar.hardware import HardwareProfile
+from autopar.hardware import HardwareProfile, fit_for
 from autopar.model import ModelSpec
 from autopar.plan import Plan
 
@@ -228,7 +228,8 @@ def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> Blo
     Tokens reach the experts SP-split when etp = 1 (no TP collective around the
     experts) or gathered across TP when etp = tp (experts split like an MLP).
     Each routed copy of a token goes to its expert's rank and back (dispatch and
-    combine), forward and backward; the all-to-all is left exposed.
+    combine), forward and backward (_ep_exchange); exposed here, hidden by the
+    paired micro-batch in pipelined plans (layer_time).
     """
     moe = model.moe
     if moe is None:
@@ -245,11 +246,40 @@ def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> Blo
     fwd = gemm + mem
     ep = 0.0
     if plan.ep > 1:
-        group = group_of(size=plan.ep, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
-        one = collective_time(hw, "all_to_all", cal.ACT_BYTES * copies * model.hidden_size, group)
-        ep = (6 if plan.recompute == "full" else 4) * one
+        dispatch = 1 if shape.dtype == "fp8" else cal.ACT_BYTES  # DeepEP/TE dispatch FP8 tokens under an FP8 recipe
+        fwd_pair = _ep_exchange(model, hw, plan, expert_tokens, dispatch) + _ep_exchange(model, hw, plan, expert_tokens, 2)
+        ep = (2 if plan.recompute == "full" else 1) * fwd_pair + 2 * _ep_exchange(model, hw, plan, expert_tokens, 2)
     tp = _tp_collectives(model, hw, plan, tokens) if plan.etp > 1 else (0.0, 0.0)
     return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem, selective=act, tp=tp, ep=ep)
+
+
+def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: float, nbytes: int) -> float:
+    """Seconds of one EP dispatch (or combine) of `tokens` tokens per rank, `nbytes` per element.
+
+    Inside a node it is an all-to-all of every routed copy. Across nodes we model
+    the node-aware dispatcher (DeepEP, Megatron's flex dispatcher): a token
+    crosses the network once per destination node, then NVLink fans it out to
+    its experts there. With uniform routing over g nodes a token's top_k experts
+    sit on g(1 - (1 - 1/g)^k) distinct nodes, at most max_nodes_per_token; the
+    remote ones are (g - 1)/g of them, sent on the rank's own NIC rail.
+    """
+    moe = model.moe
+    if moe is None:
+        return 0.0
+    group = group_of(size=plan.ep, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
+    copies = tokens * moe.top_k * moe.capacity_factor
+    if group.intra:
+        return collective_time(hw, "all_to_all", nbytes * copies * model.hidden_size, group)
+    nodes = group.size / group.per_node
+    reached = nodes * (1 - (1 - 1 / nodes) ** moe.top_k)
+    if moe.max_nodes_per_token:
+        reached = min(reached, moe.max_nodes_per_token)
+    remote = reached * (nodes - 1) / nodes
+    inter = fit_for(hw.inter["all_to_all"], int(nodes))
+    intra = fit_for(hw.intra["all_to_all"], min(group.per_node, hw.gpus_per_node))
+    network = nbytes * tokens * moe.capacity_factor * remote * model.hidden_size / inter.bw_bytes_per_s
+    fan_out = nbytes * copies * model.hidden_size * (group.per_node - 1) / group.per_node / intra.bw_bytes_per_s
+    return inter.latency_s + max(network, fan_out)
 
 
 def _mamba(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> BlockTime:
