@@ -82,12 +82,13 @@ def suggest(ctx: Context) -> Suggestion:
     return Suggestion(ctx=ctx, result=result, search_s=time.perf_counter() - start)
 
 
-def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: int, recompute: str, zero: int, sp: bool) -> Explained:
+def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: int, recompute: str, zero: int, sp: bool,
+            etp: int = 1, cp_comm: str = "ring") -> Explained:
     denom = tp * pp * cp
     if denom <= 0 or ctx.job.gpus % denom:
         raise SpecError(f"--gpus ({ctx.job.gpus}) must be divisible by tp*pp*cp ({tp}*{pp}*{cp})")
-    plan = Plan(dp=ctx.job.gpus // denom, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, mbs=mbs, recompute=recompute, zero=zero,
-                sp=sp and tp > 1)
+    plan = Plan(dp=ctx.job.gpus // denom, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, cp_comm=cp_comm, mbs=mbs,
+                recompute=recompute, zero=zero, sp=sp and tp > 1)
     est = estimate(ctx.model, ctx.hw, ctx.job, plan)
     hints = () if est.fits else fit_hints(ctx, plan)
     return Explained(ctx=ctx, estimate=est, hints=hints)

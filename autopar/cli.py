@@ -60,6 +60,9 @@ BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (d
 SeqOpt = Annotated[int | None, typer.Option(help="Sequence length in tokens (default: the model's).")]
 DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+DistOpt = Annotated[str | None, typer.Option(
+    help="Sequence-length distribution: lengths (.txt/.jsonl/.npy), a histogram or a parametric form (.yaml).")]
+StrategyOpt = Annotated[str, typer.Option(help="Rank plans under: naive | balanced | dynamic_cp | flexible.")]
 EmitOpt = Annotated[str | None, typer.Option(
     help="Also give the launch: megatron | torchtitan (torchrun lines) | slurm | slurm-torchtitan (sbatch scripts).",
     autocompletion=complete_emit)]
@@ -93,6 +96,8 @@ def suggest(
     torchtitan_config: TitanOpt = None,
     plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs autopar[plot]).")]
     = None,
+    seq_len_dist: DistOpt = None,
+    varlen_strategy: StrategyOpt = "dynamic_cp",
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
     from autopar import advise, launch, report
@@ -101,6 +106,19 @@ def suggest(
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype)
+        if seq_len_dist is not None:
+            from autopar import advise_varlen, report_varlen
+
+            dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
+            varlen_result = advise_varlen.suggest_varlen(ctx, dist, sequences=global_batch, strategy=varlen_strategy)
+            launched = launch.prepare(want, varlen_result.fixed.ctx, varlen_result.plans[0].estimate.plan)
+            if json_out:
+                print(report_varlen.suggestion_json(varlen_result, top))
+            else:
+                report_varlen.render_suggestion(_console(), varlen_result, top)
+                if launched is not None:
+                    report.render_launch(_console(), launched)
+            return
         result = advise.suggest(ctx)
         launched = launch.prepare(want, result.ctx, result.result.ranked[0].plan)
         plotted = None
@@ -127,6 +145,8 @@ def estimate(
     vpp: Annotated[int, typer.Option(help="Virtual stages per pipeline rank (interleaved 1F1B).")] = 1,
     cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1,
     ep: Annotated[int, typer.Option(help="Expert-parallel degree (MoE only).")] = 1,
+    etp: Annotated[int, typer.Option(help="Expert tensor-parallel degree: 1 or tp (MoE only).")] = 1,
+    cp_comm: Annotated[str, typer.Option(help="CP K/V exchange: ring | allgather.")] = "ring",
     mbs: Annotated[int, typer.Option(help="Micro-batch size, sequences.")] = 1,
     recompute: Annotated[str, typer.Option(help="none | selective | full")] = "none",
     zero: Annotated[int, typer.Option(help="0 | 1 | 2 | 3 (1 = distributed optimizer)")] = 1,
@@ -140,15 +160,29 @@ def estimate(
     emit: EmitOpt = None,
     emit_out: EmitOutOpt = None,
     torchtitan_config: TitanOpt = None,
+    seq_len_dist: DistOpt = None,
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
     from autopar import advise, launch, report
 
+    knobs = {"tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "ep": ep, "etp": etp, "cp_comm": cp_comm, "mbs": mbs,
+             "recompute": recompute, "zero": zero, "sp": sp}
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype)
-        result = advise.explain(ctx, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, mbs=mbs, recompute=recompute, zero=zero, sp=sp)
+        if seq_len_dist is not None:
+            from autopar import advise_varlen, report_varlen
+
+            dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
+            explained = advise_varlen.explain_varlen(ctx, dist, lambda c: advise.explain(c, **knobs).estimate,
+                                                     sequences=global_batch)
+            if json_out:
+                print(report_varlen.explained_json(explained))
+            else:
+                report_varlen.render_explained(_console(), explained)
+            return
+        result = advise.explain(ctx, **knobs)
         launched = launch.prepare(want, result.ctx, result.estimate.plan)
     except AutoparError as exc:
         _fail(exc)

@@ -105,7 +105,7 @@ def _header(console: Console, ctx: Context) -> None:
     console.print(f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, {j.dtype}")
 
 
-def _fmt_plan(est: Estimate) -> str:
+def plan_label(est: Estimate) -> str:
     p = est.plan
     bits = [f"dp{p.dp}", f"tp{p.tp}" + ("+sp" if p.sp else ""), f"pp{p.pp}"]
     if p.vpp > 1:
@@ -130,13 +130,13 @@ def render_suggestion(
     for col in ("#", "plan", "mbs", "recompute", "zero", "step s", "tokens/s", "tok/s/GPU", "TFLOP/s/GPU", "MFU", "mem GiB"):
         table.add_column(col, justify="left" if col in ("plan", "recompute") else "right")
     for i, e in enumerate(r.ranked[:top], 1):
-        table.add_row(str(i), _fmt_plan(e), str(e.plan.mbs), e.plan.recompute, str(e.plan.zero), f"{e.step_time_s:.2f}",
+        table.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute, str(e.plan.zero), f"{e.step_time_s:.2f}",
                       f"{e.tokens_per_s:,.0f}", f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.model_tflops_per_gpu:.0f}",
                       f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
     console.print(table)
     best = r.ranked[0]
     console.print(
-        f"[bold green]recommended:[/] {_fmt_plan(best)}, mbs {best.plan.mbs}, recompute {best.plan.recompute}, "
+        f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute {best.plan.recompute}, "
         f"ZeRO-{best.plan.zero}: {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s "
         f"({best.tokens_per_s_per_gpu:,.0f} per GPU), MFU {best.mfu:.1%}, peak memory {best.memory.total / GIB:.1f} GiB/GPU"
     )
@@ -151,7 +151,7 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
     _header(console, x.ctx)
     e = x.estimate
     p = e.plan
-    console.print(f"plan: {_fmt_plan(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute {p.recompute}, "
+    console.print(f"plan: {plan_label(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute {p.recompute}, "
                   f"ZeRO-{p.zero}")
     t = Table(title=f"step time {e.step_time_s:.3f} s")
     t.add_column("component")

@@ -18,6 +18,8 @@ from autopar.model import load_model, preset_names
 # Published parameter counts (total, including embeddings).
 PUBLISHED_PARAMS = {
     "llama3-8b": 8.03e9,  # Llama 3 Herd of Models, Table 3; HF config
+    "llama3.1-8b": 8.03e9,  # Llama 3.1 model card: same shape, 128K context
+    "llama3.1-70b": 70.55e9,  # Llama 3.1 model card: same shape as Llama 3 70B
     "llama3-70b": 70.6e9,  # idem
     "llama3.1-405b": 405.9e9,  # idem
     "gpt3-175b": 175.0e9,  # Brown et al. 2020, Table 2.1

@@ -1,0 +1,158 @@
+"""suggest/estimate with a sequence-length distribution: plans ranked by simulated steps.
+
+The fixed-length search runs on packed micro-batches (packing length P = the
+longest sequence rounded up to a power of two, so the fixed plan's CP is sized
+for it). Its leading layouts are then simulated with the varlen package: steps
+sampled from the distribution, sequences assigned by each of the four
+strategies, the per-sequence cost from the cost model (ModelSeqCost), the
+per-GPU token room from the memory model. Plans are re-ranked by the chosen
+strategy's mean step time, which can pick different DP/CP/PP than the
+fixed-length answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from autopar import varlen
+from autopar.advise import Context, Suggestion, suggest
+from autopar.cost import calibration as cal
+from autopar.cost.seqcost import ModelSeqCost
+from autopar.cost.step import Estimate
+from autopar.errors import InfeasibleError, SpecError
+from autopar.job import DEFAULT_TOKENS_PER_STEP, Job
+
+CANDIDATES = 8  # distinct layouts of the fixed-length ranking that are simulated
+STEPS = 128  # sampled steps per candidate (at most; stops earlier once converged)
+MIN_STEPS = 32
+REL_SEM = 0.01  # stop when the mean step time is known to 1%
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VarlenPlan:
+    """One plan under the length distribution."""
+
+    estimate: Estimate  # the fixed-length (packed) estimate
+    results: dict[str, varlen.StrategyResult]  # per strategy
+    max_tokens_per_rank: int  # activation room of one GPU for one micro-batch, tokens
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VarlenSuggestion:
+    fixed: Suggestion  # the fixed-length search on packed micro-batches
+    dist: varlen.LengthDist  # the lengths
+    strategy: str  # the strategy plans are ranked by
+    sequences_per_step: int  # global batch, in sequences of the distribution
+    plans: tuple[VarlenPlan, ...]  # best first under `strategy`
+
+    def tokens_per_s(self, plan: VarlenPlan, strategy: str) -> float:
+        return plan.results[strategy].tokens_per_s
+
+
+def load(path: str, ctx_model_max: int, model_name: str) -> varlen.LengthDist:
+    dist = varlen.load_distribution(path)
+    varlen.check_max(dist, ctx_model_max, model_name)
+    return dist
+
+
+def packing_length(dist: varlen.LengthDist) -> int:
+    """The fixed plan's sequence length: the longest sequence, rounded up to a power of two."""
+    return 2 ** math.ceil(math.log2(max(dist.max_len, 2)))
+
+
+def packed_context(ctx: Context, dist: varlen.LengthDist, sequences: int | None) -> tuple[Context, int]:
+    """The job in packed micro-batches of P tokens, and the distribution's sequences per step."""
+    p = packing_length(dist)
+    if p > ctx.model.max_seq_len:
+        p = ctx.model.max_seq_len
+    seqs = sequences or max(1, int(DEFAULT_TOKENS_PER_STEP // dist.mean_len))
+    nodes = max(1, ctx.job.gpus // ctx.job.gpus_per_node)
+    packed = nodes * math.ceil(seqs * dist.mean_len / p / nodes)
+    job = Job(gpus=ctx.job.gpus, gpus_per_node=ctx.job.gpus_per_node, global_batch=packed, seq_len=p, dtype=ctx.job.dtype)
+    return replace(ctx, job=job, batch_defaulted=sequences is None), seqs
+
+
+def token_room(est: Estimate, job: Job) -> int:
+    """Tokens one GPU's activation memory holds per micro-batch, from the memory model.
+
+    Activations and logits grow with tokens; weights, grads, optimizer and buffers
+    do not. Whatever the capacity leaves after the fixed part, at the plan's
+    per-token rate, is the room.
+    """
+    m = est.memory
+    plan = est.plan
+    per_rank = plan.mbs * job.seq_len / plan.cp
+    growing = m.activations + m.logits
+    room = (est.memory_capacity_bytes - m.buffers) / (1 + cal.ALLOCATOR_FRAGMENTATION) - (m.weights + m.grads + m.optimizer)
+    return max(1, int(room / growing * per_rank)) if growing > 0 else max(1, int(per_rank))
+
+
+def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | None, strategy: str,
+                   seed: int = 0) -> VarlenSuggestion:
+    if strategy not in varlen.STRATEGIES:
+        raise SpecError(f"--varlen-strategy must be one of {', '.join(varlen.STRATEGIES)}, got {strategy!r}")
+    packed, seqs = packed_context(ctx, dist, sequences)
+    fixed = suggest(packed)
+    layouts: list[Estimate] = []
+    seen = set()
+    for est in fixed.result.ranked:
+        p = est.plan
+        key = (p.dp, p.tp, p.pp, p.cp)
+        if key not in seen:
+            seen.add(key)
+            layouts.append(est)
+        if len(layouts) == CANDIDATES:
+            break
+    plans = [simulate_plan(packed, dist, est, sequences=seqs, seed=seed) for est in layouts]
+    fitting = [p for p in plans if p.results[strategy].fits]
+    if not fitting:
+        raise InfeasibleError(f"no simulated plan runs the longest sequence ({dist.max_len} tokens) with --varlen-strategy "
+                              f"{strategy}; try dynamic_cp or flexible, or more GPUs")
+    fitting.sort(key=lambda v: v.results[strategy].step_time_mean_s)
+    return VarlenSuggestion(fixed=fixed, dist=dist, strategy=strategy, sequences_per_step=seqs, plans=tuple(fitting))
+
+
+def simulate_plan(ctx: Context, dist: varlen.LengthDist, est: Estimate, *, sequences: int, seed: int = 0,
+                  steps: int = STEPS) -> VarlenPlan:
+    """All four strategies for one plan."""
+    plan, job = est.plan, ctx.job
+    cost = ModelSeqCost.from_model(ctx.model, ctx.hw, plan, dtype=job.dtype, max_len=dist.max_len,
+                                   max_cp=plan.dp * plan.cp)
+    room = max(token_room(est, job), -(-plan.mbs * job.seq_len // plan.cp))
+    overhead = est.time.dp_comm + est.time.optimizer
+    results = varlen.simulate(dist, cost, dp=plan.dp, cp=plan.cp, pp=plan.pp, global_batch=sequences,
+                              micro_batch_tokens=plan.mbs * job.seq_len, max_tokens_per_rank=room, steps=steps,
+                              seed=seed, step_overhead_s=overhead, rel_sem=REL_SEM, min_steps=min(MIN_STEPS, steps))
+    return VarlenPlan(estimate=est, results=results, max_tokens_per_rank=room)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VarlenExplained:
+    ctx: Context  # the packed job
+    dist: varlen.LengthDist  # the lengths
+    sequences_per_step: int  # global batch in sequences of the distribution
+    plan: VarlenPlan  # the plan's four strategies
+    rank_loads: dict[str, list[float]]  # per strategy: pipeline seconds of every rank in one sampled step
+
+
+def explain_varlen(ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Context], Estimate], *,
+                   sequences: int | None, seed: int = 0) -> VarlenExplained:
+    """One plan under the distribution, with the per-rank load of one sampled step for each strategy."""
+    packed, seqs = packed_context(ctx, dist, sequences)
+    est = est_for(packed)
+    vplan = simulate_plan(packed, dist, est, sequences=seqs, seed=seed)
+    p, job = est.plan, packed.job
+    cost = ModelSeqCost.from_model(ctx.model, ctx.hw, p, dtype=job.dtype, max_len=dist.max_len, max_cp=p.dp * p.cp)
+    shape = varlen.VarlenPlan(dp=p.dp, cp=p.cp, pp=p.pp, micro_batch_tokens=p.mbs * job.seq_len,
+                              max_tokens_per_rank=vplan.max_tokens_per_rank)
+    lengths = dist.sample((1, seqs), np.random.default_rng(seed))
+    loads = {}
+    for name, run in (("naive", varlen.naive_packing), ("balanced", varlen.balanced_packing),
+                      ("dynamic_cp", varlen.dynamic_cp), ("flexible", varlen.flexible_pool)):
+        assignment = run(lengths, cost, shape)
+        loads[name] = [float(x) for x in varlen.row_times(assignment.cell_cost_s, p.pp)[0]]
+    return VarlenExplained(ctx=packed, dist=dist, sequences_per_step=seqs, plan=vplan, rank_loads=loads)
