@@ -165,8 +165,10 @@ def estimate(
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
     from autopar import advise, launch, report
 
-    knobs = {"tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "ep": ep, "etp": etp, "cp_comm": cp_comm, "mbs": mbs,
-             "recompute": recompute, "zero": zero, "sp": sp}
+    def explain_plan(ctx: advise.Context) -> advise.Explained:
+        return advise.explain(ctx, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, cp_comm=cp_comm, mbs=mbs,
+                              recompute=recompute, zero=zero, sp=sp)
+
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
@@ -175,14 +177,14 @@ def estimate(
             from autopar import advise_varlen, report_varlen
 
             dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
-            explained = advise_varlen.explain_varlen(ctx, dist, lambda c: advise.explain(c, **knobs).estimate,
+            explained = advise_varlen.explain_varlen(ctx, dist, lambda c: explain_plan(c).estimate,
                                                      sequences=global_batch)
             if json_out:
                 print(report_varlen.explained_json(explained))
             else:
                 report_varlen.render_explained(_console(), explained)
             return
-        result = advise.explain(ctx, **knobs)
+        result = explain_plan(ctx)
         launched = launch.prepare(want, result.ctx, result.estimate.plan)
     except AutoparError as exc:
         _fail(exc)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from autopar import varlen
 from autopar.advise_varlen import VarlenExplained, VarlenPlan, VarlenSuggestion
-from autopar.report import plan_label, context_dict, plan_dict
+from autopar.report import context_dict, plan_dict, plan_label
 
 NAMES = {"naive": "fixed CP, naive packing", "balanced": "fixed CP, balanced packing", "dynamic_cp": "dynamic CP",
          "flexible": "flexible DP x CP pool"}
