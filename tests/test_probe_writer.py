@@ -133,8 +133,8 @@ def test_atomic_write_keeps_the_earlier_file_on_failure(tmp_path: Path, monkeypa
     def broken_replace(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(writer.os, "replace", broken_replace)
-    with pytest.raises(ProfileError, match=r"cannot write .*earlier file is unchanged"):
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(ProfileError, match=r"cannot write: No space left on device; any earlier file is unchanged"):
         writer.write_profile(path, build(measurements()))
     assert path.read_text() == "earlier: profile\n"
     assert os.listdir(tmp_path) == ["profile.yaml"]  # no temporary file left behind
@@ -147,7 +147,7 @@ def test_interrupted_write_keeps_the_earlier_file(tmp_path: Path, monkeypatch: p
     def interrupted(fd: int) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(writer.os, "fsync", interrupted)
+    monkeypatch.setattr(os, "fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
         writer.write_profile(path, build(measurements()))
     assert path.read_text() == "earlier: profile\n" and os.listdir(tmp_path) == ["profile.yaml"]

@@ -19,15 +19,13 @@ the disk, and written atomically (a temporary file in the same directory, then
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from autopar import __version__
 from autopar.errors import ProfileError
+from autopar.fileio import write_atomic
 from autopar.hardware import COLLECTIVES, SCHEMA_VERSION, HardwareProfile, load_hardware, parse_profile
 from autopar.probe import peaks
 from autopar.probe.fit import bus_factor, efficiency_curve, fit_alpha_beta, sig
@@ -228,30 +226,4 @@ def write_profile(path: Path, doc: dict[str, Any]) -> None:
     """Validate ``doc`` as a profile, then write it to ``path`` atomically."""
     parse_profile(doc, where=str(path))
     text = f"# written by autopar {__version__} `autopar profile`; schema: autopar/hardware.py\n" + dump_yaml(doc)
-    write_atomic(path, text)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``."""
-    parent = path.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot create directory {parent} ({exc.strerror or exc})") from None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot write in {parent} ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise ProfileError(f"{path}: cannot write ({exc.strerror or exc}); any earlier file is unchanged") from None
-        raise
+    write_atomic(path, text, option="autopar profile --out", err=ProfileError, make_parents=True)
