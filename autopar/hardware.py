@@ -36,8 +36,20 @@ cluster:
 overlap:
   compute_slowdown: 1.08          # compute runs this much slower while a collective overlaps it
   comm_slowdown: 1.10             # and the collective this much slower
-raw: {}                           # measured only: the raw timings behind the fits
+raw:                              # measured only: the timings behind the fits (not read by the cost model)
+  columns: {...}                  # the column names of each table below
+  gemm: {bf16: [[m, n, k, seconds, tflops], ...]}
+  attention: [[dtype, seq_len, head_dim, heads, batch, seconds, tflops], ...]
+  collectives: {intra: {all_reduce: {8: [[bytes, seconds, bus_gbps], ...]}}, inter: {...}}
+  fit_quality: {...}              # worst relative residual of each alpha-beta fit
+  overlap: {...}                  # the concurrent GEMM + all-reduce measurement
+  copy_gbps: 2900.0               # the HBM copy measurement
 ```
+
+A measured profile's provenance also says where each number came from when it
+was not measured on this run: `peak_tflops` (datasheet table or best measured),
+`hbm_bw_gbps`, `collectives`, `intra`, `inter` (e.g. copied from the built-in
+profile of the same GPU on a single node), `overlap`, and free-form `notes`.
 """
 
 from __future__ import annotations
