@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from autopar.completions import complete_emit, complete_hardware, complete_model
-from autopar.errors import AutoparError
+from autopar.errors import AutoparError, SpecError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -104,11 +104,15 @@ def suggest(
 
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
+        if seq_len_dist is not None and seq_len is not None:
+            raise SpecError("give --seq-len or --seq-len-dist, not both")
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype)
         if seq_len_dist is not None:
             from autopar import advise_varlen, report_varlen
 
+            if plot is not None:
+                raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
             dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
             varlen_result = advise_varlen.suggest_varlen(ctx, dist, sequences=global_batch, strategy=varlen_strategy)
             launched = launch.prepare(want, varlen_result.fixed.ctx, varlen_result.plans[0].estimate.plan)
@@ -171,6 +175,8 @@ def estimate(
 
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
+        if seq_len_dist is not None and seq_len is not None:
+            raise SpecError("give --seq-len or --seq-len-dist, not both")
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype)
         if seq_len_dist is not None:
