@@ -8,7 +8,8 @@ import pytest
 from conftest import gpt_like, llama70b
 
 from autopar.cost.compute import block_time, loss_time
-from autopar.cost.step import estimate, stage_layer_counts
+from autopar.cost.layout import chunk_sizes
+from autopar.cost.step import estimate
 from autopar.errors import InfeasibleError, SpecError
 from autopar.hardware import HardwareProfile
 from autopar.job import Job, default_global_batch
@@ -17,8 +18,8 @@ from autopar.search import enumerate_plans, search
 
 
 def test_stage_layer_counts_uneven_last_lighter() -> None:
-    assert stage_layer_counts(8, 4) == [2, 2, 2, 2]
-    assert stage_layer_counts(126, 16) == [8] * 14 + [7, 7]  # Llama 3 405B-style uneven split
+    assert chunk_sizes(8, 4) == [2, 2, 2, 2]
+    assert chunk_sizes(126, 16) == [8] * 14 + [7, 7]  # Llama 3 405B-style uneven split
 
 
 def test_pipeline_bubble_matches_1f1b_and_interleaved(toy_hw: HardwareProfile) -> None:

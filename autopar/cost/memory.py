@@ -131,14 +131,6 @@ def rank_params(model: ModelSpec, plan: Plan, kinds: Counter[str], *, first: boo
     return dense, expert
 
 
-def stage_params(model: ModelSpec, plan: Plan) -> tuple[float, float]:
-    """Total parameters per rank on the first and on the last pipeline stage."""
-    ranks = rank_kinds(model, plan.pp, plan.vpp)
-    first = sum(rank_params(model, plan, ranks[0], first=True, last=plan.pp == 1))
-    last = sum(rank_params(model, plan, ranks[-1], first=plan.pp == 1, last=True))
-    return first, last
-
-
 def state_bytes(params: float, *, zero: int, shards: int) -> tuple[float, float, float]:
     """(weights, grads, optimizer) bytes for `params` under a ZeRO stage over `shards` ranks."""
     w = params * cal.WEIGHT_BYTES
@@ -181,7 +173,7 @@ def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | No
     if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
         fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
     logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
-    params = memo(cache, ("params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp), lambda: _end_params(model, plan, ranks))
+    params = memo(cache, ("params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp), lambda: end_rank_params(model, plan, ranks))
     held_first = in_flight_microbatches(plan, plan.microbatches(job))
     first = (params[0], stage_acts[0] * held_first + fixed, logits if plan.pp == 1 else 0.0)
     last = (params[1], stage_acts[1] + fixed, logits)  # the last stage finishes each micro-batch before the next
@@ -202,7 +194,7 @@ def _layer_activations(model: ModelSpec, plan: Plan, tokens: float, fp8: bool) -
     return per_kind, working
 
 
-def _end_params(model: ModelSpec, plan: Plan, ranks: tuple[Counter[str], ...]) -> tuple[tuple[float, float], tuple[float, float]]:
+def end_rank_params(model: ModelSpec, plan: Plan, ranks: tuple[Counter[str], ...]) -> tuple[tuple[float, float], tuple[float, float]]:
     """(dense, expert) parameters of the first and of the last pipeline rank."""
     last = plan.pp - 1
     return (rank_params(model, plan, ranks[0], first=True, last=last == 0),

@@ -19,9 +19,9 @@ from autopar.cost import calibration as cal
 from autopar.cost.comm import Group, collective_time, group_of
 from autopar.cost.compute import BlockTime, Shape, layer_time, loss_time, memory_time
 from autopar.cost.flops import model_flops_per_token
-from autopar.cost.layout import chunk_sizes, rank_kinds
+from autopar.cost.layout import rank_kinds
 from autopar.cost.memo import Memo, memo
-from autopar.cost.memory import MemoryBreakdown, memory_breakdown, rank_params
+from autopar.cost.memory import MemoryBreakdown, end_rank_params, memory_breakdown
 from autopar.hardware import HardwareProfile
 from autopar.job import Job
 from autopar.model import ModelSpec
@@ -86,11 +86,6 @@ def _layer_times(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) ->
     return layers, loss
 
 
-def stage_layer_counts(layers: int, pp: int) -> list[int]:
-    """Layers per stage: as even as possible, the last stage (which holds the loss) takes fewer."""
-    return chunk_sizes(layers, pp)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _StageProfile:
     """Per-micro-batch stage times of one layout, before pipeline p2p."""
@@ -127,8 +122,8 @@ def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, 
     dp_times = memo(cache, ("dp", plan.tp, plan.cp, plan.dp, plan.pp, plan.vpp, plan.zero, plan.ep, plan.etp),
                     lambda: _dp_collectives(model, hw, plan, ranks))
     dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=prof.worst.fwd, bwd_s=prof.worst.bwd)
-    params = memo(cache, ("rank_params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp),
-                  lambda: _largest_rank_params(model, plan, ranks))
+    params = max(memo(cache, ("params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp),
+                      lambda: end_rank_params(model, plan, ranks)), key=sum)
     dense_shards, expert_shards = _shards(plan)
     if plan.zero == 0:
         dense_shards = expert_shards = 1
@@ -168,13 +163,6 @@ def _shards(plan: Plan) -> tuple[int, int]:
     return dense, max(1, dense * plan.tp // (plan.ep * plan.etp))
 
 
-def _largest_rank_params(model: ModelSpec, plan: Plan, ranks: tuple[Counter[str], ...]) -> tuple[float, float]:
-    """(dense, expert) parameters of the first or last pipeline rank, whichever holds more."""
-    ends = {0, plan.pp - 1}
-    held = [rank_params(model, plan, ranks[i], first=i == 0, last=i == plan.pp - 1) for i in sorted(ends)]
-    return max(held, key=sum)
-
-
 def _p2p_times(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> tuple[float, float]:
     """(per micro-batch on every stage, fill/drain) seconds of exposed pipeline send/recv.
 
@@ -210,7 +198,7 @@ def _dp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan, ranks: tu
     per step. ZeRO 3 (FSDP): per micro-batch, reduce-scatter grads, and
     all-gather weights twice (forward and backward).
     """
-    dense_params, expert_params = _largest_rank_params(model, plan, ranks)
+    dense_params, expert_params = max(end_rank_params(model, plan, ranks), key=sum)
     dense_n, expert_n = _shards(plan)
     reduce = gather = 0.0
     for params, n, stride in ((dense_params, dense_n, plan.tp), (expert_params, expert_n, plan.ep * plan.etp)):
