@@ -89,6 +89,9 @@ def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: 
         raise SpecError(f"--gpus ({ctx.job.gpus}) must be divisible by tp*pp*cp ({tp}*{pp}*{cp})")
     plan = Plan(dp=ctx.job.gpus // denom, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, cp_comm=cp_comm, mbs=mbs,
                 recompute=recompute, zero=zero, sp=sp and tp > 1)
+    step = plan.dp * max(1, mbs)
+    if ctx.batch_defaulted and ctx.job.global_batch % step:  # the default batch follows the plan's dp x mbs
+        ctx = replace(ctx, job=replace(ctx.job, global_batch=step * -(-ctx.job.global_batch // step)))
     est = estimate(ctx.model, ctx.hw, ctx.job, plan)
     hints = () if est.fits else fit_hints(ctx, plan)
     return Explained(ctx=ctx, estimate=est, hints=hints)
