@@ -169,8 +169,20 @@ def pipeline_layout(layers: int, pp: int) -> str:
     return "E" + "|".join(f"t*{n}" for n in counts) + "L"
 
 
-def megatron_pipeline_items(layers: int, pp: int) -> list[str]:
-    """Uneven pipeline flags when pp does not divide layers: first/last counts, else a layout."""
+def megatron_pipeline_items(layers: int, pp: int, vpp: int = 1) -> list[str]:
+    """Virtual-stage and uneven-pipeline flags.
+
+    Interleaving over an even split is --num-virtual-stages-per-pipeline-rank; over an uneven one,
+    an explicit layout of pp*vpp chunks (in model order, chunk c on rank c % pp, as the cost model
+    lays them out: the earlier chunks take the extra layer), which implies vpp. Without
+    interleaving: first/last counts when they fit, else a layout.
+    """
+    if vpp > 1:
+        if layers % (pp * vpp) == 0:
+            return [_opt("--num-virtual-stages-per-pipeline-rank", vpp)]
+        q, r = divmod(layers, pp * vpp)
+        counts = [q + 1] * r + [q] * (pp * vpp - r)
+        return [_opt("--pipeline-model-parallel-layout", "E" + "|".join(f"t*{n}" for n in counts) + "L")]
     if layers % pp == 0:
         return []
     split = uneven_pipeline_split(layers, pp)
@@ -192,9 +204,7 @@ def megatron_parallel_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]
              _opt("--context-parallel-size", plan.cp)]
     if plan.ep > 1:
         items.append(_opt("--expert-model-parallel-size", plan.ep))
-    if plan.vpp > 1:
-        items.append(_opt("--num-virtual-stages-per-pipeline-rank", plan.vpp))
-    items += megatron_pipeline_items(model.layers, plan.pp)
+    items += megatron_pipeline_items(model.layers, plan.pp, plan.vpp)
     if plan.sp and plan.tp > 1:
         items.append("--sequence-parallel")
     items += [_opt("--micro-batch-size", plan.mbs), _opt("--global-batch-size", job.global_batch)]
@@ -310,6 +320,9 @@ def torchtitan_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     if plan.pp > 1:
         items.append(_opt("--parallelism.pipeline_parallel_schedule", "Interleaved1F1B" if plan.vpp > 1 else "1F1B"))
         if plan.vpp > 1:
+            if model.layers % (plan.pp * plan.vpp):
+                raise SpecError(f"torchtitan interleaves equal stages only: layers ({model.layers}) must be divisible "
+                                f"by pp*vpp ({plan.pp}*{plan.vpp})")
             items.append(_opt("--parallelism.pipeline_parallel_layers_per_stage", model.layers // (plan.pp * plan.vpp)))
         items += [_opt("--parallelism.pipeline_parallel_first_stage_less_layers", 0),
                   _opt("--parallelism.pipeline_parallel_last_stage_less_layers", 0),

@@ -73,8 +73,8 @@ def validate(plan: Plan, model: ModelSpec, job: Job) -> None:
     if plan.vpp > 1:
         if plan.pp == 1:
             raise SpecError("vpp > 1 needs pp > 1")
-        if model.layers % (plan.pp * plan.vpp):
-            raise SpecError(f"layers ({model.layers}) must be divisible by pp*vpp ({plan.pp}*{plan.vpp})")
+        if model.layers < plan.pp * plan.vpp:
+            raise SpecError(f"pp*vpp ({plan.pp}*{plan.vpp}) exceeds the number of layers ({model.layers})")
     if job.seq_len % (2 * plan.cp) and plan.cp > 1:
         raise SpecError(f"seq_len ({job.seq_len}) must be divisible by 2*cp ({2 * plan.cp}) for causal load balancing")
     if job.global_batch % (plan.dp * plan.mbs):

@@ -344,3 +344,14 @@ def test_errors_are_one_line_spec_errors() -> None:
         with pytest.raises(SpecError) as err:
             call()
         assert "\n" not in str(err.value)
+
+
+def test_interleaving_over_uneven_chunks_is_an_explicit_layout() -> None:
+    from autopar.emit import megatron_pipeline_items
+
+    assert megatron_pipeline_items(80, 4, 5) == ["--num-virtual-stages-per-pipeline-rank 5"]
+    # Llama 3.1 405B: 126 layers in 16 x 2 chunks -> 30 chunks of 4 and 2 of 3, in model order
+    (item,) = megatron_pipeline_items(126, 16, 2)
+    flag, layout = shlex.split(item)  # quoted: | and * are shell metacharacters
+    assert flag == "--pipeline-model-parallel-layout"
+    assert layout == "E" + "|".join(["t*4"] * 30 + ["t*3"] * 2) + "L"

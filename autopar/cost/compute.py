@@ -49,6 +49,11 @@ class BlockTime:
     def total(self) -> float:
         return self.compute + self.tp_exposed + self.cp_exposed + self.ep_exposed + self.overlap_penalty
 
+    def scaled(self, n: float) -> BlockTime:
+        """n layers of this kind."""
+        return BlockTime(fwd=n * self.fwd, bwd=n * self.bwd, recompute=n * self.recompute, tp_exposed=n * self.tp_exposed,
+                         cp_exposed=n * self.cp_exposed, ep_exposed=n * self.ep_exposed, overlap_penalty=n * self.overlap_penalty)
+
     def __add__(self, other: BlockTime) -> BlockTime:
         return BlockTime(
             fwd=self.fwd + other.fwd, bwd=self.bwd + other.bwd, recompute=self.recompute + other.recompute,

@@ -161,26 +161,46 @@ def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | No
 
     `cache` (any dict) shares per-layer and per-stage sizes across plans.
     """
-    cache = {} if cache is None else cache
+    w, g, o, acts, logits, buffers, frag = _peak_parts(model, job, plan, {} if cache is None else cache)
+    return MemoryBreakdown(weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers, fragmentation=frag)
+
+
+def peak_bytes(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo) -> float:
+    """memory_breakdown(...).total without building the breakdown (the search's hot path)."""
+    return sum(_peak_parts(model, job, plan, cache))
+
+
+def _peak_parts(model: ModelSpec, job: Job, plan: Plan, cache: Memo) -> tuple[float, ...]:
+    """MemoryBreakdown's fields, in order, for the worse of the first and last stage."""
     tokens = plan.mbs * job.seq_len / plan.cp
-    ranks = memo(cache, ("ranks", plan.pp, plan.vpp), lambda: rank_kinds(model, plan.pp, plan.vpp))
     fp8 = job.dtype == "fp8"
-    key = (plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.etp, fp8)  # activations do not depend on ep
-    per_kind, working = memo(cache, ("acts", *key), lambda: _layer_activations(model, plan, tokens, fp8))
-    stage_acts = memo(cache, ("stage_acts", *key, plan.pp, plan.vpp), lambda: tuple(
-        sum(n * per_kind[k] for k, n in ranks[i].items()) for i in (0, -1)))
+    key = ("layout_memory", plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.etp, plan.ep, plan.pp, plan.vpp,
+           plan.cp_comm, fp8)
+    stage_acts, fixed, params = memo(cache, key, lambda: _layout_memory(model, plan, tokens, fp8, cache))
+    logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
+    held_first = in_flight_microbatches(plan, plan.microbatches(job))
+    first = _stage(model, plan, job, params[0], stage_acts[0] * held_first + fixed, logits if plan.pp == 1 else 0.0, cache)
+    if plan.pp == 1:
+        return first
+    last = _stage(model, plan, job, params[1], stage_acts[1] + fixed, logits, cache)  # one micro-batch in flight
+    return first if sum(first) >= sum(last) else last
+
+
+def _layout_memory(model: ModelSpec, plan: Plan, tokens: float, fp8: bool, cache: Memo) -> tuple[
+        tuple[float, float], float, tuple[tuple[float, float], tuple[float, float]]]:
+    """What memory_breakdown needs of a layout, computed once per layout: the first and last
+    ranks' activations per micro-batch, the bytes held once (recompute working set, gathered
+    K/V), and the first and last ranks' (dense, expert) parameters."""
+    ranks = memo(cache, ("ranks", plan.pp, plan.vpp), lambda: rank_kinds(model, plan.pp, plan.vpp))
+    per_kind, working = memo(cache, ("acts", plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.etp, fp8),
+                             lambda: _layer_activations(model, plan, tokens, fp8))  # activations do not depend on ep
+    ends = (ranks[0], ranks[-1])
+    stage_acts = (sum(n * per_kind[k] for k, n in ends[0].items()), sum(n * per_kind[k] for k, n in ends[1].items()))
     fixed = working
     if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
         fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
-    logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
     params = memo(cache, ("params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp), lambda: end_rank_params(model, plan, ranks))
-    held_first = in_flight_microbatches(plan, plan.microbatches(job))
-    first = (params[0], stage_acts[0] * held_first + fixed, logits if plan.pp == 1 else 0.0)
-    last = (params[1], stage_acts[1] + fixed, logits)  # the last stage finishes each micro-batch before the next
-    if plan.pp == 1:
-        return _stage(model, plan, job, *first, cache=cache)
-    a, b = _stage(model, plan, job, *first, cache=cache), _stage(model, plan, job, *last, cache=cache)
-    return a if a.total >= b.total else b
+    return stage_acts, fixed, params
 
 
 def _layer_activations(model: ModelSpec, plan: Plan, tokens: float, fp8: bool) -> tuple[dict[str, float], float]:
@@ -201,8 +221,9 @@ def end_rank_params(model: ModelSpec, plan: Plan, ranks: tuple[Counter[str], ...
             rank_params(model, plan, ranks[last], first=last == 0, last=True))
 
 
-def _stage(model: ModelSpec, plan: Plan, job: Job, params: tuple[float, float], acts: float, logits: float, *,
-           cache: Memo) -> MemoryBreakdown:
+def _stage(model: ModelSpec, plan: Plan, job: Job, params: tuple[float, float], acts: float, logits: float,
+           cache: Memo) -> tuple[float, ...]:
+    """(weights, grads, optimizer, activations, logits, buffers, fragmentation) bytes of one stage."""
     dense, expert = params
     dp_shards = plan.dp * plan.cp  # Megatron shards optimizer state over the DP x CP group
     expert_shards = max(1, dp_shards * plan.tp // (plan.ep * plan.etp))  # and expert state over the expert-DP group
@@ -215,8 +236,4 @@ def _stage(model: ModelSpec, plan: Plan, job: Job, params: tuple[float, float], 
     buffers = cal.FIXED_OVERHEAD_BYTES
     if plan.zero >= 3:  # the gathered layer and the prefetched next one
         buffers += 2 * memo(cache, ("layer_params",), model.layer_params) / plan.tp * cal.WEIGHT_BYTES
-    held = w + g + o + acts + logits
-    return MemoryBreakdown(
-        weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers,
-        fragmentation=cal.ALLOCATOR_FRAGMENTATION * held,
-    )
+    return w, g, o, acts, logits, buffers, cal.ALLOCATOR_FRAGMENTATION * (w + g + o + acts + logits)

@@ -97,12 +97,18 @@ class _StageProfile:
 
 
 def _stage_profile(times: dict[str, BlockTime], loss: float, ranks: tuple[Counter[str], ...]) -> _StageProfile:
-    per_layer = {k: t.total for k, t in times.items()}
-    totals = [sum(n * per_layer[k] for k, n in kinds.items()) for kinds in ranks]
+    if len(times) == 1:  # one layer kind (dense models): stages differ only in layer count
+        ((kind, t),) = times.items()
+        totals = [kinds[kind] * t.total for kinds in ranks]
+    else:
+        per_layer = {k: t.total for k, t in times.items()}
+        totals = [sum(n * per_layer[k] for k, n in kinds.items()) for kinds in ranks]
     totals[-1] += loss
     i = totals.index(max(totals))
-    fields_ = ("fwd", "bwd", "recompute", "tp_exposed", "cp_exposed", "ep_exposed", "overlap_penalty")
-    worst = BlockTime(**{f: sum(n * getattr(times[k], f) for k, n in ranks[i].items()) for f in fields_})
+    parts = [times[k].scaled(n) for k, n in ranks[i].items()]
+    worst = parts[0]
+    for part in parts[1:]:
+        worst = worst + part
     return _StageProfile(t_max=totals[i], t_sum=sum(totals), worst=worst, worst_is_last=i == len(ranks) - 1)
 
 

@@ -101,78 +101,125 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
     has room; among blocks, "least loaded" is the one whose slowest rank ends
     with the smallest pipeline time, sum + (pp - 1) * max over the rank's
     micro-batches (with pp = 1: the least work).
+
+    Speed: the state is read and written through flat indices (one index array
+    per access, not three broadcast ones), only the items a round takes are
+    written, and a block's micro-batch is found by a plain arg-min of its
+    start times, re-done with the room mask only for the blocks whose
+    earliest micro-batch lacks room (the same choice as masking them all).
     """
     steps, rows, cols = cells.load.shape
     blocks = rows // group
     used = blocks * group  # a pool that is not a multiple of the group leaves its last ranks out
     per_round = 1 if greedy.round_frac <= 0 else max(1, int(greedy.round_frac * blocks))
-    step_ix = np.arange(steps)[:, None]
-    sidx = step_ix[:, :, None]
-    lane = np.arange(group)[None, None, :]
-    rws_all = np.broadcast_to(np.arange(used).reshape(1, blocks, group), (steps, blocks, group))
-    block_ix = np.arange(blocks)[None, :]
-    no_room = 4.0 * cells.big[:, None]
-    total = ((cost > 0) | (tokens > 0)).sum(axis=1) if stop is None else stop  # end of each step's items
+    width = cost.shape[1]
+    total = ((cost > 0) | (tokens > 0)).sum(axis=1) if stop is None else np.asarray(stop)  # end of each step's items
     ptr = np.zeros(steps, dtype=np.int64) if start is None else start.astype(np.int64)  # next item of each step
+    if not (ptr < total).any():
+        return
+    item_cost = np.ascontiguousarray(cost, dtype=np.float64).reshape(-1)
+    item_tokens = np.ascontiguousarray(tokens, dtype=np.float64).reshape(-1)
+    load, eff, tok, room = (_flat(a) for a in (cells.load, cells.eff, cells.tokens, cells.room))
+    work, peak, penalty = _flat(cells.work), _flat(cells.peak), cells.penalty.reshape(-1)  # penalty: (S * cols)
+    no_room = 4.0 * cells.big
     offsets = np.arange(per_round)[None, :]
+    lane = np.arange(group)
+    step_ix = np.arange(steps)
+    first_item = (step_ix * width)[:, None]
+    first_block = (step_ix * blocks)[:, None] + np.arange(blocks)[None, :]  # (S, blocks) flat block index
     if group == 1:  # views: updating the cells updates the blocks
         beff, broom = cells.eff, cells.room
     else:  # a block's micro-batch starts when its busiest rank is free and holds what its fullest can
         beff = cells.eff[:, :used].reshape(steps, blocks, group, cols).max(axis=2)
         broom = cells.room[:, :used].reshape(steps, blocks, group, cols).min(axis=2)
+        block_rows = (step_ix * rows)[:, None, None] + np.arange(used).reshape(1, blocks, group)
+        w3 = cells.work[:, :used].reshape(steps, blocks, group)
+        pk3 = cells.peak[:, :used].reshape(steps, blocks, group)
+    beff_f, broom_f = _flat(beff), _flat(broom)
     while (ptr < total).any():
         pos = ptr[:, None] + offsets
         inside = pos < total[:, None]
-        pos = np.minimum(pos, cost.shape[1] - 1)
-        c = cost[step_ix, pos] * inside
-        t = tokens[step_ix, pos] * inside
-        # micro-batches without room for the round's first (largest) item look full; np.where is slow here
-        masked = beff + no_room[:, :, None] * (broom < t[:, :1, None])
-        col = masked.argmin(axis=2)  # (S, blocks): each block's earliest micro-batch with room
-        chosen = masked[step_ix, block_ix, col]
-        at = cells.load[sidx, rws_all, col[:, :, None]]  # (S, blocks, group) loads in that micro-batch
-        begin = at.max(axis=2, keepdims=True)  # the block's ranks start together
-        end = begin + c[:, :1, None]  # scored with the round's largest item
-        w = cells.work[:, :used].reshape(steps, blocks, group)
-        pk = cells.peak[:, :used].reshape(steps, blocks, group)
-        after = (w + (end - at) + (cells.pp - 1) * np.maximum(pk, end)).max(axis=2)
-        score = after + (chosen - begin[:, :, 0]) + 1e-6 * end[:, :, 0]  # + penalty / no-room
+        at_item = first_item + np.minimum(pos, width - 1)
+        c = item_cost[at_item] * inside
+        t = item_tokens[at_item] * inside
+        t0 = t[:, :1]
+        # each block's earliest micro-batch; where it lacks room for the round's first (largest) item, the
+        # earliest with room (micro-batches without room look full: + no_room)
+        col = beff.argmin(axis=2)
+        cell = first_block * cols + col  # (S, blocks) flat index into the blocks' cells
+        chosen = beff_f[cell]
+        short = broom_f[cell] < t0
+        if short.any():
+            ss, sb = np.nonzero(short)
+            masked = beff[ss, sb] + no_room[ss, None] * (broom[ss, sb] < t0[ss])
+            better = masked.argmin(axis=1)
+            col[ss, sb] = better
+            chosen[ss, sb] = masked[np.arange(ss.size), better]
+            cell[ss, sb] = (ss * blocks + sb) * cols + better
+        if group == 1:
+            at = load[cell]  # (S, blocks) load of that micro-batch
+            begin = at
+            end = begin + c[:, :1]  # scored with the round's largest item
+            after = cells.work + (end - at) + (cells.pp - 1) * np.maximum(cells.peak, end)
+        else:
+            at = load[block_rows * cols + col[:, :, None]]  # (S, blocks, group) loads in that micro-batch
+            begin = at.max(axis=2)  # the block's ranks start together
+            end = begin + c[:, :1]
+            end3 = end[:, :, None]
+            after = (w3 + (end3 - at) + (cells.pp - 1) * np.maximum(pk3, end3)).max(axis=2)
+        score = after + (chosen - begin) + 1e-6 * end  # + penalty / no-room
         if per_round == 1:
             block = score.argmin(axis=1)[:, None]
             take = inside
         else:
-            part = np.argpartition(score, per_round - 1, axis=1)[:, :per_round] if per_round < blocks else \
-                np.broadcast_to(block_ix, (steps, blocks))
-            block = part[step_ix, np.argsort(score[step_ix, part], axis=1)]
+            if per_round < blocks:
+                part = np.argpartition(score, per_round - 1, axis=1)[:, :per_round]
+                block = np.take_along_axis(part, np.argsort(np.take_along_axis(score, part, 1), axis=1), 1)
+            else:
+                block = np.argsort(score, axis=1)
             # k-th largest item to k-th least-loaded block, while LPT would do the same: block k must not
             # be busier than an earlier block will be once it holds its item.
-            sc = score[step_ix, block] - c[:, :1]
+            sc = np.take_along_axis(score, block, 1) - c[:, :1]
             reach = np.minimum.accumulate(sc + c, axis=1)
             take = np.concatenate([inside[:, :1], sc[:, 1:] <= reach[:, :-1]], axis=1)
             take = np.logical_and.accumulate(take & inside, axis=1)
         ptr += take.sum(axis=1)
-        real = take  # items between start and stop are real ones
-        bcol = col[step_ix, block]
-        overflow = real & (broom[step_ix, block, bcol] < t)  # each item against its own micro-batch
+        # write the taken items only (the others leave the cells as they are); their blocks are distinct
+        si, ki = np.nonzero(take)
+        sb = si * blocks + block[si, ki]  # flat (step, block)
+        bcell = cell.reshape(-1)[sb]
+        bcol = col.reshape(-1)[sb]
+        ci, ti = c[si, ki], t[si, ki]
+        overflow = broom_f[bcell] < ti  # each item against its own micro-batch
         if overflow.any():
-            cells.overflow_tokens += (t * group * overflow).sum(axis=1)
-        rws = block[:, :, None] * group + lane
-        cl = np.broadcast_to(bcol[:, :, None], rws.shape)
-        srow = np.broadcast_to(sidx, rws.shape)  # rows touched in a round are distinct
-        old = cells.load[srow, rws, cl]
-        start_at = begin[:, :, 0][step_ix, block] + c
-        new = np.where(real[:, :, None], start_at[:, :, None], old)
-        cells.load[srow, rws, cl] = new
-        cells.eff[srow, rws, cl] = new + cells.penalty[srow, 0, cl]
-        tok = cells.tokens[srow, rws, cl] + (t * real)[:, :, None]
-        cells.tokens[srow, rws, cl] = tok
-        room = cells.cap - tok + (cells.hard_cap - cells.cap) * (tok <= 0)
-        cells.room[srow, rws, cl] = room
-        cells.work[srow, rws] += new - old
-        cells.peak[srow, rws] = np.maximum(cells.peak[srow, rws], new)
+            cells.overflow_tokens += np.bincount(si[overflow], (ti * group)[overflow], minlength=steps)
+        new = begin.reshape(-1)[sb] + ci
+        new_eff = new + penalty[si * cols + bcol]
+        if group == 1:
+            ri, fi = sb, bcell
+        else:
+            ri = (sb * group)[:, None] + lane + (si * (rows - used))[:, None]  # flat (step, row) of each rank
+            fi = ri * cols + bcol[:, None]
+            new, new_eff, ti = new[:, None], new_eff[:, None], ti[:, None]
+        old = load[fi]
+        load[fi] = new
+        eff[fi] = new_eff
+        tk = tok[fi] + ti
+        tok[fi] = tk
+        rm = cells.cap - tk + (cells.hard_cap - cells.cap) * (tk <= 0)
+        room[fi] = rm
+        work[ri] += new - old
+        peak[ri] = np.maximum(peak[ri], new)
         if group > 1:
-            beff[step_ix, block, bcol] = new.max(axis=2) + cells.penalty[step_ix, 0, bcol]
-            broom[step_ix, block, bcol] = room.min(axis=2)
+            beff_f[bcell] = new_eff[:, 0]
+            broom_f[bcell] = rm.min(axis=1)
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """A 1-D view of a C-contiguous array (writes through it update ``a``)."""
+    if not a.flags.c_contiguous:
+        raise ValueError("expected a C-contiguous array")
+    return a.reshape(-1)
 
 
 def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
@@ -255,12 +302,13 @@ def pipeline_fill(load: np.ndarray, cap: np.ndarray, amount: np.ndarray, pp: int
         got, slope = taken(level)
         f, df = got.sum(axis=1), slope.sum(axis=1)
         miss = amount - f
-        if (np.abs(miss) <= 1e-10 * np.maximum(amount, 1e-300)).all():
+        open_ = np.abs(miss) > 1e-10 * np.maximum(amount, 1e-300)  # steps still iterating; the others stay put
+        if not open_.any():
             break
         lo_t, hi_t = np.where(miss > 0, level, lo_t), np.where(miss > 0, hi_t, level)
         step = level + miss / np.where(df > 0, df, np.inf)
         inside = (step > lo_t) & (step < hi_t) & (df > 0)
-        level = np.where(inside, step, 0.5 * (lo_t + hi_t))
+        level = np.where(open_, np.where(inside, step, 0.5 * (lo_t + hi_t)), level)
     rows = np.where((full > amount)[:, None], taken(level)[0], a_tab[..., -1])
     total = rows.sum(axis=1)
     rows = rows * np.where(total > amount, amount / np.where(total > 0, total, 1.0), 1.0)[:, None]
