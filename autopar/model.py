@@ -35,6 +35,7 @@ class ModelSpec:
     max_seq_len: int  # longest sequence the model accepts (position range), tokens
     tie_embeddings: bool  # output projection shares the embedding matrix
     source: str = ""  # citation for presets; file path for user specs
+    dropout: bool = False  # hidden dropout after attention and MLP (GPT-3-era recipes); keeps a 1-byte mask each
     moe: MoESpec | None = None  # routed experts in place of the dense MLP
     mla: MLASpec | None = None  # multi-head latent attention in place of GQA
     mamba: MambaSpec | None = None  # Mamba-2 layers and the hybrid layer pattern
@@ -187,6 +188,7 @@ def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
         max_seq_len=f.integer("max_seq_len", seq_len),
         tie_embeddings=f.flag("tie_embeddings", False),
         source=f.text("source", where),
+        dropout=f.flag("dropout", False),
         moe=moe,
         mla=mla,
         mamba=mamba,

@@ -77,6 +77,7 @@ def model_from_row(row: dict[str, Any]) -> ModelSpec:
         num_kv_heads=m.get("kv_heads") or heads, head_dim=h // heads, ffn_hidden_size=m.get("ffn_hidden") or 4 * h,
         ffn_activation="gelu", vocab_size=m["vocab"], seq_len=m["seq_len"], max_seq_len=m["seq_len"],
         tie_embeddings=row["id"].startswith(("megatron2021_", "bloom_")),
+        dropout=row["id"].startswith("megatron2021_"),  # Megatron-LM 2021's GPT recipe: hidden dropout 0.1
     )
 
 

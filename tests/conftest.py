@@ -49,11 +49,11 @@ def toy_hw() -> HardwareProfile:
 
 
 def gpt_like(**overrides: Any) -> ModelSpec:
-    """GPT-style block (MHA, 4h GELU MLP), Korthikanti et al.'s shapes."""
+    """GPT-style block (MHA, 4h GELU MLP, dropout), Korthikanti et al.'s shapes."""
     kw: dict[str, Any] = dict(
         name="gpt-toy", layers=4, hidden_size=1024, num_attention_heads=16, num_kv_heads=16, head_dim=64,
         ffn_hidden_size=4096, ffn_activation="gelu", vocab_size=32000, seq_len=2048, max_seq_len=2048,
-        tie_embeddings=True,
+        tie_embeddings=True, dropout=True,
     )
     kw.update(overrides)
     return ModelSpec(**kw)

@@ -186,3 +186,9 @@ def test_all_to_all_across_nodes_is_off_node_share_on_one_rail(toy_hw: HardwareP
     # 3/16 stays on NVLink at 100 GB/s in parallel: 20 us + 0.75 * 1e9 / 1e10
     t = collective_time(toy_hw, "all_to_all", 1e9, Group(size=16, per_node=4))
     assert t == pytest.approx(20e-6 + 0.75 * 1e9 / 1e10)
+
+
+def test_no_dropout_no_masks() -> None:
+    # without dropout the two 1-byte masks go: 34 -> 32 s*b*h
+    t = 2048
+    assert block_activation_bytes(gpt_like(dropout=False), tokens=t, tp=1, sp=False, recompute="none") == 32 * t * 1024

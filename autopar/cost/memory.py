@@ -5,7 +5,7 @@ Large Transformer Models", sec. 4), re-derived for GQA, gated MLPs and flash
 attention. Per block and micro-batch, with t = tp, tokens T = b*s/cp, bf16:
 
   attention: norm input 2Th, QKV input 2Th, Q/K/V 2T(a+2g)d/t, output 2T*a*d/t,
-             dropout mask Th
+             dropout mask Th (when the model uses dropout)
   MLP:       norm input 2Th, input 2Th, activation saved tensors, mask Th
              (SwiGLU: gate and up outputs 4Tf/t plus their product 2Tf/t;
               GELU/ReLU^2: input and output of the activation 4Tf/t)
@@ -63,7 +63,8 @@ def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: P
     h, t, b = model.hidden_size, plan.tp, cal.ACT_BYTES
     g = 1 if fp8 else b  # bytes of a saved GEMM input
     sp = plan.sp and t > 1
-    outside = tokens * h * (b + g + 1) / (t if sp else 1)  # norm input, sub-layer input, dropout mask (1 B)
+    mask = 1 if model.dropout else 0  # the dropout mask after the sub-layer, 1 byte
+    outside = tokens * h * (b + g + mask) / (t if sp else 1)  # norm input, sub-layer input, dropout mask
     selective = plan.recompute == "selective"
     if part == "attn":
         if model.mla is not None:

@@ -127,6 +127,8 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
     step_ix = np.arange(steps)
     first_item = (step_ix * width)[:, None]
     first_block = (step_ix * blocks)[:, None] + np.arange(blocks)[None, :]  # (S, blocks) flat block index
+    first_cell = first_block * cols
+    row_start = (step_ix * blocks)[:, None]
     if group == 1:  # views: updating the cells updates the blocks
         beff, broom = cells.eff, cells.room
     else:  # a block's micro-batch starts when its busiest rank is free and holds what its fullest can
@@ -140,13 +142,15 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
         pos = ptr[:, None] + offsets
         inside = pos < total[:, None]
         at_item = first_item + np.minimum(pos, width - 1)
-        c = item_cost[at_item] * inside
-        t = item_tokens[at_item] * inside
-        t0 = t[:, :1]
+        # items past a step's end are never taken (inside is a prefix), so their values do not matter
+        c = item_cost[at_item]
+        t = item_tokens[at_item]
+        c0 = c[:, :1]
+        t0 = np.where(inside[:, :1], t[:, :1], 0.0)  # a finished step asks for no room
         # each block's earliest micro-batch; where it lacks room for the round's first (largest) item, the
         # earliest with room (micro-batches without room look full: + no_room)
         col = beff.argmin(axis=2)
-        cell = first_block * cols + col  # (S, blocks) flat index into the blocks' cells
+        cell = first_cell + col  # (S, blocks) flat index into the blocks' cells
         chosen = beff_f[cell]
         short = broom_f[cell] < t0
         if short.any():
@@ -159,12 +163,12 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
         if group == 1:
             at = load[cell]  # (S, blocks) load of that micro-batch
             begin = at
-            end = begin + c[:, :1]  # scored with the round's largest item
+            end = begin + c0  # scored with the round's largest item
             after = cells.work + (end - at) + (cells.pp - 1) * np.maximum(cells.peak, end)
         else:
             at = load[block_rows * cols + col[:, :, None]]  # (S, blocks, group) loads in that micro-batch
             begin = at.max(axis=2)  # the block's ranks start together
-            end = begin + c[:, :1]
+            end = begin + c0
             end3 = end[:, :, None]
             after = (w3 + (end3 - at) + (cells.pp - 1) * np.maximum(pk3, end3)).max(axis=2)
         score = after + (chosen - begin) + 1e-6 * end  # + penalty / no-room
@@ -179,7 +183,7 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
                 block = np.argsort(score, axis=1)
             # k-th largest item to k-th least-loaded block, while LPT would do the same: block k must not
             # be busier than an earlier block will be once it holds its item.
-            sc = np.take_along_axis(score, block, 1) - c[:, :1]
+            sc = score.reshape(-1)[row_start + block] - c0
             reach = np.minimum.accumulate(sc + c, axis=1)
             take = np.concatenate([inside[:, :1], sc[:, 1:] <= reach[:, :-1]], axis=1)
             take = np.logical_and.accumulate(take & inside, axis=1)
