@@ -119,6 +119,21 @@ def plan_label(est: Estimate) -> str:
     return " ".join(bits)
 
 
+def distinct_layouts(ranked: tuple[Estimate, ...], top: int) -> list[Estimate]:
+    """The first `top` plans with distinct degrees (dp, tp, pp, cp, ep): interleaving depth, micro-batch,
+    recompute and ZeRO variants of a layout already shown are left out."""
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for e in ranked:
+        key = (e.plan.dp, e.plan.tp, e.plan.pp, e.plan.cp, e.plan.ep)
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+            if len(out) == top:
+                break
+    return out
+
+
 def render_suggestion(
     console: Console, s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None
 ) -> None:
@@ -126,10 +141,11 @@ def render_suggestion(
     r = s.result
     console.print(f"searched {r.considered} plans in {s.search_s:.2f} s; {r.feasible} fit in "
                   f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
-    table = Table(title=f"top {min(top, len(r.ranked))} plans by tokens/s")
+    shown = distinct_layouts(r.ranked, top)
+    table = Table(title=f"top {len(shown)} layouts by tokens/s (the best variant of each; --json keeps the variants)")
     for col in ("#", "plan", "mbs", "recompute", "zero", "step s", "tokens/s", "tok/s/GPU", "TFLOP/s/GPU", "MFU", "mem GiB"):
         table.add_column(col, justify="left" if col in ("plan", "recompute") else "right")
-    for i, e in enumerate(r.ranked[:top], 1):
+    for i, e in enumerate(shown, 1):
         table.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute, str(e.plan.zero), f"{e.step_time_s:.2f}",
                       f"{e.tokens_per_s:,.0f}", f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.model_tflops_per_gpu:.0f}",
                       f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
