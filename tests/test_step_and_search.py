@@ -121,3 +121,17 @@ def test_search_ranks_by_throughput_and_all_fit(toy_hw: HardwareProfile) -> None
     # 70B does not fit on one toy GPU with 80 GiB: 70e9 params alone need > 130 GiB in bf16
     with pytest.raises(InfeasibleError, match="no plan fits"):
         search(m, toy_hw, Job(gpus=1, gpus_per_node=8, global_batch=8, seq_len=8192))
+
+
+def test_distinct_layouts_keep_the_best_variant_of_each(toy_hw: HardwareProfile) -> None:
+    from autopar.report import distinct_layouts
+
+    ranked = search(llama70b(), toy_hw, Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192)).ranked
+    shown = distinct_layouts(ranked, 5)
+    keys = [(e.plan.dp, e.plan.tp, e.plan.pp, e.plan.cp, e.plan.ep) for e in shown]
+    assert len(shown) == 5 and len(set(keys)) == 5
+    assert shown[0] is ranked[0]
+    for e in shown:  # each is the first of its layout in the ranking
+        first = next(x for x in ranked if (x.plan.dp, x.plan.tp, x.plan.pp, x.plan.cp, x.plan.ep) == (
+            e.plan.dp, e.plan.tp, e.plan.pp, e.plan.cp, e.plan.ep))
+        assert first is e
