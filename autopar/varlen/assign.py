@@ -118,11 +118,22 @@ def _steps(lengths: np.ndarray) -> np.ndarray:
 def next_fit(lengths: np.ndarray, budget: int) -> np.ndarray:
     """Micro-batch index of each sequence, packing in order and opening a new one when full."""
     steps, n = lengths.shape
-    by_item = np.ascontiguousarray(lengths.T)
+    by_item = _transposed(lengths)  # the loop runs over sequences, each step a lane
     ids = np.empty((n, steps), dtype=np.int64)
-    fill = np.zeros(steps, dtype=np.int64)
+    fill = np.zeros(steps, dtype=by_item.dtype)
     mb = np.zeros(steps, dtype=np.int64)
     new = np.empty(steps, dtype=bool)
+    if n and (lengths > 0).all():  # every micro-batch holds tokens once opened: only the first item finds it empty
+        fill += by_item[0]
+        ids[0] = 0
+        for i in range(1, n):
+            x = by_item[i]
+            np.add(fill, x, out=fill)
+            np.greater(fill, budget, out=new)
+            np.add(mb, new, out=mb)
+            np.copyto(fill, x, where=new)
+            ids[i] = mb
+        return _transposed(ids)
     for i in range(n):
         x = by_item[i]
         np.add(fill, x, out=fill)
@@ -131,7 +142,17 @@ def next_fit(lengths: np.ndarray, budget: int) -> np.ndarray:
         mb += new
         np.copyto(fill, x, where=new)
         ids[i] = mb
-    return ids.T
+    return _transposed(ids)
+
+
+def _transposed(a: np.ndarray, tile: int = 128) -> np.ndarray:
+    """C-contiguous copy of a 2-D array's transpose, copied in tiles (much faster than one strided copy)."""
+    rows, cols = a.shape
+    out = np.empty((cols, rows), dtype=a.dtype)
+    for i in range(0, rows, tile):
+        for j in range(0, cols, tile):
+            out[j:j + tile, i:i + tile] = a[i:i + tile, j:j + tile].T
+    return out
 
 
 def naive_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
@@ -147,18 +168,27 @@ def naive_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
     mb = next_fit(lengths, plan.micro_batch_tokens) if mb_ids is None else mb_ids
     n_mb = mb[:, -1] + 1
     cols = int(-(-n_mb.max() // plan.dp))
-    flat = (np.arange(steps)[:, None] * plan.dp + mb % plan.dp) * cols + mb // plan.dp
-    size = steps * plan.dp * cols
+    # a micro-batch is a run of equal ids: sum each run, then put it in its cell (replica mb % dp, slot mb // dp)
+    head = np.empty(lengths.shape, dtype=bool)
+    head[:, 0] = True
+    np.not_equal(mb[:, 1:], mb[:, :-1], out=head[:, 1:])
+    first = np.flatnonzero(head)
+    ids = mb.reshape(-1)[first]
+    cell = ((first // lengths.shape[1]) * plan.dp + ids % plan.dp) * cols + ids // plan.dp
     grid = (steps, plan.dp, cols)
+    cell_cost, cell_tokens = np.zeros(grid), np.zeros(grid)
+    cell_cost.reshape(-1)[cell] = np.add.reduceat(np.ascontiguousarray(w).reshape(-1), first)
+    cell_tokens.reshape(-1)[cell] = np.add.reduceat(lengths.reshape(-1), first)
     hard = plan.cp * plan.max_tokens_per_rank
+    over = lengths > hard
     return Assignment(
         strategy="naive",
-        cell_cost_s=np.bincount(flat.ravel(), w.ravel(), size).reshape(grid),
-        cell_tokens=np.bincount(flat.ravel(), lengths.ravel(), size).reshape(grid),
+        cell_cost_s=cell_cost,
+        cell_tokens=cell_tokens,
         gpus_per_row=plan.cp,
         group_size=np.full(lengths.shape, plan.cp, dtype=np.int64),
         n_microbatches=-(-n_mb // plan.dp),
-        overflow_tokens=(lengths * (lengths > hard)).sum(axis=1).astype(np.float64),
+        overflow_tokens=(lengths * over).sum(axis=1).astype(np.float64) if over.any() else np.zeros(steps),
     )
 
 
@@ -186,14 +216,17 @@ def _fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, l
     heavy = (group > 1) | (w >= light_frac[:, None] * level[:, None])  # all of them when light_frac is 0
     # one sort: by group size, then cost, both decreasing; each group size is then a run of every row
     scale = 1.000001 * max(float(w.max()), 1e-300)
-    idx, real = gather_sorted(heavy, lambda r, c: np.log2(group[r, c]) + w[r, c] / scale)
-    g_h = np.take_along_axis(group, idx, 1) * real
-    cost = np.take_along_axis(w, idx, 1) * real
-    tok = np.take_along_axis(lengths, idx, 1) * real
-    for g in np.unique(g_h)[::-1]:
+    n = lengths.shape[1]
+    group_f, w_f = group.reshape(-1), w.reshape(-1)
+    idx, real = gather_sorted(heavy, lambda r, c: np.log2(group_f[r * n + c]) + w_f[r * n + c] / scale)
+    flat = idx + (np.arange(lengths.shape[0]) * n)[:, None]
+    g_h = group_f[flat] * real
+    cost = w_f[flat] * real
+    tok = lengths.reshape(-1)[flat] * real
+    per_rank = tok / np.maximum(g_h, 1)
+    for g in np.flatnonzero(np.bincount(g_h.reshape(-1)))[::-1]:  # group sizes present, largest first
         if g > 0:
-            place(cells, cost, tok / np.maximum(g_h, 1), int(g), greedy,
-                  start=(g_h > g).sum(axis=1), stop=(g_h >= g).sum(axis=1))
+            place(cells, cost, per_rank, int(g), greedy, start=(g_h > g).sum(axis=1), stop=(g_h >= g).sum(axis=1))
     if greedy.light_frac > 0:  # the light ones are all the others
         light_cost = w.sum(axis=1) - cost.sum(axis=1)
         light_tokens = (lengths.sum(axis=1) - tok.sum(axis=1)).astype(np.float64)

@@ -122,13 +122,15 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
     load, eff, tok, room = (_flat(a) for a in (cells.load, cells.eff, cells.tokens, cells.room))
     work, peak, penalty = _flat(cells.work), _flat(cells.peak), cells.penalty.reshape(-1)  # penalty: (S * cols)
     no_room = 4.0 * cells.big
+    stalls = cells.pp - 1
     offsets = np.arange(per_round)[None, :]
     lane = np.arange(group)
     step_ix = np.arange(steps)
     first_item = (step_ix * width)[:, None]
-    first_block = (step_ix * blocks)[:, None] + np.arange(blocks)[None, :]  # (S, blocks) flat block index
-    first_cell = first_block * cols
+    last_item = first_item + (width - 1)
+    first_cell = ((step_ix * blocks)[:, None] + np.arange(blocks)[None, :]) * cols  # (S, blocks) flat cell index
     row_start = (step_ix * blocks)[:, None]
+    leading = np.zeros((steps, per_round + 1), dtype=bool)  # items a round takes: its leading True run
     if group == 1:  # views: updating the cells updates the blocks
         beff, broom = cells.eff, cells.room
     else:  # a block's micro-batch starts when its busiest rank is free and holds what its fullest can
@@ -139,9 +141,8 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
         pk3 = cells.peak[:, :used].reshape(steps, blocks, group)
     beff_f, broom_f = _flat(beff), _flat(broom)
     while (ptr < total).any():
-        pos = ptr[:, None] + offsets
-        inside = pos < total[:, None]
-        at_item = first_item + np.minimum(pos, width - 1)
+        inside = offsets < (total - ptr)[:, None]
+        at_item = np.minimum(first_item + ptr[:, None] + offsets, last_item)
         # items past a step's end are never taken (inside is a prefix), so their values do not matter
         c = item_cost[at_item]
         t = item_tokens[at_item]
@@ -164,17 +165,22 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
             at = load[cell]  # (S, blocks) load of that micro-batch
             begin = at
             end = begin + c0  # scored with the round's largest item
-            after = cells.work + (end - at) + (cells.pp - 1) * np.maximum(cells.peak, end)
+            after = cells.work + (end - at)
+            if stalls:
+                after += stalls * np.maximum(cells.peak, end)
         else:
             at = load[block_rows * cols + col[:, :, None]]  # (S, blocks, group) loads in that micro-batch
-            begin = at.max(axis=2)  # the block's ranks start together
+            begin = _lanes(np.maximum, at)  # the block's ranks start together
             end = begin + c0
             end3 = end[:, :, None]
-            after = (w3 + (end3 - at) + (cells.pp - 1) * np.maximum(pk3, end3)).max(axis=2)
+            after3 = w3 + (end3 - at)
+            if stalls:
+                after3 += stalls * np.maximum(pk3, end3)
+            after = _lanes(np.maximum, after3)
         score = after + (chosen - begin) + 1e-6 * end  # + penalty / no-room
         if per_round == 1:
             block = score.argmin(axis=1)[:, None]
-            take = inside
+            n_take = inside[:, 0].astype(np.int64)
         else:
             if per_round < blocks:
                 part = np.argpartition(score, per_round - 1, axis=1)[:, :per_round]
@@ -185,15 +191,18 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
             # be busier than an earlier block will be once it holds its item.
             sc = score.reshape(-1)[row_start + block] - c0
             reach = np.minimum.accumulate(sc + c, axis=1)
-            take = np.concatenate([inside[:, :1], sc[:, 1:] <= reach[:, :-1]], axis=1)
-            take = np.logical_and.accumulate(take & inside, axis=1)
-        ptr += take.sum(axis=1)
+            leading[:, 0] = inside[:, 0]
+            np.less_equal(sc[:, 1:], reach[:, :-1], out=leading[:, 1:-1])
+            leading[:, 1:-1] &= inside[:, 1:]
+            n_take = leading.argmin(axis=1)  # the first False; the last column is always False
+        ptr += n_take
         # write the taken items only (the others leave the cells as they are); their blocks are distinct
-        si, ki = np.nonzero(take)
-        sb = si * blocks + block[si, ki]  # flat (step, block)
+        f = np.flatnonzero(offsets < n_take[:, None])  # flat (step, k) of the taken items
+        si = f // per_round
+        sb = si * blocks + block.reshape(-1)[f]  # flat (step, block)
         bcell = cell.reshape(-1)[sb]
         bcol = col.reshape(-1)[sb]
-        ci, ti = c[si, ki], t[si, ki]
+        ci, ti = c.reshape(-1)[f], t.reshape(-1)[f]
         overflow = broom_f[bcell] < ti  # each item against its own micro-batch
         if overflow.any():
             cells.overflow_tokens += np.bincount(si[overflow], (ti * group)[overflow], minlength=steps)
@@ -216,7 +225,18 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
         peak[ri] = np.maximum(peak[ri], new)
         if group > 1:
             beff_f[bcell] = new_eff[:, 0]
-            broom_f[bcell] = rm.min(axis=1)
+            broom_f[bcell] = _lanes(np.minimum, rm)
+
+
+def _lanes(op: np.ufunc, x: np.ndarray) -> np.ndarray:
+    """Reduce the last (short) axis with ``op`` by halving: far faster than ``op.reduce`` over a short axis."""
+    while x.shape[-1] > 1:
+        half = x.shape[-1] // 2
+        head = op(x[..., :half], x[..., half:2 * half])
+        if x.shape[-1] % 2:
+            head[..., :1] = op(head[..., :1], x[..., -1:])
+        x = head
+    return x[..., 0]
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
@@ -384,16 +404,19 @@ def gather_sorted(mask: np.ndarray, key: np.ndarray | Callable[[np.ndarray, np.n
     returning their keys (so keys are computed for the selected entries only).
     H is the largest count over rows; shorter rows are padded (index 0, real False).
     """
-    steps = mask.shape[0]
-    r, c = np.nonzero(mask)
+    steps, n = mask.shape
+    flat = np.flatnonzero(mask)
+    r = flat // n
     counts = np.bincount(r, minlength=steps)
     width = int(counts.max()) if counts.size else 0
-    idx = np.zeros((steps, width), dtype=np.int64)
-    keys = np.full((steps, width), -np.inf)
     if width == 0:
-        return idx, np.zeros((steps, 0), dtype=bool)
-    pos = np.arange(r.size) - (np.cumsum(counts) - counts)[r]
-    idx[r, pos] = c
-    keys[r, pos] = key(r, c) if callable(key) else key[r, c]
-    order = np.argsort(-keys, axis=1, kind="stable")
-    return np.take_along_axis(idx, order, 1), np.take_along_axis(np.isfinite(keys), order, 1)
+        return np.zeros((steps, 0), dtype=np.int64), np.zeros((steps, 0), dtype=bool)
+    c = flat - r * n
+    slot = r * width + (np.arange(r.size) - (np.cumsum(counts) - counts)[r])  # flat (row, rank in row)
+    neg = np.full(steps * width, np.inf)  # padding sorts last
+    neg[slot] = -(key(r, c) if callable(key) else key[r, c])
+    idx = np.zeros(steps * width, dtype=np.int64)
+    idx[slot] = c
+    order = np.argsort(neg.reshape(steps, width), axis=1, kind="stable")
+    pick = order + (np.arange(steps) * width)[:, None]
+    return idx[pick], neg[pick] < np.inf
