@@ -58,7 +58,7 @@ GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs.")]
 NodesOpt = Annotated[int | None, typer.Option(help="Nodes (GPUs = nodes x GPUs per node).")]
 BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (default: about 4M tokens).")]
 SeqOpt = Annotated[int | None, typer.Option(help="Sequence length in tokens (default: the model's).")]
-DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16")]
+DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16 | fp8 (FP8 GEMMs; MFU still against the bf16 peak)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 DistOpt = Annotated[str | None, typer.Option(
     help="Sequence-length distribution: lengths (.txt/.jsonl/.npy), a histogram or a parametric form (.yaml).")]
