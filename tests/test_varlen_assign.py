@@ -62,6 +62,46 @@ def test_next_fit_and_round_robin() -> None:
     assert a.overflow_tokens.tolist() == [9.0] and a.n_microbatches.tolist() == [2]
 
 
+def test_next_fit_and_naive_cells_match_a_plain_loop() -> None:
+    """next_fit against a per-sequence loop (zero lengths too), naive cells against per-item sums."""
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 40, (6, 300))
+    lengths[1, ::7] = 0
+    lengths[2, :3] = 0
+    lengths[3, 5] = 500  # longer than the budget: a micro-batch of its own
+    budget = 64
+    want = np.zeros(lengths.shape, dtype=np.int64)
+    for s, row in enumerate(lengths):
+        fill = mb = 0
+        for i, x in enumerate(row):
+            if fill + x > budget and fill > 0:
+                mb, fill = mb + 1, 0
+            fill += x
+            want[s, i] = mb
+    assert (next_fit(lengths, budget) == want).all()
+    plan = VarlenPlan(dp=3, cp=1, pp=2, micro_batch_tokens=budget, max_tokens_per_rank=budget)
+    ok = lengths[[0, 4, 5]]  # positive lengths
+    a = naive_packing(ok, QUAD, plan)
+    mb = next_fit(ok, budget)
+    cells = np.zeros_like(a.cell_cost_s)
+    tokens = np.zeros_like(a.cell_tokens)
+    for s, i in itertools.product(range(ok.shape[0]), range(ok.shape[1])):
+        cells[s, mb[s, i] % plan.dp, mb[s, i] // plan.dp] += QUAD.time(ok[s, i:i + 1], 1)[0]
+        tokens[s, mb[s, i] % plan.dp, mb[s, i] // plan.dp] += ok[s, i]
+    assert np.allclose(a.cell_cost_s, cells, rtol=1e-12, atol=0) and (a.cell_tokens == tokens).all()
+
+
+def test_lane_reductions_match_numpy() -> None:
+    from autopar.varlen.place import _cumsum_rows, _lanes
+
+    x = np.random.default_rng(1).random((5, 7, 13))
+    for lanes in range(1, 14):
+        assert (_lanes(np.maximum, x[..., :lanes]) == x[..., :lanes].max(axis=-1)).all()
+        assert (_lanes(np.minimum, x[..., :lanes]) == x[..., :lanes].min(axis=-1)).all()
+    rows = np.random.default_rng(2).random((300, 9))
+    assert (_cumsum_rows(rows) == np.cumsum(rows, axis=1)).all() and (_cumsum_rows(rows[:5]) == np.cumsum(rows[:5], axis=1)).all()
+
+
 @pytest.mark.parametrize("fn", [naive_packing, balanced_packing, dynamic_cp, flexible_pool])
 def test_equal_sequences_balance_perfectly(fn: Strategy) -> None:
     plan = VarlenPlan(dp=4, cp=2, pp=4, micro_batch_tokens=8192, max_tokens_per_rank=4096)

@@ -58,6 +58,29 @@ def test_histogram_samples_uniformly_inside_bins(tmp_path: Path) -> None:
     assert draws.mean() == pytest.approx(dist.mean_len, rel=0.01)
 
 
+def test_large_histogram_draws_are_the_plain_inverse_cdf_draws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Block by block (two streams read side by side) gives the very numbers of one whole draw, and the same state."""
+    import autopar.varlen.dist as dist_module
+
+    path = write(tmp_path, "h.yaml", "bin_edges: [1, 512, 4096, 131073]\ncounts: [5, 3, 1]\n")
+    dist = load_distribution(path)
+    shape = (3, dist_module.SAMPLE_BLOCK + 1234)  # more than one block, the last one partial
+
+    def draw(rng: np.random.Generator) -> list[np.ndarray]:
+        rng.integers(0, 10, dtype=np.uint32)  # leaves half a 64-bit word buffered in the generator
+        return [dist.sample(shape, rng), dist.sample(7, rng), rng.integers(0, 1 << 30, 5, dtype=np.uint32), rng.random(3)]
+
+    blocked = draw(np.random.default_rng(11))
+    monkeypatch.setattr(dist_module, "SAMPLE_BLOCK", 1 << 40)  # one whole draw
+    whole = draw(np.random.default_rng(11))
+    for got, want in zip(blocked, whole, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape and (got == want).all()
+    # the edge-counting bins are searchsorted's
+    cdf = np.cumsum(dist.components[0].probs)
+    u = np.random.default_rng(3).random(10_000)
+    assert (dist_module._bins(cdf, u.copy()) == np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), 2)).all()
+
+
 def test_lognormal_clipped_mean_median_and_bounds(tmp_path: Path) -> None:
     path = write(tmp_path, "ln.yaml", "lognormal: {median: 1000, sigma: 1.0, min: 50, max: 8000}\n")
     dist = load_distribution(path)

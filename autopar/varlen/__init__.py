@@ -37,7 +37,7 @@ Assignment (``assign.py``), on arrays of shape (steps, sequences)::
 
 Greedy settings (``place.py``): ``EXACT`` (plain LPT, one sequence at a time)
 and ``FAST`` (LPT in rounds, the smallest sequences poured as a fluid; within
-1% of EXACT's mean step time for realistic costs, ~25x faster). The assignment
+1% of EXACT's mean step time for realistic costs, 25-50x faster). The assignment
 functions default to EXACT, ``simulate`` to FAST.
 
 Pipeline and metrics (``pipeline.py``)::
@@ -62,8 +62,9 @@ memory model; rank by ``step_time_mean_s`` (plus the fixed per-step costs as
 ``step_overhead_s``) of the chosen strategy. ``estimate`` can chart
 ``row_times(assignment.cell_cost_s[0], pp)`` for one sampled step.
 
-Speed: 1,000 steps x 4,096 sequences, four strategies, 1.2-1.5 s of CPU on a
-shared 2-core VM; ``simulate(..., rel_sem=0.005)`` stops at 256 steps, ~0.5 s.
+Speed: 1,000 steps x 4,096 sequences, four strategies, 0.7-0.8 s of CPU on a
+shared 2-core VM (about half of what the previous version takes side by side);
+``simulate(..., rel_sem=0.005)`` stops at 256 steps, ~0.3 s.
 """
 
 from autopar.varlen.assign import (

@@ -47,6 +47,7 @@ from autopar.varlen.place import EXACT, Cells, Greedy, gather_sorted, place, pou
 from autopar.varlen.seqcost import SeqCost
 
 STRATEGIES = ("naive", "balanced", "dynamic_cp", "flexible")
+SLAB = 128  # next_fit transposes this many sequences at a time (a slab of all steps stays in the caches)
 TIGHT = 0.9  # share of the token room a step fills beyond which FAST pours less (see _fill)
 
 
@@ -118,31 +119,24 @@ def _steps(lengths: np.ndarray) -> np.ndarray:
 def next_fit(lengths: np.ndarray, budget: int) -> np.ndarray:
     """Micro-batch index of each sequence, packing in order and opening a new one when full."""
     steps, n = lengths.shape
-    by_item = _transposed(lengths)  # the loop runs over sequences, each step a lane
-    ids = np.empty((n, steps), dtype=np.int64)
-    fill = np.zeros(steps, dtype=by_item.dtype)
+    ids = np.empty((steps, n), dtype=np.int64)
+    fill = np.zeros(steps, dtype=lengths.dtype)
     mb = np.zeros(steps, dtype=np.int64)
     new = np.empty(steps, dtype=bool)
-    if n and (lengths > 0).all():  # every micro-batch holds tokens once opened: only the first item finds it empty
-        fill += by_item[0]
-        ids[0] = 0
-        for i in range(1, n):
-            x = by_item[i]
+    positive = bool((lengths > 0).all())  # then a micro-batch holds tokens once opened: only item 0 finds it empty
+    for first in range(0, n, SLAB):  # the loop runs over sequences, each step a lane: a slab at a time, transposed
+        by_item = _transposed(lengths[:, first:first + SLAB])
+        out = np.empty(by_item.shape, dtype=np.int64)
+        for i, x in enumerate(by_item):
             np.add(fill, x, out=fill)
             np.greater(fill, budget, out=new)
+            if not positive or first + i == 0:
+                new &= fill > x  # the micro-batch was not empty before this sequence
             np.add(mb, new, out=mb)
             np.copyto(fill, x, where=new)
-            ids[i] = mb
-        return _transposed(ids)
-    for i in range(n):
-        x = by_item[i]
-        np.add(fill, x, out=fill)
-        np.greater(fill, budget, out=new)
-        new &= fill > x  # the micro-batch was not empty before this sequence
-        mb += new
-        np.copyto(fill, x, where=new)
-        ids[i] = mb
-    return _transposed(ids)
+            out[i] = mb
+        ids[:, first:first + SLAB] = _transposed(out)
+    return ids
 
 
 def _transposed(a: np.ndarray, tile: int = 128) -> np.ndarray:
@@ -211,7 +205,8 @@ def _fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, l
     placed one by one.
     """
     rows, open_cols = cells.load.shape[1], cells.open.sum(axis=(1, 2))
-    fullness = lengths.sum(axis=1) / (rows * open_cols * cells.cap)
+    step_tokens = lengths.sum(axis=1)
+    fullness = step_tokens / (rows * open_cols * cells.cap)
     light_frac = greedy.light_frac * np.where(fullness > TIGHT, 0.125, 1.0)
     heavy = (group > 1) | (w >= light_frac[:, None] * level[:, None])  # all of them when light_frac is 0
     # one sort: by group size, then cost, both decreasing; each group size is then a run of every row
@@ -229,7 +224,7 @@ def _fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, l
             place(cells, cost, per_rank, int(g), greedy, start=(g_h > g).sum(axis=1), stop=(g_h >= g).sum(axis=1))
     if greedy.light_frac > 0:  # the light ones are all the others
         light_cost = w.sum(axis=1) - cost.sum(axis=1)
-        light_tokens = (lengths.sum(axis=1) - tok.sum(axis=1)).astype(np.float64)
+        light_tokens = (step_tokens - tok.sum(axis=1)).astype(np.float64)
         pour(cells, np.clip(light_cost, 0.0, None), np.clip(light_tokens, 0.0, None))
 
 
@@ -254,12 +249,13 @@ def balanced_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
 
 def memory_groups(lengths: np.ndarray, plan: VarlenPlan) -> np.ndarray:
     """Smallest power-of-two CP group whose per-rank share fits the token cap, at most the pool's largest."""
-    group = np.ones_like(lengths)
-    long = lengths > plan.token_cap
-    if long.any():
-        need = np.ceil(lengths[long] / plan.token_cap).astype(np.int64)
+    group = np.ones(lengths.shape, dtype=lengths.dtype)
+    flat = lengths.reshape(-1)
+    long = np.flatnonzero(flat > plan.token_cap)
+    if long.size:
+        need = np.ceil(flat[long] / plan.token_cap).astype(np.int64)
         bits = np.frexp((need - 1).astype(np.float64))[1]  # bit length of need - 1
-        group[long] = np.minimum(np.left_shift(1, bits), plan.largest_group)
+        group.reshape(-1)[long] = np.minimum(np.left_shift(1, bits), plan.largest_group)
     return group
 
 
@@ -279,10 +275,10 @@ def dynamic_cp(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
     lengths = _steps(lengths)
     m = _microbatches(lengths, plan, n_microbatches)
     group = memory_groups(lengths, plan)
-    w = cost.time(lengths, 1)
-    split = group > 1
-    if split.any():  # most sequences need no CP: evaluate the others at their group size only
-        w[split] = cost.time(lengths[split], group[split])
+    w = np.ascontiguousarray(cost.time(lengths, 1))
+    split = np.flatnonzero(group > 1)
+    if split.size:  # most sequences need no CP: evaluate the others at their group size only
+        w.reshape(-1)[split] = cost.time(lengths.reshape(-1)[split], group.reshape(-1)[split])
     return _pool("dynamic_cp", lengths, w, group, plan, m, greedy)
 
 
@@ -291,19 +287,19 @@ def flexible_pool(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
     """ByteScale-style pool: a sequence is split only as far as memory and balance require."""
     lengths = _steps(lengths)
     m = _microbatches(lengths, plan, n_microbatches)
-    w = cost.time(lengths, 1)
+    w = np.ascontiguousarray(cost.time(lengths, 1))
     level = w.sum(axis=1) / (plan.pool_ranks * m)
     target = level if plan.pp > 1 else level * m  # a micro-batch's share, or (no pipeline) a rank's
     group = memory_groups(lengths, plan)
-    split = (group > 1) | (w > target[:, None])
-    if split.any():
-        rows, cols = np.nonzero(split)
+    split = np.flatnonzero((group > 1) | (w > target[:, None]))
+    if split.size:
+        rows = split // lengths.shape[1]
         sizes = 1 << np.arange(plan.largest_group.bit_length())
-        lens = lengths[rows, cols]
+        lens = lengths.reshape(-1)[split]
         cand = cost.time(np.broadcast_to(lens[:, None], (lens.size, sizes.size)), sizes[None, :])
-        allowed = sizes[None, :] >= group[rows, cols][:, None]
+        allowed = sizes[None, :] >= group.reshape(-1)[split][:, None]
         good = allowed & (cand <= target[rows][:, None])
         best = np.where(good.any(axis=1), good.argmax(axis=1), np.where(allowed, cand, np.inf).argmin(axis=1))
-        group[rows, cols] = sizes[best]
-        w[rows, cols] = cand[np.arange(lens.size), best]
+        group.reshape(-1)[split] = sizes[best]
+        w.reshape(-1)[split] = cand[np.arange(lens.size), best]
     return _pool("flexible", lengths, w, group, plan, m, greedy)

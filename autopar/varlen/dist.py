@@ -24,6 +24,7 @@ field. Empirical files are resampled with replacement.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from autopar.spec_io import Fields, load_mapping, read_text
 LENGTH_FIELDS = ("length", "len", "seq_len", "num_tokens")
 MAPPING_SUFFIXES = (".yaml", ".yml", ".json")
 SMALL_TABLE = 32  # histograms with at most this many bins are sampled by counting edges
+SAMPLE_BLOCK = 1 << 16  # large histogram draws run in blocks of this many numbers (they stay in the caches)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -57,15 +59,46 @@ class _Component:
         if self.kind == "empirical":
             return self.values[rng.integers(0, self.values.size, size=shape)]
         if self.kind == "histogram":
+            return self._histogram(shape, rng)
+        z = rng.standard_normal(shape, dtype=np.float32)
+        raw = np.exp(np.float32(self.mu) + np.float32(self.sigma) * z)
+        return np.clip(np.rint(raw), self.lo, self.hi).astype(np.int64)
+
+    def _histogram(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        """A bin by inverse CDF (n uniforms), then a uniform offset inside it (the next n uniforms).
+
+        Large draws from a PCG64 generator run block by block, reading the two
+        streams side by side (a copy of the generator advanced by n reads the
+        second): the same numbers, without arrays of the whole draw.
+        """
+        n = math.prod(shape)
+        bg = rng.bit_generator
+        if n <= SAMPLE_BLOCK or self.probs.size > SMALL_TABLE or not isinstance(bg, np.random.PCG64 | np.random.PCG64DXSM):
             bins = _categorical(self.probs, shape, rng)
             low = np.take(self.values, bins)
             frac = rng.random(shape)
             frac *= np.take(self.upper - self.values, bins)  # the bin's width
             low += frac.astype(np.int64)
             return low
-        z = rng.standard_normal(shape, dtype=np.float32)
-        raw = np.exp(np.float32(self.mu) + np.float32(self.sigma) * z)
-        return np.clip(np.rint(raw), self.lo, self.hi).astype(np.int64)
+        before = bg.state
+        offsets = copy.deepcopy(bg)
+        offsets.advance(n)
+        second = np.random.Generator(offsets)
+        width = self.upper - self.values
+        cdf = np.cumsum(self.probs)
+        out = np.empty(n, dtype=np.int64)
+        for first in range(0, n, SAMPLE_BLOCK):
+            size = min(SAMPLE_BLOCK, n - first)
+            bins = _bins(cdf, rng.random(size))
+            low = np.take(self.values, bins)
+            frac = second.random(size)
+            frac *= np.take(width, bins)
+            low += frac.astype(np.int64)
+            out[first:first + size] = low
+        after = offsets.state  # both streams read: where one draw of 2n numbers would have left the generator
+        after["has_uint32"], after["uinteger"] = before["has_uint32"], before["uinteger"]
+        bg.state = after
+        return out.reshape(shape)
 
     def mean(self) -> float:
         if self.kind == "empirical":
@@ -114,14 +147,17 @@ class LengthDist:
 
 def _categorical(probs: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Indices drawn with probabilities ``probs`` (inverse CDF on the cumulative table)."""
-    cdf = np.cumsum(probs)
-    u = rng.random(shape)
+    return _bins(np.cumsum(probs), rng.random(shape))
+
+
+def _bins(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Bin of each uniform ``u`` in [0, 1) for the cumulative table ``cdf`` (scaled by its last entry)."""
     u *= cdf[-1]
-    if probs.size > SMALL_TABLE:
-        return np.minimum(np.searchsorted(cdf, u, side="right"), probs.size - 1)
+    if cdf.size > SMALL_TABLE:
+        return np.minimum(np.searchsorted(cdf, u, side="right"), cdf.size - 1)
     # few bins: count the edges at or below u (what searchsorted returns), in one byte per draw; 3x faster
-    idx = np.zeros(shape, dtype=np.uint8)
-    below = np.empty(shape, dtype=bool)
+    idx = np.zeros(u.shape, dtype=np.uint8)
+    below = np.empty(u.shape, dtype=bool)
     for edge in cdf[:-1]:
         np.greater_equal(u, edge, out=below)
         idx += below

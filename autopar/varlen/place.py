@@ -48,7 +48,7 @@ from autopar.errors import SpecError
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Greedy:
-    """How exactly to run LPT: (0, 0) is exact; ``FAST`` trades well under 1% of step time for ~25x speed."""
+    """How exactly to run LPT: (0, 0) is exact; ``FAST`` trades well under 1% of step time for 25-50x speed."""
 
     light_frac: float = 0.0  # pour items costing below this fraction of the mean cell load as a fluid
     round_frac: float = 0.0  # fraction of row blocks that get an item per round (0: one item per round)
@@ -60,6 +60,7 @@ class Greedy:
 
 EXACT = Greedy()
 FAST = Greedy(light_frac=0.25, round_frac=1.0)
+COMPACT = 0.7  # place() drops finished steps from its rounds once fewer than this share are still going
 
 
 class Cells:
@@ -104,9 +105,10 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
 
     Speed: the state is read and written through flat indices (one index array
     per access, not three broadcast ones), only the items a round takes are
-    written, and a block's micro-batch is found by a plain arg-min of its
-    start times, re-done with the room mask only for the blocks whose
-    earliest micro-batch lacks room (the same choice as masking them all).
+    written, steps with nothing left drop out of the rounds, and a block's
+    micro-batch is found by a plain arg-min of its start times, re-done with
+    the room mask only for the blocks whose earliest micro-batch lacks room
+    (the same choice as masking them all).
     """
     steps, rows, cols = cells.load.shape
     blocks = rows // group
@@ -115,32 +117,38 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
     width = cost.shape[1]
     total = ((cost > 0) | (tokens > 0)).sum(axis=1) if stop is None else np.asarray(stop)  # end of each step's items
     ptr = np.zeros(steps, dtype=np.int64) if start is None else start.astype(np.int64)  # next item of each step
-    if not (ptr < total).any():
+    live = np.flatnonzero(ptr < total)  # the steps still placing items (global ids); per-step arrays follow it
+    if not live.size:
         return
     item_cost = np.ascontiguousarray(cost, dtype=np.float64).reshape(-1)
     item_tokens = np.ascontiguousarray(tokens, dtype=np.float64).reshape(-1)
     load, eff, tok, room = (_flat(a) for a in (cells.load, cells.eff, cells.tokens, cells.room))
     work, peak, penalty = _flat(cells.work), _flat(cells.peak), cells.penalty.reshape(-1)  # penalty: (S * cols)
-    no_room = 4.0 * cells.big
     stalls = cells.pp - 1
     offsets = np.arange(per_round)[None, :]
     lane = np.arange(group)
-    step_ix = np.arange(steps)
-    first_item = (step_ix * width)[:, None]
-    last_item = first_item + (width - 1)
-    first_cell = ((step_ix * blocks)[:, None] + np.arange(blocks)[None, :]) * cols  # (S, blocks) flat cell index
-    row_start = (step_ix * blocks)[:, None]
-    leading = np.zeros((steps, per_round + 1), dtype=bool)  # items a round takes: its leading True run
     if group == 1:  # views: updating the cells updates the blocks
         beff, broom = cells.eff, cells.room
     else:  # a block's micro-batch starts when its busiest rank is free and holds what its fullest can
         beff = cells.eff[:, :used].reshape(steps, blocks, group, cols).max(axis=2)
         broom = cells.room[:, :used].reshape(steps, blocks, group, cols).min(axis=2)
-        block_rows = (step_ix * rows)[:, None, None] + np.arange(used).reshape(1, blocks, group)
-        w3 = cells.work[:, :used].reshape(steps, blocks, group)
-        pk3 = cells.peak[:, :used].reshape(steps, blocks, group)
     beff_f, broom_f = _flat(beff), _flat(broom)
-    while (ptr < total).any():
+    ptr, total = ptr[live], total[live]
+    n_live, fresh = live.size, True
+    while n_live:
+        if n_live < COMPACT * live.size:  # drop the finished steps
+            keep = np.flatnonzero(ptr < total)
+            live, ptr, total, fresh = live[keep], ptr[keep], total[keep], True
+        if fresh:
+            whole = live.size == steps  # no step left out: plain views instead of gathers
+            first_item = (live * width)[:, None]
+            last_item = first_item + (width - 1)
+            first_cell = ((live * blocks)[:, None] + np.arange(blocks)[None, :]) * cols  # (L, blocks) flat cells
+            row_start = (np.arange(live.size) * blocks)[:, None]
+            no_room = 4.0 * cells.big[live]
+            leading = np.zeros((live.size, per_round + 1), dtype=bool)  # taken items: the leading True run
+            block_rows = (live * rows)[:, None, None] + np.arange(used).reshape(1, blocks, group)
+            fresh = False
         inside = offsets < (total - ptr)[:, None]
         at_item = np.minimum(first_item + ptr[:, None] + offsets, last_item)
         # items past a step's end are never taken (inside is a prefix), so their values do not matter
@@ -150,32 +158,38 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
         t0 = np.where(inside[:, :1], t[:, :1], 0.0)  # a finished step asks for no room
         # each block's earliest micro-batch; where it lacks room for the round's first (largest) item, the
         # earliest with room (micro-batches without room look full: + no_room)
-        col = beff.argmin(axis=2)
-        cell = first_cell + col  # (S, blocks) flat index into the blocks' cells
+        if whole:
+            col = beff.argmin(axis=2)
+        elif 2 * live.size >= steps:
+            col = beff.argmin(axis=2)[live]
+        else:
+            col = beff[live].argmin(axis=2)
+        cell = first_cell + col  # (L, blocks) flat index into the blocks' cells
         chosen = beff_f[cell]
         short = broom_f[cell] < t0
         if short.any():
             ss, sb = np.nonzero(short)
-            masked = beff[ss, sb] + no_room[ss, None] * (broom[ss, sb] < t0[ss])
+            gss = live[ss]
+            masked = beff[gss, sb] + no_room[ss, None] * (broom[gss, sb] < t0[ss])
             better = masked.argmin(axis=1)
             col[ss, sb] = better
             chosen[ss, sb] = masked[np.arange(ss.size), better]
-            cell[ss, sb] = (ss * blocks + sb) * cols + better
+            cell[ss, sb] = (gss * blocks + sb) * cols + better
         if group == 1:
-            at = load[cell]  # (S, blocks) load of that micro-batch
+            at = load[cell]  # (L, blocks) load of that micro-batch
             begin = at
             end = begin + c0  # scored with the round's largest item
-            after = cells.work + (end - at)
+            after = (cells.work if whole else work[block_rows[:, :, 0]]) + (end - at)
             if stalls:
-                after += stalls * np.maximum(cells.peak, end)
+                after += stalls * np.maximum(cells.peak if whole else peak[block_rows[:, :, 0]], end)
         else:
-            at = load[block_rows * cols + col[:, :, None]]  # (S, blocks, group) loads in that micro-batch
+            at = load[block_rows * cols + col[:, :, None]]  # (L, blocks, group) loads in that micro-batch
             begin = _lanes(np.maximum, at)  # the block's ranks start together
             end = begin + c0
             end3 = end[:, :, None]
-            after3 = w3 + (end3 - at)
+            after3 = work[block_rows] + (end3 - at)
             if stalls:
-                after3 += stalls * np.maximum(pk3, end3)
+                after3 += stalls * np.maximum(peak[block_rows], end3)
             after = _lanes(np.maximum, after3)
         score = after + (chosen - begin) + 1e-6 * end  # + penalty / no-room
         if per_round == 1:
@@ -196,22 +210,25 @@ def place(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int, greedy
             leading[:, 1:-1] &= inside[:, 1:]
             n_take = leading.argmin(axis=1)  # the first False; the last column is always False
         ptr += n_take
+        n_live = int(np.count_nonzero(ptr < total))
         # write the taken items only (the others leave the cells as they are); their blocks are distinct
         f = np.flatnonzero(offsets < n_take[:, None])  # flat (step, k) of the taken items
-        si = f // per_round
-        sb = si * blocks + block.reshape(-1)[f]  # flat (step, block)
+        si = f // per_round  # local step
+        gs = live[si]  # global step
+        b = block.reshape(-1)[f]
+        sb = si * blocks + b  # flat local (step, block)
         bcell = cell.reshape(-1)[sb]
         bcol = col.reshape(-1)[sb]
         ci, ti = c.reshape(-1)[f], t.reshape(-1)[f]
         overflow = broom_f[bcell] < ti  # each item against its own micro-batch
         if overflow.any():
-            cells.overflow_tokens += np.bincount(si[overflow], (ti * group)[overflow], minlength=steps)
+            cells.overflow_tokens += np.bincount(gs[overflow], (ti * group)[overflow], minlength=steps)
         new = begin.reshape(-1)[sb] + ci
-        new_eff = new + penalty[si * cols + bcol]
+        new_eff = new + penalty[gs * cols + bcol]
         if group == 1:
-            ri, fi = sb, bcell
+            ri, fi = gs * blocks + b, bcell
         else:
-            ri = (sb * group)[:, None] + lane + (si * (rows - used))[:, None]  # flat (step, row) of each rank
+            ri = ((gs * blocks + b) * group)[:, None] + lane + (gs * (rows - used))[:, None]  # flat (step, row)
             fi = ri * cols + bcol[:, None]
             new, new_eff, ti = new[:, None], new_eff[:, None], ti[:, None]
         old = load[fi]
@@ -254,7 +271,9 @@ def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
     fills the emptiest micro-batches first (to a row level lambda), each capped
     by its token room times the fluid's seconds per token (``pipeline_fill``).
     Open micro-batches are used before reserve ones; what fits nowhere is spread
-    evenly and counted as overflow.
+    evenly and counted as overflow. Pouring ends a fill: it updates ``load``,
+    ``tokens`` and ``overflow_tokens`` only, not the chooser's views that
+    ``place`` keeps (``eff``, ``room``, ``work``, ``peak``).
     """
     has = tokens > 0
     if not has.any():
@@ -263,13 +282,15 @@ def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
     per_token = np.where(density > 0, density, 1.0)
     cap = np.clip(cells.cap - cells.tokens, 0.0, None) * density[:, None, None]
     left = np.where(has, cost, 0.0)
-    fill = np.zeros_like(cells.load)
+    fill = None
     for usable in (cells.open, ~cells.open):
         if not (left > 1e-9 * np.maximum(cost, 1e-300)).any():
             break
-        more = pipeline_fill(cells.load + fill, cap * usable, left, cells.pp)
-        fill += more
+        more = pipeline_fill(cells.load if fill is None else cells.load + fill, cap * usable, left, cells.pp)
+        fill = more if fill is None else fill + more
         left = np.clip(left - more.sum(axis=(1, 2)), 0.0, None)
+    if fill is None:
+        fill = np.zeros_like(cells.load)
     spill = np.where(left > 1e-9 * np.maximum(cost, 1e-300), left, 0.0)
     if spill.any():  # no room anywhere: spread the rest over the open cells, count it
         opened = np.broadcast_to(cells.open, fill.shape)
@@ -277,10 +298,6 @@ def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
         cells.overflow_tokens += spill / per_token
     cells.load += fill
     cells.tokens += fill / per_token[:, None, None]
-    cells.eff = cells.load + cells.penalty
-    cells.room = cells.cap - cells.tokens + (cells.hard_cap - cells.cap) * (cells.tokens <= 0)
-    cells.work = cells.load.sum(axis=-1)
-    cells.peak = cells.load.max(axis=-1)
 
 
 def pipeline_fill(load: np.ndarray, cap: np.ndarray, amount: np.ndarray, pp: int) -> np.ndarray:
@@ -301,7 +318,7 @@ def pipeline_fill(load: np.ndarray, cap: np.ndarray, amount: np.ndarray, pp: int
     below = np.minimum(peak[..., None] - load, cap).sum(axis=-1)  # A1
     rise = np.sort(np.clip(load + cap - peak[..., None], 0.0, None), axis=-1)  # r_j ascending
     cols = rise.shape[-1]
-    g = np.cumsum(rise, axis=-1) + (cols - 1 - np.arange(cols)) * rise  # sum_j min(r_k, r_j)
+    g = _cumsum_rows(rise.reshape(-1, cols)).reshape(rise.shape) + (cols - 1 - np.arange(cols)) * rise  # sum_j min(r_k, r_j)
     a_tab = np.concatenate([np.zeros_like(below)[..., None], below[..., None], below[..., None] + g], axis=-1)
     t_tab = np.concatenate([base[..., None], (base + below)[..., None],
                             (base + below)[..., None] + g + (pp - 1) * rise], axis=-1)
@@ -348,7 +365,10 @@ def pipeline_fill(load: np.ndarray, cap: np.ndarray, amount: np.ndarray, pp: int
     fill = np.clip(lam[..., None] - load, 0.0, cap) * (rows > 0)[..., None]
     low = (rows > 0) & (rows < below)  # rows that stay below their peak: capped leveling underneath
     if low.any():
-        fill[low] = _spread(load[low][None], cap[low][None], rows[low][None])[0]
+        at = np.flatnonzero(low)
+        cols = load.shape[-1]
+        fill.reshape(-1, cols)[at] = _spread(load.reshape(-1, cols)[at][None], cap.reshape(-1, cols)[at][None],
+                                             rows.reshape(-1)[at][None])[0]
     return fill
 
 
@@ -368,13 +388,15 @@ def _spread(load: np.ndarray, cap: np.ndarray, amount: np.ndarray) -> np.ndarray
     tiny = 1e-12 * left
     active = np.flatnonzero(left > tiny)
     while active.size:
-        lam = _level(base[active], fixed[active], left[active])
-        trial = np.clip(lam[:, None] - base[active], 0.0, None) * ~fixed[active]
-        over = trial > limit[active]
+        every = active.size == base.shape[0]  # the first round usually has every row: no gathers
+        b, fx, lim = (base, fixed, limit) if every else (base[active], fixed[active], limit[active])
+        lam = _level(b, fx, left[active])
+        trial = np.clip(lam[:, None] - b, 0.0, None) * ~fx
+        over = trial > lim
         done = ~over.any(axis=1)
         fill[active[done]] += trial[done]
-        full = over[~done] * limit[active[~done]]
         rows_full = active[~done]
+        full = over[~done] * lim[~done]
         fill[rows_full] += full
         left[rows_full] -= full.sum(axis=1)
         fixed[rows_full] |= over[~done]
@@ -386,14 +408,27 @@ def _level(base: np.ndarray, fixed: np.ndarray, amount: np.ndarray) -> np.ndarra
     """Uncapped water level per row over the cells not ``fixed``: sum_k (lam - base_k)+ = amount."""
     cols = base.shape[1]
     huge = 1e300
-    srt = np.sort(np.maximum(base, huge * fixed), axis=1)  # fixed cells sort last
+    srt = np.sort(np.where(fixed, huge, base), axis=1)  # fixed cells sort last
     free = srt < huge
     count = np.arange(1, cols + 1)
-    levels = (amount[:, None] + np.cumsum(srt * free, axis=1)) / count  # level if the lowest k cells share it
+    levels = _cumsum_rows(srt * free)
+    levels += amount[:, None]
+    levels /= count  # level if the lowest k cells share it
     valid = free & (levels >= srt)
     k = cols - 1 - np.argmax(valid[:, ::-1], axis=1)
     lam = np.take_along_axis(levels, k[:, None], 1)[:, 0]
     return np.where(valid.any(axis=1), lam, -np.inf)  # no free cell: nothing more can be placed
+
+
+def _cumsum_rows(x: np.ndarray) -> np.ndarray:
+    """``np.cumsum(x, axis=1)`` (the same sums, in the same order), column by column when there are many rows."""
+    if x.shape[0] < 256:
+        return np.cumsum(x, axis=1)
+    out = np.empty_like(x)
+    out[:, 0] = x[:, 0]
+    for j in range(1, x.shape[1]):
+        np.add(out[:, j - 1], x[:, j], out=out[:, j])
+    return out
 
 
 def gather_sorted(mask: np.ndarray, key: np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray],
@@ -417,6 +452,7 @@ def gather_sorted(mask: np.ndarray, key: np.ndarray | Callable[[np.ndarray, np.n
     neg[slot] = -(key(r, c) if callable(key) else key[r, c])
     idx = np.zeros(steps * width, dtype=np.int64)
     idx[slot] = c
-    order = np.argsort(neg.reshape(steps, width), axis=1, kind="stable")
+    # equal keys are equal items in practice (same group, same cost), so their order does not matter
+    order = np.argsort(neg.reshape(steps, width), axis=1)
     pick = order + (np.arange(steps) * width)[:, None]
     return idx[pick], neg[pick] < np.inf

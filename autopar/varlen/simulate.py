@@ -9,15 +9,17 @@ working arrays stay small; the chunking changes nothing but speed.
 
 The balanced strategies run greedy LPT with the ``FAST`` settings (rounds and
 fluid pouring of small items, see ``place.py``); pass ``greedy=EXACT`` for
-exact LPT at about 25 times the cost. The standard error of the mean step time
+exact LPT at 25 to 50 times the cost. The standard error of the mean step time
 (``step_time_sem_s``) says whether ``steps`` was enough: it falls as
 1/sqrt(steps). With ``rel_sem`` the run stops as soon as every strategy's mean
 is known that well.
 
 Speed (``benchmarks/bench_varlen.py``; one core of a shared 2-core VM): 1,000
 steps x 4,096 sequences of the long-context example, all four strategies,
-1.2 to 1.5 s of CPU, most of it in the greedy of strategies 2-4. The
-convergence check (``rel_sem=0.005``) stops after 256 steps, about 0.5 s.
+0.7 to 0.8 s of CPU (1.5 to 1.75 s before the greedy, the pour and the
+sampler were reworked, timed side by side), most of it in the greedy and the
+pour of strategies 2-4. The convergence check (``rel_sem=0.005``) stops after
+256 steps, about 0.3 s.
 
 Step time here is the pipeline part only (compute plus exposed CP
 communication, with fill/drain); gradient sync and the optimizer step are the
@@ -124,9 +126,11 @@ def simulate(dist: LengthDist, cost: SeqCost, *, dp: int, cp: int, pp: int, glob
             lengths, mb = block[first:first + inner], block_mb[first:first + inner]
             memo = _MemoCost(cost)
             naive = naive_packing(lengths, memo, plan, mb_ids=mb)
+            tokens = int(lengths.sum())
             for name in strategies:
                 a = _run(name, lengths, memo, plan, naive, greedy)
-                weighted_group = float((a.group_size * lengths).sum())
+                # fixed-CP strategies run every sequence at cp
+                weighted_group = float(plan.cp * tokens if name in ("naive", "balanced") else (a.group_size * lengths).sum())
                 parts[name].append((step_metrics(a, pp, overhead_s=step_overhead_s),
                                     float(a.overflow_tokens.sum()), weighted_group))
             done += lengths.shape[0]
