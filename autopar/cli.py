@@ -208,14 +208,17 @@ def models_cmd() -> None:
     from autopar.model import load_model, preset_names
 
     try:
-        table = Table("name", "params", "layers", "hidden", "heads/kv", "seq", "source")
+        table = Table("name", "family", "params (active)", "layers", "hidden", "heads/kv", "seq / max", "source")
         for name in preset_names():
             m = load_model(name)
-            table.add_row(name, f"{m.total_params() / 1e9:.1f}B", str(m.layers), str(m.hidden_size),
-                          f"{m.num_attention_heads}/{m.num_kv_heads}", str(m.seq_len), m.source)
+            params = f"{m.total_params() / 1e9:.1f}B" + (f" ({m.active_params() / 1e9:.1f}B)" if m.moe else "")
+            source = m.source if len(m.source) <= 60 else m.source[:59] + "…"
+            table.add_row(name, m.family(), params, str(m.layers), str(m.hidden_size),
+                          f"{m.num_attention_heads}/{m.num_kv_heads}", f"{m.seq_len}/{m.max_seq_len}", source)
     except AutoparError as exc:
         _fail(exc)
     _console().print(table)
+    _console().print("full citations: the `source:` field of each preset in autopar/presets/")
 
 
 @app.command("hardware")

@@ -78,6 +78,17 @@ class ModelSpec:
         """Weight matrices of width f in the MLP: 3 for gated (SwiGLU), else 2."""
         return 3 if self.ffn_activation == "swiglu" else 2
 
+    def family(self) -> str:
+        """A short description: dense, MoE, MLA, Mamba or hybrid."""
+        if self.mamba is not None:
+            return "Mamba-2" if set(self.mamba.layer_pattern) == {"M"} else "hybrid Mamba-2"
+        bits = ["MoE" if self.moe else "dense"]
+        if self.mla:
+            bits.append("MLA")
+        elif self.num_kv_heads < self.num_attention_heads:
+            bits.append("GQA")
+        return " ".join(bits)
+
     def layer_kinds(self) -> tuple[str, ...]:
         """The kind of every layer, first to last (keys of families.KIND_PARTS)."""
         if self.mamba is not None:
