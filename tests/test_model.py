@@ -126,3 +126,9 @@ def test_hf_qwen3_head_dim_and_gpt2() -> None:
 def test_hf_unsupported_type() -> None:
     with pytest.raises(SpecError, match="unsupported model_type 'mamba'"):
         from_hf_config({"model_type": "mamba"}, where="c.json")
+
+
+def test_family_labels() -> None:
+    assert [load_model(n).family() for n in ("llama3-8b", "gpt3-175b", "deepseek-v3", "mixtral-8x7b", "mamba2-2.7b",
+                                             "nemotron-h-8b")] == [
+        "dense GQA", "dense", "MoE MLA", "MoE GQA", "Mamba-2", "hybrid Mamba-2"]
