@@ -53,7 +53,11 @@ def context(
     global_batch: int | None,
     seq_len: int | None,
     dtype: str,
+    seq_len_dist: str | None = None,
 ) -> Context:
+    """Load and check the inputs; `seq_len_dist` only to refuse it beside an explicit --seq-len."""
+    if seq_len_dist is not None and seq_len is not None:
+        raise SpecError("give --seq-len or --seq-len-dist, not both")
     spec = load_model(model)
     hw, reason = resolve_hardware(hardware)
     if nodes is not None:

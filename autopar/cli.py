@@ -104,10 +104,8 @@ def suggest(
 
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
-        if seq_len_dist is not None and seq_len is not None:
-            raise SpecError("give --seq-len or --seq-len-dist, not both")
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
-                             seq_len=seq_len, dtype=dtype)
+                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist)
         if seq_len_dist is not None:
             from autopar import advise_varlen, report_varlen
 
@@ -175,10 +173,8 @@ def estimate(
 
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
-        if seq_len_dist is not None and seq_len is not None:
-            raise SpecError("give --seq-len or --seq-len-dist, not both")
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
-                             seq_len=seq_len, dtype=dtype)
+                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist)
         if seq_len_dist is not None:
             from autopar import advise_varlen, report_varlen
 
