@@ -100,14 +100,17 @@ def suggest(
     varlen_strategy: StrategyOpt = "dynamic_cp",
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
-    from autopar import advise, launch, report
+    from autopar.advise import launch
+    from autopar.advise import train as advise
+    from autopar.render import report
 
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist)
         if seq_len_dist is not None:
-            from autopar import advise_varlen, report_varlen
+            from autopar.advise import varlen as advise_varlen
+            from autopar.render import varlen as report_varlen
 
             if plot is not None:
                 raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
@@ -125,7 +128,7 @@ def suggest(
         launched = launch.prepare(want, result.ctx, result.result.ranked[0].plan)
         plotted = None
         if plot is not None:
-            from autopar.plot import write_plot
+            from autopar.render.plot import write_plot
 
             plotted = write_plot(plot, result)
     except AutoparError as exc:
@@ -165,7 +168,9 @@ def estimate(
     seq_len_dist: DistOpt = None,
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
-    from autopar import advise, launch, report
+    from autopar.advise import launch
+    from autopar.advise import train as advise
+    from autopar.render import report
 
     def explain_plan(ctx: advise.Context) -> advise.Explained:
         return advise.explain(ctx, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, cp_comm=cp_comm, mbs=mbs,
@@ -176,7 +181,8 @@ def estimate(
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist)
         if seq_len_dist is not None:
-            from autopar import advise_varlen, report_varlen
+            from autopar.advise import varlen as advise_varlen
+            from autopar.render import varlen as report_varlen
 
             dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
             explained = advise_varlen.explain_varlen(ctx, dist, lambda c: explain_plan(c).estimate,
@@ -201,7 +207,7 @@ def models_cmd() -> None:
     """List the built-in model presets."""
     from rich.table import Table
 
-    from autopar.model import load_model, preset_names
+    from autopar.io.models import load_model, preset_names
 
     try:
         table = Table("name", "family", "params (active)", "layers", "hidden", "heads/kv", "seq / max", "source")
@@ -214,7 +220,7 @@ def models_cmd() -> None:
     except AutoparError as exc:
         _fail(exc)
     _console().print(table)
-    _console().print("full citations: the `source:` field of each preset in autopar/presets/")
+    _console().print("full citations: the `source:` field of each preset in autopar/data/presets/")
 
 
 @app.command("hardware")
@@ -222,7 +228,8 @@ def hardware_cmd() -> None:
     """List the built-in hardware profiles."""
     from rich.table import Table
 
-    from autopar.hardware import DEFAULT_HARDWARE, builtin_names, load_hardware
+    from autopar.io.profiles import builtin_names, load_hardware
+    from autopar.spec.hardware import DEFAULT_HARDWARE
 
     try:
         table = Table("name", "GPU", "memory GiB", "bf16 TFLOP/s", "GPUs/node", "description")

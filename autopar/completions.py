@@ -48,7 +48,7 @@ def _paths(incomplete: str, suffixes: tuple[str, ...]) -> list[tuple[str, str]]:
 
 def complete_model(incomplete: str) -> list[tuple[str, str]]:
     """MODEL: built-in presets, then model YAML / config.json files and folders."""
-    from autopar.model import preset_names
+    from autopar.io.models import preset_names
 
     presets = [(name, "preset") for name in preset_names() if name.startswith(incomplete)]
     return presets + _paths(incomplete, SPEC_SUFFIXES)
@@ -56,7 +56,7 @@ def complete_model(incomplete: str) -> list[tuple[str, str]]:
 
 def complete_hardware(incomplete: str) -> list[tuple[str, str]]:
     """--hardware: built-in profiles, then profile YAML files and folders."""
-    from autopar.hardware import builtin_names
+    from autopar.io.profiles import builtin_names
 
     names = [(name, "built-in profile") for name in builtin_names() if name.startswith(incomplete)]
     return names + _paths(incomplete, (".yaml", ".yml"))
@@ -64,7 +64,7 @@ def complete_hardware(incomplete: str) -> list[tuple[str, str]]:
 
 def complete_emit(incomplete: str) -> list[tuple[str, str]]:
     """--emit: the launch formats."""
-    from autopar.launch import EMIT_KINDS, FRAMEWORK
+    from autopar.advise.launch import EMIT_KINDS, FRAMEWORK
 
     return [(k, ("sbatch script, " if k.startswith("slurm") else "torchrun, ") + FRAMEWORK[k])
             for k in EMIT_KINDS if k.startswith(incomplete)]
@@ -93,7 +93,7 @@ def stale(folder: Path) -> list[str]:
 
 
 def write_all(folder: Path) -> list[Path]:
-    from autopar.fileio import write_atomic
+    from autopar.io.files import write_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []

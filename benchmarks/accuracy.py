@@ -28,10 +28,11 @@ sys.path.insert(0, str(ROOT))
 from autopar.cost.flops import megatron_flops_per_iteration, model_flops_per_token  # noqa: E402
 from autopar.cost.step import Estimate  # noqa: E402
 from autopar.errors import InfeasibleError  # noqa: E402
-from autopar.hardware import load_hardware  # noqa: E402
-from autopar.job import Job  # noqa: E402
-from autopar.model import ModelSpec, load_model  # noqa: E402
-from autopar.search import search  # noqa: E402
+from autopar.io.models import load_model  # noqa: E402
+from autopar.io.profiles import load_hardware  # noqa: E402
+from autopar.search.planner import search  # noqa: E402
+from autopar.spec.job import Job  # noqa: E402
+from autopar.spec.model import ModelSpec  # noqa: E402
 
 DEFAULT_RUNS = ROOT.parent / "shared" / "calibration" / "published_runs.yaml"
 

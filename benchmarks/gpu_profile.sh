@@ -31,7 +31,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>/dev/null | tee "$LOGS/nvidia-smi.csv"
 
 compare=()
-if "$PY" -c "from autopar.hardware import load_hardware; load_hardware('$COMPARE')" 2>/dev/null; then
+if "$PY" -c "from autopar.io.profiles import load_hardware; load_hardware('$COMPARE')" 2>/dev/null; then
     compare=(--compare "$COMPARE")
 fi
 
@@ -51,7 +51,7 @@ fi
 if [ -f "$DEST" ]; then
     "$PY" - "$DEST" <<'EOF' | tee "$LOGS/datasheet.txt"
 import sys
-from autopar.hardware import load_hardware
+from autopar.io.profiles import load_hardware
 from autopar.probe.peaks import lookup
 
 hw = load_hardware(sys.argv[1])

@@ -18,10 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autopar.hardware import load_hardware  # noqa: E402
-from autopar.job import Job, default_global_batch  # noqa: E402
-from autopar.model import load_model  # noqa: E402
-from autopar.search import search  # noqa: E402
+from autopar.io.models import load_model  # noqa: E402
+from autopar.io.profiles import load_hardware  # noqa: E402
+from autopar.search.planner import search  # noqa: E402
+from autopar.spec.job import Job, default_global_batch  # noqa: E402
 
 
 def main() -> int:

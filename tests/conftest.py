@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from autopar.hardware import HardwareProfile, parse_profile
-from autopar.model import ModelSpec
+from autopar.io.profiles import parse_profile
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.model import ModelSpec
 
 
 def toy_profile_dict(**overrides: Any) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from autopar.hardware import COLLECTIVES, builtin_names, load_hardware
-from autopar.model import load_model, preset_names
+from autopar.io.models import load_model, preset_names
+from autopar.io.profiles import builtin_names, load_hardware
+from autopar.spec.hardware import COLLECTIVES
 
 # Published parameter counts (total, including embeddings).
 PUBLISHED_PARAMS = {
@@ -51,7 +52,7 @@ EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200",
 
 
 def _raw_profile(name: str) -> dict[str, Any]:
-    text = (resources.files("autopar") / "profiles" / f"{name}.yaml").read_text(encoding="utf-8")
+    text = (resources.files("autopar") / "data" / "profiles" / f"{name}.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     assert isinstance(data, dict)
     return data

@@ -1,4 +1,4 @@
-"""Terminal pictures (autopar.charts): bar proportions, the capacity mark, the schedule drawing,
+"""Terminal pictures (autopar.render.charts): bar proportions, the capacity mark, the schedule drawing,
 and `estimate --explain` / `--no-explain`."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from rich.console import Console
 from rich.text import Text
 from typer.testing import CliRunner
 
-from autopar import advise, charts
-from autopar.advise import Explained
+from autopar.advise import train as advise
+from autopar.advise.train import Explained
 from autopar.cli import app
+from autopar.render import charts
 
 
 def explained(*, gpus: int = 16, tp: int = 2, pp: int = 2, vpp: int = 1, batch: int = 16, zero: int = 1,

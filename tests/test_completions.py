@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from autopar import completions
-from autopar.hardware import builtin_names
-from autopar.model import preset_names
+from autopar.io.models import preset_names
+from autopar.io.profiles import builtin_names
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "completions"

@@ -20,8 +20,8 @@ from autopar.cost.flops import (
     model_flops_per_token,
 )
 from autopar.cost.memory import block_activation_bytes, in_flight_microbatches, state_bytes
-from autopar.hardware import HardwareProfile
-from autopar.plan import Plan
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.plan import Plan
 
 # --- FLOPs -----------------------------------------------------------------------
 

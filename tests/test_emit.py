@@ -1,4 +1,4 @@
-"""Tests for autopar.emit: launch commands for Megatron-LM, torchtitan and SLURM.
+"""Tests for autopar.emit.targets: launch commands for Megatron-LM, torchtitan and SLURM.
 
 Golden files live in tests/golden/emit/. After a deliberate change to the emitted text, rewrite
 them with
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from autopar import emit
+from autopar.emit import targets as emit
 from autopar.errors import SpecError
-from autopar.job import Job
-from autopar.model import ModelSpec
-from autopar.plan import Plan
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan
 
 GOLDEN = Path(__file__).parent / "golden" / "emit"
 REGEN = os.environ.get("AUTOPAR_REGEN_GOLDEN") == "1"
@@ -347,7 +347,7 @@ def test_errors_are_one_line_spec_errors() -> None:
 
 
 def test_interleaving_over_uneven_chunks_is_an_explicit_layout() -> None:
-    from autopar.emit import megatron_pipeline_items
+    from autopar.emit.targets import megatron_pipeline_items
 
     assert megatron_pipeline_items(80, 4, 5) == ["--num-virtual-stages-per-pipeline-rank 5"]
     # Llama 3.1 405B: 126 layers in 16 x 2 chunks -> 30 chunks of 4 and 2 of 3, in model order

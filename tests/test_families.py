@@ -17,12 +17,12 @@ from autopar.cost.layout import chunk_sizes, rank_kinds
 from autopar.cost.memory import layer_activation_bytes, memory_breakdown
 from autopar.cost.step import estimate
 from autopar.errors import SpecError
-from autopar.families import MambaSpec, MLASpec, MoESpec
-from autopar.hardware import HardwareProfile
-from autopar.job import Job
-from autopar.model import ModelSpec
-from autopar.plan import Plan, validate
-from autopar.search import enumerate_plans, search
+from autopar.search.planner import enumerate_plans, search
+from autopar.spec.families import MambaSpec, MLASpec, MoESpec
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan, validate
 
 TENSOR = 1e15 * 0.5 * 0.75  # toy bf16 GEMM rate
 
@@ -256,7 +256,7 @@ def test_ep_exchange_across_nodes_node_aware() -> None:
     from conftest import toy_profile_dict
 
     from autopar.cost.compute import _ep_exchange
-    from autopar.hardware import parse_profile
+    from autopar.io.profiles import parse_profile
 
     hw = parse_profile(toy_profile_dict(), where="toy")
     m = moe_model(num_experts=16)

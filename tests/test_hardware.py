@@ -9,7 +9,8 @@ import yaml
 from conftest import toy_profile_dict
 
 from autopar.errors import ProfileError
-from autopar.hardware import CollectiveFit, Curve, fit_for, load_hardware, parse_profile, resolve_hardware
+from autopar.io.profiles import load_hardware, parse_profile, resolve_hardware
+from autopar.spec.hardware import CollectiveFit, Curve, fit_for
 
 
 def test_curve_log_interpolation() -> None:

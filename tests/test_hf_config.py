@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from autopar.errors import SpecError
-from autopar.hf_config import SUPPORTED_MODEL_TYPES
-from autopar.model import ModelSpec, from_hf_config, load_model
+from autopar.io.hf_config import SUPPORTED_MODEL_TYPES
+from autopar.io.models import from_hf_config, load_model
+from autopar.spec.model import ModelSpec
 
 MIXTRAL_8X7B = {
     "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,

@@ -1,4 +1,4 @@
-"""--emit on suggest and estimate (autopar.launch): option checks, node layout, the printed, saved
+"""--emit on suggest and estimate (autopar.advise.launch): option checks, node layout, the printed, saved
 and JSON forms, and one-line errors."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from autopar import launch
+from autopar.advise import launch
 from autopar.cli import app
 from autopar.errors import SpecError
-from autopar.job import Job
+from autopar.spec.job import Job
 
 runner = CliRunner()
 SUGGEST_2N = ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16", "--top", "3"]

@@ -9,7 +9,7 @@ import pytest
 from conftest import gpt_like, llama70b
 
 from autopar.errors import SpecError
-from autopar.model import from_hf_config, load_model
+from autopar.io.models import from_hf_config, load_model
 
 GOOD = """\
 name: tiny

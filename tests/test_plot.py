@@ -1,4 +1,4 @@
-"""suggest --plot (autopar.plot): the Pareto front, the SVG and HTML files, and the missing-extra error."""
+"""suggest --plot (autopar.render.plot): the Pareto front, the SVG and HTML files, and the missing-extra error."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from autopar import advise, plot
-from autopar.advise import Suggestion
+from autopar.advise import train as advise
+from autopar.advise.train import Suggestion
 from autopar.cli import app
+from autopar.render import plot
 
 needs_matplotlib = pytest.mark.skipif(find_spec("matplotlib") is None, reason="needs the plot extra (matplotlib)")
 

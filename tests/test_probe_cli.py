@@ -16,7 +16,8 @@ import pytest
 import yaml
 from conftest import toy_profile_dict
 
-from autopar.hardware import COLLECTIVES, load_hardware
+from autopar.io.profiles import load_hardware
+from autopar.spec.hardware import COLLECTIVES
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -14,7 +14,7 @@ from conftest import toy_profile_dict
 from rich.console import Console
 
 from autopar.errors import ProfileError
-from autopar.hardware import COLLECTIVES, load_hardware, parse_profile
+from autopar.io.profiles import load_hardware, parse_profile
 from autopar.probe import peaks, writer
 from autopar.probe.command import profile_name
 from autopar.probe.fit import bus_factor
@@ -30,6 +30,7 @@ from autopar.probe.results import (
     Topology,
 )
 from autopar.probe.yamlio import dump_yaml
+from autopar.spec.hardware import COLLECTIVES
 
 ALPHA, BW = 20e-6, 300e9  # the synthetic fabric: 20 us, 300 GB/s bus bandwidth
 

@@ -1,4 +1,4 @@
-"""Pipeline schedules (autopar.schedule) against hand-drawn orders and timelines.
+"""Pipeline schedules (autopar.render.schedule) against hand-drawn orders and timelines.
 
 Notation in this file: F2b = forward of micro-batch 2 (0-based) through model chunk b (a, b, ...
 = chunk 0, 1, ...); '.' is one idle time unit.
@@ -11,7 +11,7 @@ import itertools
 import pytest
 
 from autopar.errors import SpecError
-from autopar.schedule import Op, Timeline, stage_order, timeline, timeline_ends
+from autopar.render.schedule import Op, Timeline, stage_order, timeline, timeline_ends
 
 
 def names(ops: list[Op], chunks: int = 1) -> list[str]:

@@ -11,10 +11,10 @@ from autopar.cost.compute import block_time, loss_time
 from autopar.cost.layout import chunk_sizes
 from autopar.cost.step import estimate
 from autopar.errors import InfeasibleError, SpecError
-from autopar.hardware import HardwareProfile
-from autopar.job import Job, default_global_batch
-from autopar.plan import Plan, validate
-from autopar.search import enumerate_plans, search
+from autopar.search.planner import enumerate_plans, search
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.job import Job, default_global_batch
+from autopar.spec.plan import Plan, validate
 
 
 def test_stage_layer_counts_uneven_last_lighter() -> None:
@@ -124,7 +124,7 @@ def test_search_ranks_by_throughput_and_all_fit(toy_hw: HardwareProfile) -> None
 
 
 def test_distinct_layouts_keep_the_best_variant_of_each(toy_hw: HardwareProfile) -> None:
-    from autopar.report import distinct_layouts
+    from autopar.render.report import distinct_layouts
 
     ranked = search(llama70b(), toy_hw, Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192)).ranked
     shown = distinct_layouts(ranked, 5)

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from autopar.cli import app
 from autopar.cost.compute import Shape, layer_time
-from autopar.cost.seqcost import ModelSeqCost
-from autopar.hardware import HardwareProfile
-from autopar.plan import Plan
+from autopar.cost.sequence import ModelSeqCost
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.plan import Plan
 
 runner = CliRunner()
 LONG = str(Path(__file__).resolve().parent.parent / "examples" / "seqlen" / "long_context.yaml")

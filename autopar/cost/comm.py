@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar.hardware import HardwareProfile, fit_for
+from autopar.spec.hardware import HardwareProfile, fit_for
 
 _FACTOR = {
     "all_reduce": lambda n: 2.0 * (n - 1) / n,

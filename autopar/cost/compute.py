@@ -23,10 +23,10 @@ from autopar.cost.flops import (
     part_gemms,
     ssd_scan_flops,
 )
-from autopar.families import KIND_PARTS
-from autopar.hardware import HardwareProfile, fit_for
-from autopar.model import ModelSpec
-from autopar.plan import Plan
+from autopar.spec.families import KIND_PARTS
+from autopar.spec.hardware import HardwareProfile, fit_for
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar.families import KIND_PARTS
-from autopar.model import ModelSpec
+from autopar.spec.families import KIND_PARTS
+from autopar.spec.model import ModelSpec
 
 FLASH_BWD_OVER_FWD = 2.5  # FlashAttention-2 benchmark convention, sec. 4.1
 

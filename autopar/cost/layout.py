@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from autopar.model import ModelSpec
+from autopar.spec.model import ModelSpec
 
 
 def chunk_sizes(layers: int, chunks: int) -> list[int]:

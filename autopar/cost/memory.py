@@ -25,10 +25,10 @@ from autopar.cost import calibration as cal
 from autopar.cost.compute import kv_bytes_per_token
 from autopar.cost.layout import rank_kinds
 from autopar.cost.memo import Memo, memo
-from autopar.families import KIND_PARTS
-from autopar.job import Job
-from autopar.model import ModelSpec
-from autopar.plan import Plan
+from autopar.spec.families import KIND_PARTS
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,10 +22,10 @@ from autopar.cost.flops import model_flops_per_token
 from autopar.cost.layout import rank_kinds
 from autopar.cost.memo import Memo, memo
 from autopar.cost.memory import MemoryBreakdown, end_rank_params, memory_breakdown
-from autopar.hardware import HardwareProfile
-from autopar.job import Job
-from autopar.model import ModelSpec
-from autopar.plan import Plan, validate
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan, validate
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,11 +22,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from autopar.hardware import COLLECTIVES
 from autopar.probe.compute import sync_fn
 from autopar.probe.results import CollPoint, Topology
 from autopar.probe.settings import Settings
 from autopar.probe.timing import Timer
+from autopar.spec.hardware import COLLECTIVES
 
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor

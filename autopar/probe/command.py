@@ -20,7 +20,7 @@ from pathlib import Path
 from rich.console import Console
 
 from autopar.errors import ProfileError
-from autopar.hardware import load_hardware, saved_profile_path
+from autopar.io.profiles import load_hardware, saved_profile_path
 from autopar.probe.runtime import require_torch, resolve_device
 from autopar.probe.settings import settings_for
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar.hardware import builtin_names
+from autopar.io.profiles import builtin_names
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

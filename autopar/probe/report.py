@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from autopar.hardware import COLLECTIVES, HardwareProfile, fit_for
+from autopar.spec.hardware import COLLECTIVES, HardwareProfile, fit_for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""Measurements -> a hardware profile (schema 1, as ``autopar.hardware`` reads it).
+"""Measurements -> a hardware profile (schema 1, as ``autopar.spec.hardware`` reads it).
 
 Peaks come from the datasheet table when the GPU is known, else from the best
 rate measured (and the provenance says which). Collectives are fitted per
@@ -25,12 +25,13 @@ from typing import Any
 
 from autopar import __version__
 from autopar.errors import ProfileError
-from autopar.fileio import write_atomic
-from autopar.hardware import COLLECTIVES, SCHEMA_VERSION, HardwareProfile, load_hardware, parse_profile
+from autopar.io.files import write_atomic
+from autopar.io.profiles import load_hardware, parse_profile
 from autopar.probe import peaks
 from autopar.probe.fit import bus_factor, efficiency_curve, fit_alpha_beta, sig
 from autopar.probe.results import Measurements
 from autopar.probe.yamlio import Flow, FlowMap, dump_yaml
+from autopar.spec.hardware import COLLECTIVES, SCHEMA_VERSION, HardwareProfile
 
 # (latency_us, bw_gbps) used only when nothing was measured and no built-in profile of this GPU exists
 PLACEHOLDER = {"intra": (10.0, 20.0), "inter": (30.0, 10.0)}  # PCIe Gen4 x16 (~25 GB/s raw); 100 Gb/s NIC (12.5 GB/s raw)

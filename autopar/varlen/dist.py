@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from autopar.errors import SpecError
-from autopar.spec_io import Fields, load_mapping, read_text
+from autopar.io.strict import Fields, load_mapping, read_text
 
 LENGTH_FIELDS = ("length", "len", "seq_len", "num_tokens")
 MAPPING_SUFFIXES = (".yaml", ".yml", ".json")

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from autopar import varlen
-from autopar.advise_varlen import VarlenExplained, VarlenPlan, VarlenSuggestion
-from autopar.report import context_dict, plan_dict, plan_label
+from autopar.advise.varlen import VarlenCandidate, VarlenExplained, VarlenSuggestion
+from autopar.render.report import context_dict, plan_dict, plan_label
 
 NAMES = {"naive": "fixed CP, naive packing", "balanced": "fixed CP, balanced packing", "dynamic_cp": "dynamic CP",
          "flexible": "flexible DP x CP pool"}
@@ -25,7 +25,7 @@ def _strategy_dict(r: varlen.StrategyResult) -> dict[str, Any]:
             "steps": r.steps}
 
 
-def _plan_doc(p: VarlenPlan, strategy: str, gpus: int) -> dict[str, Any]:
+def _plan_doc(p: VarlenCandidate, strategy: str, gpus: int) -> dict[str, Any]:
     chosen = p.results[strategy]
     doc = plan_dict(p.estimate)
     doc.update(step_time_s=chosen.step_time_mean_s, tokens_per_s=chosen.tokens_per_s,

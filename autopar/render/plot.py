@@ -19,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from autopar.advise import Suggestion
+from autopar.advise.train import Suggestion
 from autopar.cost.step import Estimate
 from autopar.errors import SpecError
-from autopar.fileio import write_atomic
+from autopar.io.files import write_atomic
 
 GIB = 2**30
 INSTALL_HINT = "pip install 'autopar[plot]'"

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import SpecError
-from autopar.families import PATTERN_KINDS, MambaSpec, MLASpec, MoESpec
-from autopar.model import ModelSpec
-from autopar.spec_io import Fields
+from autopar.io.strict import Fields
+from autopar.spec.families import PATTERN_KINDS, MambaSpec, MLASpec, MoESpec
+from autopar.spec.model import ModelSpec
 
 # HF hidden_act -> our ffn_activation. SiLU/Swish in these families is always the gated (SwiGLU) MLP.
 _HF_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu",

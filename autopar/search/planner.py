@@ -25,10 +25,10 @@ from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown, peak_bytes
 from autopar.cost.step import Estimate, timed_estimate
 from autopar.errors import InfeasibleError
-from autopar.hardware import HardwareProfile
-from autopar.job import Job
-from autopar.model import ModelSpec
-from autopar.plan import RECOMPUTE, ZERO_STAGES, Plan
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import RECOMPUTE, ZERO_STAGES, Plan
 
 MICRO_BATCH_SIZES = (1, 2, 4, 8, 16)
 TIE_BAND = 0.005  # plans within 0.5% of each other rank as equal; the simpler one first

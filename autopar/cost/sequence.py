@@ -19,9 +19,9 @@ import numpy as np
 
 from autopar.cost.compute import Shape, layer_time
 from autopar.cost.layout import rank_kinds
-from autopar.hardware import HardwareProfile
-from autopar.model import ModelSpec
-from autopar.plan import Plan
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan
 
 MIN_LEN = 64  # shortest grid length, tokens
 

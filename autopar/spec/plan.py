@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.errors import SpecError
-from autopar.job import Job
-from autopar.model import ModelSpec
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
 
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)

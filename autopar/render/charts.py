@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-from autopar.advise import Explained
-from autopar.schedule import Slot, timeline_ends
+from autopar.advise.train import Explained
+from autopar.render.schedule import Slot, timeline_ends
 
 GIB = 2**30
 

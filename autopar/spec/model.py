@@ -1,19 +1,16 @@
-"""ModelSpec: the shape of the network, and its loaders.
+"""ModelSpec: the shape of the network.
 
 A spec comes from a built-in preset name, a YAML file (format in DESIGN.md), or
-a Hugging Face ``config.json``. All three become the same frozen value.
+a Hugging Face ``config.json`` (readers in :mod:`autopar.io.models`); all three
+become the same frozen value.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
-from typing import Any
 
 from autopar.errors import SpecError
-from autopar.families import KIND_PARTS, PATTERN_KINDS, MambaSpec, MLASpec, MoESpec
-from autopar.spec_io import Fields, did_you_mean, load_mapping
+from autopar.spec.families import KIND_PARTS, PATTERN_KINDS, MambaSpec, MLASpec, MoESpec
 
 ACTIVATIONS = ("swiglu", "gelu", "relu2")
 
@@ -145,133 +142,3 @@ class ModelSpec:
             return total
         moe_layers = sum(1 for k in self.layer_kinds() if k in ("moe", "moe_mlp"))
         return total - moe_layers * (self.part_params("moe") - self.part_params("moe", active=True))
-
-
-# --- loaders -------------------------------------------------------------------
-
-
-def preset_names() -> list[str]:
-    """Names of the built-in model presets."""
-    root = resources.files("autopar") / "presets"
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
-
-
-def load_model(ref: str) -> ModelSpec:
-    """A preset name, a YAML spec, a Hugging Face config.json, or a folder holding one."""
-    path = Path(ref)
-    if path.is_dir():
-        path = path / "config.json"
-        if not path.exists():
-            raise SpecError(f"{ref}: folder has no config.json")
-    if path.suffix.lower() == ".json":
-        return from_hf_config(load_mapping(path), where=str(path))
-    if path.suffix.lower() in (".yaml", ".yml") or path.exists():
-        return from_yaml_mapping(load_mapping(path), where=str(path))
-    names = preset_names()
-    if ref in names:
-        preset = resources.files("autopar") / "presets" / f"{ref}.yaml"
-        with resources.as_file(preset) as p:
-            return from_yaml_mapping(load_mapping(p), where=f"preset {ref}")
-    raise SpecError(
-        f"unknown model '{ref}'{did_you_mean(ref, names)}: give a preset name (see `autopar models`), "
-        "a model .yaml file or a Hugging Face config.json"
-    )
-
-
-def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
-    """Build a spec from the DESIGN.md YAML format; unknown keys are errors."""
-    f = Fields(data, f"{where}: ")
-    heads = f.integer("num_attention_heads")
-    hidden = f.integer("hidden_size")
-    moe, mla, mamba = _moe(f), _mla(f), _mamba(f)
-    seq_len = f.integer("seq_len")
-    spec = ModelSpec(
-        name=f.text("name"),
-        layers=f.integer("layers"),
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        num_kv_heads=f.integer("num_kv_heads", heads),
-        head_dim=f.integer("head_dim", _default_head_dim(hidden, heads, where)),
-        ffn_hidden_size=f.integer("ffn_hidden_size"),
-        ffn_activation=f.text("ffn_activation", "swiglu", choices=ACTIVATIONS),
-        vocab_size=f.integer("vocab_size"),
-        seq_len=seq_len,
-        max_seq_len=f.integer("max_seq_len", seq_len),
-        tie_embeddings=f.flag("tie_embeddings", False),
-        source=f.text("source", where),
-        dropout=f.flag("dropout", False),
-        moe=moe,
-        mla=mla,
-        mamba=mamba,
-    )
-    f.finish()
-    return spec
-
-
-def _section(f: Fields, key: str) -> Fields | None:
-    data = f.mapping(key, required=False)
-    return None if data is None else Fields(data, f.prefix(key))
-
-
-def _moe(f: Fields) -> MoESpec | None:
-    g = _section(f, "moe")
-    if g is None:
-        return None
-    spec = MoESpec(
-        num_experts=g.integer("num_experts"),
-        top_k=g.integer("top_k"),
-        expert_ffn_hidden_size=g.integer("expert_ffn_hidden_size"),
-        shared_experts=g.integer("shared_experts", 0, minimum=0),
-        shared_expert_ffn_hidden_size=g.integer("shared_expert_ffn_hidden_size", 0, minimum=0),
-        first_dense_layers=g.integer("first_dense_layers", 0, minimum=0),
-        capacity_factor=g.number("capacity_factor", 1.0),
-        max_nodes_per_token=g.integer("max_nodes_per_token", 0, minimum=0),
-    )
-    g.finish()
-    return spec
-
-
-def _mla(f: Fields) -> MLASpec | None:
-    g = _section(f, "mla")
-    if g is None:
-        return None
-    spec = MLASpec(
-        q_lora_rank=g.integer("q_lora_rank", 0, minimum=0),
-        kv_lora_rank=g.integer("kv_lora_rank"),
-        qk_nope_head_dim=g.integer("qk_nope_head_dim"),
-        qk_rope_head_dim=g.integer("qk_rope_head_dim"),
-        v_head_dim=g.integer("v_head_dim"),
-    )
-    g.finish()
-    return spec
-
-
-def _mamba(f: Fields) -> MambaSpec | None:
-    g = _section(f, "mamba")
-    if g is None:
-        return None
-    spec = MambaSpec(
-        state_size=g.integer("state_size"),
-        head_dim=g.integer("head_dim"),
-        expand=g.integer("expand", 2),
-        layer_pattern=g.text("layer_pattern"),
-        num_groups=g.integer("num_groups", 8),
-        conv_kernel=g.integer("conv_kernel", 4),
-        chunk_size=g.integer("chunk_size", 128),
-    )
-    g.finish()
-    return spec
-
-
-def _default_head_dim(hidden: int, heads: int, where: str) -> int:
-    if hidden % heads:
-        raise SpecError(f"{where}: hidden_size ({hidden}) must be divisible by num_attention_heads ({heads}), or give head_dim")
-    return hidden // heads
-
-
-def from_hf_config(data: dict[str, Any], *, where: str) -> ModelSpec:
-    """Read a Hugging Face config.json; the readers live in autopar.hf_config (imported here lazily,
-    since that module imports this one)."""
-    from autopar.hf_config import from_hf_config as read
-
-    return read(data, where=where)

@@ -26,9 +26,9 @@ import shlex
 from collections.abc import Sequence
 
 from autopar.errors import SpecError
-from autopar.job import Job
-from autopar.model import ModelSpec
-from autopar.plan import Plan, validate
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan, validate
 
 # Every flag megatron_command can write. A test freezes this set; change it on purpose only,
 # after checking the new name against megatron/training/arguments.py at a pinned commit.

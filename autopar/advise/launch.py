@@ -1,6 +1,6 @@
 """From an answer to a launch: which framework's command, on how many nodes, and where it goes.
 
-Glue between the CLI's ``--emit`` options and the pure string builders of ``autopar.emit``:
+Glue between the CLI's ``--emit`` options and the pure string builders of ``autopar.emit.targets``:
 
 - ``megatron``          torchrun + Megatron-LM's ``pretrain_gpt.py``
 - ``torchtitan``        torchrun + ``torchtitan.train`` (needs the name of torchtitan's config function)
@@ -18,12 +18,12 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from autopar import emit
-from autopar.advise import Context
+from autopar.advise.train import Context
+from autopar.emit import targets as emit
 from autopar.errors import SpecError
-from autopar.fileio import write_atomic
-from autopar.job import Job
-from autopar.plan import Plan
+from autopar.io.files import write_atomic
+from autopar.spec.job import Job
+from autopar.spec.plan import Plan
 
 EMIT_KINDS = ("megatron", "torchtitan", "slurm", "slurm-torchtitan")
 FRAMEWORK = {"megatron": "Megatron-LM", "torchtitan": "torchtitan", "slurm": "Megatron-LM",

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from autopar.advise import Context, Explained, Suggestion
+from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
 
 if TYPE_CHECKING:
-    from autopar.launch import Launch
-    from autopar.plot import PlotSummary
+    from autopar.advise.launch import Launch
+    from autopar.render.plot import PlotSummary
 
 GIB = 2**30
 
@@ -187,7 +187,7 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
             mem.add_row(key, f"{value:.2f}")
     console.print(mem)
     if explain:
-        from autopar.charts import render_explain
+        from autopar.render.charts import render_explain
 
         render_explain(console, x)
         console.print()

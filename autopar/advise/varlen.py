@@ -19,12 +19,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from autopar import varlen
-from autopar.advise import Context, Suggestion, suggest
+from autopar.advise.train import Context, Suggestion, suggest
 from autopar.cost import calibration as cal
-from autopar.cost.seqcost import ModelSeqCost
+from autopar.cost.sequence import ModelSeqCost
 from autopar.cost.step import Estimate
 from autopar.errors import InfeasibleError, SpecError
-from autopar.job import DEFAULT_TOKENS_PER_STEP, Job
+from autopar.spec.job import DEFAULT_TOKENS_PER_STEP, Job
 
 CANDIDATES = 8  # distinct layouts of the fixed-length ranking that are simulated
 STEPS = 128  # sampled steps per candidate (at most; stops earlier once converged)
@@ -33,7 +33,7 @@ REL_SEM = 0.01  # stop when the mean step time is known to 1%
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class VarlenPlan:
+class VarlenCandidate:
     """One plan under the length distribution."""
 
     estimate: Estimate  # the fixed-length (packed) estimate
@@ -47,9 +47,9 @@ class VarlenSuggestion:
     dist: varlen.LengthDist  # the lengths
     strategy: str  # the strategy plans are ranked by
     sequences_per_step: int  # global batch, in sequences of the distribution
-    plans: tuple[VarlenPlan, ...]  # best first under `strategy`
+    plans: tuple[VarlenCandidate, ...]  # best first under `strategy`
 
-    def tokens_per_s(self, plan: VarlenPlan, strategy: str) -> float:
+    def tokens_per_s(self, plan: VarlenCandidate, strategy: str) -> float:
         return plan.results[strategy].tokens_per_s
 
 
@@ -117,7 +117,7 @@ def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | No
 
 
 def simulate_plan(ctx: Context, dist: varlen.LengthDist, est: Estimate, *, sequences: int, seed: int = 0,
-                  steps: int = STEPS) -> VarlenPlan:
+                  steps: int = STEPS) -> VarlenCandidate:
     """All four strategies for one plan."""
     plan, job = est.plan, ctx.job
     cost = ModelSeqCost.from_model(ctx.model, ctx.hw, plan, dtype=job.dtype, max_len=dist.max_len,
@@ -127,7 +127,7 @@ def simulate_plan(ctx: Context, dist: varlen.LengthDist, est: Estimate, *, seque
     results = varlen.simulate(dist, cost, dp=plan.dp, cp=plan.cp, pp=plan.pp, global_batch=sequences,
                               micro_batch_tokens=plan.mbs * job.seq_len, max_tokens_per_rank=room, steps=steps,
                               seed=seed, step_overhead_s=overhead, rel_sem=REL_SEM, min_steps=min(MIN_STEPS, steps))
-    return VarlenPlan(estimate=est, results=results, max_tokens_per_rank=room)
+    return VarlenCandidate(estimate=est, results=results, max_tokens_per_rank=room)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,7 +135,7 @@ class VarlenExplained:
     ctx: Context  # the packed job
     dist: varlen.LengthDist  # the lengths
     sequences_per_step: int  # global batch in sequences of the distribution
-    plan: VarlenPlan  # the plan's four strategies
+    plan: VarlenCandidate  # the plan's four strategies
     rank_loads: dict[str, list[float]]  # per strategy: pipeline seconds of every rank in one sampled step
 
 

@@ -12,11 +12,13 @@ from dataclasses import dataclass, replace
 from autopar.cost.memory import memory_breakdown
 from autopar.cost.step import Estimate, estimate
 from autopar.errors import SpecError
-from autopar.hardware import HardwareProfile, resolve_hardware
-from autopar.job import Job, default_global_batch
-from autopar.model import ModelSpec, load_model
-from autopar.plan import Plan, validate
-from autopar.search import SearchResult, search
+from autopar.io.models import load_model
+from autopar.io.profiles import resolve_hardware
+from autopar.search.planner import SearchResult, search
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.job import Job, default_global_batch
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan, validate
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

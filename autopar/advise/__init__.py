@@ -1,0 +1,1 @@
+"""Use cases: load the inputs, call the search or the cost model, return frozen results."""

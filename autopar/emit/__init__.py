@@ -1,0 +1,1 @@
+"""Launch commands: one module per target framework."""

@@ -1,0 +1,1 @@
+"""The only file access: strict readers, presets, profiles, HF configs, atomic writes."""

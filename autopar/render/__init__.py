@@ -1,0 +1,1 @@
+"""Rendering: rich tables, JSON, terminal charts and schedules, plots."""

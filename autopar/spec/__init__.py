@@ -1,0 +1,1 @@
+"""Input values: model, hardware, job and plan, frozen and validated when built."""

@@ -1,0 +1,137 @@
+"""HardwareProfile: what one GPU, one node and the network can do.
+
+Built-in profiles (``data/profiles/*.yaml``, read by :mod:`autopar.io.profiles`, source: datasheet) and measured ones
+(written by ``autopar profile``, source: measured) share one schema, version 1:
+
+```yaml
+schema_version: 1
+name: h100-sxm
+description: DGX H100, 8x NDR 400 Gb/s
+source: datasheet                 # datasheet | measured
+provenance: {}                    # measured: date, hostname, gpu_name, driver, torch, nccl, tool_version
+citations:                        # dotted field path (or prefix) -> source; every number is covered
+  gpu.peak_tflops: NVIDIA H100 datasheet ...
+gpu:
+  name: NVIDIA H100 SXM5 80GB
+  memory_gib: 79.6                # usable device memory, GiB
+  hbm_bw_gbps: 3350               # GB/s
+  memory_efficiency: 0.85         # fraction of hbm_bw reached by streaming kernels
+  peak_tflops: {bf16: 989.4, fp8: 1978.9, fp32: 66.9}   # dense, no sparsity
+  gemm_efficiency:                # per dtype: [GEMM FLOPs, achieved/peak], log-interpolated
+    bf16: [[1.0e9, 0.10], [1.0e12, 0.80]]
+  attention_efficiency:           # per dtype: [seq_len, achieved/peak] of causal flash attention fwd+bwd
+    bf16: [[1024, 0.45], [8192, 0.60]]
+node:
+  gpus_per_node: 8
+  intra:                          # within a node; bus bandwidth as nccl-tests defines it
+    all_reduce: [{group_size: 8, latency_us: 25, bw_gbps: 360}]
+    all_gather: [...]
+    reduce_scatter: [...]
+    all_to_all: [...]
+    send_recv: [...]
+cluster:
+  inter:                          # across nodes, one rank per node (one NIC rail each)
+    all_reduce: [{group_size: 16, latency_us: 60, bw_gbps: 45}]
+    ...
+overlap:
+  compute_slowdown: 1.08          # compute runs this much slower while a collective overlaps it
+  comm_slowdown: 1.10             # and the collective this much slower
+raw:                              # measured only: the timings behind the fits (not read by the cost model)
+  columns: {...}                  # the column names of each table below
+  gemm: {bf16: [[m, n, k, seconds, tflops], ...]}
+  attention: [[dtype, seq_len, head_dim, heads, batch, seconds, tflops], ...]
+  collectives: {intra: {all_reduce: {8: [[bytes, seconds, bus_gbps], ...]}}, inter: {...}}
+  fit_quality: {...}              # worst relative residual of each alpha-beta fit
+  overlap: {...}                  # the concurrent GEMM + all-reduce measurement
+  copy_gbps: 2900.0               # the HBM copy measurement
+```
+
+A measured profile's provenance also says where each number came from when it
+was not measured on this run: `peak_tflops` (datasheet table or best measured),
+`hbm_bw_gbps`, `collectives`, `intra`, `inter` (e.g. copied from the built-in
+profile of the same GPU on a single node), `overlap`, and free-form `notes`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+from autopar.errors import ProfileError
+
+SCHEMA_VERSION = 1
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+DTYPES = ("bf16", "fp16", "fp8", "fp32", "tf32")
+DEFAULT_HARDWARE = "h100-sxm"  # used when neither --hardware nor a saved profile exists
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectiveFit:
+    """t = latency + algorithm_factor * bytes / bandwidth, for one group size."""
+
+    group_size: int  # ranks in the group the fit was measured on
+    latency_s: float  # alpha, seconds
+    bw_bytes_per_s: float  # beta^-1: bus bandwidth, bytes/s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Curve:
+    """Efficiency (0..1] against a size, interpolated linearly in log(size)."""
+
+    xs: tuple[float, ...]  # sizes, ascending
+    ys: tuple[float, ...]  # efficiencies at those sizes
+
+    def __call__(self, x: float) -> float:
+        xs, ys = self.xs, self.ys
+        if x <= xs[0]:
+            # below the smallest measured size, efficiency falls in proportion to size
+            return ys[0] * max(x, 1.0) / xs[0]
+        if x >= xs[-1]:
+            return ys[-1]
+        i = bisect.bisect_right(xs, x)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        w = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+        return y0 + w * (y1 - y0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HardwareProfile:
+    """One GPU type in one cluster design; all values in SI units."""
+
+    name: str  # profile name
+    description: str  # one line for humans
+    source: str  # datasheet | measured
+    gpu_name: str  # marketing name of the GPU
+    memory_bytes: float  # usable device memory
+    hbm_bytes_per_s: float  # peak HBM bandwidth
+    memory_efficiency: float  # fraction of HBM bandwidth that streaming kernels reach
+    peak_flops: dict[str, float]  # dense peak FLOP/s per dtype
+    gemm_eff: dict[str, Curve]  # per dtype: GEMM FLOPs -> achieved/peak
+    attn_eff: dict[str, Curve]  # per dtype: sequence length -> achieved/peak (flash attention fwd+bwd)
+    gpus_per_node: int  # GPUs sharing the fast intra-node fabric
+    intra: dict[str, tuple[CollectiveFit, ...]]  # per collective, fits by group size, inside a node
+    inter: dict[str, tuple[CollectiveFit, ...]]  # per collective, fits by group size, one rank per node
+    compute_slowdown: float  # compute time multiplier while overlapped with communication
+    comm_slowdown: float  # communication time multiplier while overlapped with compute
+    provenance: dict[str, str] = field(default_factory=dict)  # measured: date, host, versions
+    citations: dict[str, str] = field(default_factory=dict)  # field path -> source
+    path: str = ""  # file it was read from
+
+    def peak(self, dtype: str) -> float:
+        if dtype not in self.peak_flops:
+            raise ProfileError(f"{self.name}: profile has no peak_tflops for dtype {dtype!r}")
+        return self.peak_flops[dtype]
+
+    def gemm_efficiency(self, dtype: str, flops: float) -> float:
+        curve = self.gemm_eff.get(dtype) or self.gemm_eff["bf16"]
+        return curve(flops)
+
+    def attention_efficiency(self, dtype: str, seq_len: float) -> float:
+        curve = self.attn_eff.get(dtype) or self.attn_eff["bf16"]
+        return curve(seq_len)
+
+
+def fit_for(fits: tuple[CollectiveFit, ...], group_size: int) -> CollectiveFit:
+    """The fit measured at the group size nearest (in log scale) to the one asked for."""
+    return min(fits, key=lambda c: (abs(math.log(c.group_size / group_size)), c.group_size))
