@@ -163,7 +163,7 @@ def test_suggest_and_estimate_never_import_torch(files: dict[str, str]) -> None:
      "etp (4) must be 1 or tp (2)"),
     (["estimate", "mamba2-2.7b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "2"],
      "Mamba heads (80) and groups (1) must be divisible by tp (2)"),
-    (["estimate", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--ep", "2"], "ep (2) and etp (1) need an MoE model"),
+    (["estimate", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--ep", "2"], "ep (2) needs an MoE model"),
 ])
 def test_bad_family_plans_exit_2(args: list[str], message: str) -> None:
     code, out, err = run(*args)

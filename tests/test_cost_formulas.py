@@ -11,7 +11,7 @@ import pytest
 from conftest import gpt_like, llama70b
 
 from autopar.cost.calibration import SUSTAINED_TENSOR_EFFICIENCY as SUSTAINED
-from autopar.cost.comm import Group, collective_time, group_of
+from autopar.cost.comm import collective_time
 from autopar.cost.compute import block_time, loss_time
 from autopar.cost.flops import (
     attention_fwd_flops,
@@ -19,9 +19,10 @@ from autopar.cost.flops import (
     megatron_flops_per_iteration,
     model_flops_per_token,
 )
-from autopar.cost.memory import block_activation_bytes, in_flight_microbatches, state_bytes
+from autopar.cost.memory import block_activation_bytes, state_bytes
+from autopar.cost.pipeline import in_flight_microbatches
 from autopar.spec.hardware import HardwareProfile
-from autopar.spec.plan import Plan
+from autopar.spec.topology import Group, span
 
 # --- FLOPs -----------------------------------------------------------------------
 
@@ -87,10 +88,10 @@ def test_inter_node_bandwidth_scales_with_ranks_per_node(toy_hw: HardwareProfile
 
 
 def test_group_placement_in_megatron_rank_order() -> None:
-    assert group_of(size=8, stride=1, gpus_per_node=8) == Group(size=8, per_node=8)  # tp8
-    assert group_of(size=64, stride=8, gpus_per_node=8) == Group(size=64, per_node=1)  # dp over tp8
-    assert group_of(size=32, stride=2, gpus_per_node=8) == Group(size=32, per_node=4)  # dp over tp2
-    assert group_of(size=2, stride=2, gpus_per_node=8).intra
+    assert span(size=8, stride=1, gpus_per_node=8) == Group(size=8, per_node=8)  # tp8
+    assert span(size=64, stride=8, gpus_per_node=8) == Group(size=64, per_node=1)  # dp over tp8
+    assert span(size=32, stride=2, gpus_per_node=8) == Group(size=32, per_node=4)  # dp over tp2
+    assert span(size=2, stride=2, gpus_per_node=8).intra
 
 
 # --- block compute ---------------------------------------------------------------
@@ -166,10 +167,10 @@ def test_zero_state_bytes() -> None:
 
 
 def test_in_flight_microbatches() -> None:
-    assert in_flight_microbatches(Plan(dp=1, tp=1, pp=4), 16) == 4
-    assert in_flight_microbatches(Plan(dp=1, tp=1, pp=4), 2) == 2
+    assert in_flight_microbatches(pp=4, vpp=1, microbatches=16) == 4
+    assert in_flight_microbatches(pp=4, vpp=1, microbatches=2) == 2
     # interleaved: p * (1 + (p-1)/(p*v)) = 4 * (1 + 3/8) = 5.5
-    assert in_flight_microbatches(Plan(dp=1, tp=1, pp=4, vpp=2), 16) == 5.5
+    assert in_flight_microbatches(pp=4, vpp=2, microbatches=16) == 5.5
 
 
 def test_palm_convention_equals_megatron_core_r08() -> None:

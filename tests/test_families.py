@@ -13,8 +13,8 @@ from conftest import llama70b
 
 from autopar.cost.compute import Shape, layer_time
 from autopar.cost.flops import attention_fwd_flops, expert_gemms, model_flops_per_token, ssd_scan_flops
-from autopar.cost.layout import chunk_sizes, rank_kinds
 from autopar.cost.memory import layer_activation_bytes, memory_breakdown
+from autopar.cost.pipeline import chunk_sizes, rank_kinds
 from autopar.cost.step import estimate
 from autopar.errors import SpecError
 from autopar.search.planner import enumerate_plans, search
@@ -143,9 +143,9 @@ def test_hybrid_layout_and_kinds() -> None:
     m = mamba_model("MM*-MM*-")
     assert m.layer_kinds() == ("mamba", "mamba", "attention", "mlp") * 2
     assert chunk_sizes(8, 3) == [3, 3, 2]
-    ranks = rank_kinds(m, 2, 1)
+    ranks = rank_kinds(m.layer_kinds(), 2, 1)
     assert ranks[0] == {"mamba": 2, "attention": 1, "mlp": 1} == ranks[1]
-    interleaved = rank_kinds(m, 2, 2)  # chunks MM | *- | MM | *-: rank 0 gets chunks 0 and 2
+    interleaved = rank_kinds(m.layer_kinds(), 2, 2)  # chunks MM | *- | MM | *-: rank 0 gets chunks 0 and 2
     assert interleaved[0] == {"mamba": 4} and interleaved[1] == {"attention": 2, "mlp": 2}
 
 
@@ -255,7 +255,7 @@ def test_ep_exchange_across_nodes_node_aware() -> None:
     # 0.75 of them remote; network 4096 tok * 0.75 * 1024 * 2 B / 10 GB/s; NVLink fan-out of 8192 copies * 7/8.
     from conftest import toy_profile_dict
 
-    from autopar.cost.compute import _ep_exchange
+    from autopar.cost.compute import LayerPlan, _ep_exchange
     from autopar.io.profiles import parse_profile
 
     hw = parse_profile(toy_profile_dict(), where="toy")
@@ -263,9 +263,10 @@ def test_ep_exchange_across_nodes_node_aware() -> None:
     plan = Plan(dp=16, tp=1, pp=1, ep=16)
     network = 4096 * 0.75 * 1024 * 2 / 1e10
     fan_out = 8192 * 1024 * 2 * 7 / 8 / 1e11
-    assert _ep_exchange(m, hw, plan, 4096, 2) == pytest.approx(20e-6 + max(network, fan_out))
+    assert _ep_exchange(m, hw, LayerPlan.of(plan).dims, plan.ep, 4096, 2) == pytest.approx(20e-6 + max(network, fan_out))
     # node-limited routing caps the distinct nodes: with 8 nodes and top-8, 8*(1-(7/8)^8) = 5.25 -> 4
     wide = moe_model(num_experts=64, top_k=8, max_nodes_per_token=4)
     plan64 = Plan(dp=64, tp=1, pp=1, ep=64)
     capped = 4096 * 4 * 7 / 8 * 1024 * 2 / 1e10
-    assert _ep_exchange(wide, hw, plan64, 4096, 2) == pytest.approx(20e-6 + max(capped, 4096 * 8 * 1024 * 2 * 7 / 8 / 1e11))
+    fan_out64 = 4096 * 8 * 1024 * 2 * 7 / 8 / 1e11
+    assert _ep_exchange(wide, hw, LayerPlan.of(plan64).dims, plan64.ep, 4096, 2) == pytest.approx(20e-6 + max(capped, fan_out64))

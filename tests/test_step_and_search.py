@@ -8,7 +8,7 @@ import pytest
 from conftest import gpt_like, llama70b
 
 from autopar.cost.compute import block_time, loss_time
-from autopar.cost.layout import chunk_sizes
+from autopar.cost.pipeline import chunk_sizes
 from autopar.cost.step import estimate
 from autopar.errors import InfeasibleError, SpecError
 from autopar.search.planner import enumerate_plans, search
@@ -76,7 +76,7 @@ PLAN_ERRORS = [
     (dict(dp=1, tp=8, pp=2, vpp=41), "pp*vpp (2*41) exceeds the number of layers (80)"),
     (dict(dp=16, tp=1, pp=1, mbs=3), "must be divisible by dp*mbs (16*3)"),
     (dict(dp=16, tp=1, pp=1, recompute="most"), "--recompute must be one of"),
-    (dict(dp=16, tp=1, pp=1, ep=2), "ep (2) and etp (1) need an MoE model"),
+    (dict(dp=16, tp=1, pp=1, ep=2), "ep (2) needs an MoE model"),
 ]
 
 

@@ -15,13 +15,15 @@ All-to-all is different: every rank sends the (n-k)/n of its buffer that lives
 on other nodes through its own NIC (all the node's NICs are busy with its other
 ranks), while the on-node share moves over NVLink at the same time, so its time
 is the off-node share at one rail's bandwidth.
+
+Where a group's ranks sit (its size and ranks per node) comes from the rank
+grid, spec/topology.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from autopar.spec.hardware import HardwareProfile, fit_for
+from autopar.spec.topology import Group
 
 _FACTOR = {
     "all_reduce": lambda n: 2.0 * (n - 1) / n,
@@ -30,28 +32,6 @@ _FACTOR = {
     "all_to_all": lambda n: (n - 1) / n,
     "send_recv": lambda n: 1.0,
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Group:
-    """A process group's placement: how many ranks, and how many of them share a node."""
-
-    size: int  # ranks in the group
-    per_node: int  # ranks of the group on one node (== size when it fits in a node)
-
-    @property
-    def intra(self) -> bool:
-        return self.per_node >= self.size
-
-
-def group_of(*, size: int, stride: int, gpus_per_node: int) -> Group:
-    """Placement of a group of `size` ranks spaced `stride` apart (Megatron rank order).
-
-    Ranks r, r+stride, r+2*stride, ... : a node of g GPUs holds g/stride of them
-    when stride < g, else one.
-    """
-    per_node = max(1, min(size, gpus_per_node // stride)) if stride <= gpus_per_node else 1
-    return Group(size=size, per_node=per_node)
 
 
 def collective_time(hw: HardwareProfile, kind: str, nbytes: float, group: Group) -> float:

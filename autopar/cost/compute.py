@@ -10,10 +10,12 @@ bytes / (HBM bandwidth * streaming efficiency). Communication inside the layer
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from autopar.cost import calibration as cal
-from autopar.cost.comm import Group, collective_time, group_of
+from autopar.cost.comm import collective_time
 from autopar.cost.flops import (
     FLASH_BWD_OVER_FWD,
     Gemm,
@@ -27,6 +29,7 @@ from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile, fit_for
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
+from autopar.spec.topology import RankGrid
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,9 +73,52 @@ class Shape:
     seq_len: int  # tokens per sequence
     mbs: int  # sequences per micro-batch
 
-    def tokens(self, plan: Plan) -> int:
+    def tokens(self, d: Dims) -> int:
         """Tokens on one rank after the CP split."""
-        return self.mbs * self.seq_len // plan.cp
+        return self.mbs * self.seq_len // d.cp
+
+
+class Dims(NamedTuple):
+    """What every sub-layer reads of a plan."""
+
+    tp: int  # tensor-parallel degree
+    cp: int  # context-parallel degree
+    sp: bool  # sequence parallelism in effect (asked for, and tp > 1)
+    recompute: str  # none | selective | full
+
+
+class LayerPlan(NamedTuple):
+    """Everything a layer's time reads of a plan, and nothing else: the cost model's cache key.
+
+    Build it with ``LayerPlan.of(plan)``; a layer function that is handed this
+    value cannot depend on a plan field it does not hold, so a cached layer time
+    cannot be reused for a plan it does not describe.
+    """
+
+    dims: Dims  # what every sub-layer reads
+    cp_comm: str  # CP K/V exchange (attention)
+    ep: int  # expert-parallel degree (MoE)
+    etp: int  # expert tensor-parallel degree (MoE)
+    pipelined: bool  # pp > 1: a paired micro-batch hides the EP all-to-all
+
+    @classmethod
+    def of(cls, plan: Plan) -> LayerPlan:
+        dims = Dims(tp=plan.tp, cp=plan.cp, sp=plan.sp and plan.tp > 1, recompute=plan.recompute)
+        return cls(dims=dims, cp_comm=plan.cp_comm, ep=plan.ep, etp=plan.etp, pipelined=plan.pp > 1)
+
+
+def part_args(part: str, lp: LayerPlan) -> tuple:
+    """The arguments of sub-layer `part`'s time function beyond (model, hw, shape): its cache key."""
+    if part == "attn":
+        return (lp.dims, lp.cp_comm)
+    if part == "moe":
+        return (lp.dims, lp.ep, lp.etp)
+    return (lp.dims,)
+
+
+def part_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, part: str, args: tuple) -> BlockTime:
+    """Time of one sub-layer (attn, mlp, moe, mamba) with the arguments part_args() gives."""
+    return _PARTS[part](model, hw, shape, *args)
 
 
 def gemm_time(hw: HardwareProfile, dtype: str, flops: float) -> float:
@@ -87,13 +133,19 @@ def memory_time(hw: HardwareProfile, nbytes: float) -> float:
     return nbytes / (hw.hbm_bytes_per_s * hw.memory_efficiency)
 
 
-def layer_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan, kind: str) -> BlockTime:
+def layer_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan | LayerPlan, kind: str) -> BlockTime:
     """Forward, backward, recompute and in-layer communication of one layer of `kind`."""
-    parts = [_PARTS[p](model, hw, shape, plan) for p in KIND_PARTS[kind]]
+    lp = LayerPlan.of(plan) if isinstance(plan, Plan) else plan
+    parts = [part_time(model, hw, shape, p, part_args(p, lp)) for p in KIND_PARTS[kind]]
+    return combine_parts(hw, parts, pipelined=lp.pipelined)
+
+
+def combine_parts(hw: HardwareProfile, parts: list[BlockTime], *, pipelined: bool) -> BlockTime:
+    """A layer from its sub-layers' times."""
     total = parts[0]
     for part in parts[1:]:
         total = total + part
-    if plan.pp > 1 and total.ep_exposed > 0:
+    if pipelined and total.ep_exposed > 0:
         # A pipelined schedule has another micro-batch's forward or backward at hand; pairing
         # them hides one's all-to-all behind the other's compute (DualPipe, DeepSeek-V3 sec.
         # 3.2.1; Megatron-Core's 1F1B all-to-all overlap), at the overlap slowdown.
@@ -106,23 +158,19 @@ def layer_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan, 
 def block_time(model: ModelSpec, hw: HardwareProfile, *, dtype: str, seq_len: int, mbs: int, tp: int, cp: int, sp: bool,
                recompute: str) -> BlockTime:
     """A dense block (attention + MLP): the common case, kept as a direct entry point."""
-    plan = Plan(dp=1, tp=tp, pp=1, cp=cp, mbs=mbs, recompute=recompute, sp=sp)
-    return layer_time(model, hw, Shape(dtype=dtype, seq_len=seq_len, mbs=mbs), plan, "dense")
+    lp = LayerPlan.of(Plan(dp=1, tp=tp, pp=1, cp=cp, mbs=mbs, recompute=recompute, sp=sp))
+    return layer_time(model, hw, Shape(dtype=dtype, seq_len=seq_len, mbs=mbs), lp, "dense")
 
 
 # --- shared pieces -------------------------------------------------------------
 
 
-def _sp(plan: Plan) -> bool:
-    return plan.sp and plan.tp > 1
-
-
-def _outside_tokens(plan: Plan, tokens: float) -> float:
+def _outside_tokens(plan: Dims, tokens: float) -> float:
     """Tokens the norm/residual work runs on: split by tp under SP, replicated otherwise."""
-    return tokens / plan.tp if _sp(plan) else tokens
+    return tokens / plan.tp if plan.sp else tokens
 
 
-def _tp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: float) -> tuple[float, float]:
+def _tp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Dims, tokens: float) -> tuple[float, float]:
     """(exposed, hidden) seconds of one sub-layer's TP collectives.
 
     One collective forward (all-reduce, or all-gather + reduce-scatter under SP:
@@ -131,18 +179,18 @@ def _tp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: f
     """
     if plan.tp == 1:
         return 0.0, 0.0
-    group = Group(size=plan.tp, per_node=min(plan.tp, hw.gpus_per_node))
+    group = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp).group("tp")
     nbytes = cal.ACT_BYTES * tokens * model.hidden_size
-    if _sp(plan):
+    if plan.sp:
         one = collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
     else:
         one = collective_time(hw, "all_reduce", nbytes, group)
     total = (3 if plan.recompute == "full" else 2) * one
-    hidden = cal.TP_OVERLAP_FRACTION * total if _sp(plan) else 0.0
+    hidden = cal.TP_OVERLAP_FRACTION * total if plan.sp else 0.0
     return total - hidden, hidden
 
 
-def _assemble(hw: HardwareProfile, plan: Plan, *, fwd: float, bwd: float, selective: float, tp: tuple[float, float],
+def _assemble(hw: HardwareProfile, plan: Dims, *, fwd: float, bwd: float, selective: float, tp: tuple[float, float],
               cp: tuple[float, float] = (0.0, 0.0), ep: float = 0.0) -> BlockTime:
     recompute = {"none": 0.0, "selective": selective, "full": fwd}[plan.recompute]
     hidden = tp[1] + cp[1]
@@ -150,7 +198,7 @@ def _assemble(hw: HardwareProfile, plan: Plan, *, fwd: float, bwd: float, select
                      overlap_penalty=(hw.compute_slowdown - 1) * hidden)
 
 
-def _norm_residual_bytes(model: ModelSpec, plan: Plan, tokens: float) -> float:
+def _norm_residual_bytes(model: ModelSpec, plan: Dims, tokens: float) -> float:
     """One norm (read h, write h) and one residual add (read 2h, write h) per sub-layer."""
     return cal.ACT_BYTES * cal.ELEMS_OUTSIDE_TP_PER_PART * model.hidden_size * _outside_tokens(plan, tokens)
 
@@ -158,7 +206,7 @@ def _norm_residual_bytes(model: ModelSpec, plan: Plan, tokens: float) -> float:
 # --- sub-layers ----------------------------------------------------------------
 
 
-def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> BlockTime:
+def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, cp_comm: str) -> BlockTime:
     tokens = shape.tokens(plan)
     gemm = gemms_time(hw, shape.dtype, part_gemms(model, "attn", tokens=tokens, tp=plan.tp))
     flops = attention_fwd_flops(model, seq_len=shape.seq_len, batch=shape.mbs, tp=plan.tp, cp=plan.cp)
@@ -170,7 +218,7 @@ def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) 
     fwd = gemm + attn_fwd + mem
     bwd = 2 * gemm + attn_bwd + cal.BACKWARD_OVER_FORWARD_MEMORY * mem
     return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=attn_fwd, tp=_tp_collectives(model, hw, plan, tokens),
-                     cp=_cp_exchange(model, hw, plan, tokens, attn_fwd, attn_bwd))
+                     cp=_cp_exchange(model, hw, plan, cp_comm, tokens, attn_fwd, attn_bwd))
 
 
 def _q_width(model: ModelSpec) -> int:
@@ -187,7 +235,7 @@ def kv_bytes_per_token(model: ModelSpec, tp: int) -> float:
     return cal.ACT_BYTES * width / tp
 
 
-def _cp_exchange(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: float, attn_fwd: float,
+def _cp_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, cp_comm: str, tokens: float, attn_fwd: float,
                  attn_bwd: float) -> tuple[float, float]:
     """(exposed, hidden) seconds of CP's K/V exchange for one attention sub-layer.
 
@@ -199,13 +247,14 @@ def _cp_exchange(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: floa
     """
     if plan.cp == 1:
         return 0.0, 0.0
-    group = group_of(size=plan.cp, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
+    grid = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp)
+    group = grid.group("cp")
     chunk = kv_bytes_per_token(model, plan.tp) * tokens
-    if plan.cp_comm == "allgather":
+    if cp_comm == "allgather":
         full = chunk * plan.cp
         exposed = collective_time(hw, "all_gather", full, group) + collective_time(hw, "reduce_scatter", full, group)
         return exposed, 0.0
-    pair = Group(size=2, per_node=2 if group.intra else 1)
+    pair = grid.neighbours("cp")
     ring_fwd = (plan.cp - 1) * collective_time(hw, "send_recv", chunk, pair)
     ring_bwd = 2 * ring_fwd
     exposed = max(0.0, ring_fwd - attn_fwd) + max(0.0, ring_bwd - attn_bwd)
@@ -217,7 +266,7 @@ def _act_elems(model: ModelSpec, width: float) -> float:
     return (3 if model.ffn_activation == "swiglu" else 2) * width
 
 
-def _mlp(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> BlockTime:
+def _mlp(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims) -> BlockTime:
     tokens = shape.tokens(plan)
     gemm = gemms_time(hw, shape.dtype, part_gemms(model, "mlp", tokens=tokens, tp=plan.tp))
     act = memory_time(hw, cal.ACT_BYTES * _act_elems(model, model.ffn_hidden_size) / plan.tp * tokens)
@@ -227,7 +276,7 @@ def _mlp(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> Blo
                      tp=_tp_collectives(model, hw, plan, tokens))
 
 
-def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> BlockTime:
+def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: int, etp: int) -> BlockTime:
     """Router, routed experts (grouped GEMMs at the per-expert size), shared experts, EP all-to-all.
 
     Tokens reach the experts SP-split when etp = 1 (no TP collective around the
@@ -240,25 +289,25 @@ def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> Blo
     if moe is None:
         raise ValueError("MoE sub-layer on a model without moe")
     tokens = shape.tokens(plan)
-    expert_tokens = tokens * plan.etp / plan.tp  # tokens one rank sees in expert space
-    gemm = gemms_time(hw, shape.dtype, expert_gemms(model, tokens=expert_tokens, ep=plan.ep, etp=plan.etp))
+    expert_tokens = tokens * etp / plan.tp  # tokens one rank sees in expert space
+    gemm = gemms_time(hw, shape.dtype, expert_gemms(model, tokens=expert_tokens, ep=ep, etp=etp))
     gemm += gemms_time(hw, shape.dtype, part_gemms(model, "moe", tokens=tokens, tp=plan.tp))  # router, shared experts
     copies = expert_tokens * moe.top_k * moe.capacity_factor
-    act_width = copies * moe.expert_ffn_hidden_size / plan.etp + tokens * moe.shared_width / plan.tp
+    act_width = copies * moe.expert_ffn_hidden_size / etp + tokens * moe.shared_width / plan.tp
     act = memory_time(hw, cal.ACT_BYTES * _act_elems(model, 1) * act_width)
     permute = memory_time(hw, cal.ACT_BYTES * 4 * copies * model.hidden_size)  # permute and unpermute, read + write
     mem = memory_time(hw, _norm_residual_bytes(model, plan, tokens)) + act + permute
     fwd = gemm + mem
-    ep = 0.0
-    if plan.ep > 1:
+    a2a = 0.0
+    if ep > 1:
         dispatch = 1 if shape.dtype == "fp8" else cal.ACT_BYTES  # DeepEP/TE dispatch FP8 tokens under an FP8 recipe
-        fwd_pair = _ep_exchange(model, hw, plan, expert_tokens, dispatch) + _ep_exchange(model, hw, plan, expert_tokens, 2)
-        ep = (2 if plan.recompute == "full" else 1) * fwd_pair + 2 * _ep_exchange(model, hw, plan, expert_tokens, 2)
-    tp = _tp_collectives(model, hw, plan, tokens) if plan.etp > 1 else (0.0, 0.0)
-    return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem, selective=act, tp=tp, ep=ep)
+        fwd_pair = _ep_exchange(model, hw, plan, ep, expert_tokens, dispatch) + _ep_exchange(model, hw, plan, ep, expert_tokens, 2)
+        a2a = (2 if plan.recompute == "full" else 1) * fwd_pair + 2 * _ep_exchange(model, hw, plan, ep, expert_tokens, 2)
+    tp = _tp_collectives(model, hw, plan, tokens) if etp > 1 else (0.0, 0.0)
+    return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem, selective=act, tp=tp, ep=a2a)
 
 
-def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: float, nbytes: int) -> float:
+def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, ep: int, tokens: float, nbytes: int) -> float:
     """Seconds of one EP dispatch (or combine) of `tokens` tokens per rank, `nbytes` per element.
 
     Inside a node it is an all-to-all of every routed copy. Across nodes we model
@@ -271,7 +320,7 @@ def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: floa
     moe = model.moe
     if moe is None:
         return 0.0
-    group = group_of(size=plan.ep, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
+    group = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp, ep=ep).group("ep")
     copies = tokens * moe.top_k * moe.capacity_factor
     if group.intra:
         return collective_time(hw, "all_to_all", nbytes * copies * model.hidden_size, group)
@@ -287,7 +336,7 @@ def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Plan, tokens: floa
     return inter.latency_s + max(network, fan_out)
 
 
-def _mamba(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> BlockTime:
+def _mamba(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims) -> BlockTime:
     """Mamba-2 mixer: in/out projections, causal conv, chunked SSD scan.
 
     CP for an SSM layer: the state runs along the whole sequence, so the scan
@@ -311,7 +360,7 @@ def _mamba(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> B
     bwd = 2 * (gemm + scan) + cal.BACKWARD_OVER_FORWARD_MEMORY * mem
     cp_exposed = 0.0
     if plan.cp > 1:
-        group = group_of(size=plan.cp, stride=plan.tp, gpus_per_node=hw.gpus_per_node)
+        group = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp).group("cp")
         there = cal.ACT_BYTES * tokens * (di + 2 * groups_n) / plan.tp
         back = cal.ACT_BYTES * tokens * di / plan.tp
         one_way = collective_time(hw, "all_to_all", there, group) + collective_time(hw, "all_to_all", back, group)
@@ -320,7 +369,7 @@ def _mamba(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan) -> B
                      cp=(cp_exposed, 0.0))
 
 
-_PARTS = {"attn": _attention, "mlp": _mlp, "moe": _moe, "mamba": _mamba}
+_PARTS: dict[str, Callable[..., BlockTime]] = {"attn": _attention, "mlp": _mlp, "moe": _moe, "mamba": _mamba}
 
 
 def loss_time(model: ModelSpec, hw: HardwareProfile, *, dtype: str, seq_len: int, mbs: int, tp: int, cp: int) -> float:

@@ -1,20 +1,73 @@
-"""A per-call memo: the search hands one dict to every estimate so that plans
-sharing a (tp, cp, mbs, ...) sub-configuration compute its costs once. The dict
-lives only as long as the caller keeps it; the functions stay pure."""
+"""Caching that cannot go stale: one memo per (model, hardware, job), keyed by what is read.
+
+The search prices ~10^5 plans that share sub-configurations (a layer's time
+depends on tp, cp, mbs... but not on dp or the ZeRO stage). A ``Memo`` belongs
+to one (model, hardware, job) triple, fixed when it is made. Each cached
+function has the signature ``fn(memo, key)``: it reads the model, hardware and
+job from the memo and the plan only through ``key``, a small immutable value
+(NamedTuple or frozen dataclass) holding exactly the plan values it needs,
+built by a projection such as ``LayerPlan.of(plan)``. The cache key is then
+(fn, key): the arguments themselves, so it cannot leave out a value the
+function reads, as hand-written key tuples did (a layer time cached without
+pp reused a pipelined plan's all-to-all overlap for plans without a pipeline).
+
+A memo lives as long as its caller keeps it (a search, an estimate); the cost
+functions stay pure.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+
+K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
-Memo = dict[Hashable, Any]
+
+class Memo:
+    """Cached cost functions of one (model, hardware, job)."""
+
+    __slots__ = ("_values", "hw", "job", "model")
+
+    def __init__(self, model: ModelSpec, hw: HardwareProfile | None, job: Job) -> None:
+        """A memo for `model` trained as `job` on `hw` (None for memory only, which reads no hardware)."""
+        self.model = model
+        self.hw = hw
+        self.job = job
+        self._values: dict[tuple[Callable[..., Any], Hashable], Any] = {}
+
+    def get(self, fn: Callable[[Memo, K], T], key: K) -> T:
+        """fn(self, key), computed once per key."""
+        k = (fn, key)
+        try:
+            value: T = self._values[k]
+        except KeyError:
+            value = self._values[k] = fn(self, key)
+        return value
+
+    @property
+    def profile(self) -> HardwareProfile:
+        """The hardware profile; refused for a memory-only memo."""
+        if self.hw is None:
+            raise ValueError("this memo was made without a hardware profile (memory only)")
+        return self.hw
+
+    def serves(self, model: ModelSpec, hw: HardwareProfile, job: Job) -> bool:
+        """This memo was made for these inputs (the same objects, or equal ones)."""
+        return (self.model is model or self.model == model) and (self.hw is hw or self.hw == hw) and (
+            self.job is job or self.job == job)
 
 
-def memo(cache: Memo, key: Hashable, make: Callable[[], T]) -> T:
-    """cache[key], computed by make() the first time."""
-    if key not in cache:
-        cache[key] = make()
-    value: T = cache[key]
-    return value
+def memo_for(memo: Memo | None, model: ModelSpec, hw: HardwareProfile, job: Job) -> Memo:
+    """`memo` when it was made for these inputs, a fresh one when None; a memo for other inputs is refused."""
+    if memo is None:
+        return Memo(model, hw, job)
+    if memo.hw is None:
+        memo.hw = hw
+    if not memo.serves(model, hw, job):
+        raise ValueError("this memo was made for another model, hardware profile or job")
+    return memo

@@ -19,12 +19,13 @@ rule: every tensor a backward kernel reads is counted once (part_activation_byte
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 from autopar.cost import calibration as cal
 from autopar.cost.compute import kv_bytes_per_token
-from autopar.cost.layout import rank_kinds
-from autopar.cost.memo import Memo, memo
+from autopar.cost.memo import Memo
+from autopar.cost.pipeline import in_flight_microbatches, rank_kinds
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
@@ -53,7 +54,7 @@ class MemoryBreakdown:
         return out
 
 
-def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan, fp8: bool = False) -> float:
+def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False) -> float:
     """Bytes one sub-layer keeps for backward for `tokens` tokens on one rank (no recompute, or selective).
 
     Under FP8 (Transformer Engine) the tensors a GEMM saves for its weight
@@ -96,7 +97,7 @@ def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: P
     raise ValueError(f"{model.name} has no {part} sub-layer")
 
 
-def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan, fp8: bool = False) -> float:
+def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False) -> float:
     """Bytes one layer keeps for backward; under full recompute only its input (split by tp under SP)."""
     if plan.recompute == "full":
         return cal.ACT_BYTES * tokens * model.hidden_size / (plan.tp if plan.sp and plan.tp > 1 else 1)
@@ -115,7 +116,7 @@ def routed_expert_params(model: ModelSpec, kind: str) -> int:
     return model.moe.num_experts * model.mlp_matrices * model.hidden_size * model.moe.expert_ffn_hidden_size
 
 
-def rank_params(model: ModelSpec, plan: Plan, kinds: Counter[str], *, first: bool, last: bool) -> tuple[float, float]:
+def rank_params(model: ModelSpec, plan: Plan | ParamPlan, kinds: Counter[str], *, first: bool, last: bool) -> tuple[float, float]:
     """(dense, routed-expert) parameters one rank holds for the layers `kinds` and its embedding/output."""
     dense = expert = 0.0
     for kind, n in kinds.items():
@@ -146,84 +147,113 @@ def state_bytes(params: float, *, zero: int, shards: int) -> tuple[float, float,
     return w, g, o
 
 
-def in_flight_microbatches(plan: Plan, microbatches: int) -> float:
-    """Micro-batches whose activations the first stage holds at the peak.
-
-    1F1B: min(m, p). Interleaved: times (1 + (p-1)/(p*v)) (Korthikanti et al. 2022, sec. 4.2.3).
-    """
-    held = float(min(microbatches, plan.pp))
-    if plan.vpp > 1:
-        held *= 1 + (plan.pp - 1) / (plan.pp * plan.vpp)
-    return held
-
-
-def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo | None = None) -> MemoryBreakdown:
+def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, memo: Memo | None = None) -> MemoryBreakdown:
     """Peak memory of the worse of the first stage (most activations) and the last (logits).
 
-    `cache` (any dict) shares per-layer and per-stage sizes across plans.
+    `memo` (made for this model and job) shares per-layer and per-stage sizes across plans.
     """
-    w, g, o, acts, logits, buffers, frag = _peak_parts(model, job, plan, {} if cache is None else cache)
+    memo = Memo(model, None, job) if memo is None else memo
+    w, g, o, acts, logits, buffers, frag = _peak_parts(memo, plan)
     return MemoryBreakdown(weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers, fragmentation=frag)
 
 
-def peak_bytes(model: ModelSpec, job: Job, plan: Plan, *, cache: Memo) -> float:
+def peak_bytes(memo: Memo, plan: Plan) -> float:
     """memory_breakdown(...).total without building the breakdown (the search's hot path)."""
-    return sum(_peak_parts(model, job, plan, cache))
+    return sum(_peak_parts(memo, plan))
 
 
-def _peak_parts(model: ModelSpec, job: Job, plan: Plan, cache: Memo) -> tuple[float, ...]:
+class ActPlan(NamedTuple):
+    """What activation sizes read of a plan (with the micro-batch and CP split that set the tokens)."""
+
+    tp: int  # tensor-parallel degree
+    sp: bool  # sequence parallelism asked for (in effect when tp > 1)
+    recompute: str  # none | selective | full
+    etp: int  # expert tensor-parallel degree
+    mbs: int  # sequences per micro-batch
+    cp: int  # context-parallel degree
+
+    @classmethod
+    def of(cls, plan: Plan) -> ActPlan:
+        return cls(tp=plan.tp, sp=plan.sp and plan.tp > 1, recompute=plan.recompute, etp=plan.etp, mbs=plan.mbs, cp=plan.cp)
+
+
+class ParamPlan(NamedTuple):
+    """What the per-rank parameter counts read of a plan."""
+
+    tp: int  # dense weights split by tp
+    ep: int  # routed experts split by ep * etp
+    etp: int
+    pp: int  # stages
+    vpp: int  # chunks per stage
+
+
+def pipe_kinds(memo: Memo, key: tuple[int, int]) -> tuple[Counter[str], ...]:
+    """Per pipeline rank, its layers' kinds, for key (pp, vpp)."""
+    return rank_kinds(memo.model.layer_kinds(), key[0], key[1])
+
+
+def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(dense, expert) parameters of the first and of the last pipeline rank."""
+    ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
+    last = key.pp - 1
+    model = memo.model
+    return (rank_params(model, key, ranks[0], first=True, last=last == 0),
+            rank_params(model, key, ranks[last], first=last == 0, last=True))
+
+
+def _stage_activations(memo: Memo, key: tuple[ActPlan, int, int]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """For key (act plan, pp, vpp), per end rank (first, last): (bytes kept per micro-batch, transient bytes).
+
+    The transient is what a layer rebuilds during its own backward on top of
+    what it kept: nothing without recompute, the attention core (A - S) under
+    selective, the whole layer but its kept input (A - I) under full; the peak
+    holds the largest over the rank's layer kinds. Kept-plus-transient never
+    rises from none to selective to full recompute, for any layer count.
+    """
+    act, pp, vpp = key
+    model, fp8 = memo.model, memo.job.dtype == "fp8"
+    tokens = act.mbs * memo.job.seq_len / act.cp
+    ranks = memo.get(pipe_kinds, (pp, vpp))
+    out = []
+    for kinds in (ranks[0], ranks[-1]):
+        kept = sum(n * layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8) for k, n in kinds.items())
+        transient = 0.0
+        if act.recompute != "none":
+            whole = act._replace(recompute="none")
+            transient = max(layer_activation_bytes(model, k, tokens=tokens, plan=whole, fp8=fp8)
+                            - layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8) for k in kinds)
+        out.append((kept, transient))
+    return out[0], out[1]
+
+
+def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     """MemoryBreakdown's fields, in order, for the worse of the first and last stage."""
+    model, job = memo.model, memo.job
     tokens = plan.mbs * job.seq_len / plan.cp
-    fp8 = job.dtype == "fp8"
-    key = ("layout_memory", plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.etp, plan.ep, plan.pp, plan.vpp,
-           plan.cp_comm, fp8)
-    stage_acts, fixed, params = memo(cache, key, lambda: _layout_memory(model, plan, tokens, fp8, cache))
+    (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), plan.pp, plan.vpp))
+    fixed = 0.0
+    if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
+        fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
+    params = memo.get(end_params, ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp))
     logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
-    held_first = in_flight_microbatches(plan, plan.microbatches(job))
-    first = _stage(model, plan, job, params[0], stage_acts[0] * held_first + fixed, logits if plan.pp == 1 else 0.0, cache)
+    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job))
+    first = _stage(memo, plan, params[0], kept0 * held + extra0 + fixed, logits if plan.pp == 1 else 0.0)
     if plan.pp == 1:
         return first
-    last = _stage(model, plan, job, params[1], stage_acts[1] + fixed, logits, cache)  # one micro-batch in flight
+    last = _stage(memo, plan, params[1], kept1 + extra1 + fixed, logits)  # one micro-batch in flight
     return first if sum(first) >= sum(last) else last
 
 
-def _layout_memory(model: ModelSpec, plan: Plan, tokens: float, fp8: bool, cache: Memo) -> tuple[
-        tuple[float, float], float, tuple[tuple[float, float], tuple[float, float]]]:
-    """What memory_breakdown needs of a layout, computed once per layout: the first and last
-    ranks' activations per micro-batch, the bytes held once (recompute working set, gathered
-    K/V), and the first and last ranks' (dense, expert) parameters."""
-    ranks = memo(cache, ("ranks", plan.pp, plan.vpp), lambda: rank_kinds(model, plan.pp, plan.vpp))
-    per_kind, working = memo(cache, ("acts", plan.tp, plan.cp, plan.mbs, plan.sp, plan.recompute, plan.etp, fp8),
-                             lambda: _layer_activations(model, plan, tokens, fp8))  # activations do not depend on ep
-    ends = (ranks[0], ranks[-1])
-    stage_acts = (sum(n * per_kind[k] for k, n in ends[0].items()), sum(n * per_kind[k] for k, n in ends[1].items()))
-    fixed = working
-    if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
-        fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
-    params = memo(cache, ("params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp), lambda: end_rank_params(model, plan, ranks))
-    return stage_acts, fixed, params
+def zero3_buffer_bytes(memo: Memo, tp: int) -> float:
+    """ZeRO-3 gather buffers: the gathered layer and the prefetched next one, bf16."""
+    return 2 * memo.get(_layer_params, None) / tp * cal.WEIGHT_BYTES
 
 
-def _layer_activations(model: ModelSpec, plan: Plan, tokens: float, fp8: bool) -> tuple[dict[str, float], float]:
-    """(activation bytes per micro-batch of each layer kind, the working set under full recompute)."""
-    kinds = set(model.layer_kinds())
-    per_kind = {k: layer_activation_bytes(model, k, tokens=tokens, plan=plan, fp8=fp8) for k in kinds}
-    working = 0.0
-    if plan.recompute == "full":  # one layer's whole set while it is recomputed
-        full = replace(plan, recompute="none")
-        working = max(layer_activation_bytes(model, k, tokens=tokens, plan=full, fp8=fp8) for k in kinds)
-    return per_kind, working
+def _layer_params(memo: Memo, _: None) -> int:
+    return memo.model.layer_params()
 
 
-def end_rank_params(model: ModelSpec, plan: Plan, ranks: tuple[Counter[str], ...]) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(dense, expert) parameters of the first and of the last pipeline rank."""
-    last = plan.pp - 1
-    return (rank_params(model, plan, ranks[0], first=True, last=last == 0),
-            rank_params(model, plan, ranks[last], first=last == 0, last=True))
-
-
-def _stage(model: ModelSpec, plan: Plan, job: Job, params: tuple[float, float], acts: float, logits: float,
-           cache: Memo) -> tuple[float, ...]:
+def _stage(memo: Memo, plan: Plan, params: tuple[float, float], acts: float, logits: float) -> tuple[float, ...]:
     """(weights, grads, optimizer, activations, logits, buffers, fragmentation) bytes of one stage."""
     dense, expert = params
     dp_shards = plan.dp * plan.cp  # Megatron shards optimizer state over the DP x CP group
@@ -232,9 +262,9 @@ def _stage(model: ModelSpec, plan: Plan, job: Job, params: tuple[float, float], 
     if expert:
         ew, eg, eo = state_bytes(expert, zero=plan.zero, shards=expert_shards)
         w, g, o = w + ew, g + eg, o + eo
-    if job.dtype == "fp8":
+    if memo.job.dtype == "fp8":
         w += (dense + expert) * cal.FP8_WEIGHT_COPY_BYTES
     buffers = cal.FIXED_OVERHEAD_BYTES
-    if plan.zero >= 3:  # the gathered layer and the prefetched next one
-        buffers += 2 * memo(cache, ("layer_params",), model.layer_params) / plan.tp * cal.WEIGHT_BYTES
+    if plan.zero >= 3:
+        buffers += zero3_buffer_bytes(memo, plan.tp)
     return w, g, o, acts, logits, buffers, cal.ALLOCATOR_FRAGMENTATION * (w + g + o + acts + logits)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from autopar.cost.compute import Shape, layer_time
-from autopar.cost.layout import rank_kinds
+from autopar.cost.compute import LayerPlan, Shape, layer_time
+from autopar.cost.pipeline import rank_kinds
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
@@ -41,10 +41,10 @@ class ModelSeqCost:
         top = max(MIN_LEN, 2 ** math.ceil(math.log2(max(max_len, 2))))
         lengths = [2**i for i in range(int(math.log2(MIN_LEN)), int(math.log2(top)) + 1)]
         cps = tuple(2**i for i in range(int(math.log2(max(1, max_cp))) + 1))
-        stage = max(rank_kinds(model, plan.pp, plan.vpp), key=lambda k: sum(k.values()))
+        stage = max(rank_kinds(model.layer_kinds(), plan.pp, plan.vpp), key=lambda k: sum(k.values()))
         times = np.empty((len(cps), len(lengths)))
         for i, c in enumerate(cps):
-            group_plan = replace(plan, cp=c, mbs=1)
+            group_plan = LayerPlan.of(replace(plan, cp=c, mbs=1))
             for j, length in enumerate(lengths):
                 shape = Shape(dtype=dtype, seq_len=max(length, 2 * c), mbs=1)
                 total = sum(n * layer_time(model, hw, shape, group_plan, kind).total for kind, n in stage.items())

@@ -4,28 +4,35 @@ Step time = pipeline (micro-batches through the stages, with the fill/drain
 bubble) + exposed pipeline p2p + exposed data-parallel sync + optimizer step.
 
 Pipeline with stage times t_i per micro-batch (forward + backward), m
-micro-batches and v virtual stages per rank: m * max(t) + (sum(t) - max(t)) / v.
+micro-batches and v virtual stages per rank: m * max(t) + (sum(t) - max(t)) / v,
+from the one pipeline model (cost/pipeline.py: stage layout, schedule time, p2p).
 With equal stages this is (m + (p-1)/v) * t, the 1F1B bubble (p-1)/m and the
 interleaved one (p-1)/(v*m) of Narayanan et al. 2021 (sec. 2.2); unequal stages
 (extra layers, the loss layer on the last one) stretch it.
+
+Every cached piece is a function of a Memo (model, hardware, job) and one small
+key holding exactly the plan values it reads (LayerPlan, StagePlan, P2PPlan,
+SyncPlan, ParamPlan): see cost/memo.py.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 from autopar.cost import calibration as cal
-from autopar.cost.comm import Group, collective_time, group_of
-from autopar.cost.compute import BlockTime, Shape, layer_time, loss_time, memory_time
+from autopar.cost.comm import collective_time
+from autopar.cost.compute import BlockTime, LayerPlan, Shape, combine_parts, loss_time, memory_time, part_args, part_time
 from autopar.cost.flops import model_flops_per_token
-from autopar.cost.layout import rank_kinds
-from autopar.cost.memo import Memo, memo
-from autopar.cost.memory import MemoryBreakdown, end_rank_params, memory_breakdown
+from autopar.cost.memo import Memo, memo_for
+from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown, pipe_kinds
+from autopar.cost.pipeline import P2PTime, p2p_time, schedule_time
+from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan, validate
+from autopar.spec.topology import RankGrid
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,85 +78,141 @@ class Estimate:
 
 
 def estimate(
-    model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, *, cache: Memo | None = None
+    model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, *, memo: Memo | None = None
 ) -> Estimate:
-    """Time and memory of `plan`. `cache` (any dict) shares block costs across plans."""
+    """Time and memory of `plan`. `memo` (made for this model, hardware and job) shares block costs across plans."""
     validate(plan, model, job)
-    cache = {} if cache is None else cache
-    return timed_estimate(model, hw, job, plan, memory_breakdown(model, job, plan, cache=cache), cache)
+    memo = memo_for(memo, model, hw, job)
+    return timed_estimate(memo, plan, memory_breakdown(model, job, plan, memo=memo))
 
 
-def _layer_times(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> tuple[dict[str, BlockTime], float]:
-    shape = Shape(dtype=job.dtype, seq_len=job.seq_len, mbs=plan.mbs)
-    layers = {k: layer_time(model, hw, shape, plan, k) for k in set(model.layer_kinds())}
-    loss = loss_time(model, hw, dtype=job.dtype, seq_len=job.seq_len, mbs=plan.mbs, tp=plan.tp, cp=plan.cp)
-    return layers, loss
+class StagePlan(NamedTuple):
+    """What a pipeline's per-micro-batch stage times read of a plan."""
+
+    layer: LayerPlan  # the layers' own knobs
+    mbs: int  # sequences per micro-batch
+    pp: int  # stages
+    vpp: int  # chunks per stage
+
+
+class P2PPlan(NamedTuple):
+    """What the pipeline send/recv times read of a plan."""
+
+    tp: int
+    cp: int
+    dp: int
+    pp: int
+    vpp: int
+    mbs: int
+
+
+class SyncPlan(NamedTuple):
+    """What the data-parallel gradient/parameter sync reads of a plan."""
+
+    params: ParamPlan  # whose parameters
+    dp: int
+    cp: int
+    zero: int
+
+
+def _part(memo: Memo, key: tuple[str, Shape, tuple]) -> BlockTime:
+    part, shape, args = key
+    return part_time(memo.model, memo.profile, shape, part, args)
+
+
+def _layers(memo: Memo, key: tuple[LayerPlan, int]) -> dict[str, BlockTime]:
+    """Per layer kind, one micro-batch's time on one rank, for key (layer plan, mbs)."""
+    lp, mbs = key
+    shape = Shape(dtype=memo.job.dtype, seq_len=memo.job.seq_len, mbs=mbs)
+    out = {}
+    for kind in set(memo.model.layer_kinds()):
+        parts = [memo.get(_part, (p, shape, part_args(p, lp))) for p in KIND_PARTS[kind]]
+        out[kind] = combine_parts(memo.profile, parts, pipelined=lp.pipelined)
+    return out
+
+
+def _loss(memo: Memo, key: tuple[int, int, int]) -> float:
+    """The loss layer per micro-batch, for key (tp, cp, mbs)."""
+    tp, cp, mbs = key
+    job = memo.job
+    return loss_time(memo.model, memo.profile, dtype=job.dtype, seq_len=job.seq_len, mbs=mbs, tp=tp, cp=cp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _StageProfile:
     """Per-micro-batch stage times of one layout, before pipeline p2p."""
 
-    t_max: float  # the slowest stage, seconds
-    t_sum: float  # all stages together
+    stage_s: tuple[float, ...]  # per rank, seconds per micro-batch (the last with the loss)
     worst: BlockTime  # the slowest stage's layers, summed
     worst_is_last: bool  # it is the last stage (and carries the loss)
 
 
-def _stage_profile(times: dict[str, BlockTime], loss: float, ranks: tuple[Counter[str], ...]) -> _StageProfile:
-    if len(times) == 1:  # one layer kind (dense models): stages differ only in layer count
-        ((kind, t),) = times.items()
-        totals = [kinds[kind] * t.total for kinds in ranks]
-    else:
-        per_layer = {k: t.total for k, t in times.items()}
-        totals = [sum(n * per_layer[k] for k, n in kinds.items()) for kinds in ranks]
+def _stages(memo: Memo, key: StagePlan) -> _StageProfile:
+    times = memo.get(_layers, (key.layer, key.mbs))
+    loss = memo.get(_loss, (key.layer.dims.tp, key.layer.dims.cp, key.mbs))
+    ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
+    per_layer = {k: t.total for k, t in times.items()}
+    totals = [sum(n * per_layer[k] for k, n in kinds.items()) for kinds in ranks]
     totals[-1] += loss
     i = totals.index(max(totals))
     parts = [times[k].scaled(n) for k, n in ranks[i].items()]
     worst = parts[0]
     for part in parts[1:]:
         worst = worst + part
-    return _StageProfile(t_max=totals[i], t_sum=sum(totals), worst=worst, worst_is_last=i == len(ranks) - 1)
+    return _StageProfile(stage_s=tuple(totals), worst=worst, worst_is_last=i == len(ranks) - 1)
 
 
-def timed_estimate(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, memory: MemoryBreakdown, cache: Memo) -> Estimate:
-    """The time half of estimate(), for a plan whose memory is already known."""
-    key = (plan.tp, plan.cp, plan.mbs, plan.sp and plan.tp > 1, plan.recompute, plan.ep, plan.etp, plan.cp_comm)
-    times, loss = memo(cache, ("layers", *key), lambda: _layer_times(model, hw, job, plan))
-    ranks = memo(cache, ("ranks", plan.pp, plan.vpp), lambda: rank_kinds(model, plan.pp, plan.vpp))
-    m, p, v = plan.microbatches(job), plan.pp, plan.vpp
-    p2p_mb, fill = memo(cache, ("p2p", plan.tp, plan.cp, plan.dp, plan.pp, plan.vpp, plan.mbs),
-                        lambda: _p2p_times(model, hw, job, plan))
-    prof = memo(cache, ("stages", *key, plan.pp, plan.vpp), lambda: _stage_profile(times, loss, ranks))
+def _p2p(memo: Memo, key: P2PPlan) -> P2PTime:
+    """Pipeline send/recv: one micro-batch's activations, split by tp (Megatron's scatter/gather)."""
+    grid = RankGrid(gpus_per_node=memo.profile.gpus_per_node, tp=key.tp, cp=key.cp, dp=key.dp, pp=key.pp)
+    nbytes = cal.ACT_BYTES * key.mbs * memo.job.seq_len / key.cp * memo.model.hidden_size / key.tp
+    return p2p_time(memo.profile, nbytes=nbytes, pp=key.pp, vpp=key.vpp, pair=grid.neighbours("pp"))
+
+
+def _model_flops(memo: Memo, _: None) -> float:
+    return model_flops_per_token(memo.model, memo.job.seq_len)
+
+
+def step_seconds(memo: Memo, plan: Plan) -> tuple[TimeBreakdown, bool]:
+    """Where one step's time goes, and whether the slowest stage is the last one."""
+    hw, job = memo.profile, memo.job
+    lp = LayerPlan.of(plan)
+    prof = memo.get(_stages, StagePlan(layer=lp, mbs=plan.mbs, pp=plan.pp, vpp=plan.vpp))
+    p2p = memo.get(_p2p, P2PPlan(tp=plan.tp, cp=plan.cp, dp=plan.dp, pp=plan.pp, vpp=plan.vpp, mbs=plan.mbs))
+    m = plan.microbatches(job)
     # p2p adds the same to every stage: the slowest stage stays the slowest
-    t_max = prof.t_max + p2p_mb
-    bubble = (prof.t_sum + p * p2p_mb - t_max) / v
-
-    dp_times = memo(cache, ("dp", plan.tp, plan.cp, plan.dp, plan.pp, plan.vpp, plan.zero, plan.ep, plan.etp),
-                    lambda: _dp_collectives(model, hw, plan, ranks))
-    dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=prof.worst.fwd, bwd_s=prof.worst.bwd)
-    params = max(memo(cache, ("params", plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp),
-                      lambda: end_rank_params(model, plan, ranks)), key=sum)
+    sched = schedule_time([t + p2p.per_microbatch_s for t in prof.stage_s], microbatches=m, vpp=plan.vpp)
+    params = ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp)
+    dp_times = memo.get(_dp_collectives, SyncPlan(params=params, dp=plan.dp, cp=plan.cp, zero=plan.zero))
+    w = prof.worst
+    dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=w.fwd, bwd_s=w.bwd)
+    dense, expert = max(memo.get(end_params, params), key=sum)
     dense_shards, expert_shards = _shards(plan)
     if plan.zero == 0:
         dense_shards = expert_shards = 1
-    optimizer = memory_time(hw, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * (params[0] / dense_shards + params[1] / expert_shards))
-
-    w = prof.worst
+    optimizer = memory_time(hw, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * (dense / dense_shards + expert / expert_shards))
+    loss = memo.get(_loss, (plan.tp, plan.cp, plan.mbs)) if prof.worst_is_last else 0.0
     time = TimeBreakdown(
-        compute=m * (w.compute + (loss if prof.worst_is_last else 0.0)),
+        compute=m * (w.compute + loss),
         tp_comm=m * w.tp_exposed,
         cp_comm=m * w.cp_exposed,
         ep_comm=m * w.ep_exposed,
-        pp_comm=m * p2p_mb + fill,
+        pp_comm=m * p2p.per_microbatch_s + p2p.fill_s,
         dp_comm=dp_comm,
-        bubble=bubble,
+        bubble=sched.bubble_s,
         optimizer=optimizer,
         overlap=m * w.overlap_penalty + (hw.compute_slowdown - 1) * dp_hidden,
     )
+    return time, prof.worst_is_last
+
+
+def timed_estimate(memo: Memo, plan: Plan, memory: MemoryBreakdown) -> Estimate:
+    """The time half of estimate(), for a plan whose memory is already known."""
+    hw, job = memo.profile, memo.job
+    time, _ = step_seconds(memo, plan)
     step = time.total
     tokens = job.tokens_per_step / step
-    flops = tokens * memo(cache, ("model_flops",), lambda: model_flops_per_token(model, job.seq_len)) / job.gpus
+    flops = tokens * memo.get(_model_flops, None) / job.gpus
     return Estimate(
         plan=plan,
         time=time,
@@ -169,54 +232,29 @@ def _shards(plan: Plan) -> tuple[int, int]:
     return dense, max(1, dense * plan.tp // (plan.ep * plan.etp))
 
 
-def _p2p_times(model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan) -> tuple[float, float]:
-    """(per micro-batch on every stage, fill/drain) seconds of exposed pipeline send/recv.
-
-    A stage boundary carries one micro-batch's activations forward and their
-    gradients back, split by tp (Megatron's scatter/gather). Plain 1F1B sends and
-    receives blockingly between steps (Megatron's forward_backward_pipelining_
-    without_interleaving), so both transfers add to every stage's time. The
-    interleaved schedule overlaps them with compute (--overlap-p2p-comm) except
-    for their latency, at v boundaries per micro-batch, the overlapped part slows
-    the compute by the profile's overlap factor, and the fill/drain path still
-    waits for 2(p-1) full transfers.
-    """
-    if plan.pp == 1:
-        return 0.0, 0.0
-    stride = plan.tp * plan.cp * plan.dp
-    nbytes = cal.ACT_BYTES * plan.mbs * job.seq_len / plan.cp * model.hidden_size / plan.tp
-    pair = Group(size=2, per_node=2 if stride < hw.gpus_per_node else 1)
-    transfer = collective_time(hw, "send_recv", nbytes, pair)
-    if plan.vpp == 1:
-        return 2 * transfer, 0.0
-    latency = collective_time(hw, "send_recv", 1.0, pair)
-    hidden = transfer - latency  # still slows the compute it overlaps
-    per_mb = 2 * plan.vpp * (latency + (hw.compute_slowdown - 1) * hidden)
-    return per_mb, 2 * (plan.pp - 1) * transfer
-
-
-def _dp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Plan, ranks: tuple[Counter[str], ...]) -> tuple[float, float]:
+def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
     """Seconds of the (reduce, gather) collectives of gradient and parameter sync.
 
-    Dense weights sync over the DP x CP group (stride tp), routed-expert weights
-    over the expert-DP group (stride ep * etp). ZeRO 0: all-reduce fp32 grads, no
-    gather. ZeRO 1/2: reduce-scatter fp32 grads and all-gather bf16 weights, once
-    per step. ZeRO 3 (FSDP): per micro-batch, reduce-scatter grads, and
-    all-gather weights twice (forward and backward).
+    Dense weights sync over the DP x CP group, routed-expert weights over the
+    expert-DP group (placements from the rank grid). ZeRO 0: all-reduce fp32
+    grads, no gather. ZeRO 1/2: reduce-scatter fp32 grads and all-gather bf16
+    weights, once per step. ZeRO 3 (FSDP): per micro-batch, reduce-scatter
+    grads, and all-gather weights twice (forward and backward).
     """
-    dense_params, expert_params = max(end_rank_params(model, plan, ranks), key=sum)
-    dense_n, expert_n = _shards(plan)
+    hw, p = memo.profile, key.params
+    dense_params, expert_params = max(memo.get(end_params, p), key=sum)
+    grid = RankGrid(gpus_per_node=hw.gpus_per_node, tp=p.tp, cp=key.cp, dp=key.dp, pp=p.pp, ep=p.ep, etp=p.etp)
     reduce = gather = 0.0
-    for params, n, stride in ((dense_params, dense_n, plan.tp), (expert_params, expert_n, plan.ep * plan.etp)):
-        if n == 1 or params == 0:
+    for params, axis in ((dense_params, "dpcp"), (expert_params, "edp")):
+        group = grid.group(axis)
+        if group.size == 1 or params == 0:
             continue
-        group = group_of(size=n, stride=stride, gpus_per_node=hw.gpus_per_node)
         grads, weights = cal.GRAD_BYTES * params, cal.WEIGHT_BYTES * params
-        if plan.zero == 0:
+        if key.zero == 0:
             reduce += collective_time(hw, "all_reduce", grads, group)
             continue
         reduce += collective_time(hw, "reduce_scatter", grads, group)
-        gather += (2 if plan.zero == 3 else 1) * collective_time(hw, "all_gather", weights, group)
+        gather += (2 if key.zero == 3 else 1) * collective_time(hw, "all_gather", weights, group)
     return reduce, gather
 
 
@@ -228,14 +266,19 @@ def _dp_overlap(times: tuple[float, float], plan: Plan, microbatches: int, *, fw
     ZeRO 2: a sharded gradient cannot accumulate a full micro-batch's gradient,
     so every micro-batch reduce-scatters behind its own backward (DeepSpeed
     ZeRO-2, FSDP SHARD_GRAD_OP); the gather stays once per step.
-    ZeRO 3: each micro-batch's collectives hide behind its own compute.
+    ZeRO 3 (FSDP): every micro-batch gathers the weights behind its forward
+    (prefetching the next layer), and gathers them again and reduce-scatters
+    the gradients behind its backward. Each stage moves at least what the one
+    before it moves, behind no more compute, so a higher stage is never faster:
+    the search times only the lowest stage that fits.
     """
     reduce, gather = times
     ov = cal.DP_OVERLAP_FRACTION
     if plan.zero == 3:
-        per_mb = reduce + gather
-        exposed = microbatches * max(0.0, per_mb - ov * (fwd_s + bwd_s))
-        return exposed, microbatches * per_mb - exposed
+        gather_one = gather / 2  # _dp_collectives counts both gathers
+        per_mb = max(0.0, gather_one - ov * fwd_s) + max(0.0, gather_one + reduce - ov * bwd_s)
+        exposed = microbatches * per_mb
+        return exposed, microbatches * (reduce + gather) - exposed
     reduces = microbatches if plan.zero == 2 else 1
     exposed = reduces * max(0.0, reduce - ov * bwd_s) + max(0.0, gather - ov * fwd_s)
     return exposed, reduces * reduce + gather - exposed

@@ -25,6 +25,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from autopar.cost.pipeline import chunk_sizes
 from autopar.errors import SpecError
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
@@ -138,51 +139,40 @@ def _check_launch(plan: Plan, model: ModelSpec, job: Job, nnodes: int, nproc_per
 def uneven_pipeline_split(layers: int, pp: int) -> tuple[int, int] | None:
     """Layers on the first and last stage for Megatron's first/last flags, or None.
 
-    Megatron's first/last split gives every middle stage the same count m. We take the largest
-    m <= ceil(layers/pp) that leaves 2..2*ceil(layers/pp) layers to the two end stages, so that no
-    stage holds more than ceil(layers/pp), the figure the cost model charged; the end stages also
-    hold the embedding and the logits, so the last gets the smaller half. None when pp divides
-    layers (nothing to do) or when no such m exists (e.g. 9 layers on 6 stages).
+    The stages are the cost model's (cost/pipeline.py stage_layers: the earlier
+    stages take the extra layer). Megatron's first/last flags give every middle
+    stage the same count, so they express that layout only when the middle
+    stages are equal; None when pp divides layers (nothing to do) or they are not.
     """
     if layers % pp == 0:
         return None
-    most = -(-layers // pp)
-    if pp == 2:
-        return most, layers - most
-    for middle in range(most, 0, -1):
-        ends = layers - (pp - 2) * middle
-        if 2 <= ends <= 2 * most:
-            return ends - ends // 2, ends // 2
-    return None
+    counts = chunk_sizes(layers, pp)
+    if len(set(counts[1:-1])) > 1:
+        return None
+    return counts[0], counts[-1]
 
 
-def pipeline_layout(layers: int, pp: int) -> str:
-    """Megatron's explicit layout string: E embedding, t*n decoder layers, L loss, | between stages.
+def pipeline_layout(layers: int, pp: int, vpp: int = 1) -> str:
+    """Megatron's explicit layout string: E embedding, t*n decoder layers, L loss, | between chunks.
 
-    Each stage gets floor(layers/pp) layers; the remainder goes one each to the middle stages
-    first, then to the first and the last stage. ``pipeline_layout(10, 4)`` is ``Et*2|t*3|t*3|t*2L``.
+    The pp*vpp chunks in model order, as the cost model lays them out (cost/pipeline.py: the
+    earlier chunks take the extra layer; chunk c runs on rank c % pp). ``pipeline_layout(10, 4)``
+    is ``Et*3|t*3|t*2|t*2L``.
     """
-    base, extra = divmod(layers, pp)
-    counts = [base] * pp
-    for stage in [*range(1, pp - 1), 0, pp - 1][:extra]:
-        counts[stage] += 1
-    return "E" + "|".join(f"t*{n}" for n in counts) + "L"
+    return "E" + "|".join(f"t*{n}" for n in chunk_sizes(layers, pp * vpp)) + "L"
 
 
 def megatron_pipeline_items(layers: int, pp: int, vpp: int = 1) -> list[str]:
-    """Virtual-stage and uneven-pipeline flags.
+    """Virtual-stage and uneven-pipeline flags that build the cost model's stage layout.
 
     Interleaving over an even split is --num-virtual-stages-per-pipeline-rank; over an uneven one,
-    an explicit layout of pp*vpp chunks (in model order, chunk c on rank c % pp, as the cost model
-    lays them out: the earlier chunks take the extra layer), which implies vpp. Without
-    interleaving: first/last counts when they fit, else a layout.
+    an explicit layout of pp*vpp chunks, which implies vpp. Without interleaving: first/last counts
+    when they express the layout, else a layout.
     """
     if vpp > 1:
         if layers % (pp * vpp) == 0:
             return [_opt("--num-virtual-stages-per-pipeline-rank", vpp)]
-        q, r = divmod(layers, pp * vpp)
-        counts = [q + 1] * r + [q] * (pp * vpp - r)
-        return [_opt("--pipeline-model-parallel-layout", "E" + "|".join(f"t*{n}" for n in counts) + "L")]
+        return [_opt("--pipeline-model-parallel-layout", pipeline_layout(layers, pp, vpp))]
     if layers % pp == 0:
         return []
     split = uneven_pipeline_split(layers, pp)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autopar.cost.pipeline import virtual_stage
 from autopar.errors import SpecError
 
 
@@ -51,7 +52,8 @@ class Timeline:
     @property
     def bubble_fraction(self) -> float:
         """Idle share of a stage's time. For both schedules, with uniform stages, this is
-        (p-1)/(v*m + p-1): the bubble (p-1)/(v*m) of Narayanan et al. relative to the busy time."""
+        cost/pipeline.py's bubble_fraction, (p-1)/(v*m + p-1): the bubble (p-1)/(v*m) of
+        Narayanan et al. relative to the busy time (tests/test_schedule.py replays both)."""
         return 1 - self.busy_units / self.total_units
 
 
@@ -114,7 +116,7 @@ def timeline(*, stages: int, microbatches: int, chunks: int = 1, fwd_units: int 
         for i in range(stages):
             while nxt[i] < len(orders[i]):
                 op = orders[i][nxt[i]]
-                s = op.chunk * stages + i
+                s = virtual_stage(rank=i, chunk=op.chunk, pp=stages)
                 if op.kind == "F":
                     needs = [("F", op.microbatch, s - 1)] if s > 0 else []
                 else:

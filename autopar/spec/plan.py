@@ -1,4 +1,4 @@
-"""Plan: how a job is split across GPUs, validated against the model and job."""
+"""Plan: how a job is split across GPUs, and the one set of rules a plan must obey."""
 
 from __future__ import annotations
 
@@ -51,60 +51,131 @@ class Plan:
         return " ".join(parts)
 
 
-def validate(plan: Plan, model: ModelSpec, job: Job) -> None:
-    """Raise SpecError naming the first constraint the plan breaks."""
-    for name in ("dp", "tp", "pp", "cp", "vpp", "ep", "mbs"):
-        if getattr(plan, name) < 1:
-            raise SpecError(f"--{name} must be >= 1, got {getattr(plan, name)}")
-    if plan.recompute not in RECOMPUTE:
-        raise SpecError(f"--recompute must be one of {', '.join(RECOMPUTE)}, got {plan.recompute!r}")
-    if plan.zero not in ZERO_STAGES:
-        raise SpecError(f"--zero must be 0, 1, 2 or 3, got {plan.zero}")
-    if plan.gpus != job.gpus:
-        raise SpecError(
-            f"dp*tp*pp*cp = {plan.dp}*{plan.tp}*{plan.pp}*{plan.cp} = {plan.gpus} must equal --gpus ({job.gpus})"
-        )
-    if plan.tp > job.gpus_per_node:
-        raise SpecError(f"tp ({plan.tp}) must fit in one node ({job.gpus_per_node} GPUs)")
-    if model.num_kv_heads % plan.tp:
-        raise SpecError(f"{model.name}: num_kv_heads ({model.num_kv_heads}) must be divisible by tp ({plan.tp})")
-    if plan.pp > model.layers:
-        raise SpecError(f"pp ({plan.pp}) exceeds the number of layers ({model.layers})")
-    if plan.vpp > 1:
-        if plan.pp == 1:
-            raise SpecError("vpp > 1 needs pp > 1")
-        if model.layers < plan.pp * plan.vpp:
-            raise SpecError(f"pp*vpp ({plan.pp}*{plan.vpp}) exceeds the number of layers ({model.layers})")
-    if job.seq_len % (2 * plan.cp) and plan.cp > 1:
-        raise SpecError(f"seq_len ({job.seq_len}) must be divisible by 2*cp ({2 * plan.cp}) for causal load balancing")
-    if job.global_batch % (plan.dp * plan.mbs):
-        raise SpecError(f"global batch ({job.global_batch}) must be divisible by dp*mbs ({plan.dp}*{plan.mbs})")
-    m = plan.microbatches(job)
-    if plan.vpp > 1 and m % plan.pp:
-        raise SpecError(f"interleaving needs the micro-batch count ({m}) to be a multiple of pp ({plan.pp})")
-    if plan.cp_comm not in CP_COMMS:
-        raise SpecError(f"--cp-comm must be one of {', '.join(CP_COMMS)}, got {plan.cp_comm!r}")
-    _validate_families(plan, model)
+# --- the rules ------------------------------------------------------------------------
+# One function per rule, named by the fields it reads. Each returns None when the
+# plan obeys it, else the message. validate() runs them all; the search's enumeration
+# (search/space.py) runs each as soon as the fields it reads are chosen; the launch
+# commands call validate(). So the three agree by construction, and a property test
+# checks that the plans validate() accepts are the plans the search enumerates.
 
 
-def _validate_families(plan: Plan, model: ModelSpec) -> None:
-    moe, mamba = model.moe, model.mamba
+def degree_rule(name: str, value: int) -> str | None:
+    return None if value >= 1 else f"--{name} must be >= 1, got {value}"
+
+
+def tp_rule(model: ModelSpec, job: Job, tp: int) -> str | None:
+    """TP inside a node; heads, KV heads, the MLP and Mamba heads/groups split evenly (Megatron's divide())."""
+    if tp > job.gpus_per_node:
+        return f"tp ({tp}) must fit in one node ({job.gpus_per_node} GPUs)"
+    if model.num_kv_heads % tp:
+        return f"{model.name}: num_kv_heads ({model.num_kv_heads}) must be divisible by tp ({tp})"
+    if model.ffn_hidden_size % tp:
+        return f"{model.name}: ffn_hidden_size ({model.ffn_hidden_size}) must be divisible by tp ({tp})"
+    m = model.mamba
+    if m is not None and (m.heads(model.hidden_size) % tp or m.num_groups % tp):
+        return (f"{model.name}: Mamba heads ({m.heads(model.hidden_size)}) and groups ({m.num_groups}) "
+                f"must be divisible by tp ({tp})")
+    return None
+
+
+def cp_rule(model: ModelSpec, job: Job, tp: int, cp: int) -> str | None:
+    """Causal load balancing cuts each sequence into 2*cp chunks; Mamba's CP swaps sequence for heads."""
+    if cp == 1:
+        return None
+    if job.seq_len % (2 * cp):
+        return f"seq_len ({job.seq_len}) must be divisible by 2*cp ({2 * cp}) for causal load balancing"
+    m = model.mamba
+    if m is not None and (m.heads(model.hidden_size) // tp) % cp:
+        return (f"{model.name}: CP for Mamba layers swaps sequence for heads, so heads/tp "
+                f"({m.heads(model.hidden_size) // tp}) must be divisible by cp ({cp})")
+    return None
+
+
+def gpus_rule(job: Job, *, dp: int, tp: int, pp: int, cp: int) -> str | None:
+    if dp * tp * pp * cp != job.gpus:
+        return f"dp*tp*pp*cp = {dp}*{tp}*{pp}*{cp} = {dp * tp * pp * cp} must equal --gpus ({job.gpus})"
+    return None
+
+
+def pp_rule(model: ModelSpec, pp: int) -> str | None:
+    return f"pp ({pp}) exceeds the number of layers ({model.layers})" if pp > model.layers else None
+
+
+def batch_rule(job: Job, dp: int, mbs: int) -> str | None:
+    if job.global_batch % (dp * mbs):
+        return f"global batch ({job.global_batch}) must be divisible by dp*mbs ({dp}*{mbs})"
+    return None
+
+
+def vpp_rule(model: ModelSpec, *, pp: int, vpp: int, microbatches: int) -> str | None:
+    """Interleaving: at least one layer per virtual stage, micro-batches in whole groups of pp."""
+    if vpp == 1:
+        return None
+    if pp == 1:
+        return "vpp > 1 needs pp > 1"
+    if model.layers < pp * vpp:
+        return f"pp*vpp ({pp}*{vpp}) exceeds the number of layers ({model.layers})"
+    if microbatches % pp:
+        return f"interleaving needs the micro-batch count ({microbatches}) to be a multiple of pp ({pp})"
+    return None
+
+
+def ep_rule(model: ModelSpec, *, dp: int, cp: int, ep: int) -> str | None:
+    """Experts split evenly; the EP group lies within the DP x CP ranks."""
+    moe = model.moe
     if moe is None:
-        if plan.ep != 1 or plan.etp != 1:
-            raise SpecError(f"ep ({plan.ep}) and etp ({plan.etp}) need an MoE model; {model.name} has no experts")
-    else:
-        if moe.num_experts % plan.ep:
-            raise SpecError(f"{model.name}: moe.num_experts ({moe.num_experts}) must be divisible by ep ({plan.ep})")
-        if (plan.dp * plan.cp) % plan.ep:
-            raise SpecError(f"ep ({plan.ep}) must divide dp*cp ({plan.dp}*{plan.cp}): the EP group lies within the DP x CP ranks")
-        if plan.etp not in (1, plan.tp):
-            raise SpecError(f"etp ({plan.etp}) must be 1 or tp ({plan.tp})")
-        if moe.expert_ffn_hidden_size % plan.etp:
-            raise SpecError(f"moe.expert_ffn_hidden_size ({moe.expert_ffn_hidden_size}) must be divisible by etp ({plan.etp})")
-    if mamba is not None:
-        heads = mamba.heads(model.hidden_size)
-        if heads % plan.tp or mamba.num_groups % plan.tp:
-            raise SpecError(f"{model.name}: Mamba heads ({heads}) and groups ({mamba.num_groups}) must be divisible by tp ({plan.tp})")
-        if plan.cp > 1 and (heads // plan.tp) % plan.cp:
-            raise SpecError(f"{model.name}: CP for Mamba layers swaps sequence for heads, so heads/tp ({heads // plan.tp}) "
-                            f"must be divisible by cp ({plan.cp})")
+        return None if ep == 1 else f"ep ({ep}) needs an MoE model; {model.name} has no experts"
+    if moe.num_experts % ep:
+        return f"{model.name}: moe.num_experts ({moe.num_experts}) must be divisible by ep ({ep})"
+    if (dp * cp) % ep:
+        return f"ep ({ep}) must divide dp*cp ({dp}*{cp}): the EP group lies within the DP x CP ranks"
+    return None
+
+
+def etp_rule(model: ModelSpec, *, tp: int, etp: int) -> str | None:
+    """Experts whole (etp 1) or split like the MLP (etp = tp)."""
+    moe = model.moe
+    if moe is None:
+        return None if etp == 1 else f"etp ({etp}) needs an MoE model; {model.name} has no experts"
+    if etp not in (1, tp):
+        return f"etp ({etp}) must be 1 or tp ({tp})"
+    if moe.expert_ffn_hidden_size % etp:
+        return f"moe.expert_ffn_hidden_size ({moe.expert_ffn_hidden_size}) must be divisible by etp ({etp})"
+    return None
+
+
+def knob_rule(plan: Plan) -> str | None:
+    if plan.recompute not in RECOMPUTE:
+        return f"--recompute must be one of {', '.join(RECOMPUTE)}, got {plan.recompute!r}"
+    if plan.zero not in ZERO_STAGES:
+        return f"--zero must be 0, 1, 2 or 3, got {plan.zero}"
+    if plan.cp_comm not in CP_COMMS:
+        return f"--cp-comm must be one of {', '.join(CP_COMMS)}, got {plan.cp_comm!r}"
+    return None
+
+
+def plan_errors(plan: Plan, model: ModelSpec, job: Job) -> list[str]:
+    """Every rule the plan breaks, in a fixed order (the first is the one to report)."""
+    p = plan
+    errors = [degree_rule(n, getattr(p, n)) for n in ("dp", "tp", "pp", "cp", "vpp", "ep", "etp", "mbs")]
+    if any(errors):
+        return [e for e in errors if e]
+    checks = [
+        knob_rule(p),
+        gpus_rule(job, dp=p.dp, tp=p.tp, pp=p.pp, cp=p.cp),
+        tp_rule(model, job, p.tp),
+        pp_rule(model, p.pp),
+        cp_rule(model, job, p.tp, p.cp),
+        batch_rule(job, p.dp, p.mbs),
+    ]
+    if not checks[-1]:
+        checks.append(vpp_rule(model, pp=p.pp, vpp=p.vpp, microbatches=p.microbatches(job)))
+    checks += [ep_rule(model, dp=p.dp, cp=p.cp, ep=p.ep), etp_rule(model, tp=p.tp, etp=p.etp)]
+    return [e for e in checks if e]
+
+
+def validate(plan: Plan, model: ModelSpec, job: Job) -> None:
+    """Raise SpecError naming the first rule the plan breaks."""
+    errors = plan_errors(plan, model, job)
+    if errors:
+        raise SpecError(errors[0])

@@ -1,5 +1,8 @@
 """From a cost grid to step time: the 1F1B pipeline with uneven micro-batches.
 
+The formula is cost/pipeline.py's (the one pipeline model, shared with the
+fixed-length cost); with vpp chunks per rank the fill/drain slots shrink by vpp.
+
 A rank (one pipeline stage of one row) processes its micro-batches j = 1..m,
 each taking s_j seconds forward + backward in that stage. Under 1F1B, the
 stage waits for the pipeline to fill and drain: with equal micro-batches the
@@ -34,12 +37,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autopar.cost.pipeline import varlen_time
 from autopar.varlen.assign import Assignment
 
 
-def row_times(cell_cost_s: np.ndarray, pp: int) -> np.ndarray:
-    """Per-row pipeline time (S, rows) = sum_j s_j + (pp - 1) * max_j s_j over micro-batches."""
-    return cell_cost_s.sum(axis=-1) + (pp - 1) * cell_cost_s.max(axis=-1)
+def row_times(cell_cost_s: np.ndarray, pp: int, vpp: int = 1) -> np.ndarray:
+    """Per-row pipeline time (S, rows) = sum_j s_j + (pp - 1) * max_j s_j / vpp over micro-batches
+    (cost/pipeline.py's varlen_time)."""
+    return varlen_time(cell_cost_s, pp=pp, vpp=vpp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -53,17 +58,17 @@ class StepMetrics:
     tokens: np.ndarray  # tokens trained in the step
 
 
-def step_metrics(assignment: Assignment, pp: int, *, overhead_s: float = 0.0) -> StepMetrics:
-    """Step time, imbalance and pipeline stall of every step in ``assignment``."""
+def step_metrics(assignment: Assignment, pp: int, *, vpp: int = 1, overhead_s: float = 0.0) -> StepMetrics:
+    """Step time, imbalance and pipeline stall of every step in ``assignment`` (vpp chunks per rank)."""
     cells = assignment.cell_cost_s
     work = cells.sum(axis=-1)
-    peak = cells.max(axis=-1)
-    times = work + (pp - 1) * peak
+    peak = cells.max(axis=-1) / vpp  # fill/drain slots: (pp - 1) of them, each max_j s_j / vpp
+    times = varlen_time(cells, pp=pp, vpp=vpp)
     crit = times.argmax(axis=1)[:, None]
     step = np.take_along_axis(times, crit, 1)[:, 0]
     used = np.maximum((assignment.cell_tokens.sum(axis=1) > 0).sum(axis=1), 1)  # micro-batches in use
     crit_peak = np.take_along_axis(peak, crit, 1)[:, 0]
-    crit_mean = np.take_along_axis(work, crit, 1)[:, 0] / used
+    crit_mean = np.take_along_axis(work, crit, 1)[:, 0] / used / vpp
     total = step + overhead_s
     safe = np.where(total > 0, total, 1.0)
     mean_work = work.mean(axis=1)

@@ -7,7 +7,7 @@ CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun \
     --tensor-model-parallel-size 8 \
     --pipeline-model-parallel-size 16 \
     --context-parallel-size 1 \
-    --decoder-first-pipeline-num-layers 7 \
+    --decoder-first-pipeline-num-layers 8 \
     --decoder-last-pipeline-num-layers 7 \
     --sequence-parallel \
     --micro-batch-size 1 \
@@ -18,7 +18,7 @@ CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun \
     --use-distributed-optimizer \
     --overlap-grad-reduce \
     --overlap-param-gather \
-    --num-layers 126 \
+    --num-layers 127 \
     --hidden-size 8192 \
     --ffn-hidden-size 28672 \
     --num-attention-heads 64 \

@@ -7,7 +7,7 @@ torchrun \
     --tensor-model-parallel-size 1 \
     --pipeline-model-parallel-size 6 \
     --context-parallel-size 1 \
-    --pipeline-model-parallel-layout 'Et*1|t*2|t*2|t*2|t*1|t*1L' \
+    --pipeline-model-parallel-layout 'Et*2|t*2|t*2|t*1|t*1|t*1L' \
     --micro-batch-size 1 \
     --global-batch-size 12 \
     --use-distributed-optimizer \

@@ -1,0 +1,99 @@
+"""The search space: every plan the rules of spec/plan.py accept, over the values the search tries.
+
+The values tried (the *domain*): tp and cp powers of two (tp up to the node
+size), every pp dividing the rest (dp follows from the GPU count), micro-batch
+sizes 1-16 in powers of two, interleaving depths 2, 4 and every even split of a
+stage's layers, sequence parallelism on or off when tp > 1, every ep dividing
+the experts, etp 1 or tp, every recompute mode, ZeRO 1-3 (ZeRO-0 only when
+pinned: see planner.py), ring CP (all-gather CP is tried on the leading plans).
+
+Each rule is applied as soon as the fields it reads are chosen, so the plans
+enumerated are exactly the plans of the domain that validate() accepts (a
+property test checks this against validate() itself).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from itertools import product
+
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import (
+    RECOMPUTE,
+    ZERO_STAGES,
+    Plan,
+    batch_rule,
+    cp_rule,
+    ep_rule,
+    etp_rule,
+    pp_rule,
+    tp_rule,
+    vpp_rule,
+)
+
+MICRO_BATCH_SIZES = (1, 2, 4, 8, 16)
+# ZeRO-0 is dominated by ZeRO-1 in this model: reduce-scatter plus all-gather move
+# 6 B/param against the all-reduce's 8, the optimizer step is sharded, and memory
+# is lower. The search skips it unless it is fixed (estimate --zero 0 still works).
+SEARCHED_ZERO = tuple(z for z in ZERO_STAGES if z != 0)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def powers_of_two(limit: int) -> list[int]:
+    return [2**i for i in range(int(math.log2(limit)) + 1)] if limit >= 1 else []
+
+
+def virtual_stages(layers: int, pp: int) -> list[int]:
+    """Interleaving depths worth trying: 2 and 4 (chunks may differ by one layer, as Megatron's
+    --pipeline-model-parallel-layout allows), and every even split of the stage's layers."""
+    even = divisors(layers // pp) if layers % pp == 0 else []
+    return sorted({v for v in (2, 4, *even) if v > 1 and pp * v <= layers})
+
+
+def choices(fixed: Mapping[str, object], name: str, values: list) -> list:
+    """`values`, or the one value `fixed` pins."""
+    return [fixed[name]] if name in fixed else values
+
+
+def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object]) -> Iterator[Plan]:
+    """Every valid layout (degrees, micro-batch, interleaving, SP); recompute and ZeRO stage left at defaults."""
+    moe = model.moe
+    gpn = min(job.gpus_per_node, job.gpus)
+    for tp in choices(fixed, "tp", [t for t in powers_of_two(gpn) if tp_rule(model, job, t) is None]):
+        for cp in choices(fixed, "cp", [c for c in powers_of_two(job.gpus // tp) if cp_rule(model, job, tp, c) is None]):
+            if job.gpus % (tp * cp):
+                continue
+            rest = job.gpus // (tp * cp)
+            for pp in choices(fixed, "pp", [p for p in divisors(rest) if pp_rule(model, p) is None]):
+                dp = rest // pp
+                if rest % pp or ("dp" in fixed and fixed["dp"] != dp) or batch_rule(job, dp, 1):
+                    continue
+                eps = [e for e in divisors(moe.num_experts) if ep_rule(model, dp=dp, cp=cp, ep=e) is None] if moe else [1]
+                etps = [e for e in {1, tp} if etp_rule(model, tp=tp, etp=e) is None] if moe else [1]
+                for mbs in choices(fixed, "mbs", [b for b in MICRO_BATCH_SIZES if batch_rule(job, dp, b) is None]):
+                    m = job.global_batch // (dp * mbs)
+                    vpps = [v for v in [1, *virtual_stages(model.layers, pp)] if vpp_rule(model, pp=pp, vpp=v, microbatches=m) is None]
+                    knobs = product(choices(fixed, "vpp", vpps), choices(fixed, "sp", [True, False] if tp > 1 else [False]),
+                                    choices(fixed, "ep", eps), choices(fixed, "etp", sorted(etps)))
+                    for vpp, sp, ep, etp in knobs:
+                        yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp,
+                                   cp_comm=str(fixed.get("cp_comm", "ring")))
+
+
+def with_knobs(s: Plan, recompute: str, zero: int) -> Plan:
+    """The skeleton with these knobs (a direct constructor: dataclasses.replace is slow in the hot loop)."""
+    return Plan(dp=s.dp, tp=s.tp, pp=s.pp, cp=s.cp, vpp=s.vpp, ep=s.ep, etp=s.etp, mbs=s.mbs, recompute=recompute, zero=zero,
+                sp=s.sp, cp_comm=s.cp_comm)
+
+
+def enumerate_plans(model: ModelSpec, job: Job, fixed: Mapping[str, object] | None = None) -> Iterator[Plan]:
+    """Every valid plan of the domain; `fixed` pins any Plan field to one value."""
+    fixed = dict(fixed or {})
+    for skeleton in enumerate_skeletons(model, job, fixed):
+        for recompute, zero in product(choices(fixed, "recompute", list(RECOMPUTE)), choices(fixed, "zero", list(SEARCHED_ZERO))):
+            yield with_knobs(skeleton, recompute, zero)
