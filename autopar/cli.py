@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from autopar.cli_serve import serve_app
 from autopar.completions import complete_emit, complete_hardware, complete_model
 from autopar.errors import AutoparError, SpecError
 
@@ -24,6 +25,7 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
 )
+app.add_typer(serve_app, name="serve")
 
 
 def _fail(exc: AutoparError) -> NoReturn:

@@ -32,6 +32,7 @@ PUBLISHED_PARAMS = {
     "deepseek-v3": 671e9,  # arXiv:2412.19437 Sec. 4.2; the 685B HF checkpoint adds the 14B MTP module (not modelled)
     "qwen3-30b-a3b": 30.5e9,  # Qwen/Qwen3-30B-A3B model card
     "qwen3-235b-a22b": 235e9,  # Qwen/Qwen3-235B-A22B model card
+    "qwen3-32b": 32.8e9,  # Qwen/Qwen3-32B model card
     "gpt-oss-120b": 116.83e9,  # gpt-oss model card (arXiv:2508.10925), Table 1
     "mamba2-2.7b": 2.7e9,  # nominal size (arXiv:2405.21060); computed 2.70e9
     "nemotron-h-8b": 8e9,  # nominal size (arXiv:2504.03624); computed 8.10e9 (1.3% over)

@@ -1,0 +1,97 @@
+"""Serving use cases: explain one deployment, or search for the best ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar.cost.serve_load import ServeEstimate, estimate
+from autopar.errors import SpecError
+from autopar.io.models import load_model
+from autopar.io.profiles import resolve_hardware
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.model import ModelSpec
+from autopar.spec.serve import Deployment, Engine, Workload
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeContext:
+    """The inputs every serving answer starts from."""
+
+    model: ModelSpec
+    hw: HardwareProfile
+    hw_reason: str  # why this profile (flag, saved profile, default)
+    gpus: int  # GPUs of the deployment
+    framework: str  # vllm | sglang | trtllm
+    weights: str  # bf16 | fp8 | fp4 | int4
+    kv_dtype: str  # auto | bf16 | fp8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolArgs:
+    """One pool's layout as given on the command line."""
+
+    tp: int | None = None  # tensor parallelism (None: not given)
+    pp: int = 1  # pipeline stages
+    dp: int | None = None  # replicas, or attention-DP ranks with attention_dp
+    ep: int = 1  # expert parallelism
+    attention_dp: bool = False  # dp counts attention-DP ranks inside one engine
+    workers: int | None = None  # disagg: engines in the pool
+
+
+def context(model: str, *, hardware: str | None, gpus: int | None, framework: str, weights: str,
+            kv_dtype: str) -> ServeContext:
+    if gpus is None:
+        raise SpecError("--gpus is required")
+    if gpus < 1:
+        raise SpecError(f"--gpus must be at least 1, got {gpus}")
+    spec = load_model(model)
+    hw, reason = resolve_hardware(hardware)
+    # build a throwaway deployment to validate the names once, with the flags in the message
+    Deployment(framework=framework, mode="agg", engine=Engine(), replicas=1, weights=weights, kv_dtype=kv_dtype)
+    return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, framework=framework, weights=weights,
+                        kv_dtype=kv_dtype)
+
+
+def _engine(args: PoolArgs, *, flag: str) -> Engine:
+    tp = args.tp or 1
+    dp = (args.dp or 1) if args.attention_dp else 1
+    if args.ep > 1 and not args.attention_dp and args.ep > tp:
+        raise SpecError(f"{flag}ep ({args.ep}) exceeds {flag}tp ({tp}): without {flag}attention-dp the experts "
+                        "span the TP ranks of one engine")
+    return Engine(tp=tp, pp=args.pp, dp=dp, ep=args.ep)
+
+
+def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
+    """--tp/--pp/--dp/--ep/--attention-dp on --gpus: one or more identical engines."""
+    engine = _engine(args, flag="--")
+    if args.dp is not None and not args.attention_dp:
+        replicas = args.dp
+    elif ctx.gpus % engine.gpus == 0:
+        replicas = ctx.gpus // engine.gpus
+    else:
+        raise SpecError(f"--gpus ({ctx.gpus}) must be a multiple of one engine's GPUs "
+                        f"(tp x pp x attention-dp = {engine.gpus})")
+    dep = Deployment(framework=ctx.framework, mode="agg", engine=engine, replicas=replicas, weights=ctx.weights,
+                     kv_dtype=ctx.kv_dtype)
+    if dep.gpus != ctx.gpus:
+        raise SpecError(f"--gpus ({ctx.gpus}) does not match the layout: tp x pp x dp = {dep.gpus}")
+    return dep
+
+
+def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) -> Deployment:
+    """--mode disagg: prefill and decode pools, each with its own layout; --gpus is the total."""
+    if prefill.workers is None or decode.workers is None:
+        raise SpecError("--mode disagg needs --prefill-workers and --decode-workers")
+    dep = Deployment(framework=ctx.framework, mode="disagg", engine=_engine(decode, flag="--decode-"),
+                     replicas=decode.workers, prefill=_engine(prefill, flag="--prefill-"),
+                     prefill_replicas=prefill.workers, weights=ctx.weights, kv_dtype=ctx.kv_dtype)
+    if dep.gpus != ctx.gpus:
+        raise SpecError(f"--gpus ({ctx.gpus}) does not match the pools: prefill {prefill.workers} x "
+                        f"{dep.prefill.gpus if dep.prefill else 0} + decode {decode.workers} x {dep.engine.gpus} "
+                        f"= {dep.gpus} GPUs")
+    return dep
+
+
+def explain(ctx: ServeContext, dep: Deployment, wl: Workload) -> ServeEstimate:
+    """One deployment under one workload."""
+    return estimate(ctx.model, ctx.hw, dep, wl)

@@ -1,0 +1,113 @@
+"""`autopar serve`: inference deployments. Parse, call one use case, render; no maths here."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from autopar.completions import complete_hardware, complete_model
+from autopar.errors import AutoparError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+serve_app = typer.Typer(
+    name="serve",
+    help="Inference: plan a serving deployment (TP/PP/DP/EP, attention-DP, disaggregated) and its TTFT/TPOT.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+Model = Annotated[str, typer.Argument(help="Preset name (see `autopar models`), model .yaml, or Hugging Face config.json.",
+                                      autocompletion=complete_model)]
+HardwareOpt = Annotated[str | None, typer.Option(
+    "--hardware", help="Built-in profile name or profile .yaml (default: saved profile, else h100-sxm).",
+    autocompletion=complete_hardware)]
+GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs of the deployment.")]
+IslOpt = Annotated[int, typer.Option(help="Input (prompt) tokens per request.")]
+OslOpt = Annotated[int, typer.Option(help="Output tokens per request.")]
+FrameworkOpt = Annotated[str, typer.Option(help="vllm | sglang | trtllm")]
+WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)")]
+KvOpt = Annotated[str, typer.Option(help="auto | bf16 | fp8")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+
+
+def _fail(exc: AutoparError) -> NoReturn:
+    print(f"autopar: error: {exc}", file=sys.stderr)
+    raise typer.Exit(exc.exit_code)
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = 160
+    return console
+
+
+@serve_app.command("estimate")
+def estimate_cmd(
+    model: Model,
+    gpus: GpusOpt = None,
+    hardware: HardwareOpt = None,
+    tp: Annotated[int | None, typer.Option(help="Attention tensor parallelism (disagg: the decode TP).")] = None,
+    pp: Annotated[int, typer.Option(help="Pipeline stages.")] = 1,
+    dp: Annotated[int | None, typer.Option(
+        help="Replicas; with --attention-dp, attention data-parallel ranks inside one engine.")] = None,
+    ep: Annotated[int, typer.Option(help="Expert parallelism of the MoE layers.")] = 1,
+    attention_dp: Annotated[bool, typer.Option("--attention-dp", help="--dp counts attention-DP ranks.")] = False,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight across the deployment.")] = 1,
+    isl: IslOpt = 1024,
+    osl: OslOpt = 1024,
+    framework: FrameworkOpt = "vllm",
+    weights: WeightsOpt = "bf16",
+    kv_dtype: KvOpt = "auto",
+    mode: Annotated[str, typer.Option(help="agg | disagg")] = "agg",
+    prefill_workers: Annotated[int | None, typer.Option(help="disagg: prefill engines.")] = None,
+    prefill_tp: Annotated[int, typer.Option(help="disagg: prefill TP.")] = 1,
+    prefill_pp: Annotated[int, typer.Option(help="disagg: prefill pipeline stages.")] = 1,
+    prefill_dp: Annotated[int, typer.Option(help="disagg: prefill attention-DP ranks.")] = 1,
+    prefill_ep: Annotated[int, typer.Option(help="disagg: prefill EP.")] = 1,
+    prefill_attention_dp: Annotated[bool, typer.Option("--prefill-attention-dp")] = False,
+    decode_workers: Annotated[int | None, typer.Option(help="disagg: decode engines.")] = None,
+    decode_tp: Annotated[int | None, typer.Option(help="disagg: decode TP (default --tp).")] = None,
+    decode_pp: Annotated[int, typer.Option(help="disagg: decode pipeline stages.")] = 1,
+    decode_dp: Annotated[int, typer.Option(help="disagg: decode attention-DP ranks.")] = 1,
+    decode_ep: Annotated[int, typer.Option(help="disagg: decode EP.")] = 1,
+    decode_attention_dp: Annotated[bool, typer.Option("--decode-attention-dp")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory."""
+    from autopar.advise import serve as advise
+    from autopar.errors import SpecError
+    from autopar.render import serve as render
+    from autopar.spec.serve import Workload
+
+    try:
+        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework, weights=weights,
+                             kv_dtype=kv_dtype)
+        wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
+        if mode == "disagg":
+            pre = advise.PoolArgs(tp=prefill_tp, pp=prefill_pp, dp=prefill_dp, ep=prefill_ep,
+                                  attention_dp=prefill_attention_dp, workers=prefill_workers)
+            dec = advise.PoolArgs(tp=decode_tp or tp, pp=decode_pp, dp=decode_dp, ep=decode_ep,
+                                  attention_dp=decode_attention_dp, workers=decode_workers)
+            dep = advise.disagg_deployment(ctx, pre, dec)
+        elif mode == "agg":
+            if prefill_workers is not None or decode_workers is not None:
+                raise SpecError("--prefill-workers/--decode-workers need --mode disagg")
+            if tp is None:
+                raise SpecError("--tp is required (the attention tensor parallelism)")
+            dep = advise.agg_deployment(ctx, advise.PoolArgs(tp=tp, pp=pp, dp=dp, ep=ep, attention_dp=attention_dp))
+        else:
+            raise SpecError(f"--mode must be one of agg, disagg, got {mode!r}")
+        est = advise.explain(ctx, dep, wl)
+    except AutoparError as exc:
+        _fail(exc)
+    if json_out:
+        print(render.estimate_json(ctx, est))
+    else:
+        render.render_estimate(_console(), ctx, est)

@@ -1,0 +1,244 @@
+"""Inference cost: weights and KV memory per GPU, one prefill, one decode step.
+
+The same profile, GEMM curve, HBM bandwidth and collective fits as training
+(cost/compute.py gemm_time and memory_time, cost/comm.py collective_time):
+
+- Prefill is compute-bound: every projection at its real shape after the TP
+  split, causal attention with its FLOPs halved by the mask, TP all-reduce of
+  the activations (two per layer), chunked into the framework's prefill budget.
+- A decode step is memory-bound: each GPU streams its share of the weights once
+  per step, the KV cache of every request in the batch, and for MoE layers only
+  the experts that the step's tokens touch (E(1 - (1 - 1/E)^(tokens x top_k)) of
+  E experts are hit at least once under uniform routing). Each sub-layer takes
+  the larger of that memory time and its tensor-core time (roofline), so large
+  batches become compute-bound. TP all-reduce per layer is latency-bound at
+  decode (a few KB); EP adds an all-to-all dispatch and combine, scaled by the
+  expert imbalance.
+- KV bytes per token and GPU: GQA keeps ceil(kv_heads / tp) heads (a head is
+  replicated when tp exceeds the KV heads), MLA one latent of kv_lora_rank +
+  rope_dim replicated on every TP rank, Mamba layers a fixed state per request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from autopar.cost import calibration as cal
+from autopar.cost.comm import Group, collective_time, group_of
+from autopar.cost.compute import gemm_time, gemms_time, memory_time
+from autopar.cost.flops import Gemm, attention_head_width, expert_gemms, logits_gemm, part_gemms
+from autopar.cost.serve_frameworks import Framework
+from autopar.spec.families import KIND_PARTS
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.model import ModelSpec
+from autopar.spec.serve import Engine
+
+# Bytes per weight. fp8: one byte, per-block scales negligible. fp4 (NVFP4): 4 bits
+# plus one fp8 scale per 16 values = 4.5 bits (NVIDIA, "Introducing NVFP4", 2025).
+# int4 weight-only (AWQ/GPTQ, group 128): 4 bits plus an fp16 scale and zero per
+# group = 4.25 bits. Embeddings and the output layer stay bf16 in these recipes.
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "int4": 0.53125}
+# Busiest EP rank's share of routed tokens over the mean at decode batch sizes
+# (DeepSeek-V3 report sec. 3.4 deploys redundant experts because per-GPU load
+# is uneven; 1.2 is the imbalance the aiconfigurator and SGLang EPLB docs quote
+# before rebalancing). Scales the EP all-to-all bytes.
+EXPERT_IMBALANCE = 1.2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTime:
+    """Seconds of one engine step on the busiest GPU, by cause."""
+
+    weights: float  # streaming the GPU's weights (dense, and the experts touched)
+    kv: float  # reading the KV cache (and Mamba state) of the batch
+    compute: float  # tensor-core time beyond the memory time (roofline excess)
+    tp_comm: float  # TP all-reduce (and attention-DP gather) per layer
+    ep_comm: float  # EP all-to-all dispatch and combine
+    overhead: float  # host work per step (framework constant)
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.kv + self.compute + self.tp_comm + self.ep_comm + self.overhead
+
+
+def gemm_dtype(hw: HardwareProfile, weights: str) -> str:
+    """Tensor-core dtype: fp8 and fp4 weights run fp8 GEMMs where the GPU has them; int4 is weight-only (bf16)."""
+    if weights in ("fp8", "fp4") and "fp8" in hw.peak_flops:
+        return "fp8"
+    return "bf16"
+
+
+def _part_counts(model: ModelSpec) -> Counter[str]:
+    """How many sub-layers of each part (attn, mlp, moe, mamba) the model has."""
+    return Counter(part for kind in model.layer_kinds() for part in KIND_PARTS[kind])
+
+
+def _attention_layers(model: ModelSpec) -> int:
+    return sum(1 for k in model.layer_kinds() if "attn" in KIND_PARTS[k])
+
+
+def kv_bytes_per_token(model: ModelSpec, engine: Engine, kv_bytes: float) -> float:
+    """KV-cache bytes one token takes on one GPU (its pipeline stage's attention layers)."""
+    layers = _attention_layers(model) / engine.pp
+    if model.mla is not None:
+        return layers * (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * kv_bytes
+    heads = math.ceil(model.num_kv_heads / engine.tp)
+    return layers * 2 * heads * model.head_dim * kv_bytes
+
+
+def state_bytes_per_request(model: ModelSpec, engine: Engine) -> float:
+    """Mamba-2 conv and SSM state one request keeps on one GPU (bf16)."""
+    m = model.mamba
+    if m is None:
+        return 0.0
+    layers = sum(1 for k in model.layer_kinds() if k == "mamba") / engine.pp
+    di, gn = m.inner(model.hidden_size), m.num_groups * m.state_size
+    per_layer = (di + 2 * gn) * (m.conv_kernel - 1) + m.heads(model.hidden_size) * m.head_dim * m.state_size
+    return layers * cal.ACT_BYTES * per_layer / engine.tp
+
+
+def _part_weight_params(model: ModelSpec, part: str, engine: Engine) -> tuple[float, float]:
+    """(dense params, one routed expert's params) of a sub-layer on one GPU."""
+    if part != "moe" or model.moe is None:
+        return model.part_params(part) / engine.tp, 0.0
+    moe, h = model.moe, model.hidden_size
+    shared = model.mlp_matrices * h * moe.shared_width / engine.tp
+    return h * moe.num_experts + shared, model.mlp_matrices * h * moe.expert_ffn_hidden_size / engine.etp
+
+
+def weight_bytes_per_gpu(model: ModelSpec, engine: Engine, weights: str) -> float:
+    """Weights on one GPU: its stage's layers split by TP (experts by EP x expert-TP), bf16 embeddings."""
+    wb, total = WEIGHT_BYTES[weights], 0.0
+    for kind in model.layer_kinds():
+        for part in KIND_PARTS[kind]:
+            dense, expert = _part_weight_params(model, part, engine)
+            local = model.moe.num_experts / engine.ep if (part == "moe" and model.moe) else 0
+            total += (dense + local * expert) * wb
+    ends = (model.embedding_params() + model.output_params()) / (2 if engine.pp > 1 else 1)
+    return total / engine.pp + cal.ACT_BYTES * ends / engine.tp
+
+
+def activation_bytes(model: ModelSpec, engine: Engine, chunk_tokens: int) -> float:
+    """Peak activations of one prefill chunk: residual stream, QKV, the widest MLP input, fp32 logits of a batch."""
+    h = model.hidden_size
+    inner = model.ffn_hidden_size / engine.tp
+    if model.moe is not None:
+        inner = max(inner, model.moe.top_k * model.moe.expert_ffn_hidden_size / engine.etp)
+    per_token = cal.ACT_BYTES * (4 * h + (model.q_width + 2 * model.kv_width) / engine.tp + 3 * inner)
+    return chunk_tokens * per_token + 4.0 * 256 * model.vocab_size / engine.tp
+
+
+def kv_pool_bytes(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, fw: Framework) -> float:
+    """Bytes each GPU gives to the KV cache under the framework's memory rule (may be negative)."""
+    used = weight_bytes_per_gpu(model, engine, weights) + activation_bytes(model, engine, fw.chunk_tokens)
+    used += fw.graph_reserve_bytes
+    if fw.memory_rule == "free":
+        return fw.memory_fraction * (hw.memory_bytes - used)
+    return fw.memory_fraction * hw.memory_bytes - used
+
+
+def _roofline(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...], weight_bytes: float, kv: float) -> tuple[float, float, float]:
+    """(weights, kv, compute excess) seconds of one sub-layer: max(memory, tensor cores)."""
+    w_t, kv_t = memory_time(hw, weight_bytes), memory_time(hw, kv)
+    comp = gemms_time(hw, dtype, gemms)
+    return w_t, kv_t, max(0.0, comp - w_t - kv_t)
+
+
+def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, kv_bytes: float, batch: float,
+                context: float, fw: Framework) -> StepTime:
+    """One decode step: `batch` requests per attention rank, each with `context` tokens cached.
+
+    With pipeline stages the batch is split into pp groups in flight (one per
+    stage), so a token's step is the whole model at batch/pp plus the stage hand-offs.
+    """
+    b = max(batch / engine.pp, 1e-9)
+    dtype, wb = gemm_dtype(hw, weights), WEIGHT_BYTES[weights]
+    kv_tok = kv_bytes_per_token(model, engine, kv_bytes) * engine.pp / max(1, _attention_layers(model))
+    w_sum = kv_sum = comp_sum = tp_sum = ep_sum = 0.0
+    tp_group = Group(size=engine.tp, per_node=min(engine.tp, hw.gpus_per_node))
+    ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * b * model.hidden_size, tp_group)
+    for part, count in _part_counts(model).items():
+        dense, expert = _part_weight_params(model, part, engine)
+        kv = 0.0
+        if part == "attn":
+            kv = b * context * kv_tok
+            attn_flops = 2.0 * b * context * model.num_attention_heads / engine.tp * attention_head_width(model)
+            # QK^T and AV over the cached context, counted as one GEMM of the same FLOPs
+            gemms = (*part_gemms(model, "attn", tokens=b, tp=engine.tp), Gemm(name="attn_core", m=attn_flops / 2, n=1, k=1))
+        elif part == "mamba":
+            kv = 2 * b * state_bytes_per_request(model, engine) * engine.pp / count  # read + write one layer's state
+            gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
+        else:
+            gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
+        w, k, c = _roofline(hw, dtype, gemms, dense * wb, kv)
+        if part == "moe" and model.moe is not None:
+            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=b * engine.dp, expert_bytes=expert * wb,
+                                 fw=fw)
+            w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
+        w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
+        tp_sum += count * ar if engine.tp > 1 else 0.0
+    lm = logits_gemm(model, tokens=b, tp=engine.tp)
+    w, _, c = _roofline(hw, "bf16", (lm,), cal.ACT_BYTES * lm.n * lm.k, 0.0)
+    p2p = 0.0
+    if engine.pp > 1:
+        pair = group_of(size=2, stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
+        p2p = (engine.pp - 1) * collective_time(hw, "send_recv", cal.ACT_BYTES * b * model.hidden_size, pair)
+    return StepTime(weights=w_sum + w, kv=kv_sum, compute=comp_sum + c, tp_comm=tp_sum + p2p, ep_comm=ep_sum,
+                    overhead=fw.step_overhead_s)
+
+
+def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: str, tokens: float, expert_bytes: float,
+             fw: Framework) -> tuple[float, float, float]:
+    """(weight read, compute excess, EP exchange) seconds of one MoE layer's routed experts.
+
+    `tokens` is what the MoE layer sees: with attention-DP the tokens of every
+    attention rank are gathered into it. The experts the step's tokens touch are
+    read once at the framework's fused-MoE bandwidth; grouped GEMMs run as one
+    kernel at the efficiency of their total size.
+    """
+    moe = model.moe
+    if moe is None:
+        return 0.0, 0.0, 0.0
+    local = moe.num_experts / engine.ep
+    touched = local * (1.0 - (1.0 - 1.0 / moe.num_experts) ** (tokens * moe.top_k))
+    read = memory_time(hw, touched * expert_bytes) / fw.moe_bandwidth
+    flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
+    comp = max(0.0, gemm_time(hw, dtype, flops) - read) if flops > 0 else 0.0
+    ep = 0.0
+    if engine.ep > 1:
+        group = Group(size=engine.ep, per_node=min(engine.ep, hw.gpus_per_node))
+        nbytes = cal.ACT_BYTES * tokens / engine.ep * moe.top_k * model.hidden_size * EXPERT_IMBALANCE
+        ep = 2 * collective_time(hw, "all_to_all", nbytes, group)
+    if engine.dp > 1:  # attention-DP: gather the ranks' tokens into the MoE layer and scatter them back
+        group = Group(size=engine.tp * engine.dp, per_node=min(engine.tp * engine.dp, hw.gpus_per_node))
+        nbytes = cal.ACT_BYTES * tokens * model.hidden_size
+        ep += collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
+    return read, comp, ep
+
+
+def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, tokens: int, seq_len: int,
+                 fw: Framework) -> StepTime:
+    """Prefill `tokens` prompt tokens (sequences of `seq_len`) on one attention rank, in the framework's chunks."""
+    dtype, wb = gemm_dtype(hw, weights), WEIGHT_BYTES[weights]
+    chunk = min(tokens, fw.chunk_tokens)
+    chunks = tokens / chunk
+    tp_group = Group(size=engine.tp, per_node=min(engine.tp, hw.gpus_per_node))
+    ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * chunk * model.hidden_size, tp_group) if engine.tp > 1 else 0.0
+    attn_rate = hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len) * cal.SUSTAINED_TENSOR_EFFICIENCY
+    attn_flops = 2.0 * chunk * seq_len * model.num_attention_heads / engine.tp * attention_head_width(model) / 2
+    w_sum = comp_sum = tp_sum = ep_sum = 0.0
+    for part, count in _part_counts(model).items():
+        dense, expert = _part_weight_params(model, part, engine)
+        w, _, c = _roofline(hw, dtype, part_gemms(model, part, tokens=chunk, tp=engine.tp), dense * wb, 0.0)
+        if part == "attn":
+            c += attn_flops / attn_rate
+        if part == "moe" and model.moe is not None:
+            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=chunk, expert_bytes=expert * wb, fw=fw)
+            w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
+        w_sum, comp_sum, tp_sum = w_sum + count * w, comp_sum + count * c, tp_sum + count * ar
+    lm = logits_gemm(model, tokens=max(1.0, chunk / seq_len), tp=engine.tp)
+    w, _, c = _roofline(hw, "bf16", (lm,), cal.ACT_BYTES * lm.n * lm.k, 0.0)
+    return StepTime(weights=chunks * (w_sum + w), kv=0.0, compute=chunks * (comp_sum + c), tp_comm=chunks * tp_sum,
+                    ep_comm=chunks * ep_sum, overhead=0.0)

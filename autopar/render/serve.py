@@ -1,0 +1,117 @@
+"""Rendering of serving answers: rich tables for people, JSON for programs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from autopar.advise.serve import ServeContext
+from autopar.cost.serve_load import PoolEstimate, ServeEstimate
+from autopar.spec.serve import TPOT_DEFINITION, Deployment
+
+GIB = 2**30
+
+
+def _degrees(dep: Deployment, pool: PoolEstimate) -> dict[str, Any]:
+    e = pool.engine
+    attention_dp = e.dp > 1
+    return {"tp": e.tp, "pp": e.pp, "dp": e.dp if attention_dp else pool.replicas, "ep": e.ep,
+            "attention_dp": attention_dp}
+
+
+def layout_label(dep: Deployment) -> str:
+    """tp4 x2, tp1 dp8 ep8 (attention-DP), 2P(tp4) + 1D(tp8)."""
+    def one(pool_engine: Any, n: int) -> str:
+        e = pool_engine
+        s = f"tp{e.tp}" + (f" pp{e.pp}" if e.pp > 1 else "") + (f" adp{e.dp}" if e.dp > 1 else "")
+        return s + (f" ep{e.ep}" if e.ep > 1 else "") + (f" x{n}" if n > 1 else "")
+    if dep.prefill is not None:
+        return f"{dep.prefill_replicas}P({one(dep.prefill, 1)}) + {dep.replicas}D({one(dep.engine, 1)})"
+    return one(dep.engine, dep.replicas)
+
+
+def pool_dict(dep: Deployment, pool: PoolEstimate) -> dict[str, Any]:
+    return {**_degrees(dep, pool), "workers": pool.replicas, "gpus": pool.engine.gpus * pool.replicas,
+            "kv_cache_tokens": pool.kv_cache_tokens, "max_concurrency": pool.max_concurrency,
+            "weights_gib_per_gpu": pool.weights_gib, "memory_gib_per_gpu": pool.memory_gib_per_gpu, "fits": pool.fits}
+
+
+def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
+    """The DESIGN.md JSON contract of `autopar serve estimate`."""
+    dep, wl = est.deployment, est.workload
+    decode = est.pools[-1]
+    doc: dict[str, Any] = {
+        "model": ctx.model.name, "hardware": ctx.hw.name, "hardware_source": ctx.hw_reason,
+        "framework": dep.framework, "framework_constants": est.framework_label,
+        "weights": dep.weights, "kv_dtype": dep.kv_dtype, "gpus": dep.gpus,
+        "mode": dep.mode, **_degrees(dep, decode), "concurrency": wl.concurrency, "isl": wl.isl, "osl": wl.osl,
+        "ttft_ms": est.ttft_s * 1e3, "tpot_ms": est.tpot_s * 1e3, "latency_ms": est.latency_s * 1e3,
+        "output_tokens_per_s": est.output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": est.output_tokens_per_s / dep.gpus,
+        "tokens_per_s_per_user": 1.0 / est.tpot_s, "requests_per_s": est.requests_per_s,
+        "kv_cache_tokens": decode.kv_cache_tokens, "max_concurrency": decode.max_concurrency,
+        "memory_gib_per_gpu": max(p.memory_gib_per_gpu for p in est.pools), "fits": est.fits,
+        "queue_saturated": est.saturated,
+        "ttft_breakdown_ms": {k: v * 1e3 for k, v in est.ttft_parts.items()},
+        "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()},
+        "tpot_definition": TPOT_DEFINITION,
+    }
+    if dep.mode == "disagg":
+        doc["prefill"] = pool_dict(dep, est.pools[0])
+        doc["decode"] = pool_dict(dep, est.pools[1])
+    return doc
+
+
+def estimate_json(ctx: ServeContext, est: ServeEstimate) -> str:
+    return json.dumps(estimate_dict(ctx, est), indent=2)
+
+
+_TTFT_LABELS = {"prefill": "own prefill", "queue": "queued behind other prefills", "first_step": "step in progress",
+                "kv_transfer": "KV transfer to decode", "overhead": "request overhead"}
+_TPOT_LABELS = {"weights": "weights read", "kv": "KV cache read", "compute": "compute beyond memory",
+                "tp_comm": "TP all-reduce", "ep_comm": "EP all-to-all", "overhead": "host step overhead",
+                "prefill_mix": "prefill interference"}
+
+
+def _breakdown(title: str, parts: dict[str, float], labels: dict[str, str]) -> Table:
+    total = sum(parts.values()) or 1.0
+    t = Table(title=title)
+    t.add_column("component")
+    t.add_column("ms", justify="right")
+    t.add_column("share", justify="right")
+    for key, value in parts.items():
+        if value > 0:
+            t.add_row(labels[key], f"{value * 1e3:.2f}", f"{value / total:.0%}")
+    return t
+
+
+def header(console: Console, ctx: ServeContext) -> None:
+    m = ctx.model
+    console.print(f"model: {m.name} ({m.family()}, {m.total_params() / 1e9:.1f}B params), weights {ctx.weights}, "
+                  f"KV {ctx.kv_dtype}")
+    console.print(f"hardware: {ctx.hw.name} ({ctx.hw.gpu_name}, {ctx.hw.memory_bytes / GIB:.0f} GiB) - {ctx.hw_reason}")
+
+
+def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate) -> None:
+    dep, wl = est.deployment, est.workload
+    header(console, ctx)
+    console.print(f"deployment: {dep.mode} {layout_label(dep)} on {dep.gpus} GPUs, {est.framework_label}; "
+                  f"{wl.concurrency} requests in flight, {wl.isl} in / {wl.osl} out tokens")
+    console.print(_breakdown(f"TTFT {est.ttft_s * 1e3:.0f} ms", est.ttft_parts, _TTFT_LABELS))
+    console.print(_breakdown(f"TPOT {est.tpot_s * 1e3:.1f} ms", est.tpot_parts, _TPOT_LABELS))
+    console.print(f"throughput: {est.output_tokens_per_s:,.0f} output tokens/s, "
+                  f"{est.output_tokens_per_s / dep.gpus:,.0f} per GPU, {1 / est.tpot_s:.1f} tokens/s per user, "
+                  f"{est.requests_per_s:.2f} requests/s")
+    for pool in est.pools:
+        console.print(f"{pool.role} engines: KV cache {pool.kv_cache_tokens:,} tokens each, holds "
+                      f"{pool.max_concurrency:,} requests; {pool.weights_gib:.1f} GiB weights, "
+                      f"{pool.memory_gib_per_gpu:.1f} GiB in use per GPU")
+    if not est.fits:
+        console.print("[red]does not fit: the KV cache cannot hold one request beside the weights[/]")
+    elif est.saturated:
+        console.print(f"[yellow]queue-saturated: {wl.concurrency} requests exceed what the KV cache holds "
+                      f"({est.pools[-1].max_concurrency}); the surplus waits for a slot[/]")
+    console.print(TPOT_DEFINITION)

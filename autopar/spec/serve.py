@@ -1,0 +1,126 @@
+"""Serving inputs: an engine's parallel layout, a deployment of engines, a workload.
+
+Conventions follow how vLLM, SGLang and TensorRT-LLM deployments are described
+(DESIGN.md, `autopar serve estimate`):
+
+- `tp` is the tensor parallelism of attention inside one rank group.
+- `dp` with attention-DP: `dp` attention data-parallel ranks inside one engine
+  (tp x pp x dp GPUs). The MoE layers span all tp x dp ranks: tp x dp = etp x ep.
+  Without attention-DP, `dp` is the number of independent replicas.
+- `concurrency` is the number of requests in flight across the whole deployment.
+- TPOT is the inter-token latency after the first token:
+  (request latency - TTFT) / (osl - 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar.errors import SpecError
+from autopar.spec.model import ModelSpec
+
+FRAMEWORKS = ("vllm", "sglang", "trtllm")
+WEIGHT_DTYPES = ("bf16", "fp8", "fp4", "int4")
+KV_DTYPES = ("auto", "bf16", "fp8")
+MODES = ("agg", "disagg")
+TPOT_DEFINITION = "TPOT = inter-token latency after the first token: (request latency - TTFT) / (osl - 1)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Engine:
+    """One serving engine (one model instance): how its GPUs split the model."""
+
+    tp: int = 1  # tensor parallelism of attention (and of dense MLPs)
+    pp: int = 1  # pipeline stages
+    dp: int = 1  # attention data-parallel ranks inside the engine (attention-DP); 1 without it
+    ep: int = 1  # expert parallelism of the MoE layers, over the engine's tp x dp ranks
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "dp", "ep"):
+            value = getattr(self, name)
+            if value < 1:
+                raise SpecError(f"--{name} must be at least 1, got {value}")
+        if (self.tp * self.dp) % self.ep:
+            raise SpecError(f"--ep ({self.ep}) must divide tp x dp ({self.tp} x {self.dp}): "
+                            "the MoE layers span the engine's tp x dp ranks (tp x dp = moe_tp x ep)")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def etp(self) -> int:
+        """Tensor parallelism inside each expert: tp x dp / ep."""
+        return self.tp * self.dp // self.ep
+
+    def check(self, model: ModelSpec) -> None:
+        """The rules the frameworks enforce, with the numbers."""
+        if model.num_attention_heads % self.tp:
+            raise SpecError(f"{model.name}: num_attention_heads ({model.num_attention_heads}) must be divisible "
+                            f"by tp ({self.tp})")
+        if self.pp > model.layers:
+            raise SpecError(f"{model.name}: pp ({self.pp}) exceeds layers ({model.layers})")
+        if model.moe is None and self.ep > 1:
+            raise SpecError(f"{model.name}: --ep {self.ep} needs an MoE model")
+        if model.moe is not None:
+            if model.moe.num_experts % self.ep:
+                raise SpecError(f"{model.name}: moe.num_experts ({model.moe.num_experts}) must be divisible "
+                                f"by ep ({self.ep})")
+            if model.moe.expert_ffn_hidden_size % self.etp:
+                raise SpecError(f"{model.name}: moe.expert_ffn_hidden_size ({model.moe.expert_ffn_hidden_size}) "
+                                f"must be divisible by the expert TP tp x dp / ep ({self.etp})")
+        elif model.ffn_hidden_size % self.tp:
+            raise SpecError(f"{model.name}: ffn_hidden_size ({model.ffn_hidden_size}) must be divisible by tp ({self.tp})")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deployment:
+    """Engines serving one model: aggregated (one pool) or disaggregated (prefill and decode pools)."""
+
+    framework: str  # vllm | sglang | trtllm
+    mode: str  # agg | disagg
+    engine: Engine  # agg: every engine; disagg: the decode engines
+    replicas: int  # agg: engines; disagg: decode workers
+    weights: str = "bf16"  # bf16 | fp8 | fp4 | int4 (weight-only)
+    kv_dtype: str = "auto"  # auto (the activation dtype, bf16) | bf16 | fp8
+    prefill: Engine | None = None  # disagg: the prefill engines
+    prefill_replicas: int = 0  # disagg: prefill workers
+
+    def __post_init__(self) -> None:
+        for name, value, allowed in (("--framework", self.framework, FRAMEWORKS), ("--mode", self.mode, MODES),
+                                     ("--weights", self.weights, WEIGHT_DTYPES), ("--kv-dtype", self.kv_dtype, KV_DTYPES)):
+            if value not in allowed:
+                raise SpecError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        if self.replicas < 1:
+            raise SpecError(f"replicas (--dp without --attention-dp, or --decode-workers) must be at least 1, got {self.replicas}")
+        if self.mode == "disagg" and (self.prefill is None or self.prefill_replicas < 1):
+            raise SpecError("--mode disagg needs --prefill-workers (at least 1) and the prefill engine")
+        if self.mode == "agg" and self.prefill is not None:
+            raise SpecError("--prefill-* options need --mode disagg")
+
+    @property
+    def gpus(self) -> int:
+        extra = self.prefill.gpus * self.prefill_replicas if self.prefill is not None else 0
+        return self.engine.gpus * self.replicas + extra
+
+    @property
+    def kv_bytes(self) -> float:
+        """Bytes per cached K or V element."""
+        return 1.0 if self.kv_dtype == "fp8" else 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    """What the deployment serves: fixed request shapes under a fixed concurrency."""
+
+    isl: int  # input (prompt) tokens per request
+    osl: int  # output tokens per request
+    concurrency: int  # requests in flight across the deployment
+
+    def __post_init__(self) -> None:
+        for name in ("isl", "osl", "concurrency"):
+            value = getattr(self, name)
+            if value < 1:
+                raise SpecError(f"--{name} must be at least 1, got {value}")
+        if self.osl < 2:
+            raise SpecError(f"--osl must be at least 2 (TPOT is measured between output tokens), got {self.osl}")

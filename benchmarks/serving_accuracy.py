@@ -1,0 +1,204 @@
+"""Predicted against measured TTFT and TPOT for the serving calibration rows.
+
+    python benchmarks/serving_accuracy.py [--csv benchmarks/data/serving_runs.csv] [--rows] [--fit FRAMEWORK]
+
+Each row of benchmarks/data/serving_runs.csv (see serving_runs.SOURCE.md) is
+turned into a deployment (framework, engine layout, weights dtype) and a
+workload (isl, osl, concurrency) and run through autopar's serving model
+(autopar/cost/serve_load.py). Rows are then sorted into three kinds:
+
+- queue-saturated: the model says the KV cache cannot hold the concurrency
+  (requests wait for a slot; TTFT of seconds to minutes). Listed, not scored.
+- concurrency not reached: the measured latency at the stated concurrency
+  would need a prefill rate above the GPU's best sustained GEMM rate, so the
+  benchmark client did not hold that many requests in flight. Listed, not scored.
+- scored: mean absolute percentage error of TTFT and TPOT per framework, GPU
+  and mode.
+
+`--fit FRAMEWORK` re-runs the coordinate search that set the framework's fitted
+constants in autopar/cost/serve_frameworks.py on the scored rows and prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import functools
+import itertools
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopar.cost import calibration as cal
+from autopar.cost import serve_frameworks
+from autopar.cost.flops import matmul_params
+from autopar.cost.serve import gemm_dtype
+from autopar.cost.serve_load import ServeEstimate, estimate
+from autopar.io.models import load_model
+from autopar.io.profiles import load_hardware as _load_hardware
+from autopar.spec.model import ModelSpec
+from autopar.spec.serve import Deployment, Engine, Workload
+
+HERE = Path(__file__).parent
+load_hardware = functools.lru_cache(maxsize=None)(_load_hardware)
+MODELS = {"Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+          "meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama3.1-8b"}
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One measured run and the deployment it describes."""
+
+    key: tuple[str, str, str]  # framework, GPU, mode
+    label: str  # short description
+    model: ModelSpec
+    model_key: str  # model path as in the file
+    hw_name: str  # built-in profile
+    dep: Deployment
+    wl: Workload
+    ttft_ms: float  # measured
+    tpot_ms: float  # measured
+
+
+def _int(value: str, default: int = 1) -> int:
+    return int(value) if value and int(value) > 0 else default
+
+
+def _engine(tp: int, moe_tp: int, ep: int, dp: int, model: ModelSpec) -> Engine:
+    """The file's moe_tp x moe_ep spans tp x attention-DP ranks; a blank attention-DP follows from it."""
+    if model.moe is not None and dp == 1 and moe_tp * ep > tp:
+        dp = moe_tp * ep // tp
+    return Engine(tp=tp, dp=dp, ep=ep if model.moe is not None else 1)
+
+
+def load_rows(path: Path) -> list[Row]:
+    rows = []
+    models: dict[str, ModelSpec] = {}
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            model = models.setdefault(r["model_path"], load_model(MODELS[r["model_path"]]))
+            weights = "fp8" if r["gemm_quant_mode"] else "bf16"
+            if r["mode"] == "disagg":
+                pre = _engine(_int(r["prefill_tp_size"]), _int(r["prefill_moe_tp_size"]), _int(r["prefill_moe_ep_size"]),
+                              _int(r["prefill_attention_dp_size"]), model)
+                dec = _engine(_int(r["decode_tp_size"]), _int(r["decode_moe_tp_size"]), _int(r["decode_moe_ep_size"]),
+                              _int(r["decode_attention_dp_size"]), model)
+                dep = Deployment(framework=r["backend"], mode="disagg", engine=dec, replicas=_int(r["decode_num_workers"]),
+                                 prefill=pre, prefill_replicas=_int(r["prefill_num_workers"]), weights=weights)
+                conc = _int(r["decode_batch_size"]) * dep.replicas
+                layout = f"{dep.prefill_replicas}P(tp{pre.tp}) {dep.replicas}D(tp{dec.tp}x{dec.dp})"
+            else:
+                eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]), _int(r["attention_dp_size"]),
+                              model)
+                dep = Deployment(framework=r["backend"], mode="agg", engine=eng, replicas=1, weights=weights)
+                conc = _int(r["batch_size"])
+                layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
+            wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
+            label = f"{model.name} {weights} {layout} {wl.isl}/{wl.osl} c{conc}"
+            rows.append(Row(key=(r["backend"], r["system"], r["mode"]), label=label, model=model,
+                            model_key=r["model_path"], hw_name=SYSTEMS[r["system"]], dep=dep, wl=wl,
+                            ttft_ms=float(r["silicon_ttft_ms"]), tpot_ms=float(r["silicon_tpot_ms"])))
+    return rows
+
+
+def not_reached(row: Row, est: ServeEstimate) -> bool:
+    """The measured latency at the stated concurrency needs more prefill FLOP/s than the GPUs can sustain."""
+    hw = load_hardware(row.hw_name)
+    latency = (row.ttft_ms + (row.wl.osl - 1) * row.tpot_ms) / 1e3
+    dtype = gemm_dtype(hw, row.dep.weights)
+    flops = row.wl.concurrency / latency * row.wl.isl * 2 * matmul_params(row.model) * _active_share(row.model)
+    best = hw.peak(dtype) * hw.gemm_eff[dtype].ys[-1] * cal.SUSTAINED_TENSOR_EFFICIENCY if dtype in hw.gemm_eff else hw.peak(dtype)
+    return flops > best * row.dep.gpus
+
+
+def _active_share(model: ModelSpec) -> float:
+    return model.active_params() / model.total_params()
+
+
+def evaluate(rows: Iterable[Row]) -> list[tuple[Row, ServeEstimate, str]]:
+    """Each row with its estimate and kind: scored | saturated | not-reached."""
+    out = []
+    for row in rows:
+        est = estimate(row.model, load_hardware(row.hw_name), row.dep, row.wl)
+        kind = "saturated" if est.saturated else "not-reached" if not_reached(row, est) else "scored"
+        out.append((row, est, kind))
+    return out
+
+
+def errors(results: list[tuple[Row, ServeEstimate, str]]) -> dict[tuple[str, str, str], tuple[int, float, float]]:
+    """Per (framework, GPU, mode): rows, TTFT MAPE, TPOT MAPE over the scored rows."""
+    acc: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    for row, est, kind in results:
+        if kind == "scored":
+            acc.setdefault(row.key, []).append((abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms,
+                                                abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms))
+    return {k: (len(v), sum(a for a, _ in v) / len(v), sum(b for _, b in v) / len(v)) for k, v in sorted(acc.items())}
+
+
+FIT_GRID = {
+    "step_overhead_s": (0.0, 1e-3, 2e-3, 3e-3, 4e-3, 6e-3),
+    "ttft_overhead_s": (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15),
+    "prefill_slowdown": (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0),
+    "queue_share": (0.0, 0.02, 0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0),
+    "prefill_mix": (0.2, 0.4, 0.6, 0.8, 1.0),
+    "moe_bandwidth": (0.2, 0.3, 0.4, 0.6, 0.8, 1.0),
+}
+
+
+def fit(rows: list[Row], framework: str, passes: int = 2) -> serve_frameworks.Framework:
+    """Coordinate search of the framework's fitted constants: mean of (TTFT + TPOT) MAPE over its models and GPUs."""
+    mine = [r for r in rows if r.dep.framework == framework]
+    current = serve_frameworks.FRAMEWORKS[framework]
+
+    def loss(fw: serve_frameworks.Framework) -> float:
+        serve_frameworks.FRAMEWORKS[framework] = fw
+        groups: dict[tuple[str, str], list[float]] = {}
+        for row, est, kind in evaluate(mine):
+            if kind == "scored":
+                err = abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms + abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms
+                groups.setdefault((row.hw_name, row.model_key), []).append(err)
+        return sum(sum(v) / len(v) for v in groups.values()) / max(1, len(groups))
+
+    best = loss(current)
+    for _, name in itertools.product(range(passes), FIT_GRID):
+        for value in FIT_GRID[name]:
+            trial = dataclasses.replace(current, **{name: value})
+            score = loss(trial)
+            if score < best:
+                best, current = score, trial
+        print(f"  {name} = {getattr(current, name)}  (loss {best:.3f})", file=sys.stderr)
+    serve_frameworks.FRAMEWORKS[framework] = current
+    return current
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--csv", type=Path, default=HERE / "data" / "serving_runs.csv")
+    ap.add_argument("--rows", action="store_true", help="print every row's prediction")
+    ap.add_argument("--fit", choices=sorted(serve_frameworks.FRAMEWORKS), action="append", default=[])
+    args = ap.parse_args(argv)
+    rows = load_rows(args.csv)
+    for name in args.fit:
+        print(name, fit(rows, name))
+    results = evaluate(rows)
+    for kind in ("saturated", "not-reached"):
+        listed = [(r, e) for r, e, k in results if k == kind]
+        print(f"{kind} rows, not scored ({len(listed)}):")
+        for r, e in listed:
+            print(f"  {' '.join(r.key)} {r.label}: measured TTFT {r.ttft_ms:.0f} ms, TPOT {r.tpot_ms:.1f} ms;"
+                  f" model holds {e.pools[-1].max_concurrency} requests")
+    if args.rows:
+        for r, e, k in results:
+            print(f"  {k:11} {' '.join(r.key)} {r.label}: TTFT {e.ttft_s * 1e3:.0f}/{r.ttft_ms:.0f}"
+                  f" TPOT {e.tpot_s * 1e3:.1f}/{r.tpot_ms:.1f}")
+    print(f"\n{'framework':9} {'GPU':9} {'mode':6} {'rows':>4} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
+    for (fw, gpu, mode), (n, ttft, tpot) in errors(results).items():
+        print(f"{fw:9} {gpu:9} {mode:6} {n:4} {ttft:10.1%} {tpot:10.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""`autopar serve`: the DESIGN.md contract (JSON keys, exit codes, one-line errors)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autopar.cli import app
+
+runner = CliRunner()
+KEYS = {"ttft_ms", "tpot_ms", "output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
+        "requests_per_s", "kv_cache_tokens", "max_concurrency", "memory_gib_per_gpu", "fits", "tp", "pp", "dp", "ep",
+        "attention_dp", "mode", "concurrency"}
+BASE = ["serve", "estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--isl", "1024", "--osl", "256"]
+
+
+def _json(args: list[str]) -> dict:
+    r = runner.invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_estimate_json_keys_and_degrees() -> None:
+    doc = _json([*BASE, "--gpus", "4", "--tp", "2", "--dp", "2", "--concurrency", "32"])
+    assert doc.keys() >= KEYS
+    assert (doc["tp"], doc["pp"], doc["dp"], doc["ep"], doc["attention_dp"], doc["mode"]) == (2, 1, 2, 1, False, "agg")
+    assert doc["concurrency"] == 32 and doc["fits"] is True
+    assert "inter-token" in doc["tpot_definition"]
+    assert doc["output_tokens_per_s_per_gpu"] == pytest.approx(doc["output_tokens_per_s"] / 4)
+    assert doc["tokens_per_s_per_user"] == pytest.approx(1000 / doc["tpot_ms"])
+
+
+def test_attention_dp_moe_engine() -> None:
+    doc = _json(["serve", "estimate", "qwen3-235b-a22b", "--hardware", "h200-sxm", "--gpus", "8", "--tp", "1", "--dp",
+                 "8", "--attention-dp", "--ep", "8", "--weights", "fp8", "--concurrency", "256", "--isl", "1000",
+                 "--osl", "1000"])
+    assert (doc["tp"], doc["dp"], doc["ep"], doc["attention_dp"]) == (1, 8, 8, True)
+    assert doc["tpot_breakdown_ms"]["ep_comm"] > 0
+
+
+def test_disagg_has_prefill_and_decode_subplans() -> None:
+    doc = _json(["serve", "estimate", "qwen3-32b", "--hardware", "h100-sxm", "--gpus", "16", "--mode", "disagg",
+                 "--prefill-workers", "8", "--prefill-tp", "1", "--decode-workers", "2", "--decode-tp", "4",
+                 "--weights", "fp8", "--concurrency", "224", "--isl", "4000", "--osl", "1000"])
+    assert doc["mode"] == "disagg" and doc["tp"] == 4
+    assert doc["prefill"]["workers"] == 8 and doc["decode"]["workers"] == 2 and doc["decode"]["tp"] == 4
+    assert doc["ttft_breakdown_ms"]["kv_transfer"] > 0 and doc["tpot_breakdown_ms"]["prefill_mix"] == 0
+
+
+def test_human_output_states_tpot_definition() -> None:
+    r = runner.invoke(app, [*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "8"])
+    assert r.exit_code == 0, r.output
+    assert "TPOT = inter-token latency after the first token" in r.stdout
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--gpus", "4", "--tp", "2", "--framework", "tgi"], "--framework"),
+    (["--gpus", "4", "--tp", "2", "--weights", "int3"], "--weights"),
+    (["--gpus", "4", "--tp", "2", "--kv-dtype", "fp4"], "--kv-dtype"),
+    (["--gpus", "3", "--tp", "2"], "--gpus"),
+    (["--gpus", "4", "--tp", "2", "--dp", "4"], "--gpus"),
+    (["--gpus", "4"], "--tp"),
+    (["--tp", "2"], "--gpus"),
+    (["--gpus", "3", "--tp", "3"], "num_attention_heads"),
+    (["--gpus", "4", "--tp", "2", "--ep", "2"], "MoE"),
+    (["--gpus", "4", "--tp", "4", "--concurrency", "0"], "--concurrency"),
+    (["--gpus", "4", "--tp", "4", "--osl", "1"], "--osl"),
+    (["--gpus", "4", "--tp", "4", "--mode", "both"], "--mode"),
+    (["--gpus", "4", "--tp", "4", "--mode", "disagg"], "--prefill-workers"),
+    (["--gpus", "4", "--tp", "4", "--decode-workers", "2"], "--mode disagg"),
+])
+def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
+    r = runner.invoke(app, [*BASE, *args])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_unknown_model_exits_2() -> None:
+    r = runner.invoke(app, ["serve", "estimate", "no-such-model", "--gpus", "1", "--tp", "1"])
+    assert r.exit_code == 2 and "unknown model" in r.stderr

@@ -1,0 +1,132 @@
+"""Serving formulas against hand derivations on the toy profile (tests/conftest.py).
+
+Toy profile: 1000 TFLOP/s bf16, GEMM efficiency 0.5 from 1 GFLOP up (below it
+proportional to size, so a small GEMM costs 1e9 / (1e15 x 0.5 x 0.75) = 2.67 us),
+HBM 2000 GB/s x 0.5 = 1e12 B/s, 80 GiB. Sustained tensor efficiency 0.75
+(cost/calibration.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autopar.cost.serve import decode_step, kv_bytes_per_token, kv_pool_bytes, prefill_time, weight_bytes_per_gpu
+from autopar.cost.serve_frameworks import FRAMEWORKS
+from autopar.cost.serve_load import estimate
+from autopar.errors import SpecError
+from autopar.io.models import load_model
+from autopar.spec.families import MoESpec
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.serve import Deployment, Engine, Workload
+from tests.conftest import gpt_like
+
+BW = 1e12  # effective toy HBM bandwidth, B/s
+RATE = 1e15 * 0.5 * 0.75  # toy sustained GEMM rate, FLOP/s
+PLAIN = dataclasses.replace(FRAMEWORKS["vllm"], step_overhead_s=0.0, moe_bandwidth=1.0)
+
+
+def test_kv_bytes_per_token_gqa_mla_and_replication() -> None:
+    llama = load_model("llama3.1-8b")  # 32 layers, 8 KV heads of 128
+    assert kv_bytes_per_token(llama, Engine(tp=1), 2.0) == 32 * 2 * 8 * 128 * 2  # 131,072 B
+    assert kv_bytes_per_token(llama, Engine(tp=8), 2.0) == 32 * 2 * 1 * 128 * 2
+    # TP 16 > 8 KV heads: each rank still keeps one whole head (replicated)
+    assert kv_bytes_per_token(llama, Engine(tp=16), 2.0) == 32 * 2 * 1 * 128 * 2
+    assert kv_bytes_per_token(llama, Engine(tp=1, pp=2), 1.0) == 16 * 2 * 8 * 128 * 1  # fp8, half the layers
+    ds = load_model("deepseek-v3")  # MLA: 61 layers, latent 512 + rope 64, the same on every TP rank
+    assert kv_bytes_per_token(ds, Engine(tp=1), 2.0) == 61 * (512 + 64) * 2
+    assert kv_bytes_per_token(ds, Engine(tp=8), 2.0) == 61 * (512 + 64) * 2
+
+
+def test_weight_bytes_toy() -> None:
+    m = gpt_like()  # 4 layers: attention 4h^2, MLP 2*h*4h (GELU), tied 32000 x 1024 embedding
+    per_layer = 4 * 1024**2 + 2 * 1024 * 4096
+    ends = 32000 * 1024 + 1024  # embedding + final norm
+    assert weight_bytes_per_gpu(m, Engine(tp=1), "bf16") == 4 * per_layer * 2 + ends * 2
+    assert weight_bytes_per_gpu(m, Engine(tp=2), "fp8") == 4 * per_layer / 2 * 1 + ends * 2 / 2
+
+
+def test_decode_step_is_weights_plus_kv_at_batch_one(toy_hw: HardwareProfile) -> None:
+    m = gpt_like()
+    step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1000, fw=PLAIN)
+    layer_weights = (4 * 1024**2 + 2 * 1024 * 4096) * 2
+    lm_head = 32000 * 1024 * 2
+    assert step.weights == pytest.approx((4 * layer_weights + lm_head) / BW)
+    assert step.kv == pytest.approx(4 * 1000 * (2 * 16 * 64 * 2) / BW)  # 4 layers x 1000 tokens x K and V
+    assert step.compute == 0.0  # every GEMM (2.67 us each) hides under its weight read
+    assert step.tp_comm == 0.0 and step.ep_comm == 0.0
+
+
+def test_decode_tp_all_reduce_is_latency_bound(toy_hw: HardwareProfile) -> None:
+    # two all-reduces per layer of batch x h x 2 bytes: 10 us + 2(n-1)/n x 2048 B / 100 GB/s
+    step = decode_step(gpt_like(), toy_hw, Engine(tp=2), weights="bf16", kv_bytes=2.0, batch=1, context=10, fw=PLAIN)
+    one = 10e-6 + 2 * 1 / 2 * 2048 / 100e9
+    assert step.tp_comm == pytest.approx(4 * 2 * one)
+
+
+def test_moe_decode_reads_only_touched_experts(toy_hw: HardwareProfile) -> None:
+    moe = MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512)
+    m = gpt_like(moe=moe, ffn_activation="swiglu")
+    step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=PLAIN)
+    touched = 8 * (1 - (7 / 8) ** 2)  # 1.875 of 8 experts hit by one token's 2 routes
+    expert = 3 * 1024 * 512 * 2  # SwiGLU: three h x f matrices, bf16
+    router = 1024 * 8 * 2
+    attn = 4 * 1024**2 * 2
+    lm_head = 32000 * 1024 * 2
+    assert step.weights == pytest.approx((4 * (attn + router + touched * expert) + lm_head) / BW)
+
+
+def test_prefill_is_compute_bound_with_causal_attention_halved(toy_hw: HardwareProfile) -> None:
+    m = gpt_like()
+    t = prefill_time(m, toy_hw, Engine(tp=1), weights="bf16", tokens=1024, seq_len=1024, fw=PLAIN)
+    gemm = 2 * 1024 * (4 * 1024**2 + 2 * 1024 * 4096)  # QKV, output, MLP in and out
+    attn = 2 * 1024 * 1024 * 16 * 128 / 2  # QK^T + AV over d_qk + d_v = 128 per head, causal half
+    lm_head = 32000 * 1024 * 2 / BW  # one logits row per sequence: weight read dominates
+    assert t.total == pytest.approx(4 * (gemm + attn) / RATE + lm_head)
+
+
+def test_kv_pool_memory_rules(toy_hw: HardwareProfile) -> None:
+    m = gpt_like()
+    total_rule = dataclasses.replace(PLAIN, memory_rule="total", memory_fraction=0.9)
+    free_rule = dataclasses.replace(PLAIN, memory_rule="free", memory_fraction=0.9)
+    gib80 = 80 * 2**30
+    total = kv_pool_bytes(m, toy_hw, Engine(), weights="bf16", fw=total_rule)
+    free = kv_pool_bytes(m, toy_hw, Engine(), weights="bf16", fw=free_rule)
+    used = 0.9 * gib80 - total  # weights + activations + reserve
+    assert free == pytest.approx(0.9 * (gib80 - used))  # TensorRT-LLM: a fraction of what is left
+    assert free - total == pytest.approx(0.1 * used)
+
+
+def test_agg_closed_loop_identities(toy_hw: HardwareProfile) -> None:
+    m = gpt_like()
+    dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=1), replicas=2)
+    wl = Workload(isl=512, osl=64, concurrency=16)
+    est = estimate(m, toy_hw, dep, wl)
+    assert est.tpot_s == pytest.approx(sum(est.tpot_parts.values()))
+    assert est.ttft_s == pytest.approx(sum(est.ttft_parts.values()))
+    assert est.latency_s == pytest.approx(est.ttft_s + 63 * est.tpot_s)
+    assert est.requests_per_s == pytest.approx(16 / est.latency_s)  # Little's law over the closed loop
+    fw = FRAMEWORKS["vllm"]
+    prefill = prefill_time(m, toy_hw, Engine(tp=1), weights="bf16", tokens=512, seq_len=512, fw=fw).total
+    assert est.tpot_parts["prefill_mix"] == pytest.approx(fw.prefill_mix * (8 - 1) * prefill / 63)
+
+
+def test_saturation_when_kv_cannot_hold_the_concurrency(toy_hw: HardwareProfile) -> None:
+    m = gpt_like()
+    dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=1), replicas=1)
+    held = estimate(m, toy_hw, dep, Workload(isl=1024, osl=1024, concurrency=1)).pools[0].max_concurrency
+    fine = estimate(m, toy_hw, dep, Workload(isl=1024, osl=1024, concurrency=held))
+    over = estimate(m, toy_hw, dep, Workload(isl=1024, osl=1024, concurrency=2 * held))
+    assert not fine.saturated and over.saturated
+    assert over.ttft_s > fine.latency_s  # the surplus waits about one request latency for a slot
+
+
+def test_engine_rules() -> None:
+    with pytest.raises(SpecError, match="ep"):
+        Engine(tp=2, dp=1, ep=4)
+    with pytest.raises(SpecError, match="num_attention_heads"):
+        Engine(tp=3).check(gpt_like())
+    with pytest.raises(SpecError, match="MoE"):
+        Engine(tp=2, ep=2).check(gpt_like())
+    assert Engine(tp=1, dp=8, ep=8).etp == 1 and Engine(tp=4, dp=2, ep=2).etp == 4
