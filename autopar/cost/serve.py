@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from autopar.cost import calibration as cal
-from autopar.cost.comm import Group, collective_time, group_of
+from autopar.cost.comm import collective_time
 from autopar.cost.compute import gemm_time, gemms_time, memory_time
 from autopar.cost.flops import Gemm, attention_head_width, expert_gemms, logits_gemm, part_gemms
 from autopar.cost.serve_frameworks import Framework
@@ -34,6 +34,7 @@ from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Engine
+from autopar.spec.topology import pair, span
 
 # Bytes per weight. fp8: one byte, per-block scales negligible. fp4 (NVFP4): 4 bits
 # plus one fp8 scale per 16 values = 4.5 bits (NVIDIA, "Introducing NVFP4", 2025).
@@ -157,7 +158,7 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
     dtype, wb = gemm_dtype(hw, weights), WEIGHT_BYTES[weights]
     kv_tok = kv_bytes_per_token(model, engine, kv_bytes) * engine.pp / max(1, _attention_layers(model))
     w_sum = kv_sum = comp_sum = tp_sum = ep_sum = 0.0
-    tp_group = Group(size=engine.tp, per_node=min(engine.tp, hw.gpus_per_node))
+    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node)
     ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * b * model.hidden_size, tp_group)
     for part, count in _part_counts(model).items():
         dense, expert = _part_weight_params(model, part, engine)
@@ -183,8 +184,8 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
     w, _, c = _roofline(hw, "bf16", (lm,), cal.ACT_BYTES * lm.n * lm.k, 0.0)
     p2p = 0.0
     if engine.pp > 1:
-        pair = group_of(size=2, stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
-        p2p = (engine.pp - 1) * collective_time(hw, "send_recv", cal.ACT_BYTES * b * model.hidden_size, pair)
+        hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
+        p2p = (engine.pp - 1) * collective_time(hw, "send_recv", cal.ACT_BYTES * b * model.hidden_size, hop)
     return StepTime(weights=w_sum + w, kv=kv_sum, compute=comp_sum + c, tp_comm=tp_sum + p2p, ep_comm=ep_sum,
                     overhead=fw.step_overhead_s)
 
@@ -208,11 +209,11 @@ def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: st
     comp = max(0.0, gemm_time(hw, dtype, flops) - read) if flops > 0 else 0.0
     ep = 0.0
     if engine.ep > 1:
-        group = Group(size=engine.ep, per_node=min(engine.ep, hw.gpus_per_node))
+        group = span(size=engine.ep, stride=1, gpus_per_node=hw.gpus_per_node)
         nbytes = cal.ACT_BYTES * tokens / engine.ep * moe.top_k * model.hidden_size * EXPERT_IMBALANCE
         ep = 2 * collective_time(hw, "all_to_all", nbytes, group)
     if engine.dp > 1:  # attention-DP: gather the ranks' tokens into the MoE layer and scatter them back
-        group = Group(size=engine.tp * engine.dp, per_node=min(engine.tp * engine.dp, hw.gpus_per_node))
+        group = span(size=engine.tp * engine.dp, stride=1, gpus_per_node=hw.gpus_per_node)
         nbytes = cal.ACT_BYTES * tokens * model.hidden_size
         ep += collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
     return read, comp, ep
@@ -224,7 +225,7 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
     dtype, wb = gemm_dtype(hw, weights), WEIGHT_BYTES[weights]
     chunk = min(tokens, fw.chunk_tokens)
     chunks = tokens / chunk
-    tp_group = Group(size=engine.tp, per_node=min(engine.tp, hw.gpus_per_node))
+    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node)
     ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * chunk * model.hidden_size, tp_group) if engine.tp > 1 else 0.0
     attn_rate = hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len) * cal.SUSTAINED_TENSOR_EFFICIENCY
     attn_flops = 2.0 * chunk * seq_len * model.num_attention_heads / engine.tp * attention_head_width(model) / 2

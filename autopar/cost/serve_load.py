@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar.cost.comm import Group, collective_time
+from autopar.cost.comm import collective_time
 from autopar.cost.serve import (
     StepTime,
     decode_step,
@@ -40,6 +40,7 @@ from autopar.errors import SpecError
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
+from autopar.spec.topology import Group
 
 GIB = 2**30
 _ITERATIONS = 30  # fixed-point steps for the closed loop (converges in < 10)
