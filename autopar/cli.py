@@ -50,6 +50,41 @@ def profile(
         _fail(exc)
 
 
+@app.command()
+def calibrate(
+    model: Annotated[str, typer.Argument(help="Preset name, model .yaml, or Hugging Face config.json (dense models).",
+                                         autocompletion=complete_model)],
+    plan: Annotated[list[str], typer.Option(help="A plan to run: dp2,tp2,pp1[,vpp2,mbs1,gb8,zero3,sp|nosp,seq256]; "
+                                            "repeat for several (one process group runs them in turn).")],
+    scale_to_fit: Annotated[bool, typer.Option("--scale-to-fit", help="Shrink the model to run in seconds here "
+                                               "(says how).")] = False,
+    nproc: Annotated[int | None, typer.Option(help="Processes to start (default: one per GPU; 2 on CPU).")] = None,
+    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    steps: Annotated[int, typer.Option(help="Measured steps.")] = 10,
+    warmup: Annotated[int, typer.Option(help="Untimed steps first.")] = 2,
+    hardware: Annotated[str | None, typer.Option(
+        "--hardware", help="Profile for the step-time prediction (default: the saved one, if measured on this device).",
+        autocompletion=complete_hardware)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """Run a few real steps of a plan with torch-native parallelism; print predicted vs measured."""
+    try:
+        from autopar.calibrate.command import run_calibrate
+
+        done = run_calibrate(model, plan_texts=plan, scale=scale_to_fit, nproc=nproc, device=device, steps=steps,
+                             warmup=warmup, hardware=hardware)
+    except AutoparError as exc:
+        _fail(exc)
+    if done is None:
+        return
+    from autopar.render.calibrate import as_json, lines
+
+    if json_out:
+        print(as_json(done))
+    else:
+        print("\n\n".join("\n".join(lines(c)) for c in done))
+
+
 Model = Annotated[str, typer.Argument(help="Preset name (see `autopar models`), model .yaml, or Hugging Face config.json.",
                                       autocompletion=complete_model)]
 HardwareOpt = Annotated[

@@ -117,17 +117,23 @@ def routed_expert_params(model: ModelSpec, kind: str) -> int:
 
 
 def rank_params(model: ModelSpec, plan: Plan | ParamPlan, kinds: Counter[str], *, first: bool, last: bool) -> tuple[float, float]:
-    """(dense, routed-expert) parameters one rank holds for the layers `kinds` and its embedding/output."""
+    """(dense, routed-expert) parameters one rank holds for the layers `kinds` and its embedding/output.
+
+    Norm weights are whole on every TP rank (Megatron and DTensor TP replicate
+    them; `autopar calibrate` counts them so), the matrices are split by tp.
+    """
     dense = expert = 0.0
+    h = model.hidden_size
     for kind, n in kinds.items():
         routed = routed_expert_params(model, kind)
-        dense += n * (model.kind_params(kind) - routed) / plan.tp
+        norms = h * len(KIND_PARTS[kind])
+        dense += n * ((model.kind_params(kind) - routed - norms) / plan.tp + norms)
         expert += n * routed / (plan.ep * plan.etp)
     embed = model.embedding_params() / plan.tp
     if first:
         dense += embed
     if last:
-        dense += model.output_params() / plan.tp
+        dense += (model.output_params() - h) / plan.tp + h  # the final norm is whole too
         if model.tie_embeddings and not first:
             dense += embed  # the last stage keeps its own copy of the tied matrix
     return dense, expert

@@ -9,6 +9,9 @@
   sends no progress for longer than the step timeout ends the run, and every
   worker still alive is killed, with a message naming the rank and the step.
 - one process: measured here, without a process group.
+
+What each rank runs is a ``Task``: `autopar profile` runs ``worker.run_rank``,
+`autopar calibrate` its own worker, under the same launching and watchdog.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import queue as queue_mod
 import socket
 import time
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,6 +38,22 @@ from autopar.probe.settings import Settings
 from autopar.probe.worker import init_group, one_line, run_rank
 
 GRACE_S = 30.0  # beyond the step timeout, before the parent gives up on silent workers
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """What every rank runs, and how long a step may take.
+
+    ``work(payload, topo, sink=..., watchdog=...)`` returns the result on the
+    rank that holds it (rank 0) and None elsewhere; it must be a module-level
+    function, since spawned workers receive it pickled.
+    """
+
+    work: Callable[..., Any]  # the rank's body
+    payload: Any  # its picklable input (profile Settings, a calibration request)
+    device: str  # cuda | cpu: NCCL or gloo
+    timeout_s: float  # a step that takes longer ends the run
+    timeout_env: str = "AUTOPAR_PROBE_TIMEOUT_S"  # the variable that sets timeout_s, named in messages
 
 
 class RichSink:
@@ -95,14 +116,21 @@ def torchrun_topology() -> Topology | None:
 
 def launch(settings: Settings, *, nproc: int | None, console: Console) -> Measurements | None:
     """Run the measurements; the process that holds rank 0's result gets it, others None."""
+    task = Task(work=run_rank, payload=settings, device=settings.device, timeout_s=settings.timeout_s)
+    result: Measurements | None = run_task(task, nproc=nproc, console=console)
+    return result
+
+
+def run_task(task: Task, *, nproc: int | None, console: Console) -> Any:
+    """Run ``task`` on every rank; the process that holds rank 0's result gets it, others None."""
     topo = torchrun_topology()
     if topo is not None:
         if nproc is not None and topo.rank == 0:
             console.print("[yellow]--nproc is ignored under torchrun (it sets the ranks)[/]")
-        return _in_process(settings, topo, console)
+        return _in_process(task, topo, console)
     if nproc is not None and nproc < 1:
         raise ProfileError(f"--nproc: must be >= 1, got {nproc}")
-    if settings.device == "cuda":
+    if task.device == "cuda":
         gpus = torch.cuda.device_count()
         if nproc is not None and nproc > gpus:
             raise ProfileError(f"--nproc {nproc}: only {gpus} GPU(s) visible; NCCL needs one GPU per process")
@@ -110,18 +138,18 @@ def launch(settings: Settings, *, nproc: int | None, console: Console) -> Measur
     else:
         n = nproc or 2
     if n == 1:
-        return _in_process(settings, Topology(rank=0, world_size=1, local_rank=0, local_world_size=1, launcher="single"), console)
-    return _spawn(settings, n, console)
+        return _in_process(task, Topology(rank=0, world_size=1, local_rank=0, local_world_size=1, launcher="single"), console)
+    return _spawn(task, n, console)
 
 
-def _in_process(settings: Settings, topo: Topology, console: Console) -> Measurements | None:
+def _in_process(task: Task, topo: Topology, console: Console) -> Any:
     sink = RichSink(console) if topo.rank == 0 else None
-    watchdog = runtime.Watchdog(rank=topo.rank, limit_s=settings.timeout_s)
+    watchdog = runtime.Watchdog(rank=topo.rank, limit_s=task.timeout_s)
     ok = False
     ours = topo.world_size > 1 and not dist.is_initialized()  # torchrun only sets the environment; we own the group
     try:
-        init_group(topo, settings.device, timeout_s=settings.timeout_s, init_method=None)
-        result = run_rank(settings, topo, sink=sink or runtime.NullSink(), watchdog=watchdog)
+        init_group(topo, task.device, timeout_s=task.timeout_s, init_method=None)
+        result = task.work(task.payload, topo, sink=sink or runtime.NullSink(), watchdog=watchdog)
         ok = True
         return result
     except (RuntimeError, ValueError, OSError) as exc:
@@ -140,7 +168,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def spawned_main(settings: Settings, rank: int, world: int, port: int, q: Any) -> None:
+def spawned_main(task: Task, rank: int, world: int, port: int, q: Any) -> None:
     """Entry point of a worker started by ``_spawn`` (one rank on one node)."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -151,11 +179,11 @@ def spawned_main(settings: Settings, rank: int, world: int, port: int, q: Any) -
         q.join_thread()
 
     topo = Topology(rank=rank, world_size=world, local_rank=rank, local_world_size=world, launcher="spawn")
-    watchdog = runtime.Watchdog(rank=rank, limit_s=settings.timeout_s, on_expire=tell_parent)
+    watchdog = runtime.Watchdog(rank=rank, limit_s=task.timeout_s, on_expire=tell_parent)
     sink: runtime.Sink = QueueSink(q) if rank == 0 else runtime.NullSink()
     try:
-        init_group(topo, settings.device, timeout_s=settings.timeout_s, init_method=f"tcp://127.0.0.1:{port}")
-        result = run_rank(settings, topo, sink=sink, watchdog=watchdog)
+        init_group(topo, task.device, timeout_s=task.timeout_s, init_method=f"tcp://127.0.0.1:{port}")
+        result = task.work(task.payload, topo, sink=sink, watchdog=watchdog)
         if result is not None:
             q.put(("result", result))
     except Exception as exc:  # any failure: one line to the parent, then leave without waiting on peers
@@ -169,10 +197,10 @@ def _exit_text(code: int) -> str:
     return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
 
 
-def _failure(procs: list[Any], rank: int, text: str, phase: str, timeout_s: float) -> str:
+def _failure(procs: list[Any], rank: int, text: str, phase: str, task: Task) -> str:
     """The message for a rank's error, naming first any other rank that died (often the cause)."""
     if ("timeout" in text.lower() or "timed out" in text.lower()) and "no progress" not in text:
-        text += f" (a peer stopped responding within the {timeout_s:.0f} s step timeout, AUTOPAR_PROBE_TIMEOUT_S)"
+        text += f" (a peer stopped responding within the {task.timeout_s:.0f} s step timeout, {task.timeout_env})"
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
         dead = [(r, p.exitcode) for r, p in enumerate(procs) if r != rank and p.exitcode not in (None, 0)]
@@ -183,15 +211,15 @@ def _failure(procs: list[Any], rank: int, text: str, phase: str, timeout_s: floa
     return f"rank {rank} failed during '{phase}': {text}"
 
 
-def _spawn(settings: Settings, n: int, console: Console) -> Measurements:
+def _spawn(task: Task, n: int, console: Console) -> Any:
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # the workers' c10d warnings repeat what we report
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=spawned_main, args=(settings, r, n, port, q), name=f"autopar-rank{r}") for r in range(n)]
+    procs = [ctx.Process(target=spawned_main, args=(task, r, n, port, q), name=f"autopar-rank{r}") for r in range(n)]
     sink = RichSink(console)
     phase, result, ok = "start-up", None, False
-    silent_limit = settings.timeout_s + GRACE_S
+    silent_limit = task.timeout_s + GRACE_S
     try:
         for p in procs:
             p.start()
@@ -212,7 +240,7 @@ def _spawn(settings: Settings, n: int, console: Console) -> Measurements:
                 elif kind == "note":
                     sink.note(msg[1])
                 elif kind == "error":
-                    raise ProfileError(_failure(procs, msg[1], msg[2], phase, settings.timeout_s))
+                    raise ProfileError(_failure(procs, msg[1], msg[2], phase, task))
                 elif kind == "result":
                     result = msg[1]
                 continue

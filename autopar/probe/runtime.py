@@ -133,6 +133,11 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, name="autopar-watchdog", daemon=True)
         self._thread.start()
 
+    @property
+    def limit_s(self) -> float:
+        """The default limit of a step, seconds."""
+        return self._limit
+
     def beat(self, label: str, *, limit_s: float | None = None) -> None:
         with self._lock:
             self._label = label

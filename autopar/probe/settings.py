@@ -39,6 +39,11 @@ class Settings:
     timeout_s: float  # a step (or a collective) that takes longer ends the run
 
 
+def step_timeout(default: float) -> float:
+    """AUTOPAR_PROBE_TIMEOUT_S if set (checked), else ``default``; seconds."""
+    return _timeout(default)
+
+
 def _timeout(default: float) -> float:
     raw = os.environ.get("AUTOPAR_PROBE_TIMEOUT_S")
     if not raw:

@@ -46,7 +46,7 @@ def init_group(topo: Topology, device: str, *, timeout_s: float, init_method: st
     )
 
 
-def _inject_fault(rank: int) -> None:
+def inject_fault(rank: int) -> None:
     spec = os.environ.get("AUTOPAR_PROBE_FAULT", "")
     kind, _, who = spec.partition(":")
     if not spec or who != str(rank):
@@ -124,7 +124,7 @@ def run_rank(settings: Settings, topo: Topology, *, sink: runtime.Sink, watchdog
     collectives: list[CollPoint] = []
     overlap = None
     if multi:
-        _inject_fault(topo.rank)
+        inject_fault(topo.rank)
         bench = CollectiveBench(settings=settings, device=device, timeout_s=settings.timeout_s)
         collectives = bench.measure(topo, step)
         del bench

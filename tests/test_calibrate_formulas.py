@@ -1,0 +1,138 @@
+"""calibrate's torch-free parts: --plan parsing, --scale-to-fit, and the three models it
+holds runs against (FSDP2 state bytes, eager saved activations, collective bytes), with
+every number derived by hand for the scaled Llama 3.1 8B that the README shows:
+4 layers, hidden 256, 8 heads of 32, 2 KV heads, FFN 896, vocabulary 2048, 256 tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from autopar.calibrate.predict import predict
+from autopar.calibrate.request import BUDGETS, check_family, make_job, parse_plan, scale_to_fit
+from autopar.cost import habits
+from autopar.cost.traffic import step_traffic
+from autopar.errors import SpecError
+from autopar.io.models import load_model
+from autopar.spec.plan import Plan
+
+T = 256  # tokens per micro-batch (mbs 1 x seq 256)
+BLOCK = 256 * 256 + 2 * 256 * 64 + 256 * 256 + 3 * 256 * 896 + 2 * 256  # wq, wk+wv, wo, w1/w2/w3, two norms
+EMBED = 2048 * 256
+TOTAL = 4 * BLOCK + EMBED + (EMBED + 256)  # blocks, embedding, output + final norm
+
+
+@pytest.fixture(scope="module")
+def small():
+    return scale_to_fit(load_model("llama3.1-8b"), Plan(dp=1, tp=2, pp=1), BUDGETS["cpu"]).model
+
+
+def test_scale_to_fit_says_how(small) -> None:
+    scaling = scale_to_fit(load_model("llama3.1-8b"), Plan(dp=1, tp=2, pp=1), BUDGETS["cpu"])
+    assert scaling.lines == ("layers 32 -> 4", "hidden 4096 -> 256", "heads 32 -> 8", "kv heads 8 -> 2",
+                             "head dim 128 -> 32", "ffn 14336 -> 896", "vocab 128256 -> 2048", "seq 8192 -> 256",
+                             "parameters 8.03B -> 4.46M")
+    assert small.total_params() == TOTAL == 4_458_752
+    # tp 1 builds the same model (kv heads stay >= 2), so plans compare on one shape
+    same = scale_to_fit(load_model("llama3.1-8b"), Plan(dp=2, tp=1, pp=1), BUDGETS["cpu"]).model
+    assert same == small
+
+
+def test_scale_keeps_a_layer_per_chunk() -> None:
+    m = scale_to_fit(load_model("llama3.1-8b"), Plan(dp=1, tp=1, pp=2, vpp=4), BUDGETS["cpu"]).model
+    assert m.layers == 8
+
+
+def test_parse_plan() -> None:
+    req = parse_plan("dp1,tp2,pp2,vpp2,mbs2,gb8,zero2,nosp,seq128")
+    assert (req.plan.dp, req.plan.tp, req.plan.pp, req.plan.vpp, req.plan.mbs, req.plan.zero, req.plan.sp) == (
+        1, 2, 2, 2, 2, 2, False)
+    assert (req.global_batch, req.seq_len) == (8, 128)
+    assert parse_plan("tp2").plan.zero == 3  # FSDP2 fully_shard by default
+    for bad, words in (("dp2,xx3", "unknown token 'xx3'"), ("dp2,dp2", "dp given twice"), ("tp0", "tp must be >= 1"),
+                       ("dp2,zero1", "zero1 with dp > 1")):
+        with pytest.raises(SpecError, match=words):
+            parse_plan(bad)
+
+
+def test_moe_is_refused_with_the_reason() -> None:
+    with pytest.raises(SpecError, match="MoE layers are not built by calibrate"):
+        check_family(load_model("mixtral-8x7b"))
+
+
+def test_state_bytes_fsdp2_per_rank(small) -> None:
+    """4 + 4 + 8 bytes per parameter (fp32 sharded params, fp32 grads, AdamW m and v); norms whole under TP."""
+    def ranks(text: str):
+        req = parse_plan(text)
+        return predict(small, req.plan, make_job(small, req, gpus=2)).ranks
+
+    (dp2,) = ranks("dp2")
+    assert (dp2.param_bytes, dp2.grad_bytes, dp2.optimizer_bytes) == (4 * TOTAL / 2, 4 * TOTAL / 2, 8 * TOTAL / 2)
+    (tp2,) = ranks("tp2")
+    per_tp_rank = 4 * ((BLOCK - 512) / 2 + 512) + EMBED / 2 + EMBED / 2 + 256
+    assert tp2.param_bytes == 4 * per_tp_rank == 8_922_112
+    first, last = ranks("pp2")
+    assert first.param_bytes == 4 * (2 * BLOCK + EMBED) == 8_916_992
+    assert last.param_bytes == 4 * (2 * BLOCK + EMBED + 256) == 8_918_016
+
+
+def test_eager_activation_bytes(small) -> None:
+    """habits.EAGER_TORCH, tensor by tensor: per norm fp32 input 4h + rstd 4 + bf16 normalized 2h; GEMM inputs 2h;
+    Q, K, V, output 2(2q + 2kv); logsumexp 4a; SwiGLU 8f (bytes per token)."""
+    norm = T * (4 * 256 + 4 + 2 * 256)
+    attn = 2 * T * (2 * 256 + 2 * 64) + 4 * T * 8
+    mlp = 8 * T * 896
+    one = habits.dense_block_activation_bytes(small, habits.EAGER_TORCH, tokens=T, tp=1, sp=True)
+    assert one == 2 * norm + 2 * 2 * T * 256 + attn + mlp == 3_221_504
+    two = habits.dense_block_activation_bytes(small, habits.EAGER_TORCH, tokens=T, tp=2, sp=True)
+    assert two == 2 * norm / 2 + 2 * 2 * T * 256 + attn / 2 + mlp / 2 == 1_741_824
+    fused = habits.dense_block_activation_bytes(small, habits.FUSED, tokens=T, tp=1, sp=True)
+    assert fused == T * 256 * 4 * 2 + T * (2 * (256 + 128) + 2 * 256) + T * 896 * 6 == 2_228_224
+
+
+def test_collective_bytes_per_step(small) -> None:
+    x = 2 * T * 256  # one bf16 activation of a micro-batch
+    dp2 = step_traffic(small, Plan(dp=2, tp=1, pp=1, zero=3), seq_len=256, microbatches=1)
+    # FSDP2: blocks gathered in forward and again in backward, the root once; fp32 grads reduce-scattered
+    assert dp2 == {"all_gather": 2 * (2 * 4 * BLOCK + 2 * EMBED + 256), "reduce_scatter": 4 * TOTAL}
+    zero2 = step_traffic(small, Plan(dp=2, tp=1, pp=1, zero=2), seq_len=256, microbatches=1)
+    assert zero2["all_gather"] == 2 * TOTAL
+    tp2 = step_traffic(small, Plan(dp=1, tp=2, pp=1), seq_len=256, microbatches=2)
+    # per micro-batch: 4 gathers + 4 scatters per block, embedding and output, the logits, 9 norm gradients
+    assert tp2 == {"all_gather": 2 * (18 * x + 2 * T * 2048), "reduce_scatter": 2 * 18 * x, "all_reduce": 2 * 9 * 2 * 256}
+    nosp = step_traffic(small, Plan(dp=1, tp=2, pp=1, sp=False), seq_len=256, microbatches=1)
+    assert nosp == {"all_reduce": 18 * x, "all_gather": 2 * T * 2048}
+    pp2 = step_traffic(small, Plan(dp=1, tp=1, pp=2), seq_len=256, microbatches=4, pp_rank=0)
+    assert pp2 == {"send_recv": 4 * 2 * x}
+    vpp = step_traffic(small, Plan(dp=1, tp=1, pp=2, vpp=2), seq_len=256, microbatches=4, pp_rank=0)
+    assert vpp == {"send_recv": 4 * 2 * 3 * x}  # chunks 0 and 2 on rank 0: three boundary ends
+
+
+def test_in_flight_per_schedule(small) -> None:
+    def held(text: str) -> float:
+        req = parse_plan(text)
+        return predict(small, req.plan, make_job(small, req, gpus=2)).in_flight
+
+    assert held("pp2,gb4") == 2  # 1F1B: min(m, p)
+    assert held("pp2,vpp2,gb4") == 2.5  # interleaved: p (1 + (p-1)/(p v)) = 2 * 1.25
+    assert held("dp2") == 1
+
+
+def test_the_torch_free_modules_stay_torch_free() -> None:
+    """Planning, prediction, comparison and rendering import neither torch nor a torch importer at top level."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "autopar"
+    torch_users = {"llama", "parallel", "meters", "worker"}
+    offenders = []
+    for path in [*(root / "calibrate").glob("*.py"), root / "render" / "calibrate.py", root / "cost" / "habits.py",
+                 root / "cost" / "traffic.py"]:
+        if path.stem in torch_users and path.parent.name == "calibrate":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "torch"
+                          or n.startswith(("autopar.probe.launch", "autopar.probe.worker"))
+                          or any(n == f"autopar.calibrate.{u}" for u in torch_users)]
+    assert offenders == []

@@ -1,0 +1,157 @@
+"""`autopar calibrate` for real, as CI runs it: 2 gloo processes on CPU, four plans in one
+process group (dp2, tp2 with SP, pp2 1F1B, pp2 interleaved), held against the models.
+Expected values are derived by hand in test_calibrate_formulas.py; here the run must
+equal them. Step times are reported, never asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autopar.calibrate.request import BUDGETS, scale_to_fit
+from autopar.io.models import load_model
+from autopar.spec.plan import Plan
+
+ROOT = Path(__file__).resolve().parents[1]
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+PLANS = ("dp2", "tp2,gb2", "pp2,gb4", "pp2,vpp2,gb4")
+SMALL = scale_to_fit(load_model("llama3.1-8b"), Plan(dp=1, tp=2, pp=1), BUDGETS["cpu"]).model
+BLOCK = 852_480  # parameters of one scaled block (test_calibrate_formulas.py)
+
+
+def autopar(*args: str, tmp_path: Path, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPAR_PROBE_")}
+    full_env = {**inherited, "AUTOPAR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "autopar", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], float]:
+    if not HAS_TORCH:
+        pytest.skip("torch is not installed")
+    tmp = tmp_path_factory.mktemp("calibrate")
+    plans = [a for p in PLANS for a in ("--plan", p)]
+    start = time.monotonic()
+    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "2", *plans,
+                   "--steps", "2", "--warmup", "1", "--json", tmp_path=tmp)
+    took = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    return {p: r for p, r in zip(PLANS, doc["runs"], strict=True)}, took
+
+
+def rows(run: dict) -> dict[str, dict]:
+    return {r["key"]: r for r in run["rows"]}
+
+
+def test_four_plans_in_under_a_minute(runs) -> None:
+    _, took = runs
+    assert took < 60, f"{took:.0f} s"
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_state_bytes_are_exact(runs, plan: str) -> None:
+    table = rows(runs[0][plan])
+    keys = [k for k in table if k.split(".")[-1] in ("params", "grads", "optimizer")]
+    assert len(keys) == 6  # both ranks, three each
+    for key in keys:
+        assert table[key]["measured"] == table[key]["predicted"], key
+
+
+def test_state_bytes_are_the_hand_derived_ones(runs) -> None:
+    total = SMALL.total_params()
+    assert rows(runs[0]["dp2"])["rank0.params"]["measured"] == 4 * total / 2
+    assert rows(runs[0]["dp2"])["rank1.optimizer"]["measured"] == 8 * total / 2
+    assert rows(runs[0]["tp2,gb2"])["rank1.grads"]["measured"] == 8_922_112
+    pp = rows(runs[0]["pp2,gb4"])
+    assert (pp["rank0.params"]["measured"], pp["rank1.params"]["measured"]) == (8_916_992, 8_918_016)
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_activation_bytes_per_block_after_the_stack_correction(runs, plan: str) -> None:
+    table = rows(runs[0][plan])
+    eager, fused = table["acts.block"], table["acts.block_fused"]
+    assert abs(eager["error"]) <= 0.10
+    assert fused["error"] > 0.3  # the fused formula is what eager torch does not do
+    expected = 1_741_824 if plan.startswith("tp2") else 3_221_504
+    assert eager["measured"] == expected
+
+
+def test_in_flight_micro_batches_per_schedule(runs) -> None:
+    held = {p: rows(r)["in_flight"] for p, r in runs[0].items()}
+    assert held["pp2,gb4"]["measured"] == held["pp2,gb4"]["predicted"] == 2  # 1F1B
+    assert held["pp2,vpp2,gb4"]["measured"] == held["pp2,vpp2,gb4"]["predicted"] == 2.5  # interleaved, 5 chunks
+    assert held["dp2"]["measured"] == 1
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_collective_bytes_per_step(runs, plan: str) -> None:
+    table = rows(runs[0][plan])
+    colls = [k for k in table if ".coll." in k]
+    assert colls
+    for key in colls:
+        assert table[key]["measured"] == table[key]["predicted"], key
+
+
+def test_step_times_are_reported(runs) -> None:
+    st = runs[0]["dp2"]["step_time"]
+    assert len(st["times_s"]) == 2 and st["median_s"] > 0 and len(st["load_average"]) == 3
+
+
+def test_text_output_fits_80_columns(tmp_path: Path) -> None:
+    if not HAS_TORCH:
+        pytest.skip("torch is not installed")
+    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "1", "--plan", "dp1",
+                   "--steps", "1", "--warmup", "0", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "scaled to fit: layers 32 -> 4" in proc.stdout
+    assert "acts/block (eager-torch)" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+
+
+def test_a_dead_rank_ends_the_run_with_a_message(tmp_path: Path) -> None:
+    if not HAS_TORCH:
+        pytest.skip("torch is not installed")
+    start = time.monotonic()
+    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "2", "--plan", "dp2",
+                   "--steps", "1", "--warmup", "0", tmp_path=tmp_path,
+                   env={"AUTOPAR_PROBE_FAULT": "exit:1", "AUTOPAR_PROBE_TIMEOUT_S": "10"})
+    assert proc.returncode == 2
+    assert "rank 1" in proc.stderr and "Traceback" not in proc.stderr
+    assert time.monotonic() - start < 60
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--plan", "dp2,bogus"), "unknown token 'bogus'"),
+    (("--plan", "dp1,tp2", "--nproc", "1"), "must equal the number of processes (1"),
+    (("--plan", "dp1,tp1"), "add --scale-to-fit"),
+])
+def test_bad_requests_are_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
+    if not HAS_TORCH and "bogus" not in args[1]:
+        pytest.skip("torch is not installed")
+    proc = autopar("calibrate", "llama3.1-8b", "--device", "cpu", "--nproc", "1", *args, tmp_path=tmp_path)
+    assert proc.returncode == 2
+    assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_gpu_path() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: the GPU path runs on a GPU node (benchmarks/gpu_profile.sh)")
+    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cuda", "--nproc", "1", "--plan", "dp1",
+                   "--steps", "3", "--json", tmp_path=Path(os.environ.get("TMPDIR", "/tmp")))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = rows(json.loads(proc.stdout)["runs"][0])
+    for key in ("rank0.params", "rank0.grads", "rank0.optimizer"):
+        assert table[key]["measured"] == table[key]["predicted"]
+    assert abs(table["acts.block"]["error"]) <= 0.10
+    assert table["peak_memory"]["measured"] > 0
