@@ -32,7 +32,7 @@ from torch.distributed.tensor.parallel import (
 )
 
 from autopar.calibrate.llama import Block, Llama
-from autopar.cost.layout import chunk_sizes
+from autopar.cost.pipeline import chunk_sizes
 from autopar.cost.traffic import rank_chunks
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan

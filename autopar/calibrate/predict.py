@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.cost import habits
-from autopar.cost.layout import rank_kinds
-from autopar.cost.memory import in_flight_microbatches, rank_params
+from autopar.cost.memory import rank_params
+from autopar.cost.pipeline import in_flight_microbatches, rank_kinds
 from autopar.cost.traffic import step_traffic
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
@@ -59,7 +59,7 @@ def microbatches(plan: Plan, job: Job) -> int:
 def predict(model: ModelSpec, plan: Plan, job: Job, *, step_time_s: float | None = None,
             hardware: str = "none") -> Prediction:
     m = plan.microbatches(job)
-    kinds = rank_kinds(model, plan.pp, plan.vpp)
+    kinds = rank_kinds(model.layer_kinds(), plan.pp, plan.vpp)
     ranks = []
     for r in range(plan.pp):
         dense, _ = rank_params(model, plan, kinds[r], first=r == 0, last=r == plan.pp - 1)
@@ -75,7 +75,7 @@ def predict(model: ModelSpec, plan: Plan, job: Job, *, step_time_s: float | None
                                                                    sp=plan.sp),
         block_activation_stack=habits.dense_block_activation_bytes(model, SAVES, tokens=tokens, tp=plan.tp, sp=plan.sp),
         stack_saves=SAVES.name,
-        in_flight=in_flight_microbatches(plan, m),
+        in_flight=in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=m),
         microbatches=m,
         step_time_s=step_time_s,
         hardware=hardware,
