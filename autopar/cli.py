@@ -99,7 +99,8 @@ DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16 | fp8 (FP8 GEMMs; MFU s
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 DistOpt = Annotated[str | None, typer.Option(
     help="Sequence-length distribution: lengths (.txt/.jsonl/.npy), a histogram or a parametric form (.yaml).")]
-StrategyOpt = Annotated[str, typer.Option(help="Rank plans under: naive | balanced | dynamic_cp | flexible.")]
+StrategyOpt = Annotated[str, typer.Option(
+    help="With --seq-len-dist: naive | balanced | wlb | megatron_dynamic_cp | hdp_no_balance | hdp.")]
 EmitOpt = Annotated[str | None, typer.Option(
     help="Also give the launch: megatron | torchtitan (torchrun lines) | slurm | slurm-torchtitan (sbatch scripts).",
     autocompletion=complete_emit)]
@@ -134,7 +135,7 @@ def suggest(
     plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs autopar[plot]).")]
     = None,
     seq_len_dist: DistOpt = None,
-    varlen_strategy: StrategyOpt = "dynamic_cp",
+    varlen_strategy: StrategyOpt = "megatron_dynamic_cp",
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
     from autopar.advise import launch
@@ -153,13 +154,17 @@ def suggest(
                 raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
             dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
             varlen_result = advise_varlen.suggest_varlen(ctx, dist, sequences=global_batch, strategy=varlen_strategy)
-            launched = launch.prepare(want, varlen_result.fixed.ctx, varlen_result.plans[0].estimate.plan)
+            best = varlen_result.plans[0].estimate
+            extra, note = advise_varlen.launch_args(want, varlen_strategy, best, varlen_result.fixed.ctx.job)
+            launched = launch.prepare(want, varlen_result.fixed.ctx, best.plan, extra_args=extra)
+            launch_doc = {**report.launch_dict(launched), **({"launch_note": note} if note else {})}
             if json_out:
-                print(report_varlen.suggestion_json(varlen_result, top))
+                print(report_varlen.suggestion_json(varlen_result, top, launch=launch_doc))
             else:
                 report_varlen.render_suggestion(_console(), varlen_result, top)
                 if launched is not None:
                     report.render_launch(_console(), launched)
+                    _console().print(f"launch: {note}")
             return
         result = advise.suggest(ctx)
         launched = launch.prepare(want, result.ctx, result.result.ranked[0].plan)
@@ -203,6 +208,7 @@ def estimate(
     emit_out: EmitOutOpt = None,
     torchtitan_config: TitanOpt = None,
     seq_len_dist: DistOpt = None,
+    varlen_strategy: StrategyOpt = "megatron_dynamic_cp",
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
     from autopar.advise import launch
@@ -223,11 +229,17 @@ def estimate(
 
             dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
             explained = advise_varlen.explain_varlen(ctx, dist, lambda c: explain_plan(c).estimate,
-                                                     sequences=global_batch)
+                                                     sequences=global_batch, strategy=varlen_strategy)
+            extra, note = advise_varlen.launch_args(want, varlen_strategy, explained.plan.estimate, explained.ctx.job)
+            launched = launch.prepare(want, explained.ctx, explained.plan.estimate.plan, extra_args=extra)
+            launch_doc = {**report.launch_dict(launched), **({"launch_note": note} if note else {})}
             if json_out:
-                print(report_varlen.explained_json(explained))
+                print(report_varlen.explained_json(explained, launch=launch_doc))
             else:
                 report_varlen.render_explained(_console(), explained)
+                if launched is not None:
+                    report.render_launch(_console(), launched)
+                    _console().print(f"launch: {note}")
             return
         result = explain_plan(ctx)
         launched = launch.prepare(want, result.ctx, result.estimate.plan)

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_varlen.py [--steps 1000] [--batch 4096] [--dist examples/seqlen/long_context.yaml]
 
-Prints the wall and CPU seconds of ``simulate`` (all four strategies, FAST
+Prints the wall and CPU seconds of ``simulate`` (every strategy, FAST
 greedy), the same with the convergence check (``rel_sem=0.005``), the cost of
 each strategy alone, how far FAST is from EXACT LPT on a few steps, and the
 strategy comparison itself. The plan and the per-sequence cost are those of the
@@ -31,12 +31,13 @@ from autopar.varlen import (
     QuadraticSeqCost,
     VarlenPlan,
     balanced_packing,
-    dynamic_cp,
-    flexible_pool,
+    hdp,
     load_distribution,
+    megatron_dynamic_cp,
     naive_packing,
     simulate,
     step_metrics,
+    wlb_packing,
 )
 
 # Llama-3-8B-like, per pipeline stage of pp = 4 on an H100-class GPU at ~400 TFLOP/s effective:
@@ -68,7 +69,7 @@ def main() -> None:
     runs = [timed(simulate, dist, COST, global_batch=args.batch, steps=args.steps, **PLAN) for _ in range(args.repeat)]
     res = runs[0][0]
     walls, cpus = [r[1] for r in runs], [r[2] for r in runs]
-    print(f"\nsimulate, {args.steps} steps x {args.batch} sequences, 4 strategies, best of {args.repeat}: "
+    print(f"\nsimulate, {args.steps} steps x {args.batch} sequences, {len(STRATEGIES)} strategies, best of {args.repeat}: "
           f"{min(walls):.2f} s wall, {min(cpus):.2f} s CPU (all: {', '.join(f'{w:.2f}' for w in walls)} s wall)")
     conv, wall_c, cpu_c = timed(simulate, dist, COST, global_batch=args.batch, steps=args.steps, rel_sem=0.005,
                                 min_steps=128, **PLAN)
@@ -80,7 +81,7 @@ def main() -> None:
     naive, _, cpu_n = timed(naive_packing, lengths, COST, plan)
     per = {"naive": cpu_n}
     gaps = {}
-    for fn in (balanced_packing, dynamic_cp, flexible_pool):
+    for fn in (balanced_packing, wlb_packing, megatron_dynamic_cp, hdp):
         _, _, cpu_f = timed(fn, lengths, COST, plan, n_microbatches=naive.n_microbatches, greedy=FAST)
         per[fn.__name__] = cpu_f
         few = lengths[:8]
@@ -91,12 +92,12 @@ def main() -> None:
     print("CPU seconds per 128 steps: " + ", ".join(f"{k} {v:.3f}" for k, v in per.items()))
     print("FAST vs EXACT LPT, mean step time over 8 steps: " + ", ".join(f"{k} {v:+.2%}" for k, v in gaps.items()))
 
-    print(f"\n{'strategy':<11} {'step s':>8} {'p95 s':>8} {'imbal':>6} {'stall':>6} {'bubble':>6} {'Mtok/s':>7} "
+    print(f"\n{'strategy':<19} {'step s':>8} {'p99 s':>8} {'imbal':>6} {'stall':>6} {'bubble':>6} {'Mtok/s':>7} "
           f"{'vs naive':>8} {'CP avg':>6} {'longest fit':>11}")
     base = res["naive"].step_time_mean_s
     for name in STRATEGIES:
         r = res[name]
-        print(f"{name:<11} {r.step_time_mean_s:8.2f} {r.step_time_p95_s:8.2f} {r.imbalance_mean:6.3f} "
+        print(f"{name:<19} {r.step_time_mean_s:8.2f} {r.step_time_p99_s:8.2f} {r.imbalance_mean:6.3f} "
               f"{r.stall_frac_mean:6.1%} {r.bubble_frac_mean:6.1%} {r.tokens_per_s / 1e6:7.3f} "
               f"{base / r.step_time_mean_s:7.2f}x {r.mean_group_size:6.2f} {r.longest_fit_tokens:>11,}")
 

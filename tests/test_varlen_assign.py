@@ -17,14 +17,17 @@ from autopar.varlen import (
     SeqCost,
     VarlenPlan,
     balanced_packing,
-    dynamic_cp,
-    flexible_pool,
+    hdp,
+    hdp_no_balance,
     load_distribution,
-    memory_groups,
+    megatron_dynamic_cp,
     naive_packing,
     next_fit,
+    power_of_two_groups,
     step_metrics,
+    wlb_packing,
 )
+from autopar.varlen.pool import any_size_groups
 
 Strategy = Callable[..., Assignment]
 LINEAR = QuadraticSeqCost(alpha_s_per_tok2=0.0, beta_s_per_tok=1.0)  # cost = tokens: easy to check by hand
@@ -37,11 +40,31 @@ def test_quadratic_cost_formula() -> None:
     lengths = np.array([1000, 1000, 4000])
     got = QUAD.time(lengths, np.array([1, 4, 4]))
     assert got[0] == pytest.approx(1e-6 * 1e6 + 1e-3 * 1e3)  # 2.0 s, no CP traffic at c = 1
-    assert got[1] == pytest.approx(2.0 / 4 + 0.01 * 3 + 1e-5 * 1000 * 3 / 4)
-    assert got[2] == pytest.approx((16.0 + 4.0) / 4 + 0.03 + 1e-5 * 4000 * 0.75)
+    # c = 4: compute / 4; the ring (3 steps of 10 ms + 1e-5 s/token x 3/4 of 1000) less the attention (0.25 s)
+    assert got[1] == pytest.approx(2.0 / 4 + max(0.0, 0.03 + 1e-5 * 1000 * 0.75 - 0.25))
+    assert got[2] == pytest.approx((16.0 + 4.0) / 4 + max(0.0, 0.03 + 0.03 - 4.0))
+    # a ring that attention cannot hide: 4 ranks, no attention
+    lin = QuadraticSeqCost(alpha_s_per_tok2=0.0, beta_s_per_tok=1e-3, comm_s_per_tok=1e-5, comm_latency_s=0.01)
+    assert lin.time(np.array([1000]), 4)[0] == pytest.approx(0.25 + 0.03 + 0.0075)
     assert isinstance(QUAD, SeqCost)
     with pytest.raises(SpecError, match="comm_latency_s must be a finite number >= 0"):
         QuadraticSeqCost(alpha_s_per_tok2=1.0, beta_s_per_tok=1.0, comm_latency_s=-1.0)
+
+
+def test_packed_micro_batch_pays_one_exchange() -> None:
+    """Fixed CP: four 1,000-token documents in one 4,000-token micro-batch on CP 4 pay ONE ring of 4,000 tokens."""
+    cost = QuadraticSeqCost(alpha_s_per_tok2=1e-8, beta_s_per_tok=1e-4, comm_s_per_tok=1e-4, comm_latency_s=0.01)
+    plan = VarlenPlan(dp=1, cp=4, pp=1, micro_batch_tokens=4000, max_tokens_per_rank=1000)
+    a = naive_packing(np.array([[1000] * 4]), cost, plan)
+    compute = 4 * (1e-4 * 1000 / 4 + 1e-8 * 1e6 / 4)  # 0.1 + 0.01
+    ring = 3 * 0.01 + 1e-4 * 4000 * 3 / 4  # 0.33 s, less the 0.01 s of attention it hides
+    assert a.cell_cost_s[0].tolist() == [[pytest.approx(compute + ring - 0.01)]]
+    per_document = 4 * cost.time(np.array([1000]), 4)[0]  # what a ring per document would cost
+    assert per_document == pytest.approx(compute + 4 * (0.03 + 0.075) - 0.01)
+    assert a.cell_cost_s[0, 0, 0] < per_document
+    # balanced packing charges the same exchange per micro-batch
+    b = balanced_packing(np.array([[1000] * 4]), cost, plan, n_microbatches=1)
+    assert b.cell_cost_s[0, 0, 0] == pytest.approx(a.cell_cost_s[0, 0, 0])
 
 
 def test_plan_validation() -> None:
@@ -49,7 +72,6 @@ def test_plan_validation() -> None:
         VarlenPlan(dp=1, cp=2, pp=1, micro_batch_tokens=9000, max_tokens_per_rank=4000)
     plan = VarlenPlan(dp=3, cp=4, pp=2, micro_batch_tokens=8000, max_tokens_per_rank=4000)
     assert (plan.pool_ranks, plan.largest_group, plan.token_cap) == (12, 8, 2000.0)
-    assert plan.longest_fit("naive") == 16000 and plan.longest_fit("flexible") == 32000
 
 
 def test_next_fit_and_round_robin() -> None:
@@ -86,7 +108,7 @@ def test_next_fit_and_naive_cells_match_a_plain_loop() -> None:
     cells = np.zeros_like(a.cell_cost_s)
     tokens = np.zeros_like(a.cell_tokens)
     for s, i in itertools.product(range(ok.shape[0]), range(ok.shape[1])):
-        cells[s, mb[s, i] % plan.dp, mb[s, i] // plan.dp] += QUAD.time(ok[s, i:i + 1], 1)[0]
+        cells[s, mb[s, i] % plan.dp, mb[s, i] // plan.dp] += QUAD.time(ok[s, i:i + 1], 1)[0]  # cp 1: no exchange
         tokens[s, mb[s, i] % plan.dp, mb[s, i] // plan.dp] += ok[s, i]
     assert np.allclose(a.cell_cost_s, cells, rtol=1e-12, atol=0) and (a.cell_tokens == tokens).all()
 
@@ -102,7 +124,7 @@ def test_lane_reductions_match_numpy() -> None:
     assert (_cumsum_rows(rows) == np.cumsum(rows, axis=1)).all() and (_cumsum_rows(rows[:5]) == np.cumsum(rows[:5], axis=1)).all()
 
 
-@pytest.mark.parametrize("fn", [naive_packing, balanced_packing, dynamic_cp, flexible_pool])
+@pytest.mark.parametrize("fn", [naive_packing, balanced_packing, wlb_packing, megatron_dynamic_cp, hdp, hdp_no_balance])
 def test_equal_sequences_balance_perfectly(fn: Strategy) -> None:
     plan = VarlenPlan(dp=4, cp=2, pp=4, micro_batch_tokens=8192, max_tokens_per_rank=4096)
     lengths = np.full((3, 64), 2048)  # 4 per micro-batch, 16 micro-batches, 4 per replica
@@ -115,42 +137,105 @@ def test_equal_sequences_balance_perfectly(fn: Strategy) -> None:
 def test_equal_sequences_step_time_by_hand() -> None:
     plan = VarlenPlan(dp=4, cp=2, pp=4, micro_batch_tokens=8192, max_tokens_per_rank=4096)
     lengths = np.full((1, 64), 2048)
-    mb = 4 * QUAD.time(np.array([2048]), 2)[0]  # one micro-batch: 4 sequences on a CP group of 2
+    # one micro-batch: 4 documents on a CP group of 2, one exchange of 8192 tokens less their attention
+    compute = 4 * (1e-3 * 2048 / 2 + 1e-6 * 2048**2 / 2)
+    ring = 0.01 + 1e-5 * 8192 / 2
+    mb = compute + max(0.0, ring - 4 * 1e-6 * 2048**2 / 2)
     for fn in (naive_packing, balanced_packing):
         assert step_metrics(fn(lengths, QUAD, plan), plan.pp).step_time_s[0] == pytest.approx((4 + 3) * mb)
     # the pool needs no CP for 2048 tokens (cap 4096 per rank): 8 ranks, 8 sequences each, 4 micro-batches
     per_cell = 2 * QUAD.time(np.array([2048]), 1)[0]
-    assert step_metrics(dynamic_cp(lengths, QUAD, plan), plan.pp).step_time_s[0] == pytest.approx((4 + 3) * per_cell)
+    for fn in (megatron_dynamic_cp, hdp, hdp_no_balance):
+        assert step_metrics(fn(lengths, QUAD, plan), plan.pp).step_time_s[0] == pytest.approx((4 + 3) * per_cell)
 
 
-def test_memory_groups_are_powers_of_two_capped_by_the_pool() -> None:
+def test_groups_power_of_two_or_any_size() -> None:
     plan = VarlenPlan(dp=3, cp=2, pp=1, micro_batch_tokens=2000, max_tokens_per_rank=5000)  # cap 1000, pool 6
     lengths = np.array([[1, 1000, 1001, 2000, 2001, 4000, 4001, 9999]])
-    assert memory_groups(lengths, plan).tolist() == [[1, 1, 2, 2, 4, 4, 4, 4]]
+    assert power_of_two_groups(lengths, plan).tolist() == [[1, 1, 2, 2, 4, 4, 4, 4]]
+    assert any_size_groups(lengths, plan, node=8).tolist() == [[1, 1, 2, 2, 3, 4, 5, 6]]  # capped at the pool
+    big = VarlenPlan(dp=8, cp=8, pp=1, micro_batch_tokens=8000, max_tokens_per_rank=8000)  # cap 1000, pool 64
+    # past one node (8 ranks), whole nodes: 9 -> 16, 17 -> 24
+    assert any_size_groups(np.array([[7000, 9000, 17000]]), big, node=8).tolist() == [[7, 16, 24]]
 
 
-@pytest.mark.parametrize("fn", [dynamic_cp, flexible_pool])
-def test_one_huge_sequence_gets_the_largest_group(fn: Strategy) -> None:
+@pytest.mark.parametrize("fn", [megatron_dynamic_cp, hdp])
+def test_one_huge_sequence_gets_its_group(fn: Strategy) -> None:
     plan = VarlenPlan(dp=4, cp=2, pp=1, micro_batch_tokens=8192, max_tokens_per_rank=8192)
     lengths = np.array([[60000] + [500] * 15])
     a = fn(lengths, QUAD, plan)
-    assert a.group_size[0, 0] == 8 and (a.group_size[0, 1:] == 1).all()
+    g = 8  # 60000 / 4096 -> 15 ranks needed, capped at the pool of 8 (both rules)
+    assert a.group_size[0, 0] == g and (a.group_size[0, 1:] == 1).all()
     assert a.overflow_tokens[0] == 0.0  # 60000 / 8 = 7500 per rank fits the 8192-token memory
-    # the 8 ranks of the group run it together: the same load in the same micro-batch on all of them
     col = a.cell_tokens[0].argmax(axis=1)
-    assert (col == col[0]).all()
+    assert (col == col[0]).all()  # the 8 ranks run it together, in one micro-batch
     loads = a.cell_cost_s[0][np.arange(8), col]
     assert loads.tolist() == pytest.approx([QUAD.time(np.array([60000]), 8)[0]] * 8)
-    assert a.cell_tokens[0][np.arange(8), col].tolist() == [7500.0] * 8
 
 
 def test_group_waits_for_its_busiest_rank() -> None:
     plan = VarlenPlan(dp=2, cp=1, pp=1, micro_batch_tokens=1000, max_tokens_per_rank=1000)  # pool 2, cap 1000
     # 1500 tokens need a group of 2; it goes first, then the two 600s go one per rank
-    a = dynamic_cp(np.array([[600, 1500, 600]]), LINEAR, plan, n_microbatches=2)
+    a = megatron_dynamic_cp(np.array([[600, 1500, 600]]), LINEAR, plan, n_microbatches=2)
     work = a.cell_cost_s[0].sum(axis=1)
     assert work.tolist() == [1350.0, 1350.0]  # 750 each for the shared one, 600 each for the others
     assert a.group_size[0].tolist() == [1, 2, 1]
+
+
+def test_hdp_no_balance_deals_tokens_in_order() -> None:
+    """Units of token_cap tokens dealt round-robin over the pool: tokens even, cost not."""
+    plan = VarlenPlan(dp=2, cp=2, pp=1, micro_batch_tokens=2000, max_tokens_per_rank=1000)  # pool 4, cap 1000
+    lengths = np.array([[3000, 500, 500, 1000, 800, 200]])
+    a = hdp_no_balance(lengths, QUAD, plan)
+    # units: 3000 -> 3 x 1000 (ranks 0-2, slot 0); 500 + 500 (rank 3, slot 0); 1000 (rank 0, slot 1); 800 + 200 (rank 1)
+    assert a.cell_tokens[0].tolist() == [[1000.0, 1000.0], [1000.0, 1000.0], [1000.0, 0.0], [1000.0, 0.0]]
+    long = QUAD.time(np.array([3000]), 3)[0]
+    one = QUAD.time(np.array([1000]), 1)[0]
+    assert a.cell_cost_s[0, :, 0].tolist() == pytest.approx([long, long, long, 2 * QUAD.time(np.array([500]), 1)[0]])
+    assert a.cell_cost_s[0, :, 1].tolist() == pytest.approx(
+        [one, QUAD.time(np.array([800]), 1)[0] + QUAD.time(np.array([200]), 1)[0], 0.0, 0.0])
+    assert a.group_size[0].tolist() == [3, 1, 1, 1, 1, 1]
+
+
+def test_hdp_may_give_a_rank_more_micro_batches_than_megatron() -> None:
+    """One 4-rank sequence and short ones: HDP lets the other ranks take more than m micro-batches."""
+    plan = VarlenPlan(dp=4, cp=1, pp=1, micro_batch_tokens=1000, max_tokens_per_rank=1000)  # pool 4, cap 1000
+    lengths = np.array([[4000] + [1000] * 8])  # 12,000 tokens: 3 micro-batches per rank when even
+    t_mega = step_metrics(megatron_dynamic_cp(lengths, QUAD, plan, n_microbatches=3), 1).step_time_s[0]
+    t_hdp = step_metrics(hdp(lengths, QUAD, plan, n_microbatches=3), 1).step_time_s[0]
+    long, short = QUAD.time(np.array([4000]), 4)[0], QUAD.time(np.array([1000]), 1)[0]
+    assert long > 2 * short  # the long one is the heaviest item on its ranks
+    assert t_mega == pytest.approx(long + 2 * short)  # two short ones per rank fit the 3 micro-batches
+    assert t_hdp == pytest.approx(long + 2 * short)  # the same here: nothing better exists
+
+
+def test_wlb_packs_past_the_window() -> None:
+    """WLB-LLM: a micro-batch may exceed the window (up to cp x memory) to even out cost; a fixed window cannot."""
+    plan = VarlenPlan(dp=1, cp=1, pp=4, micro_batch_tokens=1000, max_tokens_per_rank=2000)
+    lengths = np.array([[700] + [100] * 13])  # 2,000 tokens: two window-sized micro-batches
+    long, short = 1e-6 * 700**2 + 0.7, 1e-6 * 100**2 + 0.1  # 1.19 s and 0.11 s (cp 1: no exchange)
+    b = balanced_packing(lengths, QUAD, plan, n_microbatches=2)
+    w = wlb_packing(lengths, QUAD, plan, n_microbatches=2)
+    # window: the long one's micro-batch takes 3 short ones (1,000 tokens), the other 10
+    assert sorted(b.cell_cost_s[0, 0, :2].tolist()) == pytest.approx([10 * short, long + 3 * short])
+    # past the window: one short one beside the long one, 12 (1,200 tokens) in the other
+    assert sorted(w.cell_cost_s[0, 0, :2].tolist()) == pytest.approx([long + short, 12 * short])
+    assert w.cell_tokens[0, 0].max() == 1200.0 and b.cell_tokens[0, 0].max() == 1000.0
+    total = long + 13 * short
+    assert step_metrics(b, 4).step_time_s[0] == pytest.approx(total + 3 * (long + 3 * short))
+    assert step_metrics(w, 4).step_time_s[0] == pytest.approx(total + 3 * 12 * short)
+
+
+def test_outlier_delay_releases_one_per_micro_batch() -> None:
+    """WLB-LLM's outlier queue: long documents wait until there is one for each micro-batch of a step."""
+    from autopar.varlen import delay_outliers
+
+    block = np.array([[900, 10, 20], [30, 800, 40], [50, 60, 70], [700, 80, 950]])
+    new, left = delay_outliers(block, threshold=500, per_release=2, queue=np.array([600]))
+    # queue 600, then 900 (step 0): released in step 0; 800 (step 1), 700 (step 3): released in step 3; 950 waits
+    assert new.tolist() == [[0, 10, 20, 600, 900], [30, 0, 40, 0, 0], [50, 60, 70, 0, 0], [0, 80, 0, 800, 700]]
+    assert left.tolist() == [950]
+    assert new.sum() + left.sum() == block.sum() + 600
 
 
 def brute_force(costs: np.ndarray, rows: int) -> float:
@@ -225,7 +310,7 @@ def test_fast_greedy_stays_close_to_exact(kw: dict[str, int], example: str, cost
     lengths = dist.sample((12, 1024), np.random.default_rng(3))
     plan = VarlenPlan(**kw)
     m = naive_packing(lengths, cost, plan).n_microbatches
-    for fn in (balanced_packing, dynamic_cp, flexible_pool):
+    for fn in (balanced_packing, megatron_dynamic_cp, hdp):
         exact_a = fn(lengths, cost, plan, n_microbatches=m, greedy=EXACT)
         fast_a = fn(lengths, cost, plan, n_microbatches=m, greedy=FAST)
         exact, fast = step_metrics(exact_a, plan.pp).step_time_s, step_metrics(fast_a, plan.pp).step_time_s

@@ -15,6 +15,7 @@ node with all the GPUs when the job fits in one. Every node meets at a c10d rend
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -88,7 +89,8 @@ def node_layout(job: Job) -> tuple[int, int]:
     return job.gpus // job.gpus_per_node, job.gpus_per_node
 
 
-def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, multiline: bool) -> str:
+def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, multiline: bool,
+             extra_args: Sequence[str] = ()) -> str:
     nnodes, nproc = node_layout(ctx.job)
     if FRAMEWORK[req.kind] == "torchtitan":
         if req.titan_config is None:
@@ -96,7 +98,7 @@ def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, mul
         return emit.torchtitan_command(ctx.model, plan, ctx.job, config=req.titan_config, module=req.titan_module,
                                        nnodes=nnodes, nproc_per_node=nproc, rdzv_endpoint=endpoint, multiline=multiline)
     return emit.megatron_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc, rdzv_endpoint=endpoint,
-                                 multiline=multiline)
+                                 multiline=multiline, extra_args=extra_args)
 
 
 def job_name(model_name: str) -> str:
@@ -104,18 +106,18 @@ def job_name(model_name: str) -> str:
     return "autopar-" + re.sub(r"[^A-Za-z0-9_.-]", "-", model_name)
 
 
-def build(req: LaunchRequest, ctx: Context, plan: Plan) -> Launch:
-    """The launch text for `plan`, without writing anything."""
+def build(req: LaunchRequest, ctx: Context, plan: Plan, *, extra_args: Sequence[str] = ()) -> Launch:
+    """The launch text for `plan`, without writing anything; ``extra_args``: more Megatron-LM words."""
     nnodes, nproc = node_layout(ctx.job)
     if req.kind.startswith("slurm"):
-        line = _command(req, ctx, plan, endpoint="$MASTER_ADDR:29500", multiline=False)
+        line = _command(req, ctx, plan, endpoint="$MASTER_ADDR:29500", multiline=False, extra_args=extra_args)
         text = emit.slurm_script(line, nnodes=nnodes, nproc_per_node=nproc, job_name=job_name(ctx.model.name))
         return Launch(kind=req.kind, framework=FRAMEWORK[req.kind], text=text, line=text, nnodes=nnodes,
                       nproc_per_node=nproc, path=None)
     endpoint = "localhost:29500" if nnodes == 1 else "$MASTER_ADDR:29500"
     return Launch(kind=req.kind, framework=FRAMEWORK[req.kind],
-                  text=_command(req, ctx, plan, endpoint=endpoint, multiline=True),
-                  line=_command(req, ctx, plan, endpoint=endpoint, multiline=False),
+                  text=_command(req, ctx, plan, endpoint=endpoint, multiline=True, extra_args=extra_args),
+                  line=_command(req, ctx, plan, endpoint=endpoint, multiline=False, extra_args=extra_args),
                   nnodes=nnodes, nproc_per_node=nproc, path=None)
 
 
@@ -129,11 +131,12 @@ def script_text(launch: Launch) -> str:
             f"set -euo pipefail\n\n{launch.text}\n")
 
 
-def prepare(req: LaunchRequest | None, ctx: Context, plan: Plan) -> Launch | None:
+def prepare(req: LaunchRequest | None, ctx: Context, plan: Plan, *,
+            extra_args: Sequence[str] = ()) -> Launch | None:
     """Build the launch for `plan` and, with --emit-out, write it (atomically)."""
     if req is None:
         return None
-    launch = build(req, ctx, plan)
+    launch = build(req, ctx, plan, extra_args=extra_args)
     if req.out is None:
         return launch
     write_atomic(req.out, script_text(launch), option="--emit-out", executable=True)

@@ -3,9 +3,9 @@
 The fixed-length search runs on packed micro-batches (packing length P = the
 longest sequence rounded up to a power of two, so the fixed plan's CP is sized
 for it). Its leading layouts are then simulated with the varlen package: steps
-sampled from the distribution, sequences assigned by each of the four
-strategies, the per-sequence cost from the cost model (ModelSeqCost), the
-per-GPU token room from the memory model. Plans are re-ranked by the chosen
+sampled from the distribution, sequences assigned by each strategy
+(varlen/strategies.py), the per-sequence and per-micro-batch cost from the
+cost model (ModelSeqCost), the per-GPU token room from the memory model. Plans are re-ranked by the chosen
 strategy's mean step time, which can pick different DP/CP/PP than the
 fixed-length answer.
 """
@@ -19,11 +19,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from autopar import varlen
+from autopar.advise.launch import FRAMEWORK, LaunchRequest
 from autopar.advise.train import Context, Suggestion, suggest
 from autopar.cost import calibration as cal
+from autopar.cost.flops import model_flops_per_token
 from autopar.cost.sequence import ModelSeqCost
 from autopar.cost.step import Estimate
+from autopar.emit.targets import megatron_hybrid_cp_args
 from autopar.errors import InfeasibleError, SpecError
+from autopar.spec.hardware import fit_for
 from autopar.spec.job import DEFAULT_TOKENS_PER_STEP, Job
 
 CANDIDATES = 8  # distinct layouts of the fixed-length ranking that are simulated
@@ -39,6 +43,7 @@ class VarlenCandidate:
     estimate: Estimate  # the fixed-length (packed) estimate
     results: dict[str, varlen.StrategyResult]  # per strategy
     max_tokens_per_rank: int  # activation room of one GPU for one micro-batch, tokens
+    mfu: dict[str, float]  # per strategy: model FLOPs (PaLM convention, per document) / (GPUs x bf16 peak)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,10 +96,14 @@ def token_room(est: Estimate, job: Job) -> int:
     return max(1, int(room / growing * per_rank)) if growing > 0 else max(1, int(per_rank))
 
 
-def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | None, strategy: str,
-                   seed: int = 0) -> VarlenSuggestion:
+def check_strategy(strategy: str) -> None:
     if strategy not in varlen.STRATEGIES:
         raise SpecError(f"--varlen-strategy must be one of {', '.join(varlen.STRATEGIES)}, got {strategy!r}")
+
+
+def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | None, strategy: str,
+                   seed: int = 0) -> VarlenSuggestion:
+    check_strategy(strategy)
     packed, seqs = packed_context(ctx, dist, sequences)
     fixed = suggest(packed)
     layouts: list[Estimate] = []
@@ -111,23 +120,40 @@ def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | No
     fitting = [p for p in plans if p.results[strategy].fits]
     if not fitting:
         raise InfeasibleError(f"no simulated plan runs the longest sequence ({dist.max_len} tokens) with --varlen-strategy "
-                              f"{strategy}; try dynamic_cp or flexible, or more GPUs")
+                              f"{strategy}; try megatron_dynamic_cp or hdp, or more GPUs")
     fitting.sort(key=lambda v: v.results[strategy].step_time_mean_s)
     return VarlenSuggestion(fixed=fixed, dist=dist, strategy=strategy, sequences_per_step=seqs, plans=tuple(fitting))
 
 
+def overheads(ctx: Context, est: Estimate) -> varlen.Overheads:
+    """Memory per token (memory model) and NIC bandwidth (profile) for the strategies' own overheads."""
+    m, plan = est.memory, est.plan
+    per_rank = plan.mbs * ctx.job.seq_len / plan.cp
+    nic = fit_for(ctx.hw.inter["send_recv"], 2).bw_bytes_per_s
+    return varlen.Overheads(bytes_per_token=(m.activations + m.logits) / per_rank, nic_bytes_per_s=nic,
+                            gpus_per_node=ctx.hw.gpus_per_node)
+
+
+def mfu(ctx: Context, r: varlen.StrategyResult) -> float:
+    """Model FLOPs per second of the documents trained (PaLM: 6N + attention linear in each document's length)."""
+    per_token = model_flops_per_token(ctx.model, 0)
+    per_sq = model_flops_per_token(ctx.model, 1) - per_token
+    return (per_token * r.tokens_per_s + per_sq * r.sq_tokens_per_s) / (ctx.job.gpus * ctx.hw.peak("bf16"))
+
+
 def simulate_plan(ctx: Context, dist: varlen.LengthDist, est: Estimate, *, sequences: int, seed: int = 0,
-                  steps: int = STEPS) -> VarlenCandidate:
-    """All four strategies for one plan."""
+                  steps: int = STEPS, rel_sem: float = REL_SEM) -> VarlenCandidate:
+    """Every strategy for one plan."""
     plan, job = est.plan, ctx.job
-    cost = ModelSeqCost.from_model(ctx.model, ctx.hw, plan, dtype=job.dtype, max_len=dist.max_len,
-                                   max_cp=plan.dp * plan.cp)
+    cost = ModelSeqCost.from_model(ctx.model, ctx.hw, plan, dtype=job.dtype)
     room = max(token_room(est, job), -(-plan.mbs * job.seq_len // plan.cp))
     overhead = est.time.dp_comm + est.time.optimizer
     results = varlen.simulate(dist, cost, dp=plan.dp, cp=plan.cp, pp=plan.pp, global_batch=sequences,
                               micro_batch_tokens=plan.mbs * job.seq_len, max_tokens_per_rank=room, steps=steps,
-                              seed=seed, step_overhead_s=overhead, rel_sem=REL_SEM, min_steps=min(MIN_STEPS, steps))
-    return VarlenCandidate(estimate=est, results=results, max_tokens_per_rank=room)
+                              seed=seed, step_overhead_s=overhead, overheads=overheads(ctx, est), rel_sem=rel_sem,
+                              min_steps=min(MIN_STEPS, steps), vpp=plan.vpp)
+    return VarlenCandidate(estimate=est, results=results, max_tokens_per_rank=room,
+                           mfu={name: mfu(ctx, r) for name, r in results.items()})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,24 +161,45 @@ class VarlenExplained:
     ctx: Context  # the packed job
     dist: varlen.LengthDist  # the lengths
     sequences_per_step: int  # global batch in sequences of the distribution
-    plan: VarlenCandidate  # the plan's four strategies
+    plan: VarlenCandidate  # the plan under every strategy
+    strategy: str  # the strategy asked for (--varlen-strategy)
     rank_loads: dict[str, list[float]]  # per strategy: pipeline seconds of every rank in one sampled step
 
 
 def explain_varlen(ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Context], Estimate], *,
-                   sequences: int | None, seed: int = 0) -> VarlenExplained:
+                   sequences: int | None, strategy: str, seed: int = 0) -> VarlenExplained:
     """One plan under the distribution, with the per-rank load of one sampled step for each strategy."""
+    check_strategy(strategy)
     packed, seqs = packed_context(ctx, dist, sequences)
     est = est_for(packed)
     vplan = simulate_plan(packed, dist, est, sequences=seqs, seed=seed)
     p, job = est.plan, packed.job
-    cost = ModelSeqCost.from_model(ctx.model, ctx.hw, p, dtype=job.dtype, max_len=dist.max_len, max_cp=p.dp * p.cp)
+    cost = ModelSeqCost.from_model(ctx.model, ctx.hw, p, dtype=job.dtype)
     shape = varlen.VarlenPlan(dp=p.dp, cp=p.cp, pp=p.pp, micro_batch_tokens=p.mbs * job.seq_len,
                               max_tokens_per_rank=vplan.max_tokens_per_rank)
     lengths = dist.sample((1, seqs), np.random.default_rng(seed))
+    over = overheads(packed, est)
     loads = {}
-    for name, run in (("naive", varlen.naive_packing), ("balanced", varlen.balanced_packing),
-                      ("dynamic_cp", varlen.dynamic_cp), ("flexible", varlen.flexible_pool)):
-        assignment = run(lengths, cost, shape)
-        loads[name] = [float(x) for x in varlen.row_times(assignment.cell_cost_s, p.pp)[0]]
-    return VarlenExplained(ctx=packed, dist=dist, sequences_per_step=seqs, plan=vplan, rank_loads=loads)
+    for name in varlen.STRATEGIES:
+        assignment = varlen.run_strategy(name, lengths, cost, shape, overheads=over)
+        assignment, _ = varlen.with_p2p(assignment, cost)
+        loads[name] = [float(x) for x in varlen.row_times(assignment.cell_cost_s, p.pp, p.vpp)[0]]
+    return VarlenExplained(ctx=packed, dist=dist, sequences_per_step=seqs, plan=vplan, rank_loads=loads,
+                           strategy=strategy)
+
+
+def launch_args(want: LaunchRequest | None, strategy: str, est: Estimate, job: Job) -> tuple[list[str], str]:
+    """Megatron-LM words for the strategy's mode (hybrid CP), and a note saying what the launch runs."""
+    info = varlen.STRATEGY_INFO[strategy]
+    if want is None or FRAMEWORK[want.kind] != "Megatron-LM":
+        return [], ""
+    if not info.megatron_flag:
+        if strategy == "naive":
+            return [], "the fixed plan; Megatron-LM packs in order, as naive does"
+        return [], (f"{strategy} is not launchable with Megatron-LM as pinned: the command runs the fixed plan "
+                    "(as naive)")
+    plan = est.plan
+    try:
+        return megatron_hybrid_cp_args(plan, plan.mbs * job.seq_len // plan.cp), f"{strategy}: {info.megatron_flag}"
+    except SpecError as exc:
+        return [], f"{strategy} is not launchable here: {exc}; the command runs the fixed plan (as naive)"

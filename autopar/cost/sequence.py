@@ -1,75 +1,169 @@
 """Per-sequence cost for the variable-length simulation, taken from the cost model.
 
-ModelSeqCost answers the varlen package's SeqCost question: forward + backward
-seconds that one rank of a CP group of size c spends on one sequence of length
-L in one pipeline stage, compute plus exposed CP communication. It evaluates
-the layer model (cost/compute.py) on a grid of lengths (powers of two) and CP
-sizes once, then interpolates in log(length) for any array of lengths, so a
-thousand simulated steps of thousands of sequences stay cheap. On the grid it
-is the cost model exactly: attention quadratic in L, projections and norms
-linear, GEMM efficiency falling for short sequences, CP traffic per group size.
+ModelSeqCost answers the varlen package's SeqCost questions (see
+``autopar/varlen/seqcost.py``) for one pipeline stage (the most loaded one) of
+one plan, for any CP group size c:
+
+- ``linear(T, c)``: the layer model (cost/compute.py ``layer_time``) on one
+  full micro-batch of ``ref_tokens`` tokens per rank without CP, minus its
+  attention, per token: GEMMs at a packed micro-batch's efficiency (packing
+  gives short documents the GEMM shapes of the whole micro-batch), norms,
+  TP collectives. Times T / c.
+- ``attention(L, c)``: causal attention FLOPs of one document
+  (cost/flops.py ``attention_fwd_flops``, forward, backward at 2.5x, plus the
+  recomputed forward under selective or full recompute) at the profile's
+  attention efficiency for an L / c-token chunk: the same formula the layer
+  model uses.
+- ``exposed(T, c, attn)``: the ring exchange of cost/compute.py
+  ``_cp_exchange`` for a micro-batch of T tokens: c - 1 send/recv steps of
+  the local K/V chunk forward (K/V and their gradients backward, twice the
+  bytes), each hidden behind the attention computed meanwhile; the group is
+  inside a node when c * tp fits in one. A plan with ``cp_comm allgather``
+  gathers the micro-batch's K/V on its own CP group instead (all-gather and
+  reduce-scatter, not overlapped), as ``_cp_exchange`` prices it; the pool
+  strategies' other group sizes use the ring.
+- ``p2p(tokens per rank)``: the pipeline send/recv of one micro-batch and of
+  the fill/drain path (cost/pipeline.py ``p2p_time``, the fixed-length
+  cost's), linear in the micro-batch's tokens.
 """
 
 from __future__ import annotations
 
-import math
+from collections import Counter
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from autopar.cost.compute import LayerPlan, Shape, layer_time
-from autopar.cost.pipeline import rank_kinds
+from autopar.cost import calibration as cal
+from autopar.cost.comm import Group, collective_time
+from autopar.cost.compute import Shape, kv_bytes_per_token, layer_time
+from autopar.cost.flops import FLASH_BWD_OVER_FWD, attention_fwd_flops
+from autopar.cost.pipeline import P2PTime, p2p_time, rank_kinds
+from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
+from autopar.spec.topology import RankGrid
 
-MIN_LEN = 64  # shortest grid length, tokens
+REF_TOKENS = 8192  # tokens per rank of the micro-batch the linear rate is taken at (GEMM efficiency saturated)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSeqCost:
-    """Interpolated stage time per (length, CP size); build with from_model()."""
+    """Stage seconds per rank for sequences and packed micro-batches; build with from_model()."""
 
-    log_lengths: np.ndarray  # log of the grid lengths, ascending
-    cps: tuple[int, ...]  # CP sizes of the grid, powers of two
-    log_times: np.ndarray  # (len(cps), len(lengths)) log seconds per sequence on one rank of the group
+    linear_s_per_tok: float  # linear work of one token on one rank without CP (stage, fwd + bwd)
+    attn_layers: int  # attention sub-layers in the stage
+    attn_coef: float  # forward attention FLOPs of a document of length L on one rank: coef * L^2 / c
+    attn_mult: float  # forward + backward + recompute over forward
+    attn_peak: float  # FLOP/s the attention kernel would reach at efficiency 1 (peak x sustained)
+    eff_log_x: np.ndarray  # log chunk lengths of the attention efficiency table
+    eff_y: np.ndarray  # efficiency at those lengths
+    kv_bytes_per_tok: float  # K and V bytes one token holds on one TP rank
+    tp: int  # TP degree (a CP group of c spans c * tp GPUs)
+    gpus_per_node: int
+    intra_lat_s: float  # one send/recv inside a node: latency and seconds per byte
+    intra_s_per_byte: float
+    inter_lat_s: float  # across nodes
+    inter_s_per_byte: float
+    slowdown: float  # compute slowdown while it hides communication (profile overlap.compute_slowdown)
+    pp: int = 1  # pipeline stages
+    vpp: int = 1  # virtual stages per rank
+    p2p_lat_s: float = 0.0  # pipeline send/recv per micro-batch (cost/pipeline.py p2p_time): fixed part
+    p2p_s_per_tok: float = 0.0  # and per token per rank
+    fill_lat_s: float = 0.0  # the same for the fill/drain path, once per step
+    fill_s_per_tok: float = 0.0
+    allgather_cp: int = 0  # the plan's CP size when it exchanges K/V by all-gather (cp_comm allgather), else 0
+    ag_lat_s: float = 0.0  # that group's all-gather + reduce-scatter: latency and seconds per byte of K/V
+    ag_s_per_byte: float = 0.0
 
     @classmethod
-    def from_model(cls, model: ModelSpec, hw: HardwareProfile, plan: Plan, *, dtype: str, max_len: int,
-                   max_cp: int) -> ModelSeqCost:
-        """Grid over lengths 64 .. max_len (powers of two) and CP sizes 1 .. max_cp for `plan`'s other degrees."""
-        top = max(MIN_LEN, 2 ** math.ceil(math.log2(max(max_len, 2))))
-        lengths = [2**i for i in range(int(math.log2(MIN_LEN)), int(math.log2(top)) + 1)]
-        cps = tuple(2**i for i in range(int(math.log2(max(1, max_cp))) + 1))
-        stage = max(rank_kinds(model.layer_kinds(), plan.pp, plan.vpp), key=lambda k: sum(k.values()))
-        times = np.empty((len(cps), len(lengths)))
-        for i, c in enumerate(cps):
-            group_plan = LayerPlan.of(replace(plan, cp=c, mbs=1))
-            for j, length in enumerate(lengths):
-                shape = Shape(dtype=dtype, seq_len=max(length, 2 * c), mbs=1)
-                total = sum(n * layer_time(model, hw, shape, group_plan, kind).total for kind, n in stage.items())
-                times[i, j] = total * min(1.0, length / shape.seq_len)
-        return cls(log_lengths=np.log(np.array(lengths, dtype=float)), cps=cps, log_times=np.log(times))
+    def from_model(cls, model: ModelSpec, hw: HardwareProfile, plan: Plan, *, dtype: str,
+                   ref_tokens: int = REF_TOKENS) -> ModelSeqCost:
+        stage: Counter[str] = max(rank_kinds(model.layer_kinds(), plan.pp, plan.vpp), key=lambda k: sum(k.values()))
+        base = replace(plan, cp=1, mbs=1)
+        shape = Shape(dtype=dtype, seq_len=ref_tokens, mbs=1)
+        total = sum(n * layer_time(model, hw, shape, base, kind).total for kind, n in stage.items())
+        attn_layers = sum(n for kind, n in stage.items() if "attn" in KIND_PARTS[kind])
+        coef = attention_fwd_flops(model, seq_len=1, batch=1, tp=plan.tp, cp=1)
+        mult = 1.0 + FLASH_BWD_OVER_FWD + (0.0 if plan.recompute == "none" else 1.0)
+        peak = hw.peak("bf16") * cal.SUSTAINED_TENSOR_EFFICIENCY
+        xs = np.geomspace(16, 2**24, 64)
+        ys = np.array([hw.attention_efficiency("bf16", float(x)) for x in xs])
+        ref_attn = attn_layers * mult * coef * ref_tokens**2 / (peak * hw.attention_efficiency("bf16", ref_tokens))
+        linear = max(total - ref_attn, 0.0) / ref_tokens
+        one = 2**20
+        intra, inter = Group(size=2, per_node=2), Group(size=2, per_node=1)
+        fits = []
+        for group in (intra, inter):
+            lat = collective_time(hw, "send_recv", 1.0, group)
+            fits.append((lat, (collective_time(hw, "send_recv", one + 1.0, group) - lat) / one))
+        ag_cp, ag_lat, ag_per_byte = 0, 0.0, 0.0
+        if plan.cp_comm == "allgather" and plan.cp > 1:
+            group = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp, dp=plan.dp, pp=plan.pp).group("cp")
+
+            def both(nbytes: float) -> float:
+                return (collective_time(hw, "all_gather", nbytes, group)
+                        + collective_time(hw, "reduce_scatter", nbytes, group))
+
+            ag_cp, ag_lat, ag_per_byte = plan.cp, both(1.0), (both(one + 1.0) - both(1.0)) / one
+        p2p = {}
+        if plan.pp > 1:
+            grid = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp, dp=plan.dp, pp=plan.pp)
+            width = cal.ACT_BYTES * model.hidden_size / plan.tp  # bytes per token per rank (Megatron's scatter)
+
+            def times(tokens: float) -> P2PTime:
+                return p2p_time(hw, nbytes=width * tokens, pp=plan.pp, vpp=plan.vpp, pair=grid.neighbours("pp"))
+
+            a, b = times(1.0), times(one + 1.0)
+            p2p = dict(p2p_lat_s=a.per_microbatch_s, p2p_s_per_tok=(b.per_microbatch_s - a.per_microbatch_s) / one,
+                       fill_lat_s=a.fill_s, fill_s_per_tok=(b.fill_s - a.fill_s) / one)
+        return cls(allgather_cp=ag_cp, ag_lat_s=ag_lat, ag_s_per_byte=ag_per_byte, pp=plan.pp, vpp=plan.vpp, **p2p,
+                   linear_s_per_tok=linear, attn_layers=attn_layers, attn_coef=coef, attn_mult=mult, attn_peak=peak,
+                   eff_log_x=np.log(xs), eff_y=ys, kv_bytes_per_tok=kv_bytes_per_token(model, plan.tp), tp=plan.tp,
+                   gpus_per_node=hw.gpus_per_node, intra_lat_s=fits[0][0], intra_s_per_byte=fits[0][1],
+                   inter_lat_s=fits[1][0], inter_s_per_byte=fits[1][1], slowdown=hw.compute_slowdown)
+
+    def _efficiency(self, chunk: np.ndarray) -> np.ndarray:
+        """The profile's attention efficiency for chunks of ``chunk`` tokens (falls in proportion below its table)."""
+        x = np.log(np.maximum(chunk, 1.0))
+        inside = np.interp(x, self.eff_log_x, self.eff_y)
+        below = self.eff_y[0] * np.exp(x - self.eff_log_x[0])
+        return np.where(x < self.eff_log_x[0], below, inside)
+
+    def linear(self, tokens: np.ndarray, cp: np.ndarray | int) -> np.ndarray:
+        return np.asarray(self.linear_s_per_tok * np.asarray(tokens, dtype=np.float64) / np.asarray(cp), dtype=np.float64)
+
+    def attention(self, lengths: np.ndarray, cp: np.ndarray | int) -> np.ndarray:
+        length = np.asarray(lengths, dtype=np.float64)
+        c = np.asarray(cp, dtype=np.float64)
+        fwd = self.attn_coef * length * length / c / (self.attn_peak * self._efficiency(length / c))
+        return np.asarray(self.attn_layers * self.attn_mult * fwd, dtype=np.float64)
+
+    def exposed(self, tokens: np.ndarray, cp: np.ndarray | int, attention: np.ndarray) -> np.ndarray:
+        c = np.asarray(cp, dtype=np.float64)
+        t = np.asarray(tokens, dtype=np.float64)
+        intra = c * self.tp <= self.gpus_per_node
+        lat = np.where(intra, self.intra_lat_s, self.inter_lat_s)
+        per_byte = np.where(intra, self.intra_s_per_byte, self.inter_s_per_byte)
+        ring = np.maximum(c - 1.0, 0.0) * (lat + per_byte * self.kv_bytes_per_tok * t / c)  # forward, one layer
+        layers = max(self.attn_layers, 1)
+        a_fwd = np.asarray(attention, dtype=np.float64) / (layers * self.attn_mult)
+        out = np.maximum(ring - a_fwd, 0.0) + np.maximum(2.0 * ring - FLASH_BWD_OVER_FWD * a_fwd, 0.0)
+        hidden = 3.0 * ring - out
+        per_layer = out + (self.slowdown - 1.0) * hidden
+        if self.allgather_cp:  # the plan's own group gathers the micro-batch's K/V, not overlapped
+            gathered = self.ag_lat_s + self.ag_s_per_byte * self.kv_bytes_per_tok * t
+            per_layer = np.where(c == self.allgather_cp, gathered, per_layer)
+        return np.asarray(self.attn_layers * per_layer, dtype=np.float64)
+
+    def p2p(self, tokens_per_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pipeline send/recv of micro-batches of ``tokens_per_rank`` tokens: (per micro-batch, fill/drain) seconds."""
+        t = np.asarray(tokens_per_rank, dtype=np.float64)
+        if self.pp == 1:
+            return np.zeros(t.shape), np.zeros(t.shape)
+        return self.p2p_lat_s + self.p2p_s_per_tok * t, self.fill_lat_s + self.fill_s_per_tok * t
 
     def time(self, lengths: np.ndarray, cp: np.ndarray | int) -> np.ndarray:
-        """Seconds per sequence on one rank of its CP group (vectorized over lengths and cp)."""
-        lengths = np.asarray(lengths, dtype=float)
-        cp_arr = np.broadcast_to(np.asarray(cp), lengths.shape)
-        out = np.empty(lengths.shape)
-        x = np.log(np.maximum(lengths, 1.0))
-        for i, c in enumerate(self.cps):
-            mask = cp_arr == c
-            if mask.any():
-                out[mask] = np.exp(_interp(x[mask], self.log_lengths, self.log_times[i]))
-        unknown = ~np.isin(cp_arr, self.cps)
-        if unknown.any():
-            raise ValueError(f"CP sizes {sorted(set(cp_arr[unknown].tolist()))} are not on the grid {self.cps}")
-        return out
-
-
-def _interp(x: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Linear in log-log inside the grid, extrapolated with the end slopes outside it."""
-    inside = np.interp(x, xs, ys)
-    lo = ys[0] + (x - xs[0]) * (ys[1] - ys[0]) / (xs[1] - xs[0])
-    hi = ys[-1] + (x - xs[-1]) * (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
-    return np.where(x < xs[0], lo, np.where(x > xs[-1], hi, inside))
+        attn = self.attention(lengths, cp)
+        return self.linear(lengths, cp) + attn + self.exposed(lengths, cp, attn)

@@ -55,6 +55,26 @@ MEGATRON_FLAGS = frozenset({
     "--mock-data", "--data-path", "--tokenizer-type", "--tokenizer-model", "--vocab-size", "--train-iters", "--lr",
 })
 
+# Megatron-LM's hybrid (dynamic) context parallelism, for --seq-len-dist plans under megatron_dynamic_cp
+# (varlen/strategies.py). At the pinned commit: ModelParallelConfig.hybrid_context_parallel and
+# max_seqlen_per_dp_cp_rank (megatron/core/model_parallel_config.py); validate_args requires
+# --calculate-per-token-loss and --dataloader-type single and refuses pp > 1 and Megatron-FSDP
+# (megatron/training/arguments.py).
+MEGATRON_HYBRID_CP_FLAGS = frozenset({"--hybrid-context-parallel", "--max-seqlen-per-dp-cp-rank",
+                                      "--calculate-per-token-loss", "--dataloader-type"})
+
+
+def megatron_hybrid_cp_args(plan: Plan, max_seqlen_per_rank: int) -> list[str]:
+    """Words to add to a Megatron-LM command for hybrid CP, or SpecError where the pin refuses the plan."""
+    if plan.pp > 1:
+        raise SpecError(f"Megatron-LM's --hybrid-context-parallel does not run with pipeline parallelism "
+                        f"(pp = {plan.pp})")
+    if plan.zero >= 2:
+        raise SpecError("Megatron-LM's --hybrid-context-parallel does not run with Megatron-FSDP (zero >= 2)")
+    return ["--hybrid-context-parallel", "--max-seqlen-per-dp-cp-rank", str(int(max_seqlen_per_rank)),
+            "--calculate-per-token-loss", "--dataloader-type", "single"]
+
+
 # Every dotted override torchtitan_command can write, plus its entry-point selectors.
 TORCHTITAN_FLAGS = frozenset({
     "--module", "--config",

@@ -1,4 +1,8 @@
-"""Rendering of the variable-length answers: strategy tables, per-rank load charts, JSON."""
+"""Rendering of the variable-length answers: strategy tables, per-rank load charts, JSON.
+
+Tables fit 80 columns: the plan table shows the strategy asked for beside the
+naive baseline; the strategy table (one plan, every strategy) follows it.
+"""
 
 from __future__ import annotations
 
@@ -12,76 +16,104 @@ from autopar import varlen
 from autopar.advise.varlen import VarlenCandidate, VarlenExplained, VarlenSuggestion
 from autopar.render.report import context_dict, plan_dict, plan_label
 
-NAMES = {"naive": "fixed CP, naive packing", "balanced": "fixed CP, balanced packing", "dynamic_cp": "dynamic CP",
-         "flexible": "flexible DP x CP pool"}
-SHORT = {"naive": "naive", "balanced": "balanced", "dynamic_cp": "dynamic CP", "flexible": "flex pool"}
 SPARK = " ▁▂▃▄▅▆▇█"
 
 
-def _strategy_dict(r: varlen.StrategyResult) -> dict[str, Any]:
-    return {"step_time_mean_s": r.step_time_mean_s, "step_time_p95_s": r.step_time_p95_s, "tokens_per_s": r.tokens_per_s,
-            "imbalance": r.imbalance_mean, "pipeline_stall_frac": r.stall_frac_mean, "bubble_frac": r.bubble_frac_mean,
+def strategy_dict(r: varlen.StrategyResult, mfu: float) -> dict[str, Any]:
+    info = varlen.STRATEGY_INFO[r.strategy]
+    return {"tokens_per_s": r.tokens_per_s, "mfu": mfu, "step_time_mean_s": r.step_time_mean_s,
+            "step_time_p50_s": r.step_time_p50_s, "step_time_p90_s": r.step_time_p90_s,
+            "step_time_p99_s": r.step_time_p99_s, "imbalance": r.imbalance_mean,
+            "pipeline_stall_frac": r.stall_frac_mean, "bubble_frac": r.bubble_frac_mean,
+            "overhead_frac": r.overhead_frac_mean, "token_room": r.token_room,
             "longest_fit_tokens": r.longest_fit_tokens, "fits": r.fits, "mean_cp_group": r.mean_group_size,
-            "steps": r.steps}
+            "steps": r.steps, "models": info.models, "megatron_flag": info.megatron_flag or None,
+            "launchable": info.launchable}
 
 
 def _plan_doc(p: VarlenCandidate, strategy: str, gpus: int) -> dict[str, Any]:
     chosen = p.results[strategy]
     doc = plan_dict(p.estimate)
-    doc.update(step_time_s=chosen.step_time_mean_s, tokens_per_s=chosen.tokens_per_s,
-               tokens_per_s_per_gpu=chosen.tokens_per_s / gpus, max_tokens_per_rank=p.max_tokens_per_rank,
-               strategies={k: _strategy_dict(v) for k, v in p.results.items()})
-    # model FLOP rates and MFU stay those of the packed fixed-length estimate (uniform lengths)
+    naive = p.results["naive"].tokens_per_s
+    doc.update(strategy=strategy, step_time_s=chosen.step_time_mean_s, tokens_per_s=chosen.tokens_per_s,
+               tokens_per_s_per_gpu=chosen.tokens_per_s / gpus, mfu=p.mfu[strategy],
+               model_tflops_per_gpu=p.estimate.model_tflops_per_gpu * p.mfu[strategy] / p.estimate.mfu
+               if p.estimate.mfu > 0 else 0.0, speedup_over_naive=chosen.tokens_per_s / naive,
+               max_tokens_per_rank=p.max_tokens_per_rank,
+               strategies={k: strategy_dict(v, p.mfu[k]) for k, v in p.results.items()})
     return doc
 
 
-def suggestion_json(v: VarlenSuggestion, top: int) -> str:
+def suggestion_json(v: VarlenSuggestion, top: int, launch: dict[str, Any] | None = None) -> str:
     gpus = v.fixed.ctx.job.gpus
     plans = [_plan_doc(p, v.strategy, gpus) for p in v.plans[:top]]
     fixed_best = v.fixed.result.ranked[0].plan
     doc = {**context_dict(v.fixed.ctx), **plans[0], "seq_len_dist": v.dist.source, "strategy": v.strategy,
            "sequences_per_step": v.sequences_per_step, "mean_len": v.dist.mean_len, "max_len": v.dist.max_len,
-           "fixed_length_recommendation": {"dp": fixed_best.dp, "tp": fixed_best.tp, "pp": fixed_best.pp, "cp": fixed_best.cp},
-           "plans": plans}
+           "fixed_length_recommendation": {"dp": fixed_best.dp, "tp": fixed_best.tp, "pp": fixed_best.pp,
+                                           "cp": fixed_best.cp},
+           "plans": plans, **(launch or {})}
     return json.dumps(doc, indent=2)
+
+
+def _rows(console: Console, p: VarlenCandidate, chosen: str) -> None:
+    """Every strategy on one plan: tokens/s, speed-up, MFU, imbalance, step-time percentiles."""
+    table = Table(title=f"{plan_label(p.estimate)}: every strategy (x: over naive)")
+    for col in ("strategy", "tok/s", "x", "MFU", "imbal", "p50 s", "p90 s", "p99 s"):
+        table.add_column(col, justify="left" if col == "strategy" else "right")
+    naive = p.results["naive"].tokens_per_s
+    for name, r in p.results.items():
+        label = varlen.STRATEGY_INFO[name].label + (" *" if name == chosen else "") + ("" if r.fits else " ✗")
+        table.add_row(label, f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s / naive:.2f}", f"{p.mfu[name]:.1%}",
+                      f"{r.imbalance_mean:.2f}", f"{r.step_time_p50_s:.3g}", f"{r.step_time_p90_s:.3g}",
+                      f"{r.step_time_p99_s:.3g}")
+    console.print(table)
+
+
+def launch_note(strategy: str) -> str:
+    """What --emit can and cannot carry of the strategy."""
+    info = varlen.STRATEGY_INFO[strategy]
+    if info.megatron_flag:
+        return f"--emit megatron adds {info.megatron_flag} (pp = 1 only at the pinned Megatron-LM)"
+    if strategy == "naive":
+        return "--emit gives the fixed plan; Megatron-LM packs in order, as naive does"
+    return (f"{info.label} is not launchable with Megatron-LM as pinned: --emit gives the fixed plan, "
+            "which runs as naive")
 
 
 def render_suggestion(console: Console, v: VarlenSuggestion, top: int) -> None:
     ctx = v.fixed.ctx
-    console.print(f"[bold]{ctx.model.name}[/] on {ctx.job.gpus} x {ctx.hw.gpu_name}; hardware: {ctx.hw.name} — {ctx.hw_reason}")
+    info = varlen.STRATEGY_INFO[v.strategy]
+    console.print(f"[bold]{ctx.model.name}[/] on {ctx.job.gpus} x {ctx.hw.gpu_name}; hardware: {ctx.hw.name} "
+                  f"— {ctx.hw_reason}")
     console.print(f"lengths: {v.dist.source}: mean {v.dist.mean_len:,.0f}, max {v.dist.max_len:,} tokens; "
-                  f"{v.sequences_per_step:,} sequences per step, packed into {ctx.job.seq_len:,}-token micro-batches")
-    console.print(f"{len(v.plans)} leading layouts of the fixed-length search simulated under four strategies; "
-                  f"ranked by [bold]{NAMES[v.strategy]}[/]")
-    table = Table(title="tokens/s by strategy (mean over sampled steps)")
-    table.add_column("#", justify="right")
-    table.add_column("plan")
-    for name in varlen.STRATEGIES:
-        table.add_column(SHORT[name], justify="right")
-    for col in ("imbalance", "PP stall", "longest fits", "mem GiB"):
-        table.add_column(col, justify="right")
+                  f"{v.sequences_per_step:,} sequences per step, window {ctx.job.seq_len:,} tokens")
+    console.print(f"{len(v.plans)} leading layouts of the fixed-length search, ranked by [bold]{info.label}[/]: "
+                  f"{info.models}")
+    table = Table(title="tokens/s under the strategy asked for")
+    for col in ("#", "plan", "naive", info.label, "x", "imbal", "GiB"):
+        table.add_column(col, justify="left" if col == "plan" else "right")
     for i, p in enumerate(v.plans[:top], 1):
-        chosen = p.results[v.strategy]
-        cells = [f"{p.results[n].tokens_per_s:,.0f}" + ("" if p.results[n].fits else " ✗") for n in varlen.STRATEGIES]
-        table.add_row(str(i), plan_label(p.estimate), *cells, f"{chosen.imbalance_mean:.3f}", f"{chosen.stall_frac_mean:.1%}",
-                      f"{chosen.longest_fit_tokens:,}", f"{p.estimate.memory.total / 2**30:.1f}")
+        r, naive = p.results[v.strategy], p.results["naive"]
+        table.add_row(str(i), plan_label(p.estimate), f"{naive.tokens_per_s:,.0f}", f"{r.tokens_per_s:,.0f}",
+                      f"{r.tokens_per_s / naive.tokens_per_s:.2f}", f"{r.imbalance_mean:.2f}",
+                      f"{p.estimate.memory.total / 2**30:.1f}")
     console.print(table)
     best, fixed_best = v.plans[0], v.fixed.result.ranked[0]
     r = best.results[v.strategy]
-    console.print(f"[bold green]recommended ({NAMES[v.strategy]}):[/] {plan_label(best.estimate)}, mbs {best.estimate.plan.mbs}: "
-                  f"{r.tokens_per_s:,.0f} tokens/s, step {r.step_time_mean_s:.2f} s (p95 {r.step_time_p95_s:.2f} s), "
-                  f"imbalance {r.imbalance_mean:.3f}, {r.tokens_per_s / best.results['naive'].tokens_per_s:.2f}x naive packing")
+    console.print(f"[bold green]recommended ({info.label}):[/] {plan_label(best.estimate)}, mbs "
+                  f"{best.estimate.plan.mbs}: {r.tokens_per_s:,.0f} tokens/s, MFU {best.mfu[v.strategy]:.1%}, "
+                  f"step {r.step_time_mean_s:.3g} s (p99 {r.step_time_p99_s:.3g} s)")
+    _rows(console, best, v.strategy)
     same = (best.estimate.plan.dp, best.estimate.plan.cp, best.estimate.plan.pp, best.estimate.plan.tp) == (
         fixed_best.plan.dp, fixed_best.plan.cp, fixed_best.plan.pp, fixed_best.plan.tp)
-    note = "the same layout" if same else "a different layout"
-    console.print(f"fixed-length answer (every micro-batch a full {ctx.job.seq_len:,} tokens): {plan_label(fixed_best)}; "
-                  f"the length distribution picks {note}.")
-    console.print("naive/balanced: fixed CP sized for the longest sequence, packing in order / longest-first by cost; "
-                  "dynamic CP: CP group per sequence; flex pool: one DP x CP pool scheduled per step. "
-                  "✗: cannot run the longest sequence in this plan's memory.")
+    console.print(f"fixed-length answer: {plan_label(fixed_best)}; the length distribution picks "
+                  f"{'the same layout' if same else 'a different layout'}.")
+    console.print(f"{launch_note(v.strategy)}.")
+    console.print("*: ranked by; ✗: cannot run the longest sequence in this plan's memory.")
 
 
-def _spark(values: list[float], width: int = 64) -> str:
+def _spark(values: list[float], width: int = 48) -> str:
     if not values:
         return ""
     ordered = sorted(values, reverse=True)
@@ -94,26 +126,25 @@ def _spark(values: list[float], width: int = 64) -> str:
 
 def render_explained(console: Console, x: VarlenExplained) -> None:
     p = x.plan
-    console.print(f"lengths: {x.dist.source}: mean {x.dist.mean_len:,.0f}, max {x.dist.max_len:,}; {x.sequences_per_step:,} "
-                  f"sequences per step; plan {plan_label(p.estimate)}, room {p.max_tokens_per_rank:,} tokens per GPU per micro-batch")
-    table = Table(title="expected step under each strategy")
-    for col in ("strategy", "step s", "p95 s", "tokens/s", "imbalance", "PP stall", "bubble", "longest fits"):
-        table.add_column(col, justify="left" if col == "strategy" else "right")
-    for name in varlen.STRATEGIES:
-        r = p.results[name]
-        table.add_row(NAMES[name], f"{r.step_time_mean_s:.3f}", f"{r.step_time_p95_s:.3f}", f"{r.tokens_per_s:,.0f}",
-                      f"{r.imbalance_mean:.3f}", f"{r.stall_frac_mean:.1%}", f"{r.bubble_frac_mean:.1%}",
-                      f"{r.longest_fit_tokens:,}" + ("" if r.fits else " ✗"))
-    console.print(table)
-    console.print("per-rank load in one sampled step (ranks sorted, bar height = pipeline seconds / slowest rank):")
+    r = p.results[x.strategy]
+    info = varlen.STRATEGY_INFO[x.strategy]
+    console.print(f"lengths: {x.dist.source}: mean {x.dist.mean_len:,.0f}, max {x.dist.max_len:,}; "
+                  f"{x.sequences_per_step:,} sequences per step; plan {plan_label(p.estimate)}, room "
+                  f"{p.max_tokens_per_rank:,} tokens per GPU per micro-batch")
+    console.print(f"[bold]{info.label}[/]: {r.tokens_per_s:,.0f} tokens/s, MFU {p.mfu[x.strategy]:.1%}, step "
+                  f"{r.step_time_mean_s:.3g} s (p50 {r.step_time_p50_s:.3g}, p90 {r.step_time_p90_s:.3g}, p99 "
+                  f"{r.step_time_p99_s:.3g}), imbalance {r.imbalance_mean:.3f}")
+    _rows(console, p, x.strategy)
+    console.print("per-rank load in one sampled step (sorted; height = pipeline seconds / slowest rank):")
     for name in varlen.STRATEGIES:
         loads = x.rank_loads[name]
         mean = sum(loads) / len(loads) if loads else 0.0
         worst = max(loads) if loads else 0.0
-        console.print(f"  {NAMES[name]:27} {_spark(loads)}  max/mean {worst / mean if mean else 1:.3f}")
+        console.print(f"  {varlen.STRATEGY_INFO[name].label:15} {_spark(loads)} {worst / mean if mean else 1:.2f}")
+    console.print(launch_note(x.strategy) + ".")
 
 
-def explained_json(x: VarlenExplained) -> str:
-    doc = {**context_dict(x.ctx), **_plan_doc(x.plan, "naive", x.ctx.job.gpus), "seq_len_dist": x.dist.source,
-           "sequences_per_step": x.sequences_per_step, "rank_loads_s": x.rank_loads}
+def explained_json(x: VarlenExplained, launch: dict[str, Any] | None = None) -> str:
+    doc = {**context_dict(x.ctx), **_plan_doc(x.plan, x.strategy, x.ctx.job.gpus), "seq_len_dist": x.dist.source,
+           "sequences_per_step": x.sequences_per_step, "rank_loads_s": x.rank_loads, **(launch or {})}
     return json.dumps(doc, indent=2)

@@ -1,39 +1,47 @@
-"""Per-sequence cost: how long one rank works on one sequence.
+"""Per-sequence cost: how long one rank works on one sequence, and on a packed micro-batch.
 
-The cost model (``autopar/cost``) knows the real numbers: the attention probe,
-the GEMM efficiency curve, the context-parallel ring exchange fitted from the
-profile. The variable-length code only needs one question answered, many
-million times per simulation, so it asks it through a tiny interface:
+The cost model (``autopar/cost``) knows the real numbers: the attention
+kernel's efficiency, the GEMM efficiency curve, the context-parallel ring
+exchange fitted from the profile. The variable-length code asks it four
+vectorized questions, for one rank of a CP group of size ``c`` in one pipeline
+stage, forward + backward:
 
-    time(lengths, cp) -> seconds
+    linear(tokens, c)        everything linear in tokens (projections, MLP,
+                             norms, TP collectives): exactly proportional to
+                             tokens, at a full micro-batch's GEMM efficiency
+    attention(lengths, c)    causal attention of one document of each length
+    exposed(tokens, c, attn) the CP exchange of one micro-batch of ``tokens``
+                             tokens that its attention (``attn`` seconds)
+                             does not hide
+    time(lengths, c)         one sequence alone in its group:
+                             linear + attention + exposed
+    p2p(tokens per rank)     pipeline send/recv per micro-batch and on the
+                             fill/drain path
 
-``lengths`` is an integer array of any shape, ``cp`` an integer or an array of
-the same shape (each sequence's context-parallel group size). The answer is the
-forward + backward seconds that *one* rank of that CP group spends on the
-sequence in *one* pipeline stage, compute plus the part of the CP communication
-that is not hidden behind attention. Sequences packed into one micro-batch do
-not attend to each other (document masking, as in Llama 3: Dubey et al. 2024,
-sec. 3.2), so costs add.
+Sequences packed into one micro-batch do not attend to each other (document
+masks, as in Llama 3: Dubey et al. 2024, sec. 3.2), so attention adds up per
+document; but the ring exchange moves the K/V of the whole micro-batch, once
+per micro-batch (Megatron's CP on a packed THD batch exchanges the packed
+sequence's K/V chunks, whatever the documents inside). So a micro-batch of
+documents L_1..L_k on a fixed CP group costs
 
-:class:`QuadraticSeqCost` is the textbook form, used by the tests and as a
-default until the cost model passes its own:
+    sum_i (linear(L_i) + attention(L_i)) + exposed(sum_i L_i, c, sum_i attention(L_i))
 
-    w(L, c) = (alpha * L^2 + beta * L) / c
-              + [c > 1] * (comm_latency * (c - 1) + comm_per_token * L * (c - 1) / c)
+and a short document in a big CP group costs its share of one exchange, not a
+whole exchange of its own.
 
-- ``alpha * L^2``: causal attention, whose FLOPs grow with the square of the
-  length (about 6 * L^2 * d per layer forward + backward with a causal mask).
-- ``beta * L``: everything linear in tokens (QKV/output projections, MLP,
-  norms), about 6 * N_params FLOPs per token (Kaplan et al. 2020).
-- divided by ``c``: context parallelism splits both evenly when the sequence is
-  sharded in load-balanced chunks (zig-zag / per-document sharding, as in
-  WLB-LLM, OSDI'25), so every CP rank does 1/c of the work.
-- ``comm_latency * (c - 1)``: a ring of c ranks takes c - 1 exchange steps, each
-  paying a fixed latency (per layer, forward and backward, summed into one
-  number).
-- ``comm_per_token * L * (c - 1) / c``: the K/V blocks that each rank receives
-  (it sees the other ranks' (c - 1)/c of the sequence), counting only the
-  exposed part (what attention on short chunks cannot hide).
+:class:`QuadraticSeqCost` is the textbook form, used by the tests:
+
+    linear = beta L / c,  attention = alpha L^2 / c,
+    ring(T, c) = [c > 1] (latency (c - 1) + comm T (c - 1) / c),
+    exposed = max(0, ring - attention)
+
+- ``alpha L^2``: causal attention, about 6 L^2 d FLOPs per layer forward +
+  backward; divided by ``c`` since load-balanced per-document sharding gives
+  every CP rank 1/c of it (WLB-LLM, OSDI'25, sec. 5).
+- ``beta L``: everything linear in tokens, about 6 N_params FLOPs per token.
+- ring: c - 1 exchange steps, each paying a latency and moving 1/c of the
+  micro-batch's K/V; the attention computed meanwhile hides it.
 """
 
 from __future__ import annotations
@@ -45,24 +53,47 @@ import numpy as np
 
 from autopar.errors import SpecError
 
+Arr = np.ndarray
+
 
 @runtime_checkable
 class SeqCost(Protocol):
-    """Seconds one rank of a CP group spends on a sequence in one pipeline stage."""
+    """Seconds one rank of a CP group spends on sequences in one pipeline stage."""
 
-    def time(self, lengths: np.ndarray, cp: np.ndarray | int) -> np.ndarray:
-        """Vectorized: ``lengths`` (int, any shape) and ``cp`` (int or same shape) -> float64 seconds."""
+    def linear(self, tokens: Arr, cp: Arr | int) -> Arr:
+        """Work linear in tokens of ``tokens`` tokens of a micro-batch sharded over ``cp`` ranks."""
         ...
+
+    def attention(self, lengths: Arr, cp: Arr | int) -> Arr:
+        """Causal attention of one document of each length, per rank of its group."""
+        ...
+
+    def exposed(self, tokens: Arr, cp: Arr | int, attention: Arr) -> Arr:
+        """CP exchange of a micro-batch of ``tokens`` tokens not hidden behind ``attention`` seconds."""
+        ...
+
+    def time(self, lengths: Arr, cp: Arr | int) -> Arr:
+        """One sequence alone in its group: linear + attention + exposed exchange."""
+        ...
+
+    def p2p(self, tokens_per_rank: Arr) -> tuple[Arr, Arr]:
+        """Pipeline send/recv of a micro-batch: (seconds per micro-batch, seconds on the fill/drain path)."""
+        ...
+
+
+def compute(cost: SeqCost, lengths: Arr, cp: Arr | int) -> Arr:
+    """linear + attention: a document's share of a packed micro-batch, before the exchange."""
+    return cost.linear(lengths, cp) + cost.attention(lengths, cp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuadraticSeqCost:
-    """w(L, c) = (alpha L^2 + beta L) / c + [c > 1] (latency (c - 1) + comm L (c - 1) / c)."""
+    """linear = beta L / c, attention = alpha L^2 / c, exposed = max(0, ring(T, c) - attention)."""
 
     alpha_s_per_tok2: float  # attention seconds per token squared (forward + backward, one stage)
     beta_s_per_tok: float  # seconds per token of everything linear in length
-    comm_s_per_tok: float = 0.0  # exposed CP ring traffic, seconds per token of the sequence
-    comm_latency_s: float = 0.0  # exposed latency of one ring step, seconds
+    comm_s_per_tok: float = 0.0  # CP ring traffic, seconds per token of the micro-batch
+    comm_latency_s: float = 0.0  # latency of one ring step, seconds
 
     def __post_init__(self) -> None:
         for name in ("alpha_s_per_tok2", "beta_s_per_tok", "comm_s_per_tok", "comm_latency_s"):
@@ -72,12 +103,24 @@ class QuadraticSeqCost:
         if self.alpha_s_per_tok2 == 0 and self.beta_s_per_tok == 0:
             raise SpecError("QuadraticSeqCost: alpha_s_per_tok2 and beta_s_per_tok cannot both be 0")
 
-    def time(self, lengths: np.ndarray, cp: np.ndarray | int) -> np.ndarray:
+    def linear(self, tokens: Arr, cp: Arr | int) -> Arr:
+        return np.asarray(self.beta_s_per_tok * np.asarray(tokens, dtype=np.float64) / np.asarray(cp), dtype=np.float64)
+
+    def attention(self, lengths: Arr, cp: Arr | int) -> Arr:
         length = np.asarray(lengths, dtype=np.float64)
+        return np.asarray(self.alpha_s_per_tok2 * length * length / np.asarray(cp), dtype=np.float64)
+
+    def exposed(self, tokens: Arr, cp: Arr | int, attention: Arr) -> Arr:
         c = np.asarray(cp, dtype=np.float64)
-        compute = (self.alpha_s_per_tok2 * length + self.beta_s_per_tok) * length / c
-        if not np.any(c > 1):
-            return np.asarray(compute, dtype=np.float64)
-        steps = c - 1.0
-        comm = self.comm_latency_s * steps + self.comm_s_per_tok * length * (steps / c)
-        return np.asarray(compute + comm, dtype=np.float64)
+        steps = np.maximum(c - 1.0, 0.0)
+        ring = self.comm_latency_s * steps + self.comm_s_per_tok * np.asarray(tokens, dtype=np.float64) * steps / c
+        return np.asarray(np.maximum(ring - attention, 0.0), dtype=np.float64)
+
+    def time(self, lengths: Arr, cp: Arr | int) -> Arr:
+        attn = self.attention(lengths, cp)
+        return self.linear(lengths, cp) + attn + self.exposed(lengths, cp, attn)
+
+    def p2p(self, tokens_per_rank: Arr) -> tuple[Arr, Arr]:
+        """No pipeline traffic in the textbook form."""
+        zero = np.zeros(np.shape(tokens_per_rank))
+        return zero, zero
