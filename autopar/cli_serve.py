@@ -111,3 +111,37 @@ def estimate_cmd(
         print(render.estimate_json(ctx, est))
     else:
         render.render_estimate(_console(), ctx, est)
+
+
+@serve_app.command("suggest")
+def suggest_cmd(
+    model: Model,
+    gpus: GpusOpt = None,
+    hardware: HardwareOpt = None,
+    isl: IslOpt = 1024,
+    osl: OslOpt = 1024,
+    ttft_ms: Annotated[float | None, typer.Option(help="TTFT target, ms.")] = None,
+    tpot_ms: Annotated[float | None, typer.Option(help="TPOT target, ms (inter-token, after the first token).")] = None,
+    framework: FrameworkOpt = "vllm",
+    weights: WeightsOpt = "bf16",
+    kv_dtype: Annotated[str | None, typer.Option(help="auto | bf16 | fp8 (default: try auto and fp8).")] = None,
+    modes: Annotated[str, typer.Option(help="Comma-separated: agg, disagg.")] = "agg,disagg",
+    json_out: JsonOpt = False,
+) -> None:
+    """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""
+    from autopar.advise import serve as advise
+    from autopar.render import serve as render
+
+    try:
+        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework, weights=weights,
+                             kv_dtype=kv_dtype or "auto")
+        kv = (kv_dtype,) if kv_dtype else ("auto", "fp8")
+        result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                                modes=tuple(m.strip() for m in modes.split(",") if m.strip()), kv_dtypes=kv)
+    except AutoparError as exc:
+        _fail(exc)
+    targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None) or "none"
+    if json_out:
+        print(render.suggestion_json(ctx, result))
+    else:
+        render.render_suggestion(_console(), ctx, result, targets=targets)

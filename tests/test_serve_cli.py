@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -82,3 +83,45 @@ def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
 def test_unknown_model_exits_2() -> None:
     r = runner.invoke(app, ["serve", "estimate", "no-such-model", "--gpus", "1", "--tp", "1"])
     assert r.exit_code == 2 and "unknown model" in r.stderr
+
+
+SUGGEST = ["serve", "suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "4", "--isl", "1024", "--osl", "256"]
+
+
+def test_suggest_json_recommends_a_deployment_meeting_targets() -> None:
+    doc = _json([*SUGGEST, "--ttft-ms", "1000", "--tpot-ms", "20"])
+    rec = doc["recommended"]
+    assert rec.keys() >= KEYS and rec["fits"] is True and rec["gpus"] == 4
+    assert rec["ttft_ms"] <= 1000 and rec["tpot_ms"] <= 20 and not rec["queue_saturated"]
+    front = doc["pareto"]
+    assert front and doc["points_priced"] >= len(front)
+    # along the front, each point gives up tokens/s per user for more tokens/s per GPU
+    for a, b in itertools.pairwise(front):
+        assert a["tokens_per_s_per_user"] >= b["tokens_per_s_per_user"]
+        assert a["output_tokens_per_s_per_gpu"] < b["output_tokens_per_s_per_gpu"]
+    # nothing on the front that meets the targets beats the recommendation
+    ok = [p for p in front if p["ttft_ms"] <= 1000 and p["tpot_ms"] <= 20]
+    assert all(p["output_tokens_per_s_per_gpu"] <= rec["output_tokens_per_s_per_gpu"] + 1e-9 for p in ok)
+
+
+def test_suggest_human_output() -> None:
+    r = runner.invoke(app, [*SUGGEST, "--modes", "agg", "--kv-dtype", "fp8"])
+    assert r.exit_code == 0, r.output
+    assert "Pareto front" in r.stdout and "recommended:" in r.stdout and "inter-token" in r.stdout
+
+
+@pytest.mark.parametrize(("args", "code", "needle"), [
+    (["--tpot-ms", "0.5"], 1, "no deployment"),
+    (["--modes", "agg,split"], 2, "--modes"),
+    (["--ttft-ms", "-3"], 2, "--ttft-ms"),
+    (["--weights", "fp2"], 2, "--weights"),
+])
+def test_suggest_refusals(args: list[str], code: int, needle: str) -> None:
+    r = runner.invoke(app, [*SUGGEST, *args])
+    assert r.exit_code == code, r.output
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_suggest_model_that_fits_nowhere_exits_1() -> None:
+    r = runner.invoke(app, ["serve", "suggest", "llama3.1-405b", "--hardware", "h100-sxm", "--gpus", "1"])
+    assert r.exit_code == 1 and "does not fit" in r.stderr

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.cost.serve_load import ServeEstimate, estimate
-from autopar.errors import SpecError
+from autopar.errors import InfeasibleError, SpecError
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
+from autopar.search.serve import ServeSweep, Targets, sweep
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import Deployment, Engine, Workload
+from autopar.spec.serve import MODES, Deployment, Engine, Workload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,3 +96,28 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
 def explain(ctx: ServeContext, dep: Deployment, wl: Workload) -> ServeEstimate:
     """One deployment under one workload."""
     return estimate(ctx.model, ctx.hw, dep, wl)
+
+
+def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpot_ms: float | None,
+            modes: tuple[str, ...], kv_dtypes: tuple[str, ...]) -> ServeSweep:
+    """Sweep the deployments of ctx.gpus GPUs; refuse (exit 1) when none fits or none meets the targets."""
+    for mode in modes:
+        if mode not in MODES:
+            raise SpecError(f"--modes: unknown mode {mode!r}; use agg, disagg or both (agg,disagg)")
+    for name, value in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
+        if value is not None and value <= 0:
+            raise SpecError(f"{name} must be positive, got {value}")
+    Workload(isl=isl, osl=osl, concurrency=1)  # validates --isl/--osl
+    targets = Targets(ttft_s=None if ttft_ms is None else ttft_ms / 1e3, tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
+    result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.framework, weights=ctx.weights,
+                   kv_dtypes=kv_dtypes, modes=modes, targets=targets)
+    if not result.points:
+        raise InfeasibleError(f"{ctx.model.name} with {ctx.weights} weights does not fit on {ctx.gpus} x {ctx.hw.name} "
+                              f"in any layout ({result.layouts} tried): the weights and one request's KV cache "
+                              "exceed the memory the framework gives them; add GPUs or use --weights fp8/fp4")
+    if result.best is None:
+        fastest = min(result.points, key=lambda e: e.tpot_s)
+        quickest = min(result.points, key=lambda e: e.ttft_s)
+        raise InfeasibleError(f"no deployment of {ctx.gpus} GPUs meets the targets: the lowest TPOT is "
+                              f"{fastest.tpot_s * 1e3:.1f} ms and the lowest TTFT {quickest.ttft_s * 1e3:.0f} ms")
+    return result

@@ -112,11 +112,10 @@ def _part_weight_params(model: ModelSpec, part: str, engine: Engine) -> tuple[fl
 def weight_bytes_per_gpu(model: ModelSpec, engine: Engine, weights: str) -> float:
     """Weights on one GPU: its stage's layers split by TP (experts by EP x expert-TP), bf16 embeddings."""
     wb, total = WEIGHT_BYTES[weights], 0.0
-    for kind in model.layer_kinds():
-        for part in KIND_PARTS[kind]:
-            dense, expert = _part_weight_params(model, part, engine)
-            local = model.moe.num_experts / engine.ep if (part == "moe" and model.moe) else 0
-            total += (dense + local * expert) * wb
+    for part, count in _part_counts(model).items():
+        dense, expert = _part_weight_params(model, part, engine)
+        local = model.moe.num_experts / engine.ep if (part == "moe" and model.moe) else 0
+        total += count * (dense + local * expert) * wb
     ends = (model.embedding_params() + model.output_params()) / (2 if engine.pp > 1 else 1)
     return total / engine.pp + cal.ACT_BYTES * ends / engine.tp
 

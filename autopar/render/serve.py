@@ -10,6 +10,7 @@ from rich.table import Table
 
 from autopar.advise.serve import ServeContext
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
+from autopar.search.serve import ServeSweep
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
 
 GIB = 2**30
@@ -95,9 +96,10 @@ def header(console: Console, ctx: ServeContext) -> None:
     console.print(f"hardware: {ctx.hw.name} ({ctx.hw.gpu_name}, {ctx.hw.memory_bytes / GIB:.0f} GiB) - {ctx.hw_reason}")
 
 
-def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate) -> None:
+def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, with_header: bool = True) -> None:
     dep, wl = est.deployment, est.workload
-    header(console, ctx)
+    if with_header:
+        header(console, ctx)
     console.print(f"deployment: {dep.mode} {layout_label(dep)} on {dep.gpus} GPUs, {est.framework_label}; "
                   f"{wl.concurrency} requests in flight, {wl.isl} in / {wl.osl} out tokens")
     console.print(_breakdown(f"TTFT {est.ttft_s * 1e3:.0f} ms", est.ttft_parts, _TTFT_LABELS))
@@ -115,3 +117,41 @@ def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate) -> 
         console.print(f"[yellow]queue-saturated: {wl.concurrency} requests exceed what the KV cache holds "
                       f"({est.pools[-1].max_concurrency}); the surplus waits for a slot[/]")
     console.print(TPOT_DEFINITION)
+
+
+def _point_row(est: ServeEstimate) -> dict[str, Any]:
+    dep = est.deployment
+    return {"layout": layout_label(dep), "mode": dep.mode, "kv_dtype": dep.kv_dtype,
+            "concurrency": est.workload.concurrency, "ttft_ms": est.ttft_s * 1e3, "tpot_ms": est.tpot_s * 1e3,
+            "output_tokens_per_s_per_gpu": est.output_tokens_per_s / dep.gpus, "tokens_per_s_per_user": 1 / est.tpot_s}
+
+
+def suggestion_json(ctx: ServeContext, result: ServeSweep, *, launch: dict[str, str] | None = None) -> str:
+    if result.best is None:
+        raise ValueError("suggestion_json needs a recommended deployment")
+    doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "pareto": [_point_row(p) for p in result.pareto],
+           "deployments_tried": result.layouts, "points_priced": len(result.points),
+           "tpot_definition": TPOT_DEFINITION}
+    if launch:
+        doc["recommended"].update(launch)
+    return json.dumps(doc, indent=2)
+
+
+def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
+    header(console, ctx)
+    console.print(f"searched {result.layouts} deployments on {ctx.gpus} GPUs, {len(result.points)} "
+                  f"(deployment, concurrency) points fit; targets: {targets}")
+    t = Table(title="Pareto front: output tokens/s per GPU against tokens/s per user")
+    for col in ("layout", "mode", "KV", "conc", "TTFT ms", "TPOT ms", "tok/s/GPU", "tok/s/user"):
+        t.add_column(col, justify="left" if col in ("layout", "mode", "KV") else "right")
+    for p in result.pareto:
+        r = _point_row(p)
+        t.add_row(r["layout"], r["mode"], r["kv_dtype"], str(r["concurrency"]), f"{r['ttft_ms']:.0f}",
+                  f"{r['tpot_ms']:.1f}", f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.1f}")
+    console.print(t)
+    best = result.best
+    if best is None:
+        return
+    console.print(f"recommended: {best.deployment.mode} {layout_label(best.deployment)}, KV {best.deployment.kv_dtype}, "
+                  f"concurrency {best.workload.concurrency} ({best.framework_label})")
+    render_estimate(console, ctx, best, with_header=False)

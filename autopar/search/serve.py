@@ -1,0 +1,128 @@
+"""Serving sweep: engine layouts x replicas x attention-DP x EP x {agg, disagg xPyD} x KV dtype x concurrency.
+
+Layouts the frameworks accept (heads divisible by tp, experts by ep, tp within
+a node, expert TP = tp x dp / ep); each one is priced at concurrencies 1, 2, 4,
+... up to what its KV cache holds. Deployments that do not fit are dropped.
+The answer is the Pareto front of output tokens/s per GPU against tokens/s per
+user, and the deployment with the most output tokens/s per GPU that meets the
+TTFT and TPOT targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from autopar.cost.serve_load import ServeEstimate, estimate
+from autopar.errors import SpecError
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.model import ModelSpec
+from autopar.spec.serve import Deployment, Engine, Workload
+
+MAX_CONCURRENCY = 4096  # the sweep stops here even if the KV cache holds more
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Targets:
+    """Latency targets a deployment must meet (None: no target)."""
+
+    ttft_s: float | None = None  # time to first token
+    tpot_s: float | None = None  # inter-token latency after the first token
+
+    def met(self, est: ServeEstimate) -> bool:
+        return ((self.ttft_s is None or est.ttft_s <= self.ttft_s) and (self.tpot_s is None or est.tpot_s <= self.tpot_s)
+                and not est.saturated)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeSweep:
+    """Everything the sweep priced that fits, and what it recommends."""
+
+    points: tuple[ServeEstimate, ...]  # every (deployment, concurrency) that fits
+    pareto: tuple[ServeEstimate, ...]  # tokens/s per GPU against tokens/s per user, fastest users first
+    best: ServeEstimate | None  # most tokens/s per GPU meeting the targets
+    layouts: int  # deployments tried (before concurrency)
+
+
+def _powers(limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def engines(model: ModelSpec, hw: HardwareProfile, gpus: int, *, max_pp: int) -> Iterator[Engine]:
+    """Engine layouts on at most `gpus` GPUs that the frameworks accept."""
+    for tp in _powers(min(gpus, hw.gpus_per_node)):
+        for pp in _powers(min(max_pp, gpus // tp)):
+            dps = _powers(gpus // (tp * pp)) if model.moe is not None else [1]
+            for dp in dps:
+                eps = [e for e in _powers(tp * dp) if model.moe is not None and model.moe.num_experts % e == 0] or [1]
+                for ep in eps:
+                    try:
+                        engine = Engine(tp=tp, pp=pp, dp=dp, ep=ep)
+                        engine.check(model)
+                    except SpecError:
+                        continue
+                    yield engine
+
+
+def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: str, weights: str,
+                kv_dtypes: tuple[str, ...], modes: tuple[str, ...]) -> Iterator[Deployment]:
+    """Every deployment of `gpus` GPUs in the given modes."""
+    layouts = list(engines(model, hw, gpus, max_pp=gpus))
+    for kv in kv_dtypes:
+        if "agg" in modes:
+            for e in layouts:
+                if gpus % e.gpus == 0:
+                    yield Deployment(framework=framework, mode="agg", engine=e, replicas=gpus // e.gpus, weights=weights,
+                                     kv_dtype=kv)
+        if "disagg" in modes:
+            flat = [e for e in layouts if e.pp == 1]
+            for pre in flat:
+                for dec in flat:
+                    for x in range(1, gpus // pre.gpus):
+                        rest = gpus - x * pre.gpus
+                        if rest > 0 and rest % dec.gpus == 0:
+                            yield Deployment(framework=framework, mode="disagg", engine=dec, replicas=rest // dec.gpus,
+                                             prefill=pre, prefill_replicas=x, weights=weights, kv_dtype=kv)
+
+
+def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
+    """Points no other point beats on both tokens/s per GPU and tokens/s per user."""
+    ranked = sorted(points, key=lambda e: (-1 / e.tpot_s, -e.output_tokens_per_s))
+    front: list[ServeEstimate] = []
+    best = -1.0
+    for est in ranked:
+        per_gpu = est.output_tokens_per_s / est.deployment.gpus
+        if per_gpu > best:
+            front.append(est)
+            best = per_gpu
+    return tuple(front)
+
+
+def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: str, weights: str,
+          kv_dtypes: tuple[str, ...], modes: tuple[str, ...], targets: Targets,
+          concurrency: int | None = None) -> ServeSweep:
+    """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets."""
+    points: list[ServeEstimate] = []
+    layouts = 0
+    for dep in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes, modes=modes):
+        layouts += 1
+        first = estimate(model, hw, dep, Workload(isl=isl, osl=osl, concurrency=concurrency or 1))
+        if not first.fits:
+            continue
+        points.append(first)
+        if concurrency is not None:
+            continue
+        cap = min(MAX_CONCURRENCY, first.pools[-1].max_concurrency)
+        for c in _powers(cap)[1:]:
+            est = estimate(model, hw, dep, Workload(isl=isl, osl=osl, concurrency=c))
+            points.append(est)
+            if targets.tpot_s is not None and est.tpot_s > 2 * targets.tpot_s:
+                break  # TPOT only grows with concurrency; far past the target nothing better follows
+    ok = [p for p in points if targets.met(p)]
+    best = max(ok, key=lambda e: (e.output_tokens_per_s, -e.deployment.gpus), default=None)
+    return ServeSweep(points=tuple(points), pareto=pareto([p for p in points if not p.saturated]), best=best,
+                      layouts=layouts)
