@@ -66,23 +66,34 @@ def calibrate(
         "--hardware", help="Profile for the step-time prediction (default: the saved one, if measured on this device).",
         autocompletion=complete_hardware)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+    save: Annotated[bool, typer.Option("--save", help="Write the measured corrections into the saved profile; "
+                                       "suggest and estimate then apply them and say so.")] = False,
 ) -> None:
     """Run a few real steps of a plan with torch-native parallelism; print predicted vs measured."""
+    saved = None
     try:
         from autopar.calibrate.command import run_calibrate
+        from autopar.calibrate.save import target
 
+        where = target() if save else None
         done = run_calibrate(model, plan_texts=plan, scale=scale_to_fit, nproc=nproc, device=device, steps=steps,
                              warmup=warmup, hardware=hardware)
+        if done is not None and where is not None:
+            from autopar.calibrate.save import save as save_corrections
+
+            saved = save_corrections(done, where)
     except AutoparError as exc:
         _fail(exc)
     if done is None:
         return
-    from autopar.render.calibrate import as_json, lines
+    from autopar.render.calibrate import as_json, lines, saved_line
 
     if json_out:
-        print(as_json(done))
+        print(as_json(done, saved))
     else:
         print("\n\n".join("\n".join(lines(c)) for c in done))
+        if saved is not None:
+            print("\n" + saved_line(saved))
 
 
 Model = Annotated[str, typer.Argument(help="Preset name (see `autopar models`), model .yaml, or Hugging Face config.json.",

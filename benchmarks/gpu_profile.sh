@@ -3,7 +3,9 @@
 #   1. a quick run (about 30 s on one GPU, plus start-up), written to profiles/measured/NAME.yaml;
 #   2. a full run, if the time left allows, written over the same file. Writes are atomic,
 #      so a full run cut short by the budget leaves the quick profile in place.
-# Then it prints the datasheet comparison (GEMM plateau, HBM) from the written profile.
+# Then it prints the datasheet comparison (GEMM plateau, HBM) from the written profile, and
+#   3. `autopar calibrate` on one GPU (the scaled Llama 3.1 8B, dp1, step time predicted from
+#      the profile just written; and tp2 when two GPUs are visible), text and JSON kept in the logs.
 #
 # Needs a CUDA build of torch and autopar importable from the repo root, e.g.
 #   pip install torch==2.13.0 && pip install -e '.[profile]'
@@ -67,5 +69,23 @@ vs = f" = {hbm / sheet.hbm_bw_gbps:.2f} of datasheet {sheet.hbm_bw_gbps:g}" if s
 print(f"HBM copy: {hbm:.0f} GB/s{vs}")
 EOF
     cp "$DEST" "$LOGS/" 2>/dev/null || true
+fi
+if [ "$(left)" -gt 60 ]; then
+    echo "== calibrate ($(left) s left)"
+    hw=()
+    [ -f "$DEST" ] && hw=(--hardware "$DEST")
+    plans=(--plan dp1,tp1,pp1)
+    if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.device_count() >= 2 else 1)"; then
+        plans+=(--plan dp1,tp2,pp1); nproc=2
+    else
+        nproc=1
+    fi
+    for fmt in text json; do
+        flag=(); [ "$fmt" = json ] && flag=(--json)
+        timeout --kill-after=10 $(( $(left) / 2 )) "$PY" -m autopar calibrate llama3.1-8b --scale-to-fit --device cuda \
+            --nproc "$nproc" "${plans[@]}" "${hw[@]}" "${flag[@]}" > "$LOGS/calibrate.$fmt" 2> "$LOGS/calibrate.$fmt.err"
+        echo "calibrate ($fmt): exit $? after $(( $(date +%s) - start )) s"
+    done
+    cat "$LOGS/calibrate.text"
 fi
 echo "done in $(( $(date +%s) - start )) s; profile: $DEST; logs: $LOGS"

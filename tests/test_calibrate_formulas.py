@@ -136,3 +136,38 @@ def test_the_torch_free_modules_stay_torch_free() -> None:
                           or n.startswith(("autopar.probe.launch", "autopar.probe.worker"))
                           or any(n == f"autopar.calibrate.{u}" for u in torch_users)]
     assert offenders == []
+
+
+def _profile_with(corrections: dict) -> dict:
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    doc = yaml.safe_load((root / "autopar" / "data" / "profiles" / "h100-sxm.yaml").read_text())
+    doc["corrections"] = corrections
+    return doc
+
+
+def test_profile_corrections_are_named_and_bounded() -> None:
+    from autopar.errors import ProfileError
+    from autopar.io.profiles import parse_profile
+
+    ok = parse_profile(_profile_with({"activation_bytes_per_block": {"factor": 1.45, "stack": "eager-torch",
+                                                                     "source": "a run"}}), where="p.yaml")
+    assert ok.correction("activation_bytes_per_block") == 1.45
+    assert ok.correction("something_else") == 1.0
+    for bad, words in (({"activation_bytes_per_blok": {}}, "unknown correction 'activation_bytes_per_blok' "
+                        "(did you mean 'activation_bytes_per_block'?)"),
+                       ({"activation_bytes_per_block": {"factor": 7.0, "stack": "s", "source": "r"}},
+                        "p.yaml: corrections.activation_bytes_per_block.factor: must lie in [0.5, 3.0], got 7.0")):
+        with pytest.raises(ProfileError) as info:
+            parse_profile(_profile_with(bad), where="p.yaml")
+        assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_save_replaces_an_earlier_correction_block() -> None:
+    from autopar.calibrate.save import MARK, _without_corrections
+
+    text = f"name: x\n{MARK}corrections:\n  activation_bytes_per_block:\n    factor: 1.2\n# note\nraw:\n  a: 1\n"
+    assert _without_corrections(text) == "name: x\n# note\nraw:\n  a: 1\n"

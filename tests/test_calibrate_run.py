@@ -17,6 +17,7 @@ import pytest
 
 from autopar.calibrate.request import BUDGETS, scale_to_fit
 from autopar.io.models import load_model
+from autopar.io.profiles import load_hardware
 from autopar.spec.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,15 +107,44 @@ def test_step_times_are_reported(runs) -> None:
     assert len(st["times_s"]) == 2 and st["median_s"] > 0 and len(st["load_average"]) == 3
 
 
-def test_text_output_fits_80_columns(tmp_path: Path) -> None:
+def test_one_process_run_fits_80_columns_and_saves_the_correction(tmp_path: Path) -> None:
+    """--save writes activation_bytes_per_block = measured / fused formula into the saved profile;
+    estimate then applies it and says so."""
     if not HAS_TORCH:
         pytest.skip("torch is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    builtin = ROOT / "autopar" / "data" / "profiles" / "h100-sxm.yaml"
+    (home / "profile.yaml").write_text(builtin.read_text())
     proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "1", "--plan", "dp1",
-                   "--steps", "1", "--warmup", "0", tmp_path=tmp_path)
+                   "--steps", "1", "--warmup", "0", "--save", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "scaled to fit: layers 32 -> 4" in proc.stdout
     assert "acts/block (eager-torch)" in proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    saved = load_hardware(str(home / "profile.yaml"))
+    (corr,) = saved.corrections
+    assert corr.name == "activation_bytes_per_block"
+    assert corr.factor == round(3_221_504 / 2_228_224, 4) == 1.4458  # eager / fused, hand-derived bytes
+    est = autopar("estimate", "llama3-8b", "--gpus", "8", "--tp", "8", "--json", tmp_path=tmp_path)
+    ref = autopar("estimate", "llama3-8b", "--gpus", "8", "--tp", "8", "--json", "--hardware", "h100-sxm",
+                  tmp_path=tmp_path)
+    doc, base = json.loads(est.stdout), json.loads(ref.stdout)
+    assert doc["corrections"]["activation_bytes_per_block"]["factor"] == 1.4458
+    assert base["corrections"] == {}
+    acts, acts0 = doc["memory_breakdown_gib"]["activations"], base["memory_breakdown_gib"]["activations"]
+    assert acts == pytest.approx(1.4458 * acts0, rel=1e-9)
+    text = autopar("estimate", "llama3-8b", "--gpus", "8", "--tp", "8", "--no-explain", tmp_path=tmp_path)
+    assert "corrected by autopar calibrate: activation bytes per block x1.45" in text.stdout
+
+
+def test_save_without_a_saved_profile_is_refused_before_running(tmp_path: Path) -> None:
+    start = time.monotonic()
+    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "1", "--plan", "dp1",
+                   "--save", tmp_path=tmp_path)
+    assert proc.returncode == 2 and "--save: no saved profile" in proc.stderr
+    assert time.monotonic() - start < 10
+    assert not (tmp_path / "home").exists()
 
 
 def test_a_dead_rank_ends_the_run_with_a_message(tmp_path: Path) -> None:

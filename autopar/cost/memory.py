@@ -220,6 +220,8 @@ def _stage_activations(memo: Memo, key: tuple[ActPlan, int, int]) -> tuple[tuple
     model, fp8 = memo.model, memo.job.dtype == "fp8"
     tokens = act.mbs * memo.job.seq_len / act.cp
     ranks = memo.get(pipe_kinds, (pp, vpp))
+    # a profile that `autopar calibrate --save` corrected: what this node's stack saves over the formula
+    factor = memo.hw.correction("activation_bytes_per_block") if memo.hw is not None else 1.0
     out = []
     for kinds in (ranks[0], ranks[-1]):
         kept = sum(n * layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8) for k, n in kinds.items())
@@ -228,7 +230,7 @@ def _stage_activations(memo: Memo, key: tuple[ActPlan, int, int]) -> tuple[tuple
             whole = act._replace(recompute="none")
             transient = max(layer_activation_bytes(model, k, tokens=tokens, plan=whole, fp8=fp8)
                             - layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8) for k in kinds)
-        out.append((kept, transient))
+        out.append((kept * factor, transient * factor))
     return out[0], out[1]
 
 

@@ -12,10 +12,12 @@ from autopar.errors import ProfileError
 from autopar.io.strict import Fields, did_you_mean, load_mapping
 from autopar.spec.hardware import (
     COLLECTIVES,
+    CORRECTIONS,
     DEFAULT_HARDWARE,
     DTYPES,
     SCHEMA_VERSION,
     CollectiveFit,
+    Correction,
     Curve,
     HardwareProfile,
 )
@@ -92,11 +94,32 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
         provenance={str(k): str(v) for k, v in (top.mapping("provenance", required=False) or {}).items()},
         citations={str(k): str(v) for k, v in (top.mapping("citations", required=source == "datasheet") or {}).items()},
         path=where,
+        corrections=_corrections(top),
     )
     top.ignore("raw")
     for f in (top, gpu, node, cluster, overlap):
         f.finish()
     return profile
+
+
+def _corrections(top: Fields) -> tuple[Correction, ...]:
+    """The optional ``corrections`` section: name -> {factor, stack, source}, each factor within its bounds."""
+    raw = top.mapping("corrections", required=False) or {}
+    out = []
+    for name, body in raw.items():
+        if name not in CORRECTIONS:
+            raise top.fail("corrections", f"unknown correction {name!r}{did_you_mean(str(name), list(CORRECTIONS))}; "
+                           f"known: {', '.join(CORRECTIONS)}")
+        if not isinstance(body, dict):
+            raise top.fail("corrections", f"{name} must be a mapping with factor, stack and source")
+        f = Fields(body, top.prefix("corrections") + f"{name}.", err=ProfileError)
+        low, high = CORRECTIONS[name]
+        factor = f.number("factor")
+        if not low <= factor <= high:
+            raise f.fail("factor", f"must lie in [{low}, {high}], got {factor}")
+        out.append(Correction(name=str(name), factor=factor, stack=f.text("stack"), source=f.text("source")))
+        f.finish()
+    return tuple(out)
 
 
 def _fraction(f: Fields, key: str) -> float:

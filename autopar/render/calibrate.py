@@ -10,6 +10,7 @@ from autopar.calibrate.compare import Row, step_stats
 
 if TYPE_CHECKING:
     from autopar.calibrate.command import Calibration
+    from autopar.calibrate.save import Saved
 
 
 def _bytes(b: float) -> str:
@@ -79,9 +80,22 @@ def lines(c: Calibration) -> list[str]:
     return wrapped
 
 
-def as_json(runs: tuple[Calibration, ...]) -> str:
-    """One document: {"runs": [...]}, one entry per --plan."""
-    return json.dumps({"runs": [_doc(c) for c in runs]}, indent=2)
+def saved_line(saved: Saved) -> str:
+    c = saved.correction
+    clipped = f" (clipped from {saved.raw_factor:.3f})" if abs(saved.raw_factor - c.factor) > 1e-4 else ""
+    text = (f"saved to {saved.path}: {c.name} = {c.factor:g}{clipped} over the fused formula; suggest and "
+            "estimate apply it and say so")
+    return "\n".join(textwrap.wrap(text, width=80, subsequent_indent="  "))
+
+
+def as_json(runs: tuple[Calibration, ...], saved: Saved | None = None) -> str:
+    """One document: {"runs": [...], "saved": ...}, one run per --plan."""
+    doc: dict[str, Any] = {"runs": [_doc(c) for c in runs]}
+    if saved is not None:
+        c = saved.correction
+        doc["saved"] = {"path": str(saved.path), "name": c.name, "factor": c.factor, "raw_factor": saved.raw_factor,
+                        "stack": c.stack, "source": c.source}
+    return json.dumps(doc, indent=2)
 
 
 def _doc(c: Calibration) -> dict[str, Any]:

@@ -42,6 +42,7 @@ def context_dict(ctx: Context) -> dict[str, Any]:
         "params": ctx.model.total_params(),
         "hardware": ctx.hw.name,
         "hardware_source": ctx.hw_reason,
+        "corrections": {c.name: {"factor": c.factor, "stack": c.stack, "source": c.source} for c in ctx.hw.corrections},
         "memory_gib_capacity": ctx.hw.memory_bytes / GIB,
         "gpus": j.gpus,
         "gpus_per_node": j.gpus_per_node,
@@ -102,6 +103,8 @@ def _header(console: Console, ctx: Context) -> None:
     batch = f"{j.global_batch} sequences" + (" (default: about 4M tokens)" if ctx.batch_defaulted else "")
     console.print(f"[bold]{m.name}[/] ({m.total_params() / 1e9:.1f}B parameters) on {j.gpus} x {ctx.hw.gpu_name}")
     console.print(f"hardware: {ctx.hw.name} — {ctx.hw_reason}")
+    for c in ctx.hw.corrections:
+        console.print(f"corrected by autopar calibrate: {c.describe()}")
     console.print(f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, {j.dtype}")
 
 

@@ -95,6 +95,25 @@ class Curve:
         return y0 + w * (y1 - y0)
 
 
+# Corrections `autopar calibrate --save` may write into a profile: name -> (lowest, highest) factor.
+# activation_bytes_per_block: bytes a block saves for backward on this node's stack, measured with
+# saved_tensors_hooks, over the fused formula of cost/memory.py (eager PyTorch: 1.44-1.56x).
+CORRECTIONS = {"activation_bytes_per_block": (0.5, 3.0)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Correction:
+    """A bounded factor measured by `autopar calibrate --save` on this node and stack."""
+
+    name: str  # a key of CORRECTIONS
+    factor: float  # measured / the cost model's formula, within CORRECTIONS[name]
+    stack: str  # what ran, e.g. eager-torch (FSDP2, DTensor TP)
+    source: str  # the run: model, plan, date, torch version
+
+    def describe(self) -> str:
+        return f"{self.name.replace('_', ' ')} x{self.factor:.3g} ({self.stack}; {self.source})"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HardwareProfile:
     """One GPU type in one cluster design; all values in SI units."""
@@ -117,6 +136,11 @@ class HardwareProfile:
     provenance: dict[str, str] = field(default_factory=dict)  # measured: date, host, versions
     citations: dict[str, str] = field(default_factory=dict)  # field path -> source
     path: str = ""  # file it was read from
+    corrections: tuple[Correction, ...] = ()  # measured by `autopar calibrate --save`; the cost model applies them
+
+    def correction(self, name: str) -> float:
+        """The factor of correction `name`, 1.0 when the profile has none."""
+        return next((c.factor for c in self.corrections if c.name == name), 1.0)
 
     def peak(self, dtype: str) -> float:
         if dtype not in self.peak_flops:
