@@ -14,6 +14,7 @@ from autopar.cli import app
 from autopar.cost.comm import Group, collective_time
 from autopar.cost.compute import Shape, layer_time
 from autopar.cost.sequence import ModelSeqCost
+from autopar.errors import SpecError
 from autopar.io.profiles import load_hardware
 from autopar.spec.plan import Plan
 from autopar.varlen import STRATEGIES
@@ -144,3 +145,46 @@ def test_unknown_strategy() -> None:
 def test_options_that_do_not_combine(extra: list[str], message: str) -> None:
     r = runner.invoke(app, ["suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "8", "--seq-len-dist", LONG, *extra])
     assert r.exit_code == 2 and message in r.stderr
+
+
+def test_allgather_plans_gather_the_micro_batch_and_pipelines_pay_p2p() -> None:
+    """cp_comm allgather: the plan's own group gathers K/V (not hidden); pp > 1: p2p per micro-batch."""
+    m = llama70b()
+    hw = load_hardware("h100-sxm")
+    ag = ModelSeqCost.from_model(m, hw, Plan(dp=1, tp=8, pp=4, cp=4, cp_comm="allgather"), dtype="bf16")
+    ring = ModelSeqCost.from_model(m, hw, Plan(dp=1, tp=8, pp=4, cp=4), dtype="bf16")
+    t = np.array([131072])
+    big_attn = np.array([1e3])  # enough attention to hide any ring
+    assert ring.exposed(t, 4, big_attn)[0] == pytest.approx(20 * (hw.compute_slowdown - 1) * 3 * (
+        ring.exposed(t, 4, np.array([0.0]))[0] / 20 / 3))  # a hidden ring only slows the compute it overlaps
+    assert ag.exposed(t, 4, big_attn)[0] == pytest.approx(ag.exposed(t, 4, np.array([0.0]))[0])  # never hidden
+    assert ag.exposed(t, 2, big_attn)[0] == pytest.approx(ring.exposed(t, 2, big_attn)[0])  # other sizes: ring
+    per_mb, fill = ring.p2p(np.array([0.0, 32768.0]))
+    assert per_mb[1] > per_mb[0] > 0.0 and fill[1] == 0.0  # 1F1B: both transfers on every stage, none extra
+    inter = ModelSeqCost.from_model(m, hw, Plan(dp=1, tp=8, pp=4, vpp=5, cp=4), dtype="bf16")
+    per_mb_v, fill_v = inter.p2p(np.array([32768.0]))
+    assert fill_v[0] > 0.0 and per_mb_v[0] > 0.0  # interleaved: latency per chunk, and the fill path waits
+    flat = ModelSeqCost.from_model(m, hw, Plan(dp=4, tp=8, pp=1, cp=4), dtype="bf16")
+    assert flat.p2p(np.array([32768.0]))[0].tolist() == [0.0]
+
+
+def test_hybrid_cp_flags_follow_the_pinned_megatron() -> None:
+    from autopar.emit.targets import MEGATRON_HYBRID_CP_FLAGS, megatron_hybrid_cp_args
+
+    words = megatron_hybrid_cp_args(Plan(dp=2, tp=2, pp=1, cp=8), 16384)
+    assert words == ["--hybrid-context-parallel", "--max-seqlen-per-dp-cp-rank", "16384", "--calculate-per-token-loss",
+                     "--dataloader-type", "single"]
+    assert {w for w in words if w.startswith("--")} == MEGATRON_HYBRID_CP_FLAGS
+    with pytest.raises(SpecError, match="pipeline parallelism"):
+        megatron_hybrid_cp_args(Plan(dp=2, tp=2, pp=2, cp=4), 16384)
+    with pytest.raises(SpecError, match="Megatron-FSDP"):
+        megatron_hybrid_cp_args(Plan(dp=2, tp=2, pp=1, cp=8, zero=3), 16384)
+
+
+def test_json_charges_communicator_memory() -> None:
+    r = runner.invoke(app, ["estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "16", "--tp", "2", "--cp", "8",
+                            "--seq-len-dist", LONG, "--global-batch", "64", "--json"])
+    s = json.loads(r.stdout)["strategies"]
+    # 7.5 GB of HDP communicators, 3 x 0.5 GB for Megatron's groups of 2, 4 and 8: less room than the static mesh
+    assert s["hdp"]["token_room"] < s["megatron_dynamic_cp"]["token_room"] < s["naive"]["token_room"]
+    assert s["naive"]["token_room"] == s["wlb"]["token_room"]
