@@ -29,7 +29,7 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 
 def point(name: str, gib: float, tokens_per_s: float) -> Any:
     """A stand-in for an Estimate: pareto_front reads only memory.total and tokens_per_s."""
-    return SimpleNamespace(name=name, memory=SimpleNamespace(total=gib * 2**30), tokens_per_s=tokens_per_s)
+    return SimpleNamespace(name=name, memory_bytes=gib * 2**30, tokens_per_s=tokens_per_s)
 
 
 @cache

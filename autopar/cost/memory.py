@@ -234,45 +234,105 @@ def _stage_activations(memo: Memo, key: tuple[ActPlan, int, int]) -> tuple[tuple
     return out[0], out[1]
 
 
-def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
-    """MemoryBreakdown's fields, in order, for the worse of the first and last stage."""
+class StatePlan(NamedTuple):
+    """What weights, gradients, optimizer states and buffers read of a plan."""
+
+    params: ParamPlan  # whose parameters
+    dp: int  # with cp: the ranks that shard dense state
+    cp: int
+    zero: int  # ZeRO stage
+
+
+def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tuple[float, float, float], float]:
+    """(weights, grads, optimizer) bytes of the first and of the last rank, and the buffers."""
+    p = key.params
+    dp_shards = key.dp * key.cp  # Megatron shards optimizer state over the DP x CP group
+    expert_shards = max(1, dp_shards * p.tp // (p.ep * p.etp))  # and expert state over the expert-DP group
+    out = []
+    for dense, expert in memo.get(end_params, p):
+        w, g, o = state_bytes(dense, zero=key.zero, shards=dp_shards)
+        if expert:
+            ew, eg, eo = state_bytes(expert, zero=key.zero, shards=expert_shards)
+            w, g, o = w + ew, g + eg, o + eo
+        if memo.job.dtype == "fp8":
+            w += (dense + expert) * cal.FP8_WEIGHT_COPY_BYTES
+        out.append((w, g, o))
+    buffers = cal.FIXED_OVERHEAD_BYTES
+    if key.zero >= 3:  # the gathered layer and the prefetched next one, bf16
+        buffers += 2 * memo.model.layer_params() / p.tp * cal.WEIGHT_BYTES
+    return out[0], out[1], buffers
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Layout:
+    """What the memory of a layout's variants shares: per end rank, in-flight micro-batches and logits."""
+
+    held: tuple[float, float]  # first, last rank: micro-batches whose activations are in flight
+    fixed: float  # bytes held once on every rank (gathered K/V under all-gather CP)
+    logits: tuple[float, float]  # loss-layer logits on the first (pp = 1) and last rank
+    params: ParamPlan  # the layout's parameter split
+
+
+def _layout(plan: Plan, memo: Memo) -> _Layout:
     model, job = memo.model, memo.job
     tokens = plan.mbs * job.seq_len / plan.cp
-    (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), plan.pp, plan.vpp))
     fixed = 0.0
     if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
         fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
-    params = memo.get(end_params, ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp))
     logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
     held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job))
-    first = _stage(memo, plan, params[0], kept0 * held + extra0 + fixed, logits if plan.pp == 1 else 0.0)
+    return _Layout(held=(held, 1.0), fixed=fixed, logits=(logits if plan.pp == 1 else 0.0, logits),
+                   params=ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp))
+
+
+def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
+    """MemoryBreakdown's fields, in order, for the worse of the first and last stage."""
+    lay = _layout(plan, memo)
+    (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), plan.pp, plan.vpp))
+    state0, state1, buffers = memo.get(_states, StatePlan(params=lay.params, dp=plan.dp, cp=plan.cp, zero=plan.zero))
+    first = _stage(state0, kept0 * lay.held[0] + extra0 + lay.fixed, lay.logits[0], buffers)
     if plan.pp == 1:
         return first
-    last = _stage(memo, plan, params[1], kept1 + extra1 + fixed, logits)  # one micro-batch in flight
+    last = _stage(state1, kept1 * lay.held[1] + extra1 + lay.fixed, lay.logits[1], buffers)
     return first if sum(first) >= sum(last) else last
 
 
-def zero3_buffer_bytes(memo: Memo, tp: int) -> float:
-    """ZeRO-3 gather buffers: the gathered layer and the prefetched next one, bf16."""
-    return 2 * memo.get(_layer_params, None) / tp * cal.WEIGHT_BYTES
-
-
-def _layer_params(memo: Memo, _: None) -> int:
-    return memo.model.layer_params()
-
-
-def _stage(memo: Memo, plan: Plan, params: tuple[float, float], acts: float, logits: float) -> tuple[float, ...]:
+def _stage(state: tuple[float, float, float], acts: float, logits: float, buffers: float) -> tuple[float, ...]:
     """(weights, grads, optimizer, activations, logits, buffers, fragmentation) bytes of one stage."""
-    dense, expert = params
-    dp_shards = plan.dp * plan.cp  # Megatron shards optimizer state over the DP x CP group
-    expert_shards = max(1, dp_shards * plan.tp // (plan.ep * plan.etp))  # and expert state over the expert-DP group
-    w, g, o = state_bytes(dense, zero=plan.zero, shards=dp_shards)
-    if expert:
-        ew, eg, eo = state_bytes(expert, zero=plan.zero, shards=expert_shards)
-        w, g, o = w + ew, g + eg, o + eo
-    if memo.job.dtype == "fp8":
-        w += (dense + expert) * cal.FP8_WEIGHT_COPY_BYTES
-    buffers = cal.FIXED_OVERHEAD_BYTES
-    if plan.zero >= 3:
-        buffers += zero3_buffer_bytes(memo, plan.tp)
+    w, g, o = state
     return w, g, o, acts, logits, buffers, cal.ALLOCATOR_FRAGMENTATION * (w + g + o + acts + logits)
+
+
+def variant_peaks(memo: Memo, skeleton: Plan, recomputes: list[str], zeros: list[int]) -> list[list[float]]:
+    """Peak bytes of `skeleton` under each recompute mode and ZeRO stage, [recompute][zero].
+
+    The same sums, in the same order, as memory_breakdown(...).total, so the
+    search's feasibility test and a fresh estimate agree to the last bit; the
+    per-layout parts are found once instead of once per variant.
+    """
+    lay = _layout(skeleton, memo)
+    f = cal.ALLOCATOR_FRAGMENTATION
+    states = []
+    for zero in zeros:
+        (w0, g0, o0), (w1, g1, o1), buffers = memo.get(_states, StatePlan(params=lay.params, dp=skeleton.dp, cp=skeleton.cp,
+                                                                          zero=zero))
+        states.append((w0 + g0 + o0, w1 + g1 + o1, buffers))
+    out = []
+    for recompute in recomputes:
+        act = ActPlan(tp=skeleton.tp, sp=skeleton.sp and skeleton.tp > 1, recompute=recompute, etp=skeleton.etp,
+                      mbs=skeleton.mbs, cp=skeleton.cp)
+        (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (act, skeleton.pp, skeleton.vpp))
+        acts0 = kept0 * lay.held[0] + extra0 + lay.fixed
+        acts1 = kept1 * lay.held[1] + extra1 + lay.fixed
+        row = []
+        for s0, s1, buffers in states:
+            x0 = s0 + acts0 + lay.logits[0]
+            first = x0 + buffers + f * x0
+            if skeleton.pp == 1:
+                row.append(first)
+                continue
+            x1 = s1 + acts1 + lay.logits[1]
+            last = x1 + buffers + f * x1
+            row.append(first if first >= last else last)
+        out.append(row)
+    return out

@@ -77,6 +77,21 @@ def rank_kinds(kinds: Sequence[str], pp: int, vpp: int = 1) -> tuple[Counter[str
     return tuple(ranks)
 
 
+def rank_groups(kinds: Sequence[str], pp: int, vpp: int = 1) -> tuple[tuple[Counter[str], int], ...]:
+    """rank_kinds with equal ranks merged: (kinds, how many ranks), in order of first rank; the last
+    rank (which also holds the loss) is always its own group, the last one."""
+    ranks = rank_kinds(kinds, pp, vpp)
+    groups: list[tuple[Counter[str], int]] = []
+    for r in ranks[:-1]:
+        for i, (c, n) in enumerate(groups):
+            if c == r:
+                groups[i] = (c, n + 1)
+                break
+        else:
+            groups.append((r, 1))
+    return (*groups, (ranks[-1], 1))
+
+
 def in_flight_microbatches(*, pp: int, vpp: int, microbatches: int) -> float:
     """Micro-batches whose activations the first rank holds at the peak.
 
@@ -103,10 +118,17 @@ class ScheduleTime:
         return self.steady_s + self.bubble_s
 
 
-def schedule_time(stage_s: Sequence[float], *, microbatches: int, vpp: int = 1) -> ScheduleTime:
-    """Fixed length: rank i takes stage_s[i] per micro-batch. T = m * max + (sum - max) / v."""
-    worst = max(stage_s)
-    return ScheduleTime(steady_s=microbatches * worst, bubble_s=(sum(stage_s) - worst) / vpp)
+def schedule_time(stage_s: Sequence[float], *, microbatches: int, vpp: int = 1, p2p_s: float = 0.0) -> ScheduleTime:
+    """Fixed length: rank i takes stage_s[i] + p2p_s per micro-batch. T = m * max + (sum - max) / v."""
+    return schedule_time_of(max(stage_s), sum(stage_s), stages=len(stage_s), microbatches=microbatches, vpp=vpp,
+                            p2p_s=p2p_s)
+
+
+def schedule_time_of(worst_s: float, total_s: float, *, stages: int, microbatches: int, vpp: int = 1,
+                     p2p_s: float = 0.0) -> ScheduleTime:
+    """schedule_time from the slowest stage's and all stages' seconds (p2p_s added to every stage)."""
+    worst = worst_s + p2p_s
+    return ScheduleTime(steady_s=microbatches * worst, bubble_s=(total_s + stages * p2p_s - worst) / vpp)
 
 
 def varlen_time(cell_s: np.ndarray, *, pp: int, vpp: int = 1) -> np.ndarray:

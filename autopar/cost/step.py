@@ -11,12 +11,13 @@ interleaved one (p-1)/(v*m) of Narayanan et al. 2021 (sec. 2.2); unequal stages
 (extra layers, the loss layer on the last one) stretch it.
 
 Every cached piece is a function of a Memo (model, hardware, job) and one small
-key holding exactly the plan values it reads (LayerPlan, StagePlan, P2PPlan,
-SyncPlan, ParamPlan): see cost/memo.py.
+key holding exactly the plan values it reads (LayerPlan, P2PPlan, SyncPlan,
+ParamPlan): see cost/memo.py.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
@@ -25,8 +26,8 @@ from autopar.cost.comm import collective_time
 from autopar.cost.compute import BlockTime, LayerPlan, Shape, combine_parts, loss_time, memory_time, part_args, part_time
 from autopar.cost.flops import model_flops_per_token
 from autopar.cost.memo import Memo, memo_for
-from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown, pipe_kinds
-from autopar.cost.pipeline import P2PTime, p2p_time, schedule_time
+from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown
+from autopar.cost.pipeline import P2PTime, p2p_time, rank_groups, schedule_time_of
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
@@ -58,6 +59,9 @@ class TimeBreakdown:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+_TIME_FIELDS = tuple(f.name for f in fields(TimeBreakdown))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     """Predicted time, throughput and memory of one plan."""
@@ -76,6 +80,11 @@ class Estimate:
     def fits(self) -> bool:
         return self.memory.total <= self.memory_capacity_bytes
 
+    @property
+    def memory_bytes(self) -> float:
+        """Peak memory on the worst GPU."""
+        return self.memory.total
+
 
 def estimate(
     model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, *, memo: Memo | None = None
@@ -86,17 +95,8 @@ def estimate(
     return timed_estimate(memo, plan, memory_breakdown(model, job, plan, memo=memo))
 
 
-class StagePlan(NamedTuple):
-    """What a pipeline's per-micro-batch stage times read of a plan."""
-
-    layer: LayerPlan  # the layers' own knobs
-    mbs: int  # sequences per micro-batch
-    pp: int  # stages
-    vpp: int  # chunks per stage
-
-
 class P2PPlan(NamedTuple):
-    """What the pipeline send/recv times read of a plan."""
+    """What pipeline send/recv reads of a plan."""
 
     tp: int
     cp: int
@@ -107,12 +107,23 @@ class P2PPlan(NamedTuple):
 
 
 class SyncPlan(NamedTuple):
-    """What the data-parallel gradient/parameter sync reads of a plan."""
+    """What the data-parallel sync and the optimizer step read of a plan."""
 
-    params: ParamPlan  # whose parameters
-    dp: int
+    tp: int
     cp: int
+    dp: int
+    pp: int
+    vpp: int
+    ep: int
+    etp: int
     zero: int
+
+    @classmethod
+    def of(cls, p: Plan) -> SyncPlan:
+        return cls(tp=p.tp, cp=p.cp, dp=p.dp, pp=p.pp, vpp=p.vpp, ep=p.ep, etp=p.etp, zero=p.zero)
+
+    def params(self) -> ParamPlan:
+        return ParamPlan(tp=self.tp, ep=self.ep, etp=self.etp, pp=self.pp, vpp=self.vpp)
 
 
 def _part(memo: Memo, key: tuple[str, Shape, tuple]) -> BlockTime:
@@ -120,12 +131,17 @@ def _part(memo: Memo, key: tuple[str, Shape, tuple]) -> BlockTime:
     return part_time(memo.model, memo.profile, shape, part, args)
 
 
+def _kind_set(memo: Memo, _: None) -> tuple[str, ...]:
+    """The model's layer kinds, each once."""
+    return tuple(sorted(set(memo.model.layer_kinds())))
+
+
 def _layers(memo: Memo, key: tuple[LayerPlan, int]) -> dict[str, BlockTime]:
     """Per layer kind, one micro-batch's time on one rank, for key (layer plan, mbs)."""
     lp, mbs = key
     shape = Shape(dtype=memo.job.dtype, seq_len=memo.job.seq_len, mbs=mbs)
     out = {}
-    for kind in set(memo.model.layer_kinds()):
+    for kind in memo.get(_kind_set, None):
         parts = [memo.get(_part, (p, shape, part_args(p, lp))) for p in KIND_PARTS[kind]]
         out[kind] = combine_parts(memo.profile, parts, pipelined=lp.pipelined)
     return out
@@ -139,27 +155,36 @@ def _loss(memo: Memo, key: tuple[int, int, int]) -> float:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _StageProfile:
+class _Stages:
     """Per-micro-batch stage times of one layout, before pipeline p2p."""
 
-    stage_s: tuple[float, ...]  # per rank, seconds per micro-batch (the last with the loss)
+    worst_s: float  # the slowest stage, seconds
+    total_s: float  # all stages together
     worst: BlockTime  # the slowest stage's layers, summed
-    worst_is_last: bool  # it is the last stage (and carries the loss)
+    loss_s: float  # the loss layer, when the slowest stage is the last one (else 0)
 
 
-def _stages(memo: Memo, key: StagePlan) -> _StageProfile:
-    times = memo.get(_layers, (key.layer, key.mbs))
-    loss = memo.get(_loss, (key.layer.dims.tp, key.layer.dims.cp, key.mbs))
-    ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
+def _groups(memo: Memo, key: tuple[int, int]) -> tuple[tuple[Counter[str], int], ...]:
+    """Distinct pipeline ranks for key (pp, vpp): (layer kinds, count), the last rank last."""
+    return rank_groups(memo.model.layer_kinds(), key[0], key[1])
+
+
+def _stages(memo: Memo, key: tuple[LayerPlan, int, int, int]) -> _Stages:
+    """For key (layer plan, mbs, pp, vpp). The slowest stage is the first rank with the largest time."""
+    lp, mbs, pp, vpp = key
+    times = memo.get(_layers, (lp, mbs))
+    loss = memo.get(_loss, (lp.dims.tp, lp.dims.cp, mbs))
+    groups = memo.get(_groups, (pp, vpp))
     per_layer = {k: t.total for k, t in times.items()}
-    totals = [sum(n * per_layer[k] for k, n in kinds.items()) for kinds in ranks]
+    totals = [sum(n * per_layer[k] for k, n in kinds.items()) for kinds, _ in groups]
     totals[-1] += loss
     i = totals.index(max(totals))
-    parts = [times[k].scaled(n) for k, n in ranks[i].items()]
-    worst = parts[0]
+    parts = [times[k].scaled(n) for k, n in groups[i][0].items()]
+    w = parts[0]
     for part in parts[1:]:
-        worst = worst + part
-    return _StageProfile(stage_s=tuple(totals), worst=worst, worst_is_last=i == len(ranks) - 1)
+        w = w + part
+    total = sum(t * count for t, (_, count) in zip(totals, groups, strict=True))
+    return _Stages(worst_s=totals[i], total_s=total, worst=w, loss_s=loss if i == len(groups) - 1 else 0.0)
 
 
 def _p2p(memo: Memo, key: P2PPlan) -> P2PTime:
@@ -169,47 +194,49 @@ def _p2p(memo: Memo, key: P2PPlan) -> P2PTime:
     return p2p_time(memo.profile, nbytes=nbytes, pp=key.pp, vpp=key.vpp, pair=grid.neighbours("pp"))
 
 
+def _sync(memo: Memo, key: SyncPlan) -> tuple[float, float, float]:
+    """(reduce, gather) seconds of the data-parallel sync, and the optimizer step's."""
+    reduce, gather = _dp_collectives(memo, key)
+    return reduce, gather, _optimizer(memo, key)
+
+
+def _optimizer(memo: Memo, key: SyncPlan) -> float:
+    """The optimizer step on the rank with the most parameters, over its sharded state."""
+    dense, expert = max(memo.get(end_params, key.params()), key=sum)
+    grid = RankGrid(gpus_per_node=memo.profile.gpus_per_node, tp=key.tp, cp=key.cp, dp=key.dp, pp=key.pp, ep=key.ep,
+                    etp=key.etp)
+    dense_shards, expert_shards = (1, 1) if key.zero == 0 else (grid.size("dpcp"), grid.size("edp"))
+    return memory_time(memo.profile, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * (dense / dense_shards + expert / expert_shards))
+
+
 def _model_flops(memo: Memo, _: None) -> float:
     return model_flops_per_token(memo.model, memo.job.seq_len)
 
 
-def step_seconds(memo: Memo, plan: Plan) -> tuple[TimeBreakdown, bool]:
-    """Where one step's time goes, and whether the slowest stage is the last one."""
-    hw, job = memo.profile, memo.job
-    lp = LayerPlan.of(plan)
-    prof = memo.get(_stages, StagePlan(layer=lp, mbs=plan.mbs, pp=plan.pp, vpp=plan.vpp))
+def step_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
+    """TimeBreakdown's fields, in order (the search's hot path: their sum is the step time)."""
+    stages = memo.get(_stages, (LayerPlan.of(plan), plan.mbs, plan.pp, plan.vpp))
     p2p = memo.get(_p2p, P2PPlan(tp=plan.tp, cp=plan.cp, dp=plan.dp, pp=plan.pp, vpp=plan.vpp, mbs=plan.mbs))
-    m = plan.microbatches(job)
-    # p2p adds the same to every stage: the slowest stage stays the slowest
-    sched = schedule_time([t + p2p.per_microbatch_s for t in prof.stage_s], microbatches=m, vpp=plan.vpp)
-    params = ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp)
-    dp_times = memo.get(_dp_collectives, SyncPlan(params=params, dp=plan.dp, cp=plan.cp, zero=plan.zero))
-    w = prof.worst
-    dp_comm, dp_hidden = _dp_overlap(dp_times, plan, m, fwd_s=w.fwd, bwd_s=w.bwd)
-    dense, expert = max(memo.get(end_params, params), key=sum)
-    dense_shards, expert_shards = _shards(plan)
-    if plan.zero == 0:
-        dense_shards = expert_shards = 1
-    optimizer = memory_time(hw, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * (dense / dense_shards + expert / expert_shards))
-    loss = memo.get(_loss, (plan.tp, plan.cp, plan.mbs)) if prof.worst_is_last else 0.0
-    time = TimeBreakdown(
-        compute=m * (w.compute + loss),
-        tp_comm=m * w.tp_exposed,
-        cp_comm=m * w.cp_exposed,
-        ep_comm=m * w.ep_exposed,
-        pp_comm=m * p2p.per_microbatch_s + p2p.fill_s,
-        dp_comm=dp_comm,
-        bubble=sched.bubble_s,
-        optimizer=optimizer,
-        overlap=m * w.overlap_penalty + (hw.compute_slowdown - 1) * dp_hidden,
-    )
-    return time, prof.worst_is_last
+    reduce, gather, optimizer = memo.get(_sync, SyncPlan.of(plan))
+    m = memo.job.global_batch // (plan.dp * plan.mbs)
+    sched = schedule_time_of(stages.worst_s, stages.total_s, stages=plan.pp, microbatches=m, vpp=plan.vpp,
+                             p2p_s=p2p.per_microbatch_s)
+    w = stages.worst
+    dp_comm, dp_hidden = _dp_overlap((reduce, gather), plan.zero, m, fwd_s=w.fwd, bwd_s=w.bwd)
+    return (m * (w.compute + stages.loss_s), m * w.tp_exposed, m * w.cp_exposed, m * w.ep_exposed,
+            m * p2p.per_microbatch_s + p2p.fill_s, dp_comm, sched.bubble_s, optimizer,
+            m * w.overlap_penalty + (memo.profile.compute_slowdown - 1) * dp_hidden)
+
+
+def step_seconds(memo: Memo, plan: Plan) -> TimeBreakdown:
+    """Where one step's time goes."""
+    return TimeBreakdown(**dict(zip(_TIME_FIELDS, step_parts(memo, plan), strict=True)))
 
 
 def timed_estimate(memo: Memo, plan: Plan, memory: MemoryBreakdown) -> Estimate:
     """The time half of estimate(), for a plan whose memory is already known."""
     hw, job = memo.profile, memo.job
-    time, _ = step_seconds(memo, plan)
+    time = step_seconds(memo, plan)
     step = time.total
     tokens = job.tokens_per_step / step
     flops = tokens * memo.get(_model_flops, None) / job.gpus
@@ -226,12 +253,6 @@ def timed_estimate(memo: Memo, plan: Plan, memory: MemoryBreakdown) -> Estimate:
     )
 
 
-def _shards(plan: Plan) -> tuple[int, int]:
-    """Ranks sharing (dense, routed-expert) optimizer state: DP x CP, and the expert-DP group."""
-    dense = plan.dp * plan.cp
-    return dense, max(1, dense * plan.tp // (plan.ep * plan.etp))
-
-
 def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
     """Seconds of the (reduce, gather) collectives of gradient and parameter sync.
 
@@ -241,9 +262,9 @@ def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
     weights, once per step. ZeRO 3 (FSDP): per micro-batch, reduce-scatter
     grads, and all-gather weights twice (forward and backward).
     """
-    hw, p = memo.profile, key.params
-    dense_params, expert_params = max(memo.get(end_params, p), key=sum)
-    grid = RankGrid(gpus_per_node=hw.gpus_per_node, tp=p.tp, cp=key.cp, dp=key.dp, pp=p.pp, ep=p.ep, etp=p.etp)
+    hw = memo.profile
+    dense_params, expert_params = max(memo.get(end_params, key.params()), key=sum)
+    grid = RankGrid(gpus_per_node=hw.gpus_per_node, tp=key.tp, cp=key.cp, dp=key.dp, pp=key.pp, ep=key.ep, etp=key.etp)
     reduce = gather = 0.0
     for params, axis in ((dense_params, "dpcp"), (expert_params, "edp")):
         group = grid.group(axis)
@@ -258,7 +279,7 @@ def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
     return reduce, gather
 
 
-def _dp_overlap(times: tuple[float, float], plan: Plan, microbatches: int, *, fwd_s: float, bwd_s: float) -> tuple[float, float]:
+def _dp_overlap(times: tuple[float, float], zero: int, microbatches: int, *, fwd_s: float, bwd_s: float) -> tuple[float, float]:
     """(exposed, hidden) seconds of DP sync given one micro-batch's forward/backward on the worst stage.
 
     ZeRO 0/1: the reduce hides behind the last backward, the gather behind the
@@ -274,11 +295,11 @@ def _dp_overlap(times: tuple[float, float], plan: Plan, microbatches: int, *, fw
     """
     reduce, gather = times
     ov = cal.DP_OVERLAP_FRACTION
-    if plan.zero == 3:
+    if zero == 3:
         gather_one = gather / 2  # _dp_collectives counts both gathers
         per_mb = max(0.0, gather_one - ov * fwd_s) + max(0.0, gather_one + reduce - ov * bwd_s)
         exposed = microbatches * per_mb
         return exposed, microbatches * (reduce + gather) - exposed
-    reduces = microbatches if plan.zero == 2 else 1
+    reduces = microbatches if zero == 2 else 1
     exposed = reduces * max(0.0, reduce - ov * bwd_s) + max(0.0, gather - ov * fwd_s)
     return exposed, reduces * reduce + gather - exposed

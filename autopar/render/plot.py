@@ -18,13 +18,16 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from autopar.advise.train import Suggestion
 from autopar.cost.step import Estimate
 from autopar.errors import SpecError
 from autopar.io.files import write_atomic
+from autopar.search.planner import Candidate
 
 GIB = 2**30
+P = TypeVar("P", Candidate, Estimate)
 INSTALL_HINT = "pip install 'autopar[plot]'"
 FORMATS = (".svg", ".html", ".htm")
 RASTER_ABOVE = 2000  # more points than this are drawn as one embedded image (the SVG stays ~100 KB)
@@ -39,15 +42,15 @@ class PlotSummary:
     pareto: int  # plans on the Pareto front
 
 
-def pareto_front(estimates: Iterable[Estimate]) -> list[Estimate]:
+def pareto_front(estimates: Iterable[P]) -> list[P]:
     """Plans not dominated in (more tokens/s, less memory), by increasing memory.
 
     Of plans with equal memory only the fastest can be on the front, and a plan must be strictly
     faster than every plan using less memory.
     """
-    front: list[Estimate] = []
+    front: list[P] = []
     best = float("-inf")
-    for e in sorted(estimates, key=lambda e: (e.memory.total, -e.tokens_per_s)):
+    for e in sorted(estimates, key=lambda e: (e.memory_bytes, -e.tokens_per_s)):
         if e.tokens_per_s > best:
             front.append(e)
             best = e.tokens_per_s
@@ -69,10 +72,10 @@ def _describe(e: Estimate) -> str:
     return f"{p.label()} mbs{p.mbs} {p.recompute} ZeRO-{p.zero}"
 
 
-def _distinct(estimates: Sequence[Estimate]) -> tuple[list[float], list[float]]:
+def _distinct(estimates: Sequence[Candidate]) -> tuple[list[float], list[float]]:
     """Point coordinates, one per (0.01 GiB, 4 significant digits of tokens/s) cell: thousands of
     plans share a few hundred distinguishable positions, and the SVG stays small."""
-    seen = {(round(e.memory.total / GIB, 2), float(f"{e.tokens_per_s:.4g}")) for e in estimates}
+    seen = {(round(e.memory_bytes / GIB, 2), float(f"{e.tokens_per_s:.4g}")) for e in estimates}
     pts = sorted(seen)
     return [m for m, _ in pts], [t for _, t in pts]
 
@@ -86,13 +89,13 @@ def svg_chart(s: Suggestion) -> str:
     except ImportError:
         raise SpecError(f"--plot needs matplotlib, an optional extra: {INSTALL_HINT}") from None
     ranked = s.result.ranked
-    front = pareto_front(ranked)
+    front = _front(s)
     best = ranked[0]
     cap = s.ctx.hw.memory_bytes / GIB
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autopar", "font.size": 9}):
         fig = Figure(figsize=(9, 5.5))
         ax = fig.add_subplot()
-        xs, ys = _distinct(ranked)
+        xs, ys = _distinct(ranked.candidates)
         ax.scatter(xs, ys, s=9, color="#9aa5b1", alpha=0.6, linewidths=0, label=f"feasible plans ({len(ranked)})",
                    gid="plans", rasterized=len(xs) > RASTER_ABOVE)
         fx = [e.memory.total / GIB for e in front]
@@ -123,7 +126,7 @@ def svg_chart(s: Suggestion) -> str:
 
 def html_page(s: Suggestion, svg: str) -> str:
     """A self-contained page: the chart inline and the Pareto plans as a table."""
-    front = pareto_front(s.result.ranked)
+    front = _front(s)
     best = s.result.ranked[0]
     inline = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", "", svg)
     rows = []
@@ -153,4 +156,11 @@ def write_plot(path: Path, s: Suggestion) -> PlotSummary:
         raise SpecError(f"--plot {path}: the file name must end in .svg or .html")
     svg = svg_chart(s)
     write_atomic(path, svg if path.suffix.lower() == ".svg" else html_page(s, svg), option="--plot")
-    return PlotSummary(path=path, plans=len(s.result.ranked), pareto=len(pareto_front(s.result.ranked)))
+    return PlotSummary(path=path, plans=len(s.result.ranked), pareto=len(pareto_front(s.result.ranked.candidates)))
+
+
+def _front(s: Suggestion) -> list[Estimate]:
+    """The Pareto plans' estimates (built for these few only)."""
+    ranked = s.result.ranked
+    where = {id(c): i for i, c in enumerate(ranked.candidates)}
+    return [ranked[where[id(c)]] for c in pareto_front(ranked.candidates)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -122,7 +123,7 @@ def plan_label(est: Estimate) -> str:
     return " ".join(bits)
 
 
-def distinct_layouts(ranked: tuple[Estimate, ...], top: int) -> list[Estimate]:
+def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
     """The first `top` plans with distinct degrees (dp, tp, pp, cp, ep): interleaving depth, micro-batch,
     recompute and ZeRO variants of a layout already shown are left out."""
     seen: set[tuple[int, ...]] = set()

@@ -7,11 +7,9 @@ model charges the imbalance.
 
 Two facts of the cost model keep the search exact while timing few plans:
 
-- memory never rises from none to selective to full recompute, and never
-  rises from ZeRO-0 to 1 to 2 (ZeRO-3 adds gather buffers, so it may): when
-  the fastest variant of a layout does not fit, the leanest is full recompute
-  at the ZeRO stage with the least memory, and if that does not fit either,
-  no variant does;
+- a layout's memory under every recompute mode and ZeRO stage comes from
+  parts found once per layout (cost/memory.py variant_peaks), with the same
+  sums as a fresh estimate;
 - step time never falls from ZeRO-1 to 2 to 3 (each moves at least as much,
   behind no more compute: cost/step.py), so per layout and recompute mode only
   the lowest ZeRO stage that fits is timed; the higher ones that fit count as
@@ -28,10 +26,11 @@ import gc
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import NamedTuple, Protocol, TypeVar, overload
 
 from autopar.cost.memo import Memo
-from autopar.cost.memory import memory_breakdown, peak_bytes
-from autopar.cost.step import Estimate, timed_estimate
+from autopar.cost.memory import memory_breakdown, peak_bytes, variant_peaks
+from autopar.cost.step import Estimate, step_parts, timed_estimate
 from autopar.errors import InfeasibleError
 from autopar.search.space import SEARCHED_ZERO, choices, enumerate_plans, enumerate_skeletons, with_knobs
 from autopar.spec.hardware import HardwareProfile
@@ -39,19 +38,73 @@ from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import RECOMPUTE, Plan
 
-__all__ = ["TIE_BAND", "SearchResult", "enumerate_plans", "rank", "search", "simplicity"]
+__all__ = ["TIE_BAND", "Candidate", "RankedPlans", "SearchResult", "enumerate_plans", "rank", "search", "simplicity"]
 
 TIE_BAND = 0.005  # plans within 0.5% of the fastest rank as equal; the simpler one first
 CP_VARIANT_CANDIDATES = 64  # leading plans on which the all-gather CP variant is tried
+
+
+class Candidate(NamedTuple):
+    """A timed plan, before its Estimate is built."""
+
+    tokens_per_s: float  # whole job
+    memory_bytes: float  # peak on the worst GPU
+    plan: Plan
+
+
+class RankedPlans(Sequence[Estimate]):
+    """Ranked plans, best first. Each Estimate is built when first read, by the functions estimate()
+    uses (a search times ~10^5 plans and shows a few); ``candidates`` has every plan's figures."""
+
+    def __init__(self, memo: Memo, candidates: list[Candidate]) -> None:
+        self._memo = memo
+        self.candidates: tuple[Candidate, ...] = tuple(candidates)
+        self._built: dict[int, Estimate] = {}
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    @overload
+    def __getitem__(self, i: int) -> Estimate: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[Estimate, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> Estimate | tuple[Estimate, ...]:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        if i not in self._built:
+            plan = self.candidates[i].plan
+            memo = self._memo
+            self._built[i] = timed_estimate(memo, plan, memory_breakdown(memo.model, memo.job, plan, memo=memo))
+        return self._built[i]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchResult:
     """Ranked feasible plans and what the search looked at."""
 
-    ranked: tuple[Estimate, ...]  # timed plans, best first: per layout and recompute, the lowest ZeRO stage that fits
+    ranked: RankedPlans  # timed plans, best first: per layout and recompute, the lowest ZeRO stage that fits
     considered: int  # plans in the space
     feasible: int  # plans that fit in memory
+
+
+class _Ranks(Protocol):
+    @property
+    def tokens_per_s(self) -> float: ...
+
+    @property
+    def memory_bytes(self) -> float: ...
+
+    @property
+    def plan(self) -> Plan: ...
+
+
+R = TypeVar("R", bound=_Ranks)
 
 
 def simplicity(plan: Plan) -> tuple[int, ...]:
@@ -59,25 +112,25 @@ def simplicity(plan: Plan) -> tuple[int, ...]:
     return (plan.pp, plan.vpp, plan.cp, plan.tp, plan.zero != 1, RECOMPUTE.index(plan.recompute), plan.mbs)
 
 
-def dominated(estimates: Sequence[Estimate]) -> set[int]:
+def dominated(plans: Sequence[_Ranks]) -> set[int]:
     """Indices of the plans another beats on both axes: at least as fast and as lean, and better on one."""
-    order = sorted(range(len(estimates)), key=lambda i: (estimates[i].memory.total, -estimates[i].tokens_per_s))
+    order = sorted(range(len(plans)), key=lambda i: (plans[i].memory_bytes, -plans[i].tokens_per_s))
     out: set[int] = set()
     best_tps, best_mem = float("-inf"), float("nan")
     for i in order:
-        e = estimates[i]
-        if e.tokens_per_s < best_tps or (e.tokens_per_s == best_tps and e.memory.total > best_mem):
+        e = plans[i]
+        if e.tokens_per_s < best_tps or (e.tokens_per_s == best_tps and e.memory_bytes > best_mem):
             out.add(i)
         elif e.tokens_per_s > best_tps:
-            best_tps, best_mem = e.tokens_per_s, e.memory.total
+            best_tps, best_mem = e.tokens_per_s, e.memory_bytes
     return out
 
 
-def rank(estimates: Sequence[Estimate]) -> list[Estimate]:
+def rank(plans: Sequence[R]) -> list[R]:
     """Best first: the plans within TIE_BAND of the fastest by (dominated, simplicity), then the rest by tokens/s."""
-    if not estimates:
+    if not plans:
         return []
-    by_speed = sorted(estimates, key=lambda e: -e.tokens_per_s)
+    by_speed = sorted(plans, key=lambda e: -e.tokens_per_s)
     floor = by_speed[0].tokens_per_s * (1 - TIE_BAND)
     band = [e for e in by_speed if e.tokens_per_s >= floor]
     beaten = dominated(by_speed)
@@ -109,43 +162,36 @@ def _no_cyclic_gc() -> Iterator[None]:
 def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, object]) -> SearchResult:
     memo = Memo(model, hw, job)
     cap = hw.memory_bytes
+    tokens = job.tokens_per_step
     considered = feasible = 0
-    smallest: tuple[float, Plan] | None = None
+    smallest: tuple[float, Plan, str, int] | None = None
     timed = []
     recomputes = choices(fixed, "recompute", list(RECOMPUTE))
     zeros = sorted(int(str(z)) for z in choices(fixed, "zero", list(SEARCHED_ZERO)))
     per_skeleton = len(recomputes) * len(zeros)
     for skeleton in enumerate_skeletons(model, job, fixed):
         considered += per_skeleton
-        fastest = peak_bytes(memo, with_knobs(skeleton, recomputes[0], zeros[0]))
-        if fastest > cap:
-            # the leanest variant: full recompute (never more memory) at the leanest ZeRO stage
-            leanest = min((peak_bytes(memo, with_knobs(skeleton, recomputes[-1], z)), z) for z in zeros)
-            if leanest[0] > cap:
-                if smallest is None or leanest[0] < smallest[0]:
-                    smallest = (leanest[0], with_knobs(skeleton, recomputes[-1], leanest[1]))
-                continue
-        for recompute in recomputes:
-            chosen = None
-            for i, zero in enumerate(zeros):
-                plan = with_knobs(skeleton, recompute, zero)
-                need = fastest if (recompute, i) == (recomputes[0], 0) else peak_bytes(memo, plan)
+        for recompute, needs in zip(recomputes, variant_peaks(memo, skeleton, recomputes, zeros), strict=True):
+            chosen = -1
+            for i, need in enumerate(needs):
                 if need <= cap:
                     feasible += 1
-                    if chosen is None:
-                        chosen = plan
+                    if chosen < 0:
+                        chosen = i
                 elif smallest is None or need < smallest[0]:
-                    smallest = (need, plan)
-            if chosen is not None:
-                timed.append(timed_estimate(memo, chosen, memory_breakdown(model, job, chosen, memo=memo)))
+                    smallest = (need, skeleton, recompute, zeros[i])
+            if chosen >= 0:
+                plan = with_knobs(skeleton, recompute, zeros[chosen])
+                timed.append(Candidate(tokens_per_s=tokens / sum(step_parts(memo, plan)), memory_bytes=needs[chosen], plan=plan))
     if not timed:
-        raise InfeasibleError(_why_none(model, hw, job, considered, smallest))
+        least = None if smallest is None else (smallest[0], with_knobs(smallest[1], smallest[2], smallest[3]))
+        raise InfeasibleError(_why_none(model, hw, job, considered, least))
     if "cp_comm" not in fixed:
         timed = _pick_cp_comm(memo, rank(timed))
-    return SearchResult(ranked=tuple(rank(timed)), considered=considered, feasible=feasible)
+    return SearchResult(ranked=RankedPlans(memo, rank(timed)), considered=considered, feasible=feasible)
 
 
-def _pick_cp_comm(memo: Memo, ranked: list[Estimate]) -> list[Estimate]:
+def _pick_cp_comm(memo: Memo, ranked: list[Candidate]) -> list[Candidate]:
     """For the leading plans with CP, keep all-gather K/V instead of the ring where it is faster and fits.
 
     The ring is enumerated for every plan; the all-gather variant is tried only on
@@ -153,15 +199,15 @@ def _pick_cp_comm(memo: Memo, ranked: list[Estimate]) -> list[Estimate]:
     search fast.
     """
     out = list(ranked)
-    for i, est in enumerate(out[:CP_VARIANT_CANDIDATES]):
-        if est.plan.cp == 1:
+    for i, cand in enumerate(out[:CP_VARIANT_CANDIDATES]):
+        if cand.plan.cp == 1:
             continue
-        plan = replace(est.plan, cp_comm="allgather")
-        memory = memory_breakdown(memo.model, memo.job, plan, memo=memo)
-        if memory.total <= memo.profile.memory_bytes:
-            other = timed_estimate(memo, plan, memory)
-            if other.tokens_per_s > est.tokens_per_s:
-                out[i] = other
+        plan = replace(cand.plan, cp_comm="allgather")
+        need = peak_bytes(memo, plan)
+        if need <= memo.profile.memory_bytes:
+            tps = memo.job.tokens_per_step / sum(step_parts(memo, plan))
+            if tps > cand.tokens_per_s:
+                out[i] = Candidate(tokens_per_s=tps, memory_bytes=need, plan=plan)
     return out
 
 

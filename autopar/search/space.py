@@ -29,6 +29,7 @@ from autopar.spec.plan import (
     ep_rule,
     etp_rule,
     pp_rule,
+    sp_rule,
     tp_rule,
     vpp_rule,
 )
@@ -78,7 +79,8 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object])
                 for mbs in choices(fixed, "mbs", [b for b in MICRO_BATCH_SIZES if batch_rule(job, dp, b) is None]):
                     m = job.global_batch // (dp * mbs)
                     vpps = [v for v in [1, *virtual_stages(model.layers, pp)] if vpp_rule(model, pp=pp, vpp=v, microbatches=m) is None]
-                    knobs = product(choices(fixed, "vpp", vpps), choices(fixed, "sp", [True, False] if tp > 1 else [False]),
+                    sps = [s for s in ([True, False] if tp > 1 else [False]) if sp_rule(model, tp=tp, sp=s) is None]
+                    knobs = product(choices(fixed, "vpp", vpps), choices(fixed, "sp", sps),
                                     choices(fixed, "ep", eps), choices(fixed, "etp", sorted(etps)))
                     for vpp, sp, ep, etp in knobs:
                         yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp,

@@ -144,6 +144,15 @@ def etp_rule(model: ModelSpec, *, tp: int, etp: int) -> str | None:
     return None
 
 
+def sp_rule(model: ModelSpec, *, tp: int, sp: bool) -> str | None:
+    """Megatron-Core's MoE layer refuses tensor parallelism without sequence parallelism in training
+    (megatron/core/transformer/moe/moe_layer.py: "performance may degrade if MoE and tensor
+    parallelism are enabled without also enabling sequence parallelism" is raised, not warned)."""
+    if model.moe is not None and tp > 1 and not sp:
+        return f"{model.name}: MoE with tp ({tp}) > 1 needs sequence parallelism (--sp), as Megatron-Core requires"
+    return None
+
+
 def knob_rule(plan: Plan) -> str | None:
     if plan.recompute not in RECOMPUTE:
         return f"--recompute must be one of {', '.join(RECOMPUTE)}, got {plan.recompute!r}"
@@ -170,7 +179,8 @@ def plan_errors(plan: Plan, model: ModelSpec, job: Job) -> list[str]:
     ]
     if not checks[-1]:
         checks.append(vpp_rule(model, pp=p.pp, vpp=p.vpp, microbatches=p.microbatches(job)))
-    checks += [ep_rule(model, dp=p.dp, cp=p.cp, ep=p.ep), etp_rule(model, tp=p.tp, etp=p.etp)]
+    checks += [ep_rule(model, dp=p.dp, cp=p.cp, ep=p.ep), etp_rule(model, tp=p.tp, etp=p.etp),
+               sp_rule(model, tp=p.tp, sp=p.sp)]
     return [e for e in checks if e]
 
 
