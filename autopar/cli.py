@@ -54,8 +54,10 @@ def profile(
 def calibrate(
     model: Annotated[str, typer.Argument(help="Preset name, model .yaml, or Hugging Face config.json (dense models).",
                                          autocompletion=complete_model)],
-    plan: Annotated[list[str], typer.Option(help="A plan to run: dp2,tp2,pp1[,vpp2,mbs1,gb8,zero3,sp|nosp,seq256]; "
-                                            "repeat for several (one process group runs them in turn).")],
+    plan: Annotated[list[str] | None, typer.Option(help="A plan to run: dp2,tp2,pp1[,vpp2,mbs1,gb8,zero3,sp|nosp,"
+                                                   "seq256]; repeat for several (one process group runs them in turn).")]
+    = None,
+    top: Annotated[int | None, typer.Option(help="Instead of --plan: suggest's best K plans for the processes.")] = None,
     scale_to_fit: Annotated[bool, typer.Option("--scale-to-fit", help="Shrink the model to run in seconds here "
                                                "(says how).")] = False,
     nproc: Annotated[int | None, typer.Option(help="Processes to start (default: one per GPU; 2 on CPU).")] = None,
@@ -76,7 +78,10 @@ def calibrate(
         from autopar.calibrate.save import target
 
         where = target() if save else None
-        done = run_calibrate(model, plan_texts=plan, scale=scale_to_fit, nproc=nproc, device=device, steps=steps,
+        plans = list(plan or [])
+        if top is not None:
+            plans += top_plans_for(model, top, nproc=nproc, device=device, hardware=hardware, scale=scale_to_fit)
+        done = run_calibrate(model, plan_texts=plans, scale=scale_to_fit, nproc=nproc, device=device, steps=steps,
                              warmup=warmup, hardware=hardware)
         if done is not None and where is not None:
             from autopar.calibrate.save import save as save_corrections
@@ -94,6 +99,19 @@ def calibrate(
         print("\n\n".join("\n".join(lines(c)) for c in done))
         if saved is not None:
             print("\n" + saved_line(saved))
+
+
+def top_plans_for(model: str, k: int, *, nproc: int | None, device: str, hardware: str | None, scale: bool) -> list[str]:
+    """--top K: suggest's best plans for this many processes, said on stderr."""
+    from autopar.calibrate.command import top_plans, world_size
+    from autopar.io.models import load_model
+    from autopar.probe.runtime import require_torch, resolve_device
+
+    kind = resolve_device(require_torch(), device)
+    world = world_size(kind, nproc)
+    texts, hw = top_plans(load_model(model), k, world=world, hardware=hardware, scale=scale, kind=kind)
+    print(f"--top {k}: suggest's best plans for {world} processes on {hw}: {'; '.join(texts)}", file=sys.stderr)
+    return texts
 
 
 Model = Annotated[str, typer.Argument(help="Preset name (see `autopar models`), model .yaml, or Hugging Face config.json.",

@@ -171,3 +171,23 @@ def test_save_replaces_an_earlier_correction_block() -> None:
 
     text = f"name: x\n{MARK}corrections:\n  activation_bytes_per_block:\n    factor: 1.2\n# note\nraw:\n  a: 1\n"
     assert _without_corrections(text) == "name: x\n# note\nraw:\n  a: 1\n"
+
+
+def test_top_plans_are_runnable_plan_strings() -> None:
+    from autopar.calibrate.command import plan_text, top_plans
+
+    texts, why = top_plans(load_model("llama3.1-8b"), 3, world=2, hardware="h100-sxm", scale=True, kind="cpu")
+    assert why == "--hardware h100-sxm" and 1 <= len(texts) <= 3 and len(set(texts)) == len(texts)
+    for text in texts:
+        req = parse_plan(text)
+        assert req.plan.gpus == 2 and req.global_batch == 8
+        assert req.plan.pp == 1 or req.global_batch // (req.plan.dp * req.plan.mbs) >= req.plan.pp
+    # ZeRO-1 over dp > 1 runs as FSDP2's ZeRO-3; at dp 1 the stage is kept (it shards nothing)
+    assert plan_text(Plan(dp=2, tp=1, pp=1, zero=1, sp=False), 8) == "dp2,tp1,pp1,mbs1,gb8,zero3,nosp"
+    assert plan_text(Plan(dp=1, tp=2, pp=2, vpp=2, zero=1), 8) == "dp1,tp2,pp2,vpp2,mbs1,gb8,zero1,sp"
+
+
+def test_pipelines_need_pp_micro_batches(small) -> None:
+    req = parse_plan("pp2,gb1")
+    with pytest.raises(SpecError, match=r"at least pp \(2\) micro-batches per step; gb / \(dp \* mbs\) = 1"):
+        make_job(small, req, gpus=2)

@@ -48,6 +48,16 @@ class Calibration:
     rows: tuple[Row, ...]  # compared
 
 
+def world_size(kind: str, nproc: int | None) -> int:
+    """The number of ranks a run will have (torchrun's WORLD_SIZE, --nproc, the GPUs, or 2 on CPU)."""
+    cuda = 0
+    if kind == "cuda":
+        import torch
+
+        cuda = torch.cuda.device_count()
+    return _world(kind, nproc, cuda)
+
+
 def _world(kind: str, nproc: int | None, torch_cuda_count: int) -> int:
     if "WORLD_SIZE" in os.environ and "RANK" in os.environ:
         try:
@@ -115,6 +125,43 @@ def _prepare(spec: ModelSpec, text: str, *, scale: bool, kind: str, world: int, 
     if not scale:
         _check_fits(scaling.model, req.plan, job, capacity=capacity)
     return _Prepared(text=text, scaling=scaling, plan=req.plan, job=job)
+
+
+def plan_text(plan: Plan, global_batch: int) -> str:
+    """A searched plan as a --plan string calibrate runs (ZeRO 0/1 over dp > 1 become FSDP2's zero3)."""
+    zero = plan.zero if plan.zero >= 2 or plan.dp == 1 else 3
+    vpp = f",vpp{plan.vpp}" if plan.vpp > 1 else ""
+    return (f"dp{plan.dp},tp{plan.tp},pp{plan.pp}{vpp},mbs{plan.mbs},gb{global_batch},zero{zero},"
+            + ("sp" if plan.sp else "nosp"))
+
+
+def top_plans(spec: ModelSpec, k: int, *, world: int, hardware: str | None, scale: bool, kind: str) -> tuple[list[str], str]:
+    """The --plan strings of suggest's best k plans for `world` GPUs that calibrate runs, and the hardware used.
+
+    The search runs on the model as calibrate builds it (scaled when asked), for a global batch of
+    4 sequences per process, on --hardware or the saved profile (else the default); plans with CP,
+    recompute or EP are passed over (calibrate does not run them).
+    """
+    from autopar.io.profiles import resolve_hardware
+    from autopar.search.planner import search
+
+    if k < 1:
+        raise SpecError(f"--top must be >= 1, got {k}")
+    model = scale_to_fit(spec, Plan(dp=world, tp=1, pp=1), BUDGETS[kind]).model if scale else spec
+    hw, why = resolve_hardware(hardware)
+    batch = 4 * world
+    job = Job(gpus=world, gpus_per_node=max(hw.gpus_per_node, world), global_batch=batch, seq_len=model.seq_len)
+    found = search(model, hw, job, fixed={"cp": 1, "recompute": "none", "ep": 1})
+    texts: list[str] = []
+    for est in found.ranked:
+        if est.plan.pp > 1 and est.plan.microbatches(job) < est.plan.pp:
+            continue  # torch's schedules need at least pp micro-batches
+        text = plan_text(est.plan, batch)
+        if text not in texts:
+            texts.append(text)
+        if len(texts) == k:
+            break
+    return texts, why
 
 
 def run_calibrate(model_ref: str, *, plan_texts: list[str], scale: bool, nproc: int | None, device: str, steps: int,

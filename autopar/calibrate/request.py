@@ -146,4 +146,8 @@ def make_job(model: ModelSpec, req: PlanRequest, *, gpus: int) -> Job:
     seq = req.seq_len or model.seq_len
     job = Job(gpus=gpus, gpus_per_node=gpus, global_batch=batch, seq_len=seq, dtype="bf16")
     validate(plan, model, job)
+    m = plan.microbatches(job)
+    if plan.pp > 1 and m < plan.pp:
+        raise SpecError(f"--plan: torch's pipeline schedules need at least pp ({plan.pp}) micro-batches per step; "
+                        f"gb / (dp * mbs) = {batch} / ({plan.dp} * {plan.mbs}) = {m}")
     return job
