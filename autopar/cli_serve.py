@@ -28,7 +28,8 @@ HardwareOpt = Annotated[str | None, typer.Option(
 GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs of the deployment.")]
 IslOpt = Annotated[int, typer.Option(help="Input (prompt) tokens per request.")]
 OslOpt = Annotated[int, typer.Option(help="Output tokens per request.")]
-FrameworkOpt = Annotated[str, typer.Option(help="vllm | sglang | trtllm")]
+FrameworkOpt = Annotated[str | None, typer.Option(help="vllm | sglang | trtllm (default: the --emit target, else vllm)")]
+EmitOpt = Annotated[str | None, typer.Option(help="Also print the launch lines and a benchmark: vllm | sglang | trtllm.")]
 WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)")]
 KvOpt = Annotated[str, typer.Option(help="auto | bf16 | fp8")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
@@ -62,7 +63,7 @@ def estimate_cmd(
     concurrency: Annotated[int, typer.Option(help="Requests in flight across the deployment.")] = 1,
     isl: IslOpt = 1024,
     osl: OslOpt = 1024,
-    framework: FrameworkOpt = "vllm",
+    framework: FrameworkOpt = None,
     weights: WeightsOpt = "bf16",
     kv_dtype: KvOpt = "auto",
     mode: Annotated[str, typer.Option(help="agg | disagg")] = "agg",
@@ -78,6 +79,7 @@ def estimate_cmd(
     decode_dp: Annotated[int, typer.Option(help="disagg: decode attention-DP ranks.")] = 1,
     decode_ep: Annotated[int, typer.Option(help="disagg: decode EP.")] = 1,
     decode_attention_dp: Annotated[bool, typer.Option("--decode-attention-dp")] = False,
+    emit: EmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory."""
@@ -87,8 +89,9 @@ def estimate_cmd(
     from autopar.spec.serve import Workload
 
     try:
-        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework, weights=weights,
-                             kv_dtype=kv_dtype)
+        advise.check_emit(emit)
+        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
+                             weights=weights, kv_dtype=kv_dtype)
         wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
         if mode == "disagg":
             pre = advise.PoolArgs(tp=prefill_tp, pp=prefill_pp, dp=prefill_dp, ep=prefill_ep,
@@ -105,12 +108,15 @@ def estimate_cmd(
         else:
             raise SpecError(f"--mode must be one of agg, disagg, got {mode!r}")
         est = advise.explain(ctx, dep, wl)
+        launched = advise.launch(emit, est) if emit else None
     except AutoparError as exc:
         _fail(exc)
     if json_out:
-        print(render.estimate_json(ctx, est))
+        print(render.estimate_json(ctx, est, launched))
     else:
         render.render_estimate(_console(), ctx, est)
+        if launched is not None:
+            render.render_launch(_console(), launched)
 
 
 @serve_app.command("suggest")
@@ -122,10 +128,11 @@ def suggest_cmd(
     osl: OslOpt = 1024,
     ttft_ms: Annotated[float | None, typer.Option(help="TTFT target, ms.")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="TPOT target, ms (inter-token, after the first token).")] = None,
-    framework: FrameworkOpt = "vllm",
+    framework: FrameworkOpt = None,
     weights: WeightsOpt = "bf16",
     kv_dtype: Annotated[str | None, typer.Option(help="auto | bf16 | fp8 (default: try auto and fp8).")] = None,
     modes: Annotated[str, typer.Option(help="Comma-separated: agg, disagg.")] = "agg,disagg",
+    emit: EmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""
@@ -133,15 +140,19 @@ def suggest_cmd(
     from autopar.render import serve as render
 
     try:
-        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework, weights=weights,
-                             kv_dtype=kv_dtype or "auto")
+        advise.check_emit(emit)
+        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
+                             weights=weights, kv_dtype=kv_dtype or "auto")
         kv = (kv_dtype,) if kv_dtype else ("auto", "fp8")
         result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                 modes=tuple(m.strip() for m in modes.split(",") if m.strip()), kv_dtypes=kv)
+        launched = advise.launch(emit, result.best) if emit and result.best is not None else None
     except AutoparError as exc:
         _fail(exc)
     targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None) or "none"
     if json_out:
-        print(render.suggestion_json(ctx, result))
+        print(render.suggestion_json(ctx, result, launched))
     else:
         render.render_suggestion(_console(), ctx, result, targets=targets)
+        if launched is not None:
+            render.render_launch(_console(), launched)

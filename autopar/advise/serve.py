@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.cost.serve_load import ServeEstimate, estimate
+from autopar.emit.serving import ServeLaunch
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
 from autopar.search.serve import ServeSweep, Targets, sweep
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import MODES, Deployment, Engine, Workload
+from autopar.spec.serve import FRAMEWORKS, MODES, Deployment, Engine, Workload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,3 +122,21 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
         raise InfeasibleError(f"no deployment of {ctx.gpus} GPUs meets the targets: the lowest TPOT is "
                               f"{fastest.tpot_s * 1e3:.1f} ms and the lowest TTFT {quickest.ttft_s * 1e3:.0f} ms")
     return result
+
+
+def check_emit(target: str | None) -> None:
+    if target is not None and target not in FRAMEWORKS:
+        raise SpecError(f"--emit must be one of {', '.join(FRAMEWORKS)}, got {target!r}")
+
+
+def launch(target: str, est: ServeEstimate) -> ServeLaunch:
+    """The launch lines and benchmark command of an estimated deployment on its framework."""
+    from autopar.emit import sglang, trtllm, vllm
+
+    emitters = {"vllm": vllm.launch, "sglang": sglang.launch, "trtllm": trtllm.launch}
+    if target not in emitters:
+        raise SpecError(f"--emit must be one of {', '.join(emitters)}, got {target!r}")
+    if target != est.deployment.framework:
+        raise SpecError(f"--emit {target} with --framework {est.deployment.framework}: the estimate is for "
+                        f"{est.deployment.framework}; pass --framework {target}")
+    return emitters[target](est.deployment, est.workload)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from autopar.advise.serve import ServeContext
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
+from autopar.emit.serving import ServeLaunch
 from autopar.search.serve import ServeSweep
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
 
@@ -66,8 +67,8 @@ def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
     return doc
 
 
-def estimate_json(ctx: ServeContext, est: ServeEstimate) -> str:
-    return json.dumps(estimate_dict(ctx, est), indent=2)
+def estimate_json(ctx: ServeContext, est: ServeEstimate, launched: ServeLaunch | None = None) -> str:
+    return json.dumps({**estimate_dict(ctx, est), **launch_dict(launched)}, indent=2)
 
 
 _TTFT_LABELS = {"prefill": "own prefill", "queue": "queued behind other prefills", "first_step": "step in progress",
@@ -126,14 +127,13 @@ def _point_row(est: ServeEstimate) -> dict[str, Any]:
             "output_tokens_per_s_per_gpu": est.output_tokens_per_s / dep.gpus, "tokens_per_s_per_user": 1 / est.tpot_s}
 
 
-def suggestion_json(ctx: ServeContext, result: ServeSweep, *, launch: dict[str, str] | None = None) -> str:
+def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
     if result.best is None:
         raise ValueError("suggestion_json needs a recommended deployment")
     doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "pareto": [_point_row(p) for p in result.pareto],
            "deployments_tried": result.layouts, "points_priced": len(result.points),
            "tpot_definition": TPOT_DEFINITION}
-    if launch:
-        doc["recommended"].update(launch)
+    doc["recommended"].update(launch_dict(launched))
     return json.dumps(doc, indent=2)
 
 
@@ -155,3 +155,15 @@ def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *
     console.print(f"recommended: {best.deployment.mode} {layout_label(best.deployment)}, KV {best.deployment.kv_dtype}, "
                   f"concurrency {best.workload.concurrency} ({best.framework_label})")
     render_estimate(console, ctx, best, with_header=False)
+
+
+def launch_dict(launched: ServeLaunch | None) -> dict[str, Any]:
+    if launched is None:
+        return {}
+    return {"launch": {"framework": launched.framework, "servers": list(launched.servers),
+                       "files": dict(launched.files), "benchmark": launched.benchmark}}
+
+
+def render_launch(console: Console, launched: ServeLaunch) -> None:
+    console.print(f"launch ({launched.framework}) and a benchmark that reproduces the workload:")
+    console.print(launched.text(), markup=False, highlight=False)

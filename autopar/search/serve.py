@@ -52,8 +52,18 @@ def _powers(limit: int) -> list[int]:
     return out
 
 
-def engines(model: ModelSpec, hw: HardwareProfile, gpus: int, *, max_pp: int) -> Iterator[Engine]:
-    """Engine layouts on at most `gpus` GPUs that the frameworks accept."""
+def runs_on(engine: Engine, framework: str) -> bool:
+    """Layouts a framework cannot express: vLLM's experts are TP-split (ep 1) or EP over all tp x dp GPUs;
+    TensorRT-LLM's attention-DP runs attention on one GPU per rank."""
+    if framework == "vllm":
+        return engine.ep in (1, engine.tp * engine.dp)
+    if framework == "trtllm":
+        return engine.dp == 1 or engine.tp == 1
+    return True
+
+
+def engines(model: ModelSpec, hw: HardwareProfile, gpus: int, *, max_pp: int, framework: str) -> Iterator[Engine]:
+    """Engine layouts on at most `gpus` GPUs that the framework accepts."""
     for tp in _powers(min(gpus, hw.gpus_per_node)):
         for pp in _powers(min(max_pp, gpus // tp)):
             dps = _powers(gpus // (tp * pp)) if model.moe is not None else [1]
@@ -65,13 +75,14 @@ def engines(model: ModelSpec, hw: HardwareProfile, gpus: int, *, max_pp: int) ->
                         engine.check(model)
                     except SpecError:
                         continue
-                    yield engine
+                    if runs_on(engine, framework):
+                        yield engine
 
 
 def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: str, weights: str,
                 kv_dtypes: tuple[str, ...], modes: tuple[str, ...]) -> Iterator[Deployment]:
     """Every deployment of `gpus` GPUs in the given modes."""
-    layouts = list(engines(model, hw, gpus, max_pp=gpus))
+    layouts = list(engines(model, hw, gpus, max_pp=gpus, framework=framework))
     for kv in kv_dtypes:
         if "agg" in modes:
             for e in layouts:

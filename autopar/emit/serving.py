@@ -1,0 +1,94 @@
+"""What the serving launchers share: the launch value, replica placement, the benchmark client.
+
+A deployment becomes shell lines: one server per engine (replicas get their own
+GPUs through CUDA_VISIBLE_DEVICES and their own port), and one benchmark command
+that drives the workload the estimate assumed (fixed input and output lengths,
+`concurrency` requests in flight) so the prediction can be checked. The model
+is "$MODEL" (a Hugging Face id or a local checkpoint); autopar's presets name a
+shape, not a checkpoint.
+
+The benchmark clients' flags were read from their parsers at pinned versions
+(see the frozen sets below and tests/test_serve_emit.py):
+- `vllm bench serve`: vLLM 0.12.0 (PyPI wheel), vllm/benchmarks/serve.py and
+  vllm/benchmarks/datasets.py; backend "openai" is any OpenAI-compatible server
+  (vllm/benchmarks/lib/endpoint_request_func.py), so it also drives trtllm-serve.
+- `python -m sglang.bench_serving`: SGLang 0.5.6.post2 (PyPI wheel), sglang/bench_serving.py.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from autopar.spec.serve import Deployment, Engine, Workload
+
+MODEL_VAR = '"$MODEL"'
+PROMPTS_PER_SLOT = 10  # requests per concurrency slot: enough to reach the steady state the estimate assumes
+
+VLLM_BENCH_FLAGS = frozenset({"--backend", "--base-url", "--model", "--dataset-name", "--random-input-len",
+                              "--random-output-len", "--random-range-ratio", "--num-prompts", "--max-concurrency",
+                              "--ignore-eos"})
+SGLANG_BENCH_FLAGS = frozenset({"--backend", "--host", "--port", "--dataset-name", "--random-input-len",
+                                "--random-output-len", "--random-range-ratio", "--num-prompts", "--max-concurrency"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeLaunch:
+    """Shell lines that start a deployment and benchmark it."""
+
+    framework: str  # vllm | sglang | trtllm
+    servers: tuple[str, ...]  # one line per engine (comments start with #)
+    files: tuple[tuple[str, str], ...]  # (name, content) of config files the lines read
+    benchmark: str  # client command reproducing the workload
+
+    def text(self) -> str:
+        out = ["# MODEL=<Hugging Face id or checkpoint path>"]
+        for name, content in self.files:  # written before the servers that read them
+            out += [f"cat > {name} <<'EOF'", content.rstrip("\n"), "EOF"]
+        return "\n".join([*out, *self.servers, self.benchmark])
+
+
+def flags_of(line: str) -> list[str]:
+    """The --flags of one command line (for the tests that freeze them)."""
+    return [w.split("=")[0] for w in shlex.split(line) if w.startswith("--")]
+
+
+def devices(first: int, count: int) -> str:
+    return ",".join(str(g) for g in range(first, first + count))
+
+
+def per_engine(dep: Deployment, wl: Workload) -> int:
+    """Requests one engine holds at the workload's concurrency (its batch cap)."""
+    return -(-wl.concurrency // dep.replicas)
+
+
+def place(line: str, engine: Engine, replicas: int, *, first_gpu: int, port: int) -> tuple[list[str], int]:
+    """`line` (with {port}) once per replica, each on its own GPUs and port; returns the lines and the next free GPU."""
+    out = []
+    for i in range(replicas):
+        gpus = devices(first_gpu + i * engine.gpus, engine.gpus)
+        out.append(f"CUDA_VISIBLE_DEVICES={gpus} " + line.replace("{port}", str(port + i)))
+    return out, first_gpu + replicas * engine.gpus
+
+
+def _per_replica(one: str, wl: Workload, *, port: int, replicas: int) -> str:
+    """One client per engine, each holding its share of the concurrency, run together."""
+    if replicas == 1:
+        return one.format(port=port, conc=wl.concurrency, prompts=PROMPTS_PER_SLOT * wl.concurrency)
+    share = -(-wl.concurrency // replicas)
+    lines = [one.format(port=port + i, conc=share, prompts=PROMPTS_PER_SLOT * share) + " &" for i in range(replicas)]
+    return "\n".join(["# one client per engine, each with its share of the concurrency", *lines, "wait"])
+
+
+def vllm_bench(wl: Workload, *, port: int, replicas: int = 1) -> str:
+    one = ("vllm bench serve --backend openai --base-url http://localhost:{port} --model " + MODEL_VAR
+           + f" --dataset-name random --random-input-len {wl.isl} --random-output-len {wl.osl} --random-range-ratio 0"
+           " --max-concurrency {conc} --num-prompts {prompts} --ignore-eos")
+    return _per_replica(one, wl, port=port, replicas=replicas)
+
+
+def sglang_bench(wl: Workload, *, port: int, replicas: int = 1) -> str:
+    one = ("python -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port {port} --dataset-name random"
+           f" --random-input-len {wl.isl} --random-output-len {wl.osl} --random-range-ratio 1"
+           " --max-concurrency {conc} --num-prompts {prompts}")
+    return _per_replica(one, wl, port=port, replicas=replicas)

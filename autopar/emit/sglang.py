@@ -1,0 +1,55 @@
+"""`python -m sglang.launch_server` lines for a deployment.
+
+Flag names read from SGLang 0.5.6.post2's parser (PyPI wheel,
+sglang/srt/server_args.py ServerArgs.add_cli_args). SGLang counts --tp-size over
+the whole engine: with --enable-dp-attention it is tp x dp GPUs, --dp-size the
+attention data-parallel ranks (attention TP = tp-size / dp-size), and
+--ep-size splits the experts over the same GPUs.
+"""
+
+from __future__ import annotations
+
+from autopar.cost.serve_frameworks import FRAMEWORKS
+from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, place, sglang_bench
+from autopar.spec.serve import Deployment, Engine, Workload
+
+SGLANG_FLAGS = frozenset({"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
+                          "--quantization", "--kv-cache-dtype", "--mem-fraction-static", "--max-running-requests",
+                          "--chunked-prefill-size", "--disaggregation-mode", "--port"})
+PORT = 30000
+
+
+def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> str:
+    fw = FRAMEWORKS["sglang"]
+    words = ["python", "-m", "sglang.launch_server", "--model-path", MODEL_VAR, "--tp-size", str(engine.tp * engine.dp)]
+    if engine.dp > 1:
+        words += ["--dp-size", str(engine.dp), "--enable-dp-attention"]
+    if engine.pp > 1:
+        words += ["--pp-size", str(engine.pp)]
+    if engine.ep > 1:
+        words += ["--ep-size", str(engine.ep)]
+    if dep.weights == "fp8":
+        words += ["--quantization", "fp8"]
+    if dep.kv_dtype == "fp8":
+        words += ["--kv-cache-dtype", "fp8_e4m3"]
+    words += ["--mem-fraction-static", str(fw.memory_fraction), "--max-running-requests", str(batch),
+              "--chunked-prefill-size", str(fw.chunk_tokens)]
+    if role is not None:
+        words += ["--disaggregation-mode", role]
+    return " ".join([*words, "--port", "{port}"])
+
+
+def launch(dep: Deployment, wl: Workload) -> ServeLaunch:
+    """Server lines (one per engine) and `sglang.bench_serving` for the workload."""
+    if dep.prefill is None:
+        servers, _ = place(_line(dep, dep.engine, batch=per_engine(dep, wl), role=None), dep.engine, dep.replicas,
+                           first_gpu=0, port=PORT)
+        return ServeLaunch(framework="sglang", servers=tuple(servers), files=(),
+                           benchmark=sglang_bench(wl, port=PORT, replicas=dep.replicas))
+    pre, first = place(_line(dep, dep.prefill, batch=per_engine(dep, wl), role="prefill"), dep.prefill,
+                       dep.prefill_replicas, first_gpu=0, port=PORT + 100)
+    dec, _ = place(_line(dep, dep.engine, batch=per_engine(dep, wl), role="decode"), dep.engine, dep.replicas,
+                   first_gpu=first, port=PORT + 200)
+    note = (f"# prefill engines on ports {PORT + 100}+, decode engines on {PORT + 200}+; route them with "
+            f"SGLang's router in PD-disaggregation mode on port {PORT} (GPU numbers continue across nodes)")
+    return ServeLaunch(framework="sglang", servers=(note, *pre, *dec), files=(), benchmark=sglang_bench(wl, port=PORT))

@@ -1,0 +1,65 @@
+"""`vllm serve` lines for a deployment.
+
+Flag names read from vLLM 0.12.0's parser (PyPI wheel, vllm/engine/arg_utils.py
+EngineArgs.add_cli_args; --port from vllm/entrypoints/openai/cli_args.py).
+vLLM's data parallelism with --enable-expert-parallel is attention-DP: each DP
+rank runs attention on its own requests and the MoE layers span tp x dp GPUs as
+one EP group; without it the experts are tensor-parallel across the same GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from autopar.cost.serve_frameworks import FRAMEWORKS
+from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, place, vllm_bench
+from autopar.errors import SpecError
+from autopar.spec.serve import Deployment, Engine, Workload
+
+VLLM_FLAGS = frozenset({"--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
+                        "--enable-expert-parallel", "--quantization", "--kv-cache-dtype", "--gpu-memory-utilization",
+                        "--max-num-seqs", "--max-num-batched-tokens", "--kv-transfer-config", "--port"})
+PORT = 8000
+# NIXL moves the KV cache between prefill and decode instances (vLLM docs, "Disaggregated Prefilling");
+# kv_both lets one launch line serve either role behind the proxy.
+KV_TRANSFER = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
+
+
+def _line(dep: Deployment, engine: Engine, *, batch: int, disagg: bool) -> str:
+    if engine.ep > 1 and engine.ep != engine.tp * engine.dp:
+        raise SpecError(f"vLLM runs MoE experts either tensor-parallel (--ep 1) or expert-parallel over all "
+                        f"tp x dp = {engine.tp * engine.dp} GPUs; --ep {engine.ep} is neither")
+    fw = FRAMEWORKS["vllm"]
+    words = ["vllm", "serve", MODEL_VAR, "--tensor-parallel-size", str(engine.tp)]
+    if engine.pp > 1:
+        words += ["--pipeline-parallel-size", str(engine.pp)]
+    if engine.dp > 1:
+        words += ["--data-parallel-size", str(engine.dp)]
+    if engine.ep > 1:
+        words.append("--enable-expert-parallel")
+    if dep.weights == "fp8":
+        words += ["--quantization", "fp8"]
+    if dep.kv_dtype == "fp8":
+        words += ["--kv-cache-dtype", "fp8"]
+    words += ["--gpu-memory-utilization", str(fw.memory_fraction), "--max-num-seqs", str(batch),
+              "--max-num-batched-tokens", str(fw.chunk_tokens)]
+    if disagg:
+        words += ["--kv-transfer-config", shlex.quote(KV_TRANSFER)]
+    return " ".join([*words, "--port", "{port}"])
+
+
+def launch(dep: Deployment, wl: Workload) -> ServeLaunch:
+    """Server lines (one per engine) and `vllm bench serve` for the workload."""
+    if dep.prefill is None:
+        servers, _ = place(_line(dep, dep.engine, batch=per_engine(dep, wl), disagg=False), dep.engine, dep.replicas,
+                           first_gpu=0, port=PORT)
+        return ServeLaunch(framework="vllm", servers=tuple(servers), files=(),
+                           benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas))
+    pre, first = place(_line(dep, dep.prefill, batch=per_engine(dep, wl), disagg=True), dep.prefill,
+                       dep.prefill_replicas, first_gpu=0, port=PORT + 100)
+    dec, _ = place(_line(dep, dep.engine, batch=per_engine(dep, wl), disagg=True), dep.engine, dep.replicas,
+                   first_gpu=first, port=PORT + 200)
+    note = (f"# prefill engines on ports {PORT + 100}+, decode engines on {PORT + 200}+; put vLLM's disaggregation "
+            f"proxy in front on port {PORT} (GPU numbers continue across nodes)")
+    return ServeLaunch(framework="vllm", servers=(note, *pre, *dec), files=(), benchmark=vllm_bench(wl, port=PORT))

@@ -1,0 +1,132 @@
+"""Serving launch lines: only flags the frameworks' own parsers define, at pinned versions.
+
+Checked by reading each parser's flag definitions (the frameworks do not
+install on a CPU-only machine without their CUDA stacks):
+- vLLM 0.12.0 (PyPI wheel): vllm/engine/arg_utils.py EngineArgs.add_cli_args,
+  vllm/entrypoints/openai/cli_args.py (--port), vllm/benchmarks/serve.py and
+  datasets.py (`vllm bench serve`; --random-range-ratio 0 = fixed lengths).
+- SGLang 0.5.6.post2 (PyPI wheel): sglang/srt/server_args.py ServerArgs.add_cli_args,
+  sglang/bench_serving.py (--random-range-ratio 1 = fixed lengths: lengths are
+  drawn from [ratio x len, len]).
+- TensorRT-LLM commit 00209af149e7774406881a37283dce303571eb11:
+  tensorrt_llm/commands/serve.py click options (--tp_size is the alias of
+  --tensor_parallel_size, --ep_size of --moe_expert_parallel_size,
+  --kv_cache_free_gpu_memory_fraction of --free_gpu_memory_fraction).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from typer.testing import CliRunner
+
+from autopar.cli import app
+from autopar.emit import sglang, trtllm, vllm
+from autopar.emit.serving import SGLANG_BENCH_FLAGS, VLLM_BENCH_FLAGS, flags_of
+from autopar.errors import SpecError
+from autopar.spec.serve import Deployment, Engine, Workload
+
+runner = CliRunner()
+WL = Workload(isl=1000, osl=500, concurrency=64)
+
+
+def test_frozen_flag_sets() -> None:
+    assert {"--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
+                               "--enable-expert-parallel", "--quantization", "--kv-cache-dtype",
+                               "--gpu-memory-utilization", "--max-num-seqs", "--max-num-batched-tokens",
+                               "--kv-transfer-config", "--port"} == vllm.VLLM_FLAGS
+    assert {"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention",
+                                   "--ep-size", "--quantization", "--kv-cache-dtype", "--mem-fraction-static",
+                                   "--max-running-requests", "--chunked-prefill-size", "--disaggregation-mode",
+                                   "--port"} == sglang.SGLANG_FLAGS
+    assert {"--backend", "--tp_size", "--pp_size", "--ep_size", "--max_batch_size",
+                                   "--max_num_tokens", "--kv_cache_free_gpu_memory_fraction",
+                                   "--extra_llm_api_options", "--port"} == trtllm.TRTLLM_FLAGS
+
+
+def _servers(launched: object) -> list[str]:
+    return [s for s in launched.servers if not s.startswith("#")]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("engine", [Engine(tp=4), Engine(tp=2, pp=2), Engine(tp=1, dp=8, ep=8), Engine(tp=2, dp=4, ep=8)])
+def test_every_emitted_flag_is_defined(engine: Engine) -> None:
+    dep = Deployment(framework="vllm", mode="agg", engine=engine, replicas=1, weights="fp8", kv_dtype="fp8")
+    for module, flags, bench in ((vllm, vllm.VLLM_FLAGS, VLLM_BENCH_FLAGS), (sglang, sglang.SGLANG_FLAGS,
+                                                                             SGLANG_BENCH_FLAGS)):
+        launched = module.launch(dep, WL)  # type: ignore[attr-defined]
+        for line in _servers(launched):
+            assert set(flags_of(line)) <= flags, line
+        assert set(flags_of(launched.benchmark)) <= bench
+
+
+def test_vllm_line() -> None:
+    dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=4), replicas=2, weights="fp8")
+    launched = vllm.launch(dep, WL)
+    assert launched.servers == (
+        'CUDA_VISIBLE_DEVICES=0,1,2,3 vllm serve "$MODEL" --tensor-parallel-size 4 --quantization fp8 '
+        "--gpu-memory-utilization 0.9 --max-num-seqs 32 --max-num-batched-tokens 8192 --port 8000",
+        'CUDA_VISIBLE_DEVICES=4,5,6,7 vllm serve "$MODEL" --tensor-parallel-size 4 --quantization fp8 '
+        "--gpu-memory-utilization 0.9 --max-num-seqs 32 --max-num-batched-tokens 8192 --port 8001",
+    )
+    clients = [shlex.split(line) for line in launched.benchmark.splitlines() if line.startswith("vllm")]
+    assert len(clients) == 2  # one client per engine, 64 requests split between them
+    for words, port in zip(clients, (8000, 8001), strict=True):
+        assert words[:3] == ["vllm", "bench", "serve"] and f"http://localhost:{port}" in words
+        assert words[words.index("--max-concurrency") + 1] == "32" and words[words.index("--random-input-len") + 1] == "1000"
+    one = vllm.launch(Deployment(framework="vllm", mode="agg", engine=Engine(tp=8), replicas=1), WL).benchmark
+    assert "\n" not in one and "--max-concurrency 64 --num-prompts 640" in one
+
+
+def test_attention_dp_spellings() -> None:
+    dep = Deployment(framework="sglang", mode="agg", engine=Engine(tp=1, dp=8, ep=8), replicas=1, kv_dtype="fp8")
+    line = sglang.launch(dep, WL).servers[0]
+    assert "--tp-size 8 --dp-size 8 --enable-dp-attention --ep-size 8" in line  # SGLang: tp-size spans the engine
+    assert "--kv-cache-dtype fp8_e4m3" in line
+    line = vllm.launch(dep, WL).servers[0]
+    assert "--tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel" in line
+    t = trtllm.launch(dep, WL)
+    assert "--tp_size 8 --ep_size 8" in t.servers[0] and "--extra_llm_api_options extra_llm_api_options.yaml" in t.servers[0]
+    assert dict(t.files)["extra_llm_api_options.yaml"] == "enable_attention_dp: true\nkv_cache_config:\n  dtype: fp8\n"
+    assert t.text().index("cat > extra_llm_api_options.yaml") < t.text().index("trtllm-serve")
+
+
+def test_disagg_roles() -> None:
+    dep = Deployment(framework="sglang", mode="disagg", engine=Engine(tp=4), replicas=1, prefill=Engine(tp=2),
+                     prefill_replicas=2)
+    servers = _servers(sglang.launch(dep, WL))
+    assert len(servers) == 3
+    assert servers[0].startswith("CUDA_VISIBLE_DEVICES=0,1 ") and "--disaggregation-mode prefill" in servers[0]
+    assert servers[2].startswith("CUDA_VISIBLE_DEVICES=4,5,6,7 ") and "--disaggregation-mode decode" in servers[2]
+    v = _servers(vllm.launch(dep, WL))
+    assert all(json.loads(shlex.split(s)[shlex.split(s).index("--kv-transfer-config") + 1])["kv_connector"]
+               == "NixlConnector" for s in v)
+
+
+def test_refusals() -> None:
+    with pytest.raises(SpecError, match="expert-parallel over all"):
+        vllm.launch(Deployment(framework="vllm", mode="agg", engine=Engine(tp=4, dp=2, ep=2), replicas=1), WL)
+    with pytest.raises(SpecError, match="one GPU per rank"):
+        trtllm.launch(Deployment(framework="trtllm", mode="agg", engine=Engine(tp=2, dp=4, ep=8), replicas=1), WL)
+    with pytest.raises(SpecError, match="disaggregated"):
+        trtllm.launch(Deployment(framework="trtllm", mode="disagg", engine=Engine(tp=4), replicas=1,
+                                 prefill=Engine(tp=4), prefill_replicas=1), WL)
+
+
+def test_cli_emit() -> None:
+    base = ["serve", "estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "2", "--tp", "1", "--dp", "2",
+            "--concurrency", "16", "--isl", "512", "--osl", "128"]
+    r = runner.invoke(app, [*base, "--emit", "sglang", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["framework"] == "sglang" and len(doc["launch"]["servers"]) == 2
+    assert "sglang.bench_serving" in doc["launch"]["benchmark"]
+    r = runner.invoke(app, [*base, "--emit", "sglang", "--framework", "vllm"])
+    assert r.exit_code == 2 and "--emit sglang with --framework vllm" in r.stderr
+    r = runner.invoke(app, [*base, "--emit", "tgi"])
+    assert r.exit_code == 2 and "--emit" in r.stderr
+    r = runner.invoke(app, ["serve", "suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "2", "--emit",
+                            "trtllm", "--modes", "agg"])
+    assert r.exit_code == 0, r.output
+    assert "trtllm-serve" in r.stdout and "vllm bench serve" in r.stdout
