@@ -111,6 +111,10 @@ def test_emit_megatron_carries_hybrid_cp_or_says_it_cannot() -> None:
     piped = json.loads(runner.invoke(app, [*base[:-3], "--pp", "2", "--cp", "4", "--emit", "megatron", "--json"]).stdout)
     assert "--hybrid-context-parallel" not in piped["launch"]
     assert "not launchable here" in piped["launch_note"] and "pipeline parallelism (pp = 2)" in piped["launch_note"]
+    titan = json.loads(runner.invoke(app, [*base[:-3], "--emit", "torchtitan", "--torchtitan-config", "llama3_8b",
+                                            "--json"]).stdout)
+    assert titan["launch_note"] == ("megatron_dynamic_cp is not launchable with torchtitan: the command runs the "
+                                    "fixed plan (as naive)")
     hdp = json.loads(runner.invoke(app, [*base, "--varlen-strategy", "hdp"]).stdout)
     assert "--hybrid-context-parallel" not in hdp["launch"]
     assert hdp["launch_note"].startswith("hdp is not launchable with Megatron-LM as pinned")

@@ -191,8 +191,11 @@ def explain_varlen(ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Con
 def launch_args(want: LaunchRequest | None, strategy: str, est: Estimate, job: Job) -> tuple[list[str], str]:
     """Megatron-LM words for the strategy's mode (hybrid CP), and a note saying what the launch runs."""
     info = varlen.STRATEGY_INFO[strategy]
-    if want is None or FRAMEWORK[want.kind] != "Megatron-LM":
+    if want is None:
         return [], ""
+    if FRAMEWORK[want.kind] != "Megatron-LM":
+        return [], ("" if strategy == "naive" else
+                    f"{strategy} is not launchable with torchtitan: the command runs the fixed plan (as naive)")
     if not info.megatron_flag:
         if strategy == "naive":
             return [], "the fixed plan; Megatron-LM packs in order, as naive does"
