@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from autopar.cli_serve import serve_app
-from autopar.completions import complete_emit, complete_hardware, complete_model
+from autopar.completions import complete_emit, complete_hardware, complete_model, complete_strategy
 from autopar.errors import AutoparError, SpecError
 
 if TYPE_CHECKING:
@@ -129,7 +129,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 DistOpt = Annotated[str | None, typer.Option(
     help="Sequence-length distribution: lengths (.txt/.jsonl/.npy), a histogram or a parametric form (.yaml).")]
 StrategyOpt = Annotated[str, typer.Option(
-    help="With --seq-len-dist: naive | balanced | wlb | megatron_dynamic_cp | hdp_no_balance | hdp.")]
+    help="With --seq-len-dist: naive | balanced | wlb | megatron_dynamic_cp | hdp_no_balance | hdp.",
+    autocompletion=complete_strategy)]
 EmitOpt = Annotated[str | None, typer.Option(
     help="Also give the launch: megatron | torchtitan (torchrun lines) | slurm | slurm-torchtitan (sbatch scripts).",
     autocompletion=complete_emit)]

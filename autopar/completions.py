@@ -70,6 +70,13 @@ def complete_emit(incomplete: str) -> list[tuple[str, str]]:
             for k in EMIT_KINDS if k.startswith(incomplete)]
 
 
+def complete_strategy(incomplete: str) -> list[tuple[str, str]]:
+    """--varlen-strategy: the variable-length strategies and what each models."""
+    from autopar.varlen.strategies import STRATEGY_INFO
+
+    return [(name, info.label) for name, info in STRATEGY_INFO.items() if name.startswith(incomplete)]
+
+
 def script(shell: str) -> str:
     """The completion script Typer writes for `shell` (bash, zsh or fish), newline-terminated."""
     from typer._completion_shared import get_completion_script

@@ -192,3 +192,10 @@ def test_json_charges_communicator_memory() -> None:
     # 7.5 GB of HDP communicators, 3 x 0.5 GB for Megatron's groups of 2, 4 and 8: less room than the static mesh
     assert s["hdp"]["token_room"] < s["megatron_dynamic_cp"]["token_room"] < s["naive"]["token_room"]
     assert s["naive"]["token_room"] == s["wlb"]["token_room"]
+
+
+def test_strategy_completion() -> None:
+    from autopar.completions import complete_strategy
+
+    assert [n for n, _ in complete_strategy("")] == list(STRATEGIES)
+    assert complete_strategy("hdp") == [("hdp_no_balance", "HDP w/o bal"), ("hdp", "HDP")]
