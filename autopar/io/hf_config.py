@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import SpecError
-from autopar.io.strict import Fields
+from autopar.io.strict import Fields, one_line, shown
 from autopar.spec.families import PATTERN_KINDS, MambaSpec, MLASpec, MoESpec
+from autopar.spec.limits import MODEL_KEY_LIMITS
 from autopar.spec.model import ModelSpec
 
 # HF hidden_act -> our ffn_activation. SiLU/Swish in these families is always the gated (SwiGLU) MLP.
@@ -45,16 +46,16 @@ class _Config:
         self.data = data
         self.where = where
         self.kind = kind
-        self.f = Fields(data, f"{where}: ")
+        self.f = Fields(data, f"{where}: ", limits=MODEL_KEY_LIMITS)
 
     @property
     def name(self) -> str:
-        return str(self.data.get("_name_or_path") or Path(self.where).parent.name or self.kind)
+        return one_line(str(self.data.get("_name_or_path") or Path(self.where).parent.name or self.kind), 100)
 
     def activation(self, key: str = "hidden_act", default: str = "silu") -> str:
         hf_act = self.f.text(key, default)
         if hf_act not in _HF_ACT:
-            raise self.f.fail(key, f"unsupported activation {hf_act!r}; supported: {', '.join(sorted(_HF_ACT))}")
+            raise self.f.fail(key, f"unsupported activation {shown(hf_act)}; supported: {', '.join(sorted(_HF_ACT))}")
         return _HF_ACT[hf_act]
 
     def head_dim(self, hidden: int, heads: int, key: str | None = "head_dim") -> int:
@@ -139,10 +140,11 @@ def _qwen3_moe(c: _Config) -> ModelSpec:
     width = f.integer("moe_intermediate_size")
     only_mlp = f.sequence("mlp_only_layers", required=False) or []
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in only_mlp):
-        raise f.fail("mlp_only_layers", f"expected a list of layer indices, got {only_mlp!r}")
+        raise f.fail("mlp_only_layers", f"expected a list of layer indices, got {shown(only_mlp)}")
     step = f.integer("decoder_sparse_step", 1)
     # transformers' Qwen3MoeDecoderLayer: sparse iff not in mlp_only_layers and (i + 1) % step == 0.
-    dense = [i for i in range(layers) if i in only_mlp or (i + 1) % step]
+    mlp_only = set(only_mlp)
+    dense = [i for i in range(layers) if i in mlp_only or (i + 1) % step]
     if dense != list(range(len(dense))):
         raise f.fail("mlp_only_layers", f"dense layers {dense} are not a prefix of the stack; autopar models dense "
                      "layers only before the MoE ones")
@@ -210,7 +212,7 @@ def _ssm_only(hidden: int) -> dict[str, int]:
 def _pattern(c: _Config, key: str, pattern: str, layers: int) -> str:
     bad = sorted(set(pattern) - set(PATTERN_KINDS))
     if bad:
-        raise c.f.fail(key, f"unknown character(s) {''.join(bad)!r}; expected M (Mamba), * (attention), - (MLP), E (MoE)")
+        raise c.f.fail(key, f"unknown character(s) {shown(''.join(bad))}; expected M (Mamba), * (attention), - (MLP), E (MoE)")
     if len(pattern) != layers:
         raise c.f.fail(key, f"has {len(pattern)} layers but num_hidden_layers is {layers}")
     return pattern
@@ -270,14 +272,14 @@ def _nemotron_h(c: _Config) -> ModelSpec:
 def _mamba_ssm(c: _Config) -> ModelSpec:
     """A state-spaces ``mamba_ssm`` config (MambaConfig: d_model, n_layer, ssm_cfg, ...), as on state-spaces/mamba2-*."""
     f = c.f
-    ssm = Fields(f.mapping("ssm_cfg") or {}, f.prefix("ssm_cfg"))
+    ssm = Fields(f.mapping("ssm_cfg") or {}, f.prefix("ssm_cfg"), limits=MODEL_KEY_LIMITS)
     layer = ssm.text("layer", "Mamba1")
     if layer != "Mamba2":
-        raise ssm.fail("layer", f"only Mamba2 mixers are supported, got {layer!r}")
+        raise ssm.fail("layer", f"only Mamba2 mixers are supported, got {shown(layer)}")
     hidden, n_layer = f.integer("d_model"), f.integer("n_layer")
     attn_idx = f.sequence("attn_layer_idx", required=False) or []
     if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_layer for i in attn_idx):
-        raise f.fail("attn_layer_idx", f"expected layer indices below n_layer ({n_layer}), got {attn_idx!r}")
+        raise f.fail("attn_layer_idx", f"expected layer indices below n_layer ({n_layer}), got {shown(attn_idx)}")
     mlp = f.integer("d_intermediate", 0, minimum=0)
     # mamba_ssm Block: a mixer (Mamba2 or attention), then a gated MLP when d_intermediate > 0.
     pattern = "".join(("*" if i in attn_idx else "M") + ("-" if mlp else "") for i in range(n_layer))
@@ -288,7 +290,7 @@ def _mamba_ssm(c: _Config) -> ModelSpec:
         chunk_size=ssm.integer("chunk_size", 256)))
     widths = _ssm_only(hidden)
     if attn_idx:
-        attn = Fields(f.mapping("attn_cfg") or {}, f.prefix("attn_cfg"))
+        attn = Fields(f.mapping("attn_cfg") or {}, f.prefix("attn_cfg"), limits=MODEL_KEY_LIMITS)
         heads = attn.integer("num_heads")
         widths.update(num_attention_heads=heads, num_kv_heads=attn.integer("num_heads_kv", heads),
                       head_dim=attn.integer("head_dim", hidden // heads))
@@ -320,10 +322,10 @@ def from_hf_config(data: dict[str, Any], *, where: str) -> ModelSpec:
     """Read a Hugging Face config.json (or a state-spaces mamba_ssm config) into a ModelSpec."""
     if "model_type" not in data and "ssm_cfg" in data and "d_model" in data:
         return _mamba_ssm(_Config(data, where, "mamba_ssm"))
-    f = Fields(data, f"{where}: ")
+    f = Fields(data, f"{where}: ", limits=MODEL_KEY_LIMITS)
     kind = f.text("model_type")
     reader = _READERS.get(kind)
     if reader is None:
-        raise f.fail("model_type", f"unsupported model_type {kind!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)} "
+        raise f.fail("model_type", f"unsupported model_type {shown(kind)}; supported: {', '.join(SUPPORTED_MODEL_TYPES)} "
                      "(and state-spaces mamba_ssm configs)")
     return reader(_Config(data, where, kind))

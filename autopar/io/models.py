@@ -9,8 +9,9 @@ from typing import Any
 
 from autopar.errors import SpecError
 from autopar.io.hf_config import from_hf_config
-from autopar.io.strict import Fields, did_you_mean, load_mapping
+from autopar.io.strict import Fields, did_you_mean, load_mapping, named
 from autopar.spec.families import MambaSpec, MLASpec, MoESpec
+from autopar.spec.limits import MAX_CAPACITY_FACTOR, MODEL_KEY_LIMITS
 from autopar.spec.model import ACTIVATIONS, ModelSpec
 
 
@@ -22,29 +23,32 @@ def preset_names() -> list[str]:
 
 def load_model(ref: str) -> ModelSpec:
     """A preset name, a YAML spec, a Hugging Face config.json, or a folder holding one."""
+    if not ref.strip():
+        raise SpecError("empty model name: give a preset name (see `autopar models`), a model .yaml file "
+                        "or a Hugging Face config.json")
     path = Path(ref)
     if path.is_dir():
         path = path / "config.json"
         if not path.exists():
-            raise SpecError(f"{ref}: folder has no config.json")
+            raise SpecError(f"{named(ref)}: folder has no config.json")
     if path.suffix.lower() == ".json":
-        return from_hf_config(load_mapping(path), where=str(path))
+        return from_hf_config(load_mapping(path), where=named(path))
     if path.suffix.lower() in (".yaml", ".yml") or path.exists():
-        return from_yaml_mapping(load_mapping(path), where=str(path))
+        return from_yaml_mapping(load_mapping(path), where=named(path))
     names = preset_names()
     if ref in names:
         preset = resources.files("autopar") / "data" / "presets" / f"{ref}.yaml"
         with resources.as_file(preset) as p:
             return from_yaml_mapping(load_mapping(p), where=f"preset {ref}")
     raise SpecError(
-        f"unknown model '{ref}'{did_you_mean(ref, names)}: give a preset name (see `autopar models`), "
+        f"unknown model '{named(ref)}'{did_you_mean(ref, names)}: give a preset name (see `autopar models`), "
         "a model .yaml file or a Hugging Face config.json"
     )
 
 
 def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
     """Build a spec from the DESIGN.md YAML format; unknown keys are errors."""
-    f = Fields(data, f"{where}: ")
+    f = Fields(data, f"{where}: ", limits=MODEL_KEY_LIMITS)
     heads = f.integer("num_attention_heads")
     hidden = f.integer("hidden_size")
     moe, mla, mamba = _moe(f), _mla(f), _mamba(f)
@@ -74,7 +78,7 @@ def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
 
 def _section(f: Fields, key: str) -> Fields | None:
     data = f.mapping(key, required=False)
-    return None if data is None else Fields(data, f.prefix(key))
+    return None if data is None else Fields(data, f.prefix(key), limits=MODEL_KEY_LIMITS)
 
 
 def _moe(f: Fields) -> MoESpec | None:
@@ -88,7 +92,7 @@ def _moe(f: Fields) -> MoESpec | None:
         shared_experts=g.integer("shared_experts", 0, minimum=0),
         shared_expert_ffn_hidden_size=g.integer("shared_expert_ffn_hidden_size", 0, minimum=0),
         first_dense_layers=g.integer("first_dense_layers", 0, minimum=0),
-        capacity_factor=g.number("capacity_factor", 1.0),
+        capacity_factor=g.number("capacity_factor", 1.0, maximum=MAX_CAPACITY_FACTOR),
         max_nodes_per_token=g.integer("max_nodes_per_token", 0, minimum=0),
     )
     g.finish()

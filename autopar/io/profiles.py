@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import ProfileError
-from autopar.io.strict import Fields, did_you_mean, load_mapping
+from autopar.io.strict import Fields, did_you_mean, load_mapping, named, one_line, shown
+from autopar.spec import limits as lim
 from autopar.spec.hardware import (
     COLLECTIVES,
     CORRECTIONS,
@@ -51,14 +52,14 @@ def load_hardware(ref: str) -> HardwareProfile:
     """A built-in profile name or a path to a profile YAML."""
     path = Path(ref)
     if path.suffix.lower() in (".yaml", ".yml") or path.exists():
-        return parse_profile(load_mapping(path, err=ProfileError), where=str(path))
+        return parse_profile(load_mapping(path, err=ProfileError), where=named(path))
     names = builtin_names()
     if ref not in names:
         raise ProfileError(
-            f"unknown hardware '{ref}'{did_you_mean(ref, names)}: give a built-in name (see `autopar hardware`) or a profile .yaml"
+            f"unknown hardware '{named(ref)}'{did_you_mean(ref, names)}: give a built-in name (see `autopar hardware`) or a profile .yaml"
         )
     with resources.as_file(resources.files("autopar") / "data" / "profiles" / f"{ref}.yaml") as p:
-        return parse_profile(load_mapping(p, err=ProfileError), where=str(p))
+        return parse_profile(load_mapping(p, err=ProfileError), where=named(p))
 
 
 def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
@@ -80,19 +81,19 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
         description=top.text("description", ""),
         source=source,
         gpu_name=gpu.text("name"),
-        memory_bytes=gpu.number("memory_gib") * 2**30,
-        hbm_bytes_per_s=gpu.number("hbm_bw_gbps") * 1e9,
+        memory_bytes=gpu.number("memory_gib", maximum=lim.MAX_MEMORY_GIB) * 2**30,
+        hbm_bytes_per_s=gpu.number("hbm_bw_gbps", maximum=lim.MAX_HBM_GBPS) * 1e9,
         memory_efficiency=_fraction(gpu, "memory_efficiency"),
         peak_flops=peaks,
         gemm_eff=_curves(gpu, "gemm_efficiency"),
         attn_eff=_curves(gpu, "attention_efficiency"),
-        gpus_per_node=node.integer("gpus_per_node"),
+        gpus_per_node=node.integer("gpus_per_node", maximum=lim.MAX_GPUS_PER_NODE),
         intra=_collectives(node, "intra"),
         inter=_collectives(cluster, "inter"),
         compute_slowdown=_slowdown(overlap, "compute_slowdown"),
         comm_slowdown=_slowdown(overlap, "comm_slowdown"),
-        provenance={str(k): str(v) for k, v in (top.mapping("provenance", required=False) or {}).items()},
-        citations={str(k): str(v) for k, v in (top.mapping("citations", required=source == "datasheet") or {}).items()},
+        provenance=_texts(top, "provenance", required=False),
+        citations=_texts(top, "citations", required=source == "datasheet"),
         path=where,
         corrections=_corrections(top),
     )
@@ -108,7 +109,7 @@ def _corrections(top: Fields) -> tuple[Correction, ...]:
     out = []
     for name, body in raw.items():
         if name not in CORRECTIONS:
-            raise top.fail("corrections", f"unknown correction {name!r}{did_you_mean(str(name), list(CORRECTIONS))}; "
+            raise top.fail("corrections", f"unknown correction {shown(name)}{did_you_mean(str(name), list(CORRECTIONS))}; "
                            f"known: {', '.join(CORRECTIONS)}")
         if not isinstance(body, dict):
             raise top.fail("corrections", f"{name} must be a mapping with factor, stack and source")
@@ -122,6 +123,16 @@ def _corrections(top: Fields) -> tuple[Correction, ...]:
     return tuple(out)
 
 
+def _texts(f: Fields, key: str, *, required: bool) -> dict[str, str]:
+    """A mapping of names to one-line texts (provenance, citations); nested values are refused."""
+    out = {}
+    for k, v in (f.mapping(key, required=required) or {}).items():
+        if isinstance(v, dict | list):
+            raise f.fail(f"{key}.{one_line(str(k), 60)}", f"expected a text, got a {type(v).__name__}")
+        out[one_line(str(k), 200)] = one_line(str(v), 2000)
+    return out
+
+
 def _fraction(f: Fields, key: str) -> float:
     value = f.number(key)
     if value > 1:
@@ -130,7 +141,7 @@ def _fraction(f: Fields, key: str) -> float:
 
 
 def _slowdown(f: Fields, key: str) -> float:
-    value = f.number(key)
+    value = f.number(key, maximum=lim.MAX_SLOWDOWN)
     if value < 1:
         raise f.fail(key, f"must be >= 1 (a slowdown factor), got {value}")
     return value
@@ -142,8 +153,7 @@ def _float_map(f: Fields, key: str, *, scale: float) -> dict[str, float]:
     for name, value in raw.items():
         if name not in DTYPES:
             raise f.fail(f"{key}.{name}", f"unknown dtype{did_you_mean(str(name), DTYPES)}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise f.fail(f"{key}.{name}", f"must be a positive number, got {value!r}")
+        Fields(raw, f.prefix(key), err=f.err).number(name, maximum=lim.MAX_TFLOPS)
         out[name] = float(value) * scale
     return out
 
@@ -162,8 +172,8 @@ def _curves(f: Fields, key: str) -> dict[str, Curve]:
         pairs = []
         for p in points:
             ok = isinstance(p, list) and len(p) == 2 and all(isinstance(v, int | float) and not isinstance(v, bool) for v in p)
-            if not ok or not (p[0] > 0 and 0 < p[1] <= 1):
-                raise f.fail(name, f"bad point {p!r}: expected [size > 0, 0 < efficiency <= 1]")
+            if not ok or not (0 < p[0] <= lim.MAX_CURVE_X and 0 < p[1] <= 1):
+                raise f.fail(name, f"bad point {shown(p)}: expected [0 < size <= {lim.MAX_CURVE_X:g}, 0 < efficiency <= 1]")
             pairs.append((float(p[0]), float(p[1])))
         pairs.sort()
         if len({x for x, _ in pairs}) != len(pairs):
@@ -191,9 +201,9 @@ def _collectives(f: Fields, key: str) -> dict[str, tuple[CollectiveFit, ...]]:
             g = Fields(item, f.prefix(f"{name}[{i}]"), err=ProfileError)
             parsed.append(
                 CollectiveFit(
-                    group_size=g.integer("group_size", minimum=2),
-                    latency_s=g.number("latency_us") * 1e-6,
-                    bw_bytes_per_s=g.number("bw_gbps") * 1e9,
+                    group_size=g.integer("group_size", minimum=2, maximum=lim.MAX_GPUS),
+                    latency_s=g.number("latency_us", maximum=lim.MAX_LATENCY_US) * 1e-6,
+                    bw_bytes_per_s=g.number("bw_gbps", maximum=lim.MAX_BUS_GBPS) * 1e9,
                 )
             )
             g.finish()

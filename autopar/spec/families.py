@@ -102,7 +102,7 @@ class MambaSpec:
         bad = sorted(set(self.layer_pattern) - set(PATTERN_KINDS))
         if bad:
             raise SpecError(
-                f"mamba.layer_pattern: unknown character(s) {''.join(bad)!r}; use M (Mamba), * (attention), - (MLP), E (MoE)"
+                f"mamba.layer_pattern: unknown character(s) {''.join(bad)[:20]!r}; use M (Mamba), * (attention), - (MLP), E (MoE)"
             )
         if not self.layer_pattern:
             raise SpecError("mamba.layer_pattern: must list at least one layer")

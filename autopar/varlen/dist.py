@@ -25,7 +25,7 @@ field. Empirical files are resampled with replacement.
 from __future__ import annotations
 
 import copy
-import json
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,9 @@ from typing import Any
 import numpy as np
 
 from autopar.errors import SpecError
-from autopar.io.strict import Fields, load_mapping, read_text
+from autopar.io.reading import parse, read_bytes
+from autopar.io.strict import Fields, load_mapping, named, one_line, read_text, shown
+from autopar.spec.limits import MAX_COUNT, MAX_LENGTH_BYTES, MAX_SEQ, MAX_SIGMA
 
 LENGTH_FIELDS = ("length", "len", "seq_len", "num_tokens")
 MAPPING_SUFFIXES = (".yaml", ".yml", ".json")
@@ -194,31 +196,31 @@ def load_distribution(path: str | Path) -> LengthDist:
 def _empirical(path: Path, lengths: np.ndarray) -> LengthDist:
     comp = _Component(kind="empirical", values=lengths, upper=np.empty(0), probs=np.empty(0),
                       lo=int(lengths.min()), hi=int(lengths.max()))
-    return LengthDist(source=str(path), components=(comp,), weights=np.ones(1))
+    return LengthDist(source=named(path), components=(comp,), weights=np.ones(1))
 
 
 def _read_text_lengths(path: Path) -> np.ndarray:
     values: list[int] = []
-    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+    for lineno, line in enumerate(read_text(path, cap=MAX_LENGTH_BYTES).splitlines(), start=1):
         token = line.split("#", 1)[0].strip()
         if not token:
             continue
-        values.append(_positive_int(token, f"{path}:{lineno}"))
+        values.append(_positive_int(token, f"{named(path)}:{lineno}"))
     if not values:
-        raise SpecError(f"{path}: no lengths found (only blank lines and comments)")
+        raise SpecError(f"{named(path)}: no lengths found (only blank lines and comments)")
     return np.asarray(values, dtype=np.int64)
 
 
 def _read_jsonl(path: Path) -> np.ndarray:
     values: list[int] = []
-    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+    for lineno, line in enumerate(read_text(path, cap=MAX_LENGTH_BYTES).splitlines(), start=1):
         if not line.strip():
             continue
-        where = f"{path}:{lineno}"
+        where = f"{named(path)}:{lineno}"
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"{where}: malformed JSON: {exc.msg}") from None
+            record = parse(line, json_text=True)
+        except ValueError as exc:
+            raise SpecError(f"{where}: {str(exc).replace(' at line 1', '')}") from None
         if not isinstance(record, dict):
             raise SpecError(f"{where}: expected a JSON object with a length field, got {type(record).__name__}")
         present = [k for k in LENGTH_FIELDS if k in record]
@@ -227,36 +229,32 @@ def _read_jsonl(path: Path) -> np.ndarray:
             raise SpecError(f"{where}: expected exactly one of the fields {', '.join(LENGTH_FIELDS)}; found {found}")
         values.append(_positive_int(record[present[0]], f"{where}: {present[0]}"))
     if not values:
-        raise SpecError(f"{path}: no records found")
+        raise SpecError(f"{named(path)}: no records found")
     return np.asarray(values, dtype=np.int64)
 
 
 def _read_npy(path: Path) -> np.ndarray:
-    _check_file(path)
+    raw = read_bytes(path, cap=MAX_LENGTH_BYTES)
+    if not raw:
+        raise SpecError(f"{named(path)}: file is empty")
     try:
-        arr = np.load(path, allow_pickle=False)
+        arr = np.load(io.BytesIO(raw), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise SpecError(f"{path}: not a readable .npy array ({exc})") from None
+        raise SpecError(f"{named(path)}: not a readable .npy array ({one_line(str(exc), 120)})") from None
     if not isinstance(arr, np.ndarray) or arr.ndim != 1:
-        raise SpecError(f"{path}: expected a one-dimensional array of lengths, got shape {getattr(arr, 'shape', '?')}")
+        raise SpecError(f"{named(path)}: expected a one-dimensional array of lengths, got shape {getattr(arr, 'shape', '?')}")
     if arr.size == 0:
-        raise SpecError(f"{path}: the array is empty")
+        raise SpecError(f"{named(path)}: the array is empty")
     if arr.dtype.kind not in "iu":
-        raise SpecError(f"{path}: expected integer lengths, got dtype {arr.dtype}")
+        raise SpecError(f"{named(path)}: expected integer lengths, got dtype {arr.dtype}")
     bad = np.flatnonzero(arr <= 0)
     if bad.size:
-        raise SpecError(f"{path}: lengths must be positive; element {bad[0]} is {arr[bad[0]]}")
+        raise SpecError(f"{named(path)}: lengths must be positive; element {bad[0]} is {arr[bad[0]]}")
+    big = np.flatnonzero(arr > MAX_SEQ)  # also uint64 values that int64 would wrap negative
+    if big.size:
+        raise SpecError(f"{named(path)}: lengths must be at most {MAX_SEQ:,} tokens (autopar's limit); "
+                        f"element {big[0]} is {arr[big[0]]}")
     return arr.astype(np.int64)
-
-
-def _check_file(path: Path) -> None:
-    """Missing, directory or empty files get the same messages as text inputs."""
-    if not path.exists():
-        raise SpecError(f"{path}: file not found")
-    if path.is_dir():
-        raise SpecError(f"{path}: is a directory, expected a file")
-    if path.stat().st_size == 0:
-        raise SpecError(f"{path}: file is empty")
 
 
 def _positive_int(value: Any, where: str) -> int:
@@ -264,18 +262,20 @@ def _positive_int(value: Any, where: str) -> int:
         try:
             value = int(value)
         except ValueError:
-            raise SpecError(f"{where}: expected a positive integer length, got {value!r}") from None
+            raise SpecError(f"{where}: expected a positive integer length, got {shown(value)}") from None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{where}: expected a positive integer length, got {value!r}")
+        raise SpecError(f"{where}: expected a positive integer length, got {shown(value)}")
     if value <= 0:
-        raise SpecError(f"{where}: lengths must be positive, got {value}")
+        raise SpecError(f"{where}: lengths must be positive, got {shown(value)}")
+    if value > MAX_SEQ:
+        raise SpecError(f"{where}: lengths must be at most {MAX_SEQ:,} tokens (autopar's limit), got {shown(value)}")
     return value
 
 
 def _from_mapping(path: Path, data: dict[str, Any]) -> LengthDist:
-    f = Fields(data, f"{path}: ")
+    f = Fields(data, f"{named(path)}: ")
     name = f.text("name", "") if f.has("name") else ""
     f.ignore("source", "description")
     if f.has("mixture"):
@@ -288,15 +288,15 @@ def _from_mapping(path: Path, data: dict[str, Any]) -> LengthDist:
             if not isinstance(entry, dict):
                 raise SpecError(f"{where.rstrip('.')}: expected a mapping, got {type(entry).__name__}")
             sub = Fields(entry, where)
-            weights.append(sub.number("weight"))
+            weights.append(sub.number("weight", maximum=MAX_COUNT))
             comps.append(_component(sub))
             sub.finish()
         f.finish()
         w = np.asarray(weights, dtype=np.float64)
-        return LengthDist(source=str(path), components=tuple(comps), weights=w / w.sum(), name=name)
+        return LengthDist(source=named(path), components=tuple(comps), weights=w / w.sum(), name=name)
     comp = _component(f)
     f.finish()
-    return LengthDist(source=str(path), components=(comp,), weights=np.ones(1), name=name)
+    return LengthDist(source=named(path), components=(comp,), weights=np.ones(1), name=name)
 
 
 def _component(f: Fields) -> _Component:
@@ -304,10 +304,12 @@ def _component(f: Fields) -> _Component:
     if f.has("lognormal"):
         spec = f.mapping("lognormal") or {}
         g = Fields(spec, f.prefix("lognormal"))
-        median, sigma = g.number("median"), g.number("sigma")
-        hi = g.integer("max")
-        lo = g.integer("min", 1)
+        median, sigma = g.number("median", maximum=MAX_SEQ), g.number("sigma", maximum=MAX_SIGMA)
+        hi = g.integer("max", maximum=MAX_SEQ)
+        lo = g.integer("min", 1, maximum=MAX_SEQ)
         g.finish()
+        if median < 1:
+            raise g.fail("median", f"must be at least 1 token, got {median:g}")
         if lo > hi:
             raise g.fail("min", f"({lo}) must not exceed max ({hi})")
         return _Component(kind="lognormal", values=np.empty(0), upper=np.empty(0), probs=np.empty(0),
@@ -325,8 +327,8 @@ def _component(f: Fields) -> _Component:
         raise f.fail("counts", f"expected {len(edges) - 1} counts for {len(edges)} bin edges, got {len(counts_raw)}")
     counts = []
     for i, c in enumerate(counts_raw):
-        if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0:
-            raise SpecError(f"{f.prefix('counts')}{i}: expected a count >= 0, got {c!r}")
+        if isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= MAX_COUNT:
+            raise SpecError(f"{f.prefix('counts')}{i}: expected a count in [0, {MAX_COUNT:g}], got {shown(c)}")
         counts.append(float(c))
     total = sum(counts)
     if total <= 0:

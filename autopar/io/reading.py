@@ -1,0 +1,279 @@
+"""Safe reading of input files: regular files only, bounded in size, depth and aliases.
+
+Every input autopar reads (model specs, hardware profiles, length distributions,
+Hugging Face configs) comes through here. The rules, each a one-line error
+naming the file:
+
+- only regular files are read: a FIFO, a device, a socket or a directory is
+  refused before a byte is read (a FIFO is opened non-blocking, so it cannot hang);
+- at most ``cap`` bytes (``MAX_SPEC_BYTES`` for specs and profiles) are read;
+- text is UTF-8, with or without a byte-order mark;
+- YAML is read with a safe loader that refuses tags that build Python objects,
+  duplicate keys, nesting deeper than ``MAX_DEPTH`` and more than ``MAX_NODES``
+  values once aliases are expanded (an alias bomb is refused, never expanded);
+- JSON likewise: duplicate keys, nesting and non-finite constants are refused.
+
+Values quoted in messages go through :func:`shown`, which bounds their length
+and escapes newlines, so a message stays one short line whatever the input.
+"""
+
+from __future__ import annotations
+
+import difflib
+import errno
+import json
+import os
+import reprlib
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autopar.errors import AutoparError, SpecError
+
+MAX_SPEC_BYTES = 4 * 2**20  # model specs, HF configs, hardware profiles, histogram files (built-ins: about 12 KB)
+MAX_DEPTH = 32  # nesting of lists and mappings (a measured profile uses 6)
+MAX_NODES = 200_000  # values in one file, aliases expanded (a measured profile has about 5,000)
+_SHOWN = 60  # characters of a value quoted in a message
+
+_repr = reprlib.Repr()
+_repr.maxstring = _SHOWN
+_repr.maxother = _SHOWN
+_repr.maxlong = 40
+_repr.maxlist = _repr.maxtuple = _repr.maxset = 6
+_repr.maxdict = 4
+_repr.maxlevel = 2
+
+
+def shown(value: Any) -> str:
+    """A bounded, one-line repr of `value` for a message."""
+    text = _repr.repr(value)
+    return one_line(text)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """`text` with line breaks escaped, cut to `limit` characters."""
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def named(path: Path | str) -> str:
+    """A path as it appears in messages: newlines escaped, long paths shortened."""
+    return one_line(str(path), 160)
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def read_bytes(path: Path, *, cap: int = MAX_SPEC_BYTES, err: type[AutoparError] = SpecError) -> bytes:
+    """The bytes of the regular file `path`, at most `cap` of them."""
+    where = named(path)
+    if not str(path):
+        raise err("empty file name")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise err(f"{where}: file not found") from None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket, or a FIFO nobody writes to on some systems
+            raise err(f"{where}: is not a regular file; autopar reads only regular files") from None
+        raise err(f"{where}: cannot read ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise err(f"{where}: is a directory, expected a file")
+        if not stat.S_ISREG(mode):
+            raise err(f"{where}: is {_kind(mode)}; autopar reads only regular files")
+        size = os.fstat(fd).st_size
+        if size > cap:
+            raise err(f"{where}: file is {size:,} bytes; the limit is {cap:,} bytes")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > cap:  # it grew while we read
+                raise err(f"{where}: file is over the limit of {cap:,} bytes")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise err(f"{where}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path, *, cap: int = MAX_SPEC_BYTES, err: type[AutoparError] = SpecError) -> str:
+    """Read a UTF-8 text file (a byte-order mark is dropped); unreadable or empty files are errors."""
+    raw = read_bytes(path, cap=cap, err=err)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise err(f"{named(path)}: not UTF-8 text (bad byte at offset {exc.start})") from None
+    text = text.removeprefix("\ufeff")
+    if not text.strip():
+        raise err(f"{named(path)}: file is empty")
+    return text
+
+
+# --- YAML --------------------------------------------------------------------------
+
+
+class _Refused(ValueError):
+    """A structural limit of the safe loader, with the line it was hit on."""
+
+
+class _Loader(yaml.SafeLoader):
+    """yaml.SafeLoader that bounds depth and values, and refuses duplicate keys."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        self._nodes += 1
+        if self._depth > MAX_DEPTH or self._nodes > MAX_NODES:
+            mark = self.peek_event().start_mark
+            what = f"nested deeper than {MAX_DEPTH} levels" if self._depth > MAX_DEPTH else f"more than {MAX_NODES:,} values"
+            raise _Refused(f"{what} (at line {mark.line + 1})")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:
+                    continue  # an unhashable key: the constructor reports it
+                if duplicate:
+                    raise _Refused(f"duplicate key {shown(key)} (at line {key_node.start_mark.line + 1})")
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded(node: Any) -> int:
+    """Values in the document with every alias expanded (each shared node counted once per use)."""
+    sizes: dict[int, int] = {}
+
+    def size(n: Any) -> int:
+        got = sizes.get(id(n))
+        if got is not None:
+            return got
+        if isinstance(n, yaml.SequenceNode):
+            total = 1 + sum(size(c) for c in n.value)
+        elif isinstance(n, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in n.value)
+        else:
+            total = 1
+        sizes[id(n)] = min(total, MAX_NODES + 1)
+        return sizes[id(n)]
+
+    return size(node)  # depth is bounded by the composer, so this recursion is too
+
+
+def _load_yaml(text: str) -> Any:
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded(node) > MAX_NODES:
+            raise _Refused(f"aliases expand to more than {MAX_NODES:,} values (an alias bomb?)")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+# --- JSON --------------------------------------------------------------------------
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(f"duplicate key {shown(key)}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a number JSON allows")
+
+
+def _check_shape(data: Any) -> None:
+    """Depth and size of a parsed JSON value, without recursion."""
+    stack, count = [(data, 1)], 0
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if depth > MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+        if count > MAX_NODES:
+            raise _Refused(f"more than {MAX_NODES:,} values")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
+def parse(text: str, *, json_text: bool) -> Any:
+    """YAML or JSON text to plain values; raises ValueError with a one-line reason."""
+    if json_text:
+        try:
+            data = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        except RecursionError:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        _check_shape(data)
+        return data
+    try:
+        return _load_yaml(text)
+    except yaml.constructor.ConstructorError as exc:
+        problem = str(getattr(exc, "problem", "") or "unsupported tag")
+        if "could not determine a constructor" in problem:
+            raise ValueError(f"YAML tags that construct objects are not allowed ({one_line(problem, 120)})") from None
+        raise ValueError(f"malformed YAML: {one_line(problem, 120)}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ValueError(f"malformed YAML{where}: {one_line(problem, 120)}") from None
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+
+
+def load_mapping(path: Path, *, err: type[AutoparError] = SpecError, cap: int = MAX_SPEC_BYTES) -> dict[str, Any]:
+    """Load a YAML or JSON file whose top level must be a mapping."""
+    text = read_text(path, err=err, cap=cap)
+    try:
+        data = parse(text, json_text=path.suffix.lower() == ".json")
+    except ValueError as exc:  # also int() of a number with thousands of digits
+        text = str(exc)
+        if "integer string conversion" in text:
+            text = "a number has more than 4,300 digits"
+        raise err(f"{named(path)}: {one_line(text, 160)}") from None
+    if not isinstance(data, dict):
+        raise err(f"{named(path)}: expected a mapping of fields at the top level, got {type(data).__name__}")
+    return data
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    """' (did you mean 'x'?)' for the closest choice, or ''."""
+    close = difflib.get_close_matches(word[:100], list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

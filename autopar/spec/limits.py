@@ -1,0 +1,60 @@
+"""Physical bounds on every size autopar reads, named in the messages that refuse them.
+
+Each bound is far above any real system (so no real input is refused) and far
+below what would make the arithmetic overflow, the memory blow up or a loop run
+for hours. A value past its bound is a one-line error (exit 2) naming the bound.
+"""
+
+from __future__ import annotations
+
+# --- model shape --------------------------------------------------------------------
+MAX_LAYERS = 4096  # transformer blocks (the largest published models have under 200)
+MAX_WIDTH = 2**20  # hidden, MLP, expert, head and latent widths (GPT-3 175B: hidden 12,288)
+MAX_HEADS = 2**16  # attention heads, key/value heads
+MAX_VOCAB = 2**24  # vocabulary entries (the largest in use: about 256K)
+MAX_EXPERTS = 2**16  # routed or shared experts per MoE layer (DeepSeek-V3: 256)
+MAX_SEQ = 2**25  # tokens in one sequence: seq_len, max_seq_len, lengths in distributions
+MAX_SMALL = 2**16  # Mamba state size, groups, convolution kernel, chunk length, top-k, node limits
+
+# --- job ------------------------------------------------------------------------------
+MAX_GPUS = 2**20  # GPUs in one job (the largest clusters hold about 2^17)
+MAX_GPUS_PER_NODE = 1024  # GPUs sharing one fast fabric (NVL72 racks: 72)
+MAX_BATCH = 2**24  # sequences per optimizer step
+MAX_VARLEN_SEQUENCES = 2**16  # sequences per simulated step (about 30 s of simulation on one core at the limit)
+
+# --- hardware profile -------------------------------------------------------------
+MAX_MEMORY_GIB = 2.0**16  # device memory (B200: 192 GB)
+MAX_TFLOPS = 1e6  # dense peak per GPU and dtype (B200 fp8: about 4,500)
+MAX_HBM_GBPS = 1e6  # memory bandwidth (B200: 8,000 GB/s)
+MAX_BUS_GBPS = 1e5  # collective bus bandwidth (NVLink 5: 900 GB/s)
+MAX_LATENCY_US = 1e7  # a collective's start-up time: 10 s
+MAX_SLOWDOWN = 100.0  # overlap slowdown factors (measured: 1.0 to 1.3)
+MAX_CURVE_X = 1e30  # sizes on efficiency curves (FLOPs of one GEMM, tokens)
+
+# --- length distributions -----------------------------------------------------------
+MAX_COUNT = 1e15  # a histogram count or a mixture weight
+MAX_SIGMA = 10.0  # lognormal sigma of log(length): e^10 is a factor of 22,000 per deviation
+MAX_LENGTH_BYTES = 64 * 2**20  # a file of lengths (.txt, .jsonl, .npy): about 8M lengths
+
+MAX_CAPACITY_FACTOR = 64.0  # MoE load of the busiest expert over the mean
+
+_WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "ffn_hidden_size", "intermediate_size", "n_inner", "d_intermediate",
+               "expert_ffn_hidden_size", "shared_expert_ffn_hidden_size", "moe_intermediate_size",
+               "moe_shared_expert_intermediate_size", "head_dim", "headdim", "attention_head_dim", "mamba_head_dim",
+               "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_SMALL_KEYS = ("top_k", "num_experts_per_tok", "experts_per_token", "topk_group", "n_group", "max_nodes_per_token",
+               "decoder_sparse_step", "moe_layer_freq", "state_size", "ssm_state_size", "mamba_d_state", "d_state",
+               "num_groups", "n_groups", "mamba_n_groups", "ngroups", "conv_kernel", "mamba_d_conv", "d_conv",
+               "chunk_size", "mamba_chunk_size", "expand", "pad_vocab_size_multiple")
+# The bound of every integer key of a model spec (YAML) or a Hugging Face config, by key name.
+MODEL_KEY_LIMITS: dict[str, int] = {
+    **dict.fromkeys(("layers", "n_layer", "num_hidden_layers", "first_dense_layers", "first_k_dense_replace"), MAX_LAYERS),
+    **dict.fromkeys(_WIDTH_KEYS, MAX_WIDTH),
+    **dict.fromkeys(("num_attention_heads", "n_head", "num_kv_heads", "num_key_value_heads", "num_heads", "num_heads_kv",
+                     "mamba_num_heads"), MAX_HEADS),
+    "vocab_size": MAX_VOCAB,
+    **dict.fromkeys(("seq_len", "max_seq_len", "max_position_embeddings", "n_positions"), MAX_SEQ),
+    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "shared_experts", "n_shared_experts"),
+                    MAX_EXPERTS),
+    **dict.fromkeys(_SMALL_KEYS, MAX_SMALL),
+}
