@@ -29,6 +29,7 @@ from autopar.emit.targets import megatron_hybrid_cp_args
 from autopar.errors import InfeasibleError, SpecError
 from autopar.spec.hardware import fit_for
 from autopar.spec.job import DEFAULT_TOKENS_PER_STEP, Job
+from autopar.spec.limits import MAX_VARLEN_SEQUENCES
 
 CANDIDATES = 8  # distinct layouts of the fixed-length ranking that are simulated
 STEPS = 128  # sampled steps per candidate (at most; stops earlier once converged)
@@ -75,10 +76,23 @@ def packed_context(ctx: Context, dist: varlen.LengthDist, sequences: int | None)
     if p > ctx.model.max_seq_len:
         p = ctx.model.max_seq_len
     seqs = sequences or max(1, int(DEFAULT_TOKENS_PER_STEP // dist.mean_len))
+    _check_sequences(dist, sequences, seqs)
     nodes = max(1, ctx.job.gpus // ctx.job.gpus_per_node)
     packed = nodes * math.ceil(seqs * dist.mean_len / p / nodes)
     job = Job(gpus=ctx.job.gpus, gpus_per_node=ctx.job.gpus_per_node, global_batch=packed, seq_len=p, dtype=ctx.job.dtype)
     return replace(ctx, job=job, batch_defaulted=sequences is None), seqs
+
+
+def _check_sequences(dist: varlen.LengthDist, given: int | None, seqs: int) -> None:
+    """Refuse a batch the simulation cannot hold (MAX_VARLEN_SEQUENCES per step), asked for or defaulted."""
+    if seqs <= MAX_VARLEN_SEQUENCES:
+        return
+    if given is not None:
+        raise SpecError(f"--global-batch ({given:,}) with --seq-len-dist: at most {MAX_VARLEN_SEQUENCES:,} sequences "
+                        "per step can be simulated (autopar's limit)")
+    raise SpecError(f"{dist.source}: the default global batch (about 4M tokens at a mean length of {dist.mean_len:.3g} "
+                    f"tokens: {seqs:,} sequences) is over the {MAX_VARLEN_SEQUENCES:,} per step that can be simulated; "
+                    "give --global-batch")
 
 
 def token_room(est: Estimate, job: Job) -> int:

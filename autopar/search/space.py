@@ -42,7 +42,20 @@ SEARCHED_ZERO = tuple(z for z in ZERO_STAGES if z != 0)
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n, ascending, built from its prime factors: the time grows with sqrt(n) at worst
+    (trial division), not with n, so a huge GPU count cannot stall the search."""
+    divs, rest, p = [1], n, 2
+    while p * p <= rest:
+        k = 0
+        while rest % p == 0:
+            rest //= p
+            k += 1
+        if k:
+            divs = [d * p**e for d in divs for e in range(k + 1)]
+        p += 1 if p == 2 else 2
+    if rest > 1:
+        divs += [d * rest for d in divs]
+    return sorted(divs)
 
 
 def powers_of_two(limit: int) -> list[int]:

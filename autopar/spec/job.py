@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.errors import SpecError
+from autopar.spec.limits import MAX_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_SEQ
 
 JOB_DTYPES = ("bf16", "fp16", "fp8")
 DEFAULT_TOKENS_PER_STEP = 4 * 2**20  # default global batch: about 4M tokens, as in Llama 3 pre-training
@@ -21,10 +22,13 @@ class Job:
     dtype: str = "bf16"  # compute dtype of the GEMMs (fp8: Transformer Engine recipe, the rest stays bf16)
 
     def __post_init__(self) -> None:
-        for name in ("gpus", "gpus_per_node", "global_batch", "seq_len"):
+        for name, limit in (("gpus", MAX_GPUS), ("gpus_per_node", MAX_GPUS_PER_NODE), ("global_batch", MAX_BATCH),
+                            ("seq_len", MAX_SEQ)):
             value = getattr(self, name)
             if value <= 0:
                 raise SpecError(f"--{name.replace('_', '-')} must be positive, got {value}")
+            if value > limit:
+                raise SpecError(f"--{name.replace('_', '-')} must be at most {limit:,} (autopar's limit), got {value:,}")
         if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
             raise SpecError(
                 f"--gpus ({self.gpus}) must be a multiple of the node size ({self.gpus_per_node} GPUs per node)"
