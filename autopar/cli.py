@@ -29,7 +29,8 @@ app.add_typer(serve_app, name="serve")
 
 
 def _fail(exc: AutoparError) -> NoReturn:
-    print(f"autopar: error: {exc}", file=sys.stderr)
+    text = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever a name or path holds
+    print(f"autopar: error: {text if len(text) <= 2000 else text[:1999] + '…'}", file=sys.stderr)
     raise typer.Exit(exc.exit_code)
 
 
@@ -142,7 +143,10 @@ TitanOpt = Annotated[str | None, typer.Option(
 def _console() -> Console:
     from rich.console import Console
 
+    from autopar.io.streams import broken_pipe
+
     console = Console(highlight=False, soft_wrap=True)
+    setattr(console, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; io/streams.py says why, exit 3  # noqa: B010
     if not console.is_terminal:  # piped or captured: don't squeeze tables into 80 columns
         console.width = 160
     return console
@@ -323,4 +327,6 @@ def hardware_cmd() -> None:
 
 
 def main() -> None:
-    app(prog_name="autopar")  # also under `python -m autopar`, so completion finds _AUTOPAR_COMPLETE
+    from autopar.io.streams import run
+
+    run(app)  # also under `python -m autopar`, so completion finds _AUTOPAR_COMPLETE; exit codes in io/streams.py

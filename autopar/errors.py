@@ -22,3 +22,9 @@ class InfeasibleError(AutoparError):
     """No plan fits the job; the message says what the smallest plan needs."""
 
     exit_code = 1
+
+
+class OutputError(AutoparError):
+    """The output could not be written: stdout closed, a broken pipe, a full disk, an encoding. Exit code 3."""
+
+    exit_code = 3

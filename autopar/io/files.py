@@ -4,15 +4,44 @@ The text goes to a temporary file in the target's folder, is flushed to disk, th
 the target (``os.replace``, atomic on POSIX), so a reader never sees half a file and a failed
 write leaves the old one in place. The new file gets the usual permissions (0666 less the umask;
 0777 less the umask when ``executable``), not the 0600 of a temporary file.
+
+Only regular files are written: a target that is a device (``/dev/null``,
+``/dev/full``), a FIFO, a socket or a directory, or a symlink to one, is refused
+before anything is written (exit 2), so autopar never replaces a special file.
+A symlink to a regular file (or to a new path) is followed, and the file it
+points to is replaced. A full disk or an I/O error is an :class:`OutputError`
+(exit 3); any earlier file is left as it was.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
-from autopar.errors import AutoparError, SpecError
+from autopar.errors import AutoparError, OutputError, SpecError
+from autopar.io.reading import named
+
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG}  # the disk, not the user's choice of path
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def output_target(path: Path, *, option: str, err: type[AutoparError] = SpecError) -> Path:
+    """The regular file (existing or new) that writing `path` replaces; special files are refused."""
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks, /proc/self/fd/N included
+    except FileNotFoundError:
+        return Path(os.path.realpath(path))  # a new file (or a symlink to one)
+    except OSError as exc:
+        raise err(f"{option} {named(path)}: cannot check the target ({exc.strerror or exc})") from None
+    if stat.S_ISREG(mode):
+        return Path(os.path.realpath(path))
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    via = " (through a symlink)" if os.path.islink(path) else ""
+    raise err(f"{option} {named(path)}: is {kind}{via}; autopar writes only regular files")
 
 
 def _umask() -> int:
@@ -32,7 +61,9 @@ def write_atomic(path: Path, data: str | bytes, *, option: str, executable: bool
     any earlier file as it was.
     """
     payload = data.encode() if isinstance(data, str) else data
-    folder = path.parent if str(path.parent) else Path(".")
+    shown = path
+    path = output_target(path, option=option, err=err)
+    folder = path.parent
     tmp = None
     try:
         if make_parents:
@@ -46,7 +77,8 @@ def write_atomic(path: Path, data: str | bytes, *, option: str, executable: bool
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
-        raise err(f"{option} {path}: cannot write: {exc.strerror or exc}; any earlier file is unchanged") from None
+        kind = OutputError if exc.errno in _OUTPUT_ERRNOS else err
+        raise kind(f"{option} {named(shown)}: cannot write: {exc.strerror or exc}; any earlier file is unchanged") from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)

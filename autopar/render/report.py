@@ -67,7 +67,7 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
 def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
     plans = [plan_dict(e) for e in s.result.ranked[:top]]
     doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
-           "search_s": s.search_s, "plans": plans, **launch_dict(launch)}
+           "plans": plans, **launch_dict(launch)}
     if plot is not None:
         doc["plot_file"] = str(plot.path)
     return json.dumps(doc, indent=2)

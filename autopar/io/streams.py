@@ -1,0 +1,116 @@
+"""Running the CLI so that every failure is one line on stderr with a documented exit code.
+
+Exit codes (README, "Exit codes"):
+
+    0  success
+    1  no plan fits the job (the message says what the smallest plan needs)
+    2  bad input: a usage error, a bad file, a bad value (one line naming it)
+    3  the output could not be written: stdout closed, a broken pipe
+       (``| head``), a full disk, or a terminal encoding that cannot show
+       the text (set PYTHONIOENCODING=utf-8)
+  130  interrupted (Ctrl-C)
+
+Usage errors (an unknown option, a bad number) are one line too, not the boxed
+panel Click and Typer draw by default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, NoReturn
+
+from autopar.errors import OutputError
+from autopar.io.reading import one_line
+
+EXIT_USAGE = 2
+EXIT_OUTPUT = OutputError.exit_code
+EXIT_INTERRUPTED = 130
+
+
+def say(text: str) -> None:
+    """One line on stderr, even when stderr itself is broken (then nothing)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.write(2, (one_line(text, 2000) + "\n").encode("utf-8", "backslashreplace"))
+
+
+BROKEN_PIPE = "the output was closed early (broken pipe); the rest was not written"
+
+
+def broken_pipe() -> NoReturn:
+    """For rich's Console.on_broken_pipe, which would exit 1 without a word."""
+    raise OutputError(BROKEN_PIPE)
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so that the interpreter's last flush cannot fail again."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+
+
+def _usage_error() -> type[Exception]:
+    """Click's UsageError, wherever this Typer keeps Click (bundled since 0.22, a dependency before)."""
+    import typer
+
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+def _usage(exc: Any) -> int:
+    if type(exc).__name__ == "NoArgsIsHelpError":  # plain `autopar`: the help, as before
+        exc.show()
+        return EXIT_USAGE
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    say(f"autopar: error: {exc.format_message()}{where}")
+    return EXIT_USAGE
+
+
+def run(app: Any) -> NoReturn:
+    """Call the Typer `app` and exit with the code the table above gives."""
+    from typer import Abort
+
+    usage_error = _usage_error()
+
+    if sys.stdout is None:  # started with stdout closed (`autopar ... >&-`): nothing could be shown
+        say("autopar: error: stdout is closed; nothing can be printed")
+        sys.exit(EXIT_OUTPUT)
+    try:
+        rv = app(prog_name="autopar", standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+        sys.stdout.flush()
+    except SystemExit:
+        if type(sys.stdout).__name__ != "PacifyFlushWrapper":  # Click's own handling of a broken pipe (exit 1)
+            raise
+        _silence_stdout()
+        say(f"autopar: error: {BROKEN_PIPE}")
+        code = EXIT_OUTPUT
+    except OutputError as exc:
+        _silence_stdout()
+        say(f"autopar: error: {exc}")
+        code = EXIT_OUTPUT
+    except usage_error as exc:
+        code = _usage(exc)
+    except (Abort, KeyboardInterrupt):
+        say("autopar: interrupted")
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        say(f"autopar: error: {BROKEN_PIPE}")
+        code = EXIT_OUTPUT
+    except UnicodeEncodeError as exc:
+        _silence_stdout()
+        say(f"autopar: error: the output encoding ({exc.encoding}) cannot show {exc.object[exc.start:exc.end]!a}; "
+            "set PYTHONIOENCODING=utf-8 or a UTF-8 locale")
+        code = EXIT_OUTPUT
+    except OSError as exc:  # writing stdout: a full disk, an I/O error
+        _silence_stdout()
+        say(f"autopar: error: cannot write the output: {exc.strerror or exc}")
+        code = EXIT_OUTPUT
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # already reported (a command's own error line), or nothing left to say
+        _silence_stdout()
+    sys.exit(code)
