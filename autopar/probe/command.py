@@ -20,7 +20,9 @@ from pathlib import Path
 from rich.console import Console
 
 from autopar.errors import ProfileError
+from autopar.io.files import output_target
 from autopar.io.profiles import load_hardware, saved_profile_path
+from autopar.io.reading import named
 from autopar.probe.runtime import require_torch, resolve_device
 from autopar.probe.settings import settings_for
 
@@ -33,17 +35,28 @@ def profile_name(path: Path, hostname: str) -> str:
 
 
 def check_writable(path: Path) -> None:
-    """Fail now, not after minutes of measuring, if ``path`` cannot be written."""
-    if path.is_dir():
-        raise ProfileError(f"--out {path}: is a directory, expected a file name")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=path.parent)
-    except OSError as exc:
-        raise ProfileError(f"--out {path}: cannot write in {path.parent} ({exc.strerror or exc})") from None
-    os.close(fd)
-    with contextlib.suppress(OSError):
-        os.unlink(tmp)
+    """Fail now, not after minutes of measuring, if ``path`` cannot be written.
+
+    Nothing is created: a run that fails leaves no folder behind (the folder of the
+    saved profile is made only when the profile is written). Special files (devices,
+    FIFOs, symlinks to them) are refused, as every output is.
+    """
+    target = output_target(path, option="--out", err=ProfileError)
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the nearest existing folder: the rest would be made in it
+    if not folder.is_dir():
+        raise ProfileError(f"--out {named(path)}: {named(folder)} is not a folder")
+    if target.parent.exists():
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".check", dir=target.parent)
+        except OSError as exc:
+            raise ProfileError(f"--out {named(path)}: cannot write in {named(target.parent)} ({exc.strerror or exc})") from None
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise ProfileError(f"--out {named(path)}: cannot create folders in {named(folder)} (permission denied)")
 
 
 def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None, compare: str | None) -> None:

@@ -168,8 +168,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def spawned_main(task: Task, rank: int, world: int, port: int, q: Any) -> None:
-    """Entry point of a worker started by ``_spawn`` (one rank on one node)."""
+def spawned_main(task: Task, rank: int, world: int, port: int, q: Any, parent_pid: int) -> None:
+    """Entry point of a worker started by ``_spawn`` (one rank on one node); it dies with its parent."""
+    runtime.die_with_parent(parent_pid)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
 
@@ -216,7 +217,8 @@ def _spawn(task: Task, n: int, console: Console) -> Any:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=spawned_main, args=(task, r, n, port, q), name=f"autopar-rank{r}") for r in range(n)]
+    procs = [ctx.Process(target=spawned_main, args=(task, r, n, port, q, os.getpid()), name=f"autopar-rank{r}")
+             for r in range(n)]
     sink = RichSink(console)
     phase, result, ok = "start-up", None, False
     silent_limit = task.timeout_s + GRACE_S

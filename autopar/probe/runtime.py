@@ -24,6 +24,29 @@ from autopar.errors import ProfileError
 TORCH_FIX = "pip install torch==2.13.0 (or pip install 'autopar[profile]')"
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """End this worker when the process that started it dies (SIGTERM or SIGKILL alike).
+
+    On Linux the kernel sends SIGKILL at the parent's death (``PR_SET_PDEATHSIG``);
+    elsewhere, and against the race where the parent died before the call, a
+    daemon thread polls the parent's pid once a second.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG = 1, SIGKILL = 9
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)
+
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    threading.Thread(target=watch, name="autopar-parent-watch", daemon=True).start()
+
+
 def require_torch() -> ModuleType:
     """Import torch or raise a ProfileError that says how to install it."""
     try:

@@ -3,16 +3,20 @@
 The numbers are chosen so that a quick run takes about 30 s on an 8-GPU node
 and well under a minute with two gloo processes on two CPU cores; a full run
 sweeps more sizes, from KBs to hundreds of MBs, with more repetitions.
-``AUTOPAR_PROBE_TIMEOUT_S`` overrides the per-step timeout (tests use it).
+``AUTOPAR_PROBE_TIMEOUT_S`` overrides the per-step timeout (tests use it): seconds,
+a finite number from ``MIN_TIMEOUT_S`` to ``MAX_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 from autopar.errors import ProfileError
 
+MIN_TIMEOUT_S = 1.0  # below this, process start-up alone trips the watchdog
+MAX_TIMEOUT_S = 86400.0  # a day: longer is a hang, not a step
 KIB = 1024
 MIB = 1024 * KIB
 
@@ -51,9 +55,10 @@ def _timeout(default: float) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ProfileError(f"AUTOPAR_PROBE_TIMEOUT_S: expected seconds, got {raw!r}") from None
-    if value <= 0:
-        raise ProfileError(f"AUTOPAR_PROBE_TIMEOUT_S: must be positive, got {value}")
+        raise ProfileError(f"AUTOPAR_PROBE_TIMEOUT_S: expected seconds, got {raw[:40]!r}") from None
+    if not (math.isfinite(value) and MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S):
+        raise ProfileError(f"AUTOPAR_PROBE_TIMEOUT_S: must be a number of seconds from {MIN_TIMEOUT_S:g} to "
+                           f"{MAX_TIMEOUT_S:g}, got {raw[:40]!r}")
     return value
 
 
