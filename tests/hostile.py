@@ -1,0 +1,259 @@
+"""The hostile-input table of issue 13: one row per input, grouped by cause.
+
+Each row gives what is run, the exit code and a fragment of the one line the
+CLI must print, and a time bound. A row's ``setup`` writes its files into a
+fresh folder and returns the command line (``{A}`` is the autopar command; a
+row with ``shell=True`` runs through bash, for pipes and redirections).
+tests/test_hostile.py runs the table; the causes are numbered as in the issue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+from conftest import toy_profile_dict
+
+TINY = """name: tiny
+layers: 2
+hidden_size: 256
+num_attention_heads: 8
+num_kv_heads: 2
+ffn_hidden_size: 512
+vocab_size: 1000
+seq_len: 512
+max_seq_len: 2048
+"""
+HF = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
+      "num_hidden_layers": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 2048}
+# 10 levels of 10 aliases each: 10^10 values once expanded
+BOMB = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10))
+
+
+@dataclass(frozen=True)
+class Case:
+    cause: str  # the issue's cause, e.g. "3 special input"
+    name: str
+    setup: Callable[[Path], str]  # writes files, returns the command ({A} is autopar)
+    code: int  # expected exit code
+    fragment: str  # expected in stderr (code != 0) or stdout (code 0)
+    seconds: float = 10.0  # time bound
+    shell: bool = False  # run through bash (pipes, redirections, closed stdout)
+    env: dict[str, str] = field(default_factory=dict)
+    torch: bool = False  # needs torch (autopar profile)
+
+
+def files(tmp: Path, **contents: str | bytes) -> dict[str, str]:
+    """Write files (name=content; `__` in a name is a dot) and return their paths by name."""
+    out = {}
+    for key, content in contents.items():
+        path = tmp / key.replace("__", ".")
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        out[key] = str(path)
+    return out
+
+
+def hw(tmp: Path, **overrides: object) -> str:
+    """The toy profile, with dotted-path overrides (gpu.peak_tflops.bf16=...)."""
+    data = toy_profile_dict()
+    for dotted, value in overrides.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for k in parents:
+            node = node[k]
+        node[leaf] = value
+    path = tmp / "hw.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return str(path)
+
+
+def fifo(tmp: Path, name: str) -> str:
+    path = tmp / name
+    os.mkfifo(path)
+    return str(path)
+
+
+def job(tmp: Path, model: str | None = None, *, extra: str = "") -> str:
+    """suggest on the tiny model and the toy profile."""
+    model = model or files(tmp, tiny__yaml=TINY)["tiny__yaml"]
+    return f"{{A}} suggest '{model}' --hardware '{hw(tmp)}' --gpus 8 {extra}"
+
+
+def dist(tmp: Path, name: str, content: str | bytes, *, extra: str = "") -> str:
+    path = files(tmp, **{name.replace(".", "__"): content})[name.replace(".", "__")]
+    return job(tmp, extra=f"--seq-len-dist '{path}' {extra}")
+
+
+def model_with(text: str) -> Callable[[Path], str]:
+    return lambda tmp: job(tmp, files(tmp, m__yaml=text)["m__yaml"])
+
+
+def hf_with(text: str) -> Callable[[Path], str]:
+    return lambda tmp: job(tmp, files(tmp, config__json=text)["config__json"])
+
+
+def profile_with(**overrides: object) -> Callable[[Path], str]:
+    return lambda tmp: f"{{A}} suggest '{files(tmp, t__yaml=TINY)['t__yaml']}' --hardware '{hw(tmp, **overrides)}' --gpus 8"
+
+
+def _deep_yaml_map(depth: int) -> str:
+    return "a: " + "{a: " * depth + "1" + "}" * depth + "\n"
+
+
+def _symlink(tmp: Path, name: str, target: str) -> str:
+    path = tmp / name
+    path.symlink_to(target)
+    return str(path)
+
+
+def _npy(tmp: Path, arr: np.ndarray) -> str:
+    path = tmp / "lens.npy"
+    np.save(path, arr)
+    return job(tmp, extra=f"--seq-len-dist '{path}'")
+
+
+def _sparse(tmp: Path, name: str, size: int) -> str:
+    path = tmp / name
+    with open(path, "wb") as f:
+        f.write(b"name: x\n")
+        f.truncate(size)
+    return str(path)
+
+
+def _saved_fifo(tmp: Path) -> str:
+    (tmp / "home").mkdir(exist_ok=True)
+    fifo(tmp, "home/profile.yaml")
+    return f"{{A}} suggest '{files(tmp, t__yaml=TINY)['t__yaml']}' --gpus 8"
+
+
+EMIT = "--emit megatron --emit-out"
+LOGN = "lognormal: {median: %s, sigma: %s, max: 1024}\n"
+CASES = [
+    # 1. outputs never replace special files
+    Case("1 special outputs", "emit-out /dev/full", lambda t: job(t, extra=f"{EMIT} /dev/full"), 2, "is a character device"),
+    Case("1 special outputs", "emit-out /dev/null", lambda t: job(t, extra=f"{EMIT} /dev/null"), 2, "is a character device"),
+    Case("1 special outputs", "emit-out symlink to stdout", lambda t: job(
+        t, extra=f"{EMIT} '{_symlink(t, 'out.sh', '/proc/self/fd/1')}'"), 2, "(through a symlink)"),
+    Case("1 special outputs", "emit-out FIFO", lambda t: job(t, extra=f"{EMIT} '{fifo(t, 'out.sh')}'"), 2, "is a FIFO"),
+    Case("1 special outputs", "emit-out folder", lambda t: job(t, extra=f"{EMIT} '{t}'"), 2, "is a directory"),
+    Case("1 special outputs", "plot symlink to /dev/null", lambda t: job(
+        t, extra=f"--plot '{_symlink(t, 'p.svg', '/dev/null')}'"), 2, "is a character device"),
+    Case("1 special outputs", "profile --out /dev/null", lambda t: "{A} profile --device cpu --out /dev/null", 2,
+         "is a character device", seconds=60, torch=True),
+    # 2. alias bombs are refused, never expanded
+    Case("2 alias bombs", "model", model_with(BOMB), 2, "alias bomb", seconds=5),
+    Case("2 alias bombs", "profile provenance", lambda t: f"{{A}} suggest '{files(t, t__yaml=TINY)['t__yaml']}' --gpus 8 "
+         f"--hardware '{files(t, hw__yaml=Path(hw(t)).read_text() + BOMB + 'provenance: {notes: *a9}')['hw__yaml']}'",
+         2, "alias bomb", seconds=5),
+    Case("2 alias bombs", "distribution", lambda t: dist(t, "d.yaml", BOMB), 2, "alias bomb", seconds=5),
+    Case("2 alias bombs", "message value bounded", model_with(
+        TINY.replace("layers: 2", "layers: &big [" + ", ".join(["xxxxxxxx"] * 5000) + "]")), 2,
+         "layers: expected an integer, got ['xxxxxxxx',"),
+    # 3. special files as input
+    Case("3 special inputs", "FIFO model", lambda t: job(t, fifo(t, "m.yaml")), 2, "is a FIFO"),
+    Case("3 special inputs", "FIFO profile", lambda t: f"{{A}} suggest '{files(t, t__yaml=TINY)['t__yaml']}' "
+         f"--hardware '{fifo(t, 'h.yaml')}' --gpus 8", 2, "is a FIFO"),
+    Case("3 special inputs", "FIFO lengths", lambda t: job(t, extra=f"--seq-len-dist '{fifo(t, 'l.txt')}'"), 2, "is a FIFO"),
+    Case("3 special inputs", "FIFO npy", lambda t: job(t, extra=f"--seq-len-dist '{fifo(t, 'l.npy')}'"), 2, "is a FIFO"),
+    Case("3 special inputs", "FIFO histogram", lambda t: job(t, extra=f"--seq-len-dist '{fifo(t, 'h.yaml')}'"), 2, "is a FIFO"),
+    Case("3 special inputs", "FIFO saved profile", _saved_fifo, 2, "is a FIFO", env={"AUTOPAR_HOME": "{T}/home"}),
+    Case("3 special inputs", "/dev/zero model", lambda t: job(t, "/dev/zero"), 2, "is a character device"),
+    Case("3 special inputs", "/dev/urandom lengths", lambda t: job(t, extra="--seq-len-dist /dev/urandom"), 2,
+         "is a character device"),
+    # 4. deep nesting
+    Case("4 deep nesting", "YAML list 20,000 deep", model_with("a: " + "[" * 20000 + "]" * 20000 + "\n"), 2,
+         "nested deeper than 32 levels"),
+    Case("4 deep nesting", "YAML map 20,000 deep", model_with(_deep_yaml_map(20000)), 2, "nested deeper than 32 levels"),
+    Case("4 deep nesting", "JSON 100,000 deep", hf_with('{"a": ' + "[" * 100000 + "]" * 100000 + "}"), 2,
+         "nested deeper than 32 levels"),
+    # 5. huge sizes
+    Case("5 huge sizes", "layers 1e12", model_with(TINY.replace("layers: 2", "layers: 1.0e+12")), 2,
+         "layers: must be at most 4,096"),
+    Case("5 huge sizes", "hidden_size 10**400", model_with(TINY.replace("hidden_size: 256", f"hidden_size: {10**400}")), 2,
+         "hidden_size: must be at most 1,048,576"),
+    Case("5 huge sizes", "HF 10^9 layers", hf_with(json.dumps({**HF, "num_hidden_layers": 10**9})), 2,
+         "num_hidden_layers: must be at most 4,096"),
+    Case("5 huge sizes", "--gpus 10^9", lambda t: job(t).replace("--gpus 8", "--gpus 1000000000"), 2,
+         "--gpus must be at most 1,048,576"),
+    Case("5 huge sizes", "estimate --gpus 10^30", lambda t: job(t).replace("suggest", "estimate").replace(
+        "--gpus 8", f"--gpus {10**30}"), 2, "--gpus must be at most 1,048,576"),
+    Case("5 huge sizes", "--gpus at the limit", lambda t: job(t).replace("--gpus 8", "--gpus 1048576") + " --json", 0,
+         '"tokens_per_s"', seconds=30),
+    Case("5 huge sizes", "--global-batch 10^12 with lengths", lambda t: dist(t, "l.txt", "100\n", extra="--global-batch "
+         + str(10**12)), 2, "--global-batch must be at most 16,777,216"),
+    Case("5 huge sizes", "--global-batch 10^6 with lengths", lambda t: dist(t, "l.txt", "100\n", extra="--global-batch "
+         "100000"), 2, "at most 65,536 sequences per step"),
+    # 6. length distributions
+    Case("6 distributions", "longest 64 tokens", lambda t: dist(t, "l.txt", "10\n20\n64\n", extra="--json --global-batch 256"), 0,
+         '"tokens_per_s"', seconds=60),
+    Case("6 distributions", "length above 2^63", lambda t: dist(t, "l.txt", "100\n99999999999999999999\n"), 2,
+         "l.txt:2: lengths must be at most 33,554,432"),
+    Case("6 distributions", "lognormal sigma 40", lambda t: dist(t, "d.yaml", LOGN % (100, 40)), 2,
+         "lognormal.sigma: must be at most 10"),
+    Case("6 distributions", "lognormal median 1e-300", lambda t: dist(t, "d.yaml", LOGN % ("1.0e-300", 1)), 2,
+         "lognormal.median: must be at least 1 token"),
+    Case("6 distributions", "counts 1e308", lambda t: dist(t, "d.yaml", "bin_edges: [1, 10, 20]\ncounts: [1.0e+308, 1.0e+308]\n"),
+         2, "counts.0: expected a count in [0, 1e+15], got 1e+308"),
+    Case("6 distributions", "mixture weights inf", lambda t: dist(t, "d.yaml", "mixture:\n" + "".join(
+        f"  - {{weight: .inf, {LOGN.strip() % (100, 1)}}}\n" for _ in range(2))), 2, "weight: must be a positive number, got inf"),
+    Case("6 distributions", "mixture weights 1e308", lambda t: dist(t, "d.yaml", "mixture:\n" + "".join(
+        f"  - {{weight: 1.0e+308, {LOGN.strip() % (100, 1)}}}\n" for _ in range(2))), 2, "weight: must be at most 1e+15"),
+    Case("6 distributions", "uint64 npy", lambda t: _npy(t, np.array([100, 2**64 - 1], dtype=np.uint64)), 2,
+         "element 1 is 18446744073709551615"),
+    Case("6 distributions", "default batch absurd", lambda t: dist(t, "d.yaml", "lognormal: {median: 1, sigma: 0.1, max: 2}\n"),
+         2, "give --global-batch"),
+    # 7. profile values that passed validation, then crashed
+    Case("7 profile values", "bf16 nan", profile_with(gpu__peak_tflops={"bf16": float("nan")}), 2,
+         "gpu.peak_tflops.bf16: must be a positive number, got nan"),
+    Case("7 profile values", "bf16 inf", profile_with(gpu__peak_tflops={"bf16": float("inf")}), 2,
+         "gpu.peak_tflops.bf16: must be a positive number, got inf"),
+    Case("7 profile values", "compute_slowdown 1e308", profile_with(overlap__compute_slowdown=1e308), 2,
+         "overlap.compute_slowdown: must be at most 100"),
+    Case("7 profile values", "bandwidth 1e308", profile_with(node__intra__all_reduce=[
+        {"group_size": 8, "latency_us": 1, "bw_gbps": 1e308}]), 2, "bw_gbps: must be at most 100000"),
+    Case("7 profile values", "provenance nested", profile_with(provenance={"notes": {"a": [1, 2]}}), 2,
+         "provenance.notes: expected a text, got a dict"),
+    # 8. output side: one line on stderr, exit 3
+    Case("8 output side", "ascii stdout", lambda t: job(t), 3, "set PYTHONIOENCODING=utf-8",
+         env={"PYTHONIOENCODING": "ascii"}),
+    Case("8 output side", "--json > /dev/full", lambda t: job(t, extra="--json > /dev/full"), 3, "No space left on device",
+         shell=True),
+    Case("8 output side", "broken pipe", lambda t: job(t, extra="| head -n 0; exit ${PIPESTATUS[0]}"), 3, "broken pipe",
+         shell=True),
+    Case("8 output side", "stdout closed", lambda t: job(t, extra=">&-"), 3, "stdout is closed", shell=True),
+    # 10. contract deviations
+    Case("10 contract", "usage error", lambda t: job(t, extra="--gpu 8"), 2, "No such option: --gpu"),
+    Case("10 contract", "bad integer", lambda t: job(t, extra="--top many"), 2, "Invalid value for '--top'"),
+    Case("10 contract", "newline in a path", lambda t: job(t, str(t / "a\nb.yaml")), 2, "a\\nb.yaml: file not found"),
+    Case("10 contract", "newline in a name", model_with(TINY.replace("name: tiny", 'name: "x\\ny"').replace(
+        "num_kv_heads: 2", "num_kv_heads: 3")), 2, "x\\ny: num_attention_heads (8) must be divisible"),
+    Case("10 contract", "duplicate YAML key", model_with(TINY + "layers: 80\n"), 2, "duplicate key 'layers' (at line 10)"),
+    Case("10 contract", "duplicate JSON key", hf_with(json.dumps(HF)[:-1] + ', "num_hidden_layers": 80}'), 2,
+         "duplicate key 'num_hidden_layers'"),
+    Case("10 contract", "--emit with estimate --seq-len-dist", lambda t: dist(t, "l.txt", "100\n300\n", extra=(
+        "--emit megatron --json --global-batch 64 --tp 2 --pp 2 --cp 2")).replace("suggest", "estimate"), 0,
+         '"launch_kind": "megatron"', seconds=60),
+    Case("10 contract", "200 MB model file", lambda t: job(t, _sparse(t, "big.yaml", 200 * 2**20)), 2,
+         "the limit is 4,194,304 bytes", seconds=3),
+    Case("10 contract", "timeout inf", lambda t: "{A} profile --device cpu --out '{T}/p.yaml'", 2,
+         "AUTOPAR_PROBE_TIMEOUT_S: must be a number of seconds from 1 to 86400", env={"AUTOPAR_PROBE_TIMEOUT_S": "inf"},
+         seconds=60, torch=True),
+    Case("10 contract", "timeout nan", lambda t: "{A} profile --device cpu --out '{T}/p.yaml'", 2,
+         "AUTOPAR_PROBE_TIMEOUT_S: must be a number", env={"AUTOPAR_PROBE_TIMEOUT_S": "nan"}, seconds=60, torch=True),
+    Case("10 contract", "timeout 0.001", lambda t: "{A} profile --device cpu --out '{T}/p.yaml'", 2,
+         "AUTOPAR_PROBE_TIMEOUT_S: must be a number", env={"AUTOPAR_PROBE_TIMEOUT_S": "0.001"}, seconds=60, torch=True),
+    Case("10 contract", "empty model name", lambda t: job(t).replace(f"'{t}/tiny.yaml'", "''"), 2, "empty model name"),
+    Case("10 contract", "BOM in JSON", hf_with("\ufeff" + json.dumps(HF)), 0, "tokens/s"),
+    Case("10 contract", "BOM in lengths", lambda t: dist(t, "l.txt", "\ufeff100\n300\n", extra="--json --global-batch 64"),
+         0, '"tokens_per_s"', seconds=60),
+    Case("10 contract", "BOM in YAML", model_with("\ufeff" + TINY), 0, "tokens/s"),
+]
