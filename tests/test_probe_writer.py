@@ -13,7 +13,7 @@ import yaml
 from conftest import toy_profile_dict
 from rich.console import Console
 
-from autopar.errors import ProfileError
+from autopar.errors import OutputError, ProfileError
 from autopar.io.profiles import load_hardware, parse_profile
 from autopar.probe import peaks, writer
 from autopar.probe.command import profile_name
@@ -135,7 +135,7 @@ def test_atomic_write_keeps_the_earlier_file_on_failure(tmp_path: Path, monkeypa
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(ProfileError, match=r"cannot write: No space left on device; any earlier file is unchanged"):
+    with pytest.raises(OutputError, match=r"cannot write: No space left on device; any earlier file is unchanged"):
         writer.write_profile(path, build(measurements()))
     assert path.read_text() == "earlier: profile\n"
     assert os.listdir(tmp_path) == ["profile.yaml"]  # no temporary file left behind
