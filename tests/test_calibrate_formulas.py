@@ -89,6 +89,22 @@ def test_eager_activation_bytes(small) -> None:
     assert fused == T * 256 * 4 * 2 + T * (2 * (256 + 128) + 2 * 256) + T * 896 * 6 == 2_228_224
 
 
+def test_context_parallel_chunks_and_bytes(small) -> None:
+    from autopar.calibrate.request import cp_positions
+
+    assert cp_positions(8, 2, 0) == [0, 1, 6, 7] and cp_positions(8, 2, 1) == [2, 3, 4, 5]  # causal balance
+    half = T // 2
+    # eager attention keeps the gathered K and V: 2(2q + 2kv cp) per local token
+    cp2 = habits.dense_block_activation_bytes(small, habits.EAGER_TORCH, tokens=half, tp=1, sp=True, cp=2)
+    assert cp2 == 2 * half * (6 * 256 + 4) + 2 * 2 * half * 256 + 2 * half * (512 + 2 * 64 * 2) + 4 * half * 8 \
+        + 8 * half * 896 == 1_643_520
+    traffic = step_traffic(small, Plan(dp=1, tp=1, pp=1, cp=2, cp_comm="allgather", zero=3), seq_len=256,
+                           microbatches=1)
+    kv = 2 * half * 2 * 64  # one of K or V, gathered: 2 bytes x 256 tokens x 64
+    assert traffic == {"all_gather": 4 * 2 * kv + 2 * (2 * 4 * BLOCK + 2 * EMBED + 256),
+                       "reduce_scatter": 4 * 2 * kv + 4 * TOTAL}  # FSDP over dp x cp = 2
+
+
 def test_collective_bytes_per_step(small) -> None:
     x = 2 * T * 256  # one bf16 activation of a micro-batch
     dp2 = step_traffic(small, Plan(dp=2, tp=1, pp=1, zero=3), seq_len=256, microbatches=1)

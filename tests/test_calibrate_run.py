@@ -1,5 +1,5 @@
-"""`autopar calibrate` for real, as CI runs it: 2 gloo processes on CPU, four plans in one
-process group (dp2, tp2 with SP, pp2 1F1B, pp2 interleaved), held against the models.
+"""`autopar calibrate` for real, as CI runs it: 2 gloo processes on CPU, five plans in one
+process group (dp2, tp2 with SP, pp2 1F1B, pp2 interleaved, cp2 all-gather), held against the models.
 Expected values are derived by hand in test_calibrate_formulas.py; here the run must
 equal them. Step times are reported, never asserted."""
 
@@ -22,7 +22,9 @@ from autopar.spec.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-PLANS = ("dp2", "tp2,gb2", "pp2,gb4", "pp2,vpp2,gb4")
+PLANS = ("dp2", "tp2,gb2", "pp2,gb4", "pp2,vpp2,gb4", "cp2,gb2")
+ACTS = {"dp2": 3_221_504, "tp2,gb2": 1_741_824, "pp2,gb4": 3_221_504, "pp2,vpp2,gb4": 3_221_504,
+        "cp2,gb2": 1_643_520}  # bytes per block, hand-derived in test_calibrate_formulas.py
 SMALL = scale_to_fit(load_model("llama3.1-8b"), Plan(dp=1, tp=2, pp=1), BUDGETS["cpu"]).model
 BLOCK = 852_480  # parameters of one scaled block (test_calibrate_formulas.py)
 
@@ -53,7 +55,7 @@ def rows(run: dict) -> dict[str, dict]:
     return {r["key"]: r for r in run["rows"]}
 
 
-def test_four_plans_in_under_a_minute(runs) -> None:
+def test_five_plans_in_under_a_minute(runs) -> None:
     _, took = runs
     assert took < 60, f"{took:.0f} s"
 
@@ -82,8 +84,7 @@ def test_activation_bytes_per_block_after_the_stack_correction(runs, plan: str) 
     eager, fused = table["acts.block"], table["acts.block_fused"]
     assert abs(eager["error"]) <= 0.10
     assert fused["error"] > 0.3  # the fused formula is what eager torch does not do
-    expected = 1_741_824 if plan.startswith("tp2") else 3_221_504
-    assert eager["measured"] == expected
+    assert eager["measured"] == ACTS[plan]
 
 
 def test_in_flight_micro_batches_per_schedule(runs) -> None:
@@ -100,6 +101,15 @@ def test_collective_bytes_per_step(runs, plan: str) -> None:
     assert colls
     for key in colls:
         assert table[key]["measured"] == table[key]["predicted"], key
+
+
+def test_context_parallel_matches_the_full_sequence_loss(runs) -> None:
+    """cp2 (all-gather K/V, load-balanced chunks) and tp2 see the same two sequences from the same weights:
+    the mean of the CP ranks' losses over their halves is the full-sequence loss (bf16 rounding apart)."""
+    cp = [r["first_loss"] for r in runs[0]["cp2,gb2"]["ranks"]]
+    tp = runs[0]["tp2,gb2"]["ranks"][0]["first_loss"]
+    assert cp[0] != cp[1]
+    assert sum(cp) / 2 == pytest.approx(tp, rel=1e-3)
 
 
 def test_step_times_are_reported(runs) -> None:

@@ -111,9 +111,6 @@ class _Prepared:
 
 def _prepare(spec: ModelSpec, text: str, *, scale: bool, kind: str, world: int, capacity: float) -> _Prepared:
     req: PlanRequest = parse_plan(text)
-    if req.plan.cp > 1:
-        raise SpecError("--plan: cp > 1 is not run by calibrate yet (torch's context_parallel has no CPU path; "
-                        "the all-gather form is not built)")
     if req.plan.gpus != world:
         raise SpecError(f"--plan {text}: dp*tp*pp = {req.plan.gpus} must equal the number of processes ({world}; "
                         "--nproc or torchrun's WORLD_SIZE)")
@@ -122,6 +119,9 @@ def _prepare(spec: ModelSpec, text: str, *, scale: bool, kind: str, world: int, 
         scaling = Scaling(model=replace(scaling.model, tie_embeddings=False),
                           lines=(*scaling.lines, "tied embeddings -> untied (a separate output matrix)"))
     job = make_job(scaling.model, req, gpus=world)
+    if job.seq_len != scaling.model.seq_len:  # rotary tables and CP chunks follow the run's sequence
+        scaling = Scaling(model=replace(scaling.model, seq_len=job.seq_len,
+                                        max_seq_len=max(job.seq_len, scaling.model.max_seq_len)), lines=scaling.lines)
     if not scale:
         _check_fits(scaling.model, req.plan, job, capacity=capacity)
     return _Prepared(text=text, scaling=scaling, plan=req.plan, job=job)

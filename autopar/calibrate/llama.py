@@ -13,9 +13,10 @@ cost/habits.py's EAGER_TORCH counts.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import torch
+import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 from torch import nn
 
@@ -54,6 +55,8 @@ class Attention(nn.Module):
         self.wk = nn.Linear(hidden, kv_heads * head_dim, bias=False)
         self.wv = nn.Linear(hidden, kv_heads * head_dim, bias=False)
         self.wo = nn.Linear(heads * head_dim, hidden, bias=False)
+        self.cp_group: Any = None  # context parallel: gather K and V over this group (all-gather form)
+        self.cp_mask: torch.Tensor | None = None  # additive causal mask, local queries x gathered keys
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
@@ -63,7 +66,13 @@ class Attention(nn.Module):
         v = self.wv(x).view(b, s, -1, d).transpose(1, 2)
         c, sn = cos[:s].to(q.dtype), sin[:s].to(q.dtype)
         q, k = _rotate(q, c, sn), _rotate(k, c, sn)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
+        gqa = q.shape[1] != k.shape[1]
+        if self.cp_group is not None:
+            k = funcol.all_gather_tensor_autograd(k.contiguous(), gather_dim=2, group=self.cp_group)
+            v = funcol.all_gather_tensor_autograd(v.contiguous(), gather_dim=2, group=self.cp_group)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.cp_mask, enable_gqa=gqa)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
 
 
@@ -111,6 +120,19 @@ class Llama(nn.Module):
         cos, sin = rotary_tables(seq_len, head_dim)
         self.register_buffer("cos", cos.to(rope_dtype), persistent=False)  # in the compute dtype: no per-call cast
         self.register_buffer("sin", sin.to(rope_dtype), persistent=False)
+
+    def enable_context_parallel(self, group: Any, positions: torch.Tensor, gathered: torch.Tensor) -> None:
+        """Attend with K and V gathered over `group`: rotary tables at this rank's `positions`, and the
+        causal mask of those queries against the keys at `gathered` positions (the all-gather order)."""
+        cos, sin = cast(torch.Tensor, self.cos), cast(torch.Tensor, self.sin)
+        self.register_buffer("cos", cos[positions].contiguous(), persistent=False)
+        self.register_buffer("sin", sin[positions].contiguous(), persistent=False)
+        allowed = gathered[None, :] <= positions[:, None]
+        mask = torch.zeros(allowed.shape, dtype=cos.dtype, device=cos.device).masked_fill(~allowed, float("-inf"))
+        self.register_buffer("cp_mask", mask, persistent=False)  # a buffer: not counted as an activation
+        for block in self.layers.values():
+            attention = cast(Block, block).attention
+            attention.cp_group, attention.cp_mask = group, mask
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.tok_embeddings(x) if self.tok_embeddings is not None else x

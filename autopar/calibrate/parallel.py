@@ -11,7 +11,12 @@
 - FSDP2 ``fully_shard`` on every block and on the chunk's root with bf16
   compute and fp32 gradient reduction; ZeRO-3 reshards blocks after forward,
   ZeRO-2 keeps them (``reshard_after_forward=False``); the root never does;
-- pipeline: ``Schedule1F1B`` for vpp 1, ``ScheduleInterleaved1F1B`` above.
+- pipeline: ``Schedule1F1B`` for vpp 1, ``ScheduleInterleaved1F1B`` above;
+- context parallel, all-gather form (torch's ``context_parallel`` has no CPU
+  path): rank r of the cp group holds sequence chunks r and 2cp-1-r, every
+  attention gathers K and V (``all_gather_tensor_autograd``) and applies a
+  causal mask of its positions against the gathered ones; FSDP shards over
+  dp x cp.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from torch.distributed.tensor.parallel import (
 )
 
 from autopar.calibrate.llama import Block, Llama
+from autopar.calibrate.request import cp_positions
 from autopar.cost.pipeline import chunk_sizes
 from autopar.cost.traffic import rank_chunks
 from autopar.spec.model import ModelSpec
@@ -39,7 +45,13 @@ from autopar.spec.plan import Plan
 
 
 def make_mesh(device: str, plan: Plan) -> DeviceMesh:
-    return init_device_mesh(device, (plan.pp, plan.dp, plan.tp), mesh_dim_names=("pp", "dp", "tp"))
+    """(pp, dp, cp, tp): Megatron's rank order, tp innermost."""
+    return init_device_mesh(device, (plan.pp, plan.dp, plan.cp, plan.tp), mesh_dim_names=("pp", "dp", "cp", "tp"))
+
+
+def shard_mesh(mesh: DeviceMesh, plan: Plan) -> DeviceMesh:
+    """FSDP shards over dp x cp (CP ranks hold the same weights), as Megatron's optimizer and torchtitan do."""
+    return mesh["dp", "cp"]._flatten("dp_cp") if plan.cp > 1 else mesh["dp"]
 
 
 def build_chunks(model: ModelSpec, plan: Plan, pp_rank: int, device: torch.device) -> list[tuple[int, Llama]]:
@@ -105,8 +117,15 @@ def apply_fsdp(m: Llama, mesh: DeviceMesh, *, zero: int) -> None:
 def parallelize(model: ModelSpec, plan: Plan, mesh: DeviceMesh, device: torch.device) -> list[tuple[int, nn.Module]]:
     pp_rank = mesh["pp"].get_local_rank()
     chunks = build_chunks(model, plan, pp_rank, device)
+    sharding = shard_mesh(mesh, plan)
     for _, m in chunks:
+        if plan.cp > 1:
+            rank = mesh["cp"].get_local_rank()
+            positions = torch.tensor(cp_positions(model.seq_len, plan.cp, rank), device=device)
+            gathered = torch.tensor([p for r in range(plan.cp) for p in cp_positions(model.seq_len, plan.cp, r)],
+                                    device=device)
+            m.enable_context_parallel(mesh["cp"].get_group(), positions, gathered)
         if plan.tp > 1:
             apply_tp(m, mesh["tp"], sp=plan.sp)
-        apply_fsdp(m, mesh["dp"], zero=plan.zero)
+        apply_fsdp(m, sharding, zero=plan.zero)
     return [(c, m) for c, m in chunks]

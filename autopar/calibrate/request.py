@@ -2,7 +2,8 @@
 
 ``--plan dp1,tp2,pp1`` names the degrees; more tokens: ``vpp2``, ``mbs2``,
 ``gb8`` (global batch, sequences), ``zero2``/``zero3``, ``sp``/``nosp``,
-``seq256``. Degrees not named are 1; ZeRO defaults to 3 (FSDP2 ``fully_shard``).
+``seq256``, ``cp2`` (all-gather context parallelism). Degrees not named are 1;
+ZeRO defaults to 3 (FSDP2 ``fully_shard``).
 
 ``--scale-to-fit`` shrinks the model so that a run takes seconds on this node,
 keeping its family and proportions, and says exactly how (``Scaling.lines``):
@@ -76,8 +77,10 @@ def parse_plan(text: str) -> PlanRequest:
     if zero not in (2, 3) and values.get("dp", 1) > 1:
         raise SpecError(f"--plan: zero{zero} with dp > 1 is not run by calibrate: it shards with FSDP2 "
                         "(zero3: fully_shard; zero2: reshard_after_forward=False)")
-    plan = Plan(dp=values.get("dp", 1), tp=values.get("tp", 1), pp=values.get("pp", 1), cp=values.get("cp", 1),
-                vpp=values.get("vpp", 1), mbs=values.get("mbs", 1), zero=zero, sp=sp)
+    cp = values.get("cp", 1)
+    plan = Plan(dp=values.get("dp", 1), tp=values.get("tp", 1), pp=values.get("pp", 1), cp=cp,
+                vpp=values.get("vpp", 1), mbs=values.get("mbs", 1), zero=zero, sp=sp,
+                cp_comm="allgather")  # the form calibrate builds (torch's ring has no CPU path)
     return PlanRequest(plan=plan, global_batch=values.get("gb"), seq_len=values.get("seq"))
 
 
@@ -126,6 +129,13 @@ def scale_to_fit(model: ModelSpec, plan: Plan, budget: Budget) -> Scaling:
     if lines:
         lines.append(f"parameters {model.total_params() / 1e9:.2f}B -> {scaled.total_params() / 1e6:.2f}M")
     return Scaling(model=scaled if lines else model, lines=tuple(lines))
+
+
+def cp_positions(seq_len: int, cp: int, rank: int) -> list[int]:
+    """Token positions context-parallel rank `rank` holds: chunks rank and 2cp-1-rank of 2cp
+    (the causal load balance of Megatron CP and torchtitan)."""
+    size = seq_len // (2 * cp)
+    return [*range(rank * size, (rank + 1) * size), *range((2 * cp - 1 - rank) * size, (2 * cp - rank) * size)]
 
 
 def check_family(model: ModelSpec) -> None:

@@ -22,6 +22,7 @@ class RankResult:
     collective_calls: dict[str, float] = field(default_factory=dict)  # per measured step, by kind
     peak_memory_bytes: float | None = None  # max_memory_allocated over the run (CUDA only)
     step_times_s: tuple[float, ...] = ()  # measured steps (warm-up excluded)
+    first_loss: float | None = None  # loss of the first step (warm-up included) on this rank's tokens; None under pp
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,6 +25,7 @@ from torch import nn
 
 from autopar.calibrate.meters import CollectiveMeter, SavedTensorMeter, by_kind, state_bytes
 from autopar.calibrate.parallel import make_mesh, parallelize
+from autopar.calibrate.request import cp_positions
 from autopar.calibrate.results import RankResult, RunResult
 from autopar.probe import runtime
 from autopar.probe.results import Topology
@@ -109,15 +110,20 @@ def _pipeline_step(work: PlanRun, chunks: list[tuple[int, nn.Module]], mesh: Any
     return step
 
 
-def _plain_step(work: PlanRun, model: nn.Module, flight: _InFlight) -> Callable[[torch.Tensor, torch.Tensor], None]:
+def _plain_step(work: PlanRun, model: nn.Module, flight: _InFlight,
+                losses: list[float]) -> Callable[[torch.Tensor, torch.Tensor], None]:
     mbs = work.plan.mbs
 
     def step(tokens: torch.Tensor, labels: torch.Tensor) -> None:
+        total = 0.0
         for i in range(work.microbatches):
             part = slice(i * mbs, (i + 1) * mbs)
             flight.forward()
-            _loss(model(tokens[part]), labels[part]).backward()
+            loss = _loss(model(tokens[part]), labels[part])
+            loss.backward()
             flight.backward()
+            total += float(loss.detach()) / work.microbatches
+        losses.append(total)
     return step
 
 
@@ -163,12 +169,17 @@ def _run_plan(work: Work, run: PlanRun, topo: Topology, device: torch.device, *,
     opt = torch.optim.AdamW(params, lr=1e-4, foreach=False)  # foreach fails on a mix of DTensor and plain params
     saved = SavedTensorMeter(modules)
     flight = _InFlight()
+    losses: list[float] = []  # per step, this rank's mean over its tokens (plain plans only)
     pipelined = run.plan.pp > 1
-    step = _pipeline_step(run, chunks, mesh, device, flight) if pipelined else _plain_step(run, modules[0], flight)
+    step = (_pipeline_step(run, chunks, mesh, device, flight) if pipelined
+            else _plain_step(run, modules[0], flight, losses))
     gen = torch.Generator().manual_seed(7 + mesh["dp"].get_local_rank())
     batch = run.plan.mbs * run.microbatches
     tokens = torch.randint(0, run.model.vocab_size, (batch, run.seq_len), generator=gen).to(device)
     labels = torch.roll(tokens, -1, dims=1)
+    if run.plan.cp > 1:  # this rank's two chunks of every sequence
+        local = torch.tensor(cp_positions(run.seq_len, run.plan.cp, mesh["cp"].get_local_rank()), device=device)
+        tokens, labels = tokens[:, local], labels[:, local]
     times: list[float] = []
     coll_bytes: Counter[str] = Counter()
     coll_calls: Counter[str] = Counter()
@@ -208,7 +219,7 @@ def _run_plan(work: Work, run: PlanRun, topo: Topology, device: torch.device, *,
         blocks_metered=blocks, in_flight_chunks=flight.peak,
         collective_bytes=by_kind(coll_bytes, work.steps), collective_calls=by_kind(coll_calls, work.steps),
         peak_memory_bytes=float(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None,
-        step_times_s=tuple(times))
+        step_times_s=tuple(times), first_loss=losses[0] if losses else None)
     beat("gathering the results")
     gathered: list[Any] = [None] * topo.world_size
     if topo.world_size > 1:

@@ -19,7 +19,8 @@ measures exactly:
 
     per RMSNorm     fp32 input 4h, fp32 rstd 4, bf16 normalized 2h (before the weight)
     attention       bf16 GEMM input 2h (the all-gathered one under DTensor TP+SP),
-                    Q and K after rotary, V, output 2(2q + 2kv)/t, fp32 logsumexp 4a/t
+                    Q and K after rotary, V, output 2(2q + 2kv)/t, fp32 logsumexp 4a/t;
+                    under all-gather CP the gathered K and V: 2(2q + 2kv cp)/t
     SwiGLU MLP      GEMM input 2h, gate and up outputs, SiLU output, product 8f/t
     GELU/ReLU^2     GEMM input 2h, activation input and output 4f/t
 
@@ -69,15 +70,19 @@ SAVES = {s.name: s for s in (FUSED, EAGER_TORCH)}
 
 
 def dense_block_activation_bytes(model: ModelSpec, saves: ActivationSaves, *, tokens: float, tp: int,
-                                 sp: bool) -> float:
-    """Bytes one dense (attention + MLP) block keeps for backward on one rank, no recompute."""
+                                 sp: bool, cp: int = 1) -> float:
+    """Bytes one dense (attention + MLP) block keeps for backward on one rank, no recompute.
+
+    `tokens` are this rank's (after the CP split). Under all-gather CP eager attention keeps the
+    gathered K and V, cp times its own (the fused formula counts them as a transient instead).
+    """
     if not saves.eager:
         return block_activation_bytes(model, tokens=tokens, tp=tp, sp=sp, recompute="none")
     h, t = model.hidden_size, tp
     shard = t if sp and t > 1 else 1
     norm = tokens * (4 * h + 4 + 2 * h) / shard
     gemm_input = 2 * tokens * h  # DTensor keeps the gathered input of a column-parallel GEMM
-    attn = 2 * tokens * (2 * model.q_width + 2 * model.kv_width) / t + 4 * tokens * model.num_attention_heads / t
+    attn = 2 * tokens * (2 * model.q_width + 2 * model.kv_width * cp) / t + 4 * tokens * model.num_attention_heads / t
     per_f = 8 if model.ffn_activation == "swiglu" else 4
     mlp = per_f * tokens * model.ffn_hidden_size / t
     return 2 * (norm + gemm_input) + attn + mlp

@@ -26,6 +26,10 @@ parameters before forward and, when the unit reshards after forward (ZeRO-3)
 and is not the root, again before backward; a reduce-scatter of the fp32
 gradients (torch.distributed.fsdp, FSDP2 design notes: the root keeps its
 parameters from forward to backward).
+Context parallel (all-gather form), per micro-batch and block: K and V
+all-gathered over the cp ranks (2 T cp kv/t each, the gathered size), their
+gradients reduce-scattered back; FSDP then shards over dp x cp, and T is this
+rank's share, mbs * seq_len / cp.
 Pipeline, per micro-batch and chunk boundary that touches this rank: the
 activation forward and its gradient back, 2Th (2Th/tp under SP).
 """
@@ -60,9 +64,9 @@ def rank_chunks(plan: Plan, pp_rank: int) -> list[int]:
 
 def step_traffic(model: ModelSpec, plan: Plan, *, seq_len: int, microbatches: int, pp_rank: int = 0) -> dict[str, float]:
     """Bytes per collective kind (all_gather, reduce_scatter, all_reduce, send_recv) one rank moves per step."""
-    t, d, m = plan.tp, plan.dp, microbatches
+    t, d, m = plan.tp, plan.dp * plan.cp, microbatches
     h, v = model.hidden_size, model.vocab_size
-    tokens = plan.mbs * seq_len
+    tokens = plan.mbs * seq_len // plan.cp
     x = ACT * tokens * h
     sizes = chunk_sizes(model.layers, plan.pp * plan.vpp)
     last_chunk = plan.pp * plan.vpp - 1
@@ -85,6 +89,10 @@ def step_traffic(model: ModelSpec, plan: Plan, *, seq_len: int, microbatches: in
                 out["all_reduce"] += m * (4 * blocks + int(first) + int(last)) * x
                 if last:
                     out["all_gather"] += m * ACT * tokens * v
+        if plan.cp > 1:  # K and V gathered in forward, their gradients reduce-scattered in backward
+            kv = ACT * tokens * plan.cp * model.kv_width / t
+            out["all_gather"] += m * 2 * blocks * kv
+            out["reduce_scatter"] += m * 2 * blocks * kv
         if d > 1:
             block, root = _block_params(model, t), _root_params(model, t, first=first, last=last)
             gathers = 2 if plan.zero >= 3 else 1

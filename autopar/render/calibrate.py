@@ -117,7 +117,8 @@ def _doc(c: Calibration) -> dict[str, Any]:
                       "predicted_s": pred.step_time_s, "predicted_from": pred.hardware},
         "ranks": [{"rank": r.rank, "pp_rank": r.pp_rank, "collective_calls": r.collective_calls,
                    "collective_bytes": r.collective_bytes, "in_flight_chunks": r.in_flight_chunks,
-                   "optimizer_scalar_bytes": r.optimizer_scalar_bytes} for r in run.ranks],
+                   "optimizer_scalar_bytes": r.optimizer_scalar_bytes, "first_loss": r.first_loss}
+                  for r in run.ranks],
         "notes": list(run.notes),
     }
     return doc
