@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from autopar.cli_serve import serve_app
-from autopar.completions import complete_emit, complete_hardware, complete_model, complete_strategy
+from autopar.completions import complete_emit, complete_hardware, complete_model, complete_stack, complete_strategy
 from autopar.errors import AutoparError, SpecError
 
 if TYPE_CHECKING:
@@ -121,6 +121,10 @@ HardwareOpt = Annotated[
     str | None, typer.Option("--hardware", help="Built-in profile name or profile .yaml (default: saved profile, else h100-sxm).",
                              autocompletion=complete_hardware)
 ]
+StackOpt = Annotated[
+    str | None, typer.Option("--stack", help="Execution stack: megatron | torchtitan | deepspeed | llm-foundry, or a stack "
+                             ".yaml (default: megatron; see `autopar stacks`).", autocompletion=complete_stack)
+]
 GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs.")]
 NodesOpt = Annotated[int | None, typer.Option(help="Nodes (GPUs = nodes x GPUs per node).")]
 BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (default: about 4M tokens).")]
@@ -156,6 +160,7 @@ def _console() -> Console:
 def suggest(
     model: Model,
     hardware: HardwareOpt = None,
+    stack: StackOpt = None,
     gpus: GpusOpt = None,
     nodes: NodesOpt = None,
     global_batch: BatchOpt = None,
@@ -179,7 +184,7 @@ def suggest(
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
-                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist)
+                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist, stack=stack)
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen
@@ -219,6 +224,7 @@ def suggest(
 def estimate(
     model: Model,
     hardware: HardwareOpt = None,
+    stack: StackOpt = None,
     gpus: GpusOpt = None,
     nodes: NodesOpt = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
@@ -256,7 +262,7 @@ def estimate(
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
-                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist)
+                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist, stack=stack)
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen
@@ -324,6 +330,31 @@ def hardware_cmd() -> None:
         _fail(exc)
     _console().print(table)
     _console().print(f"default when no --hardware and no saved profile: {DEFAULT_HARDWARE}")
+
+
+@app.command("stacks")
+def stacks_cmd() -> None:
+    """List the execution stacks and what each one assumes."""
+    from rich.table import Table
+
+    from autopar.io.stacks import DEFAULT_STACK, builtin_stacks, load_stack
+
+    try:
+        table = Table("name", "kernels", "overlap tp/cp/ep", "DP sync", "ZeRO", "axes", box=None,
+                      pad_edge=False, padding=(0, 1), show_edge=False)
+        for name in builtin_stacks():
+            s = load_stack(name)
+            overlaps = f"{s.tp_overlap:.2f}/{'y' if s.cp_overlap else 'n'}/{'y' if s.ep_overlap else 'n'}"
+            sync = "per block" if s.dp_granularity == "layer" else (f"{s.dp_bucket_params / 1e6:.0f}M bucket"
+                                                                  if s.dp_bucket_params else "one pass")
+            table.add_row(name, s.attention_kernel + ("" if s.compiled else " eager"), overlaps, sync,
+                          ",".join(map(str, s.zero_stages)), ",".join(s.parallelisms) + ("+vpp" if s.vpp else ""))
+    except AutoparError as exc:
+        _fail(exc)
+    console = _console()
+    console.print(table)
+    console.print("--emit follows the stack:\n  " + ", ".join(f"{n}: {load_stack(n).launcher}" for n in builtin_stacks()))
+    console.print(f"default when no --stack: {DEFAULT_STACK}\nwhat each assumes, cited: autopar/data/stacks/NAME.yaml")
 
 
 def main() -> None:

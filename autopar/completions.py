@@ -62,6 +62,14 @@ def complete_hardware(incomplete: str) -> list[tuple[str, str]]:
     return names + _paths(incomplete, (".yaml", ".yml"))
 
 
+def complete_stack(incomplete: str) -> list[tuple[str, str]]:
+    """--stack: built-in execution stacks, then stack YAML files."""
+    from autopar.io.stacks import builtin_stacks
+
+    names = [(name, "built-in stack") for name in builtin_stacks() if name.startswith(incomplete)]
+    return names + _paths(incomplete, (".yaml", ".yml"))
+
+
 def complete_emit(incomplete: str) -> list[tuple[str, str]]:
     """--emit: the launch formats."""
     from autopar.advise.launch import EMIT_KINDS, FRAMEWORK

@@ -1,14 +1,22 @@
-"""Predicted against published throughput for every usable published run.
+"""How close autopar's predictions are to published training runs, per execution stack.
 
-    python benchmarks/accuracy.py [--runs ../shared/calibration/published_runs.yaml] [--json]
+    python benchmarks/accuracy.py [--json] [--rows] [--rank]
 
-For each row with a stated throughput and parallel layout: build the model from
-the row, pick the built-in hardware profile of its GPU, fix the published
-degrees (and every knob the source states), let the search choose only what the
-source leaves open (micro-batch, interleaving), and convert our step time into
-the source's own FLOP convention (its `flop_formula`). Prints the per-row error,
-the mean absolute percentage error, whether the published plan fits by our
-memory model, and where our own top plan stands against it.
+Two files, both copied into benchmarks/data/ with their sources (see
+benchmarks/data/README.md), so this runs from a fresh clone:
+
+- framework_runs.yaml: framework benchmark tables (torchtitan, llm-foundry, NeMo,
+  Megatron-Bridge, the Megatron MoE model zoo), each with its full plan and, for
+  torchtitan, the peak memory per GPU. Each published plan is estimated as its
+  stack runs it (benchmarks/framework.py).
+- published_runs.yaml: papers and READMEs (Megatron-LM 2021, Megatron-Core H100,
+  BLOOM, DeepSeek-V3); the search fills what the source leaves open
+  (benchmarks/published.py).
+
+Prints, per stack and overall on each file: the mean absolute percentage error of
+tokens/s (or of the source's TFLOP/s), the mean signed error (bias), the mean
+absolute error of peak memory where published, and how many published plans the
+stack accepts and fit by our memory model.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,191 +32,95 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from autopar.cost.flops import megatron_flops_per_iteration, model_flops_per_token  # noqa: E402
-from autopar.cost.step import Estimate  # noqa: E402
-from autopar.errors import InfeasibleError  # noqa: E402
-from autopar.io.models import load_model  # noqa: E402
-from autopar.io.profiles import load_hardware  # noqa: E402
-from autopar.search.planner import search  # noqa: E402
-from autopar.spec.job import Job  # noqa: E402
-from autopar.spec.model import ModelSpec  # noqa: E402
+import framework  # noqa: E402
+import published  # noqa: E402
 
-DEFAULT_RUNS = ROOT.parent / "shared" / "calibration" / "published_runs.yaml"
-
-# Plan facts the rows imply but do not spell out, by row id prefix, with the reason.
-# These are parts of the published plan (what the framework could do then), not
-# correction factors.
-PLAN_FACTS: dict[str, dict[str, Any]] = {
-    # Megatron-LM 2021 predates sequence parallelism and the distributed optimizer (both 2022).
-    "megatron2021_": {"sp": False, "zero": 0},
-    # BLOOM: Megatron-DeepSpeed without SP; BF16_Optimizer shards optimizer state (ZeRO-1).
-    "bloom_": {"sp": False, "zero": 1},
-    # Megatron-Core r0.8 benchmarks: distributed optimizer with overlap (README), SP with TP comm overlap.
-    "megatron_readme_": {"zero": 1},
-}
+DATA = ROOT / "benchmarks" / "data"
 
 
-# Rows whose architecture the row's fields cannot express (MLA, MoE details): the built-in preset.
-ROW_PRESETS = {"deepseek_v3_2048_h800": "deepseek-v3"}
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
 
 
-def hardware_for(gpu: str) -> str | None:
-    g = gpu.lower()
-    if "a100" in g and "40" not in g:
-        return "a100-sxm-80g"
-    if "h100" in g:
-        return "h100-sxm"
-    if "h800" in g:
-        return "h800-sxm"
-    return None
+def summary(rows: Sequence[Any]) -> dict[str, Any]:
+    """MAPE, bias, memory error and counts of a set of results (framework or published)."""
+    errors = [r.error for r in rows if r.accepted and r.error is not None]
+    mem = [abs(e) for r in rows if (e := getattr(r, "memory_error", None)) is not None]
+    return {
+        "rows": len(rows), "mape": _mean([abs(e) for e in errors]), "bias": _mean(errors),
+        "memory_rows": len(mem), "memory_mape": _mean(mem), "memory_max": max(mem) if mem else None,
+        "accepted": sum(r.accepted for r in rows), "fits": sum(r.accepted and r.fits for r in rows),
+    }
 
 
-def dtype_of(row: dict[str, Any]) -> str:
-    return "fp8" if "fp8" in str(row.get("precision") or "").lower() else "bf16"
+def by_stack(rows: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    out = {s: summary([r for r in rows if r.stack == s]) for s in sorted({r.stack for r in rows})}
+    out["all"] = summary(rows)
+    return out
 
 
-def model_from_row(row: dict[str, Any]) -> ModelSpec:
-    if row["id"] in ROW_PRESETS:
-        return load_model(ROW_PRESETS[row["id"]])
-    m = row["model"]
-    h, heads = m["hidden"], m["heads"]
-    return ModelSpec(
-        name=row["id"], layers=m["layers"], hidden_size=h, num_attention_heads=heads,
-        num_kv_heads=m.get("kv_heads") or heads, head_dim=h // heads, ffn_hidden_size=m.get("ffn_hidden") or 4 * h,
-        ffn_activation="gelu", vocab_size=m["vocab"], seq_len=m["seq_len"], max_seq_len=m["seq_len"],
-        tie_embeddings=row["id"].startswith(("megatron2021_", "bloom_")),
-        dropout=row["id"].startswith("megatron2021_"),  # Megatron-LM 2021's GPT recipe: hidden dropout 0.1
-    )
+def _pct(x: float | None, signed: bool = False) -> str:
+    return "-" if x is None else (f"{x:+.1%}" if signed else f"{x:.1%}")
 
 
-def fixed_knobs(row: dict[str, Any]) -> dict[str, Any]:
-    par = row["parallelism"]
-    fixed: dict[str, Any] = {"tp": par["tp"], "pp": par["pp"], "cp": par.get("cp") or 1}
-    if par.get("dp"):
-        fixed["dp"] = par["dp"]
-    if par.get("ep"):
-        fixed["ep"] = par["ep"]
-    zero = str(par.get("zero_or_fsdp") or "").lower()
-    if "zero-1" in zero or "zero stage 1" in zero:
-        fixed["zero"] = 1
-    rec = str(par.get("recompute") or "").lower()
-    if "full" in rec or rec.startswith("yes"):
-        fixed["recompute"] = "full"
-    elif "selective" in rec:
-        fixed["recompute"] = "selective"
-    if row.get("micro_batch_size"):
-        fixed["mbs"] = row["micro_batch_size"]
-    if par.get("sequence_parallel") is not None:
-        fixed["sp"] = bool(par["sequence_parallel"])
-    for prefix, facts in PLAN_FACTS.items():
-        if row["id"].startswith(prefix):
-            fixed.update(facts)
-    return fixed
+def table(name: str, stats: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [f"{name}", f"  {'stack':12} {'rows':>4} {'MAPE':>6} {'bias':>7} {'mem err':>7} {'mem rows':>8} "
+             f"{'accepted':>8} {'fit':>4}"]
+    for stack, s in stats.items():
+        lines.append(f"  {stack:12} {s['rows']:4d} {_pct(s['mape']):>6} {_pct(s['bias'], True):>7} "
+                     f"{_pct(s['memory_mape']):>7} {s['memory_rows']:8d} {s['accepted']:8d} {s['fits']:4d}")
+    return lines
 
 
-def published_flops_per_step(row: dict[str, Any], model: ModelSpec, job: Job) -> float:
-    """FLOPs per step in the source's own convention."""
-    formula = row["flop_formula"]
-    if formula.get("includes_recompute"):  # Narayanan et al. 2021 eq. (3), also BLOOM's logger
-        return megatron_flops_per_iteration(batch=job.global_batch, seq_len=job.seq_len, layers=model.layers,
-                                            hidden=model.hidden_size, vocab=model.vocab_size)
-    return model_flops_per_token(model, job.seq_len) * job.tokens_per_step  # Megatron-Core r0.8 = PaLM
-
-
-@dataclass
-class RowResult:
-    id: str
-    gpus: int
-    metric: str  # what is compared: TFLOP/s per GPU in the source's convention, or tokens/s per GPU
-    published: float
-    predicted: float
-    fits: bool
-    plan: str
-    our_best_ratio: float | None  # our top plan's tokens/s over the published plan's (both predicted)
-    published_rank: int | None  # rank of the published plan in our full search (1 = our top)
-
-    @property
-    def error(self) -> float:
-        return self.predicted / self.published - 1
-
-
-def usable(row: dict[str, Any]) -> bool:
-    a, par, m = row["achieved"], row["parallelism"], row["model"]
-    measured = a.get("tflops_per_gpu") is not None or a.get("tokens_per_s_per_gpu") is not None
-    return (
-        measured and par.get("tp") is not None and par.get("pp") is not None
-        and (m.get("moe") is None or row["id"] in ROW_PRESETS) and hardware_for(row["hardware"]["gpu"]) is not None
-        and row["global_batch"].get("sequences") is not None
-    )
-
-
-def evaluate(row: dict[str, Any], profiles: Path | None = None) -> RowResult:
-    model = model_from_row(row)
-    name = hardware_for(row["hardware"]["gpu"]) or ""
-    hw = load_hardware(str(profiles / f"{name}.yaml") if profiles else name)
-    job = Job(gpus=row["hardware"]["gpu_count"], gpus_per_node=hw.gpus_per_node,
-              global_batch=row["global_batch"]["sequences"], seq_len=row["model"]["seq_len"], dtype=dtype_of(row))
-    fixed = fixed_knobs(row)
-    fits = True
-    try:
-        ranked = search(model, hw, job, fixed=fixed).ranked
-    except InfeasibleError:
-        fits = False
-        ranked = _ignore_memory(model, hw, job, fixed)
-    best: Estimate = ranked[0]
-    achieved = row["achieved"]
-    if achieved.get("tflops_per_gpu") is not None:
-        metric, published = "TFLOP/s/GPU", achieved["tflops_per_gpu"]
-        predicted = published_flops_per_step(row, model, job) / best.step_time_s / job.gpus / 1e12
-    else:
-        metric, published, predicted = "tokens/s/GPU", achieved["tokens_per_s_per_gpu"], best.tokens_per_s_per_gpu
-    ratio = rank = None
-    try:
-        ours = search(model, hw, job).ranked
-        ratio = ours[0].tokens_per_s / best.tokens_per_s
-        faster = [e for e in ours if e.tokens_per_s > best.tokens_per_s]
-        rank = len(faster) + 1
-    except InfeasibleError:
-        pass
-    p = best.plan
-    label = f"dp{p.dp} tp{p.tp} pp{p.pp} vpp{p.vpp}{f' ep{p.ep}' if p.ep > 1 else ''} mbs{p.mbs} {p.recompute} z{p.zero}"
-    label += f"{' sp' if p.sp else ''}{' ' + job.dtype if job.dtype != 'bf16' else ''}"
-    return RowResult(id=row["id"], gpus=job.gpus, metric=metric, published=published, predicted=predicted, fits=fits,
-                     plan=label, our_best_ratio=ratio, published_rank=rank)
-
-
-def _ignore_memory(model: ModelSpec, hw: Any, job: Job, fixed: dict[str, Any]) -> tuple[Estimate, ...]:
-    """The published plan does not fit by our model: time it anyway, fastest first."""
-    roomy = replace(hw, memory_bytes=float("inf"))
-    return search(model, roomy, job, fixed=fixed).ranked
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=Path, default=DEFAULT_RUNS)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--profiles", type=Path, help="folder of NAME.yaml profiles to use instead of the built-in ones")
-    args = ap.parse_args()
-    rows = yaml.safe_load(args.runs.read_text())["runs"]
-    results = [evaluate(r, args.profiles) for r in rows if usable(r)]
-    skipped = [r["id"] for r in rows if not usable(r)]
-    mape = sum(abs(r.error) for r in results) / len(results)
-    if args.json:
-        print(json.dumps({"mape": mape, "rows": [dict(vars(r), error=r.error) for r in results], "skipped": skipped}, indent=2))
-        return 0
-    print(f"{'run':32} {'GPUs':>5} {'metric':12} {'published':>9} {'predicted':>9} {'error':>7} {'fits':>5}  {'ours/pub':>8} "
-          f"{'rank':>4}  plan")
+def framework_rows(results: Sequence[framework.FrameworkResult]) -> list[str]:
+    lines = [f"  {'run':38} {'stack':11} {'pub':>6} {'ours':>6} {'error':>7} {'mem':>11} {'fit':>3}"]
     for r in results:
-        ratio = f"{r.our_best_ratio:.2f}" if r.our_best_ratio else "-"
-        print(f"{r.id:32} {r.gpus:5d} {r.metric:12} {r.published:9.1f} {r.predicted:9.1f} {r.error:+7.1%} "
-              f"{'yes' if r.fits else 'NO':>5}  {ratio:>8} {r.published_rank or '-':>4}  {r.plan}")
-    dense = [r for r in results if r.id not in ROW_PRESETS]
-    dense_mape = sum(abs(r.error) for r in dense) / len(dense)
-    print(f"\nMAPE over {len(results)} rows: {mape:.1%}; dense rows only ({len(dense)}): {dense_mape:.1%}")
-    print("TFLOP/s per GPU are in each source's own FLOP convention; tokens/s rows compare tokens directly.")
-    print(f"skipped (no throughput, no layout, MoE, or no built-in profile): {', '.join(skipped)}")
+        mem = f"{r.predicted_gib:.0f}/{r.published_gib:.0f}" if r.published_gib and r.predicted_gib else "-"
+        ours = f"{r.predicted:6.0f}" if r.predicted is not None else "refused"
+        lines.append(f"  {r.id[:38]:38} {r.stack:11} {r.published:6.0f} {ours:>6} {_pct(r.error, True):>7} "
+                     f"{mem:>11} {'yes' if r.fits else 'NO':>3}")
+    return lines
+
+
+def published_rows(results: Sequence[published.RowResult]) -> list[str]:
+    lines = [f"  {'run':30} {'stack':9} {'metric':12} {'pub':>7} {'ours':>7} {'error':>7} {'fit':>3}"]
+    for r in results:
+        lines.append(f"  {r.id[:30]:30} {r.stack:9} {r.metric:12} {r.published:7.1f} {r.predicted:7.1f} "
+                     f"{r.error:+7.1%} {'yes' if r.fits else 'NO':>3}")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="one JSON document")
+    ap.add_argument("--rows", action="store_true", help="also print every row")
+    ap.add_argument("--rank", action="store_true", help="place each published plan in our own open search (slow)")
+    args = ap.parse_args(argv)
+    fw_runs = yaml.safe_load((DATA / "framework_runs.yaml").read_text())["runs"]
+    pub_runs = yaml.safe_load((DATA / "published_runs.yaml").read_text())["runs"]
+    fw = [framework.evaluate(r) for r in fw_runs]
+    pub = [published.evaluate(r, rank=args.rank) for r in pub_runs if published.usable(r)]
+    skipped = [r["id"] for r in pub_runs if not published.usable(r)]
+    stats = {"framework_runs": by_stack(fw), "published_runs": by_stack(pub)}
+    if args.json:
+        doc = {**stats, "framework_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in fw],
+               "published_rows": [dict(vars_of(r), error=r.error) for r in pub], "published_skipped": skipped}
+        print(json.dumps(doc, indent=2))
+        return 0
+    lines = table("framework_runs.yaml (tokens/s per GPU; memory where published)", stats["framework_runs"])
+    lines += table("published_runs.yaml (each source's own TFLOP/s, or tokens/s)", stats["published_runs"])
+    if args.rows:
+        lines += ["", "framework_runs.yaml rows (mem: ours/published GiB)", *framework_rows(fw)]
+        lines += ["", "published_runs.yaml rows", *published_rows(pub)]
+    lines.append(f"published_runs skipped (no throughput, no layout or no profile): {', '.join(skipped)}")
+    print("\n".join(lines))
     return 0
+
+
+def vars_of(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__slots__}
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 Times `suggest`'s search (in-process, CPU seconds of this process, median of 3)
 for the largest dense model at the largest scale and the MoE models whose
 spaces are widest (experts multiply the layouts: every ep dividing the experts,
-etp 1 or tp), on H100s with the default global batch; then `autopar --help`
+etp 1 or tp), on H100s with the default global batch and stack (as `suggest` runs it); then `autopar --help`
 start-up (median of 5 fresh processes). Targets: every search under 1 s,
 start-up under 0.3 s. CPU time, not wall time, so that other work on the
 machine inflates the figures less.
@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from autopar.errors import InfeasibleError  # noqa: E402
 from autopar.io.models import load_model, preset_names  # noqa: E402
 from autopar.io.profiles import load_hardware  # noqa: E402
+from autopar.io.stacks import load_stack  # noqa: E402
 from autopar.search.planner import search  # noqa: E402
 from autopar.spec.job import Job, default_global_batch  # noqa: E402
 
@@ -37,15 +38,15 @@ TARGET_S = 1.0
 
 
 def time_search(name: str, gpus: int, repeats: int) -> tuple[float, str]:
-    """(median CPU seconds, a one-line summary) of the search for `name` on `gpus` H100s."""
-    model, hw = load_model(name), load_hardware("h100-sxm")
+    """(median CPU seconds, a one-line summary) of the search for `name` on `gpus` H100s, on the default stack."""
+    model, hw, stack = load_model(name), load_hardware("h100-sxm"), load_stack(None)
     job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=default_global_batch(gpus, hw.gpus_per_node,
               model.seq_len), seq_len=model.seq_len)
     times = []
     for _ in range(repeats):
         start = time.process_time()
         try:
-            result = search(model, hw, job)
+            result = search(model, hw, job, stack=stack)
         except InfeasibleError:
             times.append(time.process_time() - start)
             return statistics.median(times), "no plan fits"

@@ -49,7 +49,7 @@ PUBLISHED_ACTIVE = {
     "gpt-oss-120b": (5.13e9, False),  # model card Table 1: MLP (4 of 128 experts) + attention + unembedding
 }
 
-EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200", "l40s"}
+EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200", "l40s", "h100-96g-500w"}
 
 
 def _raw_profile(name: str) -> dict[str, Any]:

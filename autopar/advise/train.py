@@ -14,11 +14,13 @@ from autopar.cost.step import Estimate, estimate
 from autopar.errors import SpecError
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
+from autopar.io.stacks import DEFAULT_STACK, load_stack
 from autopar.search.planner import SearchResult, search
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job, default_global_batch
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan, validate
+from autopar.spec.stack import StackProfile
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +32,8 @@ class Context:
     hw_reason: str  # which profile was used and why
     job: Job  # GPUs, batch, sequence length, dtype
     batch_defaulted: bool  # the global batch was chosen by autopar
+    stack: StackProfile  # the framework that runs the plan
+    stack_reason: str  # --stack NAME, or the default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +60,7 @@ def context(
     seq_len: int | None,
     dtype: str,
     seq_len_dist: str | None = None,
+    stack: str | None = None,
 ) -> Context:
     """Load and check the inputs; `seq_len_dist` only to refuse it beside an explicit --seq-len."""
     if seq_len_dist is not None and seq_len is not None:
@@ -79,12 +84,15 @@ def context(
     job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype)
     if dtype not in hw.peak_flops:
         raise SpecError(f"--dtype {dtype}: hardware profile {hw.name} has no peak for it")
-    return Context(model=spec, hw=hw, hw_reason=reason, job=job, batch_defaulted=global_batch is None)
+    stack_profile = load_stack(stack)
+    stack_reason = f"--stack {stack}" if stack else f"default {DEFAULT_STACK} (no --stack)"
+    return Context(model=spec, hw=hw, hw_reason=reason, job=job, batch_defaulted=global_batch is None,
+                   stack=stack_profile, stack_reason=stack_reason)
 
 
 def suggest(ctx: Context) -> Suggestion:
     start = time.perf_counter()
-    result = search(ctx.model, ctx.hw, ctx.job)
+    result = search(ctx.model, ctx.hw, ctx.job, stack=ctx.stack)
     return Suggestion(ctx=ctx, result=result, search_s=time.perf_counter() - start)
 
 
@@ -98,7 +106,10 @@ def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: 
     step = plan.dp * max(1, mbs)
     if ctx.batch_defaulted and ctx.job.global_batch % step:  # the default batch follows the plan's dp x mbs
         ctx = replace(ctx, job=replace(ctx.job, global_batch=step * -(-ctx.job.global_batch // step)))
-    est = estimate(ctx.model, ctx.hw, ctx.job, plan)
+    refused = ctx.stack.refusal(plan)
+    if refused:
+        raise SpecError(f"{refused}; see `autopar stacks`")
+    est = estimate(ctx.model, ctx.hw, ctx.job, plan, stack=ctx.stack)
     hints = () if est.fits else fit_hints(ctx, plan)
     return Explained(ctx=ctx, estimate=est, hints=hints)
 
@@ -113,10 +124,10 @@ def fit_hints(ctx: Context, plan: Plan) -> tuple[tuple[str, float], ...]:
     found = []
     for label, candidate in options:
         try:
-            validate(candidate, ctx.model, ctx.job)
+            validate(candidate, ctx.model, ctx.job, stack=ctx.stack)
         except SpecError:
             continue
-        need = memory_breakdown(ctx.model, ctx.job, candidate).total
+        need = memory_breakdown(ctx.model, ctx.job, candidate, stack=ctx.stack).total
         if need <= ctx.hw.memory_bytes:
             found.append((label, need / 2**30))
     return tuple(sorted(found, key=lambda x: x[1])[:3])

@@ -22,7 +22,7 @@ grid, spec/topology.py.
 
 from __future__ import annotations
 
-from autopar.spec.hardware import HardwareProfile, fit_for
+from autopar.spec.hardware import CollectiveFit, HardwareProfile, fit_for
 from autopar.spec.topology import Group
 
 _FACTOR = {
@@ -43,10 +43,27 @@ def collective_time(hw: HardwareProfile, kind: str, nbytes: float, group: Group)
     intra = fit_for(hw.intra[kind], min(wire, hw.gpus_per_node))
     if group.intra:
         return intra.latency_s + _FACTOR[kind](n) * nbytes / intra.bw_bytes_per_s
-    inter = fit_for(hw.inter[kind], max(2, n // group.per_node))
+    nodes = max(2, n // group.per_node)
+    inter = fit_for(hw.inter[kind], nodes)
+    if kind != "send_recv":
+        inter = _beyond_fits(hw.inter[kind], inter, nodes)
     if kind == "all_to_all":
         off_node = (n - group.per_node) / n * nbytes / inter.bw_bytes_per_s
         on_node = (group.per_node - 1) / n * nbytes / intra.bw_bytes_per_s
         return inter.latency_s + max(off_node, on_node)
     bw = min(intra.bw_bytes_per_s, group.per_node * inter.bw_bytes_per_s)
     return inter.latency_s + _FACTOR[kind](n) * nbytes / bw
+
+
+def _beyond_fits(fits: tuple[CollectiveFit, ...], fit: CollectiveFit, nodes: int) -> CollectiveFit:
+    """Past the largest fitted ring, latency keeps growing with the ring: NCCL's ring
+    all-gather/reduce-scatter/all-reduce take a step per member (NVIDIA/nccl
+    src/graph/tuning.cc: ring latency = base + (n-1) x per-hop), and all-to-all one
+    message per peer. The extra latency per member is the slope between the profile's
+    two largest fits, so a 1,024-node ring is not charged a 64-node ring's latency."""
+    if len(fits) < 2 or fit is not fits[-1] or nodes <= fit.group_size:
+        return fit
+    prev = fits[-2]
+    slope = max(0.0, (fit.latency_s - prev.latency_s) / (fit.group_size - prev.group_size))
+    return CollectiveFit(group_size=nodes, latency_s=fit.latency_s + slope * (nodes - fit.group_size),
+                         bw_bytes_per_s=fit.bw_bytes_per_s)

@@ -11,7 +11,7 @@ bytes / (HBM bandwidth * streaming efficiency). Communication inside the layer
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from autopar.cost import calibration as cal
@@ -29,6 +29,7 @@ from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile, fit_for
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
+from autopar.spec.stack import NEUTRAL, StackProfile
 from autopar.spec.topology import RankGrid
 
 
@@ -72,6 +73,8 @@ class Shape:
     dtype: str  # GEMM dtype (bf16 | fp16 | fp8)
     seq_len: int  # tokens per sequence
     mbs: int  # sequences per micro-batch
+    # the framework that runs it (kernels, fusion, overlaps); one per Memo, so not part of the cache key
+    stack: StackProfile = field(default=NEUTRAL, compare=False)
 
     def tokens(self, d: Dims) -> int:
         """Tokens on one rank after the CP split."""
@@ -133,22 +136,56 @@ def memory_time(hw: HardwareProfile, nbytes: float) -> float:
     return nbytes / (hw.hbm_bytes_per_s * hw.memory_efficiency)
 
 
+# GPUs whose profile attention curve is a Hopper-class kernel (FA3 or cuDNN with wgmma/TMA);
+# FlashAttention-2 has no such path there (Shah et al. 2024, sec. 1), so a stack's FA2
+# ratio applies to them only. A100/L40S profiles already carry FA2 curves.
+_HOPPER_OR_LATER = ("H100", "H200", "H800", "H20", "GH200", "B100", "B200", "GB200", "B300")
+
+
+def hopper_or_later(hw: HardwareProfile) -> bool:
+    name = hw.gpu_name.upper()
+    return any(tag in name for tag in _HOPPER_OR_LATER)
+
+
+def _elementwise_time(hw: HardwareProfile, shape: Shape, nbytes: float) -> float:
+    """Memory-bound norm/rope/activation/residual work, as many HBM passes as the stack makes."""
+    return memory_time(hw, shape.stack.elementwise_passes * nbytes)
+
+
+def _fp8_cast_time(hw: HardwareProfile, shape: Shape, gemms: tuple[Gemm, ...]) -> float:
+    """Forward + backward FP8 scaling and casting of GEMM inputs the stack does not fuse.
+
+    Forward casts each GEMM's input (m x k), backward its output gradient (m x n);
+    torchao's tensorwise recipe casts each plainly and transposed (torchao float8
+    README), at the stack's fp8_cast_bytes per element.
+    """
+    if shape.dtype != "fp8" or not shape.stack.fp8_cast_bytes:
+        return 0.0
+    elems = sum(g.m * (g.k + g.n) * g.count for g in gemms)
+    return memory_time(hw, shape.stack.fp8_cast_bytes * elems)
+
+
 def layer_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan | LayerPlan, kind: str) -> BlockTime:
     """Forward, backward, recompute and in-layer communication of one layer of `kind`."""
     lp = LayerPlan.of(plan) if isinstance(plan, Plan) else plan
     parts = [part_time(model, hw, shape, p, part_args(p, lp)) for p in KIND_PARTS[kind]]
-    return combine_parts(hw, parts, pipelined=lp.pipelined)
+    return combine_parts(hw, parts, pipelined=lp.pipelined, stack=shape.stack)
 
 
-def combine_parts(hw: HardwareProfile, parts: list[BlockTime], *, pipelined: bool) -> BlockTime:
-    """A layer from its sub-layers' times."""
+def combine_parts(hw: HardwareProfile, parts: list[BlockTime], *, pipelined: bool,
+                  stack: StackProfile = NEUTRAL) -> BlockTime:
+    """A layer from its sub-layers' times, with the stack's per-layer launch overhead."""
     total = parts[0]
     for part in parts[1:]:
         total = total + part
-    if pipelined and total.ep_exposed > 0:
+    if stack.layer_overhead_us:
+        total = replace(total, fwd=total.fwd + stack.layer_overhead_us * 1e-6 / 3,
+                        bwd=total.bwd + stack.layer_overhead_us * 2e-6 / 3)
+    if pipelined and total.ep_exposed > 0 and stack.ep_overlap:
         # A pipelined schedule has another micro-batch's forward or backward at hand; pairing
         # them hides one's all-to-all behind the other's compute (DualPipe, DeepSeek-V3 sec.
-        # 3.2.1; Megatron-Core's 1F1B all-to-all overlap), at the overlap slowdown.
+        # 3.2.1; Megatron-Core's 1F1B all-to-all overlap), at the overlap slowdown; only on
+        # stacks whose recipe enables it (Megatron: --overlap-moe-expert-parallel-comm).
         hidden = min(total.ep_exposed, total.fwd + total.bwd)
         total = replace(total, ep_exposed=total.ep_exposed - hidden,
                         overlap_penalty=total.overlap_penalty + (hw.compute_slowdown - 1) * hidden)
@@ -170,7 +207,7 @@ def _outside_tokens(plan: Dims, tokens: float) -> float:
     return tokens / plan.tp if plan.sp else tokens
 
 
-def _tp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Dims, tokens: float) -> tuple[float, float]:
+def _tp_collectives(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, tokens: float) -> tuple[float, float]:
     """(exposed, hidden) seconds of one sub-layer's TP collectives.
 
     One collective forward (all-reduce, or all-gather + reduce-scatter under SP:
@@ -186,16 +223,26 @@ def _tp_collectives(model: ModelSpec, hw: HardwareProfile, plan: Dims, tokens: f
     else:
         one = collective_time(hw, "all_reduce", nbytes, group)
     total = (3 if plan.recompute == "full" else 2) * one
-    hidden = cal.TP_OVERLAP_FRACTION * total if plan.sp else 0.0
+    hidden = shape.stack.tp_overlap * total if plan.sp else 0.0
     return total - hidden, hidden
 
 
 def _assemble(hw: HardwareProfile, plan: Dims, *, fwd: float, bwd: float, selective: float, tp: tuple[float, float],
-              cp: tuple[float, float] = (0.0, 0.0), ep: float = 0.0) -> BlockTime:
+              cp: tuple[float, float] = (0.0, 0.0), ep: float = 0.0, op_sac: float | None = None) -> BlockTime:
+    """`selective` is what Megatron's selective recompute redoes; `op_sac` what a per-op SAC policy redoes."""
+    if plan.recompute == "selective" and op_sac is not None:
+        selective = op_sac
     recompute = {"none": 0.0, "selective": selective, "full": fwd}[plan.recompute]
     hidden = tp[1] + cp[1]
     return BlockTime(fwd=fwd, bwd=bwd, recompute=recompute, tp_exposed=tp[0], cp_exposed=cp[0], ep_exposed=ep,
                      overlap_penalty=(hw.compute_slowdown - 1) * hidden)
+
+
+def _op_sac(shape: Shape, gemm_fwd: float, elementwise_fwd: float) -> float | None:
+    """Per-op selective AC (torchtitan's "op" policy) recomputes every second matmul and all
+    elementwise ops; it keeps the attention kernel's output (torchtitan
+    parallelize_llama _save_list). None when the stack's selective is Megatron's."""
+    return 0.5 * gemm_fwd + elementwise_fwd if shape.stack.selective == "op" else None
 
 
 def _norm_residual_bytes(model: ModelSpec, plan: Dims, tokens: float) -> float:
@@ -208,17 +255,21 @@ def _norm_residual_bytes(model: ModelSpec, plan: Dims, tokens: float) -> float:
 
 def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, cp_comm: str) -> BlockTime:
     tokens = shape.tokens(plan)
-    gemm = gemms_time(hw, shape.dtype, part_gemms(model, "attn", tokens=tokens, tp=plan.tp))
+    gemms = part_gemms(model, "attn", tokens=tokens, tp=plan.tp)
+    gemm = gemms_time(hw, shape.dtype, gemms)
     flops = attention_fwd_flops(model, seq_len=shape.seq_len, batch=shape.mbs, tp=plan.tp, cp=plan.cp)
-    rate = hw.peak("bf16") * hw.attention_efficiency("bf16", shape.seq_len / plan.cp) * cal.SUSTAINED_TENSOR_EFFICIENCY
-    attn_fwd = flops / rate
+    chunk = shape.seq_len / plan.cp
+    eff = hw.attention_efficiency("bf16", chunk) * shape.stack.attention_factor(chunk, hopper=hopper_or_later(hw))
+    attn_fwd = flops / (hw.peak("bf16") * eff * cal.SUSTAINED_TENSOR_EFFICIENCY)
     attn_bwd = FLASH_BWD_OVER_FWD * attn_fwd
     rope = cal.ACT_BYTES * 2 * (_q_width(model) + _k_width(model)) / plan.tp * tokens
-    mem = memory_time(hw, _norm_residual_bytes(model, plan, tokens) + rope)
-    fwd = gemm + attn_fwd + mem
-    bwd = 2 * gemm + attn_bwd + cal.BACKWARD_OVER_FORWARD_MEMORY * mem
-    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=attn_fwd, tp=_tp_collectives(model, hw, plan, tokens),
-                     cp=_cp_exchange(model, hw, plan, cp_comm, tokens, attn_fwd, attn_bwd))
+    mem = _elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens) + rope)
+    cast = _fp8_cast_time(hw, shape, gemms)
+    fwd = gemm + attn_fwd + mem + cast / 3
+    bwd = 2 * gemm + attn_bwd + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3
+    cp = _cp_exchange(model, hw, plan, cp_comm, tokens, attn_fwd, attn_bwd, overlap=shape.stack.cp_overlap)
+    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=attn_fwd, tp=_tp_collectives(model, hw, shape, plan, tokens),
+                     cp=cp, op_sac=_op_sac(shape, gemm, mem))
 
 
 def _q_width(model: ModelSpec) -> int:
@@ -236,12 +287,12 @@ def kv_bytes_per_token(model: ModelSpec, tp: int) -> float:
 
 
 def _cp_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, cp_comm: str, tokens: float, attn_fwd: float,
-                 attn_bwd: float) -> tuple[float, float]:
+                 attn_bwd: float, *, overlap: bool = True) -> tuple[float, float]:
     """(exposed, hidden) seconds of CP's K/V exchange for one attention sub-layer.
 
     ring (Liu et al. 2023; Megatron CP): cp-1 p2p steps of the local K/V chunk in
     forward, K/V plus their gradients in backward, each step hidden behind the
-    attention of the chunk in hand. allgather (Llama 3, Dubey et al. 2024 sec.
+    attention of the chunk in hand, on stacks that overlap it (`overlap`). allgather (Llama 3, Dubey et al. 2024 sec.
     3.3.2): gather the whole K/V before attending and reduce-scatter their
     gradients after; simpler, not overlapped.
     """
@@ -257,6 +308,8 @@ def _cp_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, cp_comm: str
     pair = grid.neighbours("cp")
     ring_fwd = (plan.cp - 1) * collective_time(hw, "send_recv", chunk, pair)
     ring_bwd = 2 * ring_fwd
+    if not overlap:
+        return ring_fwd + ring_bwd, 0.0
     exposed = max(0.0, ring_fwd - attn_fwd) + max(0.0, ring_bwd - attn_bwd)
     return exposed, ring_fwd + ring_bwd - exposed
 
@@ -268,12 +321,14 @@ def _act_elems(model: ModelSpec, width: float) -> float:
 
 def _mlp(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims) -> BlockTime:
     tokens = shape.tokens(plan)
-    gemm = gemms_time(hw, shape.dtype, part_gemms(model, "mlp", tokens=tokens, tp=plan.tp))
-    act = memory_time(hw, cal.ACT_BYTES * _act_elems(model, model.ffn_hidden_size) / plan.tp * tokens)
-    mem = memory_time(hw, _norm_residual_bytes(model, plan, tokens)) + act
-    fwd = gemm + mem
-    return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem, selective=act,
-                     tp=_tp_collectives(model, hw, plan, tokens))
+    gemms = part_gemms(model, "mlp", tokens=tokens, tp=plan.tp)
+    gemm = gemms_time(hw, shape.dtype, gemms)
+    act = _elementwise_time(hw, shape, cal.ACT_BYTES * _act_elems(model, model.ffn_hidden_size) / plan.tp * tokens)
+    mem = _elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens)) + act
+    cast = _fp8_cast_time(hw, shape, gemms)
+    fwd = gemm + mem + cast / 3
+    return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3, selective=act,
+                     tp=_tp_collectives(model, hw, shape, plan, tokens), op_sac=_op_sac(shape, gemm, mem))
 
 
 def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: int, etp: int) -> BlockTime:
@@ -290,24 +345,30 @@ def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: in
         raise ValueError("MoE sub-layer on a model without moe")
     tokens = shape.tokens(plan)
     expert_tokens = tokens * etp / plan.tp  # tokens one rank sees in expert space
-    gemm = gemms_time(hw, shape.dtype, expert_gemms(model, tokens=expert_tokens, ep=ep, etp=etp))
-    gemm += gemms_time(hw, shape.dtype, part_gemms(model, "moe", tokens=tokens, tp=plan.tp))  # router, shared experts
+    gemms = expert_gemms(model, tokens=expert_tokens, ep=ep, etp=etp)
+    gemms += part_gemms(model, "moe", tokens=tokens, tp=plan.tp)  # router, shared experts
+    gemm = gemms_time(hw, shape.dtype, gemms)
     copies = expert_tokens * moe.top_k * moe.capacity_factor
     act_width = copies * moe.expert_ffn_hidden_size / etp + tokens * moe.shared_width / plan.tp
-    act = memory_time(hw, cal.ACT_BYTES * _act_elems(model, 1) * act_width)
+    act = _elementwise_time(hw, shape, cal.ACT_BYTES * _act_elems(model, 1) * act_width)
     permute = memory_time(hw, cal.ACT_BYTES * 4 * copies * model.hidden_size)  # permute and unpermute, read + write
-    mem = memory_time(hw, _norm_residual_bytes(model, plan, tokens)) + act + permute
-    fwd = gemm + mem
+    mem = _elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens)) + act + permute
+    cast = _fp8_cast_time(hw, shape, gemms)
+    fwd = gemm + mem + cast / 3
     a2a = 0.0
     if ep > 1:
         dispatch = 1 if shape.dtype == "fp8" else cal.ACT_BYTES  # DeepEP/TE dispatch FP8 tokens under an FP8 recipe
-        fwd_pair = _ep_exchange(model, hw, plan, ep, expert_tokens, dispatch) + _ep_exchange(model, hw, plan, ep, expert_tokens, 2)
-        a2a = (2 if plan.recompute == "full" else 1) * fwd_pair + 2 * _ep_exchange(model, hw, plan, ep, expert_tokens, 2)
-    tp = _tp_collectives(model, hw, plan, tokens) if etp > 1 else (0.0, 0.0)
-    return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem, selective=act, tp=tp, ep=a2a)
+        over_tp = shape.stack.ep_over_tp and etp == 1
+        bf16 = _ep_exchange(model, hw, plan, ep, expert_tokens, 2, over_tp=over_tp)
+        fwd_pair = _ep_exchange(model, hw, plan, ep, expert_tokens, dispatch, over_tp=over_tp) + bf16
+        a2a = (2 if plan.recompute == "full" else 1) * fwd_pair + 2 * bf16
+    tp = _tp_collectives(model, hw, shape, plan, tokens) if etp > 1 else (0.0, 0.0)
+    bwd = 2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3
+    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=act, tp=tp, ep=a2a, op_sac=_op_sac(shape, gemm, mem))
 
 
-def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, ep: int, tokens: float, nbytes: int) -> float:
+def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, ep: int, tokens: float, nbytes: int, *,
+                 over_tp: bool = False) -> float:
     """Seconds of one EP dispatch (or combine) of `tokens` tokens per rank, `nbytes` per element.
 
     Inside a node it is an all-to-all of every routed copy. Across nodes we model
@@ -320,7 +381,8 @@ def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, ep: int, tok
     moe = model.moe
     if moe is None:
         return 0.0
-    group = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp, ep=ep).group("ep")
+    grid = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp, ep=ep, ep_over_tp=over_tp)
+    group = grid.group("ep")
     copies = tokens * moe.top_k * moe.capacity_factor
     if group.intra:
         return collective_time(hw, "all_to_all", nbytes * copies * model.hidden_size, group)
@@ -365,17 +427,22 @@ def _mamba(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims) -> B
         back = cal.ACT_BYTES * tokens * di / plan.tp
         one_way = collective_time(hw, "all_to_all", there, group) + collective_time(hw, "all_to_all", back, group)
         cp_exposed = (3 if plan.recompute == "full" else 2) * one_way
-    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=scan, tp=_tp_collectives(model, hw, plan, tokens),
+    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=scan, tp=_tp_collectives(model, hw, shape, plan, tokens),
                      cp=(cp_exposed, 0.0))
 
 
 _PARTS: dict[str, Callable[..., BlockTime]] = {"attn": _attention, "mlp": _mlp, "moe": _moe, "mamba": _mamba}
 
 
-def loss_time(model: ModelSpec, hw: HardwareProfile, *, dtype: str, seq_len: int, mbs: int, tp: int, cp: int) -> float:
-    """Logits GEMM (forward + backward) and the vocabulary-parallel cross-entropy, per micro-batch."""
+def loss_time(model: ModelSpec, hw: HardwareProfile, *, dtype: str, seq_len: int, mbs: int, tp: int, cp: int,
+              logit_bytes: float = cal.LOGIT_BYTES) -> float:
+    """Logits GEMM (forward + backward) and the vocabulary-parallel cross-entropy, per micro-batch.
+
+    The cross-entropy writes and reads back what it keeps per vocabulary entry
+    (`logit_bytes`, the stack's: 10 unfused, fewer fused or chunked) in forward and backward.
+    """
     tokens = mbs * seq_len // cp
     g = logits_gemm(model, tokens=tokens, tp=tp)
     gemm = 3 * gemm_time(hw, "fp16" if dtype == "fp16" else "bf16", g.flops)  # the output layer stays in 16 bits under fp8
-    softmax = memory_time(hw, cal.LOGIT_BYTES * 2 * tokens * g.n)  # write/read in forward and backward
+    softmax = memory_time(hw, logit_bytes * 2 * tokens * g.n)  # write/read in forward and backward
     return gemm + softmax

@@ -23,21 +23,23 @@ from typing import Any, TypeVar
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
+from autopar.spec.stack import NEUTRAL, StackProfile
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 
 class Memo:
-    """Cached cost functions of one (model, hardware, job)."""
+    """Cached cost functions of one (model, hardware, job) as one stack runs it."""
 
-    __slots__ = ("_values", "hw", "job", "model")
+    __slots__ = ("_values", "hw", "job", "model", "stack")
 
-    def __init__(self, model: ModelSpec, hw: HardwareProfile | None, job: Job) -> None:
-        """A memo for `model` trained as `job` on `hw` (None for memory only, which reads no hardware)."""
+    def __init__(self, model: ModelSpec, hw: HardwareProfile | None, job: Job, stack: StackProfile = NEUTRAL) -> None:
+        """A memo for `model` trained as `job` on `hw` (None for memory only, which reads no hardware) by `stack`."""
         self.model = model
         self.hw = hw
         self.job = job
+        self.stack = stack
         self._values: dict[tuple[Callable[..., Any], Hashable], Any] = {}
 
     def get(self, fn: Callable[[Memo, K], T], key: K) -> T:
@@ -56,18 +58,18 @@ class Memo:
             raise ValueError("this memo was made without a hardware profile (memory only)")
         return self.hw
 
-    def serves(self, model: ModelSpec, hw: HardwareProfile, job: Job) -> bool:
+    def serves(self, model: ModelSpec, hw: HardwareProfile, job: Job, stack: StackProfile = NEUTRAL) -> bool:
         """This memo was made for these inputs (the same objects, or equal ones)."""
         return (self.model is model or self.model == model) and (self.hw is hw or self.hw == hw) and (
-            self.job is job or self.job == job)
+            self.job is job or self.job == job) and (self.stack is stack or self.stack == stack)
 
 
-def memo_for(memo: Memo | None, model: ModelSpec, hw: HardwareProfile, job: Job) -> Memo:
+def memo_for(memo: Memo | None, model: ModelSpec, hw: HardwareProfile, job: Job, stack: StackProfile = NEUTRAL) -> Memo:
     """`memo` when it was made for these inputs, a fresh one when None; a memo for other inputs is refused."""
     if memo is None:
-        return Memo(model, hw, job)
+        return Memo(model, hw, job, stack)
     if memo.hw is None:
         memo.hw = hw
-    if not memo.serves(model, hw, job):
-        raise ValueError("this memo was made for another model, hardware profile or job")
+    if not memo.serves(model, hw, job, stack):
+        raise ValueError("this memo was made for another model, hardware profile, job or stack")
     return memo

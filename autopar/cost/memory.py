@@ -30,6 +30,7 @@ from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
+from autopar.spec.stack import NEUTRAL, StackProfile
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,11 +98,39 @@ def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: P
     raise ValueError(f"{model.name} has no {part} sub-layer")
 
 
-def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False) -> float:
-    """Bytes one layer keeps for backward; under full recompute only its input (split by tp under SP)."""
+def op_sac_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan) -> float | None:
+    """Bytes a per-op selective AC policy keeps for one attention or MLP sub-layer; None for other parts.
+
+    torchtitan's "op" policy (torchtitan/models/llama/parallelize_llama.py, _save_list
+    and _get_custom_policy at 9dec370) saves the output of every second matmul and of
+    the attention kernel, and recomputes everything elementwise (norms, rope,
+    SwiGLU) from the sub-layer's input, which it keeps. Alternate matmuls of a
+    sub-layer: half of their output widths.
+    """
+    h, t, b = model.hidden_size, plan.tp, cal.ACT_BYTES
+    x = tokens * h * b / (t if plan.sp and t > 1 else 1)
+    if part == "attn" and model.mla is None:
+        outs = model.q_width + 2 * model.kv_width + h * t  # q, k, v (split by tp), output projection (whole h)
+        return x + tokens * b * (outs / 2 + model.q_width) / t  # + the attention output
+    if part == "mlp":
+        outs = (2 if model.ffn_activation == "swiglu" else 1) * model.ffn_hidden_size + h * t
+        return x + tokens * b * outs / 2 / t
+    return None
+
+
+def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False,
+                           stack: StackProfile = NEUTRAL) -> float:
+    """Bytes one layer keeps for backward as `stack` saves them; under full recompute only its input
+    (split by tp under SP)."""
     if plan.recompute == "full":
         return cal.ACT_BYTES * tokens * model.hidden_size / (plan.tp if plan.sp and plan.tp > 1 else 1)
-    return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan, fp8=fp8) for p in KIND_PARTS[kind])
+    fp8 = fp8 and stack.fp8_saves_fp8_inputs
+    op = plan.recompute == "selective" and stack.selective == "op"
+    total = 0.0
+    for p in KIND_PARTS[kind]:
+        kept = op_sac_bytes(model, p, tokens=tokens, plan=plan) if op else None
+        total += kept if kept is not None else part_activation_bytes(model, p, tokens=tokens, plan=plan, fp8=fp8)
+    return total
 
 
 def block_activation_bytes(model: ModelSpec, *, tokens: float, tp: int, sp: bool, recompute: str) -> float:
@@ -153,12 +182,13 @@ def state_bytes(params: float, *, zero: int, shards: int) -> tuple[float, float,
     return w, g, o
 
 
-def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, memo: Memo | None = None) -> MemoryBreakdown:
-    """Peak memory of the worse of the first stage (most activations) and the last (logits).
+def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, memo: Memo | None = None,
+                     stack: StackProfile = NEUTRAL) -> MemoryBreakdown:
+    """Peak memory of the worse of the first stage (most activations) and the last (logits), as `stack` holds it.
 
-    `memo` (made for this model and job) shares per-layer and per-stage sizes across plans.
+    `memo` (made for this model, job and stack) shares per-layer and per-stage sizes across plans.
     """
-    memo = Memo(model, None, job) if memo is None else memo
+    memo = Memo(model, None, job, stack) if memo is None else memo
     w, g, o, acts, logits, buffers, frag = _peak_parts(memo, plan)
     return MemoryBreakdown(weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers, fragmentation=frag)
 
@@ -217,19 +247,20 @@ def _stage_activations(memo: Memo, key: tuple[ActPlan, int, int]) -> tuple[tuple
     rises from none to selective to full recompute, for any layer count.
     """
     act, pp, vpp = key
-    model, fp8 = memo.model, memo.job.dtype == "fp8"
+    model, fp8, stack = memo.model, memo.job.dtype == "fp8", memo.stack
     tokens = act.mbs * memo.job.seq_len / act.cp
     ranks = memo.get(pipe_kinds, (pp, vpp))
     # a profile that `autopar calibrate --save` corrected: what this node's stack saves over the formula
     factor = memo.hw.correction("activation_bytes_per_block") if memo.hw is not None else 1.0
     out = []
     for kinds in (ranks[0], ranks[-1]):
-        kept = sum(n * layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8) for k, n in kinds.items())
+        kept = sum(n * layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8, stack=stack)
+                   for k, n in kinds.items())
         transient = 0.0
         if act.recompute != "none":
             whole = act._replace(recompute="none")
-            transient = max(layer_activation_bytes(model, k, tokens=tokens, plan=whole, fp8=fp8)
-                            - layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8) for k in kinds)
+            transient = max(layer_activation_bytes(model, k, tokens=tokens, plan=whole, fp8=fp8, stack=stack)
+                            - layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8, stack=stack) for k in kinds)
         out.append((kept * factor, transient * factor))
     return out[0], out[1]
 
@@ -245,7 +276,7 @@ class StatePlan(NamedTuple):
 
 def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tuple[float, float, float], float]:
     """(weights, grads, optimizer) bytes of the first and of the last rank, and the buffers."""
-    p = key.params
+    p, stack, fp8 = key.params, memo.stack, memo.job.dtype == "fp8"
     dp_shards = key.dp * key.cp  # Megatron shards optimizer state over the DP x CP group
     expert_shards = max(1, dp_shards * p.tp // (p.ep * p.etp))  # and expert state over the expert-DP group
     out = []
@@ -254,12 +285,15 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
         if expert:
             ew, eg, eo = state_bytes(expert, zero=key.zero, shards=expert_shards)
             w, g, o = w + ew, g + eg, o + eo
-        if memo.job.dtype == "fp8":
-            w += (dense + expert) * cal.FP8_WEIGHT_COPY_BYTES
+        if fp8 and stack.fp8_weight_copy_bytes:
+            # Transformer Engine keeps an FP8 weight and its transpose per TP shard; under ZeRO-3 a
+            # stack that shards it (Megatron-FSDP) holds only this rank's share.
+            sharded = key.zero >= 3 and stack.fp8_weight_copy_sharded
+            w += (dense / (dp_shards if sharded else 1) + expert / (expert_shards if sharded else 1)) * stack.fp8_weight_copy_bytes
         out.append((w, g, o))
-    buffers = cal.FIXED_OVERHEAD_BYTES
-    if key.zero >= 3:  # the gathered layer and the prefetched next one, bf16
-        buffers += 2 * memo.model.layer_params() / p.tp * cal.WEIGHT_BYTES
+    buffers = stack.fixed_overhead_gib * 2**30
+    if key.zero >= 3:  # the gathered layer and the prefetched next one, bf16 (FP8 where the stack gathers FP8)
+        buffers += 2 * memo.model.layer_params() / p.tp * (1 if fp8 and stack.fp8_gather else cal.WEIGHT_BYTES)
     return out[0], out[1], buffers
 
 
@@ -279,7 +313,7 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
     fixed = 0.0
     if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
         fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
-    logits = cal.LOGIT_BYTES * tokens * model.vocab_size / plan.tp
+    logits = memo.stack.logit_bytes * tokens * model.vocab_size / plan.tp
     held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job))
     return _Layout(held=(held, 1.0), fixed=fixed, logits=(logits if plan.pp == 1 else 0.0, logits),
                    params=ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp))
@@ -290,17 +324,19 @@ def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     lay = _layout(plan, memo)
     (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), plan.pp, plan.vpp))
     state0, state1, buffers = memo.get(_states, StatePlan(params=lay.params, dp=plan.dp, cp=plan.cp, zero=plan.zero))
-    first = _stage(state0, kept0 * lay.held[0] + extra0 + lay.fixed, lay.logits[0], buffers)
+    frag = memo.stack.allocator_fragmentation
+    first = _stage(state0, kept0 * lay.held[0] + extra0 + lay.fixed, lay.logits[0], buffers, frag)
     if plan.pp == 1:
         return first
-    last = _stage(state1, kept1 * lay.held[1] + extra1 + lay.fixed, lay.logits[1], buffers)
+    last = _stage(state1, kept1 * lay.held[1] + extra1 + lay.fixed, lay.logits[1], buffers, frag)
     return first if sum(first) >= sum(last) else last
 
 
-def _stage(state: tuple[float, float, float], acts: float, logits: float, buffers: float) -> tuple[float, ...]:
+def _stage(state: tuple[float, float, float], acts: float, logits: float, buffers: float,
+           fragmentation: float) -> tuple[float, ...]:
     """(weights, grads, optimizer, activations, logits, buffers, fragmentation) bytes of one stage."""
     w, g, o = state
-    return w, g, o, acts, logits, buffers, cal.ALLOCATOR_FRAGMENTATION * (w + g + o + acts + logits)
+    return w, g, o, acts, logits, buffers, fragmentation * (w + g + o + acts + logits)
 
 
 def variant_peaks(memo: Memo, skeleton: Plan, recomputes: list[str], zeros: list[int]) -> list[list[float]]:
@@ -311,7 +347,7 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: list[str], zeros: list
     per-layout parts are found once instead of once per variant.
     """
     lay = _layout(skeleton, memo)
-    f = cal.ALLOCATOR_FRAGMENTATION
+    f = memo.stack.allocator_fragmentation
     states = []
     for zero in zeros:
         (w0, g0, o0), (w1, g1, o1), buffers = memo.get(_states, StatePlan(params=lay.params, dp=skeleton.dp, cp=skeleton.cp,

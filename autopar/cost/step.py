@@ -17,6 +17,7 @@ ParamPlan): see cost/memo.py.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, fields
 from typing import NamedTuple
@@ -26,13 +27,14 @@ from autopar.cost.comm import collective_time
 from autopar.cost.compute import BlockTime, LayerPlan, Shape, combine_parts, loss_time, memory_time, part_args, part_time
 from autopar.cost.flops import model_flops_per_token
 from autopar.cost.memo import Memo, memo_for
-from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown
+from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown, pipe_kinds
 from autopar.cost.pipeline import P2PTime, p2p_time, rank_groups, schedule_time_of
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan, validate
+from autopar.spec.stack import NEUTRAL, StackProfile
 from autopar.spec.topology import RankGrid
 
 
@@ -87,11 +89,13 @@ class Estimate:
 
 
 def estimate(
-    model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, *, memo: Memo | None = None
+    model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, *, memo: Memo | None = None,
+    stack: StackProfile = NEUTRAL,
 ) -> Estimate:
-    """Time and memory of `plan`. `memo` (made for this model, hardware and job) shares block costs across plans."""
-    validate(plan, model, job)
-    memo = memo_for(memo, model, hw, job)
+    """Time and memory of `plan` as `stack` runs it. `memo` (made for this model, hardware, job and
+    stack) shares block costs across plans."""
+    validate(plan, model, job, stack=stack)
+    memo = memo_for(memo, model, hw, job, stack)
     return timed_estimate(memo, plan, memory_breakdown(model, job, plan, memo=memo))
 
 
@@ -139,11 +143,11 @@ def _kind_set(memo: Memo, _: None) -> tuple[str, ...]:
 def _layers(memo: Memo, key: tuple[LayerPlan, int]) -> dict[str, BlockTime]:
     """Per layer kind, one micro-batch's time on one rank, for key (layer plan, mbs)."""
     lp, mbs = key
-    shape = Shape(dtype=memo.job.dtype, seq_len=memo.job.seq_len, mbs=mbs)
+    shape = Shape(dtype=memo.job.dtype, seq_len=memo.job.seq_len, mbs=mbs, stack=memo.stack)
     out = {}
     for kind in memo.get(_kind_set, None):
         parts = [memo.get(_part, (p, shape, part_args(p, lp))) for p in KIND_PARTS[kind]]
-        out[kind] = combine_parts(memo.profile, parts, pipelined=lp.pipelined)
+        out[kind] = combine_parts(memo.profile, parts, pipelined=lp.pipelined, stack=memo.stack)
     return out
 
 
@@ -151,7 +155,8 @@ def _loss(memo: Memo, key: tuple[int, int, int]) -> float:
     """The loss layer per micro-batch, for key (tp, cp, mbs)."""
     tp, cp, mbs = key
     job = memo.job
-    return loss_time(memo.model, memo.profile, dtype=job.dtype, seq_len=job.seq_len, mbs=mbs, tp=tp, cp=cp)
+    return loss_time(memo.model, memo.profile, dtype=job.dtype, seq_len=job.seq_len, mbs=mbs, tp=tp, cp=cp,
+                     logit_bytes=memo.stack.logit_bytes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -222,7 +227,8 @@ def step_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     sched = schedule_time_of(stages.worst_s, stages.total_s, stages=plan.pp, microbatches=m, vpp=plan.vpp,
                              p2p_s=p2p.per_microbatch_s)
     w = stages.worst
-    dp_comm, dp_hidden = _dp_overlap((reduce, gather), plan.zero, m, fwd_s=w.fwd, bwd_s=w.bwd)
+    dp_comm, dp_hidden = _dp_overlap((reduce, gather), plan.zero, m, fwd_s=w.fwd, bwd_s=w.bwd,
+                                     overlap=memo.stack.dp_overlap)
     return (m * (w.compute + stages.loss_s), m * w.tp_exposed, m * w.cp_exposed, m * w.ep_exposed,
             m * p2p.per_microbatch_s + p2p.fill_s, dp_comm, sched.bubble_s, optimizer,
             m * w.overlap_penalty + (memo.profile.compute_slowdown - 1) * dp_hidden)
@@ -261,25 +267,43 @@ def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
     grads, no gather. ZeRO 1/2: reduce-scatter fp32 grads and all-gather bf16
     weights, once per step. ZeRO 3 (FSDP): per micro-batch, reduce-scatter
     grads, and all-gather weights twice (forward and backward).
+
+    The stack sets the wire bytes (gradients in fp32 or bf16; FSDP2 + torchao
+    float8 gathers FP8 weights) and the granularity: FSDP gathers and reduces one
+    transformer block at a time, bucketed stacks one bucket at a time. Each
+    collective pays its latency, which grows with the ring (comm._beyond_fits), so
+    at thousands of GPUs many small collectives cost more than their bytes.
     """
-    hw = memo.profile
+    hw, stack = memo.profile, memo.stack
+    fp8 = memo.job.dtype == "fp8"
     dense_params, expert_params = max(memo.get(end_params, key.params()), key=sum)
+    layers = max(sum(r.values()) for r in memo.get(pipe_kinds, (key.pp, key.vpp)))
     grid = RankGrid(gpus_per_node=hw.gpus_per_node, tp=key.tp, cp=key.cp, dp=key.dp, pp=key.pp, ep=key.ep, etp=key.etp)
     reduce = gather = 0.0
     for params, axis in ((dense_params, "dpcp"), (expert_params, "edp")):
         group = grid.group(axis)
         if group.size == 1 or params == 0:
             continue
-        grads, weights = cal.GRAD_BYTES * params, cal.WEIGHT_BYTES * params
+        grads = stack.grad_bytes(memo.job.dtype) * params
+        weights = (1 if fp8 and stack.fp8_gather and key.zero == 3 else cal.WEIGHT_BYTES) * params
+        k = _collectives_per_pass(stack, params, layers)
         if key.zero == 0:
-            reduce += collective_time(hw, "all_reduce", grads, group)
+            reduce += k * collective_time(hw, "all_reduce", grads / k, group)
             continue
-        reduce += collective_time(hw, "reduce_scatter", grads, group)
-        gather += (2 if key.zero == 3 else 1) * collective_time(hw, "all_gather", weights, group)
+        reduce += k * collective_time(hw, "reduce_scatter", grads / k, group)
+        gather += (2 if key.zero == 3 else 1) * k * collective_time(hw, "all_gather", weights / k, group)
     return reduce, gather
 
 
-def _dp_overlap(times: tuple[float, float], zero: int, microbatches: int, *, fwd_s: float, bwd_s: float) -> tuple[float, float]:
+def _collectives_per_pass(stack: StackProfile, params: float, layers: int) -> int:
+    """How many collectives carry one pass over `params`: one per block (FSDP) or per bucket."""
+    if stack.dp_granularity == "layer":
+        return max(1, layers)
+    return max(1, math.ceil(params / stack.dp_bucket_params)) if stack.dp_bucket_params else 1
+
+
+def _dp_overlap(times: tuple[float, float], zero: int, microbatches: int, *, fwd_s: float, bwd_s: float,
+                overlap: float = cal.DP_OVERLAP_FRACTION) -> tuple[float, float]:
     """(exposed, hidden) seconds of DP sync given one micro-batch's forward/backward on the worst stage.
 
     ZeRO 0/1: the reduce hides behind the last backward, the gather behind the
@@ -294,7 +318,7 @@ def _dp_overlap(times: tuple[float, float], zero: int, microbatches: int, *, fwd
     the search times only the lowest stage that fits.
     """
     reduce, gather = times
-    ov = cal.DP_OVERLAP_FRACTION
+    ov = overlap
     if zero == 3:
         gather_one = gather / 2  # _dp_collectives counts both gathers
         per_mb = max(0.0, gather_one - ov * fwd_s) + max(0.0, gather_one + reduce - ov * bwd_s)

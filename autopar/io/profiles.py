@@ -4,6 +4,7 @@ saved by `autopar profile`; the schema is documented in :mod:`autopar.spec.hardw
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -52,14 +53,70 @@ def load_hardware(ref: str) -> HardwareProfile:
     """A built-in profile name or a path to a profile YAML."""
     path = Path(ref)
     if path.suffix.lower() in (".yaml", ".yml") or path.exists():
-        return parse_profile(load_mapping(path, err=ProfileError), where=named(path))
+        return _parse(load_mapping(path, err=ProfileError), where=named(path), folder=path.parent)
     names = builtin_names()
     if ref not in names:
         raise ProfileError(
             f"unknown hardware '{named(ref)}'{did_you_mean(ref, names)}: give a built-in name (see `autopar hardware`) or a profile .yaml"
         )
     with resources.as_file(resources.files("autopar") / "data" / "profiles" / f"{ref}.yaml") as p:
-        return parse_profile(load_mapping(p, err=ProfileError), where=named(p))
+        return _parse(load_mapping(p, err=ProfileError), where=named(p), folder=None)
+
+
+def _parse(data: dict[str, Any], *, where: str, folder: Path | None) -> HardwareProfile:
+    if "base" not in data:
+        return parse_profile(data, where=where)
+    return _variant(data, where=where, folder=folder)
+
+
+def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> HardwareProfile:
+    """A profile derived from another: `base` (a built-in name or a profile file beside this one),
+    `overrides` (a partial profile merged over the base: memory size, HBM, NIC fits...) and an
+    optional `power` cap.
+
+    A power cap lowers the tensor-core clock: dynamic power goes as f x V^2 and DVFS moves
+    V with f, so P ~ f^3 (Weste & Harris, CMOS VLSI Design, sec. 5.2), and a GPU that draws
+    its full budget in training runs at (limit / tdp)^(1/3) of the clock it reaches at its
+    rated board power; the peak FLOP/s scale with it, HBM and links do not.
+    """
+    f = Fields(data, f"{where}: ", err=ProfileError)
+    ref = f.text("base")
+    base_path = folder / ref if folder is not None and (folder / ref).exists() else None
+    if base_path is not None:
+        base = load_mapping(base_path, err=ProfileError)
+    elif ref in builtin_names():
+        with resources.as_file(resources.files("autopar") / "data" / "profiles" / f"{ref}.yaml") as p:
+            base = load_mapping(p, err=ProfileError)
+    else:
+        raise f.fail("base", f"unknown base profile '{ref}'{did_you_mean(ref, builtin_names())}")
+    if "base" in base:
+        raise f.fail("base", f"'{ref}' is itself a variant; derive from a full profile")
+    merged = _merge(base, f.mapping("overrides", required=False) or {})
+    merged["schema_version"] = f.integer("schema_version")
+    merged["name"] = f.text("name")
+    merged["description"] = f.text("description") if f.has("description") else f"{base.get('description', ref)} (variant)"
+    f.ignore("description")
+    merged["citations"] = {**(merged.get("citations") or {}), **(f.mapping("citations", required=False) or {})}
+    power = Fields(f.mapping("power", required=False) or {}, f.prefix("power"), err=ProfileError)
+    ratio = 1.0
+    if power.has("limit_w"):
+        tdp, limit = power.number("tdp_w"), power.number("limit_w")
+        if limit > tdp:
+            raise power.fail("limit_w", f"power limit ({limit:g} W) above the rated board power ({tdp:g} W)")
+        ratio = (limit / tdp) ** (1 / 3)
+    power.finish()
+    f.finish()
+    profile = parse_profile(merged, where=where)
+    peaks = {k: v * ratio for k, v in profile.peak_flops.items()}
+    return replace(profile, peak_flops=peaks)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` merged into a copy of `base`: mappings recursively, anything else replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:

@@ -44,6 +44,8 @@ def context_dict(ctx: Context) -> dict[str, Any]:
         "hardware": ctx.hw.name,
         "hardware_source": ctx.hw_reason,
         "corrections": {c.name: {"factor": c.factor, "stack": c.stack, "source": c.source} for c in ctx.hw.corrections},
+        "stack": ctx.stack.name,
+        "stack_source": ctx.stack_reason,
         "memory_gib_capacity": ctx.hw.memory_bytes / GIB,
         "gpus": j.gpus,
         "gpus_per_node": j.gpus_per_node,
@@ -106,6 +108,7 @@ def _header(console: Console, ctx: Context) -> None:
     console.print(f"hardware: {ctx.hw.name} — {ctx.hw_reason}")
     for c in ctx.hw.corrections:
         console.print(f"corrected by autopar calibrate: {c.describe()}")
+    console.print(f"stack: {ctx.stack.name} — {ctx.stack_reason}")
     console.print(f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, {j.dtype}")
 
 

@@ -32,11 +32,19 @@ from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown, peak_bytes, variant_peaks
 from autopar.cost.step import Estimate, step_parts, timed_estimate
 from autopar.errors import InfeasibleError
-from autopar.search.space import SEARCHED_ZERO, choices, enumerate_plans, enumerate_skeletons, with_knobs
+from autopar.search.space import (
+    choices,
+    enumerate_plans,
+    enumerate_skeletons,
+    searched_zero,
+    stack_limits,
+    with_knobs,
+)
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import RECOMPUTE, Plan
+from autopar.spec.stack import NEUTRAL, StackProfile
 
 __all__ = ["TIE_BAND", "Candidate", "RankedPlans", "SearchResult", "enumerate_plans", "rank", "search", "simplicity"]
 
@@ -139,11 +147,15 @@ def rank(plans: Sequence[R]) -> list[R]:
 
 
 def search(
-    model: ModelSpec, hw: HardwareProfile, job: Job, *, fixed: Mapping[str, object] | None = None
+    model: ModelSpec, hw: HardwareProfile, job: Job, *, fixed: Mapping[str, object] | None = None,
+    stack: StackProfile = NEUTRAL,
 ) -> SearchResult:
-    """All feasible plans ranked by tokens/s. Raises InfeasibleError when none fits, saying why."""
+    """All feasible plans `stack` can launch, ranked by tokens/s as it runs them.
+
+    Raises InfeasibleError when none fits, saying why.
+    """
     with _no_cyclic_gc():
-        return _search(model, hw, job, dict(fixed or {}))
+        return _search(model, hw, job, stack_limits(stack, dict(fixed or {})), stack)
 
 
 @contextmanager
@@ -159,17 +171,17 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, object]) -> SearchResult:
-    memo = Memo(model, hw, job)
+def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, object], stack: StackProfile) -> SearchResult:
+    memo = Memo(model, hw, job, stack)
     cap = hw.memory_bytes
     tokens = job.tokens_per_step
     considered = feasible = 0
     smallest: tuple[float, Plan, str, int] | None = None
     timed = []
     recomputes = choices(fixed, "recompute", list(RECOMPUTE))
-    zeros = sorted(int(str(z)) for z in choices(fixed, "zero", list(SEARCHED_ZERO)))
+    zeros = sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(stack)))
     per_skeleton = len(recomputes) * len(zeros)
-    for skeleton in enumerate_skeletons(model, job, fixed):
+    for skeleton in enumerate_skeletons(model, job, fixed, stack=stack):
         considered += per_skeleton
         for recompute, needs in zip(recomputes, variant_peaks(memo, skeleton, recomputes, zeros), strict=True):
             chosen = -1

@@ -33,6 +33,7 @@ from autopar.spec.plan import (
     tp_rule,
     vpp_rule,
 )
+from autopar.spec.stack import NEUTRAL, StackProfile
 
 MICRO_BATCH_SIZES = (1, 2, 4, 8, 16)
 # ZeRO-0 is dominated by ZeRO-1 in this model: reduce-scatter plus all-gather move
@@ -74,8 +75,31 @@ def choices(fixed: Mapping[str, object], name: str, values: list) -> list:
     return [fixed[name]] if name in fixed else values
 
 
-def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object]) -> Iterator[Plan]:
-    """Every valid layout (degrees, micro-batch, interleaving, SP); recompute and ZeRO stage left at defaults."""
+def stack_limits(stack: StackProfile, fixed: Mapping[str, object]) -> dict[str, object]:
+    """`fixed` narrowed to what the stack can launch (StackProfile.refusal): the axes it has, its
+    CP variant, interleaving. Its ZeRO stages: searched_zero. Knobs the caller fixed stay."""
+    out = dict(fixed)
+    for axis in ("tp", "pp", "cp", "ep"):
+        if axis not in stack.parallelisms:
+            out.setdefault(axis, 1)
+    if not stack.vpp:
+        out.setdefault("vpp", 1)
+    if len(stack.cp_comms) == 1:
+        out.setdefault("cp_comm", stack.cp_comms[0])
+    return out
+
+
+def searched_zero(stack: StackProfile) -> list[int]:
+    """ZeRO stages the search tries on `stack`: its stages, without ZeRO-0 where it offers another."""
+    return [z for z in SEARCHED_ZERO if z in stack.zero_stages] or list(stack.zero_stages)
+
+
+def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object], *,
+                        stack: StackProfile = NEUTRAL) -> Iterator[Plan]:
+    """Every valid layout (degrees, micro-batch, interleaving, SP) the stack can launch; recompute and
+    ZeRO stage left at defaults."""
+    fixed = stack_limits(stack, fixed)
+    over_tp = stack.ep_over_tp
     moe = model.moe
     gpn = min(job.gpus_per_node, job.gpus)
     for tp in choices(fixed, "tp", [t for t in powers_of_two(gpn) if tp_rule(model, job, t) is None]):
@@ -87,7 +111,8 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object])
                 dp = rest // pp
                 if rest % pp or ("dp" in fixed and fixed["dp"] != dp) or batch_rule(job, dp, 1):
                     continue
-                eps = [e for e in divisors(moe.num_experts) if ep_rule(model, dp=dp, cp=cp, ep=e) is None] if moe else [1]
+                eps = [e for e in divisors(moe.num_experts)
+                       if ep_rule(model, dp=dp, cp=cp, ep=e, tp=tp, ep_over_tp=over_tp) is None] if moe else [1]
                 etps = [e for e in {1, tp} if etp_rule(model, tp=tp, etp=e) is None] if moe else [1]
                 for mbs in choices(fixed, "mbs", [b for b in MICRO_BATCH_SIZES if batch_rule(job, dp, b) is None]):
                     m = job.global_batch // (dp * mbs)
@@ -96,6 +121,8 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object])
                     knobs = product(choices(fixed, "vpp", vpps), choices(fixed, "sp", sps),
                                     choices(fixed, "ep", eps), choices(fixed, "etp", sorted(etps)))
                     for vpp, sp, ep, etp in knobs:
+                        if etp > 1 and ep_rule(model, dp=dp, cp=cp, ep=ep, tp=tp, etp=etp, ep_over_tp=over_tp):
+                            continue
                         yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp,
                                    cp_comm=str(fixed.get("cp_comm", "ring")))
 
@@ -106,9 +133,11 @@ def with_knobs(s: Plan, recompute: str, zero: int) -> Plan:
                 sp=s.sp, cp_comm=s.cp_comm)
 
 
-def enumerate_plans(model: ModelSpec, job: Job, fixed: Mapping[str, object] | None = None) -> Iterator[Plan]:
-    """Every valid plan of the domain; `fixed` pins any Plan field to one value."""
+def enumerate_plans(model: ModelSpec, job: Job, fixed: Mapping[str, object] | None = None, *,
+                    stack: StackProfile = NEUTRAL) -> Iterator[Plan]:
+    """Every valid plan of the domain the stack can launch; `fixed` pins any Plan field to one value."""
     fixed = dict(fixed or {})
-    for skeleton in enumerate_skeletons(model, job, fixed):
-        for recompute, zero in product(choices(fixed, "recompute", list(RECOMPUTE)), choices(fixed, "zero", list(SEARCHED_ZERO))):
+    zeros = searched_zero(stack)
+    for skeleton in enumerate_skeletons(model, job, fixed, stack=stack):
+        for recompute, zero in product(choices(fixed, "recompute", list(RECOMPUTE)), choices(fixed, "zero", zeros)):
             yield with_knobs(skeleton, recompute, zero)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from autopar.errors import SpecError
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
+
+if TYPE_CHECKING:  # spec/stack.py imports Plan
+    from autopar.spec.stack import StackProfile
 
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -120,13 +124,21 @@ def vpp_rule(model: ModelSpec, *, pp: int, vpp: int, microbatches: int) -> str |
     return None
 
 
-def ep_rule(model: ModelSpec, *, dp: int, cp: int, ep: int) -> str | None:
-    """Experts split evenly; the EP group lies within the DP x CP ranks."""
+def ep_rule(model: ModelSpec, *, dp: int, cp: int, ep: int, tp: int = 1, etp: int = 1,
+            ep_over_tp: bool = False) -> str | None:
+    """Experts split evenly; the EP group lies within the DP x CP ranks, or within DP x CP x TP
+    where the stack lays EP over TP too and experts are whole (Megatron-Core with etp 1:
+    StackProfile.ep_over_tp)."""
     moe = model.moe
     if moe is None:
         return None if ep == 1 else f"ep ({ep}) needs an MoE model; {model.name} has no experts"
     if moe.num_experts % ep:
         return f"{model.name}: moe.num_experts ({moe.num_experts}) must be divisible by ep ({ep})"
+    if ep_over_tp and etp == 1:
+        if (dp * cp * tp) % ep:
+            return (f"ep ({ep}) must divide dp*cp*tp ({dp}*{cp}*{tp}): with etp 1 the EP group lies within "
+                    "the DP x CP x TP ranks")
+        return None
     if (dp * cp) % ep:
         return f"ep ({ep}) must divide dp*cp ({dp}*{cp}): the EP group lies within the DP x CP ranks"
     return None
@@ -163,8 +175,9 @@ def knob_rule(plan: Plan) -> str | None:
     return None
 
 
-def plan_errors(plan: Plan, model: ModelSpec, job: Job) -> list[str]:
-    """Every rule the plan breaks, in a fixed order (the first is the one to report)."""
+def plan_errors(plan: Plan, model: ModelSpec, job: Job, stack: StackProfile | None = None) -> list[str]:
+    """Every rule the plan breaks, in a fixed order (the first is the one to report); with a
+    stack, also what that stack cannot launch (StackProfile.refusal) and its EP layout."""
     p = plan
     errors = [degree_rule(n, getattr(p, n)) for n in ("dp", "tp", "pp", "cp", "vpp", "ep", "etp", "mbs")]
     if any(errors):
@@ -179,13 +192,16 @@ def plan_errors(plan: Plan, model: ModelSpec, job: Job) -> list[str]:
     ]
     if not checks[-1]:
         checks.append(vpp_rule(model, pp=p.pp, vpp=p.vpp, microbatches=p.microbatches(job)))
-    checks += [ep_rule(model, dp=p.dp, cp=p.cp, ep=p.ep), etp_rule(model, tp=p.tp, etp=p.etp),
-               sp_rule(model, tp=p.tp, sp=p.sp)]
+    over_tp = stack is not None and stack.ep_over_tp
+    checks += [ep_rule(model, dp=p.dp, cp=p.cp, ep=p.ep, tp=p.tp, etp=p.etp, ep_over_tp=over_tp),
+               etp_rule(model, tp=p.tp, etp=p.etp), sp_rule(model, tp=p.tp, sp=p.sp)]
+    if stack is not None:
+        checks.append(stack.refusal(p))
     return [e for e in checks if e]
 
 
-def validate(plan: Plan, model: ModelSpec, job: Job) -> None:
-    """Raise SpecError naming the first rule the plan breaks."""
-    errors = plan_errors(plan, model, job)
+def validate(plan: Plan, model: ModelSpec, job: Job, *, stack: StackProfile | None = None) -> None:
+    """Raise SpecError naming the first rule the plan breaks (and, with a stack, what it cannot launch)."""
+    errors = plan_errors(plan, model, job, stack)
     if errors:
         raise SpecError(errors[0])

@@ -71,11 +71,12 @@ class RankGrid:
     pp: int = 1  # pipeline stages (outermost)
     ep: int = 1  # expert-parallel degree, within the cp x dp ranks
     etp: int = 1  # expert tensor-parallel degree (1 or tp)
+    ep_over_tp: bool = False  # the EP group runs over consecutive ranks, TP included (Megatron with etp 1)
 
     def stride(self, axis: str) -> int:
         """Rank distance between neighbours along `axis` (tp, cp, dp, pp, ep or edp)."""
         if axis == "ep":
-            return self.tp
+            return 1 if self.ep_over_tp and self.etp == 1 else self.tp
         if axis == "edp":
             return self.ep * self.etp
         out = 1

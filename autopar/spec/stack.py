@@ -1,0 +1,104 @@
+"""StackProfile: how one training framework runs a plan (kernels, overlaps, memory habits, plan rules).
+
+The same plan runs at different speeds and memory on Megatron-Core, torchtitan
+(FSDP2) and DeepSpeed. A stack profile says what differs; the cost model reads
+it and the plan rules ask it which plans the stack can launch. Built-in
+profiles live in ``autopar/data/stacks/*.yaml`` (read by :mod:`autopar.io.stacks`),
+every number cited to the framework's source at a commit or to a measurement.
+
+``NEUTRAL`` is the idealised stack the cost formulas were first written for
+(fused kernels, FA3-class attention, every overlap the hardware allows, 10-byte
+logits): unit tests of the formulas use it; the CLI always names a real stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar.spec.hardware import Curve
+from autopar.spec.plan import Plan
+
+ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "sdpa")
+SELECTIVE_POLICIES = ("attention", "op")
+DP_GRANULARITY = ("bucket", "layer")
+LAUNCHERS = ("megatron", "torchtitan", "deepspeed", "none")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackProfile:
+    """One execution stack's kernels, overlaps, memory habits and plan rules."""
+
+    name: str  # profile name (--stack)
+    description: str  # one line for humans
+    launcher: str  # which framework --emit writes for this stack: megatron | torchtitan | deepspeed | none
+    # --- kernels ---
+    attention_kernel: str  # fa2 | fa3 | cudnn | sdpa: what the stack calls for causal attention
+    attention_vs_fa3: Curve  # seq_len -> its fwd+bwd throughput over FA3's on Hopper and later (1 elsewhere)
+    compiled: bool  # torch.compile (or hand-fused kernels) for norms, rope and activations
+    elementwise_passes: float  # HBM passes of norm/rope/activation/residual work, relative to one fused kernel each
+    layer_overhead_us: float  # launch gaps and small kernels per layer, forward + backward, microseconds
+    fp8_cast_bytes: float  # extra HBM bytes per element of every FP8 GEMM input (amax + cast, when not fused)
+    logit_bytes: float  # bytes held per vocabulary entry per token at the loss
+    # --- overlaps ---
+    tp_overlap: float  # fraction of TP collectives (with SP) hidden behind GEMMs
+    cp_overlap: bool  # the ring K/V exchange is overlapped with attention
+    ep_overlap: bool  # the MoE all-to-all is overlapped with another micro-batch's compute
+    dp_overlap: float  # fraction of a micro-batch's compute that DP/FSDP collectives can hide behind
+    # --- collectives ---
+    dp_granularity: str  # bucket (fixed-size buckets) | layer (one gather/reduce per transformer block)
+    dp_bucket_params: float  # parameters per DP bucket (granularity bucket; 0 = one collective per pass)
+    grad_reduce_bytes: float  # bytes per gradient element on the wire (fp32 4, bf16 2)
+    fp8_grad_reduce_bytes: float  # the same under the stack's FP8 recipe
+    # --- memory ---
+    selective: str  # what --recompute selective saves: attention (Megatron) | op (per-op SAC, every 2nd matmul)
+    fp8_weight_copy_bytes: float  # persistent FP8 weight copies (and transposes) per parameter
+    fp8_weight_copy_sharded: bool  # under ZeRO-3 the persistent FP8 copy is sharded like the weights
+    fp8_saves_fp8_inputs: bool  # FP8 GEMMs keep their saved inputs in FP8 (TE) rather than bf16 (torchao)
+    fp8_gather: bool  # ZeRO-3 all-gathers weights in FP8 (1 byte per parameter)
+    fixed_overhead_gib: float  # CUDA context, library workspaces, NCCL buffers
+    allocator_fragmentation: float  # caching-allocator slack, fraction of what it holds
+    # --- plan rules ---
+    parallelisms: tuple[str, ...]  # axes the stack can split: dp, tp, pp, cp, ep
+    cp_comms: tuple[str, ...]  # CP variants it implements: ring | allgather
+    zero_stages: tuple[int, ...]  # ZeRO stages the stack offers
+    vpp: bool  # interleaved pipeline schedule available
+    equal_stages: bool  # pipeline stages must hold equal layer counts
+    ep_over_tp: bool  # with etp = 1, EP ranks may span DP x CP x TP (Megatron's expert layout)
+    pipeline_counts_embedding: bool  # the embedding and the loss count as pipeline layers (Megatron layout)
+    citations: tuple[tuple[str, str], ...] = ()  # (field, source) pairs, as the profile file gives them
+    path: str = ""  # file it was read from
+
+    def refusal(self, plan: Plan) -> str | None:
+        """Why this stack cannot launch `plan` (an axis it lacks, a ZeRO stage, interleaving, a CP variant), or None."""
+        for axis in ("tp", "pp", "cp", "ep"):
+            if getattr(plan, axis) > 1 and axis not in self.parallelisms:
+                return f"stack {self.name} has no {axis.upper()} ({axis}={getattr(plan, axis)})"
+        if plan.zero not in self.zero_stages:
+            return f"stack {self.name} has no ZeRO stage {plan.zero} (it has {', '.join(map(str, self.zero_stages))})"
+        if plan.vpp > 1 and not self.vpp:
+            return f"stack {self.name} has no interleaved pipeline schedule (vpp={plan.vpp})"
+        if plan.cp > 1 and plan.cp_comm not in self.cp_comms:
+            return f"stack {self.name} exchanges CP K/V by {' or '.join(self.cp_comms)}, not {plan.cp_comm}"
+        return None
+
+    def grad_bytes(self, dtype: str) -> float:
+        """Bytes per gradient element in the DP reduce under `dtype`."""
+        return self.fp8_grad_reduce_bytes if dtype == "fp8" else self.grad_reduce_bytes
+
+    def attention_factor(self, seq_len: float, *, hopper: bool) -> float:
+        """Throughput of this stack's attention relative to the hardware profile's curve (FA3-class on Hopper)."""
+        curve = self.attention_vs_fa3
+        return curve(max(seq_len, curve.xs[0])) if hopper else 1.0
+
+
+_FLAT = Curve(xs=(1.0,), ys=(1.0,))
+
+NEUTRAL = StackProfile(
+    name="neutral", description="idealised stack of the cost formulas", launcher="none",
+    attention_kernel="fa3", attention_vs_fa3=_FLAT, compiled=True, elementwise_passes=1.0, layer_overhead_us=0.0,
+    fp8_cast_bytes=0.0, logit_bytes=10.0, tp_overlap=0.75, cp_overlap=True, ep_overlap=True, dp_overlap=0.9,
+    dp_granularity="bucket", dp_bucket_params=0.0, grad_reduce_bytes=4.0, fp8_grad_reduce_bytes=4.0, selective="attention",
+    fp8_weight_copy_bytes=2.0, fp8_weight_copy_sharded=False, fp8_saves_fp8_inputs=True, fp8_gather=False, fixed_overhead_gib=2.0,
+    allocator_fragmentation=0.07, parallelisms=("dp", "tp", "pp", "cp", "ep"), cp_comms=("ring", "allgather"),
+    zero_stages=(0, 1, 2, 3), vpp=True, equal_stages=False, ep_over_tp=False, pipeline_counts_embedding=False,
+)

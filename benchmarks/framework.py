@@ -1,0 +1,107 @@
+"""Framework benchmark rows (benchmarks/data/framework_runs.yaml): the published plan, costed on its stack.
+
+Each row states its full plan; we estimate exactly that plan on the row's stack
+and hardware, and say whether the stack's rules accept it and whether it fits.
+Recipe facts a row's source states (an overlap its recipe switches on) are
+applied per row below, each with the row and the reason; they are parts of the
+published run, not correction factors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from autopar.cost.step import Estimate, estimate
+from autopar.errors import AutoparError
+from autopar.io.models import from_yaml_mapping, load_model
+from autopar.io.profiles import load_hardware
+from autopar.io.stacks import load_stack
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan
+from autopar.spec.stack import StackProfile
+
+# The row's `framework` text -> autopar stack.
+STACK_OF = (("torchtitan", "torchtitan"), ("llm-foundry", "llm-foundry"), ("NeMo", "megatron"),
+            ("Megatron", "megatron"), ("DeepSpeed", "deepspeed"))
+
+# Rows whose hardware the source describes as other than the built-in profile.
+HARDWARE_OF = {
+    # torchtitan's tables ran on Grand Teton H100s: 96 GB HBM2e, 500 W power limit (the file's own note).
+    "tt_": "h100-96g-500w",
+}
+
+# Recipe facts stated by the row's source, by row id.
+RECIPE: dict[str, dict[str, Any]] = {
+    # DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 enables the MoE all-to-all overlap ("A2A overlap", row notes).
+    "mb2604_b200_deepseekv3_mxfp8_256": {"ep_overlap": True},
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrameworkResult:
+    id: str  # row id
+    stack: str  # stack it ran on
+    gpus: int  # GPUs
+    published: float  # tokens/s per GPU
+    predicted: float | None  # ours; None when the plan is refused
+    published_gib: float | None  # peak memory per GPU, where the source gives it
+    predicted_gib: float | None  # ours
+    accepted: bool  # the stack's rules accept the plan
+    fits: bool  # it fits in the GPU's memory by our model
+    why: str  # why refused, or the plan
+
+    @property
+    def error(self) -> float | None:
+        return None if self.predicted is None else self.predicted / self.published - 1
+
+    @property
+    def memory_error(self) -> float | None:
+        if self.published_gib is None or self.predicted_gib is None:
+            return None
+        return self.predicted_gib / self.published_gib - 1
+
+
+def stack_for(row: dict[str, Any]) -> StackProfile:
+    text = str(row.get("framework", ""))
+    name = next((s for key, s in STACK_OF if key.lower() in text.lower()), "megatron")
+    stack = load_stack(name)
+    return replace(stack, **RECIPE.get(row["id"], {}))
+
+
+def model_for(row: dict[str, Any]) -> ModelSpec:
+    m = row["model"]
+    return load_model(m) if isinstance(m, str) else from_yaml_mapping(dict(m), where=row["id"])
+
+
+def hardware_for(row: dict[str, Any]) -> str:
+    return next((hw for prefix, hw in HARDWARE_OF.items() if row["id"].startswith(prefix)), row["hardware"])
+
+
+def plan_for(row: dict[str, Any], stack: StackProfile) -> Plan:
+    dp = row["gpus"] // (row["tp"] * row["pp"] * row["cp"])
+    cp_comm = stack.cp_comms[0] if row["cp"] > 1 else "ring"
+    return Plan(dp=dp, tp=row["tp"], pp=row["pp"], vpp=row["vpp"], cp=row["cp"], ep=row["ep"], etp=row.get("etp", 1),
+                mbs=row["mbs"], recompute=row["recompute"], zero=row["zero"], sp=row["tp"] > 1, cp_comm=cp_comm)
+
+
+def evaluate(row: dict[str, Any]) -> FrameworkResult:
+    stack = stack_for(row)
+    model, hw = model_for(row), load_hardware(hardware_for(row))
+    job = Job(gpus=row["gpus"], gpus_per_node=hw.gpus_per_node, global_batch=row["global_batch"], seq_len=row["seq_len"],
+              dtype=row["dtype"])
+    plan = plan_for(row, stack)
+    base = dict(id=row["id"], stack=stack.name, gpus=row["gpus"], published=float(row["tokens_per_s_per_gpu"]),
+                published_gib=row.get("published_memory_gib"))
+    why = stack.refusal(plan)
+    est: Estimate | None = None
+    if why is None:
+        try:
+            est = estimate(model, hw, job, plan, stack=stack)
+        except AutoparError as exc:
+            why = str(exc)
+    if est is None:
+        return FrameworkResult(**base, predicted=None, predicted_gib=None, accepted=False, fits=False, why=why or "")
+    return FrameworkResult(**base, predicted=est.tokens_per_s_per_gpu, predicted_gib=est.memory.total / 2**30,
+                           accepted=True, fits=est.fits, why=plan.label())

@@ -1,0 +1,194 @@
+"""Published training runs (benchmarks/data/published_runs.yaml): predicted against the source's own figure.
+
+For each row with a stated throughput and parallel layout: build the model from
+the row, pick the built-in hardware profile of its GPU and the stack that ran it,
+fix the published degrees (and every knob the source states), let the search
+choose only what the source leaves open (micro-batch, interleaving), and convert
+our step time into the source's own FLOP convention (its `flop_formula`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from autopar.cost.flops import megatron_flops_per_iteration, model_flops_per_token
+from autopar.cost.step import Estimate
+from autopar.errors import InfeasibleError, SpecError
+from autopar.io.models import load_model
+from autopar.io.profiles import load_hardware
+from autopar.io.stacks import load_stack
+from autopar.search.planner import search
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
+from autopar.spec.stack import StackProfile
+
+# The stack that ran each row, by row id prefix: Megatron-LM/Megatron-Core papers and README, and
+# DeepSeek-V3's HAI-LLM (a Megatron-style stack: DualPipe, EP all-to-all overlap, ZeRO-1);
+# BLOOM trained with Megatron-DeepSpeed (DeepSpeed's pipeline engine and ZeRO-1 BF16 optimizer).
+STACK_OF = {"megatron": "megatron", "deepseek": "megatron", "bloom": "deepspeed"}
+# Recipe facts of a row's run: DeepSeek-V3 overlaps the all-to-all with computation (report sec. 3.2.1, DualPipe).
+RECIPE: dict[str, dict[str, Any]] = {"deepseek_v3_2048_h800": {"ep_overlap": True}}
+
+# Plan facts the rows imply but do not spell out, by row id prefix, with the reason.
+# These are parts of the published plan (what the framework could do then), not
+# correction factors.
+PLAN_FACTS: dict[str, dict[str, Any]] = {
+    # Megatron-LM 2021 predates sequence parallelism and the distributed optimizer (both 2022).
+    "megatron2021_": {"sp": False, "zero": 0},
+    # BLOOM: Megatron-DeepSpeed without SP; BF16_Optimizer shards optimizer state (ZeRO-1).
+    "bloom_": {"sp": False, "zero": 1},
+    # Megatron-Core r0.8 benchmarks: distributed optimizer with overlap (README), SP with TP comm overlap.
+    "megatron_readme_": {"zero": 1},
+}
+
+
+# Rows whose architecture the row's fields cannot express (MLA, MoE details): the built-in preset.
+ROW_PRESETS = {"deepseek_v3_2048_h800": "deepseek-v3"}
+
+
+def hardware_for(gpu: str) -> str | None:
+    g = gpu.lower()
+    if "a100" in g and "40" not in g:
+        return "a100-sxm-80g"
+    if "h100" in g:
+        return "h100-sxm"
+    if "h800" in g:
+        return "h800-sxm"
+    return None
+
+
+def dtype_of(row: dict[str, Any]) -> str:
+    return "fp8" if "fp8" in str(row.get("precision") or "").lower() else "bf16"
+
+
+def model_from_row(row: dict[str, Any]) -> ModelSpec:
+    if row["id"] in ROW_PRESETS:
+        return load_model(ROW_PRESETS[row["id"]])
+    m = row["model"]
+    h, heads = m["hidden"], m["heads"]
+    return ModelSpec(
+        name=row["id"], layers=m["layers"], hidden_size=h, num_attention_heads=heads,
+        num_kv_heads=m.get("kv_heads") or heads, head_dim=h // heads, ffn_hidden_size=m.get("ffn_hidden") or 4 * h,
+        ffn_activation="gelu", vocab_size=m["vocab"], seq_len=m["seq_len"], max_seq_len=m["seq_len"],
+        tie_embeddings=row["id"].startswith(("megatron2021_", "bloom_")),
+        dropout=row["id"].startswith("megatron2021_"),  # Megatron-LM 2021's GPT recipe: hidden dropout 0.1
+    )
+
+
+def fixed_knobs(row: dict[str, Any]) -> dict[str, Any]:
+    par = row["parallelism"]
+    fixed: dict[str, Any] = {"tp": par["tp"], "pp": par["pp"], "cp": par.get("cp") or 1}
+    if par.get("dp"):
+        fixed["dp"] = par["dp"]
+    if par.get("ep"):
+        fixed["ep"] = par["ep"]
+    zero = str(par.get("zero_or_fsdp") or "").lower()
+    if "zero-1" in zero or "zero stage 1" in zero:
+        fixed["zero"] = 1
+    rec = str(par.get("recompute") or "").lower()
+    if "full" in rec or rec.startswith("yes"):
+        fixed["recompute"] = "full"
+    elif "selective" in rec:
+        fixed["recompute"] = "selective"
+    if row.get("micro_batch_size"):
+        fixed["mbs"] = row["micro_batch_size"]
+    if par.get("sequence_parallel") is not None:
+        fixed["sp"] = bool(par["sequence_parallel"])
+    for prefix, facts in PLAN_FACTS.items():
+        if row["id"].startswith(prefix):
+            fixed.update(facts)
+    return fixed
+
+
+def published_flops_per_step(row: dict[str, Any], model: ModelSpec, job: Job) -> float:
+    """FLOPs per step in the source's own convention."""
+    formula = row["flop_formula"]
+    if formula.get("includes_recompute"):  # Narayanan et al. 2021 eq. (3), also BLOOM's logger
+        return megatron_flops_per_iteration(batch=job.global_batch, seq_len=job.seq_len, layers=model.layers,
+                                            hidden=model.hidden_size, vocab=model.vocab_size)
+    return model_flops_per_token(model, job.seq_len) * job.tokens_per_step  # Megatron-Core r0.8 = PaLM
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowResult:
+    id: str
+    stack: str  # the stack that ran it
+    gpus: int
+    metric: str  # what is compared: TFLOP/s per GPU in the source's convention, or tokens/s per GPU
+    published: float
+    predicted: float
+    fits: bool
+    accepted: bool  # the stack's rules admit a plan with the published degrees
+    plan: str
+    our_best_ratio: float | None  # our top plan's tokens/s over the published plan's (both predicted)
+    published_rank: int | None  # rank of the published plan in our full search (1 = our top)
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.published - 1
+
+
+def usable(row: dict[str, Any]) -> bool:
+    a, par, m = row["achieved"], row["parallelism"], row["model"]
+    measured = a.get("tflops_per_gpu") is not None or a.get("tokens_per_s_per_gpu") is not None
+    return (
+        measured and par.get("tp") is not None and par.get("pp") is not None
+        and (m.get("moe") is None or row["id"] in ROW_PRESETS) and hardware_for(row["hardware"]["gpu"]) is not None
+        and row["global_batch"].get("sequences") is not None
+    )
+
+
+def stack_for(row: dict[str, Any]) -> StackProfile:
+    name = next(s for prefix, s in STACK_OF.items() if row["id"].startswith(prefix))
+    return replace(load_stack(name), **RECIPE.get(row["id"], {}))
+
+
+def evaluate(row: dict[str, Any], *, rank: bool = False) -> RowResult:
+    """Predict one row; `rank` also runs the open search to place the published plan among ours (slow)."""
+    model = model_from_row(row)
+    stack = stack_for(row)
+    hw = load_hardware(hardware_for(row["hardware"]["gpu"]) or "")
+    job = Job(gpus=row["hardware"]["gpu_count"], gpus_per_node=hw.gpus_per_node,
+              global_batch=row["global_batch"]["sequences"], seq_len=row["model"]["seq_len"], dtype=dtype_of(row))
+    fixed = fixed_knobs(row)
+    fits = accepted = True
+    try:
+        ranked = search(model, hw, job, fixed=fixed, stack=stack).ranked
+    except InfeasibleError:
+        fits = False
+        try:
+            ranked = _ignore_memory(model, hw, job, fixed, stack)
+        except (InfeasibleError, SpecError):
+            accepted, ranked = False, ()
+    if not ranked:
+        return RowResult(id=row["id"], stack=stack.name, gpus=job.gpus, metric="-", published=0.0, predicted=0.0,
+                         fits=False, accepted=False, plan="refused", our_best_ratio=None, published_rank=None)
+    best: Estimate = ranked[0]
+    achieved = row["achieved"]
+    if achieved.get("tflops_per_gpu") is not None:
+        metric, published = "TFLOP/s/GPU", achieved["tflops_per_gpu"]
+        predicted = published_flops_per_step(row, model, job) / best.step_time_s / job.gpus / 1e12
+    else:
+        metric, published, predicted = "tokens/s/GPU", achieved["tokens_per_s_per_gpu"], best.tokens_per_s_per_gpu
+    ratio = place = None
+    if rank:
+        try:
+            ours = search(model, hw, job, stack=stack).ranked
+            ratio = ours[0].tokens_per_s / best.tokens_per_s
+            place = len([e for e in ours if e.tokens_per_s > best.tokens_per_s]) + 1
+        except InfeasibleError:
+            pass
+    p = best.plan
+    label = f"dp{p.dp} tp{p.tp} pp{p.pp} vpp{p.vpp}{f' ep{p.ep}' if p.ep > 1 else ''} mbs{p.mbs} {p.recompute} z{p.zero}"
+    label += f"{' sp' if p.sp else ''}{' ' + job.dtype if job.dtype != 'bf16' else ''}"
+    return RowResult(id=row["id"], stack=stack.name, gpus=job.gpus, metric=metric, published=published,
+                     predicted=predicted, fits=fits, accepted=accepted, plan=label, our_best_ratio=ratio,
+                     published_rank=place)
+
+
+def _ignore_memory(model: ModelSpec, hw: Any, job: Job, fixed: dict[str, Any],
+                   stack: StackProfile) -> tuple[Estimate, ...]:
+    """The published plan does not fit by our model: time it anyway, fastest first."""
+    roomy = replace(hw, memory_bytes=float("inf"))
+    return search(model, roomy, job, fixed=fixed, stack=stack).ranked
