@@ -29,6 +29,9 @@ GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs of the deployment.
 IslOpt = Annotated[int, typer.Option(help="Input (prompt) tokens per request.")]
 OslOpt = Annotated[int, typer.Option(help="Output tokens per request.")]
 FrameworkOpt = Annotated[str | None, typer.Option(help="vllm | sglang | trtllm (default: the --emit target, else vllm)")]
+VersionOpt = Annotated[str, typer.Option(
+    help="Framework version whose fitted constants to use (default: the newest fitted: vllm 0.12, sglang 0.5.6, "
+         "trtllm 1.0).")]
 EmitOpt = Annotated[str | None, typer.Option(help="Also print the launch lines and a benchmark: vllm | sglang | trtllm.")]
 WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)")]
 KvOpt = Annotated[str, typer.Option(help="auto | bf16 | fp8")]
@@ -64,6 +67,7 @@ def estimate_cmd(
     isl: IslOpt = 1024,
     osl: OslOpt = 1024,
     framework: FrameworkOpt = None,
+    framework_version: VersionOpt = "",
     weights: WeightsOpt = "bf16",
     kv_dtype: KvOpt = "auto",
     mode: Annotated[str, typer.Option(help="agg | disagg")] = "agg",
@@ -91,7 +95,7 @@ def estimate_cmd(
     try:
         advise.check_emit(emit)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
-                             weights=weights, kv_dtype=kv_dtype)
+                             weights=weights, kv_dtype=kv_dtype, framework_version=framework_version)
         wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
         if mode == "disagg":
             pre = advise.PoolArgs(tp=prefill_tp, pp=prefill_pp, dp=prefill_dp, ep=prefill_ep,
@@ -129,6 +133,7 @@ def suggest_cmd(
     ttft_ms: Annotated[float | None, typer.Option(help="TTFT target, ms.")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="TPOT target, ms (inter-token, after the first token).")] = None,
     framework: FrameworkOpt = None,
+    framework_version: VersionOpt = "",
     weights: WeightsOpt = "bf16",
     kv_dtype: Annotated[str | None, typer.Option(help="auto | bf16 | fp8 (default: try auto and fp8).")] = None,
     modes: Annotated[str, typer.Option(help="Comma-separated: agg, disagg.")] = "agg,disagg",
@@ -142,7 +147,7 @@ def suggest_cmd(
     try:
         advise.check_emit(emit)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
-                             weights=weights, kv_dtype=kv_dtype or "auto")
+                             weights=weights, kv_dtype=kv_dtype or "auto", framework_version=framework_version)
         kv = (kv_dtype,) if kv_dtype else ("auto", "fp8")
         result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                 modes=tuple(m.strip() for m in modes.split(",") if m.strip()), kv_dtypes=kv)

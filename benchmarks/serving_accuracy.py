@@ -16,7 +16,8 @@ workload (isl, osl, concurrency) and run through autopar's serving model
   and mode.
 
 `--fit FRAMEWORK` re-runs the coordinate search that set the framework's fitted
-constants in autopar/cost/serve_frameworks.py on the scored rows and prints them.
+constants in autopar/cost/serve_frameworks.py on the scored aggregated rows
+(disaggregated rows are held out) and prints them.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from autopar.cost import serve_frameworks
 from autopar.cost.flops import matmul_params
 from autopar.cost.serve import gemm_dtype
 from autopar.cost.serve_load import ServeEstimate, estimate
+from autopar.errors import SpecError
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware as _load_hardware
 from autopar.spec.model import ModelSpec
@@ -74,6 +76,14 @@ def _engine(tp: int, moe_tp: int, ep: int, dp: int, model: ModelSpec) -> Engine:
     return Engine(tp=tp, dp=dp, ep=ep if model.moe is not None else 1)
 
 
+def _fitted_version(name: str, version: str) -> str:
+    """The fitted constants a row's framework version uses: its own when fitted, else the newest."""
+    try:
+        return serve_frameworks.constants(name, version).version
+    except SpecError:
+        return serve_frameworks.DEFAULT_VERSION[name]
+
+
 def load_rows(path: Path) -> list[Row]:
     rows = []
     models: dict[str, ModelSpec] = {}
@@ -81,19 +91,21 @@ def load_rows(path: Path) -> list[Row]:
         for r in csv.DictReader(f):
             model = models.setdefault(r["model_path"], load_model(MODELS[r["model_path"]]))
             weights = "fp8" if r["gemm_quant_mode"] else "bf16"
+            version = _fitted_version(r["backend"], r["backend_version"])
             if r["mode"] == "disagg":
                 pre = _engine(_int(r["prefill_tp_size"]), _int(r["prefill_moe_tp_size"]), _int(r["prefill_moe_ep_size"]),
                               _int(r["prefill_attention_dp_size"]), model)
                 dec = _engine(_int(r["decode_tp_size"]), _int(r["decode_moe_tp_size"]), _int(r["decode_moe_ep_size"]),
                               _int(r["decode_attention_dp_size"]), model)
-                dep = Deployment(framework=r["backend"], mode="disagg", engine=dec, replicas=_int(r["decode_num_workers"]),
+                dep = Deployment(framework=r["backend"], framework_version=version, mode="disagg", engine=dec,
+                                 replicas=_int(r["decode_num_workers"]),
                                  prefill=pre, prefill_replicas=_int(r["prefill_num_workers"]), weights=weights)
                 conc = _int(r["decode_batch_size"]) * dep.replicas
                 layout = f"{dep.prefill_replicas}P(tp{pre.tp}) {dep.replicas}D(tp{dec.tp}x{dec.dp})"
             else:
                 eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]), _int(r["attention_dp_size"]),
                               model)
-                dep = Deployment(framework=r["backend"], mode="agg", engine=eng, replicas=1, weights=weights)
+                dep = Deployment(framework=r["backend"], framework_version=version, mode="agg", engine=eng, replicas=1, weights=weights)
                 conc = _int(r["batch_size"])
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
             wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
@@ -144,17 +156,19 @@ FIT_GRID = {
     "prefill_slowdown": (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0),
     "queue_share": (0.0, 0.02, 0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0),
     "prefill_mix": (0.2, 0.4, 0.6, 0.8, 1.0),
-    "moe_bandwidth": (0.2, 0.3, 0.4, 0.6, 0.8, 1.0),
+    "moe_layer_overhead_s": (0.0, 5e-5, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4),
 }
 
 
-def fit(rows: list[Row], framework: str, passes: int = 2) -> serve_frameworks.Framework:
-    """Coordinate search of the framework's fitted constants: mean of (TTFT + TPOT) MAPE over its models and GPUs."""
-    mine = [r for r in rows if r.dep.framework == framework]
-    current = serve_frameworks.FRAMEWORKS[framework]
+def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> serve_frameworks.Framework:
+    """Coordinate search of one framework version's fitted constants: mean of (TTFT + TPOT) MAPE over its
+    models and GPUs. Only aggregated rows are fitted; the disaggregated ones are held out to validate.
+    The search starts from a coarse grid over the two constants that trade TTFT against TPOT."""
+    name, version = key
+    mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"]
 
     def loss(fw: serve_frameworks.Framework) -> float:
-        serve_frameworks.FRAMEWORKS[framework] = fw
+        serve_frameworks.FITTED[key] = fw
         groups: dict[tuple[str, str], list[float]] = {}
         for row, est, kind in evaluate(mine):
             if kind == "scored":
@@ -162,15 +176,21 @@ def fit(rows: list[Row], framework: str, passes: int = 2) -> serve_frameworks.Fr
                 groups.setdefault((row.hw_name, row.model_key), []).append(err)
         return sum(sum(v) / len(v) for v in groups.values()) / max(1, len(groups))
 
-    best = loss(current)
-    for _, name in itertools.product(range(passes), FIT_GRID):
-        for value in FIT_GRID[name]:
-            trial = dataclasses.replace(current, **{name: value})
+    start = serve_frameworks.FITTED[key]
+    best, current = float("inf"), start
+    for q, mix in itertools.product(FIT_GRID["queue_share"], FIT_GRID["prefill_mix"]):
+        trial = dataclasses.replace(start, queue_share=q, prefill_mix=mix)
+        score = loss(trial)
+        if score < best:
+            best, current = score, trial
+    for _, field in itertools.product(range(passes), FIT_GRID):
+        for value in FIT_GRID[field]:
+            trial = dataclasses.replace(current, **{field: value})
             score = loss(trial)
             if score < best:
                 best, current = score, trial
-        print(f"  {name} = {getattr(current, name)}  (loss {best:.3f})", file=sys.stderr)
-    serve_frameworks.FRAMEWORKS[framework] = current
+        print(f"  {name} {version} {field} = {getattr(current, field)}  (loss {best:.3f})", file=sys.stderr)
+    serve_frameworks.FITTED[key] = current
     return current
 
 
@@ -178,11 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", type=Path, default=HERE / "data" / "serving_runs.csv")
     ap.add_argument("--rows", action="store_true", help="print every row's prediction")
-    ap.add_argument("--fit", choices=sorted(serve_frameworks.FRAMEWORKS), action="append", default=[])
+    ap.add_argument("--fit", choices=sorted({f"{n}@{v}" for n, v in serve_frameworks.FITTED}), action="append",
+                    default=[], help="refit one framework version's constants, e.g. sglang@0.5.1")
     args = ap.parse_args(argv)
     rows = load_rows(args.csv)
-    for name in args.fit:
-        print(name, fit(rows, name))
+    for item in args.fit:
+        name, version = item.split("@")
+        print(item, fit(rows, (name, version)))
     results = evaluate(rows)
     for kind in ("saturated", "not-reached"):
         listed = [(r, e) for r, e, k in results if k == kind]

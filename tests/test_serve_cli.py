@@ -125,3 +125,14 @@ def test_suggest_refusals(args: list[str], code: int, needle: str) -> None:
 def test_suggest_model_that_fits_nowhere_exits_1() -> None:
     r = runner.invoke(app, ["serve", "suggest", "llama3.1-405b", "--hardware", "h100-sxm", "--gpus", "1"])
     assert r.exit_code == 1 and "does not fit" in r.stderr
+
+
+def test_framework_version_selects_fitted_constants() -> None:
+    base = ["serve", "estimate", "qwen3-32b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "8", "--framework",
+            "sglang", "--concurrency", "64", "--isl", "1024", "--osl", "128"]
+    old = _json([*base, "--framework-version", "0.5.1.post1"])
+    new = _json(base)
+    assert old["framework_constants"] == "SGLang 0.5.1" and new["framework_constants"] == "SGLang 0.5.6"
+    assert old["ttft_ms"] != new["ttft_ms"]
+    r = runner.invoke(app, [*base, "--framework-version", "0.4"])
+    assert r.exit_code == 2 and "--framework-version" in r.stderr

@@ -13,7 +13,7 @@ import dataclasses
 import pytest
 
 from autopar.cost.serve import decode_step, kv_bytes_per_token, kv_pool_bytes, prefill_time, weight_bytes_per_gpu
-from autopar.cost.serve_frameworks import FRAMEWORKS
+from autopar.cost.serve_frameworks import constants
 from autopar.cost.serve_load import estimate
 from autopar.errors import SpecError
 from autopar.io.models import load_model
@@ -24,7 +24,7 @@ from tests.conftest import gpt_like
 
 BW = 1e12  # effective toy HBM bandwidth, B/s
 RATE = 1e15 * 0.5 * 0.75  # toy sustained GEMM rate, FLOP/s
-PLAIN = dataclasses.replace(FRAMEWORKS["vllm"], step_overhead_s=0.0, moe_bandwidth=1.0)
+PLAIN = dataclasses.replace(constants("vllm"), step_overhead_s=0.0, moe_layer_overhead_s=0.0)
 
 
 def test_kv_bytes_per_token_gqa_mla_and_replication() -> None:
@@ -107,7 +107,7 @@ def test_agg_closed_loop_identities(toy_hw: HardwareProfile) -> None:
     assert est.ttft_s == pytest.approx(sum(est.ttft_parts.values()))
     assert est.latency_s == pytest.approx(est.ttft_s + 63 * est.tpot_s)
     assert est.requests_per_s == pytest.approx(16 / est.latency_s)  # Little's law over the closed loop
-    fw = FRAMEWORKS["vllm"]
+    fw = constants("vllm")
     prefill = prefill_time(m, toy_hw, Engine(tp=1), weights="bf16", tokens=512, seq_len=512, fw=fw).total
     assert est.tpot_parts["prefill_mix"] == pytest.approx(fw.prefill_mix * (8 - 1) * prefill / 63)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autopar.cost.serve_frameworks import constants
 from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.emit.serving import ServeLaunch
 from autopar.errors import InfeasibleError, SpecError
@@ -26,6 +27,7 @@ class ServeContext:
     framework: str  # vllm | sglang | trtllm
     weights: str  # bf16 | fp8 | fp4 | int4
     kv_dtype: str  # auto | bf16 | fp8
+    framework_version: str = ""  # whose fitted constants apply ("" = the newest fitted)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +43,7 @@ class PoolArgs:
 
 
 def context(model: str, *, hardware: str | None, gpus: int | None, framework: str, weights: str,
-            kv_dtype: str) -> ServeContext:
+            kv_dtype: str, framework_version: str = "") -> ServeContext:
     if gpus is None:
         raise SpecError("--gpus is required")
     if gpus < 1:
@@ -50,8 +52,9 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
     hw, reason = resolve_hardware(hardware)
     # build a throwaway deployment to validate the names once, with the flags in the message
     Deployment(framework=framework, mode="agg", engine=Engine(), replicas=1, weights=weights, kv_dtype=kv_dtype)
+    version = constants(framework, framework_version).version  # refuses a version without fitted constants
     return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, framework=framework, weights=weights,
-                        kv_dtype=kv_dtype)
+                        kv_dtype=kv_dtype, framework_version=version)
 
 
 def _engine(args: PoolArgs, *, flag: str) -> Engine:
@@ -73,7 +76,8 @@ def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
     else:
         raise SpecError(f"--gpus ({ctx.gpus}) must be a multiple of one engine's GPUs "
                         f"(tp x pp x attention-dp = {engine.gpus})")
-    dep = Deployment(framework=ctx.framework, mode="agg", engine=engine, replicas=replicas, weights=ctx.weights,
+    dep = Deployment(framework=ctx.framework, framework_version=ctx.framework_version, mode="agg",
+                     engine=engine, replicas=replicas, weights=ctx.weights,
                      kv_dtype=ctx.kv_dtype)
     if dep.gpus != ctx.gpus:
         raise SpecError(f"--gpus ({ctx.gpus}) does not match the layout: tp x pp x dp = {dep.gpus}")
@@ -84,7 +88,8 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
     """--mode disagg: prefill and decode pools, each with its own layout; --gpus is the total."""
     if prefill.workers is None or decode.workers is None:
         raise SpecError("--mode disagg needs --prefill-workers and --decode-workers")
-    dep = Deployment(framework=ctx.framework, mode="disagg", engine=_engine(decode, flag="--decode-"),
+    dep = Deployment(framework=ctx.framework, framework_version=ctx.framework_version, mode="disagg",
+                     engine=_engine(decode, flag="--decode-"),
                      replicas=decode.workers, prefill=_engine(prefill, flag="--prefill-"),
                      prefill_replicas=prefill.workers, weights=ctx.weights, kv_dtype=ctx.kv_dtype)
     if dep.gpus != ctx.gpus:
@@ -111,7 +116,7 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
     Workload(isl=isl, osl=osl, concurrency=1)  # validates --isl/--osl
     targets = Targets(ttft_s=None if ttft_ms is None else ttft_ms / 1e3, tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
     result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.framework, weights=ctx.weights,
-                   kv_dtypes=kv_dtypes, modes=modes, targets=targets)
+                   kv_dtypes=kv_dtypes, version=ctx.framework_version, modes=modes, targets=targets)
     if not result.points:
         raise InfeasibleError(f"{ctx.model.name} with {ctx.weights} weights does not fit on {ctx.gpus} x {ctx.hw.name} "
                               f"in any layout ({result.layouts} tried): the weights and one request's KV cache "

@@ -174,8 +174,7 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
             gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
         w, k, c = _roofline(hw, dtype, gemms, dense * wb, kv)
         if part == "moe" and model.moe is not None:
-            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=b * engine.dp, expert_bytes=expert * wb,
-                                 fw=fw)
+            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=b * engine.dp, expert_bytes=expert * wb)
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
         tp_sum += count * ar if engine.tp > 1 else 0.0
@@ -185,25 +184,25 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
     if engine.pp > 1:
         hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
         p2p = (engine.pp - 1) * collective_time(hw, "send_recv", cal.ACT_BYTES * b * model.hidden_size, hop)
+    moe_layers = _part_counts(model)["moe"]
     return StepTime(weights=w_sum + w, kv=kv_sum, compute=comp_sum + c, tp_comm=tp_sum + p2p, ep_comm=ep_sum,
-                    overhead=fw.step_overhead_s)
+                    overhead=fw.step_overhead_s + moe_layers * fw.moe_layer_overhead_s)
 
 
-def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: str, tokens: float, expert_bytes: float,
-             fw: Framework) -> tuple[float, float, float]:
+def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: str, tokens: float,
+             expert_bytes: float) -> tuple[float, float, float]:
     """(weight read, compute excess, EP exchange) seconds of one MoE layer's routed experts.
 
     `tokens` is what the MoE layer sees: with attention-DP the tokens of every
     attention rank are gathered into it. The experts the step's tokens touch are
-    read once at the framework's fused-MoE bandwidth; grouped GEMMs run as one
-    kernel at the efficiency of their total size.
+    read once; grouped GEMMs run as one kernel at the efficiency of their total size.
     """
     moe = model.moe
     if moe is None:
         return 0.0, 0.0, 0.0
     local = moe.num_experts / engine.ep
     touched = local * (1.0 - (1.0 - 1.0 / moe.num_experts) ** (tokens * moe.top_k))
-    read = memory_time(hw, touched * expert_bytes) / fw.moe_bandwidth
+    read = memory_time(hw, touched * expert_bytes)
     flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
     comp = max(0.0, gemm_time(hw, dtype, flops) - read) if flops > 0 else 0.0
     ep = 0.0
@@ -235,7 +234,7 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
         if part == "attn":
             c += attn_flops / attn_rate
         if part == "moe" and model.moe is not None:
-            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=chunk, expert_bytes=expert * wb, fw=fw)
+            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=chunk, expert_bytes=expert * wb)
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, comp_sum, tp_sum = w_sum + count * w, comp_sum + count * c, tp_sum + count * ar
     lm = logits_gemm(model, tokens=max(1.0, chunk / seq_len), tp=engine.tp)

@@ -35,7 +35,7 @@ from autopar.cost.serve import (
     state_bytes_per_request,
     weight_bytes_per_gpu,
 )
-from autopar.cost.serve_frameworks import FRAMEWORKS
+from autopar.cost.serve_frameworks import constants
 from autopar.errors import SpecError
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
@@ -92,7 +92,7 @@ class ServeEstimate:
 
 def _pool(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, role: str, engine: Engine,
           replicas: int, step: StepTime, per_rank: float) -> PoolEstimate:
-    fw = FRAMEWORKS[dep.framework]
+    fw = constants(dep.framework, dep.framework_version)
     pool = kv_pool_bytes(model, hw, engine, weights=dep.weights, fw=fw)
     per_token = kv_bytes_per_token(model, engine, dep.kv_bytes)
     per_request = (wl.isl + wl.osl) * per_token + state_bytes_per_request(model, engine)
@@ -117,7 +117,7 @@ def estimate(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workloa
 
 
 def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
-    fw, engine = FRAMEWORKS[dep.framework], dep.engine
+    fw, engine = constants(dep.framework, dep.framework_version), dep.engine
     n = wl.concurrency / (dep.replicas * engine.dp)
     probe = _pool(model, hw, dep, wl, role="agg", engine=engine, replicas=dep.replicas, step=StepTime(
         weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0), per_rank=n)
@@ -162,7 +162,7 @@ def kv_transfer_time(model: ModelSpec, hw: HardwareProfile, dep: Deployment, isl
 
 
 def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
-    fw, dec, pre = FRAMEWORKS[dep.framework], dep.engine, dep.prefill
+    fw, dec, pre = constants(dep.framework, dep.framework_version), dep.engine, dep.prefill
     if pre is None:
         raise SpecError("--mode disagg needs the prefill engine (--prefill-tp ...)")
     n = wl.concurrency / (dep.replicas * dec.dp)

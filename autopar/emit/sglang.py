@@ -9,7 +9,7 @@ attention data-parallel ranks (attention TP = tp-size / dp-size), and
 
 from __future__ import annotations
 
-from autopar.cost.serve_frameworks import FRAMEWORKS
+from autopar.cost.serve_frameworks import constants
 from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, place, sglang_bench
 from autopar.spec.serve import Deployment, Engine, Workload
 
@@ -20,7 +20,7 @@ PORT = 30000
 
 
 def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> str:
-    fw = FRAMEWORKS["sglang"]
+    fw = constants(dep.framework, dep.framework_version)
     words = ["python", "-m", "sglang.launch_server", "--model-path", MODEL_VAR, "--tp-size", str(engine.tp * engine.dp)]
     if engine.dp > 1:
         words += ["--dp-size", str(engine.dp), "--enable-dp-attention"]

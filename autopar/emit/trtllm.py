@@ -12,7 +12,7 @@ runs attention alone, so the attention TP must be 1.
 
 from __future__ import annotations
 
-from autopar.cost.serve_frameworks import FRAMEWORKS
+from autopar.cost.serve_frameworks import constants
 from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, place, vllm_bench
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Workload
@@ -28,7 +28,7 @@ def launch(dep: Deployment, wl: Workload) -> ServeLaunch:
     if dep.prefill is not None:
         raise SpecError("--emit trtllm: disaggregated TensorRT-LLM runs under `trtllm-serve disaggregated -c CONFIG`, "
                         "which autopar does not write yet; emit the aggregated plan or use --emit vllm/sglang")
-    e, fw = dep.engine, FRAMEWORKS["trtllm"]
+    e, fw = dep.engine, constants(dep.framework, dep.framework_version)
     if e.dp > 1 and e.tp > 1:
         raise SpecError(f"--emit trtllm: TensorRT-LLM's attention-DP runs attention on one GPU per rank; "
                         f"use --tp 1 --dp {e.tp * e.dp} --attention-dp")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from autopar.cost.serve_frameworks import FRAMEWORKS
+from autopar.cost.serve_frameworks import constants
 from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, place, vllm_bench
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Engine, Workload
@@ -30,7 +30,7 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, disagg: bool) -> str:
     if engine.ep > 1 and engine.ep != engine.tp * engine.dp:
         raise SpecError(f"vLLM runs MoE experts either tensor-parallel (--ep 1) or expert-parallel over all "
                         f"tp x dp = {engine.tp * engine.dp} GPUs; --ep {engine.ep} is neither")
-    fw = FRAMEWORKS["vllm"]
+    fw = constants(dep.framework, dep.framework_version)
     words = ["vllm", "serve", MODEL_VAR, "--tensor-parallel-size", str(engine.tp)]
     if engine.pp > 1:
         words += ["--pipeline-parallel-size", str(engine.pp)]

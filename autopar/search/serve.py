@@ -80,14 +80,15 @@ def engines(model: ModelSpec, hw: HardwareProfile, gpus: int, *, max_pp: int, fr
 
 
 def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: str, weights: str,
-                kv_dtypes: tuple[str, ...], modes: tuple[str, ...]) -> Iterator[Deployment]:
+                kv_dtypes: tuple[str, ...], modes: tuple[str, ...], version: str = "") -> Iterator[Deployment]:
     """Every deployment of `gpus` GPUs in the given modes."""
     layouts = list(engines(model, hw, gpus, max_pp=gpus, framework=framework))
     for kv in kv_dtypes:
         if "agg" in modes:
             for e in layouts:
                 if gpus % e.gpus == 0:
-                    yield Deployment(framework=framework, mode="agg", engine=e, replicas=gpus // e.gpus, weights=weights,
+                    yield Deployment(framework=framework, framework_version=version, mode="agg",
+                                     engine=e, replicas=gpus // e.gpus, weights=weights,
                                      kv_dtype=kv)
         if "disagg" in modes:
             flat = [e for e in layouts if e.pp == 1]
@@ -96,7 +97,8 @@ def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: 
                     for x in range(1, gpus // pre.gpus):
                         rest = gpus - x * pre.gpus
                         if rest > 0 and rest % dec.gpus == 0:
-                            yield Deployment(framework=framework, mode="disagg", engine=dec, replicas=rest // dec.gpus,
+                            yield Deployment(framework=framework, framework_version=version, mode="disagg",
+                                             engine=dec, replicas=rest // dec.gpus,
                                              prefill=pre, prefill_replicas=x, weights=weights, kv_dtype=kv)
 
 
@@ -115,11 +117,12 @@ def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
 
 def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: str, weights: str,
           kv_dtypes: tuple[str, ...], modes: tuple[str, ...], targets: Targets,
-          concurrency: int | None = None) -> ServeSweep:
+          concurrency: int | None = None, version: str = "") -> ServeSweep:
     """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets."""
     points: list[ServeEstimate] = []
     layouts = 0
-    for dep in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes, modes=modes):
+    for dep in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes, modes=modes,
+                           version=version):
         layouts += 1
         first = estimate(model, hw, dep, Workload(isl=isl, osl=osl, concurrency=concurrency or 1))
         if not first.fits:

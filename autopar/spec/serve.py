@@ -79,6 +79,7 @@ class Deployment:
 
     framework: str  # vllm | sglang | trtllm
     mode: str  # agg | disagg
+    framework_version: str = ""  # version whose fitted constants apply ("" = the newest fitted)
     engine: Engine  # agg: every engine; disagg: the decode engines
     replicas: int  # agg: engines; disagg: decode workers
     weights: str = "bf16"  # bf16 | fp8 | fp4 | int4 (weight-only)
