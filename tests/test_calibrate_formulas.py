@@ -207,3 +207,19 @@ def test_pipelines_need_pp_micro_batches(small) -> None:
     req = parse_plan("pp2,gb1")
     with pytest.raises(SpecError, match=r"at least pp \(2\) micro-batches per step; gb / \(dp \* mbs\) = 1"):
         make_job(small, req, gpus=2)
+
+
+def test_an_eager_stack_counts_its_own_activation_bytes(small) -> None:
+    """A stack profile with memory.activation_saves: eager-torch gets habits.EAGER_TORCH's bytes per dense
+    layer (the ones calibrate measures to the byte), not the fused formula scaled by a factor."""
+    from dataclasses import replace
+
+    from autopar.cost.memory import layer_activation_bytes
+    from autopar.spec.stack import NEUTRAL
+
+    eager = replace(NEUTRAL, activation_saves="eager-torch")
+    plan = Plan(dp=1, tp=2, pp=1, sp=True)
+    assert layer_activation_bytes(small, "dense", tokens=T, plan=plan, stack=eager) == 1_741_824
+    assert layer_activation_bytes(small, "dense", tokens=T, plan=plan, stack=NEUTRAL) == 1_114_112
+    full = replace(plan, recompute="full")  # under full recompute only the layer input, either way
+    assert layer_activation_bytes(small, "dense", tokens=T, plan=full, stack=eager) == 2 * T * 256 / 2

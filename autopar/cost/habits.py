@@ -28,8 +28,11 @@ measures exactly:
   terms divide by t under sequence parallelism). For a 4-layer Llama of
   hidden 256 this is 1.44x FUSED on one rank and 1.56x under tp2 with SP.
 
-The stack profiles (spec/stack.py) name one of each; `calibrate --save`
-records the measured ratio to the stack's formula as a bounded correction.
+A stack profile names its activation habit (``memory.activation_saves`` in
+data/stacks/*.yaml, fused by default); memory.py then counts a dense layer
+without recompute as that habit saves it. `calibrate --save` records the
+measured ratio to the fused formula as a bounded correction of a hardware
+profile.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.cost import calibration as cal
-from autopar.cost.memory import block_activation_bytes
 from autopar.spec.model import ModelSpec
 
 
@@ -77,7 +79,14 @@ def dense_block_activation_bytes(model: ModelSpec, saves: ActivationSaves, *, to
     gathered K and V, cp times its own (the fused formula counts them as a transient instead).
     """
     if not saves.eager:
+        from autopar.cost.memory import block_activation_bytes  # memory.py reads this module
+
         return block_activation_bytes(model, tokens=tokens, tp=tp, sp=sp, recompute="none")
+    return eager_block_bytes(model, tokens=tokens, tp=tp, sp=sp, cp=cp)
+
+
+def eager_block_bytes(model: ModelSpec, *, tokens: float, tp: int, sp: bool, cp: int = 1) -> float:
+    """EAGER_TORCH's bytes for one dense block (see the module docstring)."""
     h, t = model.hidden_size, tp
     shard = t if sp and t > 1 else 1
     norm = tokens * (4 * h + 4 + 2 * h) / shard

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from autopar.cost import calibration as cal
 from autopar.cost.compute import kv_bytes_per_token
+from autopar.cost.habits import eager_block_bytes
 from autopar.cost.memo import Memo
 from autopar.cost.pipeline import in_flight_microbatches, rank_kinds
 from autopar.spec.families import KIND_PARTS
@@ -124,6 +125,8 @@ def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: 
     (split by tp under SP)."""
     if plan.recompute == "full":
         return cal.ACT_BYTES * tokens * model.hidden_size / (plan.tp if plan.sp and plan.tp > 1 else 1)
+    if stack.activation_saves == "eager-torch" and kind == "dense" and plan.recompute == "none" and not fp8:
+        return eager_block_bytes(model, tokens=tokens, tp=plan.tp, sp=plan.sp)
     fp8 = fp8 and stack.fp8_saves_fp8_inputs
     op = plan.recompute == "selective" and stack.selective == "op"
     total = 0.0

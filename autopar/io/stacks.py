@@ -13,7 +13,8 @@ kernels: {attention: fa2, attention_vs_fa3: [[512, 0.67], ...], compiled: true, 
 overlap: {tp: 0.6, cp: false, ep: false, dp: 0.9}
 collectives: {dp_granularity: layer, dp_bucket_params: 0, grad_reduce_bytes: 4, fp8_grad_reduce_bytes: 4}
 memory: {selective: op, fp8_weight_copy_bytes: 0, fp8_weight_copy_sharded: false, fp8_saves_fp8_inputs: false,
-         fp8_gather: true, fixed_overhead_gib: 2, allocator_fragmentation: 0.07}
+         fp8_gather: true, fixed_overhead_gib: 2, allocator_fragmentation: 0.07,
+         activation_saves: fused}         # optional: fused | eager-torch (cost/habits.py)
 plan_rules: {parallelisms: [dp, tp, pp, cp], cp_comms: [allgather], zero_stages: [2, 3], vpp: true,
              equal_stages: false, ep_over_tp: false, pipeline_counts_embedding: false}
 citations: {kernels.attention: "...", ...}   # dotted field -> source; every number is cited
@@ -30,7 +31,14 @@ from autopar.errors import SpecError
 from autopar.io.strict import Fields, did_you_mean, load_mapping
 from autopar.spec.hardware import Curve
 from autopar.spec.plan import CP_COMMS, ZERO_STAGES
-from autopar.spec.stack import ATTENTION_KERNELS, DP_GRANULARITY, LAUNCHERS, SELECTIVE_POLICIES, StackProfile
+from autopar.spec.stack import (
+    ACTIVATION_SAVES,
+    ATTENTION_KERNELS,
+    DP_GRANULARITY,
+    LAUNCHERS,
+    SELECTIVE_POLICIES,
+    StackProfile,
+)
 
 SCHEMA_VERSION = 1
 DEFAULT_STACK = "megatron"  # the stack of the published Megatron-Core runs the cost model was first checked on
@@ -79,6 +87,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         fp8_weight_copy_sharded=m.flag("fp8_weight_copy_sharded", False),
         fp8_saves_fp8_inputs=m.flag("fp8_saves_fp8_inputs", False), fp8_gather=m.flag("fp8_gather", False),
         fixed_overhead_gib=m.number("fixed_overhead_gib"), allocator_fragmentation=_fraction(m, "allocator_fragmentation"),
+        activation_saves=m.text("activation_saves", "fused", choices=ACTIVATION_SAVES),
         parallelisms=_choices(r, "parallelisms", AXES), cp_comms=_choices(r, "cp_comms", CP_COMMS),
         zero_stages=tuple(int(z) for z in _choices(r, "zero_stages", ZERO_STAGES)),
         vpp=r.flag("vpp", False), equal_stages=r.flag("equal_stages", False), ep_over_tp=r.flag("ep_over_tp", False),

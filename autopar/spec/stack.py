@@ -22,6 +22,7 @@ ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "sdpa")
 SELECTIVE_POLICIES = ("attention", "op")
 DP_GRANULARITY = ("bucket", "layer")
 LAUNCHERS = ("megatron", "torchtitan", "deepspeed", "none")
+ACTIVATION_SAVES = ("fused", "eager-torch")  # what a dense block keeps for backward (cost/habits.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +58,9 @@ class StackProfile:
     fp8_gather: bool  # ZeRO-3 all-gathers weights in FP8 (1 byte per parameter)
     fixed_overhead_gib: float  # CUDA context, library workspaces, NCCL buffers
     allocator_fragmentation: float  # caching-allocator slack, fraction of what it holds
+    # fused (Korthikanti et al. with fused kernels) | eager-torch (what eager PyTorch saves, as `autopar calibrate`
+    # measures it: fp32 RMSNorm, SiLU output, gathered TP inputs); dense layers without recompute only
+    activation_saves: str = "fused"
     # --- plan rules ---
     parallelisms: tuple[str, ...]  # axes the stack can split: dp, tp, pp, cp, ep
     cp_comms: tuple[str, ...]  # CP variants it implements: ring | allgather
