@@ -80,7 +80,21 @@ class _Config:
     def spec(self, **fields: Any) -> ModelSpec:
         max_seq = fields.pop("max_seq_len")
         fields.setdefault("seq_len", min(max_seq, _DEFAULT_SEQ_CAP))
-        return ModelSpec(name=self.name, max_seq_len=max_seq, source=self.where, **fields)
+        return ModelSpec(name=self.name, max_seq_len=max_seq, source=self.where, **self.arch(), **fields)
+
+    def arch(self) -> dict[str, Any]:
+        """Norm, positions, rotary base, biases and QK norm, as transformers' modeling code for the type has them."""
+        if self.kind in _SSM_KINDS:  # Mamba stacks carry position in the recurrence: no position embedding
+            return {"position_embedding": "none"}
+        if self.kind == "gpt2":
+            return {"norm": "layernorm", "position_embedding": "learned", "linear_bias": True}
+        nested = self.data.get("rope_parameters")
+        theta = (nested if isinstance(nested, dict) else self.data).get("rope_theta", 10000.0)
+        if isinstance(theta, bool) or not isinstance(theta, int | float) or theta <= 0:
+            raise self.f.fail("rope_theta", f"expected a positive number, got {theta!r}")
+        bias = self.kind == "gpt_neox" or self.f.flag("attention_bias", False) or self.f.flag("mlp_bias", False)
+        return {"norm": "layernorm" if self.kind == "gpt_neox" else "rmsnorm", "rope_base": float(theta),
+                "linear_bias": bias, "qk_norm": self.kind in ("qwen3", "qwen3_moe")}
 
 
 # --- dense transformers ------------------------------------------------------------
@@ -302,6 +316,8 @@ def _mamba_ssm(c: _Config) -> ModelSpec:
                   seq_len=_SSM_SEQ_LEN, max_seq_len=_SSM_MAX_SEQ, tie_embeddings=f.flag("tie_embeddings", True),
                   mamba=mamba, **widths)
 
+
+_SSM_KINDS = ("mamba2", "nemotron_h", "mamba_ssm")
 
 _READERS: dict[str, Callable[[_Config], ModelSpec]] = {
     "gpt2": _gpt2,

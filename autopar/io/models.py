@@ -12,7 +12,7 @@ from autopar.io.hf_config import from_hf_config
 from autopar.io.strict import Fields, did_you_mean, load_mapping, named
 from autopar.spec.families import MambaSpec, MLASpec, MoESpec
 from autopar.spec.limits import MAX_CAPACITY_FACTOR, MODEL_KEY_LIMITS
-from autopar.spec.model import ACTIVATIONS, ModelSpec
+from autopar.spec.model import ACTIVATIONS, NORMS, POSITIONS, ModelSpec
 
 
 def preset_names() -> list[str]:
@@ -68,6 +68,11 @@ def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
         tie_embeddings=f.flag("tie_embeddings", False),
         source=f.text("source", where),
         dropout=f.flag("dropout", False),
+        norm=f.text("norm", "rmsnorm", choices=NORMS),
+        position_embedding=f.text("position_embedding", "rope", choices=POSITIONS),
+        rope_base=f.number("rope_base", 10000.0),
+        linear_bias=f.flag("linear_bias", False),
+        qk_norm=f.flag("qk_norm", False),
         moe=moe,
         mla=mla,
         mamba=mamba,

@@ -13,6 +13,8 @@ from autopar.errors import SpecError
 from autopar.spec.families import KIND_PARTS, PATTERN_KINDS, MambaSpec, MLASpec, MoESpec
 
 ACTIVATIONS = ("swiglu", "gelu", "relu2")
+NORMS = ("rmsnorm", "layernorm", "layernorm1p")  # layernorm1p: LayerNorm with a zero-centred gamma (Nemotron)
+POSITIONS = ("rope", "learned", "alibi", "none")  # none: no position signal (Mamba and hybrid stacks)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +38,12 @@ class ModelSpec:
     moe: MoESpec | None = None  # routed experts in place of the dense MLP
     mla: MLASpec | None = None  # multi-head latent attention in place of GQA
     mamba: MambaSpec | None = None  # Mamba-2 layers and the hybrid layer pattern
+    # Architecture details a launch needs to build the same network (no effect on cost):
+    norm: str = "rmsnorm"  # rmsnorm | layernorm | layernorm1p
+    position_embedding: str = "rope"  # rope | learned | alibi | none
+    rope_base: float = 10000.0  # rotary base (theta); read only with rope
+    linear_bias: bool = False  # biases on the attention and MLP linears (GPT-2/3, BLOOM)
+    qk_norm: bool = False  # a norm on each query and key head (Qwen3, OLMo 2)
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_kv_heads:
@@ -45,6 +53,13 @@ class ModelSpec:
             )
         if self.ffn_activation not in ACTIVATIONS:
             raise SpecError(f"{self.name}: ffn_activation must be one of {', '.join(ACTIVATIONS)}")
+        if self.norm not in NORMS:
+            raise SpecError(f"{self.name}: norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
+        if self.position_embedding not in POSITIONS:
+            raise SpecError(f"{self.name}: position_embedding must be one of {', '.join(POSITIONS)}, "
+                            f"got {self.position_embedding!r}")
+        if self.rope_base <= 0:
+            raise SpecError(f"{self.name}: rope_base must be > 0, got {self.rope_base}")
         if self.max_seq_len < self.seq_len:
             raise SpecError(f"{self.name}: max_seq_len ({self.max_seq_len}) is below seq_len ({self.seq_len})")
         if self.mamba is not None:
@@ -99,7 +114,8 @@ class ModelSpec:
         h = self.hidden_size
         if self.mla is not None:
             return self.mla.params(h, self.num_attention_heads)
-        return h * self.q_width + 2 * h * self.kv_width + self.q_width * h
+        qk_norm = 2 * self.head_dim if self.qk_norm else 0  # one RMSNorm weight per head width, for q and for k
+        return h * self.q_width + 2 * h * self.kv_width + self.q_width * h + qk_norm
 
     def mlp_params(self) -> int:
         return self.mlp_matrices * self.hidden_size * self.ffn_hidden_size
