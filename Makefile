@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,profile]'
+	$(PY) -m pip install -q -e '.[dev,profile,frameworks]'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -141,7 +141,13 @@ EmitOpt = Annotated[str | None, typer.Option(
     autocompletion=complete_emit)]
 EmitOutOpt = Annotated[Path | None, typer.Option(help="Write the --emit launch to this file instead of printing it.")]
 TitanOpt = Annotated[str | None, typer.Option(
-    help="torchtitan config function for the model, NAME or MODULE:NAME (e.g. llama3_70b); needed by --emit torchtitan.")]
+    help="torchtitan config function, NAME or MODULE:NAME (e.g. llama3_70b); presets have a default.")]
+ExtraOpt = Annotated[str | None, typer.Option(
+    help="Framework arguments appended to the --emit command, as one shell-quoted string.")]
+PartitionOpt = Annotated[str | None, typer.Option(help="SLURM partition for --emit slurm*.")]
+TimeOpt = Annotated[str | None, typer.Option(help="SLURM time limit for --emit slurm*, e.g. 04:00:00.")]
+AccountOpt = Annotated[str | None, typer.Option(help="SLURM account for --emit slurm*.")]
+QosOpt = Annotated[str | None, typer.Option(help="SLURM quality of service for --emit slurm*.")]
 
 
 def _console() -> Console:
@@ -171,6 +177,11 @@ def suggest(
     emit: EmitOpt = None,
     emit_out: EmitOutOpt = None,
     torchtitan_config: TitanOpt = None,
+    emit_extra: ExtraOpt = None,
+    slurm_partition: PartitionOpt = None,
+    slurm_time: TimeOpt = None,
+    slurm_account: AccountOpt = None,
+    slurm_qos: QosOpt = None,
     plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs autopar[plot]).")]
     = None,
     seq_len_dist: DistOpt = None,
@@ -179,10 +190,13 @@ def suggest(
     """Search every parallel plan for a job and rank them by tokens/s."""
     from autopar.advise import launch
     from autopar.advise import train as advise
+    from autopar.emit.slurm import SlurmOptions
     from autopar.render import report
 
     try:
-        want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
+        want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,
+                              slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
+                                                 qos=slurm_qos))
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist, stack=stack)
         if seq_len_dist is not None:
@@ -195,7 +209,8 @@ def suggest(
             varlen_result = advise_varlen.suggest_varlen(ctx, dist, sequences=global_batch, strategy=varlen_strategy)
             best = varlen_result.plans[0].estimate
             extra, note = advise_varlen.launch_args(want, varlen_strategy, best, varlen_result.fixed.ctx.job)
-            launched = launch.prepare(want, varlen_result.fixed.ctx, best.plan, extra_args=extra)
+            launched = launch.prepare(want, varlen_result.fixed.ctx, [p.estimate.plan for p in varlen_result.plans],
+                                      extra_args=extra)
             launch_doc = {**report.launch_dict(launched), **({"launch_note": note} if note else {})}
             if json_out:
                 print(report_varlen.suggestion_json(varlen_result, top, launch=launch_doc))
@@ -206,7 +221,7 @@ def suggest(
                     _console().print(f"launch: {note}")
             return
         result = advise.suggest(ctx)
-        launched = launch.prepare(want, result.ctx, result.result.ranked[0].plan)
+        launched = launch.prepare(want, result.ctx, [r.plan for r in result.result.ranked])
         plotted = None
         if plot is not None:
             from autopar.render.plot import write_plot
@@ -247,12 +262,18 @@ def estimate(
     emit: EmitOpt = None,
     emit_out: EmitOutOpt = None,
     torchtitan_config: TitanOpt = None,
+    emit_extra: ExtraOpt = None,
+    slurm_partition: PartitionOpt = None,
+    slurm_time: TimeOpt = None,
+    slurm_account: AccountOpt = None,
+    slurm_qos: QosOpt = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = "megatron_dynamic_cp",
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
     from autopar.advise import launch
     from autopar.advise import train as advise
+    from autopar.emit.slurm import SlurmOptions
     from autopar.render import report
 
     def explain_plan(ctx: advise.Context) -> advise.Explained:
@@ -260,7 +281,9 @@ def estimate(
                               recompute=recompute, zero=zero, sp=sp)
 
     try:
-        want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config)
+        want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,
+                              slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
+                                                 qos=slurm_qos))
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist, stack=stack)
         if seq_len_dist is not None:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from autopar.advise import launch
 from autopar.cli import app
+from autopar.emit.slurm import SlurmOptions
 from autopar.errors import SpecError
 from autopar.spec.job import Job
 
@@ -45,10 +46,9 @@ def one_line_error(result: Any, message: str) -> None:
 
 @pytest.mark.parametrize(("kind", "out", "config", "message"), [
     (None, Path("x.sh"), None, "--emit-out needs --emit"),
-    (None, None, "llama3_70b", "--torchtitan-config needs --emit torchtitan"),
+    (None, None, "llama3_70b", "--torchtitan-config needs --emit"),
+    ("megatron", None, "llama3_70b", "--torchtitan-config needs --emit torchtitan"),
     ("deepspeed", None, None, "--emit must be one of megatron, torchtitan, slurm, slurm-torchtitan, got 'deepspeed'"),
-    ("torchtitan", None, None, "--emit torchtitan needs --torchtitan-config NAME"),
-    ("slurm-torchtitan", None, None, "--emit slurm-torchtitan needs --torchtitan-config NAME"),
     ("torchtitan", None, "llama3 70b", "expected NAME or MODULE:NAME"),
     ("torchtitan", None, "llama3:", "expected NAME or MODULE:NAME"),
 ])
@@ -57,12 +57,16 @@ def test_request_refuses_inconsistent_options(kind: str | None, out: Path | None
         launch.request(kind, out=out, torchtitan_config=config)
 
 
-def test_request_parses_the_torchtitan_config() -> None:
+def test_request_reads_extra_words_and_slurm_options() -> None:
     assert launch.request(None, out=None, torchtitan_config=None) is None
-    req = launch.request("torchtitan", out=None, torchtitan_config="llama3_70b")
-    assert req is not None and (req.titan_module, req.titan_config) == ("llama3", "llama3_70b")
-    req = launch.request("slurm-torchtitan", out=None, torchtitan_config="models.qwen3:qwen3_8b")
-    assert req is not None and (req.titan_module, req.titan_config) == ("models.qwen3", "qwen3_8b")
+    req = launch.request("megatron", out=None, torchtitan_config=None, extra="--log-interval 1 --save '/ck pt'")
+    assert req is not None and req.extra == ("--log-interval", "1", "--save", "/ck pt")
+    with pytest.raises(SpecError, match="--emit-extra: No closing quotation"):
+        launch.request("megatron", out=None, torchtitan_config=None, extra="--save '/x")
+    with pytest.raises(SpecError, match="--slurm-\\* options need --emit slurm"):
+        launch.request("megatron", out=None, torchtitan_config=None, slurm=SlurmOptions(qos="high"))
+    with pytest.raises(SpecError, match="--emit-extra needs --emit"):
+        launch.request(None, out=None, torchtitan_config=None, extra="--x")
 
 
 @pytest.mark.parametrize(("gpus", "per_node", "layout"), [(64, 8, (8, 8)), (8, 8, (1, 8)), (4, 8, (1, 4)), (16, 4, (4, 4))])
@@ -110,13 +114,46 @@ def test_torchrun_parses_the_emitted_launcher() -> None:
     assert args.training_script_args[-1] == f"activation-checkpoint:{doc['recompute']}"
 
 
-def test_torchtitan_without_config_is_one_line_exit_2() -> None:
-    one_line_error(runner.invoke(app, [*SUGGEST_8B, "--emit", "torchtitan"]), "--emit torchtitan needs --torchtitan-config")
+def test_torchtitan_config_defaults_from_the_preset() -> None:
+    doc = json.loads(runner.invoke(app, [*SUGGEST_8B, "--json", "--emit", "torchtitan"]).stdout)
+    assert words(doc["launch"])[words(doc["launch"]).index("--module"):][:4] == ["--module", "llama3", "--config", "llama3_8b"]
+
+
+def test_torchtitan_without_a_known_config_is_one_line_exit_2() -> None:
+    r = runner.invoke(app, ["suggest", "gpt3-175b", "--gpus", "64", "--emit", "torchtitan"])
+    one_line_error(r, "torchtitan has no known config for gpt3-175b: give --torchtitan-config")
 
 
 def test_spec_error_from_emit_is_one_line_exit_2() -> None:
     r = runner.invoke(app, [*ESTIMATE_70B, "--dtype", "fp16", "--emit", "torchtitan", "--torchtitan-config", "llama3_70b"])
-    one_line_error(r, "torchtitan's command line sets bf16 mixed precision only")
+    one_line_error(r, "torchtitan 0.3.0 cannot run this plan: its command line sets bf16 mixed precision only")
+
+
+def test_estimate_names_the_nearest_plan_torchtitan_runs() -> None:
+    """All-gather CP is not torchtitan's: the same plan with the ring is the nearest it runs."""
+    r = runner.invoke(app, ["estimate", "llama3.1-70b", "--gpus", "64", "--tp", "8", "--pp", "2", "--cp", "2",
+                            "--cp-comm", "allgather", "--seq-len", "32768", "--no-explain", "--emit", "torchtitan"])
+    one_line_error(r, "its context parallelism exchanges K/V in a ring (no all-gather CP); the nearest plan it can "
+                   "run: --tp 8 --pp 2 --vpp 1 --cp 2 --cp-comm ring")
+
+
+def test_suggest_emit_torchtitan_launches_the_best_plan_it_can_run() -> None:
+    """qwen3-30b-a3b on 64 GPUs: the best plans use all-gather CP, which torchtitan lacks; the launch is the
+    best ranked plan it runs, and a note names the plan skipped."""
+    from autopar.advise import train as advise
+    from autopar.emit import torchtitan
+
+    ctx = advise.context("qwen3-30b-a3b", hardware=None, gpus=64, nodes=None, global_batch=None, seq_len=None,
+                         dtype="bf16", seq_len_dist=None)
+    ranked = [r.plan for r in advise.suggest(ctx).result.ranked]
+    assert ranked[0].cp_comm == "allgather" and ranked[0].cp > 1
+    got = launch.prepare(launch.request("torchtitan", out=None, torchtitan_config=None), ctx, ranked)
+    assert got is not None
+    want = next(i for i, p in enumerate(ranked) if torchtitan.unsupported(ctx.model, p, ctx.job) is None)
+    assert got.plan == ranked[want] and want > 0
+    assert got.notes[0] == (f"the best plan ({ranked[0].label()}) cannot run on torchtitan 0.3.0: its context "
+                            "parallelism exchanges K/V in a ring (no all-gather CP); launching plan "
+                            f"#{want + 1} ({ranked[want].label()}), the best it can run")
 
 
 def test_estimate_emit_uses_the_given_plan() -> None:

@@ -1,30 +1,36 @@
 """From an answer to a launch: which framework's command, on how many nodes, and where it goes.
 
-Glue between the CLI's ``--emit`` options and the pure string builders of ``autopar.emit.targets``:
+Glue between the CLI's ``--emit`` options and the pure string builders of ``autopar.emit``:
 
-- ``megatron``          torchrun + Megatron-LM's ``pretrain_gpt.py``
-- ``torchtitan``        torchrun + ``torchtitan.train`` (needs the name of torchtitan's config function)
+- ``megatron``          torchrun + Megatron-LM (``pretrain_gpt.py``, ``pretrain_mamba.py`` for hybrids)
+- ``torchtitan``        torchrun + ``torchtitan.train`` (its config function: from the preset, or --torchtitan-config)
 - ``slurm``             an sbatch script running the Megatron-LM command once per node
 - ``slurm-torchtitan``  the same with the torchtitan command
 
 One torchrun per node: nnodes = gpus / gpus_per_node and nproc_per_node = gpus_per_node, or one
 node with all the GPUs when the job fits in one. Every node meets at a c10d rendezvous on
 ``$MASTER_ADDR:29500`` (``localhost:29500`` for a single node outside SLURM).
+
+torchtitan runs fewer plans than the cost model ranks. ``suggest`` launches the best ranked plan
+torchtitan can run and says which it skipped; ``estimate`` refuses a plan torchtitan cannot run
+and names the nearest one it can.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autopar.advise.train import Context
-from autopar.emit import targets as emit
+from autopar.emit import megatron, torchtitan
+from autopar.emit.slurm import SlurmOptions, slurm_script
 from autopar.errors import SpecError
 from autopar.io.files import write_atomic
 from autopar.spec.job import Job
-from autopar.spec.plan import Plan
+from autopar.spec.plan import Plan, validate
 
 EMIT_KINDS = ("megatron", "torchtitan", "slurm", "slurm-torchtitan")
 FRAMEWORK = {"megatron": "Megatron-LM", "torchtitan": "torchtitan", "slurm": "Megatron-LM",
@@ -39,8 +45,9 @@ class LaunchRequest:
 
     kind: str  # one of EMIT_KINDS
     out: Path | None  # write here instead of printing (--emit-out)
-    titan_module: str  # torchtitan's model module (--module), e.g. llama3
-    titan_config: str | None  # torchtitan's config function (--config), e.g. llama3_70b
+    titan_config: str | None  # torchtitan's config function, NAME or MODULE:NAME (--torchtitan-config)
+    extra: tuple[str, ...] = ()  # framework words appended to the command (--emit-extra)
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)  # --slurm-partition/-time/-account/-qos
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,29 +61,39 @@ class Launch:
     nnodes: int  # torchrun agents, one per node
     nproc_per_node: int  # GPUs (processes) per node
     path: Path | None  # where text was written, if anywhere
+    plan: Plan  # the plan launched
+    notes: tuple[str, ...] = ()  # where the launch differs from what was asked or costed
 
 
-def request(kind: str | None, *, out: Path | None, torchtitan_config: str | None) -> LaunchRequest | None:
+def request(kind: str | None, *, out: Path | None, torchtitan_config: str | None, extra: str | None = None,
+            slurm: SlurmOptions | None = None) -> LaunchRequest | None:
     """Check the --emit options together, before any work is done; None when --emit is absent."""
+    slurm = slurm or SlurmOptions()
     if kind is None:
-        if out is not None:
-            raise SpecError("--emit-out needs --emit megatron|torchtitan|slurm|slurm-torchtitan")
-        if torchtitan_config is not None:
-            raise SpecError("--torchtitan-config needs --emit torchtitan or --emit slurm-torchtitan")
+        for given, name in ((out, "--emit-out"), (extra, "--emit-extra"), (torchtitan_config, "--torchtitan-config")):
+            if given is not None:
+                raise SpecError(f"{name} needs --emit megatron|torchtitan|slurm|slurm-torchtitan")
+        if slurm != SlurmOptions():
+            raise SpecError("--slurm-* options need --emit slurm or --emit slurm-torchtitan")
         return None
     if kind not in EMIT_KINDS:
         raise SpecError(f"--emit must be one of {', '.join(EMIT_KINDS)}, got {kind!r}")
-    module, config = "llama3", None
     if torchtitan_config is not None:
+        if FRAMEWORK[kind] != "torchtitan":
+            raise SpecError("--torchtitan-config needs --emit torchtitan or --emit slurm-torchtitan")
         module, _, config = torchtitan_config.rpartition(":")
-        module = module or "llama3"
-        if not (_DOTTED.fullmatch(module) and _IDENT.fullmatch(config)):
+        if not ((not module or _DOTTED.fullmatch(module)) and _IDENT.fullmatch(config)):
             raise SpecError(f"--torchtitan-config {torchtitan_config!r}: expected NAME or MODULE:NAME, "
                             "e.g. llama3_70b or llama3:llama3_70b")
-    if FRAMEWORK[kind] == "torchtitan" and config is None:
-        raise SpecError(f"--emit {kind} needs --torchtitan-config NAME: the torchtitan config function that "
-                        "builds this model (e.g. llama3_70b; MODULE:NAME for a module other than llama3)")
-    return LaunchRequest(kind=kind, out=out, titan_module=module, titan_config=config)
+    if slurm != SlurmOptions() and not kind.startswith("slurm"):
+        raise SpecError("--slurm-* options need --emit slurm or --emit slurm-torchtitan")
+    words: tuple[str, ...] = ()
+    if extra is not None:
+        try:
+            words = tuple(shlex.split(extra))
+        except ValueError as exc:
+            raise SpecError(f"--emit-extra: {exc}") from None
+    return LaunchRequest(kind=kind, out=out, titan_config=torchtitan_config, extra=words, slurm=slurm)
 
 
 def node_layout(job: Job) -> tuple[int, int]:
@@ -91,14 +108,15 @@ def node_layout(job: Job) -> tuple[int, int]:
 
 def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, multiline: bool,
              extra_args: Sequence[str] = ()) -> str:
+    """``extra_args`` (words the answer adds, e.g. hybrid CP) go before the user's --emit-extra words."""
     nnodes, nproc = node_layout(ctx.job)
+    words = [*extra_args, *req.extra]
     if FRAMEWORK[req.kind] == "torchtitan":
-        if req.titan_config is None:
-            raise SpecError(f"--emit {req.kind} needs --torchtitan-config NAME")
-        return emit.torchtitan_command(ctx.model, plan, ctx.job, config=req.titan_config, module=req.titan_module,
-                                       nnodes=nnodes, nproc_per_node=nproc, rdzv_endpoint=endpoint, multiline=multiline)
-    return emit.megatron_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc, rdzv_endpoint=endpoint,
-                                 multiline=multiline, extra_args=extra_args)
+        return torchtitan.torchtitan_command(ctx.model, plan, ctx.job, config=req.titan_config, nnodes=nnodes,
+                                             nproc_per_node=nproc, rdzv_endpoint=endpoint, extra_args=words,
+                                             multiline=multiline)
+    return megatron.megatron_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc,
+                                     rdzv_endpoint=endpoint, extra_args=words, multiline=multiline)
 
 
 def job_name(model_name: str) -> str:
@@ -106,19 +124,91 @@ def job_name(model_name: str) -> str:
     return "autopar-" + re.sub(r"[^A-Za-z0-9_.-]", "-", model_name)
 
 
-def build(req: LaunchRequest, ctx: Context, plan: Plan, *, extra_args: Sequence[str] = ()) -> Launch:
-    """The launch text for `plan`, without writing anything; ``extra_args``: more Megatron-LM words."""
+def unsupported(kind: str, ctx: Context, plan: Plan) -> str | None:
+    """Why the framework of ``kind`` cannot run ``plan`` as costed, or None."""
+    if FRAMEWORK[kind] == "torchtitan":
+        return torchtitan.unsupported(ctx.model, plan, ctx.job)
+    return megatron.unsupported(ctx.model, plan)
+
+
+def _variants(plan: Plan) -> list[Plan]:
+    """Plans one change away, the least disruptive first."""
+    out = [replace(plan, cp_comm="ring"), replace(plan, etp=plan.tp if plan.ep == 1 else 1)]
+    out += [replace(plan, vpp=v) for v in range(plan.vpp - 1, 0, -1)]
+    out += [replace(plan, pp=p, dp=plan.dp * plan.pp // p, vpp=1) for p in range(plan.pp - 1, 0, -1)
+            if (plan.dp * plan.pp) % p == 0]
+    if plan.zero == 0:
+        out.append(replace(plan, zero=1))
+    return out
+
+
+def nearest(kind: str, ctx: Context, plan: Plan) -> Plan | None:
+    """The closest valid plan the framework runs: up to three of the changes in ``_variants``."""
+    frontier, seen = [plan], {plan}
+    for _ in range(3):
+        step = []
+        for base in frontier:
+            for cand in _variants(base):
+                if cand in seen:
+                    continue
+                seen.add(cand)
+                try:
+                    validate(cand, ctx.model, ctx.job)
+                except SpecError:
+                    continue
+                if unsupported(kind, ctx, cand) is None:
+                    return cand
+                step.append(cand)
+        frontier = step
+    return None
+
+
+def choose(req: LaunchRequest, ctx: Context, plans: Sequence[Plan]) -> tuple[Plan, tuple[str, ...]]:
+    """The plan to launch, and notes: the first of ``plans`` (best first) the framework can run.
+
+    When none of them runs (``estimate`` passes one plan), the error names the nearest plan that does.
+    """
+    name = torchtitan.TORCHTITAN_PIN if FRAMEWORK[req.kind] == "torchtitan" else f"Megatron-LM {megatron.MEGATRON_PIN}"
+    if FRAMEWORK[req.kind] == "torchtitan":
+        torchtitan.config_for(ctx.model, req.titan_config)  # a model torchtitan cannot build fails here, once
+    first = unsupported(req.kind, ctx, plans[0])
+    if first is None:
+        return plans[0], ()
+    for rank, plan in enumerate(plans[1:], 2):
+        if unsupported(req.kind, ctx, plan) is None:
+            return plan, (f"the best plan ({plans[0].label()}) cannot run on {name}: {first}; "
+                          f"launching plan #{rank} ({plan.label()}), the best it can run",)
+    near = nearest(req.kind, ctx, plans[0])
+    hint = f"; the nearest plan it can run: {describe(near)}" if near is not None else ""
+    raise SpecError(f"{name} cannot run this plan: {first}{hint}")
+
+
+def describe(plan: Plan) -> str:
+    """A plan as the estimate options that select it."""
+    return (f"--tp {plan.tp} --pp {plan.pp} --vpp {plan.vpp} --cp {plan.cp} --cp-comm {plan.cp_comm} "
+            f"--ep {plan.ep} --etp {plan.etp} --mbs {plan.mbs} --recompute {plan.recompute} --zero {plan.zero}")
+
+
+def _notes(req: LaunchRequest, ctx: Context, plan: Plan) -> tuple[str, ...]:
+    return tuple(megatron.notes(ctx.model, plan)) if FRAMEWORK[req.kind] == "Megatron-LM" else ()
+
+
+def build(req: LaunchRequest, ctx: Context, plans: Sequence[Plan], *, extra_args: Sequence[str] = ()) -> Launch:
+    """The launch text for the best of ``plans`` the framework runs, without writing anything."""
+    plan, chosen = choose(req, ctx, plans)
     nnodes, nproc = node_layout(ctx.job)
+    notes = chosen + _notes(req, ctx, plan)
     if req.kind.startswith("slurm"):
         line = _command(req, ctx, plan, endpoint="$MASTER_ADDR:29500", multiline=False, extra_args=extra_args)
-        text = emit.slurm_script(line, nnodes=nnodes, nproc_per_node=nproc, job_name=job_name(ctx.model.name))
+        text = slurm_script(line, nnodes=nnodes, nproc_per_node=nproc, job_name=job_name(ctx.model.name),
+                            options=req.slurm)
         return Launch(kind=req.kind, framework=FRAMEWORK[req.kind], text=text, line=text, nnodes=nnodes,
-                      nproc_per_node=nproc, path=None)
+                      nproc_per_node=nproc, path=None, plan=plan, notes=notes)
     endpoint = "localhost:29500" if nnodes == 1 else "$MASTER_ADDR:29500"
     return Launch(kind=req.kind, framework=FRAMEWORK[req.kind],
                   text=_command(req, ctx, plan, endpoint=endpoint, multiline=True, extra_args=extra_args),
                   line=_command(req, ctx, plan, endpoint=endpoint, multiline=False, extra_args=extra_args),
-                  nnodes=nnodes, nproc_per_node=nproc, path=None)
+                  nnodes=nnodes, nproc_per_node=nproc, path=None, plan=plan, notes=notes)
 
 
 def script_text(launch: Launch) -> str:
@@ -127,16 +217,20 @@ def script_text(launch: Launch) -> str:
         return launch.text
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs: run this on every node, with MASTER_ADDR set "
              "to the first node's address" if launch.nnodes > 1 else f"one node, {launch.nproc_per_node} GPUs")
-    return (f"#!/bin/bash\n# {launch.framework} ({where}); written by autopar\n"
+    notes = "".join(f"# note: {n}\n" for n in launch.notes)
+    return (f"#!/bin/bash\n# {launch.framework} ({where}); written by autopar\n{notes}"
             f"set -euo pipefail\n\n{launch.text}\n")
 
 
-def prepare(req: LaunchRequest | None, ctx: Context, plan: Plan, *,
+def prepare(req: LaunchRequest | None, ctx: Context, plans: Plan | Sequence[Plan], *,
             extra_args: Sequence[str] = ()) -> Launch | None:
-    """Build the launch for `plan` and, with --emit-out, write it (atomically)."""
+    """Build the launch for the best of ``plans`` and, with --emit-out, write it (atomically).
+
+    ``extra_args``: more framework words the answer needs (hybrid CP for --seq-len-dist plans).
+    """
     if req is None:
         return None
-    launch = build(req, ctx, plan, extra_args=extra_args)
+    launch = build(req, ctx, [plans] if isinstance(plans, Plan) else plans, extra_args=extra_args)
     if req.out is None:
         return launch
     write_atomic(req.out, script_text(launch), option="--emit-out", executable=True)

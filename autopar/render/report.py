@@ -60,7 +60,7 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
     """--emit's keys: `launch` (one-line command, or the sbatch script) and where it was written."""
     if launch is None:
         return {}
-    doc: dict[str, Any] = {"launch": launch.line, "launch_kind": launch.kind}
+    doc: dict[str, Any] = {"launch": launch.line, "launch_kind": launch.kind, "launch_notes": list(launch.notes)}
     if launch.path is not None:
         doc["launch_file"] = str(launch.path)
     return doc
@@ -92,6 +92,8 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     what = "sbatch script" if launch.kind.startswith("slurm") else "torchrun command"
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs" if launch.nnodes > 1
              else f"1 node, {launch.nproc_per_node} GPUs")
+    for note in launch.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
     if launch.path is not None:
         console.print(f"launch: {launch.framework} {what} ({where}) written to {launch.path}", markup=False)
         return
