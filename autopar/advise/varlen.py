@@ -25,7 +25,7 @@ from autopar.cost import calibration as cal
 from autopar.cost.flops import model_flops_per_token
 from autopar.cost.sequence import ModelSeqCost
 from autopar.cost.step import Estimate
-from autopar.emit.targets import megatron_hybrid_cp_args
+from autopar.emit.megatron import megatron_hybrid_cp_args
 from autopar.errors import InfeasibleError, SpecError
 from autopar.spec.hardware import fit_for
 from autopar.spec.job import DEFAULT_TOKENS_PER_STEP, Job
