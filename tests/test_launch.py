@@ -138,22 +138,41 @@ def test_estimate_names_the_nearest_plan_torchtitan_runs() -> None:
 
 
 def test_suggest_emit_torchtitan_launches_the_best_plan_it_can_run() -> None:
-    """qwen3-30b-a3b on 64 GPUs: the best plans use all-gather CP, which torchtitan lacks; the launch is the
-    best ranked plan it runs, and a note names the plan skipped."""
+    """llama3.1-405b on 128 GPUs: the best plan interleaves 126 layers in 16 x 4 chunks, which no torchtitan
+    layers-per-stage value cuts (ceil(126 / n) is 126, 63, 42, ...); the launch is the best ranked plan it runs,
+    and a note names the plan skipped."""
     from autopar.advise import train as advise
     from autopar.emit import torchtitan
 
-    ctx = advise.context("qwen3-30b-a3b", hardware=None, gpus=64, nodes=None, global_batch=None, seq_len=None,
+    ctx = advise.context("llama3.1-405b", hardware=None, gpus=128, nodes=None, global_batch=None, seq_len=None,
                          dtype="bf16", seq_len_dist=None)
     ranked = [r.plan for r in advise.suggest(ctx).result.ranked]
-    assert ranked[0].cp_comm == "allgather" and ranked[0].cp > 1
+    reason = torchtitan.unsupported(ctx.model, ranked[0], ctx.job)
+    assert reason == f"no layers-per-stage value cuts 126 layers into pp x vpp = {ranked[0].pp * ranked[0].vpp} stages"
     got = launch.prepare(launch.request("torchtitan", out=None, torchtitan_config=None), ctx, ranked)
     assert got is not None
     want = next(i for i, p in enumerate(ranked) if torchtitan.unsupported(ctx.model, p, ctx.job) is None)
     assert got.plan == ranked[want] and want > 0
-    assert got.notes[0] == (f"the best plan ({ranked[0].label()}) cannot run on torchtitan 0.3.0: its context "
-                            "parallelism exchanges K/V in a ring (no all-gather CP); launching plan "
-                            f"#{want + 1} ({ranked[want].label()}), the best it can run")
+    assert got.notes == (f"the best plan ({ranked[0].label()}) cannot run on torchtitan 0.3.0: {reason}; launching "
+                         f"plan #{want + 1} ({ranked[want].label()}), the best it can run",)
+    r = runner.invoke(app, ["suggest", "llama3.1-405b", "--gpus", "128", "--emit", "torchtitan"])
+    assert r.exit_code == 0 and f"note: the best plan ({ranked[0].label()}) cannot run" in r.stdout
+
+
+def test_choose_names_the_plan_it_skips() -> None:
+    from autopar.advise import train as advise
+    from autopar.spec.plan import Plan
+
+    ctx = advise.context("qwen3-30b-a3b", hardware=None, gpus=16, nodes=None, global_batch=64, seq_len=4096,
+                         dtype="bf16", seq_len_dist=None)
+    bad, good = Plan(dp=8, tp=2, pp=1, ep=8, etp=2), Plan(dp=8, tp=2, pp=1, ep=8, etp=1)
+    req = launch.request("torchtitan", out=None, torchtitan_config=None)
+    assert req is not None
+    plan, notes = launch.choose(req, ctx, [bad, good])
+    assert plan == good and "launching plan #2 (dp8 tp2 pp1), the best it can run" in notes[0]
+    with pytest.raises(SpecError, match="the nearest plan it can run: --tp 2 --pp 1 --vpp 1 --cp 1 --cp-comm ring "
+                                        "--ep 8 --etp 1"):
+        launch.choose(req, ctx, [bad])
 
 
 def test_estimate_emit_uses_the_given_plan() -> None:
