@@ -198,7 +198,8 @@ def suggest(
                               slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
                                                  qos=slurm_qos))
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
-                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist, stack=stack)
+                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
+                             stack=launch.stack_for(emit, stack))
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen
@@ -285,7 +286,8 @@ def estimate(
                               slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
                                                  qos=slurm_qos))
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
-                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist, stack=stack)
+                             seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
+                             stack=launch.stack_for(emit, stack))
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen

@@ -56,7 +56,7 @@ CASES = [
          Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192), 8, 8),
     Case("llama3_70b_fsdp_full", spec(), Plan(dp=8, tp=8, pp=1, recompute="full", zero=3),
          Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192), 8, 8),
-    Case("llama3_70b_cp_ddp", spec(), Plan(dp=4, tp=4, pp=2, cp=2, mbs=2, zero=0, sp=False),
+    Case("llama3_70b_cp_ddp", spec(), Plan(dp=4, tp=4, pp=2, cp=2, cp_comm="allgather", mbs=2, zero=0, sp=False),
          Job(gpus=64, gpus_per_node=8, global_batch=256, seq_len=16384), 8, 8),
     Case("llama3_70b_zero2", spec(), Plan(dp=4, tp=8, pp=2, zero=2),
          Job(gpus=64, gpus_per_node=8, global_batch=256, seq_len=8192), 8, 8),

@@ -31,7 +31,7 @@ CASES = [
     ("llama3.1-8b", Plan(dp=4, tp=2, pp=1, recompute="selective"), Job(gpus=8, gpus_per_node=8, global_batch=32, seq_len=8192)),
     ("llama3.1-70b", Plan(dp=2, tp=8, pp=4, vpp=5, zero=3, recompute="full"),
      Job(gpus=64, gpus_per_node=8, global_batch=64, seq_len=8192)),
-    ("llama3-70b", Plan(dp=4, tp=4, pp=3, cp=2, zero=0, mbs=2),
+    ("llama3-70b", Plan(dp=4, tp=4, pp=3, cp=2, cp_comm="allgather", zero=0, mbs=2),
      Job(gpus=96, gpus_per_node=8, global_batch=64, seq_len=8192)),
     ("qwen3-30b-a3b", Plan(dp=8, tp=2, pp=1, ep=8, etp=1), Job(gpus=16, gpus_per_node=8, global_batch=64, seq_len=4096)),
     ("deepseek-v3", Plan(dp=16, tp=2, pp=8, ep=16, etp=1, vpp=2, zero=2),
@@ -100,7 +100,7 @@ def test_torchtitan_config_builds_autopars_model(name: str) -> None:
 def test_plans_torchtitan_refuses_are_refused_by_autopar_first() -> None:
     model = load_model("qwen3-30b-a3b")
     job = Job(gpus=16, gpus_per_node=8, global_batch=64, seq_len=4096)
-    assert "ring" in (tt.unsupported(model, Plan(dp=4, tp=2, pp=1, cp=2, cp_comm="allgather", ep=8), job) or "")
+    assert "all-gathers" in (tt.unsupported(model, Plan(dp=4, tp=2, pp=1, cp=2, cp_comm="ring", ep=8), job) or "")
     assert "etp" in (tt.unsupported(model, Plan(dp=8, tp=2, pp=1, ep=8, etp=2), job) or "")
     assert "mamba" in (tt.unsupported(load_model("nemotron-h-8b"), Plan(dp=8, tp=1, pp=1), Job(
         gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192)) or "").lower()

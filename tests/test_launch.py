@@ -125,16 +125,26 @@ def test_torchtitan_without_a_known_config_is_one_line_exit_2() -> None:
 
 
 def test_spec_error_from_emit_is_one_line_exit_2() -> None:
-    r = runner.invoke(app, [*ESTIMATE_70B, "--dtype", "fp16", "--emit", "torchtitan", "--torchtitan-config", "llama3_70b"])
+    r = runner.invoke(app, [*ESTIMATE_70B, "--zero", "3", "--dtype", "fp16", "--emit", "torchtitan", "--torchtitan-config",
+                            "llama3_70b"])
     one_line_error(r, "torchtitan 0.3.0 cannot run this plan: its command line sets bf16 mixed precision only")
 
 
 def test_estimate_names_the_nearest_plan_torchtitan_runs() -> None:
-    """All-gather CP is not torchtitan's: the same plan with the ring is the nearest it runs."""
+    """Ring CP is not torchtitan's (PyTorch's context_parallel all-gathers K/V): the same plan with all-gather CP
+    is the nearest it runs."""
     r = runner.invoke(app, ["estimate", "llama3.1-70b", "--gpus", "64", "--tp", "8", "--pp", "2", "--cp", "2",
-                            "--cp-comm", "allgather", "--seq-len", "32768", "--no-explain", "--emit", "torchtitan"])
-    one_line_error(r, "its context parallelism exchanges K/V in a ring (no all-gather CP); the nearest plan it can "
-                   "run: --tp 8 --pp 2 --vpp 1 --cp 2 --cp-comm ring")
+                            "--cp-comm", "ring", "--seq-len", "32768", "--zero", "3", "--no-explain", "--emit", "torchtitan",
+                            "--stack", "megatron"])
+    one_line_error(r, "its context parallelism all-gathers K/V (no overlapped ring); the nearest plan it can "
+                   "run: --tp 8 --pp 2 --vpp 1 --cp 2 --cp-comm allgather")
+
+
+def test_a_launch_on_another_framework_than_the_stack_says_so() -> None:
+    doc = json.loads(runner.invoke(app, [*SUGGEST_8B, "--json", "--stack", "torchtitan", "--emit", "megatron"]).stdout)
+    assert any(n.startswith("costed for stack torchtitan, launched on Megatron-LM") for n in doc["launch_notes"])
+    doc = json.loads(runner.invoke(app, [*SUGGEST_8B, "--json", "--emit", "torchtitan"]).stdout)
+    assert not any(n.startswith("costed for stack") for n in doc["launch_notes"])  # --emit torchtitan: its stack
 
 
 def test_suggest_emit_torchtitan_launches_the_best_plan_it_can_run() -> None:
@@ -153,10 +163,12 @@ def test_suggest_emit_torchtitan_launches_the_best_plan_it_can_run() -> None:
     assert got is not None
     want = next(i for i, p in enumerate(ranked) if torchtitan.unsupported(ctx.model, p, ctx.job) is None)
     assert got.plan == ranked[want] and want > 0
-    assert got.notes == (f"the best plan ({ranked[0].label()}) cannot run on torchtitan 0.3.0: {reason}; launching "
-                         f"plan #{want + 1} ({ranked[want].label()}), the best it can run",)
+    assert got.notes[0] == (f"the best plan ({ranked[0].label()}) cannot run on torchtitan 0.3.0: {reason}; launching "
+                            f"plan #{want + 1} ({ranked[want].label()}), the best it can run")
+    assert got.notes[1].startswith("costed for stack megatron, launched on torchtitan")
     r = runner.invoke(app, ["suggest", "llama3.1-405b", "--gpus", "128", "--emit", "torchtitan"])
-    assert r.exit_code == 0 and f"note: the best plan ({ranked[0].label()}) cannot run" in r.stdout
+    assert r.exit_code == 0 and "launch: torchtitan torchrun command (16 nodes x 8 GPUs)" in r.stdout
+    assert "stack: torchtitan" in r.stdout or "torchtitan" in r.stdout.split("launch:")[0]
 
 
 def test_choose_names_the_plan_it_skips() -> None:

@@ -20,7 +20,7 @@ from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown
 from autopar.cost.pipeline import stage_layers
 from autopar.cost.step import estimate
-from autopar.emit.targets import megatron_pipeline_items
+from autopar.emit.megatron import pipeline_items
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.profiles import parse_profile
 from autopar.search.planner import dominated, search
@@ -167,7 +167,10 @@ def test_launched_pipeline_layout_equals_the_estimated_one(layers: int, pp: int,
         return
     chunks = stage_layers(layers, pp, vpp)
     by_model_order = [chunks[c % pp][c // pp] for c in range(pp * vpp)]
-    items = [shlex.split(i) for i in megatron_pipeline_items(layers, pp, vpp)]
+    dense = ModelSpec(name="dense", layers=layers, hidden_size=1024, num_attention_heads=16, num_kv_heads=16, head_dim=64,
+                      ffn_hidden_size=4096, ffn_activation="swiglu", vocab_size=32000, seq_len=2048, max_seq_len=2048,
+                      tie_embeddings=False)
+    items = [shlex.split(i) for i in pipeline_items(dense, Plan(dp=1, tp=1, pp=pp, vpp=vpp))]
     flags = {i[0]: i[1:] for i in items}
     if "--pipeline-model-parallel-layout" in flags:
         (layout,) = flags["--pipeline-model-parallel-layout"]

@@ -11,9 +11,11 @@ One torchrun per node: nnodes = gpus / gpus_per_node and nproc_per_node = gpus_p
 node with all the GPUs when the job fits in one. Every node meets at a c10d rendezvous on
 ``$MASTER_ADDR:29500`` (``localhost:29500`` for a single node outside SLURM).
 
-torchtitan runs fewer plans than the cost model ranks. ``suggest`` launches the best ranked plan
-torchtitan can run and says which it skipped; ``estimate`` refuses a plan torchtitan cannot run
-and names the nearest one it can.
+The launch follows the execution stack: ``--emit torchtitan`` without ``--stack`` costs and
+searches as the torchtitan stack (``stack_for``), and a launch on another framework than the
+stack's says so. torchtitan runs fewer plans than the cost model ranks. ``suggest`` launches the
+best ranked plan the framework can run and says which it skipped; ``estimate`` refuses a plan it
+cannot run and names the nearest one it can.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ def unsupported(kind: str, ctx: Context, plan: Plan) -> str | None:
 
 def _variants(plan: Plan) -> list[Plan]:
     """Plans one change away, the least disruptive first."""
-    out = [replace(plan, cp_comm="ring"), replace(plan, etp=plan.tp if plan.ep == 1 else 1)]
+    other = "allgather" if plan.cp_comm == "ring" else "ring"
+    out = [replace(plan, cp_comm=other), replace(plan, etp=plan.tp if plan.ep == 1 else 1)]
     out += [replace(plan, vpp=v) for v in range(plan.vpp - 1, 0, -1)]
     out += [replace(plan, pp=p, dp=plan.dp * plan.pp // p, vpp=1) for p in range(plan.pp - 1, 0, -1)
             if (plan.dp * plan.pp) % p == 0]
@@ -189,8 +192,20 @@ def describe(plan: Plan) -> str:
             f"--ep {plan.ep} --etp {plan.etp} --mbs {plan.mbs} --recompute {plan.recompute} --zero {plan.zero}")
 
 
+def stack_for(kind: str | None, stack: str | None) -> str | None:
+    """The execution stack to cost with: --stack, else the --emit framework's own (torchtitan), else the default."""
+    if stack is None and kind in FRAMEWORK and FRAMEWORK[kind] == "torchtitan":
+        return "torchtitan"
+    return stack
+
+
 def _notes(req: LaunchRequest, ctx: Context, plan: Plan) -> tuple[str, ...]:
-    return tuple(megatron.notes(ctx.model, plan)) if FRAMEWORK[req.kind] == "Megatron-LM" else ()
+    out = list(megatron.notes(ctx.model, plan)) if FRAMEWORK[req.kind] == "Megatron-LM" else []
+    launcher = {"Megatron-LM": "megatron", "torchtitan": "torchtitan"}[FRAMEWORK[req.kind]]
+    if ctx.stack.launcher != launcher:
+        out.append(f"costed for stack {ctx.stack.name}, launched on {FRAMEWORK[req.kind]}: its speed and memory may "
+                   f"differ (--stack {launcher} costs it as that framework runs it)")
+    return tuple(out)
 
 
 def build(req: LaunchRequest, ctx: Context, plans: Sequence[Plan], *, extra_args: Sequence[str] = ()) -> Launch:

@@ -56,8 +56,9 @@ def unsupported(model: ModelSpec, plan: Plan, job: Job) -> str | None:
         return "torchtitan has no Mamba or hybrid models"
     if job.dtype != "bf16":
         return f"its command line sets bf16 mixed precision only, not {job.dtype}"
-    if plan.cp > 1 and plan.cp_comm != "ring":
-        return "its context parallelism exchanges K/V in a ring (no all-gather CP)"
+    if plan.cp > 1 and plan.cp_comm != "allgather":
+        # SDPA under PyTorch's context_parallel, rotate method ALL_GATHER by default; Flex gathers K/V by hand
+        return "its context parallelism all-gathers K/V (no overlapped ring)"
     if model.moe is not None and plan.etp != (plan.tp if plan.ep == 1 else 1):
         return ("its experts are split like the MLP (etp = tp) without EP and kept whole (etp = 1) with EP; "
                 f"this plan has ep {plan.ep}, etp {plan.etp}")
