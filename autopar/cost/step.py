@@ -18,13 +18,12 @@ ParamPlan): see cost/memo.py.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
-from autopar.cost.compute import BlockTime, LayerPlan, Shape, combine_parts, loss_time, memory_time, part_args, part_time
+from autopar.cost.compute import BlockTime, Dims, LayerPlan, Shape, combine_parts, loss_time, memory_time, part_args, part_time
 from autopar.cost.flops import model_flops_per_token
 from autopar.cost.memo import Memo, memo_for
 from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown, pipe_kinds
@@ -159,37 +158,53 @@ def _loss(memo: Memo, key: tuple[int, int, int]) -> float:
                      logit_bytes=memo.stack.logit_bytes)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Stages:
+class _Stages(NamedTuple):
     """Per-micro-batch stage times of one layout, before pipeline p2p."""
 
     worst_s: float  # the slowest stage, seconds
     total_s: float  # all stages together
-    worst: BlockTime  # the slowest stage's layers, summed
     loss_s: float  # the loss layer, when the slowest stage is the last one (else 0)
+    fwd: float  # the slowest stage's layers: BlockTime's fields, summed
+    bwd: float
+    recompute: float
+    tp_exposed: float
+    cp_exposed: float
+    ep_exposed: float
+    overlap_penalty: float
 
 
-def _groups(memo: Memo, key: tuple[int, int]) -> tuple[tuple[Counter[str], int], ...]:
-    """Distinct pipeline ranks for key (pp, vpp): (layer kinds, count), the last rank last."""
-    return rank_groups(memo.model.layer_kinds(), key[0], key[1])
+def _groups(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[tuple[str, int], ...], int], ...]:
+    """Distinct pipeline ranks for key (pp, vpp): ((kind, layers) pairs, count), the last rank last."""
+    return tuple((tuple(kinds.items()), n) for kinds, n in rank_groups(memo.model.layer_kinds(), key[0], key[1]))
+
+
+def _vectors(memo: Memo, key: tuple[LayerPlan, int]) -> dict[str, tuple[float, ...]]:
+    """Per layer kind: (total, then BlockTime's fields in order), for key (layer plan, mbs)."""
+    return {k: (t.total, t.fwd, t.bwd, t.recompute, t.tp_exposed, t.cp_exposed, t.ep_exposed, t.overlap_penalty)
+            for k, t in memo.get(_layers, key).items()}
 
 
 def _stages(memo: Memo, key: tuple[LayerPlan, int, int, int]) -> _Stages:
     """For key (layer plan, mbs, pp, vpp). The slowest stage is the first rank with the largest time."""
     lp, mbs, pp, vpp = key
-    times = memo.get(_layers, (lp, mbs))
+    vec = memo.get(_vectors, (lp, mbs))
     loss = memo.get(_loss, (lp.dims.tp, lp.dims.cp, mbs))
     groups = memo.get(_groups, (pp, vpp))
-    per_layer = {k: t.total for k, t in times.items()}
-    totals = [sum(n * per_layer[k] for k, n in kinds.items()) for kinds, _ in groups]
-    totals[-1] += loss
-    i = totals.index(max(totals))
-    parts = [times[k].scaled(n) for k, n in groups[i][0].items()]
-    w = parts[0]
-    for part in parts[1:]:
-        w = w + part
-    total = sum(t * count for t, (_, count) in zip(totals, groups, strict=True))
-    return _Stages(worst_s=totals[i], total_s=total, worst=w, loss_s=loss if i == len(groups) - 1 else 0.0)
+    last = len(groups) - 1
+    total = 0.0
+    worst_s, worst = -1.0, 0
+    for g, (items, count) in enumerate(groups):
+        t = 0.0
+        for k, n in items:
+            t += n * vec[k][0]
+        if g == last:
+            t += loss
+        total += t * count
+        if t > worst_s:
+            worst_s, worst = t, g
+    items = groups[worst][0]
+    fields = [sum(n * vec[k][j] for k, n in items) for j in range(1, 8)]
+    return _Stages(worst_s, total, loss if worst == last else 0.0, *fields)
 
 
 def _p2p(memo: Memo, key: P2PPlan) -> P2PTime:
@@ -219,17 +234,39 @@ def _model_flops(memo: Memo, _: None) -> float:
 
 
 def step_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
-    """TimeBreakdown's fields, in order (the search's hot path: their sum is the step time)."""
+    """TimeBreakdown's fields, in order (their sum is the step time)."""
     stages = memo.get(_stages, (LayerPlan.of(plan), plan.mbs, plan.pp, plan.vpp))
     p2p = memo.get(_p2p, P2PPlan(tp=plan.tp, cp=plan.cp, dp=plan.dp, pp=plan.pp, vpp=plan.vpp, mbs=plan.mbs))
-    reduce, gather, optimizer = memo.get(_sync, SyncPlan.of(plan))
+    return _assemble(memo, plan, stages, p2p, memo.get(_sync, SyncPlan.of(plan)))
+
+
+def variant_step_seconds(memo: Memo, skeleton: Plan, variants: list[tuple[str, int]]) -> list[float]:
+    """Step seconds of `skeleton` under each (recompute, zero): sum(step_parts(...)) of each, with the
+    keys the variants share built once (the search's hot path)."""
+    p = skeleton
+    p2p = memo.get(_p2p, P2PPlan(tp=p.tp, cp=p.cp, dp=p.dp, pp=p.pp, vpp=p.vpp, mbs=p.mbs))
+    sp = p.sp and p.tp > 1
+    out = []
+    for recompute, zero in variants:
+        lp = LayerPlan(dims=Dims(tp=p.tp, cp=p.cp, sp=sp, recompute=recompute), cp_comm=p.cp_comm, ep=p.ep, etp=p.etp,
+                       pipelined=p.pp > 1)
+        stages = memo.get(_stages, (lp, p.mbs, p.pp, p.vpp))
+        sync = memo.get(_sync, SyncPlan(tp=p.tp, cp=p.cp, dp=p.dp, pp=p.pp, vpp=p.vpp, ep=p.ep, etp=p.etp, zero=zero))
+        out.append(sum(_assemble(memo, p, stages, p2p, sync, zero=zero)))
+    return out
+
+
+def _assemble(memo: Memo, plan: Plan, stages: _Stages, p2p: P2PTime, sync: tuple[float, float, float], *,
+              zero: int | None = None) -> tuple[float, ...]:
+    """TimeBreakdown's fields from the step's cached parts (`zero` overrides plan.zero)."""
+    reduce, gather, optimizer = sync
     m = memo.job.global_batch // (plan.dp * plan.mbs)
     sched = schedule_time_of(stages.worst_s, stages.total_s, stages=plan.pp, microbatches=m, vpp=plan.vpp,
                              p2p_s=p2p.per_microbatch_s)
-    w = stages.worst
-    dp_comm, dp_hidden = _dp_overlap((reduce, gather), plan.zero, m, fwd_s=w.fwd, bwd_s=w.bwd,
+    w = stages
+    dp_comm, dp_hidden = _dp_overlap((reduce, gather), plan.zero if zero is None else zero, m, fwd_s=w.fwd, bwd_s=w.bwd,
                                      overlap=memo.stack.dp_overlap)
-    return (m * (w.compute + stages.loss_s), m * w.tp_exposed, m * w.cp_exposed, m * w.ep_exposed,
+    return (m * (w.fwd + w.bwd + w.recompute + w.loss_s), m * w.tp_exposed, m * w.cp_exposed, m * w.ep_exposed,
             m * p2p.per_microbatch_s + p2p.fill_s, dp_comm, sched.bubble_s, optimizer,
             m * w.overlap_penalty + (memo.profile.compute_slowdown - 1) * dp_hidden)
 

@@ -30,7 +30,7 @@ from typing import NamedTuple, Protocol, TypeVar, overload
 
 from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown, peak_bytes, variant_peaks
-from autopar.cost.step import Estimate, step_parts, timed_estimate
+from autopar.cost.step import Estimate, step_parts, timed_estimate, variant_step_seconds
 from autopar.errors import InfeasibleError
 from autopar.search.space import (
     choices,
@@ -168,6 +168,8 @@ def _no_cyclic_gc() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            gc.freeze()  # what the search made moves to the oldest generation without a collection pass now
+            gc.unfreeze()
             gc.enable()
 
 
@@ -183,6 +185,7 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
     per_skeleton = len(recomputes) * len(zeros)
     for skeleton in enumerate_skeletons(model, job, fixed, stack=stack):
         considered += per_skeleton
+        picks = []
         for recompute, needs in zip(recomputes, variant_peaks(memo, skeleton, recomputes, zeros), strict=True):
             chosen = -1
             for i, need in enumerate(needs):
@@ -193,8 +196,11 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
                 elif smallest is None or need < smallest[0]:
                     smallest = (need, skeleton, recompute, zeros[i])
             if chosen >= 0:
-                plan = with_knobs(skeleton, recompute, zeros[chosen])
-                timed.append(Candidate(tokens_per_s=tokens / sum(step_parts(memo, plan)), memory_bytes=needs[chosen], plan=plan))
+                picks.append((recompute, zeros[chosen], needs[chosen]))
+        if picks:
+            steps = variant_step_seconds(memo, skeleton, [(r, z) for r, z, _ in picks])
+            for (recompute, zero, need), step in zip(picks, steps, strict=True):
+                timed.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(skeleton, recompute, zero)))
     if not timed:
         least = None if smallest is None else (smallest[0], with_knobs(smallest[1], smallest[2], smallest[3]))
         raise InfeasibleError(_why_none(model, hw, job, considered, least))
