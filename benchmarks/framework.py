@@ -36,6 +36,8 @@ HARDWARE_OF = {
 RECIPE: dict[str, dict[str, Any]] = {
     # DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 enables the MoE all-to-all overlap ("A2A overlap", row notes).
     "mb2604_b200_deepseekv3_mxfp8_256": {"ep_overlap": True},
+    # Composer mixed_precision PURE (the row's 'bf16 | PURE' columns) reduces gradients in bf16, not fp32.
+    "lf_a100_mpt70b_64_fsdp_ac": {"grad_reduce_bytes": 2.0},
 }
 
 

@@ -283,3 +283,29 @@ def test_cli_names_the_stack_and_lists_stacks() -> None:
     listed = runner.invoke(app, ["stacks"])
     assert listed.exit_code == 0
     assert all(name in listed.output for name in ("megatron", "torchtitan", "deepspeed", "llm-foundry"))
+
+
+def test_torchtitan_pp_keeps_weights_gathered_and_stage_buffers() -> None:
+    # llama3-8b, pp 2 x dp 4 (zero 3), bf16, mbs 1 x 8192 tokens, full recompute. torchtitan keeps the
+    # stage's weights gathered under PP (bf16: 2 B x rank params) and each in-flight micro-batch's stage
+    # input and output at full width: 2 x 8192 x 4096 x 2 B per micro-batch, min(m, pp) = 2 in flight.
+    m = load_model("llama3-8b")
+    job = Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192)
+    plan = Plan(dp=4, tp=1, pp=2, zero=3, recompute="full")
+    titan = load_stack("torchtitan")
+    resharding = replace(titan, pp_reshard=True, pp_stage_buffers=0)
+    a = memory_breakdown(m, job, plan, stack=titan)
+    b = memory_breakdown(m, job, plan, stack=resharding)
+    first_rank_params = (a.weights - b.weights) / 2
+    assert first_rank_params == pytest.approx(b.weights * 4 / 2)  # sharded 2 B/param over dp 4 vs whole
+    assert a.activations - b.activations == pytest.approx(2 * 2 * 8192 * 4096 * 2)
+
+
+def test_megatron_fp8_recipe_keeps_bf16_gradients() -> None:
+    # Megatron-Core allocates main_grad in the reduce dtype: bf16 (2 B) under its FP8 recipes, fp32 otherwise.
+    m = load_model("llama3-8b")
+    mega = load_stack("megatron")
+    plan = Plan(dp=8, tp=1, pp=1, zero=1)
+    bf16 = memory_breakdown(m, Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192), plan, stack=mega)
+    fp8 = memory_breakdown(m, Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192, dtype="fp8"), plan, stack=mega)
+    assert bf16.grads == pytest.approx(4 * m.total_params()) and fp8.grads == pytest.approx(2 * m.total_params())

@@ -171,10 +171,14 @@ def rank_params(model: ModelSpec, plan: Plan | ParamPlan, kinds: Counter[str], *
     return dense, expert
 
 
-def state_bytes(params: float, *, zero: int, shards: int) -> tuple[float, float, float]:
-    """(weights, grads, optimizer) bytes for `params` under a ZeRO stage over `shards` ranks."""
+def state_bytes(params: float, *, zero: int, shards: int, grad_bytes: float = cal.GRAD_BYTES) -> tuple[float, float, float]:
+    """(weights, grads, optimizer) bytes for `params` under a ZeRO stage over `shards` ranks.
+
+    `grad_bytes`: the gradient buffer's element size, the stack's reduce dtype (Megatron-Core
+    allocates main_grad in bf16 when grad_reduce_in_fp32 is off, as its FP8 recipes set it).
+    """
     w = params * cal.WEIGHT_BYTES
-    g = params * cal.GRAD_BYTES
+    g = params * grad_bytes
     o = params * cal.OPTIMIZER_BYTES
     if zero >= 1:
         o /= shards
@@ -284,15 +288,21 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
     expert_shards = max(1, dp_shards * p.tp // (p.ep * p.etp))  # and expert state over the expert-DP group
     out = []
     for dense, expert in memo.get(end_params, p):
-        w, g, o = state_bytes(dense, zero=key.zero, shards=dp_shards)
+        grad = stack.grad_bytes(memo.job.dtype)
+        gathered = 1 if fp8 and stack.fp8_gather else cal.WEIGHT_BYTES
+        w, g, o = state_bytes(dense, zero=key.zero, shards=dp_shards, grad_bytes=grad)
         if expert:
-            ew, eg, eo = state_bytes(expert, zero=key.zero, shards=expert_shards)
+            ew, eg, eo = state_bytes(expert, zero=key.zero, shards=expert_shards, grad_bytes=grad)
             w, g, o = w + ew, g + eg, o + eo
         if fp8 and stack.fp8_weight_copy_bytes:
             # Transformer Engine keeps an FP8 weight and its transpose per TP shard; under ZeRO-3 a
             # stack that shards it (Megatron-FSDP) holds only this rank's share.
             sharded = key.zero >= 3 and stack.fp8_weight_copy_sharded
             w += (dense / (dp_shards if sharded else 1) + expert / (expert_shards if sharded else 1)) * stack.fp8_weight_copy_bytes
+        if key.zero >= 3 and p.pp > 1 and not stack.pp_reshard:
+            # FSDP under PP keeps the stage's weights gathered from forward to backward (torchtitan
+            # apply_fsdp: reshard_after_forward=False when PP is enabled)
+            w += (dense + expert) * gathered
         out.append((w, g, o))
     buffers = stack.fixed_overhead_gib * 2**30
     if key.zero >= 3:  # the gathered layer and the prefetched next one, bf16 (FP8 where the stack gathers FP8)
@@ -318,6 +328,10 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
         fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
     logits = memo.stack.logit_bytes * tokens * model.vocab_size / plan.tp
     held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job))
+    if plan.pp > 1 and memo.stack.pp_stage_buffers:
+        # torch.distributed.pipelining keeps each in-flight micro-batch's stage input and output
+        # (full width: not split by SP) until its backward (PipelineStage fwd_cache, args)
+        fixed += memo.stack.pp_stage_buffers * held * tokens * model.hidden_size * cal.ACT_BYTES
     return _Layout(held=(held, 1.0), fixed=fixed, logits=(logits if plan.pp == 1 else 0.0, logits),
                    params=ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp))
 

@@ -328,7 +328,8 @@ def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
             reduce += k * collective_time(hw, "all_reduce", grads / k, group)
             continue
         reduce += k * collective_time(hw, "reduce_scatter", grads / k, group)
-        gather += (2 if key.zero == 3 else 1) * k * collective_time(hw, "all_gather", weights / k, group)
+        gathers = 2 if key.zero == 3 and (key.pp == 1 or stack.pp_reshard) else 1  # kept gathered under PP: one
+        gather += gathers * k * collective_time(hw, "all_gather", weights / k, group)
     return reduce, gather
 
 

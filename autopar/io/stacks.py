@@ -13,8 +13,8 @@ kernels: {attention: fa2, attention_vs_fa3: [[512, 0.67], ...], compiled: true, 
 overlap: {tp: 0.6, cp: false, ep: false, dp: 0.9}
 collectives: {dp_granularity: layer, dp_bucket_params: 0, grad_reduce_bytes: 4, fp8_grad_reduce_bytes: 4}
 memory: {selective: op, fp8_weight_copy_bytes: 0, fp8_weight_copy_sharded: false, fp8_saves_fp8_inputs: false,
-         fp8_gather: true, fixed_overhead_gib: 2, allocator_fragmentation: 0.07,
-         activation_saves: fused}         # optional: fused | eager-torch (cost/habits.py)
+         fp8_gather: true, pp_reshard: false, pp_stage_buffers: 2, fixed_overhead_gib: 2,
+         allocator_fragmentation: 0.07, activation_saves: fused}   # activation_saves optional: fused | eager-torch
 plan_rules: {parallelisms: [dp, tp, pp, cp], cp_comms: [allgather], zero_stages: [2, 3], vpp: true,
              equal_stages: false, ep_over_tp: false, pipeline_counts_embedding: false}
 citations: {kernels.attention: "...", ...}   # dotted field -> source; every number is cited
@@ -86,6 +86,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         fp8_weight_copy_bytes=m.number("fp8_weight_copy_bytes", positive=False),
         fp8_weight_copy_sharded=m.flag("fp8_weight_copy_sharded", False),
         fp8_saves_fp8_inputs=m.flag("fp8_saves_fp8_inputs", False), fp8_gather=m.flag("fp8_gather", False),
+        pp_reshard=m.flag("pp_reshard", True), pp_stage_buffers=m.integer("pp_stage_buffers", 0, minimum=0),
         fixed_overhead_gib=m.number("fixed_overhead_gib"), allocator_fragmentation=_fraction(m, "allocator_fragmentation"),
         activation_saves=m.text("activation_saves", "fused", choices=ACTIVATION_SAVES),
         parallelisms=_choices(r, "parallelisms", AXES), cp_comms=_choices(r, "cp_comms", CP_COMMS),

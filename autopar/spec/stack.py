@@ -56,6 +56,8 @@ class StackProfile:
     fp8_weight_copy_sharded: bool  # under ZeRO-3 the persistent FP8 copy is sharded like the weights
     fp8_saves_fp8_inputs: bool  # FP8 GEMMs keep their saved inputs in FP8 (TE) rather than bf16 (torchao)
     fp8_gather: bool  # ZeRO-3 all-gathers weights in FP8 (1 byte per parameter)
+    pp_reshard: bool  # ZeRO-3 under PP reshards weights after each forward (False: kept gathered until backward)
+    pp_stage_buffers: int  # full-width activations a PP stage keeps per in-flight micro-batch (inputs, outputs)
     fixed_overhead_gib: float  # CUDA context, library workspaces, NCCL buffers
     allocator_fragmentation: float  # caching-allocator slack, fraction of what it holds
     # fused (Korthikanti et al. with fused kernels) | eager-torch (what eager PyTorch saves, as `autopar calibrate`
@@ -102,7 +104,9 @@ NEUTRAL = StackProfile(
     attention_kernel="fa3", attention_vs_fa3=_FLAT, compiled=True, elementwise_passes=1.0, layer_overhead_us=0.0,
     fp8_cast_bytes=0.0, logit_bytes=10.0, tp_overlap=0.75, cp_overlap=True, ep_overlap=True, dp_overlap=0.9,
     dp_granularity="bucket", dp_bucket_params=0.0, grad_reduce_bytes=4.0, fp8_grad_reduce_bytes=4.0, selective="attention",
-    fp8_weight_copy_bytes=2.0, fp8_weight_copy_sharded=False, fp8_saves_fp8_inputs=True, fp8_gather=False, fixed_overhead_gib=2.0,
+    fp8_weight_copy_bytes=2.0, fp8_weight_copy_sharded=False, fp8_saves_fp8_inputs=True, fp8_gather=False,
+    pp_reshard=True, pp_stage_buffers=0,
+    fixed_overhead_gib=2.0,
     allocator_fragmentation=0.07, parallelisms=("dp", "tp", "pp", "cp", "ep"), cp_comms=("ring", "allgather"),
     zero_stages=(0, 1, 2, 3), vpp=True, equal_stages=False, ep_over_tp=False, pipeline_counts_embedding=False,
 )
