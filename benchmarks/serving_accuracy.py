@@ -161,20 +161,17 @@ FIT_GRID = {
 
 
 def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> serve_frameworks.Framework:
-    """Coordinate search of one framework version's fitted constants: mean of (TTFT + TPOT) MAPE over its
-    models and GPUs. Only aggregated rows are fitted; the disaggregated ones are held out to validate.
+    """Coordinate search of one framework version's fitted constants: mean over its scored rows of the TTFT
+    plus the TPOT relative error. Only aggregated rows are fitted; the disaggregated ones are held out.
     The search starts from a coarse grid over the two constants that trade TTFT against TPOT."""
     name, version = key
     mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"]
 
     def loss(fw: serve_frameworks.Framework) -> float:
         serve_frameworks.FITTED[key] = fw
-        groups: dict[tuple[str, str], list[float]] = {}
-        for row, est, kind in evaluate(mine):
-            if kind == "scored":
-                err = abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms + abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms
-                groups.setdefault((row.hw_name, row.model_key), []).append(err)
-        return sum(sum(v) / len(v) for v in groups.values()) / max(1, len(groups))
+        errs = [abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms + abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms
+                for row, est, kind in evaluate(mine) if kind == "scored"]
+        return sum(errs) / max(1, len(errs))
 
     start = serve_frameworks.FITTED[key]
     best, current = float("inf"), start

@@ -73,8 +73,8 @@ FITTED: dict[tuple[str, str], Framework] = {
     # >= 70 GiB GPUs other than A100 (vllm 0.12.0, vllm/engine/arg_utils.py
     # EngineArgs.get_batch_defaults).
     ("vllm", "0.12"): Framework(name="vllm", version="0.12", label="vLLM 0.12", memory_fraction=0.9, memory_rule="total", chunk_tokens=8192,
-                      graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.06,
-                      prefill_slowdown=2.5, queue_share=0.0, prefill_mix=0.2, moe_layer_overhead_s=0.0003),
+                      graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.002, ttft_overhead_s=0.06,
+                      prefill_slowdown=2.5, queue_share=0.0, prefill_mix=0.8, moe_layer_overhead_s=0.0002),
     # SGLang: --mem-fraction-static of total memory for weights + KV pool (about
     # 0.85-0.88 on 80-141 GB GPUs, python/sglang/srt/server_args.py); chunked
     # prefill 8192 tokens on >= 80 GB GPUs (same file). Versions 0.5.1 and 0.5.6
@@ -82,7 +82,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     # 0.5.6 on the H200 rows).
     ("sglang", "0.5.6"): Framework(name="sglang", version="0.5.6", label="SGLang 0.5.6", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.004, ttft_overhead_s=0.15,
-                        prefill_slowdown=3.5, queue_share=0.06, prefill_mix=0.8, moe_layer_overhead_s=0.0),
+                        prefill_slowdown=3.0, queue_share=0.06, prefill_mix=0.8, moe_layer_overhead_s=0.0),
     ("sglang", "0.5.1"): Framework(name="sglang", version="0.5.1", label="SGLang 0.5.1", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.0, ttft_overhead_s=0.15,
                         prefill_slowdown=2.5, queue_share=0.4, prefill_mix=0.6, moe_layer_overhead_s=0.0),
