@@ -36,7 +36,7 @@ PARALLEL = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "conte
 # Flags Megatron-LM maps by hand, and where they go (GPT/Mamba model arguments or config fields).
 HAND = frozenset({"--swiglu", "--squared-relu", "--num-experts", "--moe-layer-freq", "--untie-embeddings-and-output-weights",
                   "--position-embedding-type", "--rotary-base", "--max-position-embeddings", "--padded-vocab-size",
-                  "--hybrid-override-pattern", "--multi-latent-attention"})
+                  "--hybrid-override-pattern", "--multi-latent-attention", "--use-rope-scaling", "--rope-scaling-factor"})
 
 
 def split_command(line: str, script: str) -> dict[str, list[str]]:

@@ -50,13 +50,17 @@ def emitted(name: str) -> tuple[ModelSpec, Plan, Job, dict[str, list[str]]]:
 
 
 @pytest.fixture(scope="module")
-def single_rank() -> Any:
-    """megatron-core's parallel state on one gloo rank: the whole model on this process."""
+def single_rank(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """megatron-core's parallel state on one gloo rank: the whole model on this process.
+
+    The rendezvous is a file, not a TCP port: other test runs on the machine cannot collide with it.
+    """
     import torch.distributed as dist
     from megatron.core import parallel_state
 
     if not dist.is_initialized():
-        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29517", rank=0, world_size=1)
+        store = tmp_path_factory.mktemp("gloo") / "store"
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
     parallel_state.initialize_model_parallel()
     yield
     parallel_state.destroy_model_parallel()
@@ -100,7 +104,8 @@ def build_gpt(args: dict[str, list[str]]) -> Any:
             max_sequence_length=int(args["--max-position-embeddings"][0]),
             share_embeddings_and_output_weights="--untie-embeddings-and-output-weights" not in args,
             position_embedding_type=args["--position-embedding-type"][0],
-            rotary_base=int(args["--rotary-base"][0]) if "--rotary-base" in args else 10000)
+            rotary_base=int(args["--rotary-base"][0]) if "--rotary-base" in args else 10000,
+            rope_scaling="--use-rope-scaling" in args)  # as the GPT builder passes it at the pin
 
 
 PARAMS: dict[str, tuple[int, int]] = {}  # preset -> (megatron-core, autopar), printed at the end
@@ -130,10 +135,13 @@ def test_megatron_core_builds_the_planned_model(name: str, single_rank: Any) -> 
 
 
 def test_parameter_counts_agree_exactly_where_autopar_counts_every_weight(single_rank: Any) -> None:
-    """llama3.1-8b: Megatron's GPT has exactly the 8,030,261,248 weights of meta-llama/Llama-3.1-8B."""
+    """llama3.1-8b: Megatron's GPT has exactly the 8,030,261,248 weights of meta-llama/Llama-3.1-8B, and
+    Llama 3.1's rope: base 500000 (config.json rope_theta) with the llama3 frequency scaling."""
     _, _, _, args = emitted("llama3.1-8b")
     _, gpt = build_gpt(args)
     assert sum(p.numel() for p in gpt.parameters()) == 8_030_261_248
+    assert gpt.rotary_pos_emb is not None and gpt.rotary_scaling
+    assert args["--rotary-base"] == ["500000"] and args["--rope-scaling-factor"] == ["8.0"]
 
 
 def test_deepseek_dense_prefix_and_shared_expert(single_rank: Any) -> None:

@@ -308,3 +308,17 @@ def test_other_refusals() -> None:
     assert "expected an integer" in error(dict(DEEPSEEK_V3, kv_lora_rank="512"))
     with pytest.raises(SpecError, match=r"num_attention_heads \(48\) must be divisible by num_kv_heads \(7\)"):
         read(dict(MIXTRAL_8X22B, num_key_value_heads=7))
+
+
+def test_llama31_rope_scaling_is_read() -> None:
+    """meta-llama/Llama-3.1-8B config.json: rope_theta 500000, rope_scaling {rope_type llama3, factor 8}."""
+    data = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "num_hidden_layers": 32, "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
+            "rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}}
+    got = read(data)
+    assert (got.rope_base, got.rope_scaling, got.norm, got.linear_bias, got.qk_norm) == (500000.0, 8.0, "rmsnorm", False,
+                                                                                           False)
+    assert read({**data, "rope_scaling": {"type": "yarn", "factor": 4.0}}).rope_scaling == 1.0  # only llama3 maps
+    assert "rope_scaling" in error({**data, "rope_scaling": {"rope_type": "llama3", "factor": 0.5}})
+

@@ -232,6 +232,8 @@ def model_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     items.append(opt("--position-embedding-type", _POSITION[model.position_embedding]))
     if model.position_embedding == "rope":
         items.append(opt("--rotary-base", round(model.rope_base)))  # an integer flag at the pin
+        if model.rope_scaling > 1:  # Llama 3.1's frequency scaling
+            items += ["--use-rope-scaling", opt("--rope-scaling-factor", model.rope_scaling)]
     if not model.linear_bias:
         items.append("--disable-bias-linear")
     if not model.dropout:
@@ -270,6 +272,9 @@ def notes(model: ModelSpec, plan: Plan) -> list[str]:
     if model.position_embedding == "alibi":
         out.append(f"{model.name} uses ALiBi, which Megatron-LM's GPT model does not have: the launch uses no "
                    "position embedding")
+    if model.position_embedding == "rope" and model.rope_scaling not in (1.0, 8.0):
+        out.append(f"Megatron-LM's GPT builder at the pin applies Llama 3.1 rope scaling with factor 8, not "
+                   f"{model.rope_scaling:g}")
     if model.position_embedding == "rope" and model.rope_base != round(model.rope_base):
         out.append(f"Megatron-LM takes an integer --rotary-base; {model.rope_base} was rounded")
     return out

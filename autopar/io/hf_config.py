@@ -93,7 +93,14 @@ class _Config:
         if isinstance(theta, bool) or not isinstance(theta, int | float) or theta <= 0:
             raise self.f.fail("rope_theta", f"expected a positive number, got {theta!r}")
         bias = self.kind == "gpt_neox" or self.f.flag("attention_bias", False) or self.f.flag("mlp_bias", False)
+        raw = self.data.get("rope_scaling")
+        scaling: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        llama3 = scaling.get("rope_type", scaling.get("type")) == "llama3"  # Llama 3.1's frequency scaling
+        factor = scaling.get("factor", 1.0) if llama3 else 1.0
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 1:
+            raise self.f.fail("rope_scaling", f"factor must be a number >= 1, got {factor!r}")
         return {"norm": "layernorm" if self.kind == "gpt_neox" else "rmsnorm", "rope_base": float(theta),
+                "rope_scaling": float(factor),
                 "linear_bias": bias, "qk_norm": self.kind in ("qwen3", "qwen3_moe")}
 
 

@@ -71,6 +71,7 @@ def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
         norm=f.text("norm", "rmsnorm", choices=NORMS),
         position_embedding=f.text("position_embedding", "rope", choices=POSITIONS),
         rope_base=f.number("rope_base", 10000.0),
+        rope_scaling=f.number("rope_scaling", 1.0),
         linear_bias=f.flag("linear_bias", False),
         qk_norm=f.flag("qk_norm", False),
         moe=moe,

@@ -42,6 +42,7 @@ class ModelSpec:
     norm: str = "rmsnorm"  # rmsnorm | layernorm | layernorm1p
     position_embedding: str = "rope"  # rope | learned | alibi | none
     rope_base: float = 10000.0  # rotary base (theta); read only with rope
+    rope_scaling: float = 1.0  # Llama 3.1 rotary frequency scaling factor (rope_type llama3); 1 = none
     linear_bias: bool = False  # biases on the attention and MLP linears (GPT-2/3, BLOOM)
     qk_norm: bool = False  # a norm on each query and key head (Qwen3, OLMo 2)
 
@@ -58,6 +59,8 @@ class ModelSpec:
         if self.position_embedding not in POSITIONS:
             raise SpecError(f"{self.name}: position_embedding must be one of {', '.join(POSITIONS)}, "
                             f"got {self.position_embedding!r}")
+        if self.rope_scaling < 1:
+            raise SpecError(f"{self.name}: rope_scaling must be >= 1 (1 = none), got {self.rope_scaling}")
         if self.rope_base <= 0:
             raise SpecError(f"{self.name}: rope_base must be > 0, got {self.rope_base}")
         if self.max_seq_len < self.seq_len:
