@@ -11,6 +11,7 @@ import typer
 from autopar.cli_serve import serve_app
 from autopar.completions import complete_emit, complete_hardware, complete_model, complete_stack, complete_strategy
 from autopar.errors import AutoparError, SpecError
+from autopar.spec.job import DEFAULT_MEMORY_FRACTION
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -126,11 +127,15 @@ StackOpt = Annotated[
                              ".yaml (default: megatron; see `autopar stacks`).", autocompletion=complete_stack)
 ]
 GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs.")]
+GpusAutoOpt = Annotated[str | None, typer.Option(
+    "--gpus", help="Total GPUs, or auto: the fewest GPUs that fit, and tokens/s as the count doubles.")]
 NodesOpt = Annotated[int | None, typer.Option(help="Nodes (GPUs = nodes x GPUs per node).")]
 BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (default: about 4M tokens).")]
 SeqOpt = Annotated[int | None, typer.Option(help="Sequence length in tokens (default: the model's).")]
 DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16 | fp8 (FP8 GEMMs; MFU still against the bf16 peak)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+MemFracOpt = Annotated[float, typer.Option(help="Share of each GPU's memory a plan may fill (headroom for the "
+                                           "memory model's error).")]
 DistOpt = Annotated[str | None, typer.Option(
     help="Sequence-length distribution: lengths (.txt/.jsonl/.npy), a histogram or a parametric form (.yaml).")]
 StrategyOpt = Annotated[str, typer.Option(
@@ -167,7 +172,7 @@ def suggest(
     model: Model,
     hardware: HardwareOpt = None,
     stack: StackOpt = None,
-    gpus: GpusOpt = None,
+    gpus: GpusAutoOpt = None,
     nodes: NodesOpt = None,
     global_batch: BatchOpt = None,
     seq_len: SeqOpt = None,
@@ -186,20 +191,29 @@ def suggest(
     = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = "megatron_dynamic_cp",
+    max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
-    from autopar.advise import launch
+    from autopar.advise import launch, questions
     from autopar.advise import train as advise
     from autopar.emit.slurm import SlurmOptions
     from autopar.render import report
+    from autopar.render.progress import progress_after
 
     try:
+        count, auto = questions.parse_gpus(gpus)
+        if auto:
+            _gpus_auto(model, hardware=hardware, stack=stack, nodes=nodes, global_batch=global_batch, seq_len=seq_len,
+                       dtype=dtype, json_out=json_out, max_memory_fraction=max_memory_fraction,
+                       refused=[name for name, given in (("--emit", emit), ("--plot", plot), ("--seq-len-dist", seq_len_dist))
+                                if given is not None])
+            return
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,
                               slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
                                                  qos=slurm_qos))
-        ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
+        ctx = advise.context(model, hardware=hardware, gpus=count, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
-                             stack=launch.stack_for(emit, stack))
+                             stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen
@@ -221,7 +235,8 @@ def suggest(
                     report.render_launch(_console(), launched)
                     _console().print(f"launch: {note}")
             return
-        result = advise.suggest(ctx)
+        with progress_after("searching plans", enabled=not json_out) as tick:
+            result = advise.suggest(ctx, progress=tick)
         launched = launch.prepare(want, result.ctx, [r.plan for r in result.result.ranked])
         plotted = None
         if plot is not None:
@@ -234,6 +249,26 @@ def suggest(
         print(report.suggestion_json(result, top, launch=launched, plot=plotted))
     else:
         report.render_suggestion(_console(), result, top, launch=launched, plot=plotted)
+
+
+def _gpus_auto(model: str, *, hardware: str | None, stack: str | None, nodes: int | None, global_batch: int | None,
+               seq_len: int | None, dtype: str, json_out: bool, max_memory_fraction: float, refused: list[str]) -> None:
+    """suggest --gpus auto: the fewest GPUs that fit and the throughput curve (errors raise AutoparError)."""
+    from autopar.advise import questions
+    from autopar.advise import train as advise
+    from autopar.render.progress import progress_after
+    from autopar.render.scaling import render_scaling, scaling_json
+
+    if refused or nodes is not None:
+        raise SpecError(f"--gpus auto chooses the GPU count; it cannot be combined with {', '.join(refused or ['--nodes'])}")
+    ctx = advise.context(model, hardware=hardware, gpus=None, nodes=1, global_batch=global_batch, seq_len=seq_len,
+                         dtype=dtype, stack=stack, max_memory_fraction=max_memory_fraction)
+    with progress_after("GPU counts", enabled=not json_out) as tick:
+        result = questions.scaling(ctx, batch_given=global_batch is not None, progress=tick)
+    if json_out:
+        print(scaling_json(result))
+    else:
+        render_scaling(_console(), result)
 
 
 @app.command()
@@ -270,6 +305,7 @@ def estimate(
     slurm_qos: QosOpt = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = "megatron_dynamic_cp",
+    max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
     from autopar.advise import launch
@@ -287,7 +323,7 @@ def estimate(
                                                  qos=slurm_qos))
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
-                             stack=launch.stack_for(emit, stack))
+                             stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen

@@ -7,6 +7,7 @@ and return frozen results that report.py renders. No torch, no printing.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from autopar.cost.memory import memory_breakdown
@@ -16,8 +17,9 @@ from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
 from autopar.io.stacks import DEFAULT_STACK, load_stack
 from autopar.search.planner import SearchResult, search
+from autopar.search.space import divisors
 from autopar.spec.hardware import HardwareProfile
-from autopar.spec.job import Job, default_global_batch
+from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job, default_global_batch
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan, validate
 from autopar.spec.stack import StackProfile
@@ -34,6 +36,8 @@ class Context:
     batch_defaulted: bool  # the global batch was chosen by autopar
     stack: StackProfile  # the framework that runs the plan
     stack_reason: str  # --stack NAME, or the default
+    memory_fraction: float = 1.0  # share of the GPU's memory plans may use (hw.memory_bytes is already that share)
+    gpu_memory_bytes: float = 0.0  # the GPU's whole memory (0: hw.memory_bytes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +45,7 @@ class Suggestion:
     ctx: Context  # inputs
     result: SearchResult  # ranked plans
     search_s: float  # wall time of the search
+    warnings: tuple[str, ...] = ()  # what the user should know about the job (a batch that limits dp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,12 +66,21 @@ def context(
     dtype: str,
     seq_len_dist: str | None = None,
     stack: str | None = None,
+    max_memory_fraction: float = DEFAULT_MEMORY_FRACTION,
 ) -> Context:
-    """Load and check the inputs; `seq_len_dist` only to refuse it beside an explicit --seq-len."""
+    """Load and check the inputs; `seq_len_dist` only to refuse it beside an explicit --seq-len.
+
+    Plans may use `max_memory_fraction` of each GPU's memory: the returned context's
+    hw.memory_bytes is that share, so the search, estimate and fit advice all hold it.
+    """
     if seq_len_dist is not None and seq_len is not None:
         raise SpecError("give --seq-len or --seq-len-dist, not both")
+    if not 0.5 <= max_memory_fraction <= 1.0:
+        raise SpecError(f"--max-memory-fraction must be between 0.5 and 1.0, got {max_memory_fraction}")
     spec = load_model(model)
     hw, reason = resolve_hardware(hardware)
+    whole = hw.memory_bytes
+    hw = replace(hw, memory_bytes=whole * max_memory_fraction)
     if nodes is not None:
         if nodes < 1:
             raise SpecError(f"--nodes must be positive, got {nodes}")
@@ -87,13 +101,34 @@ def context(
     stack_profile = load_stack(stack)
     stack_reason = f"--stack {stack}" if stack else f"default {DEFAULT_STACK} (no --stack)"
     return Context(model=spec, hw=hw, hw_reason=reason, job=job, batch_defaulted=global_batch is None,
-                   stack=stack_profile, stack_reason=stack_reason)
+                   stack=stack_profile, stack_reason=stack_reason, memory_fraction=max_memory_fraction,
+                   gpu_memory_bytes=whole)
 
 
-def suggest(ctx: Context) -> Suggestion:
+def suggest(ctx: Context, *, progress: Callable[[int, int], None] | None = None) -> Suggestion:
     start = time.perf_counter()
-    result = search(ctx.model, ctx.hw, ctx.job, stack=ctx.stack)
-    return Suggestion(ctx=ctx, result=result, search_s=time.perf_counter() - start)
+    result = search(ctx.model, ctx.hw, ctx.job, stack=ctx.stack, progress=progress)
+    warning = batch_warning(ctx.job)
+    return Suggestion(ctx=ctx, result=result, search_s=time.perf_counter() - start,
+                      warnings=(warning,) if warning else ())
+
+
+def batch_warning(job: Job) -> str | None:
+    """The global batch must split evenly over the data-parallel replicas (dp x mbs divides it). A batch
+    with few small factors (513 = 3^3 x 19 sequences on 24 GPUs allows dp 1 or 3 only) forces the other
+    GPUs into tp, pp or cp, slower for most models.
+
+    A warning when the global batch allows less than half the data parallelism the GPUs allow, else None."""
+    gpus, batch = job.gpus, job.global_batch
+    by_gpus = max(d for d in divisors(gpus) if d <= batch)
+    by_batch = max(d for d in divisors(gpus) if batch % d == 0)
+    if 2 * by_batch >= by_gpus:
+        return None
+    lower = batch - batch % by_gpus
+    options = [b for b in (lower, lower + by_gpus) if b > 0]
+    return (f"global batch {batch} allows data parallelism of at most {by_batch} on {gpus} GPUs (dp must divide "
+            f"the batch); {' or '.join(str(b) for b in options)} sequences would allow dp {by_gpus}")
+
 
 
 def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: int, recompute: str, zero: int, sp: bool,
@@ -115,17 +150,30 @@ def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: 
 
 
 def fit_hints(ctx: Context, plan: Plan) -> tuple[tuple[str, float], ...]:
-    """One-knob changes that make an over-budget plan fit, smallest memory first."""
+    """One-knob changes that make an over-budget plan fit, smallest memory first.
+
+    Every change offered is a plan the rules accept on the same GPUs (validate and the
+    stack's refusals): "--tp 16" is never offered on 8-GPU nodes, nor "--pp" beyond the
+    layers. Splitting the model further (tp, pp or cp twice as large) takes the GPUs
+    from data parallelism, so it is offered only while dp is even.
+    """
     options: list[tuple[str, Plan]] = [(f"--recompute {r}", replace(plan, recompute=r)) for r in ("selective", "full")]
     options += [(f"--zero {z}", replace(plan, zero=z)) for z in (1, 2, 3) if z > plan.zero]
     options += [(f"--mbs {b}", replace(plan, mbs=b)) for b in (1, 2, 4) if b < plan.mbs]
     if plan.tp > 1 and not plan.sp:
         options.append(("--sp", replace(plan, sp=True)))
+    if plan.dp % 2 == 0:
+        half = plan.dp // 2
+        options += [(f"--tp {2 * plan.tp}", replace(plan, dp=half, tp=2 * plan.tp, sp=True)),
+                    (f"--pp {2 * plan.pp}", replace(plan, dp=half, pp=2 * plan.pp)),
+                    (f"--cp {2 * plan.cp}", replace(plan, dp=half, cp=2 * plan.cp))]
     found = []
     for label, candidate in options:
         try:
             validate(candidate, ctx.model, ctx.job, stack=ctx.stack)
         except SpecError:
+            continue
+        if ctx.stack.refusal(candidate):
             continue
         need = memory_breakdown(ctx.model, ctx.job, candidate, stack=ctx.stack).total
         if need <= ctx.hw.memory_bytes:

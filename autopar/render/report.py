@@ -47,6 +47,8 @@ def context_dict(ctx: Context) -> dict[str, Any]:
         "stack": ctx.stack.name,
         "stack_source": ctx.stack_reason,
         "memory_gib_capacity": ctx.hw.memory_bytes / GIB,
+        "memory_gib_gpu": (ctx.gpu_memory_bytes or ctx.hw.memory_bytes) / GIB,
+        "max_memory_fraction": ctx.memory_fraction,
         "gpus": j.gpus,
         "gpus_per_node": j.gpus_per_node,
         "global_batch": j.global_batch,
@@ -69,7 +71,7 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
 def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
     plans = [plan_dict(e) for e in s.result.ranked[:top]]
     doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
-           "plans": plans, **launch_dict(launch)}
+           "plans": plans, "warnings": list(s.warnings), **launch_dict(launch)}
     if plot is not None:
         doc["plot_file"] = str(plot.path)
     return json.dumps(doc, indent=2)
@@ -112,6 +114,10 @@ def _header(console: Console, ctx: Context) -> None:
         console.print(f"corrected by autopar calibrate: {c.describe()}")
     console.print(f"stack: {ctx.stack.name} — {ctx.stack_reason}")
     console.print(f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, {j.dtype}")
+    if ctx.memory_fraction < 1.0:
+        whole = ctx.gpu_memory_bytes or ctx.hw.memory_bytes
+        console.print(f"memory: plans may use {ctx.hw.memory_bytes / GIB:.1f} of {whole / GIB:.1f} GiB per GPU "
+                      f"({ctx.memory_fraction:.0%}, --max-memory-fraction)")
 
 
 def plan_label(est: Estimate) -> str:
@@ -148,6 +154,8 @@ def render_suggestion(
 ) -> None:
     _header(console, s.ctx)
     r = s.result
+    for warning in s.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
     console.print(f"searched {r.considered} plans in {s.search_s:.2f} s; {r.feasible} fit in "
                   f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
     shown = distinct_layouts(r.ranked, top)
@@ -206,6 +214,7 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
         console.print("[green]fits in memory[/]")
     else:
         over = (e.memory.total - e.memory_capacity_bytes) / GIB
-        fix = "; ".join(f"{c} -> {g:.1f} GiB" for c, g in x.hints) or "none of recompute/ZeRO/mbs alone: add pp or tp"
+        fix = "; ".join(f"{c} -> {g:.1f} GiB" for c, g in x.hints) or (
+            "no single change of recompute, ZeRO, mbs, tp, pp or cp on these GPUs; use more GPUs or a shorter --seq-len")
         console.print(f"[red]does not fit: {over:.1f} GiB over[/]; what would fit: {fix}")
     render_launch(console, launch)

@@ -23,7 +23,7 @@ first, so the recommended plan is never beaten on both speed and memory.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol, TypeVar, overload
@@ -49,6 +49,7 @@ from autopar.spec.stack import NEUTRAL, StackProfile
 __all__ = ["TIE_BAND", "Candidate", "RankedPlans", "SearchResult", "enumerate_plans", "rank", "search", "simplicity"]
 
 TIE_BAND = 0.005  # plans within 0.5% of the fastest rank as equal; the simpler one first
+PROGRESS_EVERY = 1024  # layouts between progress reports
 CP_VARIANT_CANDIDATES = 64  # leading plans on which the all-gather CP variant is tried
 
 
@@ -149,13 +150,14 @@ def rank(plans: Sequence[R]) -> list[R]:
 def search(
     model: ModelSpec, hw: HardwareProfile, job: Job, *, fixed: Mapping[str, object] | None = None,
     stack: StackProfile = NEUTRAL,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SearchResult:
     """All feasible plans `stack` can launch, ranked by tokens/s as it runs them.
 
     Raises InfeasibleError when none fits, saying why.
     """
     with _no_cyclic_gc():
-        return _search(model, hw, job, stack_limits(stack, dict(fixed or {})), stack)
+        return _search(model, hw, job, stack_limits(stack, dict(fixed or {})), stack, progress)
 
 
 @contextmanager
@@ -173,7 +175,8 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, object], stack: StackProfile) -> SearchResult:
+def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, object], stack: StackProfile,
+            progress: Callable[[int, int], None] | None = None) -> SearchResult:
     memo = Memo(model, hw, job, stack)
     cap = hw.memory_bytes
     tokens = job.tokens_per_step
@@ -183,7 +186,10 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
     recomputes = choices(fixed, "recompute", list(RECOMPUTE))
     zeros = sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(stack)))
     per_skeleton = len(recomputes) * len(zeros)
-    for skeleton in enumerate_skeletons(model, job, fixed, stack=stack):
+    skeletons = list(enumerate_skeletons(model, job, fixed, stack=stack))
+    for n, skeleton in enumerate(skeletons):
+        if progress is not None and n % PROGRESS_EVERY == 0:
+            progress(n, len(skeletons))
         considered += per_skeleton
         picks = []
         for recompute, needs in zip(recomputes, variant_peaks(memo, skeleton, recomputes, zeros), strict=True):
@@ -240,5 +246,5 @@ def _why_none(model: ModelSpec, hw: HardwareProfile, job: Job, considered: int, 
     return (
         f"no plan fits: the smallest of {considered} plans needs {need / 2**30:.1f} GiB per GPU "
         f"(dp{p.dp} tp{p.tp} pp{p.pp} cp{p.cp} mbs{p.mbs} recompute={p.recompute} zero={p.zero}) "
-        f"but {hw.gpu_name} has {hw.memory_bytes / 2**30:.1f} GiB; use more GPUs or a shorter --seq-len"
+        f"but plans may use {hw.memory_bytes / 2**30:.1f} GiB of a {hw.gpu_name}; use more GPUs or a shorter --seq-len"
     )

@@ -8,6 +8,11 @@ from autopar.errors import SpecError
 from autopar.spec.limits import MAX_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_SEQ
 
 JOB_DTYPES = ("bf16", "fp16", "fp8")
+# Plans may fill this share of a GPU's memory by default (--max-memory-fraction). The memory
+# model is a few percent off measured peaks (allocator slack alone varies 5-10% with the
+# workload: cost/calibration.py ALLOCATOR_FRAGMENTATION), so a plan predicted at 79.5 of
+# 79.7 GiB may not start; 5% headroom (75.7 of 79.7 GiB on an H100) absorbs that.
+DEFAULT_MEMORY_FRACTION = 0.95
 DEFAULT_TOKENS_PER_STEP = 4 * 2**20  # default global batch: about 4M tokens, as in Llama 3 pre-training
 
 

@@ -1,0 +1,41 @@
+"""``suggest --gpus auto``: the fewest GPUs that fit, and throughput as the GPU count grows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from autopar.advise.questions import Scaling
+from autopar.render.report import context_dict, plan_dict, plan_label
+
+GIB = 2**30
+
+
+def scaling_json(s: Scaling) -> str:
+    first = s.points[0].suggestion
+    curve: list[dict[str, Any]] = []
+    for p in s.points:
+        best = p.suggestion.result.ranked[0]
+        curve.append({"gpus": p.gpus, "global_batch": p.suggestion.ctx.job.global_batch,
+                      "scaling_efficiency": s.efficiency(p), **plan_dict(best)})
+    doc = {**context_dict(first.ctx), "min_gpus": s.min_gpus, "tried_gpus": list(s.tried), "curve": curve}
+    return json.dumps(doc, indent=2)
+
+
+def render_scaling(console: Console, s: Scaling) -> None:
+    first = s.points[0].suggestion
+    m, hw = first.ctx.model, first.ctx.hw
+    below = f" ({', '.join(map(str, s.tried))} fit no plan)" if s.tried else ""
+    console.print(f"[bold]{m.name}[/] on {hw.gpu_name}: the fewest GPUs that fit: [bold green]{s.min_gpus}[/]{below}")
+    table = Table(title="best plan as the GPU count doubles (efficiency: tokens/s per GPU against the fewest)")
+    for col in ("GPUs", "batch", "plan", "mbs", "recompute", "tokens/s", "tok/s/GPU", "MFU", "mem GiB", "efficiency"):
+        table.add_column(col, justify="left" if col in ("plan", "recompute") else "right")
+    for p in s.points:
+        e = p.suggestion.result.ranked[0]
+        table.add_row(str(p.gpus), str(p.suggestion.ctx.job.global_batch), plan_label(e), str(e.plan.mbs),
+                      e.plan.recompute, f"{e.tokens_per_s:,.0f}", f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}",
+                      f"{e.memory.total / GIB:.1f}", f"{s.efficiency(p):.0%}")
+    console.print(table)

@@ -1,0 +1,95 @@
+"""Questions beside "which plan": memory headroom, the fewest GPUs, a batch that limits dp, fit advice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autopar.advise import train as advise
+from autopar.advise.questions import gpu_counts, parse_gpus
+from autopar.advise.train import batch_warning, fit_hints
+from autopar.cli import app
+from autopar.errors import SpecError
+from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job
+from autopar.spec.plan import Plan, validate
+
+runner = CliRunner()
+GIB = 2**30
+
+
+def _ctx(model: str = "llama3-70b", gpus: int = 64, **kw: object) -> advise.Context:
+    return advise.context(model, hardware="h100-sxm", gpus=gpus, nodes=None, global_batch=kw.pop("global_batch", None),  # type: ignore[arg-type]
+                          seq_len=None, dtype="bf16", **kw)  # type: ignore[arg-type]
+
+
+def test_batch_that_limits_data_parallelism_is_named() -> None:
+    # 513 = 3^3 x 19: of the divisors of 24 only 1 and 3 divide it; 504 = 24 x 21 and 528 = 24 x 22 allow dp 24
+    assert batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=513, seq_len=8192)) == (
+        "global batch 513 allows data parallelism of at most 3 on 24 GPUs (dp must divide the batch); "
+        "504 or 528 sequences would allow dp 24")
+    assert batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=512, seq_len=8192)) is not None  # dp <= 8 of 24
+    assert batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=528, seq_len=8192)) is None
+    assert batch_warning(Job(gpus=64, gpus_per_node=8, global_batch=96, seq_len=8192)) is None  # dp 32 of 64: not poor
+    assert batch_warning(Job(gpus=64, gpus_per_node=8, global_batch=8, seq_len=8192)) is None  # 8 sequences: dp 8 is all
+
+
+def test_suggest_json_carries_the_warning() -> None:
+    res = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "24", "--global-batch", "513",
+                              "--json", "--top", "1"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["warnings"] == [batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=513,
+                                                                   seq_len=8192))]
+
+
+def test_memory_fraction_leaves_headroom() -> None:
+    whole = _ctx(max_memory_fraction=1.0).hw.memory_bytes
+    assert _ctx().hw.memory_bytes == pytest.approx(DEFAULT_MEMORY_FRACTION * whole)
+    assert DEFAULT_MEMORY_FRACTION == 0.95
+    # Llama 3.1 405B dp1 tp4 pp32, full recompute: 78.2 GiB, inside the H100's 79.65 GiB but not 95% of it (75.7)
+    args = ["estimate", "llama3.1-405b", "--hardware", "h100-sxm", "--gpus", "128", "--tp", "4", "--pp", "32",
+            "--recompute", "full", "--json"]
+    tight = json.loads(runner.invoke(app, args).stdout)
+    assert round(tight["memory_gib_per_gpu"], 1) == 78.2 and tight["fits"] is False
+    assert round(tight["memory_gib_capacity"], 2) == round(0.95 * tight["memory_gib_gpu"], 2)
+    assert json.loads(runner.invoke(app, [*args, "--max-memory-fraction", "1.0"]).stdout)["fits"] is True
+    bad = runner.invoke(app, [*args, "--max-memory-fraction", "1.2"])
+    assert bad.exit_code == 2 and "--max-memory-fraction must be between 0.5 and 1.0, got 1.2" in bad.output
+
+
+def test_fit_advice_offers_only_valid_changes() -> None:
+    ctx = _ctx(global_batch=64)
+    for plan in (Plan(dp=8, tp=8, pp=1), Plan(dp=16, tp=4, pp=1), Plan(dp=4, tp=8, pp=2, mbs=2), Plan(dp=1, tp=8, pp=8)):
+        hints = fit_hints(ctx, plan)
+        assert all(not label.startswith("--tp 16") for label, _ in hints)  # tp is already the node size (8)
+        for label, gib in hints:
+            flag, value = label.split()
+            field = flag.removeprefix("--")
+            changed: dict[str, object] = {field: value if field == "recompute" else int(value)}
+            if field in ("tp", "pp", "cp"):
+                changed["dp"] = plan.dp // 2
+            validate(Plan(**{**{f: getattr(plan, f) for f in plan.__dataclass_fields__}, **changed}), ctx.model, ctx.job)
+            assert gib * GIB <= ctx.hw.memory_bytes
+    # dp1 tp8 pp8 of a 70B: nothing on 64 GPUs frees 8 more ways of splitting; no impossible advice
+    res = runner.invoke(app, ["estimate", "llama3-70b", "--hardware", "h100-sxm", "--gpus", "64", "--tp", "8"])
+    assert "--tp 16" not in res.output and "add pp or tp" not in res.output
+
+
+def test_gpus_auto_finds_the_fewest_and_the_curve() -> None:
+    assert gpu_counts(8, 64) == [1, 2, 4, 8, 16, 32, 64]
+    assert parse_gpus("auto") == (None, True) and parse_gpus("16") == (16, False)
+    with pytest.raises(SpecError, match="--gpus must be a whole number or auto"):
+        parse_gpus("many")
+    res = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "auto", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    # 8.03e9 parameters need 18 B each (bf16 weight, fp32 grad, Adam): on 2 GPUs, fully sharded, 67 GiB before
+    # activations, buffers and slack, over the 75.7 GiB plans may use; on 4 it fits
+    assert doc["min_gpus"] == 4 and doc["tried_gpus"] == [1, 2]
+    gpus = [c["gpus"] for c in doc["curve"]]
+    assert gpus == [4, 8, 16, 32, 64, 128]
+    assert doc["curve"][0]["scaling_efficiency"] == 1.0
+    assert all(c["fits"] for c in doc["curve"])
+    refused = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "auto", "--plot", "x.svg"])
+    assert refused.exit_code == 2 and "--gpus auto chooses the GPU count" in refused.output
