@@ -418,6 +418,21 @@ def stacks_cmd() -> None:
     console.print(f"default when no --stack: {DEFAULT_STACK}\nwhat each assumes, cited: autopar/data/stacks/NAME.yaml")
 
 
+@app.command("schema")
+def schema_cmd(
+    kind: Annotated[str, typer.Argument(help="model | hardware | distribution")],
+) -> None:
+    """Print the JSON Schema of a model spec, hardware profile or length-distribution file (for editors)."""
+    import json
+
+    from autopar.io.schema import schemas
+
+    found = schemas()
+    if kind not in found:
+        _fail(SpecError(f"schema: expected one of {', '.join(found)}, got {kind!r}"))
+    print(json.dumps(found[kind], indent=2))
+
+
 def main() -> None:
     from autopar.io.streams import run
 

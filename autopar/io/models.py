@@ -9,10 +9,9 @@ from typing import Any
 
 from autopar.errors import SpecError
 from autopar.io.hf_config import from_hf_config
-from autopar.io.strict import Fields, did_you_mean, load_mapping, named
+from autopar.io.strict import did_you_mean, load_mapping, named
 from autopar.spec.families import MambaSpec, MLASpec, MoESpec
-from autopar.spec.limits import MAX_CAPACITY_FACTOR, MODEL_KEY_LIMITS
-from autopar.spec.model import ACTIVATIONS, NORMS, POSITIONS, ModelSpec
+from autopar.spec.model import ModelSpec
 
 
 def preset_names() -> list[str]:
@@ -47,94 +46,36 @@ def load_model(ref: str) -> ModelSpec:
 
 
 def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
-    """Build a spec from the DESIGN.md YAML format; unknown keys are errors."""
-    f = Fields(data, f"{where}: ", limits=MODEL_KEY_LIMITS)
-    heads = f.integer("num_attention_heads")
-    hidden = f.integer("hidden_size")
-    moe, mla, mamba = _moe(f), _mla(f), _mamba(f)
-    seq_len = f.integer("seq_len")
-    spec = ModelSpec(
-        name=f.text("name"),
-        layers=f.integer("layers"),
+    """Build a spec from the DESIGN.md YAML format (autopar.io.schema.ModelFile); unknown keys are errors."""
+    from autopar.io.schema import ModelFile, validate  # pydantic: only once a file is read
+
+    m = validate(ModelFile, data, where=where, err=SpecError)
+    heads, hidden = m.num_attention_heads, m.hidden_size
+    return ModelSpec(
+        name=m.name,
+        layers=m.layers,
         hidden_size=hidden,
         num_attention_heads=heads,
-        num_kv_heads=f.integer("num_kv_heads", heads),
-        head_dim=f.integer("head_dim", _default_head_dim(hidden, heads, where)),
-        ffn_hidden_size=f.integer("ffn_hidden_size"),
-        ffn_activation=f.text("ffn_activation", "swiglu", choices=ACTIVATIONS),
-        vocab_size=f.integer("vocab_size"),
-        seq_len=seq_len,
-        max_seq_len=f.integer("max_seq_len", seq_len),
-        tie_embeddings=f.flag("tie_embeddings", False),
-        source=f.text("source", where),
-        dropout=f.flag("dropout", False),
-        norm=f.text("norm", "rmsnorm", choices=NORMS),
-        position_embedding=f.text("position_embedding", "rope", choices=POSITIONS),
-        rope_base=f.number("rope_base", 10000.0),
-        rope_scaling=f.number("rope_scaling", 1.0),
-        linear_bias=f.flag("linear_bias", False),
-        qk_norm=f.flag("qk_norm", False),
-        moe=moe,
-        mla=mla,
-        mamba=mamba,
+        num_kv_heads=m.num_kv_heads or heads,
+        head_dim=m.head_dim or _default_head_dim(hidden, heads, where),
+        ffn_hidden_size=m.ffn_hidden_size,
+        ffn_activation=m.ffn_activation,
+        vocab_size=m.vocab_size,
+        seq_len=m.seq_len,
+        max_seq_len=m.max_seq_len or m.seq_len,
+        tie_embeddings=m.tie_embeddings,
+        source=m.source or where,
+        dropout=m.dropout,
+        norm=m.norm,
+        position_embedding=m.position_embedding,
+        rope_base=m.rope_base,
+        rope_scaling=m.rope_scaling,
+        linear_bias=m.linear_bias,
+        qk_norm=m.qk_norm,
+        moe=MoESpec(**m.moe.model_dump()) if m.moe else None,
+        mla=MLASpec(**m.mla.model_dump()) if m.mla else None,
+        mamba=MambaSpec(**m.mamba.model_dump()) if m.mamba else None,
     )
-    f.finish()
-    return spec
-
-
-def _section(f: Fields, key: str) -> Fields | None:
-    data = f.mapping(key, required=False)
-    return None if data is None else Fields(data, f.prefix(key), limits=MODEL_KEY_LIMITS)
-
-
-def _moe(f: Fields) -> MoESpec | None:
-    g = _section(f, "moe")
-    if g is None:
-        return None
-    spec = MoESpec(
-        num_experts=g.integer("num_experts"),
-        top_k=g.integer("top_k"),
-        expert_ffn_hidden_size=g.integer("expert_ffn_hidden_size"),
-        shared_experts=g.integer("shared_experts", 0, minimum=0),
-        shared_expert_ffn_hidden_size=g.integer("shared_expert_ffn_hidden_size", 0, minimum=0),
-        first_dense_layers=g.integer("first_dense_layers", 0, minimum=0),
-        capacity_factor=g.number("capacity_factor", 1.0, maximum=MAX_CAPACITY_FACTOR),
-        max_nodes_per_token=g.integer("max_nodes_per_token", 0, minimum=0),
-    )
-    g.finish()
-    return spec
-
-
-def _mla(f: Fields) -> MLASpec | None:
-    g = _section(f, "mla")
-    if g is None:
-        return None
-    spec = MLASpec(
-        q_lora_rank=g.integer("q_lora_rank", 0, minimum=0),
-        kv_lora_rank=g.integer("kv_lora_rank"),
-        qk_nope_head_dim=g.integer("qk_nope_head_dim"),
-        qk_rope_head_dim=g.integer("qk_rope_head_dim"),
-        v_head_dim=g.integer("v_head_dim"),
-    )
-    g.finish()
-    return spec
-
-
-def _mamba(f: Fields) -> MambaSpec | None:
-    g = _section(f, "mamba")
-    if g is None:
-        return None
-    spec = MambaSpec(
-        state_size=g.integer("state_size"),
-        head_dim=g.integer("head_dim"),
-        expand=g.integer("expand", 2),
-        layer_pattern=g.text("layer_pattern"),
-        num_groups=g.integer("num_groups", 8),
-        conv_kernel=g.integer("conv_kernel", 4),
-        chunk_size=g.integer("chunk_size", 128),
-    )
-    g.finish()
-    return spec
 
 
 def _default_head_dim(hidden: int, heads: int, where: str) -> int:

@@ -4,19 +4,18 @@ saved by `autopar profile`; the schema is documented in :mod:`autopar.spec.hardw
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from autopar.errors import ProfileError
-from autopar.io.strict import Fields, did_you_mean, load_mapping, named, one_line, shown
-from autopar.spec import limits as lim
+from autopar.io.strict import Fields, did_you_mean, load_mapping, named, shown
 from autopar.spec.hardware import (
     COLLECTIVES,
     CORRECTIONS,
     DEFAULT_HARDWARE,
-    DTYPES,
     SCHEMA_VERSION,
     CollectiveFit,
     Correction,
@@ -120,149 +119,79 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
-    top = Fields(data, f"{where}: ", err=ProfileError)
-    version = top.integer("schema_version")
-    if version > SCHEMA_VERSION:
-        raise top.fail(
-            "schema_version", f"profile is from a newer autopar (schema {version}, this one reads {SCHEMA_VERSION}); upgrade autopar"
-        )
-    source = top.text("source", choices=("datasheet", "measured"))
-    gpu, node, cluster, overlap = (
-        Fields(top.mapping(k) or {}, top.prefix(k), err=ProfileError) for k in ("gpu", "node", "cluster", "overlap")
-    )
-    peaks = _float_map(gpu, "peak_tflops", scale=1e12)
-    if "bf16" not in peaks:
-        raise gpu.fail("peak_tflops", "must give bf16")
-    profile = HardwareProfile(
-        name=top.text("name"),
-        description=top.text("description", ""),
-        source=source,
-        gpu_name=gpu.text("name"),
-        memory_bytes=gpu.number("memory_gib", maximum=lim.MAX_MEMORY_GIB) * 2**30,
-        hbm_bytes_per_s=gpu.number("hbm_bw_gbps", maximum=lim.MAX_HBM_GBPS) * 1e9,
-        memory_efficiency=_fraction(gpu, "memory_efficiency"),
-        peak_flops=peaks,
-        gemm_eff=_curves(gpu, "gemm_efficiency"),
-        attn_eff=_curves(gpu, "attention_efficiency"),
-        gpus_per_node=node.integer("gpus_per_node", maximum=lim.MAX_GPUS_PER_NODE),
-        intra=_collectives(node, "intra"),
-        inter=_collectives(cluster, "inter"),
-        compute_slowdown=_slowdown(overlap, "compute_slowdown"),
-        comm_slowdown=_slowdown(overlap, "comm_slowdown"),
-        provenance=_texts(top, "provenance", required=False),
-        citations=_texts(top, "citations", required=source == "datasheet"),
+    """A profile mapping (autopar.io.schema.ProfileFile) as a HardwareProfile; one line naming the field if not."""
+    from autopar.io.schema import ProfileFile, validate  # pydantic: only once a file is read
+
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise ProfileError(f"{where}: schema_version: profile is from a newer autopar (schema {version}, this one reads "
+                           f"{SCHEMA_VERSION}); upgrade autopar")
+    p = validate(ProfileFile, data, where=where, err=ProfileError)
+
+    def fail(field: str, msg: str) -> ProfileError:
+        return ProfileError(f"{where}: {field}: {msg}")
+
+    if "bf16" not in p.gpu.peak_tflops:
+        raise fail("gpu.peak_tflops", "must give bf16")
+    if p.source == "datasheet" and p.citations is None:
+        raise fail("citations", "missing required field")
+    return HardwareProfile(
+        name=p.name,
+        description=p.description,
+        source=p.source,
+        gpu_name=p.gpu.name,
+        memory_bytes=p.gpu.memory_gib * 2**30,
+        hbm_bytes_per_s=p.gpu.hbm_bw_gbps * 1e9,
+        memory_efficiency=p.gpu.memory_efficiency,
+        peak_flops={str(k): v * 1e12 for k, v in p.gpu.peak_tflops.items()},
+        gemm_eff=_curves(p.gpu.gemm_efficiency, "gpu.gemm_efficiency", fail),
+        attn_eff=_curves(p.gpu.attention_efficiency, "gpu.attention_efficiency", fail),
+        gpus_per_node=p.node.gpus_per_node,
+        intra=_collectives(p.node.intra),
+        inter=_collectives(p.cluster.inter),
+        compute_slowdown=p.overlap.compute_slowdown,
+        comm_slowdown=p.overlap.comm_slowdown,
+        provenance=dict(p.provenance or {}),
+        citations=dict(p.citations or {}),
         path=where,
-        corrections=_corrections(top),
+        corrections=_corrections(p.corrections or {}, fail),
     )
-    top.ignore("raw")
-    for f in (top, gpu, node, cluster, overlap):
-        f.finish()
-    return profile
 
 
-def _corrections(top: Fields) -> tuple[Correction, ...]:
+def _corrections(raw: dict[str, Any], fail: Callable[[str, str], ProfileError]) -> tuple[Correction, ...]:
     """The optional ``corrections`` section: name -> {factor, stack, source}, each factor within its bounds."""
-    raw = top.mapping("corrections", required=False) or {}
     out = []
     for name, body in raw.items():
         if name not in CORRECTIONS:
-            raise top.fail("corrections", f"unknown correction {shown(name)}{did_you_mean(str(name), list(CORRECTIONS))}; "
-                           f"known: {', '.join(CORRECTIONS)}")
-        if not isinstance(body, dict):
-            raise top.fail("corrections", f"{name} must be a mapping with factor, stack and source")
-        f = Fields(body, top.prefix("corrections") + f"{name}.", err=ProfileError)
+            raise fail("corrections", f"unknown correction {shown(name)}{did_you_mean(str(name), list(CORRECTIONS))}; "
+                       f"known: {', '.join(CORRECTIONS)}")
         low, high = CORRECTIONS[name]
-        factor = f.number("factor")
-        if not low <= factor <= high:
-            raise f.fail("factor", f"must lie in [{low}, {high}], got {factor}")
-        out.append(Correction(name=str(name), factor=factor, stack=f.text("stack"), source=f.text("source")))
-        f.finish()
+        if not low <= body.factor <= high:
+            raise fail(f"corrections.{name}.factor", f"must lie in [{low}, {high}], got {body.factor}")
+        out.append(Correction(name=str(name), factor=body.factor, stack=body.stack, source=body.source))
     return tuple(out)
 
 
-def _texts(f: Fields, key: str, *, required: bool) -> dict[str, str]:
-    """A mapping of names to one-line texts (provenance, citations); nested values are refused."""
-    out = {}
-    for k, v in (f.mapping(key, required=required) or {}).items():
-        if isinstance(v, dict | list):
-            raise f.fail(f"{key}.{one_line(str(k), 60)}", f"expected a text, got a {type(v).__name__}")
-        out[one_line(str(k), 200)] = one_line(str(v), 2000)
-    return out
-
-
-def _fraction(f: Fields, key: str) -> float:
-    value = f.number(key)
-    if value > 1:
-        raise f.fail(key, f"must be a fraction in (0, 1], got {value}")
-    return value
-
-
-def _slowdown(f: Fields, key: str) -> float:
-    value = f.number(key, maximum=lim.MAX_SLOWDOWN)
-    if value < 1:
-        raise f.fail(key, f"must be >= 1 (a slowdown factor), got {value}")
-    return value
-
-
-def _float_map(f: Fields, key: str, *, scale: float) -> dict[str, float]:
-    raw = f.mapping(key) or {}
-    out = {}
-    for name, value in raw.items():
-        if name not in DTYPES:
-            raise f.fail(f"{key}.{name}", f"unknown dtype{did_you_mean(str(name), DTYPES)}")
-        Fields(raw, f.prefix(key), err=f.err).number(name, maximum=lim.MAX_TFLOPS)
-        out[name] = float(value) * scale
-    return out
-
-
-def _curves(f: Fields, key: str) -> dict[str, Curve]:
-    raw = f.mapping(key) or {}
+def _curves(raw: Mapping[Any, list[list[float]]], key: str, fail: Callable[[str, str], ProfileError]) -> dict[str, Curve]:
     if "bf16" not in raw:
-        raise f.fail(key, "must give a bf16 curve")
+        raise fail(key, "must give a bf16 curve")
     out = {}
     for dtype, points in raw.items():
         name = f"{key}.{dtype}"
-        if dtype not in DTYPES:
-            raise f.fail(name, f"unknown dtype{did_you_mean(str(dtype), DTYPES)}")
-        if not isinstance(points, list) or not points:
-            raise f.fail(name, "expected a non-empty list of [size, efficiency] pairs")
-        pairs = []
-        for p in points:
-            ok = isinstance(p, list) and len(p) == 2 and all(isinstance(v, int | float) and not isinstance(v, bool) for v in p)
-            if not ok or not (0 < p[0] <= lim.MAX_CURVE_X and 0 < p[1] <= 1):
-                raise f.fail(name, f"bad point {shown(p)}: expected [0 < size <= {lim.MAX_CURVE_X:g}, 0 < efficiency <= 1]")
-            pairs.append((float(p[0]), float(p[1])))
-        pairs.sort()
+        pairs = sorted((p[0], p[1]) for p in points)
+        bad = next((p for p in pairs if p[1] > 1), None)
+        if bad is not None:
+            raise fail(name, f"bad point {shown(list(bad))}: expected [size > 0, 0 < efficiency <= 1]")
         if len({x for x, _ in pairs}) != len(pairs):
-            raise f.fail(name, "sizes must be distinct")
+            raise fail(name, "sizes must be distinct")
         out[str(dtype)] = Curve(xs=tuple(x for x, _ in pairs), ys=tuple(y for _, y in pairs))
     return out
 
 
-def _collectives(f: Fields, key: str) -> dict[str, tuple[CollectiveFit, ...]]:
-    raw = f.mapping(key) or {}
+def _collectives(raw: Any) -> dict[str, tuple[CollectiveFit, ...]]:
     out = {}
     for coll in COLLECTIVES:
-        if coll not in raw:
-            raise f.fail(f"{key}.{coll}", "missing required field")
-    for coll, fits in raw.items():
-        name = f"{key}.{coll}"
-        if coll not in COLLECTIVES:
-            raise f.fail(name, f"unknown collective{did_you_mean(str(coll), COLLECTIVES)}")
-        if not isinstance(fits, list) or not fits:
-            raise f.fail(name, "expected a non-empty list of {group_size, latency_us, bw_gbps}")
-        parsed = []
-        for i, item in enumerate(fits):
-            if not isinstance(item, dict):
-                raise f.fail(f"{name}[{i}]", "expected a mapping")
-            g = Fields(item, f.prefix(f"{name}[{i}]"), err=ProfileError)
-            parsed.append(
-                CollectiveFit(
-                    group_size=g.integer("group_size", minimum=2, maximum=lim.MAX_GPUS),
-                    latency_s=g.number("latency_us", maximum=lim.MAX_LATENCY_US) * 1e-6,
-                    bw_bytes_per_s=g.number("bw_gbps", maximum=lim.MAX_BUS_GBPS) * 1e9,
-                )
-            )
-            g.finish()
-        out[str(coll)] = tuple(sorted(parsed, key=lambda c: c.group_size))
+        fits = [CollectiveFit(group_size=f.group_size, latency_s=f.latency_us * 1e-6, bw_bytes_per_s=f.bw_gbps * 1e9)
+                for f in getattr(raw, coll)]
+        out[coll] = tuple(sorted(fits, key=lambda c: c.group_size))
     return out

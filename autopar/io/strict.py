@@ -1,11 +1,13 @@
-"""Strict, typed access to the mappings read from input files.
+"""Typed access to the mappings of lenient formats: Hugging Face ``config.json``
+(many keys, unknown ones ignored) and internal tables.
 
-Reading itself (regular files only, size caps, safe YAML/JSON with bounded
-depth and aliases, no duplicate keys) is :mod:`autopar.io.reading`; this module
-checks the values: types, bounds (each named in the message that refuses it)
-and unknown keys. Every failure is a one-line :class:`SpecError` (or the error
-class the caller passes) naming the file and the field; values quoted in a
-message are shortened by :func:`shown`.
+The strict file formats (model specs, hardware profiles, length distributions)
+are pydantic models in :mod:`autopar.io.schema`. Reading itself (regular files
+only, size caps, safe YAML/JSON with bounded depth and aliases, no duplicate
+keys) is :mod:`autopar.io.reading`, re-exported here. Every failure is a
+one-line :class:`SpecError` (or the error class the caller passes) naming the
+file and the field; bounds come from :mod:`autopar.spec.limits` and are named
+in the message; values quoted in a message are shortened by :func:`shown`.
 """
 
 from __future__ import annotations

@@ -36,6 +36,8 @@ MAX_COUNT = 1e15  # a histogram count or a mixture weight
 MAX_SIGMA = 10.0  # lognormal sigma of log(length): e^10 is a factor of 22,000 per deviation
 MAX_LENGTH_BYTES = 64 * 2**20  # a file of lengths (.txt, .jsonl, .npy): about 8M lengths
 
+MAX_ROPE_BASE = 1e12  # RoPE base frequency (Llama 3: 500,000)
+MAX_ROPE_SCALING = 1e6  # RoPE frequency scaling factor (Llama 3.1: 8)
 MAX_CAPACITY_FACTOR = 64.0  # MoE load of the busiest expert over the mean
 
 _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "ffn_hidden_size", "intermediate_size", "n_inner", "d_intermediate",
@@ -58,3 +60,4 @@ MODEL_KEY_LIMITS: dict[str, int] = {
                     MAX_EXPERTS),
     **dict.fromkeys(_SMALL_KEYS, MAX_SMALL),
 }
+MAX_HISTOGRAM_BINS = 100_000  # bins of one histogram

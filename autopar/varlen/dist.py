@@ -35,8 +35,8 @@ import numpy as np
 
 from autopar.errors import SpecError
 from autopar.io.reading import parse, read_bytes
-from autopar.io.strict import Fields, load_mapping, named, one_line, read_text, shown
-from autopar.spec.limits import MAX_COUNT, MAX_LENGTH_BYTES, MAX_SEQ, MAX_SIGMA
+from autopar.io.strict import load_mapping, named, one_line, read_text, shown
+from autopar.spec.limits import MAX_LENGTH_BYTES, MAX_SEQ
 
 LENGTH_FIELDS = ("length", "len", "seq_len", "num_tokens")
 MAPPING_SUFFIXES = (".yaml", ".yml", ".json")
@@ -275,65 +275,45 @@ def _positive_int(value: Any, where: str) -> int:
 
 
 def _from_mapping(path: Path, data: dict[str, Any]) -> LengthDist:
-    f = Fields(data, f"{named(path)}: ")
-    name = f.text("name", "") if f.has("name") else ""
-    f.ignore("source", "description")
-    if f.has("mixture"):
-        entries = f.sequence("mixture") or []
-        if not entries:
-            raise f.fail("mixture", "expected at least one component")
-        comps, weights = [], []
-        for i, entry in enumerate(entries):
-            where = f"{f.prefix('mixture')}{i}."
-            if not isinstance(entry, dict):
-                raise SpecError(f"{where.rstrip('.')}: expected a mapping, got {type(entry).__name__}")
-            sub = Fields(entry, where)
-            weights.append(sub.number("weight", maximum=MAX_COUNT))
-            comps.append(_component(sub))
-            sub.finish()
-        f.finish()
-        w = np.asarray(weights, dtype=np.float64)
-        return LengthDist(source=named(path), components=tuple(comps), weights=w / w.sum(), name=name)
-    comp = _component(f)
-    f.finish()
-    return LengthDist(source=named(path), components=(comp,), weights=np.ones(1), name=name)
+    """A histogram, lognormal or mixture file (autopar.io.schema.DistFile)."""
+    from autopar.io.schema import DistFile, validate  # pydantic: only once a file is read
+
+    where = named(path)
+    d = validate(DistFile, data, where=where, err=SpecError)
+    if d.mixture is None:
+        return LengthDist(source=where, components=(_component(d, f"{where}: "),), weights=np.ones(1), name=d.name or "")
+    if d.bin_edges is not None or d.counts is not None or d.lognormal is not None:
+        raise SpecError(f"{where}: mixture: give the components inside the mixture, not beside it")
+    comps = tuple(_component(entry, f"{where}: mixture[{i}].") for i, entry in enumerate(d.mixture))
+    w = np.asarray([entry.weight for entry in d.mixture], dtype=np.float64)
+    return LengthDist(source=where, components=comps, weights=w / w.sum(), name=d.name or "")
 
 
-def _component(f: Fields) -> _Component:
-    """A histogram (bin_edges + counts) or ``lognormal:`` from one mapping."""
-    if f.has("lognormal"):
-        spec = f.mapping("lognormal") or {}
-        g = Fields(spec, f.prefix("lognormal"))
-        median, sigma = g.number("median", maximum=MAX_SEQ), g.number("sigma", maximum=MAX_SIGMA)
-        hi = g.integer("max", maximum=MAX_SEQ)
-        lo = g.integer("min", 1, maximum=MAX_SEQ)
-        g.finish()
-        if median < 1:
-            raise g.fail("median", f"must be at least 1 token, got {median:g}")
-        if lo > hi:
-            raise g.fail("min", f"({lo}) must not exceed max ({hi})")
+def _component(c: Any, where: str) -> _Component:
+    """A histogram (bin_edges + counts) or ``lognormal:`` from one validated ComponentFile."""
+    if c.lognormal is not None:
+        if c.bin_edges is not None or c.counts is not None:
+            raise SpecError(f"{where}lognormal: give a histogram or a lognormal, not both")
+        g = c.lognormal
+        if g.min > g.max:
+            raise SpecError(f"{where}lognormal.min: ({g.min}) must not exceed max ({g.max})")
         return _Component(kind="lognormal", values=np.empty(0), upper=np.empty(0), probs=np.empty(0),
-                          mu=math.log(median), sigma=sigma, lo=lo, hi=hi)
-    if not (f.has("bin_edges") or f.has("counts")):
-        raise f.fail("bin_edges", "missing: give a histogram (bin_edges and counts), lognormal, or mixture")
-    edges_raw, counts_raw = f.sequence("bin_edges") or [], f.sequence("counts") or []
-    edges = [_positive_int(e, f"{f.prefix('bin_edges')}{i}") for i, e in enumerate(edges_raw)]
+                          mu=math.log(g.median), sigma=g.sigma, lo=g.min, hi=g.max)
+    if c.bin_edges is None and c.counts is None:
+        raise SpecError(f"{where}bin_edges: missing: give a histogram (bin_edges and counts), lognormal, or mixture")
+    edges, counts = c.bin_edges or [], c.counts or []
     if len(edges) < 2:
-        raise f.fail("bin_edges", f"expected at least 2 edges, got {len(edges)}")
+        raise SpecError(f"{where}bin_edges: expected at least 2 edges, got {len(edges)}")
     for i in range(1, len(edges)):
         if edges[i] <= edges[i - 1]:
-            raise f.fail("bin_edges", f"must be strictly increasing; edge {i} ({edges[i]}) <= edge {i - 1} ({edges[i - 1]})")
-    if len(counts_raw) != len(edges) - 1:
-        raise f.fail("counts", f"expected {len(edges) - 1} counts for {len(edges)} bin edges, got {len(counts_raw)}")
-    counts = []
-    for i, c in enumerate(counts_raw):
-        if isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= MAX_COUNT:
-            raise SpecError(f"{f.prefix('counts')}{i}: expected a count in [0, {MAX_COUNT:g}], got {shown(c)}")
-        counts.append(float(c))
+            raise SpecError(f"{where}bin_edges: must be strictly increasing; edge {i} ({edges[i]}) <= edge {i - 1} "
+                            f"({edges[i - 1]})")
+    if len(counts) != len(edges) - 1:
+        raise SpecError(f"{where}counts: expected {len(edges) - 1} counts for {len(edges)} bin edges, got {len(counts)}")
     total = sum(counts)
     if total <= 0:
-        raise f.fail("counts", "all counts are zero")
-    probs = np.asarray(counts) / total
+        raise SpecError(f"{where}counts: all counts are zero")
+    probs = np.asarray(counts, dtype=np.float64) / total
     nonzero = np.flatnonzero(probs > 0)
     lower, upper = np.asarray(edges[:-1], dtype=np.int64), np.asarray(edges[1:], dtype=np.int64)
     return _Component(kind="histogram", values=lower, upper=upper, probs=probs,
