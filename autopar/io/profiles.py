@@ -126,10 +126,16 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise ProfileError(f"{where}: schema_version: profile is from a newer autopar (schema {version}, this one reads "
                            f"{SCHEMA_VERSION}); upgrade autopar")
-    p = validate(ProfileFile, data, where=where, err=ProfileError)
 
     def fail(field: str, msg: str) -> ProfileError:
         return ProfileError(f"{where}: {field}: {msg}")
+
+    named_corrections = data.get("corrections")
+    for name in named_corrections if isinstance(named_corrections, dict) else ():
+        if name not in CORRECTIONS:  # before the bodies: a misspelt name is the likelier mistake
+            raise fail("corrections", f"unknown correction {shown(name)}{did_you_mean(str(name), list(CORRECTIONS))}; "
+                       f"known: {', '.join(CORRECTIONS)}")
+    p = validate(ProfileFile, data, where=where, err=ProfileError)
 
     if "bf16" not in p.gpu.peak_tflops:
         raise fail("gpu.peak_tflops", "must give bf16")
@@ -162,9 +168,6 @@ def _corrections(raw: dict[str, Any], fail: Callable[[str, str], ProfileError]) 
     """The optional ``corrections`` section: name -> {factor, stack, source}, each factor within its bounds."""
     out = []
     for name, body in raw.items():
-        if name not in CORRECTIONS:
-            raise fail("corrections", f"unknown correction {shown(name)}{did_you_mean(str(name), list(CORRECTIONS))}; "
-                       f"known: {', '.join(CORRECTIONS)}")
         low, high = CORRECTIONS[name]
         if not low <= body.factor <= high:
             raise fail(f"corrections.{name}.factor", f"must lie in [{low}, {high}], got {body.factor}")
