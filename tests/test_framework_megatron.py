@@ -26,6 +26,7 @@ from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from tests.megatron_words import PARALLEL, TRAINING, config_kwargs, split_command
+from tests.triton_stub import triton_if_missing
 
 mcore = pytest.importorskip("megatron.core", reason="megatron-core is not installed (pip install -e '.[frameworks]')")
 
@@ -161,6 +162,31 @@ def test_pipeline_layout_is_the_estimates_split() -> None:
     assert args["--pipeline-model-parallel-layout"] == ["Et*11|t*11|t*10L"]
 
 
+def test_megatron_core_reads_the_hybrid_launch() -> None:
+    """nemotron-h-8b: megatron-core's own pattern allocation takes the emitted --hybrid-override-pattern for
+    --num-layers, and TransformerConfig takes the Mamba widths. (Building the MambaModel needs mamba_ssm's
+    CUDA kernels, which MambaMixer imports at construction; Megatron-LM's parse_args covers the entry point
+    where MEGATRON_LM_PATH is set.)"""
+    from megatron.core.ssm.mamba_hybrid_layer_allocation import allocate_layers
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    model = load_model("nemotron-h-8b")
+    job = Job(gpus=8, gpus_per_node=8, global_batch=16, seq_len=8192)
+    line = megatron.megatron_command(model, Plan(dp=4, tp=2, pp=1), job, nnodes=1, nproc_per_node=8)
+    assert megatron.entry_point(model) == "pretrain_mamba.py" and " pretrain_mamba.py " in line
+    args = split_command(line, "pretrain_mamba.py")
+    layers = allocate_layers(int(args["--num-layers"][0]), 0.0, 0.0, args["--hybrid-override-pattern"][0])
+    assert "".join(layers) == model.mamba.layer_pattern
+    kw, used = config_kwargs(args, TransformerConfig)
+    assert not set(args) - used - TRAINING
+    for name in PARALLEL:
+        kw.pop(name, None)
+    config = TransformerConfig(**kw)
+    assert config.mamba_num_heads * config.mamba_head_dim == model.mamba.inner(model.hidden_size)
+    assert (config.mamba_state_dim, config.mamba_num_groups) == (model.mamba.state_size, model.mamba.num_groups)
+    assert args["--position-embedding-type"] == ["none"]
+
+
 # --- Megatron-LM's own parse_args, where a checkout is at hand ------------------------------------
 
 
@@ -176,9 +202,12 @@ def _megatron_lm() -> Path:
 
 def parse_with_megatron_lm(root: Path, words: list[str], world: int, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.syspath_prepend(str(root))
+    for name in [m for m in sys.modules if m == "megatron" or m.startswith("megatron.")]:
+        monkeypatch.delitem(sys.modules, name)  # the checkout's megatron, not the installed megatron-core
     try:
-        import megatron.training.arguments as arguments
-    except ImportError as exc:  # its training package needs more than megatron-core (six, regex, triton)
+        with triton_if_missing():
+            import megatron.training.arguments as arguments
+    except ImportError as exc:  # its training package needs more than megatron-core (six, regex)
         pytest.skip(f"Megatron-LM's training package does not import here: {exc}")
     # the GPU it asks about: a Hopper, as the profiles are
     monkeypatch.setattr(arguments, "get_device_arch_version", lambda: 9)
