@@ -18,13 +18,13 @@ from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
 from autopar.cost.flops import (
     FLASH_BWD_OVER_FWD,
-    Gemm,
     attention_fwd_flops,
     expert_gemms,
     logits_gemm,
     part_gemms,
     ssd_scan_flops,
 )
+from autopar.cost.kernels import elementwise_time, fp8_cast_time, gemm_time, gemms_time, hopper_or_later, memory_time, op_sac
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile, fit_for
 from autopar.spec.model import ModelSpec
@@ -124,47 +124,6 @@ def part_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, part: str, ar
     return _PARTS[part](model, hw, shape, *args)
 
 
-def gemm_time(hw: HardwareProfile, dtype: str, flops: float) -> float:
-    return flops / (hw.peak(dtype) * hw.gemm_efficiency(dtype, flops) * cal.SUSTAINED_TENSOR_EFFICIENCY)
-
-
-def gemms_time(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...]) -> float:
-    return sum(gemm_time(hw, dtype, g.flops) * g.count for g in gemms)
-
-
-def memory_time(hw: HardwareProfile, nbytes: float) -> float:
-    return nbytes / (hw.hbm_bytes_per_s * hw.memory_efficiency)
-
-
-# GPUs whose profile attention curve is a Hopper-class kernel (FA3 or cuDNN with wgmma/TMA);
-# FlashAttention-2 has no such path there (Shah et al. 2024, sec. 1), so a stack's FA2
-# ratio applies to them only. A100/L40S profiles already carry FA2 curves.
-_HOPPER_OR_LATER = ("H100", "H200", "H800", "H20", "GH200", "B100", "B200", "GB200", "B300")
-
-
-def hopper_or_later(hw: HardwareProfile) -> bool:
-    name = hw.gpu_name.upper()
-    return any(tag in name for tag in _HOPPER_OR_LATER)
-
-
-def _elementwise_time(hw: HardwareProfile, shape: Shape, nbytes: float) -> float:
-    """Memory-bound norm/rope/activation/residual work, as many HBM passes as the stack makes."""
-    return memory_time(hw, shape.stack.elementwise_passes * nbytes)
-
-
-def _fp8_cast_time(hw: HardwareProfile, shape: Shape, gemms: tuple[Gemm, ...]) -> float:
-    """Forward + backward FP8 scaling and casting of GEMM inputs the stack does not fuse.
-
-    Forward casts each GEMM's input (m x k), backward its output gradient (m x n);
-    torchao's tensorwise recipe casts each plainly and transposed (torchao float8
-    README), at the stack's fp8_cast_bytes per element.
-    """
-    if shape.dtype != "fp8" or not shape.stack.fp8_cast_bytes:
-        return 0.0
-    elems = sum(g.m * (g.k + g.n) * g.count for g in gemms)
-    return memory_time(hw, shape.stack.fp8_cast_bytes * elems)
-
-
 def layer_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan | LayerPlan, kind: str) -> BlockTime:
     """Forward, backward, recompute and in-layer communication of one layer of `kind`."""
     lp = LayerPlan.of(plan) if isinstance(plan, Plan) else plan
@@ -238,13 +197,6 @@ def _assemble(hw: HardwareProfile, plan: Dims, *, fwd: float, bwd: float, select
                      overlap_penalty=(hw.compute_slowdown - 1) * hidden)
 
 
-def _op_sac(shape: Shape, gemm_fwd: float, elementwise_fwd: float) -> float | None:
-    """Per-op selective AC (torchtitan's "op" policy) recomputes every second matmul and all
-    elementwise ops; it keeps the attention kernel's output (torchtitan
-    parallelize_llama _save_list). None when the stack's selective is Megatron's."""
-    return 0.5 * gemm_fwd + elementwise_fwd if shape.stack.selective == "op" else None
-
-
 def _norm_residual_bytes(model: ModelSpec, plan: Dims, tokens: float) -> float:
     """One norm (read h, write h) and one residual add (read 2h, write h) per sub-layer."""
     return cal.ACT_BYTES * cal.ELEMS_OUTSIDE_TP_PER_PART * model.hidden_size * _outside_tokens(plan, tokens)
@@ -263,13 +215,13 @@ def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, 
     attn_fwd = flops / (hw.peak("bf16") * eff * cal.SUSTAINED_TENSOR_EFFICIENCY)
     attn_bwd = FLASH_BWD_OVER_FWD * attn_fwd
     rope = cal.ACT_BYTES * 2 * (_q_width(model) + _k_width(model)) / plan.tp * tokens
-    mem = _elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens) + rope)
-    cast = _fp8_cast_time(hw, shape, gemms)
+    mem = elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens) + rope)
+    cast = fp8_cast_time(hw, shape, gemms)
     fwd = gemm + attn_fwd + mem + cast / 3
     bwd = 2 * gemm + attn_bwd + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3
     cp = _cp_exchange(model, hw, plan, cp_comm, tokens, attn_fwd, attn_bwd, overlap=shape.stack.cp_overlap)
     return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=attn_fwd, tp=_tp_collectives(model, hw, shape, plan, tokens),
-                     cp=cp, op_sac=_op_sac(shape, gemm, mem))
+                     cp=cp, op_sac=op_sac(shape, gemm, mem))
 
 
 def _q_width(model: ModelSpec) -> int:
@@ -323,12 +275,12 @@ def _mlp(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims) -> Blo
     tokens = shape.tokens(plan)
     gemms = part_gemms(model, "mlp", tokens=tokens, tp=plan.tp)
     gemm = gemms_time(hw, shape.dtype, gemms)
-    act = _elementwise_time(hw, shape, cal.ACT_BYTES * _act_elems(model, model.ffn_hidden_size) / plan.tp * tokens)
-    mem = _elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens)) + act
-    cast = _fp8_cast_time(hw, shape, gemms)
+    act = elementwise_time(hw, shape, cal.ACT_BYTES * _act_elems(model, model.ffn_hidden_size) / plan.tp * tokens)
+    mem = elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens)) + act
+    cast = fp8_cast_time(hw, shape, gemms)
     fwd = gemm + mem + cast / 3
     return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3, selective=act,
-                     tp=_tp_collectives(model, hw, shape, plan, tokens), op_sac=_op_sac(shape, gemm, mem))
+                     tp=_tp_collectives(model, hw, shape, plan, tokens), op_sac=op_sac(shape, gemm, mem))
 
 
 def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: int, etp: int) -> BlockTime:
@@ -350,10 +302,10 @@ def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: in
     gemm = gemms_time(hw, shape.dtype, gemms)
     copies = expert_tokens * moe.top_k * moe.capacity_factor
     act_width = copies * moe.expert_ffn_hidden_size / etp + tokens * moe.shared_width / plan.tp
-    act = _elementwise_time(hw, shape, cal.ACT_BYTES * _act_elems(model, 1) * act_width)
+    act = elementwise_time(hw, shape, cal.ACT_BYTES * _act_elems(model, 1) * act_width)
     permute = memory_time(hw, cal.ACT_BYTES * 4 * copies * model.hidden_size)  # permute and unpermute, read + write
-    mem = _elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens)) + act + permute
-    cast = _fp8_cast_time(hw, shape, gemms)
+    mem = elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens)) + act + permute
+    cast = fp8_cast_time(hw, shape, gemms)
     fwd = gemm + mem + cast / 3
     a2a = 0.0
     if ep > 1:
@@ -364,7 +316,7 @@ def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: in
         a2a = (2 if plan.recompute == "full" else 1) * fwd_pair + 2 * bf16
     tp = _tp_collectives(model, hw, shape, plan, tokens) if etp > 1 else (0.0, 0.0)
     bwd = 2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3
-    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=act, tp=tp, ep=a2a, op_sac=_op_sac(shape, gemm, mem))
+    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=act, tp=tp, ep=a2a, op_sac=op_sac(shape, gemm, mem))
 
 
 def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, ep: int, tokens: float, nbytes: int, *,
