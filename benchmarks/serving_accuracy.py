@@ -69,7 +69,7 @@ def _int(value: str, default: int = 1) -> int:
     return int(value) if value and int(value) > 0 else default
 
 
-def _engine(tp: int, moe_tp: int, ep: int, dp: int, model: ModelSpec) -> Engine:
+def _engine(tp: int, moe_tp: int, ep: int, *, dp: int, model: ModelSpec) -> Engine:
     """The file's moe_tp x moe_ep spans tp x attention-DP ranks; a blank attention-DP follows from it."""
     if model.moe is not None and dp == 1 and moe_tp * ep > tp:
         dp = moe_tp * ep // tp
@@ -94,17 +94,17 @@ def load_rows(path: Path) -> list[Row]:
             version = _fitted_version(r["backend"], r["backend_version"])
             if r["mode"] == "disagg":
                 pre = _engine(_int(r["prefill_tp_size"]), _int(r["prefill_moe_tp_size"]), _int(r["prefill_moe_ep_size"]),
-                              _int(r["prefill_attention_dp_size"]), model)
+                              dp=_int(r["prefill_attention_dp_size"]), model=model)
                 dec = _engine(_int(r["decode_tp_size"]), _int(r["decode_moe_tp_size"]), _int(r["decode_moe_ep_size"]),
-                              _int(r["decode_attention_dp_size"]), model)
+                              dp=_int(r["decode_attention_dp_size"]), model=model)
                 dep = Deployment(framework=r["backend"], framework_version=version, mode="disagg", engine=dec,
                                  replicas=_int(r["decode_num_workers"]),
                                  prefill=pre, prefill_replicas=_int(r["prefill_num_workers"]), weights=weights)
                 conc = _int(r["decode_batch_size"]) * dep.replicas
                 layout = f"{dep.prefill_replicas}P(tp{pre.tp}) {dep.replicas}D(tp{dec.tp}x{dec.dp})"
             else:
-                eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]), _int(r["attention_dp_size"]),
-                              model)
+                eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]),
+                              dp=_int(r["attention_dp_size"]), model=model)
                 dep = Deployment(framework=r["backend"], framework_version=version, mode="agg", engine=eng, replicas=1, weights=weights)
                 conc = _int(r["batch_size"])
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"

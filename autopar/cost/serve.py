@@ -139,7 +139,8 @@ def kv_pool_bytes(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weig
     return fw.memory_fraction * hw.memory_bytes - used
 
 
-def _roofline(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...], weight_bytes: float, kv: float) -> tuple[float, float, float]:
+def _roofline(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...], *, weight_bytes: float,
+              kv: float) -> tuple[float, float, float]:
     """(weights, kv, compute excess) seconds of one sub-layer: max(memory, tensor cores)."""
     w_t, kv_t = memory_time(hw, weight_bytes), memory_time(hw, kv)
     comp = gemms_time(hw, dtype, gemms)
@@ -172,14 +173,14 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
             gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
         else:
             gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
-        w, k, c = _roofline(hw, dtype, gemms, dense * wb, kv)
+        w, k, c = _roofline(hw, dtype, gemms, weight_bytes=dense * wb, kv=kv)
         if part == "moe" and model.moe is not None:
             w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=b * engine.dp, expert_bytes=expert * wb)
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
         tp_sum += count * ar if engine.tp > 1 else 0.0
     lm = logits_gemm(model, tokens=b, tp=engine.tp)
-    w, _, c = _roofline(hw, "bf16", (lm,), cal.ACT_BYTES * lm.n * lm.k, 0.0)
+    w, _, c = _roofline(hw, "bf16", (lm,), weight_bytes=cal.ACT_BYTES * lm.n * lm.k, kv=0.0)
     p2p = 0.0
     if engine.pp > 1:
         hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
@@ -230,7 +231,8 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
     w_sum = comp_sum = tp_sum = ep_sum = 0.0
     for part, count in _part_counts(model).items():
         dense, expert = _part_weight_params(model, part, engine)
-        w, _, c = _roofline(hw, dtype, part_gemms(model, part, tokens=chunk, tp=engine.tp), dense * wb, 0.0)
+        w, _, c = _roofline(hw, dtype, part_gemms(model, part, tokens=chunk, tp=engine.tp), weight_bytes=dense * wb,
+                            kv=0.0)
         if part == "attn":
             c += attn_flops / attn_rate
         if part == "moe" and model.moe is not None:
@@ -238,6 +240,6 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, comp_sum, tp_sum = w_sum + count * w, comp_sum + count * c, tp_sum + count * ar
     lm = logits_gemm(model, tokens=max(1.0, chunk / seq_len), tp=engine.tp)
-    w, _, c = _roofline(hw, "bf16", (lm,), cal.ACT_BYTES * lm.n * lm.k, 0.0)
+    w, _, c = _roofline(hw, "bf16", (lm,), weight_bytes=cal.ACT_BYTES * lm.n * lm.k, kv=0.0)
     return StepTime(weights=chunks * (w_sum + w), kv=0.0, compute=chunks * (comp_sum + c), tp_comm=chunks * tp_sum,
                     ep_comm=chunks * ep_sum, overhead=0.0)

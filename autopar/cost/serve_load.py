@@ -149,7 +149,7 @@ def _tpot_parts(step: StepTime, mix: float) -> dict[str, float]:
             "ep_comm": step.ep_comm, "overhead": step.overhead, "prefill_mix": mix}
 
 
-def kv_transfer_time(model: ModelSpec, hw: HardwareProfile, dep: Deployment, isl: int) -> float:
+def kv_transfer_time(model: ModelSpec, hw: HardwareProfile, dep: Deployment, *, isl: int) -> float:
     """One prompt's KV cache from a prefill engine to a decode engine.
 
     Each prefill GPU sends its shard over its own NIC rail (one rank per node
@@ -174,7 +174,7 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
                        context=wl.isl + wl.osl / 2, fw=fw)
     pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
     service = pstep.total * fw.prefill_slowdown
-    transfer = kv_transfer_time(model, hw, dep, wl.isl)
+    transfer = kv_transfer_time(model, hw, dep, isl=wl.isl)
     servers = dep.prefill_replicas * pre.dp
     tpot, wait, saturated = step.total, 0.0, n > cap
     for _ in range(_ITERATIONS):

@@ -1,0 +1,46 @@
+"""Properties of the serving model that hold for any layout and workload (hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autopar.cost.serve_load import estimate
+from autopar.io.models import load_model
+from autopar.io.profiles import load_hardware
+from autopar.spec.serve import Deployment, Engine, Workload
+
+MODEL = load_model("llama3.1-8b")
+HW = load_hardware("h100-sxm")
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
+       isl=st.integers(16, 8192), osl=st.integers(2, 4096), conc=st.integers(1, 512), extra=st.integers(1, 256))
+def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int, osl: int, conc: int,
+                                              extra: int) -> None:
+    dep = Deployment(framework=framework, mode="agg", engine=Engine(tp=tp), replicas=8 // tp)
+    low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
+    high = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc + extra))
+    assert high.tpot_s >= low.tpot_s - 1e-12
+    assert high.ttft_s >= low.ttft_s - 1e-12
+    for est in (low, high):
+        # Little's law over the closed loop: every request in flight, running or waiting for a KV slot
+        assert est.requests_per_s * est.latency_s == pytest.approx(est.workload.concurrency)
+        assert est.saturated == (est.workload.concurrency > est.pools[0].max_concurrency)
+
+
+@settings(max_examples=40, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), kv=st.sampled_from(["auto", "fp8"]), weights=st.sampled_from(["bf16", "fp8"]))
+def test_kv_capacity_grows_with_tp_and_smaller_dtypes(tp: int, kv: str, weights: str) -> None:
+    def cap(**kw: object) -> int:
+        args = {"tp": tp, "kv": kv, "weights": weights} | kw
+        dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=int(args["tp"])), replicas=1,  # type: ignore[call-overload]
+                         weights=str(args["weights"]), kv_dtype=str(args["kv"]))
+        return estimate(MODEL, HW, dep, Workload(isl=1024, osl=1024, concurrency=1)).pools[0].kv_cache_tokens
+
+    base = cap()
+    assert cap(kv="fp8") >= base and cap(weights="fp8") >= base
+    if tp < 8:
+        assert cap(tp=2 * tp) >= base
