@@ -15,7 +15,7 @@ MODEL = load_model("llama3.1-8b")
 HW = load_hardware("h100-sxm")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4, 8]), framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
        isl=st.integers(16, 8192), osl=st.integers(2, 4096), conc=st.integers(1, 512), extra=st.integers(1, 256))
 def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int, osl: int, conc: int,
@@ -23,8 +23,11 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
     dep = Deployment(framework=framework, mode="agg", engine=Engine(tp=tp), replicas=8 // tp)
     low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
     high = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc + extra))
-    assert high.tpot_s >= low.tpot_s - 1e-12
-    assert high.ttft_s >= low.ttft_s - 1e-12
+    # within 0.1%: the profile's GEMM efficiency is interpolated log-linearly between measured sizes, so on a
+    # steep stretch of the curve a slightly larger decode GEMM can come out a few microseconds faster
+    assert high.tpot_s >= low.tpot_s * (1 - 1e-3)
+    assert high.ttft_s >= low.ttft_s * (1 - 1e-3)
+    assert min(low.tpot_parts.values()) >= 0 and min(low.ttft_parts.values()) >= 0
     for est in (low, high):
         # Little's law over the closed loop: every request in flight, running or waiting for a KV slot
         assert est.requests_per_s * est.latency_s == pytest.approx(est.workload.concurrency)

@@ -126,7 +126,7 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
     step = decode_step(model, hw, engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running,
                        context=wl.isl + wl.osl / 2, fw=fw)
     own = prefill_time(model, hw, engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw).total
-    others = (running - 1) * own
+    others = max(0.0, running - 1) * own  # fewer than one request per rank: nobody else's prefill
     mix = fw.prefill_mix * others / (wl.osl - 1)
     tpot = step.total + mix
     ttft_parts = {"prefill": own * fw.prefill_slowdown, "queue": fw.queue_share * others, "first_step": step.total,
