@@ -184,6 +184,8 @@ CASES = [
          "num_hidden_layers: must be at most 4,096"),
     Case("5 huge sizes", "--gpus 10^9", lambda t: job(t).replace("--gpus 8", "--gpus 1000000000"), 2,
          "--gpus must be at most 1,048,576"),
+    Case("5 huge sizes", "serve --gpus 10^9", lambda t: job(t).replace("suggest", "serve suggest").replace(
+        "--gpus 8", "--gpus 1000000000"), 2, "--gpus must be at most 1,024 for serve"),
     Case("5 huge sizes", "estimate --gpus 10^30", lambda t: job(t).replace("suggest", "estimate").replace(
         "--gpus 8", f"--gpus {10**30}"), 2, "--gpus must be at most 1,048,576"),
     Case("5 huge sizes", "--gpus at the limit", lambda t: job(t).replace("--gpus 8", "--gpus 1048576") + " --json", 0,

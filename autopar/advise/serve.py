@@ -12,6 +12,7 @@ from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
 from autopar.search.serve import ServeSweep, Targets, sweep
 from autopar.spec.hardware import HardwareProfile
+from autopar.spec.limits import MAX_SERVE_GPUS
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import FRAMEWORKS, MODES, Deployment, Engine, Workload
 
@@ -48,6 +49,9 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
         raise SpecError("--gpus is required")
     if gpus < 1:
         raise SpecError(f"--gpus must be at least 1, got {gpus}")
+    if gpus > MAX_SERVE_GPUS:
+        raise SpecError(f"--gpus must be at most {MAX_SERVE_GPUS:,} for serve (autopar's limit: the disaggregated sweep "
+                        f"grows with the GPU count; plan one fleet and replicate it), got {gpus:,}")
     spec = load_model(model)
     hw, reason = resolve_hardware(hardware)
     # build a throwaway deployment to validate the names once, with the flags in the message
