@@ -13,7 +13,12 @@ Two facts of the cost model keep the search exact while timing few plans:
 - step time never falls from ZeRO-1 to 2 to 3 (each moves at least as much,
   behind no more compute: cost/step.py), so per layout and recompute mode only
   the lowest ZeRO stage that fits is timed; the higher ones that fit count as
-  feasible.
+  feasible;
+- step time never falls with more recompute, so a layout's more-recomputing
+  variant is at most as fast as its first fitting one: it is timed only when no
+  timed plan with no more memory is strictly faster than that (otherwise it can
+  be neither recommended nor on the Pareto front, and is left out of the
+  ranking; it still counts as feasible).
 
 Ranking (``rank``): by tokens/s; plans within TIE_BAND (0.5%) of the fastest
 are ordered by simplicity, those on the Pareto front of (tokens/s, memory)
@@ -22,6 +27,7 @@ first, so the recommended plan is never beaten on both speed and memory.
 
 from __future__ import annotations
 
+import bisect
 import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -97,7 +103,7 @@ class RankedPlans(Sequence[Estimate]):
 class SearchResult:
     """Ranked feasible plans and what the search looked at."""
 
-    ranked: RankedPlans  # timed plans, best first: per layout and recompute, the lowest ZeRO stage that fits
+    ranked: RankedPlans  # best first: per layout and recompute, the lowest ZeRO stage that fits (less variants a plan beats)
     considered: int  # plans in the space
     feasible: int  # plans that fit in memory
 
@@ -186,6 +192,7 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
     recomputes = choices(fixed, "recompute", list(RECOMPUTE))
     zeros = sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(stack)))
     per_skeleton = len(recomputes) * len(zeros)
+    deferred: list[tuple[Plan, tuple[str, int, float], float]] = []
     skeletons = list(enumerate_skeletons(model, job, fixed, stack=stack))
     for n, skeleton in enumerate(skeletons):
         if progress is not None and n % PROGRESS_EVERY == 0:
@@ -204,15 +211,43 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
             if chosen >= 0:
                 picks.append((recompute, zeros[chosen], needs[chosen]))
         if picks:
-            steps = variant_step_seconds(memo, skeleton, [(r, z) for r, z, _ in picks])
-            for (recompute, zero, need), step in zip(picks, steps, strict=True):
-                timed.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(skeleton, recompute, zero)))
+            # the least recompute that fits now; more recompute at no lower ZeRO stage is never faster
+            # (cost/step.py), so it waits until it is known whether a timed plan beats it on both axes
+            (recompute, zero, need), rest = picks[0], picks[1:]
+            (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
+            timed.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(skeleton, recompute, zero)))
+            now = [p for p in rest if p[1] < zero]
+            deferred += [(skeleton, p, tokens / step) for p in rest if p[1] >= zero]
+            if now:
+                for (r, z, m), t in zip(now, variant_step_seconds(memo, skeleton, [(r, z) for r, z, _ in now]), strict=True):
+                    timed.append(Candidate(tokens_per_s=tokens / t, memory_bytes=m, plan=with_knobs(skeleton, r, z)))
+    timed += _undominated(memo, timed, deferred)
     if not timed:
         least = None if smallest is None else (smallest[0], with_knobs(smallest[1], smallest[2], smallest[3]))
         raise InfeasibleError(_why_none(model, hw, job, considered, least))
     if "cp_comm" not in fixed:
         timed = _pick_cp_comm(memo, rank(timed))
     return SearchResult(ranked=RankedPlans(memo, rank(timed)), considered=considered, feasible=feasible)
+
+
+def _undominated(memo: Memo, timed: list[Candidate], deferred: list[tuple[Plan, tuple[str, int, float], float]]) -> list[Candidate]:
+    """The deferred recompute variants that no timed plan beats: each is at most `bound` tokens/s (its
+    layout's faster variant); one is left out when a timed plan with no more memory is strictly faster
+    than that bound, so it is neither recommended nor on the Pareto front."""
+    order = sorted(timed, key=lambda c: c.memory_bytes)
+    mems = [c.memory_bytes for c in order]
+    best: list[float] = []
+    for c in order:
+        best.append(max(best[-1], c.tokens_per_s) if best else c.tokens_per_s)
+    tokens = memo.job.tokens_per_step
+    out = []
+    for skeleton, (recompute, zero, need), bound in deferred:
+        i = bisect.bisect_right(mems, need)
+        if i and best[i - 1] > bound:
+            continue
+        (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
+        out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(skeleton, recompute, zero)))
+    return out
 
 
 def _pick_cp_comm(memo: Memo, ranked: list[Candidate]) -> list[Candidate]:
