@@ -30,6 +30,7 @@ def render_scaling(console: Console, s: Scaling) -> None:
     m, hw = first.ctx.model, first.ctx.hw
     below = f" ({', '.join(map(str, s.tried))} fit no plan)" if s.tried else ""
     console.print(f"[bold]{m.name}[/] on {hw.gpu_name}: the fewest GPUs that fit: [bold green]{s.min_gpus}[/]{below}")
+    console.print(f"stack: {first.ctx.stack.name} — {first.ctx.stack_reason}")
     table = Table(title="best plan as the GPU count doubles (efficiency: tokens/s per GPU against the fewest)")
     for col in ("GPUs", "batch", "plan", "mbs", "recompute", "tokens/s", "tok/s/GPU", "MFU", "mem GiB", "efficiency"):
         table.add_column(col, justify="left" if col in ("plan", "recompute") else "right")

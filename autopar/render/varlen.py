@@ -86,6 +86,7 @@ def render_suggestion(console: Console, v: VarlenSuggestion, top: int) -> None:
     info = varlen.STRATEGY_INFO[v.strategy]
     console.print(f"[bold]{ctx.model.name}[/] on {ctx.job.gpus} x {ctx.hw.gpu_name}; hardware: {ctx.hw.name} "
                   f"— {ctx.hw_reason}")
+    console.print(f"stack: {ctx.stack.name} — {ctx.stack_reason}")
     console.print(f"lengths: {v.dist.source}: mean {v.dist.mean_len:,.0f}, max {v.dist.max_len:,} tokens; "
                   f"{v.sequences_per_step:,} sequences per step, window {ctx.job.seq_len:,} tokens")
     console.print(f"{len(v.plans)} leading layouts of the fixed-length search, ranked by [bold]{info.label}[/]: "
@@ -128,6 +129,7 @@ def render_explained(console: Console, x: VarlenExplained) -> None:
     p = x.plan
     r = p.results[x.strategy]
     info = varlen.STRATEGY_INFO[x.strategy]
+    console.print(f"stack: {x.ctx.stack.name} — {x.ctx.stack_reason}")
     console.print(f"lengths: {x.dist.source}: mean {x.dist.mean_len:,.0f}, max {x.dist.max_len:,}; "
                   f"{x.sequences_per_step:,} sequences per step; plan {plan_label(p.estimate)}, room "
                   f"{p.max_tokens_per_rank:,} tokens per GPU per micro-batch")
