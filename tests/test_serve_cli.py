@@ -95,6 +95,10 @@ def test_suggest_json_recommends_a_deployment_meeting_targets() -> None:
     assert rec["ttft_ms"] <= 1000 and rec["tpot_ms"] <= 20 and not rec["queue_saturated"]
     front = doc["pareto"]
     assert front and doc["points_priced"] >= len(front)
+    # every point explains itself: weights, KV, TP all-reduce, EP all-to-all, prefill interference, queueing
+    for p in front:
+        assert {"weights", "kv", "tp_comm", "ep_comm", "prefill_mix"} <= p["tpot_breakdown_ms"].keys()
+        assert {"prefill", "queue"} <= p["ttft_breakdown_ms"].keys()
     # along the front, each point gives up tokens/s per user for more tokens/s per GPU
     for a, b in itertools.pairwise(front):
         assert a["tokens_per_s_per_user"] >= b["tokens_per_s_per_user"]

@@ -127,10 +127,17 @@ def _point_row(est: ServeEstimate) -> dict[str, Any]:
             "output_tokens_per_s_per_gpu": est.output_tokens_per_s / dep.gpus, "tokens_per_s_per_user": 1 / est.tpot_s}
 
 
+def _point_dict(est: ServeEstimate) -> dict[str, Any]:
+    """A Pareto point for JSON: the table row plus both breakdowns."""
+    return {**_point_row(est), "queue_saturated": est.saturated,
+            "ttft_breakdown_ms": {k: v * 1e3 for k, v in est.ttft_parts.items()},
+            "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()}}
+
+
 def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
     if result.best is None:
         raise ValueError("suggestion_json needs a recommended deployment")
-    doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "pareto": [_point_row(p) for p in result.pareto],
+    doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "pareto": [_point_dict(p) for p in result.pareto],
            "deployments_tried": result.layouts, "points_priced": len(result.points),
            "tpot_definition": TPOT_DEFINITION}
     doc["recommended"].update(launch_dict(launched))
