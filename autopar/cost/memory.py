@@ -356,6 +356,23 @@ def _stage(state: tuple[float, float, float], acts: float, logits: float, buffer
     return w, g, o, acts, logits, buffers, fragmentation * (w + g + o + acts + logits)
 
 
+def _state_sums(memo: Memo, key: tuple[ParamPlan, int, int, tuple[int, ...]]) -> list[tuple[float, float, float]]:
+    """Per ZeRO stage of key (params, dp, cp, zeros): weights + grads + optimizer of the first and last rank, buffers."""
+    params, dp, cp, zeros = key
+    out = []
+    for zero in zeros:
+        (w0, g0, o0), (w1, g1, o1), buffers = memo.get(_states, StatePlan(params=params, dp=dp, cp=cp, zero=zero))
+        out.append((w0 + g0 + o0, w1 + g1 + o1, buffers))
+    return out
+
+
+def _act_rows(memo: Memo, key: tuple[ActPlan, int, int, tuple[str, ...]]
+              ) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """Per recompute mode of key (act plan without its mode, pp, vpp, modes): _stage_activations."""
+    act, pp, vpp, modes = key
+    return [memo.get(_stage_activations, (act._replace(recompute=r), pp, vpp)) for r in modes]
+
+
 def variant_peaks(memo: Memo, skeleton: Plan, recomputes: list[str], zeros: list[int]) -> list[list[float]]:
     """Peak bytes of `skeleton` under each recompute mode and ZeRO stage, [recompute][zero].
 
@@ -365,16 +382,11 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: list[str], zeros: list
     """
     lay = _layout(skeleton, memo)
     f = memo.stack.allocator_fragmentation
-    states = []
-    for zero in zeros:
-        (w0, g0, o0), (w1, g1, o1), buffers = memo.get(_states, StatePlan(params=lay.params, dp=skeleton.dp, cp=skeleton.cp,
-                                                                          zero=zero))
-        states.append((w0 + g0 + o0, w1 + g1 + o1, buffers))
+    states = memo.get(_state_sums, (lay.params, skeleton.dp, skeleton.cp, tuple(zeros)))
+    acts = memo.get(_act_rows, (ActPlan(tp=skeleton.tp, sp=skeleton.sp and skeleton.tp > 1, recompute="", etp=skeleton.etp,
+                                        mbs=skeleton.mbs, cp=skeleton.cp), skeleton.pp, skeleton.vpp, tuple(recomputes)))
     out = []
-    for recompute in recomputes:
-        act = ActPlan(tp=skeleton.tp, sp=skeleton.sp and skeleton.tp > 1, recompute=recompute, etp=skeleton.etp,
-                      mbs=skeleton.mbs, cp=skeleton.cp)
-        (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (act, skeleton.pp, skeleton.vpp))
+    for (kept0, extra0), (kept1, extra1) in acts:
         acts0 = kept0 * lay.held[0] + extra0 + lay.fixed
         acts1 = kept1 * lay.held[1] + extra1 + lay.fixed
         row = []

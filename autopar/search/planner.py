@@ -226,7 +226,7 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
         least = None if smallest is None else (smallest[0], with_knobs(smallest[1], smallest[2], smallest[3]))
         raise InfeasibleError(_why_none(model, hw, job, considered, least))
     if "cp_comm" not in fixed:
-        timed = _pick_cp_comm(memo, rank(timed))
+        timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
     return SearchResult(ranked=RankedPlans(memo, rank(timed)), considered=considered, feasible=feasible)
 
 
@@ -254,7 +254,7 @@ def _pick_cp_comm(memo: Memo, ranked: list[Candidate]) -> list[Candidate]:
     """For the leading plans with CP, keep all-gather K/V instead of the ring where it is faster and fits.
 
     The ring is enumerated for every plan; the all-gather variant is tried only on
-    the plans that can matter (the first CP_VARIANT_CANDIDATES), which keeps the
+    the plans that can matter (the CP_VARIANT_CANDIDATES fastest), which keeps the
     search fast.
     """
     out = list(ranked)
