@@ -301,6 +301,27 @@ def test_torchtitan_pp_keeps_weights_gathered_and_stage_buffers() -> None:
     assert a.activations - b.activations == pytest.approx(2 * 2 * 8192 * 4096 * 2)
 
 
+def test_torchtitan_pp_accumulates_unsharded_fp32_gradients() -> None:
+    # torch.distributed.pipelining (PipelineStage.backward_maybe_with_nosync, PyTorch 2.5/2.6) turns FSDP's
+    # gradient sync off for every micro-batch's backward but the last; FSDP2 keeps the unsharded gradient
+    # in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed; torchtitan reduces in float32), so a
+    # stage holds 4 B x its whole parameter count, not 4 B / dp. llama3-8b pp 2, first rank: 16 layers of
+    # 2*4096^2 + 2*4096*1024 + 3*4096*14336 + 2*4096 = 218,112,000 and the 128,256 x 4096 embedding.
+    m = load_model("llama3-8b")
+    job = Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192)
+    plan = Plan(dp=4, tp=1, pp=2, zero=3, recompute="full")
+    titan = load_stack("torchtitan")
+    first_rank_params = 16 * 218_112_000 + 128_256 * 4096
+    held = memory_breakdown(m, job, plan, stack=titan)
+    synced = memory_breakdown(m, job, plan, stack=replace(titan, pp_reshard=True, pp_stage_buffers=0))
+    assert held.grads == pytest.approx(4 * first_rank_params, rel=1e-5)
+    assert synced.grads == pytest.approx(4 * first_rank_params / 4, rel=1e-5)
+    # zero 2 under PP defers the reduce-scatter the same way; without PP the gradient stays sharded
+    assert memory_breakdown(m, job, replace(plan, zero=2), stack=titan).grads == pytest.approx(held.grads)
+    flat = Plan(dp=8, tp=1, pp=1, zero=3, recompute="full")
+    assert memory_breakdown(m, job, flat, stack=titan).grads == pytest.approx(4 * m.total_params() / 8)
+
+
 def test_megatron_fp8_recipe_keeps_bf16_gradients() -> None:
     # Megatron-Core allocates main_grad in the reduce dtype: bf16 (2 B) under its FP8 recipes, fp32 otherwise.
     m = load_model("llama3-8b")

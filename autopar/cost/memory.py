@@ -303,6 +303,12 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
             # FSDP under PP keeps the stage's weights gathered from forward to backward (torchtitan
             # apply_fsdp: reshard_after_forward=False when PP is enabled)
             w += (dense + expert) * gathered
+        if key.zero >= 2 and p.pp > 1 and not stack.pp_reshard:
+            # torch.distributed.pipelining runs every micro-batch's backward but the last with FSDP's
+            # gradient sync off (PipelineStage.backward_maybe_with_nosync); FSDP2 then accumulates the
+            # stage's unsharded gradients in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed)
+            # and reduce-scatters once: the whole stage's gradient, not a 1/dp shard, is held
+            g = (dense + expert) * grad
         out.append((w, g, o))
     buffers = stack.fixed_overhead_gib * 2**30
     if key.zero >= 3:  # the gathered layer and the prefetched next one, bf16 (FP8 where the stack gathers FP8)

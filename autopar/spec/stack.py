@@ -56,7 +56,9 @@ class StackProfile:
     fp8_weight_copy_sharded: bool  # under ZeRO-3 the persistent FP8 copy is sharded like the weights
     fp8_saves_fp8_inputs: bool  # FP8 GEMMs keep their saved inputs in FP8 (TE) rather than bf16 (torchao)
     fp8_gather: bool  # ZeRO-3 all-gathers weights in FP8 (1 byte per parameter)
-    pp_reshard: bool  # ZeRO-3 under PP reshards weights after each forward (False: kept gathered until backward)
+    # ZeRO-3 under PP reshards weights after each forward (False: kept gathered until backward, and ZeRO-2/3
+    # gradients accumulated unsharded until the last micro-batch, as torch.distributed.pipelining runs FSDP)
+    pp_reshard: bool
     pp_stage_buffers: int  # full-width activations a PP stage keeps per in-flight micro-batch (inputs, outputs)
     fixed_overhead_gib: float  # CUDA context, library workspaces, NCCL buffers
     allocator_fragmentation: float  # caching-allocator slack, fraction of what it holds
