@@ -212,6 +212,23 @@ def test_moe_all_to_all_overlap_where_megatron_has_it() -> None:
     assert "--expert-tensor-parallel-size 1" in mg.parallel_items(MOE, plain, job)  # Megatron's default is tp
 
 
+def test_overlaps_follow_the_stack() -> None:
+    """The megatron stack does not assume the MoE all-to-all hidden (its recipe leaves the overlap off), so
+    the launch does not turn it on and no note says it runs slower; the neutral stack assumes it hidden."""
+    from autopar.io.stacks import load_stack
+    from autopar.spec.stack import NEUTRAL
+
+    job = Job(gpus=32, gpus_per_node=8, global_batch=64, seq_len=4096)
+    inter, plain = Plan(dp=8, tp=2, pp=2, vpp=2, ep=8), Plan(dp=8, tp=2, pp=2, ep=8)
+    megatron_stack = load_stack("megatron")
+    assert not megatron_stack.ep_overlap and megatron_stack.tp_overlap > 0
+    assert "--overlap-moe-expert-parallel-comm" not in mg.parallel_items(MOE, inter, job, stack=megatron_stack)
+    assert "--overlap-moe-expert-parallel-comm" in mg.parallel_items(MOE, inter, job, stack=NEUTRAL)
+    assert mg.notes(MOE, plain, stack=megatron_stack) == []
+    assert "may run slower than estimated" in mg.notes(MOE, plain, stack=NEUTRAL)[0]
+    assert "--tp-comm-overlap" in mg.parallel_items(MOE, plain, job, stack=megatron_stack)
+
+
 def test_hybrid_cp_words_where_the_pin_has_them() -> None:
     """validate_args at the pin: hybrid CP needs per-token loss and the single loader, and no PP or Megatron-FSDP."""
     assert mg.megatron_hybrid_cp_args(Plan(dp=4, tp=2, pp=1, cp=2), 16384) == [

@@ -228,3 +228,15 @@ def test_emit_out_to_a_missing_folder_is_one_line_exit_2(tmp_path: Path) -> None
     r = runner.invoke(app, [*SUGGEST_8B, "--emit", "megatron", "--emit-out", str(tmp_path / "no" / "x.sh")])
     one_line_error(r, "--emit-out")
     assert "cannot write" in r.stderr
+
+
+def test_megatron_launches_ep_over_tp_plans() -> None:
+    """The megatron stack lays EP over DP x CP x TP with etp 1 (Megatron-Core's expert layout); the launch
+    validates under the same rules instead of refusing what the search ranked."""
+    r = runner.invoke(app, ["estimate", "deepseek-v3", "--gpus", "256", "--tp", "2", "--pp", "16", "--cp", "2",
+                            "--ep", "16", "--etp", "1", "--no-explain", "--json", "--emit", "megatron"])
+    assert r.exit_code == 0, r.output
+    argv = words(json.loads(r.stdout)["launch"])
+    assert value(argv, "--expert-model-parallel-size") == "16" and value(argv, "--expert-tensor-parallel-size") == "1"
+    assert value(argv, "--context-parallel-size") == "2"  # dp = 256 / (2 * 16 * 2) = 4: ep 16 spans dp x cp x tp
+

@@ -116,9 +116,9 @@ def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, mul
     if FRAMEWORK[req.kind] == "torchtitan":
         return torchtitan.torchtitan_command(ctx.model, plan, ctx.job, config=req.titan_config, nnodes=nnodes,
                                              nproc_per_node=nproc, rdzv_endpoint=endpoint, extra_args=words,
-                                             multiline=multiline)
+                                             multiline=multiline, stack=ctx.stack)
     return megatron.megatron_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc,
-                                     rdzv_endpoint=endpoint, extra_args=words, multiline=multiline)
+                                     rdzv_endpoint=endpoint, extra_args=words, multiline=multiline, stack=ctx.stack)
 
 
 def job_name(model_name: str) -> str:
@@ -156,7 +156,7 @@ def nearest(kind: str, ctx: Context, plan: Plan) -> Plan | None:
                     continue
                 seen.add(cand)
                 try:
-                    validate(cand, ctx.model, ctx.job)
+                    validate(cand, ctx.model, ctx.job, stack=ctx.stack)
                 except SpecError:
                     continue
                 if unsupported(kind, ctx, cand) is None:
@@ -200,7 +200,7 @@ def stack_for(kind: str | None, stack: str | None) -> str | None:
 
 
 def _notes(req: LaunchRequest, ctx: Context, plan: Plan) -> tuple[str, ...]:
-    out = list(megatron.notes(ctx.model, plan)) if FRAMEWORK[req.kind] == "Megatron-LM" else []
+    out = list(megatron.notes(ctx.model, plan, stack=ctx.stack)) if FRAMEWORK[req.kind] == "Megatron-LM" else []
     launcher = {"Megatron-LM": "megatron", "torchtitan": "torchtitan"}[FRAMEWORK[req.kind]]
     if ctx.stack.launcher != launcher:
         out.append(f"costed for stack {ctx.stack.name}, launched on {FRAMEWORK[req.kind]}: its speed and memory may "

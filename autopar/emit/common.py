@@ -20,6 +20,7 @@ from autopar.errors import SpecError
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan, validate
+from autopar.spec.stack import StackProfile
 
 _ENV_REF = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)(:[0-9]+)?")
 
@@ -65,9 +66,10 @@ def torchrun_items(*, nnodes: int, nproc_per_node: int, rdzv_endpoint: str, rdzv
     return items
 
 
-def check_launch(plan: Plan, model: ModelSpec, job: Job, nnodes: int, nproc_per_node: int) -> None:
-    """The plan is valid and the node layout starts exactly its GPUs."""
-    validate(plan, model, job)
+def check_launch(plan: Plan, model: ModelSpec, job: Job, nnodes: int, nproc_per_node: int, *,
+                 stack: StackProfile | None = None) -> None:
+    """The plan is valid (under the stack's rules, e.g. EP over TP) and the node layout starts exactly its GPUs."""
+    validate(plan, model, job, stack=stack)
     if nnodes < 1 or nproc_per_node < 1:
         raise SpecError(f"nnodes ({nnodes}) and nproc_per_node ({nproc_per_node}) must be >= 1")
     if nnodes * nproc_per_node != plan.gpus:

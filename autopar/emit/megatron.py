@@ -24,6 +24,7 @@ from autopar.errors import SpecError
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
+from autopar.spec.stack import StackProfile
 
 MEGATRON_PIN = "core_v0.16.1 (55ac7082517c3878ae653c07c09c534b8aed49f6)"
 
@@ -100,13 +101,15 @@ def pipeline_items(model: ModelSpec, plan: Plan) -> list[str]:
 # --- parallel layout, batch, memory ------------------------------------------------------
 
 
-def ep_overlap(model: ModelSpec, plan: Plan) -> bool:
-    """Whether Megatron hides the MoE all-to-all behind compute (--overlap-moe-expert-parallel-comm).
+def ep_overlap(model: ModelSpec, plan: Plan, *, assumed: bool = True) -> bool:
+    """Whether to ask Megatron to hide the MoE all-to-all (--overlap-moe-expert-parallel-comm).
 
-    The cost model hides it in every pipelined plan; Megatron (TransformerConfig checks at the pin)
-    does it with EP > 1, the all-to-all dispatcher, interleaving when pp > 1 and no full recompute.
+    Where the estimate ``assumed`` it hidden (a stack with the overlap, in pipelined plans), and
+    Megatron can (TransformerConfig checks at the pin): EP > 1, the all-to-all dispatcher,
+    interleaving when pp > 1, no full recompute.
     """
-    return model.moe is not None and plan.ep > 1 and plan.pp > 1 and plan.vpp > 1 and plan.recompute != "full"
+    return (assumed and model.moe is not None and plan.ep > 1 and plan.pp > 1 and plan.vpp > 1
+            and plan.recompute != "full")
 
 
 def megatron_hybrid_cp_args(plan: Plan, max_seqlen_per_rank: int) -> list[str]:
@@ -137,12 +140,15 @@ def unsupported(model: ModelSpec, plan: Plan) -> str | None:
     return None
 
 
-def parallel_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
+def parallel_items(model: ModelSpec, plan: Plan, job: Job, *, stack: StackProfile | None = None) -> list[str]:
     """Parallel degrees, pipeline layout, batch, recompute, ZeRO and the overlaps.
 
     ZeRO stages: 0 is plain DDP; 1 is Megatron's distributed optimizer; 2 and 3 are Megatron-FSDP
     with sharding strategy ``optim_grads`` / ``optim_grads_params`` (checkpoints in ``fsdp_dtensor``).
+    Overlaps follow what the stack's estimate hid (all of them without a stack).
     """
+    tp_hidden = stack is None or stack.tp_overlap > 0
+    ep_hidden = stack is None or stack.ep_overlap
     items = [opt("--tensor-model-parallel-size", plan.tp), opt("--pipeline-model-parallel-size", plan.pp),
              opt("--context-parallel-size", plan.cp)]
     if plan.cp > 1:
@@ -151,7 +157,7 @@ def parallel_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
         items += [opt("--expert-model-parallel-size", plan.ep), opt("--expert-tensor-parallel-size", plan.etp)]
     items += pipeline_items(model, plan)
     if plan.sp and plan.tp > 1:
-        items += ["--sequence-parallel", "--tp-comm-overlap"]
+        items += ["--sequence-parallel", *(["--tp-comm-overlap"] if tp_hidden else [])]
     items += [opt("--micro-batch-size", plan.mbs), opt("--global-batch-size", job.global_batch)]
     if plan.recompute == "selective":
         items.append(opt("--recompute-granularity", "selective"))
@@ -166,7 +172,7 @@ def parallel_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     items.append("--overlap-grad-reduce")
     if plan.zero >= 1:
         items.append("--overlap-param-gather")
-    if ep_overlap(model, plan):
+    if ep_overlap(model, plan, assumed=ep_hidden):
         items.append("--overlap-moe-expert-parallel-comm")
     return items
 
@@ -251,22 +257,23 @@ def model_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     return items + list(_DTYPE[job.dtype])
 
 
-def env(plan: Plan, model: ModelSpec) -> dict[str, str]:
+def env(plan: Plan, model: ModelSpec, *, ep_hidden: bool = True) -> dict[str, str]:
     """Environment Megatron-LM asserts in validate_args (GPUs before Blackwell).
 
     With TP or CP it wants CUDA_DEVICE_MAX_CONNECTIONS=1, so that communication kernels launch in
     order; Megatron-FSDP (ZeRO-2/3) and the MoE all-to-all overlap want more queues, so there we
     set 32 in case the container exported 1.
     """
-    if plan.zero >= 2 or (ep_overlap(model, plan) and plan.tp == 1 and plan.cp == 1):
+    if plan.zero >= 2 or (ep_overlap(model, plan, assumed=ep_hidden) and plan.tp == 1 and plan.cp == 1):
         return {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}
     return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if plan.tp > 1 or plan.cp > 1 else {}
 
 
-def notes(model: ModelSpec, plan: Plan) -> list[str]:
-    """Where Megatron-LM at the pin runs something other than what was costed."""
+def notes(model: ModelSpec, plan: Plan, *, stack: StackProfile | None = None) -> list[str]:
+    """Where Megatron-LM at the pin runs something other than what was costed (under ``stack``)."""
     out = []
-    if model.moe is not None and plan.pp > 1 and plan.ep > 1 and not ep_overlap(model, plan):
+    hidden = stack is None or stack.ep_overlap
+    if hidden and model.moe is not None and plan.pp > 1 and plan.ep > 1 and not ep_overlap(model, plan):
         out.append("the estimate hides the MoE all-to-all behind the pipeline; Megatron-LM overlaps it only with "
                    "interleaving (vpp > 1) and without full recompute, so this plan may run slower than estimated")
     if model.position_embedding == "alibi":
@@ -284,7 +291,7 @@ def megatron_command(
     model: ModelSpec, plan: Plan, job: Job, *, nnodes: int, nproc_per_node: int,
     rdzv_endpoint: str = "$MASTER_ADDR:29500", rdzv_id: str | None = None, script: str | None = None,
     data_path: str | None = None, tokenizer_model: str | None = None, train_iters: int = 100, lr: float = 3e-4,
-    extra_args: Sequence[str] = (), multiline: bool = False,
+    extra_args: Sequence[str] = (), multiline: bool = False, stack: StackProfile | None = None,
 ) -> str:
     """A complete torchrun line for Megatron-LM running ``plan`` on ``model``.
 
@@ -293,12 +300,13 @@ def megatron_command(
     ``tokenizer_model``. ``train_iters`` and ``lr`` are placeholders Megatron needs to start.
     ``extra_args`` (--emit-extra) come last, each one quoted word, so they override ours.
     """
-    check_launch(plan, model, job, nnodes, nproc_per_node)
+    check_launch(plan, model, job, nnodes, nproc_per_node, stack=stack)
     items = torchrun_items(nnodes=nnodes, nproc_per_node=nproc_per_node, rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id)
-    prefix = [f"{name}={quote(value)}" for name, value in env(plan, model).items()]
+    ep_hidden = stack is None or stack.ep_overlap
+    prefix = [f"{name}={quote(value)}" for name, value in env(plan, model, ep_hidden=ep_hidden).items()]
     items[0] = " ".join([*prefix, items[0]])
     items.append(quote(script or entry_point(model)))
-    items += parallel_items(model, plan, job) + model_items(model, plan, job)
+    items += parallel_items(model, plan, job, stack=stack) + model_items(model, plan, job)
     items.append("--mock-data" if data_path is None else opt("--data-path", data_path))
     if tokenizer_model is None:
         # the null tokenizer adds one end-of-document id to --vocab-size

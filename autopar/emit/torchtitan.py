@@ -20,6 +20,7 @@ from autopar.errors import SpecError
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
+from autopar.spec.stack import StackProfile
 
 TORCHTITAN_PIN = "torchtitan 0.3.0"
 
@@ -137,7 +138,7 @@ def stage_counts(model: ModelSpec, plan: Plan) -> list[int]:
 def torchtitan_command(
     model: ModelSpec, plan: Plan, job: Job, *, config: str | None = None, nnodes: int, nproc_per_node: int,
     rdzv_endpoint: str = "$MASTER_ADDR:29500", rdzv_id: str | None = None, extra_args: Sequence[str] = (),
-    multiline: bool = False,
+    multiline: bool = False, stack: StackProfile | None = None,
 ) -> str:
     """One torchrun line for ``python -m torchtitan.train`` with ``plan`` as config overrides.
 
@@ -145,7 +146,7 @@ def torchtitan_command(
     ``MODULE:NAME``); presets autopar knows find theirs. ``extra_args`` (--emit-extra) go before
     the activation-checkpoint subcommand, which tyro wants last.
     """
-    check_launch(plan, model, job, nnodes, nproc_per_node)
+    check_launch(plan, model, job, nnodes, nproc_per_node, stack=stack)
     module, name = config_for(model, config)
     items = [*torchrun_items(nnodes=nnodes, nproc_per_node=nproc_per_node, rdzv_endpoint=rdzv_endpoint,
                              rdzv_id=rdzv_id), "-m torchtitan.train", opt("--module", module), opt("--config", name)]
