@@ -7,11 +7,13 @@ built-in hardware profile must carry a citation.
 from __future__ import annotations
 
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+import autopar
 from autopar.io.models import load_model, preset_names
 from autopar.io.profiles import builtin_names, load_hardware
 from autopar.spec.hardware import COLLECTIVES
@@ -258,3 +260,13 @@ def test_profiles_are_consistent_across_generations() -> None:
         inter = hw.inter["all_reduce"][0]
         assert intra8.bw_bytes_per_s > 4 * inter.bw_bytes_per_s
         assert intra8.latency_s < inter.latency_s
+
+
+def test_every_code_folder_is_a_package():
+    """setuptools' find_packages (pyproject: packages.find) ships only folders with an
+    __init__.py; a folder of modules without one works in an editable install and is
+    missing from a real one (autopar/calibrate was)."""
+    root = Path(autopar.__file__).parent
+    missing = [str(d.relative_to(root)) for d in root.rglob("*") if d.is_dir() and any(d.glob("*.py"))
+               and not (d / "__init__.py").exists()]
+    assert missing == []
