@@ -100,3 +100,14 @@ def test_resolve_prefers_flag_then_saved(tmp_path: Path, monkeypatch: pytest.Mon
     (tmp_path / "profile.yaml").write_text(Path(path).read_text())
     hw, why = resolve_hardware(None)
     assert hw.name == "toy" and "saved by `autopar profile`" in why
+
+
+def test_gemm_time_never_falls_as_the_work_grows():
+    # Efficiency 0.1 at 1 GFLOP and 0.5 at 10 GFLOP: at 2 GFLOP the log-linear efficiency is
+    # 0.1 + 0.4 * log(2)/log(10) = 0.2204, so 2e9 / 0.2204 = 9.07e9 would undercut the measured
+    # 1 GFLOP point (1e9 / 0.1 = 1e10); the floor keeps 1e10. At 10 GFLOP: 1e10 / 0.5 = 2e10.
+    curve = Curve(xs=(1e9, 1e10), ys=(0.1, 0.5))
+    assert 2e9 / curve(2e9) == pytest.approx(9.07e9, rel=1e-3)
+    assert curve.size_per_efficiency_floor(2e9) == pytest.approx(1e10)
+    assert curve.size_per_efficiency_floor(5e8) == 0.0
+    assert curve.size_per_efficiency_floor(1e10) == pytest.approx(2e10)

@@ -15,7 +15,7 @@ MODEL = load_model("llama3.1-8b")
 HW = load_hardware("h100-sxm")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(tp=st.sampled_from([1, 2, 4, 8]), framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
        isl=st.integers(16, 8192), osl=st.integers(2, 4096), conc=st.integers(1, 512), extra=st.integers(1, 256))
 def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int, osl: int, conc: int,
@@ -23,10 +23,9 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
     dep = Deployment(framework=framework, mode="agg", engine=Engine(tp=tp), replicas=8 // tp)
     low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
     high = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc + extra))
-    # within 0.1%: the profile's GEMM efficiency is interpolated log-linearly between measured sizes, so on a
-    # steep stretch of the curve a slightly larger decode GEMM can come out a few microseconds faster
-    assert high.tpot_s >= low.tpot_s * (1 - 1e-3)
-    assert high.ttft_s >= low.ttft_s * (1 - 1e-3)
+    # exact up to float rounding: GEMM time is non-decreasing in the work (Curve.size_per_efficiency_floor)
+    assert high.tpot_s >= low.tpot_s * (1 - 1e-9)
+    assert high.ttft_s >= low.ttft_s * (1 - 1e-9)
     assert min(low.tpot_parts.values()) >= 0 and min(low.ttft_parts.values()) >= 0
     for est in (low, high):
         # Little's law over the closed loop: every request in flight, running or waiting for a KV slot
@@ -34,7 +33,7 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
         assert est.saturated == (est.workload.concurrency > est.pools[0].max_concurrency)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(tp=st.sampled_from([1, 2, 4, 8]), kv=st.sampled_from(["auto", "fp8"]), weights=st.sampled_from(["bf16", "fp8"]))
 def test_kv_capacity_grows_with_tp_and_smaller_dtypes(tp: int, kv: str, weights: str) -> None:
     def cap(**kw: object) -> int:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def gemm_time(hw: HardwareProfile, dtype: str, flops: float) -> float:
-    return flops / (hw.peak(dtype) * hw.gemm_efficiency(dtype, flops) * cal.SUSTAINED_TENSOR_EFFICIENCY)
+    return hw.gemm_flops_per_efficiency(dtype, flops) / (hw.peak(dtype) * cal.SUSTAINED_TENSOR_EFFICIENCY)
 
 
 def gemms_time(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...]) -> float:

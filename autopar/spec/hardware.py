@@ -94,6 +94,17 @@ class Curve:
         w = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
         return y0 + w * (y1 - y0)
 
+    def size_per_efficiency_floor(self, x: float) -> float:
+        """The largest size / efficiency over the measured sizes up to x (0 below the first).
+
+        A kernel's time is size / (peak x efficiency). Where the measured efficiency rises
+        faster than the size between two points (small GEMMs are latency-bound: their time
+        hardly grows), the interpolated time would fall as the work grows; this floor keeps
+        the time of a bigger GEMM at or above that of every measured smaller one.
+        """
+        i = bisect.bisect_right(self.xs, x)
+        return max((self.xs[k] / self.ys[k] for k in range(i)), default=0.0)
+
 
 # Corrections `autopar calibrate --save` may write into a profile: name -> (lowest, highest) factor.
 # activation_bytes_per_block: bytes a block saves for backward on this node's stack, measured with
@@ -150,6 +161,12 @@ class HardwareProfile:
     def gemm_efficiency(self, dtype: str, flops: float) -> float:
         curve = self.gemm_eff.get(dtype) or self.gemm_eff["bf16"]
         return curve(flops)
+
+    def gemm_flops_per_efficiency(self, dtype: str, flops: float) -> float:
+        """flops / efficiency(flops), never below that of a smaller measured GEMM: the
+        time at peak rate is then non-decreasing in the work (see Curve.size_per_efficiency_floor)."""
+        curve = self.gemm_eff.get(dtype) or self.gemm_eff["bf16"]
+        return max(flops / curve(flops), curve.size_per_efficiency_floor(flops))
 
     def attention_efficiency(self, dtype: str, seq_len: float) -> float:
         curve = self.attn_eff.get(dtype) or self.attn_eff["bf16"]
