@@ -61,11 +61,17 @@ def test_every_cause_of_the_issue_has_rows() -> None:
     assert causes >= {"1", "2", "3", "4", "5", "6", "7", "8", "10"}  # 9 (orphaned workers) is the test below
 
 
-def test_json_is_byte_identical_between_runs(tmp_path: Path) -> None:
-    model = files(tmp_path, tiny__yaml=TINY)["tiny__yaml"]
-    args = [sys.executable, "-m", "autopar", "suggest", model, "--hardware", hw(tmp_path), "--gpus", "16", "--json"]
+@pytest.mark.parametrize("command", [
+    ["suggest", "--gpus", "16"], ["suggest", "--gpus", "auto"], ["estimate", "--gpus", "8", "--tp", "2"],
+    ["suggest", "--gpus", "8", "--seq-len-dist", "{T}/l.txt", "--global-batch", "64"], ["serve", "suggest", "--gpus", "8"],
+], ids=["suggest", "gpus-auto", "estimate", "varlen", "serve"])
+def test_json_is_byte_identical_between_runs(tmp_path: Path, command: list[str]) -> None:
+    model = files(tmp_path, tiny__yaml=TINY, l__txt="100\n300\n2000\n")["tiny__yaml"]
+    verb = command[:2] if command[0] == "serve" else command[:1]
+    rest = [a.replace("{T}", str(tmp_path)) for a in command[len(verb):]]
+    args = [sys.executable, "-m", "autopar", *verb, model, "--hardware", hw(tmp_path), *rest, "--json"]
     runs = [subprocess.run(args, env=_env(tmp_path, {}), capture_output=True, check=True).stdout for _ in range(2)]
-    assert runs[0] == runs[1] and b'"search_s"' not in runs[0]
+    assert runs[0] == runs[1] and runs[0].startswith(b"{") and b'"search_s"' not in runs[0]
 
 
 def _children(pid: int) -> list[int]:
