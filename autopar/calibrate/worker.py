@@ -130,12 +130,7 @@ def _plain_step(work: PlanRun, model: nn.Module, flight: _InFlight,
 def run_calibration(work: Work, topo: Topology, *, sink: runtime.Sink,
                     watchdog: runtime.Watchdog) -> tuple[RunResult, ...] | None:
     """Run the plans on this rank; rank 0 returns every rank's results, the others None."""
-    if work.device == "cuda":
-        torch.cuda.set_device(topo.local_rank)
-        device = torch.device("cuda", topo.local_rank)
-    else:
-        device = torch.device("cpu")
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // topo.local_world_size))
+    device = runtime.bind_device(torch, work.device, local_rank=topo.local_rank, local_world_size=topo.local_world_size)
     own_group = not dist.is_initialized()
     if own_group:  # one process: a group of one, so that meshes and FSDP work the same way
         dist.init_process_group("nccl" if work.device == "cuda" else "gloo", store=dist.HashStore(), rank=0,

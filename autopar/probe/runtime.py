@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol
+from typing import Any, Protocol
 
 from autopar.errors import ProfileError
 
@@ -72,6 +72,16 @@ def resolve_device(torch: ModuleType, requested: str) -> str:
     if requested == "auto":
         return "cuda" if has_cuda else "cpu"
     return requested
+
+
+def bind_device(torch: ModuleType, kind: str, *, local_rank: int, local_world_size: int) -> Any:
+    """This rank's torch.device: its own GPU under CUDA; on CPU, the cores shared out
+    between the ranks of this node so that they do not oversubscribe it."""
+    if kind == "cuda":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world_size))
+    return torch.device("cpu")
 
 
 def cpu_name() -> str:

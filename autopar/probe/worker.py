@@ -90,12 +90,7 @@ def _combine(results: list[ComputeResult]) -> tuple[ComputeResult, str]:
 
 def run_rank(settings: Settings, topo: Topology, *, sink: runtime.Sink, watchdog: runtime.Watchdog) -> Measurements | None:
     """Measure on this rank; rank 0 returns the measurements, the others None."""
-    if settings.device == "cuda":
-        torch.cuda.set_device(topo.local_rank)
-        device = torch.device("cuda", topo.local_rank)
-    else:
-        device = torch.device("cpu")
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // topo.local_world_size))
+    device = runtime.bind_device(torch, settings.device, local_rank=topo.local_rank, local_world_size=topo.local_world_size)
     lead = topo.rank == 0
     multi = topo.world_size > 1
 
