@@ -18,6 +18,7 @@ The benchmark clients' flags were read from their parsers at pinned versions
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from autopar.spec.serve import Deployment, Engine, Workload
@@ -69,6 +70,22 @@ def place(line: str, engine: Engine, replicas: int, *, first_gpu: int, port: int
         gpus = devices(first_gpu + i * engine.gpus, engine.gpus)
         out.append(f"CUDA_VISIBLE_DEVICES={gpus} " + line.replace("{port}", str(port + i)))
     return out, first_gpu + replicas * engine.gpus
+
+
+def server_lines(dep: Deployment, *, line: Callable[[Engine, str | None], str], port: int,
+                 front: str) -> tuple[str, ...]:
+    """One server line per engine, from `line(engine, role)` (role None, "prefill" or "decode").
+
+    Aggregated: the replicas on ports port, port+1, ... Disaggregated: a note saying what
+    `front` (the router or proxy on `port`) must do, the prefill engines from port+100 and
+    the decode engines from port+200, on the GPUs after them."""
+    if dep.prefill is None:
+        return tuple(place(line(dep.engine, None), dep.engine, dep.replicas, first_gpu=0, port=port)[0])
+    pre, first = place(line(dep.prefill, "prefill"), dep.prefill, dep.prefill_replicas, first_gpu=0, port=port + 100)
+    dec, _ = place(line(dep.engine, "decode"), dep.engine, dep.replicas, first_gpu=first, port=port + 200)
+    note = (f"# prefill engines on ports {port + 100}+, decode engines on {port + 200}+; {front} on port {port} "
+            "(GPU numbers continue across nodes)")
+    return (note, *pre, *dec)
 
 
 def _per_replica(one: str, wl: Workload, *, port: int, replicas: int) -> str:

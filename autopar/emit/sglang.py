@@ -10,7 +10,7 @@ attention data-parallel ranks (attention TP = tp-size / dp-size), and
 from __future__ import annotations
 
 from autopar.cost.serve_frameworks import constants
-from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, place, sglang_bench
+from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_lines, sglang_bench
 from autopar.spec.serve import Deployment, Engine, Workload
 
 SGLANG_FLAGS = frozenset({"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
@@ -41,15 +41,7 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
 
 def launch(dep: Deployment, wl: Workload) -> ServeLaunch:
     """Server lines (one per engine) and `sglang.bench_serving` for the workload."""
-    if dep.prefill is None:
-        servers, _ = place(_line(dep, dep.engine, batch=per_engine(dep, wl), role=None), dep.engine, dep.replicas,
-                           first_gpu=0, port=PORT)
-        return ServeLaunch(framework="sglang", servers=tuple(servers), files=(),
-                           benchmark=sglang_bench(wl, port=PORT, replicas=dep.replicas))
-    pre, first = place(_line(dep, dep.prefill, batch=per_engine(dep, wl), role="prefill"), dep.prefill,
-                       dep.prefill_replicas, first_gpu=0, port=PORT + 100)
-    dec, _ = place(_line(dep, dep.engine, batch=per_engine(dep, wl), role="decode"), dep.engine, dep.replicas,
-                   first_gpu=first, port=PORT + 200)
-    note = (f"# prefill engines on ports {PORT + 100}+, decode engines on {PORT + 200}+; route them with "
-            f"SGLang's router in PD-disaggregation mode on port {PORT} (GPU numbers continue across nodes)")
-    return ServeLaunch(framework="sglang", servers=(note, *pre, *dec), files=(), benchmark=sglang_bench(wl, port=PORT))
+    servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), role=role),
+                           port=PORT, front="route them with SGLang's router in PD-disaggregation mode")
+    return ServeLaunch(framework="sglang", servers=servers, files=(),
+                       benchmark=sglang_bench(wl, port=PORT, replicas=dep.replicas if dep.prefill is None else 1))

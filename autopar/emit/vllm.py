@@ -13,7 +13,7 @@ import json
 import shlex
 
 from autopar.cost.serve_frameworks import constants
-from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, place, vllm_bench
+from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_lines, vllm_bench
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Engine, Workload
 
@@ -51,15 +51,7 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, disagg: bool) -> str:
 
 def launch(dep: Deployment, wl: Workload) -> ServeLaunch:
     """Server lines (one per engine) and `vllm bench serve` for the workload."""
-    if dep.prefill is None:
-        servers, _ = place(_line(dep, dep.engine, batch=per_engine(dep, wl), disagg=False), dep.engine, dep.replicas,
-                           first_gpu=0, port=PORT)
-        return ServeLaunch(framework="vllm", servers=tuple(servers), files=(),
-                           benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas))
-    pre, first = place(_line(dep, dep.prefill, batch=per_engine(dep, wl), disagg=True), dep.prefill,
-                       dep.prefill_replicas, first_gpu=0, port=PORT + 100)
-    dec, _ = place(_line(dep, dep.engine, batch=per_engine(dep, wl), disagg=True), dep.engine, dep.replicas,
-                   first_gpu=first, port=PORT + 200)
-    note = (f"# prefill engines on ports {PORT + 100}+, decode engines on {PORT + 200}+; put vLLM's disaggregation "
-            f"proxy in front on port {PORT} (GPU numbers continue across nodes)")
-    return ServeLaunch(framework="vllm", servers=(note, *pre, *dec), files=(), benchmark=vllm_bench(wl, port=PORT))
+    servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), disagg=role is not None),
+                           port=PORT, front="put vLLM's disaggregation proxy in front")
+    return ServeLaunch(framework="vllm", servers=servers, files=(),
+                       benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas if dep.prefill is None else 1))
