@@ -35,7 +35,7 @@ from pathlib import Path
 from autopar.cost import calibration as cal
 from autopar.cost import serve_frameworks
 from autopar.cost.flops import matmul_params
-from autopar.cost.serve import gemm_dtype
+from autopar.cost.serve import gemm_dtype, prefill_time
 from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.errors import SpecError
 from autopar.io.models import load_model
@@ -126,6 +126,30 @@ def not_reached(row: Row, est: ServeEstimate) -> bool:
     return flops > best * row.dep.gpus
 
 
+def worst_queue_s(row: Row, est: ServeEstimate) -> float:
+    """The worst prefill queue a free KV slot allows in an aggregated engine: every request in
+    flight on the attention rank queued back to back, each prompt's prefill plus one decode step
+    (the model's compute and memory terms, no fitted constant). A row whose TTFT is over
+    QUEUE_MARGIN times this waited for a KV slot (the framework's own memory accounting held fewer
+    requests than the model's): it is queue-saturated. QUEUE_MARGIN covers the model's prefill
+    error (SGLang's Qwen3-235B prefill on H200 takes 2x the model's at concurrency 2) and the fixed
+    per-request time. Disaggregated rows are left to the model's own test: the file's prefill
+    layout for them is ambiguous."""
+    hw, dep = load_hardware(row.hw_name), row.dep
+    fw = serve_frameworks.constants(dep.framework, dep.framework_version)
+    prefill = prefill_time(row.model, hw, dep.engine, weights=dep.weights, tokens=row.wl.isl, seq_len=row.wl.isl, fw=fw)
+    step = est.pools[-1].step
+    per_rank = max(1.0, row.wl.concurrency / (dep.replicas * dep.engine.dp))
+    return per_rank * (prefill.total + step.total - step.overhead)
+
+
+def beyond_queue(row: Row, est: ServeEstimate) -> bool:
+    return row.dep.mode == "agg" and row.ttft_ms / 1e3 > QUEUE_MARGIN * worst_queue_s(row, est)
+
+
+QUEUE_MARGIN = 3.0
+
+
 def _active_share(model: ModelSpec) -> float:
     return model.active_params() / model.total_params()
 
@@ -135,7 +159,8 @@ def evaluate(rows: Iterable[Row]) -> list[tuple[Row, ServeEstimate, str]]:
     out = []
     for row in rows:
         est = estimate(row.model, load_hardware(row.hw_name), row.dep, row.wl)
-        kind = "saturated" if est.saturated else "not-reached" if not_reached(row, est) else "scored"
+        saturated = est.saturated or beyond_queue(row, est)
+        kind = "saturated" if saturated else "not-reached" if not_reached(row, est) else "scored"
         out.append((row, est, kind))
     return out
 
@@ -207,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         listed = [(r, e) for r, e, k in results if k == kind]
         print(f"{kind} rows, not scored ({len(listed)}):")
         for r, e in listed:
-            print(f"  {' '.join(r.key)} {r.label}: measured TTFT {r.ttft_ms:.0f} ms, TPOT {r.tpot_ms:.1f} ms;"
-                  f" model holds {e.pools[-1].max_concurrency} requests")
+            why = (f"model holds {e.pools[-1].max_concurrency} requests" if kind != "saturated" or e.saturated
+                   else f"worst prefill queue {worst_queue_s(r, e) * 1e3:.0f} ms")
+            print(f"  {' '.join(r.key)} {r.label}: measured TTFT {r.ttft_ms:.0f} ms, TPOT {r.tpot_ms:.1f} ms; {why}")
     if args.rows:
         for r, e, k in results:
             print(f"  {k:11} {' '.join(r.key)} {r.label}: TTFT {e.ttft_s * 1e3:.0f}/{r.ttft_ms:.0f}"
