@@ -264,8 +264,10 @@ def _assemble(memo: Memo, plan: Plan, stages: _Stages, p2p: P2PTime, sync: tuple
     sched = schedule_time_of(stages.worst_s, stages.total_s, stages=plan.pp, microbatches=m, vpp=plan.vpp,
                              p2p_s=p2p.per_microbatch_s)
     w = stages
-    dp_comm, dp_hidden = _dp_overlap((reduce, gather), plan.zero if zero is None else zero, m, fwd_s=w.fwd, bwd_s=w.bwd,
-                                     overlap=memo.stack.dp_overlap)
+    # the backward window holds the recomputed forward too: a block's backward collectives run
+    # behind its recompute and its backward alike
+    dp_comm, dp_hidden = _dp_overlap((reduce, gather), plan.zero if zero is None else zero, m, fwd_s=w.fwd,
+                                     bwd_s=w.bwd + w.recompute, overlap=memo.stack.dp_overlap)
     return (m * (w.fwd + w.bwd + w.recompute + w.loss_s), m * w.tp_exposed, m * w.cp_exposed, m * w.ep_exposed,
             m * p2p.per_microbatch_s + p2p.fill_s, dp_comm, sched.bubble_s, optimizer,
             m * w.overlap_penalty + (memo.profile.compute_slowdown - 1) * dp_hidden)
@@ -342,7 +344,8 @@ def _collectives_per_pass(stack: StackProfile, params: float, layers: int) -> in
 
 def _dp_overlap(times: tuple[float, float], zero: int, microbatches: int, *, fwd_s: float, bwd_s: float,
                 overlap: float = cal.DP_OVERLAP_FRACTION) -> tuple[float, float]:
-    """(exposed, hidden) seconds of DP sync given one micro-batch's forward/backward on the worst stage.
+    """(exposed, hidden) seconds of DP sync given one micro-batch's forward/backward on the worst stage
+    (`bwd_s` with its recomputed forward: activation recomputation runs inside the backward pass).
 
     ZeRO 0/1: the reduce hides behind the last backward, the gather behind the
     first forward (Megatron --overlap-grad-reduce/--overlap-param-gather).
