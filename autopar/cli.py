@@ -237,7 +237,7 @@ def suggest(
             return
         with progress_after("searching plans", enabled=not json_out) as tick:
             result = advise.suggest(ctx, progress=tick)
-        launched = launch.prepare(want, result.ctx, [r.plan for r in result.result.ranked])
+        launched = launch.prepare(want, result.ctx, result.result.ranked.plans)
         plotted = None
         if plot is not None:
             from autopar.render.plot import write_plot

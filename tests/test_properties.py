@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown
 from autopar.cost.pipeline import stage_layers
-from autopar.cost.step import estimate
+from autopar.cost.step import estimate, step_floor
 from autopar.emit.megatron import pipeline_items
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.profiles import parse_profile
@@ -160,6 +160,27 @@ def test_recommended_plan_is_on_the_pareto_front(setup: tuple[ModelSpec, Hardwar
         assert 0 not in dominated(r.ranked.candidates)
 
 
+@SETTINGS
+@given(setups(), st.sampled_from([None, "ring"]))
+def test_a_pruned_search_ranks_its_leading_plans_as_the_full_one(setup: tuple[ModelSpec, HardwareProfile, Job],
+                                                                 cp_comm: str | None) -> None:
+    """Pruning by step_floor (planner.py) keeps the first `exact` plans, at least `keep` of them, as
+    timing every plan ranks them; reading on completes the ranking to the full one."""
+    model, hw, job = setup
+    fixed = {} if cp_comm is None else {"cp_comm": cp_comm}
+    full = _search(model, hw, job, fixed=fixed, keep=None)
+    pruned = _search(model, hw, job, fixed=fixed, keep=4)
+    if full is None:
+        assert pruned is None
+        return
+    everything = full.ranked.candidates
+    exact = pruned.ranked.exact
+    assert exact >= min(4 if cp_comm else 64, len(everything))
+    assert pruned.ranked[:exact] == full.ranked[:exact]
+    assert (pruned.considered, pruned.feasible) == (full.considered, full.feasible)
+    assert pruned.ranked.candidates == everything
+
+
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
 @given(st.integers(2, 130), st.integers(2, 32), st.sampled_from([1, 1, 2, 3, 4]))
 def test_launched_pipeline_layout_equals_the_estimated_one(layers: int, pp: int, vpp: int) -> None:
@@ -209,3 +230,14 @@ def test_memory_never_rises_with_more_recompute(case: tuple[ModelSpec, Job, Plan
     model, job, plan = case
     mem = [memory_breakdown(model, job, replace(plan, recompute=r)).total for r in RECOMPUTE]
     assert mem[0] >= mem[1] >= mem[2], mem
+
+
+@SETTINGS
+@given(plans(), st.sampled_from([1.0, 1.15]))
+def test_step_floor_never_exceeds_the_step(case: tuple[ModelSpec, Job, Plan], slowdown: float) -> None:
+    model, job, plan = case
+    hw = parse_profile(toy_profile_dict(overlap={"compute_slowdown": slowdown, "comm_slowdown": 1.0}), where="toy.yaml")
+    job = replace(job, gpus_per_node=hw.gpus_per_node)
+    memo = Memo(model, hw, job)
+    assume(_valid(plan, model, job))
+    assert 0 < step_floor(memo, plan, plan.recompute) <= estimate(model, hw, job, plan, memo=memo).step_time_s

@@ -256,6 +256,43 @@ def variant_step_seconds(memo: Memo, skeleton: Plan, variants: list[tuple[str, i
     return out
 
 
+def _kind_counts(memo: Memo, _: None) -> tuple[tuple[str, int], ...]:
+    """(kind, layers of that kind in the whole model) pairs."""
+    kinds = memo.model.layer_kinds()
+    return tuple((k, kinds.count(k)) for k in memo.get(_kind_set, None))
+
+
+def _all_stages(memo: Memo, key: tuple[LayerPlan, int]) -> float:
+    """All stages' seconds per micro-batch, loss included, for key (layer plan, mbs): _Stages.total_s
+    summed by kind instead of by rank (the same value up to rounding, for any pp and vpp)."""
+    lp, mbs = key
+    vec = memo.get(_vectors, key)
+    return sum(n * vec[k][0] for k, n in memo.get(_kind_counts, None)) + memo.get(_loss, (lp.dims.tp, lp.dims.cp, mbs))
+
+
+FLOOR_SLACK = 1e-6  # relative; far above the rounding of two sums of the same terms in different orders
+
+
+def step_floor(memo: Memo, skeleton: Plan, recompute: str) -> float:
+    """A lower bound of the step seconds of `skeleton` with `recompute`, at any ZeRO stage, for a search
+    to skip plans that cannot rank high, at a fraction of variant_step_seconds' cost.
+
+    With m micro-batches, p stages, v chunks per stage, stage times t_i (worst w, total S = sum t_i):
+    the step is m * w (the worst stage's compute and exposed TP/CP/EP) plus the bubble
+    (S + (p-1) * p2p - w) / v plus p2p, DP sync, optimizer and overlap slowdown, none below zero
+    (compute_slowdown >= 1: checked). So step >= m * w + (S - w) / v, which grows with w (m >= 1 >= 1/v),
+    and w >= S / p: step >= S * (m / p + (p - 1) / (p * v)). Returns 0 where a term could be negative.
+    """
+    p = skeleton
+    if memo.profile.compute_slowdown < 1:
+        return 0.0
+    lp = LayerPlan(dims=Dims(tp=p.tp, cp=p.cp, sp=p.sp and p.tp > 1, recompute=recompute), cp_comm=p.cp_comm, ep=p.ep,
+                   etp=p.etp, pipelined=p.pp > 1)
+    total = memo.get(_all_stages, (lp, p.mbs))
+    m = memo.job.global_batch // (p.dp * p.mbs)
+    return total * (m / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
+
+
 def _assemble(memo: Memo, plan: Plan, stages: _Stages, p2p: P2PTime, sync: tuple[float, float, float], *,
               zero: int | None = None) -> tuple[float, ...]:
     """TimeBreakdown's fields from the step's cached parts (`zero` overrides plan.zero)."""
