@@ -32,12 +32,19 @@ HARDWARE_OF = {
     "tt_": "h100-96g-500w",
 }
 
+# What a source's published peak memory measures, by row-id prefix. torchtitan logs
+# torch.cuda.max_memory_reserved (torchtitan/metrics.py reserved_bytes.all.peak, train.py "memory:" at
+# 9dec370): the caching allocator's segments, without the CUDA context and NCCL's own buffers, which the
+# stack's fixed_overhead_gib counts; we compare like with like.
+ALLOCATOR_RESERVED = ("tt_",)
+
 # Recipe facts stated by the row's source, by row id.
 RECIPE: dict[str, dict[str, Any]] = {
     # DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 enables the MoE all-to-all overlap ("A2A overlap", row notes).
     "mb2604_b200_deepseekv3_mxfp8_256": {"ep_overlap": True},
     # Composer mixed_precision PURE (the row's 'bf16 | PURE' columns) reduces gradients in bf16, not fp32.
-    "lf_a100_mpt70b_64_fsdp_ac": {"grad_reduce_bytes": 2.0},
+    # PURE also all-gathers bf16 parameters (param_dtype bf16), not DEFAULT's fp32.
+    "lf_a100_mpt70b_64_fsdp_ac": {"grad_reduce_bytes": 2.0, "gather_bytes": 2.0},
 }
 
 
@@ -105,5 +112,6 @@ def evaluate(row: dict[str, Any]) -> FrameworkResult:
             why = str(exc)
     if est is None:
         return FrameworkResult(**base, predicted=None, predicted_gib=None, accepted=False, fits=False, why=why or "")
-    return FrameworkResult(**base, predicted=est.tokens_per_s_per_gpu, predicted_gib=est.memory.total / 2**30,
+    outside = stack.fixed_overhead_gib if row["id"].startswith(ALLOCATOR_RESERVED) else 0.0
+    return FrameworkResult(**base, predicted=est.tokens_per_s_per_gpu, predicted_gib=est.memory.total / 2**30 - outside,
                            accepted=True, fits=est.fits, why=plan.label())

@@ -24,9 +24,10 @@ from typing import NamedTuple
 
 from autopar.cost import calibration as cal
 from autopar.cost.compute import kv_bytes_per_token
-from autopar.cost.habits import eager_block_bytes
+from autopar.cost.habits import FSDP2_STATE, eager_block_bytes
 from autopar.cost.memo import Memo
 from autopar.cost.pipeline import in_flight_microbatches, rank_kinds
+from autopar.cost.recompute import op_sac_bytes
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
@@ -42,7 +43,7 @@ class MemoryBreakdown:
     grads: float  # fp32 gradient buffers
     optimizer: float  # fp32 master weights, Adam m and v
     activations: float  # saved activations of the in-flight micro-batches
-    logits: float  # loss-layer logits on the last stage
+    logits: float  # the loss layer on the last stage: logits, and the output projection's saved input
     buffers: float  # CUDA context, NCCL and library workspaces, ZeRO-3 gather buffers
     fragmentation: float  # allocator slack
 
@@ -99,26 +100,6 @@ def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: P
     raise ValueError(f"{model.name} has no {part} sub-layer")
 
 
-def op_sac_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan) -> float | None:
-    """Bytes a per-op selective AC policy keeps for one attention or MLP sub-layer; None for other parts.
-
-    torchtitan's "op" policy (torchtitan/models/llama/parallelize_llama.py, _save_list
-    and _get_custom_policy at 9dec370) saves the output of every second matmul and of
-    the attention kernel, and recomputes everything elementwise (norms, rope,
-    SwiGLU) from the sub-layer's input, which it keeps. Alternate matmuls of a
-    sub-layer: half of their output widths.
-    """
-    h, t, b = model.hidden_size, plan.tp, cal.ACT_BYTES
-    x = tokens * h * b / (t if plan.sp and t > 1 else 1)
-    if part == "attn" and model.mla is None:
-        outs = model.q_width + 2 * model.kv_width + h * t  # q, k, v (split by tp), output projection (whole h)
-        return x + tokens * b * (outs / 2 + model.q_width) / t  # + the attention output
-    if part == "mlp":
-        outs = (2 if model.ffn_activation == "swiglu" else 1) * model.ffn_hidden_size + h * t
-        return x + tokens * b * outs / 2 / t
-    return None
-
-
 def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False,
                            stack: StackProfile = NEUTRAL) -> float:
     """Bytes one layer keeps for backward as `stack` saves them; under full recompute only its input
@@ -128,12 +109,11 @@ def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: 
     if stack.activation_saves == "eager-torch" and kind == "dense" and plan.recompute == "none" and not fp8:
         return eager_block_bytes(model, tokens=tokens, tp=plan.tp, sp=plan.sp)
     fp8 = fp8 and stack.fp8_saves_fp8_inputs
-    op = plan.recompute == "selective" and stack.selective == "op"
-    total = 0.0
-    for p in KIND_PARTS[kind]:
-        kept = op_sac_bytes(model, p, tokens=tokens, plan=plan) if op else None
-        total += kept if kept is not None else part_activation_bytes(model, p, tokens=tokens, plan=plan, fp8=fp8)
-    return total
+    if plan.recompute == "selective" and stack.selective == "op":
+        op = op_sac_bytes(model, KIND_PARTS[kind], tokens=tokens, plan=plan)
+        if op is not None:
+            return op
+    return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan, fp8=fp8) for p in KIND_PARTS[kind])
 
 
 def block_activation_bytes(model: ModelSpec, *, tokens: float, tp: int, sp: bool, recompute: str) -> float:
@@ -171,12 +151,23 @@ def rank_params(model: ModelSpec, plan: Plan | ParamPlan, kinds: Counter[str], *
     return dense, expert
 
 
-def state_bytes(params: float, *, zero: int, shards: int, grad_bytes: float = cal.GRAD_BYTES) -> tuple[float, float, float]:
+def state_bytes(params: float, *, zero: int, shards: int, grad_bytes: float = cal.GRAD_BYTES,
+                fsdp_master: bool = False, gather_bytes: float = cal.WEIGHT_BYTES) -> tuple[float, float, float]:
     """(weights, grads, optimizer) bytes for `params` under a ZeRO stage over `shards` ranks.
 
     `grad_bytes`: the gradient buffer's element size, the stack's reduce dtype (Megatron-Core
     allocates main_grad in bf16 when grad_reduce_in_fp32 is off, as its FP8 recipes set it).
+    `fsdp_master`: FSDP mixed precision, where the sharded parameter is itself the fp32 master
+    (4 B) and the optimizer holds only Adam's two moments (8 B); below ZeRO-3 (FSDP2
+    reshard_after_forward=False, FSDP1 SHARD_GRAD_OP) the gathered `gather_bytes` copy of every
+    weight is held from forward to backward as well (habits.FSDP2_STATE).
     """
+    if fsdp_master:
+        st = FSDP2_STATE
+        shard = shards if zero >= 1 else 1
+        w = params * st.weight / shard + (params * gather_bytes if 1 <= zero < 3 else 0.0)
+        g = params * grad_bytes / (shards if zero >= 2 else 1)
+        return w, g, params * st.optimizer / shard
     w = params * cal.WEIGHT_BYTES
     g = params * grad_bytes
     o = params * cal.OPTIMIZER_BYTES
@@ -289,10 +280,12 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
     out = []
     for dense, expert in memo.get(end_params, p):
         grad = stack.grad_bytes(memo.job.dtype)
-        gathered = 1 if fp8 and stack.fp8_gather else cal.WEIGHT_BYTES
-        w, g, o = state_bytes(dense, zero=key.zero, shards=dp_shards, grad_bytes=grad)
+        gathered = 1 if fp8 and stack.fp8_gather else stack.gather_bytes
+        w, g, o = state_bytes(dense, zero=key.zero, shards=dp_shards, grad_bytes=grad, fsdp_master=stack.fsdp_master,
+                              gather_bytes=gathered)
         if expert:
-            ew, eg, eo = state_bytes(expert, zero=key.zero, shards=expert_shards, grad_bytes=grad)
+            ew, eg, eo = state_bytes(expert, zero=key.zero, shards=expert_shards, grad_bytes=grad,
+                                     fsdp_master=stack.fsdp_master, gather_bytes=gathered)
             w, g, o = w + ew, g + eg, o + eo
         if fp8 and stack.fp8_weight_copy_bytes:
             # Transformer Engine keeps an FP8 weight and its transpose per TP shard; under ZeRO-3 a
@@ -311,8 +304,14 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
             g = (dense + expert) * grad
         out.append((w, g, o))
     buffers = stack.fixed_overhead_gib * 2**30
-    if key.zero >= 3:  # the gathered layer and the prefetched next one, bf16 (FP8 where the stack gathers FP8)
-        buffers += 2 * memo.model.layer_params() / p.tp * (1 if fp8 and stack.fp8_gather else cal.WEIGHT_BYTES)
+    if key.zero >= 3:  # the gathered layer and the prefetched next one (FP8 where the stack gathers FP8)
+        buffers += 2 * memo.model.layer_params() / p.tp * (1 if fp8 and stack.fp8_gather else stack.gather_bytes)
+        if stack.root_gathered and p.pp == 1:
+            # FSDP's root unit (embedding, final norm, output projection: not float8 linears) is not
+            # resharded after forward and is gathered again at the start of backward, so it is whole
+            # at the loss (FSDP2 lazy_init: root post_forward_mesh_info None; FSDP1 _is_root)
+            model = memo.model
+            buffers += (model.embedding_params() + model.output_params()) / p.tp * stack.gather_bytes
     return out[0], out[1], buffers
 
 
@@ -332,7 +331,11 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
     fixed = 0.0
     if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
         fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
-    logits = memo.stack.logit_bytes * tokens * model.vocab_size / plan.tp
+    logits = memo.stack.logit_peak(plan.tp) * tokens * model.vocab_size / plan.tp
+    # the output projection keeps its input for the weight gradient: split by SP (Megatron gathers it
+    # again in backward), or whole where DTensor's column-parallel linear saves the gathered input
+    split = plan.tp if plan.sp and plan.tp > 1 and not memo.stack.tp_saves_gathered else 1
+    logits += tokens * model.hidden_size * cal.ACT_BYTES / split
     held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job))
     if plan.pp > 1 and memo.stack.pp_stage_buffers:
         # torch.distributed.pipelining keeps each in-flight micro-batch's stage input and output
@@ -348,18 +351,31 @@ def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), plan.pp, plan.vpp))
     state0, state1, buffers = memo.get(_states, StatePlan(params=lay.params, dp=plan.dp, cp=plan.cp, zero=plan.zero))
     frag = memo.stack.allocator_fragmentation
-    first = _stage(state0, kept0 * lay.held[0] + extra0 + lay.fixed, lay.logits[0], buffers, frag)
+    first = _stage(state0, _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), lay.logits[0], buffers, frag)
     if plan.pp == 1:
         return first
-    last = _stage(state1, kept1 * lay.held[1] + extra1 + lay.fixed, lay.logits[1], buffers, frag)
+    last = _stage(state1, _acts(kept1 * lay.held[1], extra1, lay.fixed, lay.logits[1]), lay.logits[1], buffers, frag)
     return first if sum(first) >= sum(last) else last
+
+
+def _acts(kept: float, transient: float, fixed: float, logits: float) -> float:
+    """Activation bytes at a stage's peak. The loss's logits are freed before the first layer's backward
+    rebuilds its recomputed activations, whose blocks the caching allocator carves from the freed logits:
+    the transient counts only by what it exceeds the logits."""
+    return kept + fixed + (transient - logits if transient > logits else 0.0)
 
 
 def _stage(state: tuple[float, float, float], acts: float, logits: float, buffers: float,
            fragmentation: float) -> tuple[float, ...]:
-    """(weights, grads, optimizer, activations, logits, buffers, fragmentation) bytes of one stage."""
+    """(weights, grads, optimizer, activations, logits, buffers, fragmentation) bytes of one stage.
+
+    Allocator slack grows on what is allocated and freed, in many sizes, every step: the
+    activations. Weights, gradient buffers and optimizer states are allocated once and never split,
+    and the loss's few same-sized logit blocks are counted as the allocator holds them
+    (StackProfile.logit_peak).
+    """
     w, g, o = state
-    return w, g, o, acts, logits, buffers, fragmentation * (w + g + o + acts + logits)
+    return w, g, o, acts, logits, buffers, fragmentation * acts
 
 
 def _state_sums(memo: Memo, key: tuple[ParamPlan, int, int, tuple[int, ...]]) -> list[tuple[float, float, float]]:
@@ -393,17 +409,15 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: list[str], zeros: list
                                         mbs=skeleton.mbs, cp=skeleton.cp), skeleton.pp, skeleton.vpp, tuple(recomputes)))
     out = []
     for (kept0, extra0), (kept1, extra1) in acts:
-        acts0 = kept0 * lay.held[0] + extra0 + lay.fixed
-        acts1 = kept1 * lay.held[1] + extra1 + lay.fixed
+        acts0 = _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0])
+        acts1 = _acts(kept1 * lay.held[1], extra1, lay.fixed, lay.logits[1])
         row = []
         for s0, s1, buffers in states:
-            x0 = s0 + acts0 + lay.logits[0]
-            first = x0 + buffers + f * x0
+            first = s0 + acts0 + lay.logits[0] + buffers + f * acts0
             if skeleton.pp == 1:
                 row.append(first)
                 continue
-            x1 = s1 + acts1 + lay.logits[1]
-            last = x1 + buffers + f * x1
+            last = s1 + acts1 + lay.logits[1] + buffers + f * acts1
             row.append(first if first >= last else last)
         out.append(row)
     return out

@@ -14,7 +14,10 @@ overlap: {tp: 0.6, cp: false, ep: false, dp: 0.9}
 collectives: {dp_granularity: layer, dp_bucket_params: 0, grad_reduce_bytes: 4, fp8_grad_reduce_bytes: 4}
 memory: {selective: op, fp8_weight_copy_bytes: 0, fp8_weight_copy_sharded: false, fp8_saves_fp8_inputs: false,
          fp8_gather: true, pp_reshard: false, pp_stage_buffers: 2, fixed_overhead_gib: 2,
-         allocator_fragmentation: 0.07, activation_saves: fused}   # activation_saves optional: fused | eager-torch
+         allocator_fragmentation: 0.07, activation_saves: fused,   # activation_saves optional: fused | eager-torch
+         fsdp_master: true, gather_bytes: 2, root_gathered: true,  # optional (false, 2, false)
+         logit_peak_bytes: 14, logit_peak_bytes_tp: 18,            # optional (0: logit_bytes)
+         tp_saves_gathered: true}                                   # optional (false)
 plan_rules: {parallelisms: [dp, tp, pp, cp], cp_comms: [allgather], zero_stages: [2, 3], vpp: true,
              equal_stages: false, ep_over_tp: false, pipeline_counts_embedding: false}
 citations: {kernels.attention: "...", ...}   # dotted field -> source; every number is cited
@@ -89,6 +92,11 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         pp_reshard=m.flag("pp_reshard", True), pp_stage_buffers=m.integer("pp_stage_buffers", 0, minimum=0),
         fixed_overhead_gib=m.number("fixed_overhead_gib"), allocator_fragmentation=_fraction(m, "allocator_fragmentation"),
         activation_saves=m.text("activation_saves", "fused", choices=ACTIVATION_SAVES),
+        fsdp_master=m.flag("fsdp_master", False), gather_bytes=m.number("gather_bytes", 2.0),
+        root_gathered=m.flag("root_gathered", False),
+        logit_peak_bytes=m.number("logit_peak_bytes", 0.0, positive=False),
+        logit_peak_bytes_tp=m.number("logit_peak_bytes_tp", 0.0, positive=False),
+        tp_saves_gathered=m.flag("tp_saves_gathered", False),
         parallelisms=_choices(r, "parallelisms", AXES), cp_comms=_choices(r, "cp_comms", CP_COMMS),
         zero_stages=tuple(int(z) for z in _choices(r, "zero_stages", ZERO_STAGES)),
         vpp=r.flag("vpp", False), equal_stages=r.flag("equal_stages", False), ep_over_tp=r.flag("ep_over_tp", False),

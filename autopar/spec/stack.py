@@ -65,6 +65,17 @@ class StackProfile:
     # fused (Korthikanti et al. with fused kernels) | eager-torch (what eager PyTorch saves, as `autopar calibrate`
     # measures it: fp32 RMSNorm, SiLU output, gathered TP inputs); dense layers without recompute only
     activation_saves: str = "fused"
+    # FSDP mixed precision: the sharded parameter is the fp32 master (4 B), the optimizer holds Adam's two
+    # fp32 moments (8 B); no bf16 copy is kept between steps (cost/habits.py FSDP2_STATE)
+    fsdp_master: bool = False
+    gather_bytes: float = 2.0  # bytes per parameter of an all-gathered weight (FSDP param_dtype)
+    # the FSDP root unit (embedding, final norm, output) stays gathered from its forward to its post-backward
+    root_gathered: bool = False
+    # bytes per vocabulary entry per token the allocator holds at the loss's backward (0: logit_bytes), with
+    # the vocabulary whole (tp 1) and split over TP (loss parallel)
+    logit_peak_bytes: float = 0.0
+    logit_peak_bytes_tp: float = 0.0
+    tp_saves_gathered: bool = False  # a column-parallel linear saves its all-gathered (not its SP-sharded) input
     # --- plan rules ---
     parallelisms: tuple[str, ...]  # axes the stack can split: dp, tp, pp, cp, ep
     cp_comms: tuple[str, ...]  # CP variants it implements: ring | allgather
@@ -88,6 +99,11 @@ class StackProfile:
         if plan.cp > 1 and plan.cp_comm not in self.cp_comms:
             return f"stack {self.name} exchanges CP K/V by {' or '.join(self.cp_comms)}, not {plan.cp_comm}"
         return None
+
+    def logit_peak(self, tp: int) -> float:
+        """Bytes held per vocabulary entry per token at the loss, under `tp`."""
+        peak = self.logit_peak_bytes_tp if tp > 1 else self.logit_peak_bytes
+        return peak or self.logit_bytes
 
     def grad_bytes(self, dtype: str) -> float:
         """Bytes per gradient element in the DP reduce under `dtype`."""
