@@ -15,6 +15,9 @@ workload (isl, osl, concurrency) and run through autopar's serving model
 - scored: mean absolute percentage error of TTFT and TPOT per framework, GPU
   and mode.
 
+`--logo` refits each framework version without one (GPU, model) group of its
+aggregated rows and scores the held-out group (leave-one-group-out).
+
 `--fit FRAMEWORK` re-runs the coordinate search that set the framework's fitted
 constants in autopar/cost/serve_frameworks.py on the scored aggregated rows
 (disaggregated rows are held out) and prints them.
@@ -216,17 +219,43 @@ def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> serve_framewo
     return current
 
 
+def leave_one_group_out(rows: list[Row]) -> list[tuple[str, str, int, float, float]]:
+    """Each framework version's constants refitted without one (GPU, model) group of its aggregated rows,
+    then scored on that group: (version, held-out group, rows, TTFT MAPE, TPOT MAPE)."""
+    out = []
+    for key in list(serve_frameworks.FITTED):
+        mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"]
+        groups = sorted({(r.key[1], r.model.name) for r in mine})
+        if len(groups) < 2:
+            continue
+        saved = serve_frameworks.FITTED[key]
+        for group in groups:
+            fit([r for r in mine if (r.key[1], r.model.name) != group], key)
+            held = [r for r in mine if (r.key[1], r.model.name) == group]
+            for _, (n, ttft, tpot) in errors(evaluate(held)).items():
+                out.append((f"{key[0]}@{key[1]}", " ".join(group), n, ttft, tpot))
+            serve_frameworks.FITTED[key] = saved
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", type=Path, default=HERE / "data" / "serving_runs.csv")
     ap.add_argument("--rows", action="store_true", help="print every row's prediction")
     ap.add_argument("--fit", choices=sorted({f"{n}@{v}" for n, v in serve_frameworks.FITTED}), action="append",
                     default=[], help="refit one framework version's constants, e.g. sglang@0.5.1")
+    ap.add_argument("--logo", action="store_true",
+                    help="leave one (GPU, model) group out of each fit and score it (minutes)")
     args = ap.parse_args(argv)
     rows = load_rows(args.csv)
     for item in args.fit:
         name, version = item.split("@")
         print(item, fit(rows, (name, version)))
+    if args.logo:
+        print(f"{'fitted on all but':18} {'held-out group':28} {'rows':>4} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
+        for version, group, n, ttft, tpot in leave_one_group_out(rows):
+            print(f"{version:18} {group:28} {n:4} {ttft:10.1%} {tpot:10.1%}")
+        return 0
     results = evaluate(rows)
     for kind in ("saturated", "not-reached"):
         listed = [(r, e) for r, e, k in results if k == kind]

@@ -12,7 +12,14 @@ import dataclasses
 
 import pytest
 
-from autopar.cost.serve import decode_step, kv_bytes_per_token, kv_pool_bytes, prefill_time, weight_bytes_per_gpu
+from autopar.cost.serve import (
+    decode_step,
+    kv_bytes_per_token,
+    kv_pool_bytes,
+    prefill_in_step,
+    prefill_time,
+    weight_bytes_per_gpu,
+)
 from autopar.cost.serve_frameworks import constants
 from autopar.cost.serve_load import estimate
 from autopar.errors import SpecError
@@ -86,6 +93,35 @@ def test_prefill_is_compute_bound_with_causal_attention_halved(toy_hw: HardwareP
     assert t.total == pytest.approx(4 * (gemm + attn) / RATE + lm_head)
 
 
+def test_prefill_in_a_decode_step_shares_the_weight_read(toy_hw: HardwareProfile) -> None:
+    m = gpt_like()
+    step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1000, fw=PLAIN)
+    layer_weights = (4 * 1024**2 + 2 * 1024 * 4096) * 2
+    lm_head = 32000 * 1024 * 2
+    # 1024 tokens are compute-bound: the shared read is the decode step's whole weight read
+    long = prefill_time(m, toy_hw, Engine(tp=1), weights="bf16", tokens=1024, seq_len=1024, fw=PLAIN)
+    gemm = 2 * 1024 * (4 * 1024**2 + 2 * 1024 * 4096)
+    attn = 2 * 1024 * 1024 * 16 * 128 / 2
+    assert step.weights == pytest.approx((4 * layer_weights + lm_head) / BW)
+    assert prefill_in_step(long, step, chunks=1) == pytest.approx(4 * (gemm + attn) / RATE - 4 * layer_weights / BW)
+    # 8 tokens are weight-bound (every GEMM 2.67 us < its 25 us read): only the attention core is left
+    short = prefill_time(m, toy_hw, Engine(tp=1), weights="bf16", tokens=8, seq_len=8, fw=PLAIN)
+    assert short.weights == pytest.approx(step.weights)
+    assert prefill_in_step(short, step, chunks=1) == pytest.approx(short.total - short.weights)
+    assert prefill_in_step(short, step, chunks=1) < 0.01 * short.total
+
+
+def test_ep_exchanges_tokens_only_with_attention_dp(toy_hw: HardwareProfile) -> None:
+    # tp2 ep2: both ranks hold every token after the attention all-reduce, the MoE all-reduce
+    # (in tp_comm) combines the experts; dp2 ep2: each rank's tokens travel to the other's experts
+    m = gpt_like(moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512), ffn_activation="swiglu")
+    def ep_comm(engine: Engine) -> float:
+        return decode_step(m, toy_hw, engine, weights="bf16", kv_bytes=2.0, batch=4, context=100, fw=PLAIN).ep_comm
+
+    assert ep_comm(Engine(tp=2, ep=2)) == 0.0
+    assert ep_comm(Engine(tp=1, dp=2, ep=2)) > 0.0
+
+
 def test_kv_pool_memory_rules(toy_hw: HardwareProfile) -> None:
     m = gpt_like()
     total_rule = dataclasses.replace(PLAIN, memory_rule="total", memory_fraction=0.9)
@@ -108,7 +144,8 @@ def test_agg_closed_loop_identities(toy_hw: HardwareProfile) -> None:
     assert est.latency_s == pytest.approx(est.ttft_s + 63 * est.tpot_s)
     assert est.requests_per_s == pytest.approx(16 / est.latency_s)  # Little's law over the closed loop
     fw = constants("vllm")
-    prefill = prefill_time(m, toy_hw, Engine(tp=1), weights="bf16", tokens=512, seq_len=512, fw=fw).total
+    alone = prefill_time(m, toy_hw, Engine(tp=1), weights="bf16", tokens=512, seq_len=512, fw=fw)
+    prefill = prefill_in_step(alone, est.pools[0].step, chunks=1)  # 512 tokens fit one 8192-token chunk
     assert est.tpot_parts["prefill_mix"] == pytest.approx(fw.prefill_mix * (8 - 1) * prefill / 63)
 
 

@@ -12,8 +12,9 @@ The same profile, GEMM curve, HBM bandwidth and collective fits as training
   E experts are hit at least once under uniform routing). Each sub-layer takes
   the larger of that memory time and its tensor-core time (roofline), so large
   batches become compute-bound. TP all-reduce per layer is latency-bound at
-  decode (a few KB); EP adds an all-to-all dispatch and combine, scaled by the
-  expert imbalance.
+  decode (a few KB); with attention-DP, EP adds an all-to-all dispatch and
+  combine, scaled by the expert imbalance (without it every rank already holds
+  all tokens and the TP all-reduce combines the experts).
 - KV bytes per token and GPU: GQA keeps ceil(kv_heads / tp) heads (a head is
   replicated when tp exceeds the KV heads), MLA one latent of kv_lora_rank +
   rope_dim replicated on every TP rank, Mamba layers a fixed state per request.
@@ -207,7 +208,15 @@ def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: st
     flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
     comp = max(0.0, gemm_time(hw, dtype, flops) - read) if flops > 0 else 0.0
     ep = 0.0
-    if engine.ep > 1:
+    # Without attention-DP every rank of the EP group holds all the step's tokens after the
+    # attention all-reduce: each runs its local experts on them and the layer's TP all-reduce
+    # (counted with tp_comm) sums the outputs, so no all-to-all dispatch or combine is sent
+    # (vLLM's EP design as the vllm-neuron docs describe it,
+    # awsdocs-neuron vllm-neuron/docs/design/parallelism/expert_parallelism: "EP is a
+    # logical remapping of the TP group for MoE layers"; Hugging Face transformers
+    # "Expert parallelism": an all-reduce combines the experts' outputs). With attention-DP
+    # the ranks hold different tokens and they travel.
+    if engine.ep > 1 and engine.dp > 1:
         group = span(size=engine.ep, stride=1, gpus_per_node=hw.gpus_per_node)
         nbytes = cal.ACT_BYTES * tokens / engine.ep * moe.top_k * model.hidden_size * EXPERT_IMBALANCE
         ep = 2 * collective_time(hw, "all_to_all", nbytes, group)
@@ -243,3 +252,17 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
     w, _, c = _roofline(hw, "bf16", (lm,), weight_bytes=cal.ACT_BYTES * lm.n * lm.k, kv=0.0)
     return StepTime(weights=chunks * (w_sum + w), kv=0.0, compute=chunks * (comp_sum + c), tp_comm=chunks * tp_sum,
                     ep_comm=chunks * ep_sum, overhead=0.0)
+
+
+def prefill_in_step(prefill: StepTime, step: StepTime, *, chunks: float) -> float:
+    """What one prompt's prefill adds to the decode steps it rides in (chunked prefill).
+
+    A mixed step streams each layer's weights once for its decode tokens and
+    prefill tokens together, so the prompt's own weight read (`prefill.weights`,
+    one per chunk) is already paid by the decode step it joins, up to that
+    step's weight read (`step.weights`) per chunk. What is left is its tensor-core
+    time beyond the shared read, the experts only it touches, and its
+    collectives. A long prompt is compute-bound and loses little; a short one
+    (128 tokens) is weight-bound and costs the decode steps far less than a
+    prefill on its own."""
+    return prefill.total - min(prefill.weights, chunks * step.weights)

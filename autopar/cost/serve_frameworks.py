@@ -32,7 +32,13 @@ fitted constant names its mechanism:
   framework's scheduler: 0 staggered, 1 all queued ahead).
 - prefill_mix: fraction of the other requests' prefill work that lands inside a
   request's decode steps (chunked prefill mixes it in; a prefill-first scheduler
-  stalls decodes for it).
+  stalls decodes for it); the work is each prompt's prefill less the weight
+  read of the decode step it rides in (cost/serve.py prefill_in_step).
+
+Refitted after two model changes (a prompt riding in a decode step shares its
+weight read; no EP all-to-all without attention-DP): TensorRT-LLM's
+step_overhead_s 0 -> 0.001 and prefill_slowdown 1.75 -> 2.0; the other sets
+were unchanged by the refit.
 - moe_layer_overhead_s: fixed time per MoE layer and decode step beyond the
   weights it reads (routing top-k, token permutation, the fused-MoE launch
   chain, attention-DP synchronisation), added to every decode step.
@@ -90,8 +96,8 @@ FITTED: dict[tuple[str, str], Framework] = {
     # after weights and activations (tensorrt_llm/commands/serve.py
     # --kv_cache_free_gpu_memory_fraction default 0.9); --max_num_tokens 8192.
     ("trtllm", "1.0"): Framework(name="trtllm", version="1.0", label="TensorRT-LLM 1.0", memory_fraction=0.9, memory_rule="free",
-                        chunk_tokens=8192, graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.0, ttft_overhead_s=0.1,
-                        prefill_slowdown=1.75, queue_share=0.06, prefill_mix=1.0, moe_layer_overhead_s=0.0),
+                        chunk_tokens=8192, graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.1,
+                        prefill_slowdown=2.0, queue_share=0.06, prefill_mix=1.0, moe_layer_overhead_s=0.0),
 }
 DEFAULT_VERSION = {"vllm": "0.12", "sglang": "0.5.6", "trtllm": "1.0"}  # what --framework NAME uses
 

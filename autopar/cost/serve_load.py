@@ -8,7 +8,9 @@ attention-DP ranks) requests share every step.
 Aggregated (prefill and decode on the same engines):
 - TPOT = decode step at batch n + prefill mix: during one request's osl - 1
   decode steps the other n - 1 requests each bring one prompt whose prefill
-  shares the engine, of which the share `prefill_mix` lands inside decode steps.
+  shares the engine, of which the share `prefill_mix` lands inside decode steps;
+  a prompt riding in a decode step costs its prefill less the weight read the
+  step already makes (cost/serve.py prefill_in_step).
 - TTFT = own prefill (times the framework's serving slowdown) + the share
   `queue_share` of the other requests' prefills queued ahead + one decode step
   (the step in progress) + the per-request overhead.
@@ -31,6 +33,7 @@ from autopar.cost.serve import (
     decode_step,
     kv_bytes_per_token,
     kv_pool_bytes,
+    prefill_in_step,
     prefill_time,
     state_bytes_per_request,
     weight_bytes_per_gpu,
@@ -125,12 +128,15 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
     running = min(n, max(cap, 1.0))
     step = decode_step(model, hw, engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running,
                        context=wl.isl + wl.osl / 2, fw=fw)
-    own = prefill_time(model, hw, engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw).total
-    others = max(0.0, running - 1) * own  # fewer than one request per rank: nobody else's prefill
-    mix = fw.prefill_mix * others / (wl.osl - 1)
+    alone = prefill_time(model, hw, engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
+    # In a decode step a prompt costs its prefill less the weight read the step already makes
+    # (prefill_in_step); the step that carries a waiting prompt costs about its whole prefill.
+    riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
+    others = max(0.0, running - 1)  # fewer than one request per rank: nobody else's prefill
+    mix = fw.prefill_mix * others * riding / (wl.osl - 1)
     tpot = step.total + mix
-    ttft_parts = {"prefill": own * fw.prefill_slowdown, "queue": fw.queue_share * others, "first_step": step.total,
-                  "kv_transfer": 0.0, "overhead": fw.ttft_overhead_s}
+    ttft_parts = {"prefill": alone.total * fw.prefill_slowdown, "queue": fw.queue_share * others * alone.total,
+                  "first_step": step.total, "kv_transfer": 0.0, "overhead": fw.ttft_overhead_s}
     ttft = sum(ttft_parts.values())
     latency = ttft + (wl.osl - 1) * tpot
     saturated = n > cap
