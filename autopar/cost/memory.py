@@ -245,37 +245,39 @@ def _stage_activations(memo: Memo, key: tuple[ActPlan, int, int]) -> tuple[tuple
     rises from none to selective to full recompute, for any layer count.
     """
     act, pp, vpp = key
-    model, fp8, stack = memo.model, memo.job.dtype == "fp8", memo.stack
-    tokens = act.mbs * memo.job.seq_len / act.cp
     ranks = memo.get(pipe_kinds, (pp, vpp))
     # a profile that `autopar calibrate --save` corrected: what this node's stack saves over the formula
     factor = memo.hw.correction("activation_bytes_per_block") if memo.hw is not None else 1.0
+    whole = act._replace(recompute="none")
     out = []
     for kinds in (ranks[0], ranks[-1]):
-        kept = sum(n * layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8, stack=stack)
-                   for k, n in kinds.items())
+        kept = sum(n * memo.get(_layer_bytes, (act, k)) for k, n in kinds.items())
         transient = 0.0
         if act.recompute != "none":
-            whole = act._replace(recompute="none")
-            transient = max(layer_activation_bytes(model, k, tokens=tokens, plan=whole, fp8=fp8, stack=stack)
-                            - layer_activation_bytes(model, k, tokens=tokens, plan=act, fp8=fp8, stack=stack) for k in kinds)
+            transient = max(memo.get(_layer_bytes, (whole, k)) - memo.get(_layer_bytes, (act, k)) for k in kinds)
         out.append((kept * factor, transient * factor))
     return out[0], out[1]
+
+
+def _layer_bytes(memo: Memo, key: tuple[ActPlan, str]) -> float:
+    """layer_activation_bytes of one layer of a kind, for key (act plan, kind), as the memo's stack saves them."""
+    act, kind = key
+    tokens = act.mbs * memo.job.seq_len / act.cp
+    return layer_activation_bytes(memo.model, kind, tokens=tokens, plan=act, fp8=memo.job.dtype == "fp8", stack=memo.stack)
 
 
 class StatePlan(NamedTuple):
     """What weights, gradients, optimizer states and buffers read of a plan."""
 
     params: ParamPlan  # whose parameters
-    dp: int  # with cp: the ranks that shard dense state
-    cp: int
+    shards: int  # dp * cp: the ranks that shard dense state (Megatron's DP x CP group)
     zero: int  # ZeRO stage
 
 
 def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tuple[float, float, float], float]:
     """(weights, grads, optimizer) bytes of the first and of the last rank, and the buffers."""
     p, stack, fp8 = key.params, memo.stack, memo.job.dtype == "fp8"
-    dp_shards = key.dp * key.cp  # Megatron shards optimizer state over the DP x CP group
+    dp_shards = key.shards  # Megatron shards optimizer state over the DP x CP group
     expert_shards = max(1, dp_shards * p.tp // (p.ep * p.etp))  # and expert state over the expert-DP group
     out = []
     for dense, expert in memo.get(end_params, p):
@@ -315,8 +317,7 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
     return out[0], out[1], buffers
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Layout:
+class _Layout(NamedTuple):
     """What the memory of a layout's variants shares: per end rank, in-flight micro-batches and logits."""
 
     held: tuple[float, float]  # first, last rank: micro-batches whose activations are in flight
@@ -349,7 +350,7 @@ def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     """MemoryBreakdown's fields, in order, for the worse of the first and last stage."""
     lay = _layout(plan, memo)
     (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), plan.pp, plan.vpp))
-    state0, state1, buffers = memo.get(_states, StatePlan(params=lay.params, dp=plan.dp, cp=plan.cp, zero=plan.zero))
+    state0, state1, buffers = memo.get(_states, StatePlan(params=lay.params, shards=plan.dp * plan.cp, zero=plan.zero))
     frag = memo.stack.allocator_fragmentation
     first = _stage(state0, _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), lay.logits[0], buffers, frag)
     if plan.pp == 1:
@@ -378,12 +379,12 @@ def _stage(state: tuple[float, float, float], acts: float, logits: float, buffer
     return w, g, o, acts, logits, buffers, fragmentation * acts
 
 
-def _state_sums(memo: Memo, key: tuple[ParamPlan, int, int, tuple[int, ...]]) -> list[tuple[float, float, float]]:
-    """Per ZeRO stage of key (params, dp, cp, zeros): weights + grads + optimizer of the first and last rank, buffers."""
-    params, dp, cp, zeros = key
+def _state_sums(memo: Memo, key: tuple[ParamPlan, int, tuple[int, ...]]) -> list[tuple[float, float, float]]:
+    """Per ZeRO stage of key (params, dp * cp, zeros): weights + grads + optimizer of the first and last rank, buffers."""
+    params, shards, zeros = key
     out = []
     for zero in zeros:
-        (w0, g0, o0), (w1, g1, o1), buffers = memo.get(_states, StatePlan(params=params, dp=dp, cp=cp, zero=zero))
+        (w0, g0, o0), (w1, g1, o1), buffers = memo.get(_states, StatePlan(params=params, shards=shards, zero=zero))
         out.append((w0 + g0 + o0, w1 + g1 + o1, buffers))
     return out
 
@@ -404,7 +405,7 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: list[str], zeros: list
     """
     lay = _layout(skeleton, memo)
     f = memo.stack.allocator_fragmentation
-    states = memo.get(_state_sums, (lay.params, skeleton.dp, skeleton.cp, tuple(zeros)))
+    states = memo.get(_state_sums, (lay.params, skeleton.dp * skeleton.cp, tuple(zeros)))
     acts = memo.get(_act_rows, (ActPlan(tp=skeleton.tp, sp=skeleton.sp and skeleton.tp > 1, recompute="", etp=skeleton.etp,
                                         mbs=skeleton.mbs, cp=skeleton.cp), skeleton.pp, skeleton.vpp, tuple(recomputes)))
     out = []
