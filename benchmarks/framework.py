@@ -40,8 +40,16 @@ ALLOCATOR_RESERVED = ("tt_",)
 
 # Recipe facts stated by the row's source, by row id.
 RECIPE: dict[str, dict[str, Any]] = {
-    # DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 enables the MoE all-to-all overlap ("A2A overlap", row notes).
-    "mb2604_b200_deepseekv3_mxfp8_256": {"ep_overlap": True},
+    # DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 enables the MoE all-to-all overlap ("A2A overlap", row notes) and
+    # captures attn, moe_router and moe_preprocess in CUDA graphs (Megatron-Bridge 21d102f5
+    # deepseek_workload_base_configs.py): no eager MoE dispatch on the host (megatron.yaml kernels.moe_host_us).
+    "mb2604_b200_deepseekv3_mxfp8_256": {"ep_overlap": True, "moe_host_us": 0.0},
+    # QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_*_V1: cuda_graph_scope attn, moe_router, moe_preprocess (qwen3_workload_
+    # base_configs.py at 21d102f5); the H100 FP8 config of the same release has none.
+    "mb2604_b200_qwen3_30b_mxfp8_8": {"moe_host_us": 0.0},
+    # Megatron-MoE-ModelZoo best_practice/qwen3/run_h100_235b.sh (e865051): --cuda-graph-impl transformer_engine
+    # --cuda-graph-scope moe_router moe_preprocess.
+    "mz_h100_qwen3_235b_deepep_ep32_bf16": {"moe_host_us": 0.0},
     # Composer mixed_precision PURE (the row's 'bf16 | PURE' columns) reduces gradients in bf16, not fp32.
     # PURE also all-gathers bf16 parameters (param_dtype bf16), not DEFAULT's fp32.
     "lf_a100_mpt70b_64_fsdp_ac": {"grad_reduce_bytes": 2.0, "gather_bytes": 2.0},

@@ -14,8 +14,11 @@ from conftest import gpt_like
 from autopar.cost.comm import Group, collective_time
 from autopar.cost.compute import Shape, layer_time
 from autopar.cost.step import estimate
+from autopar.io.stacks import load_stack
+from autopar.spec.families import MoESpec
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import NEUTRAL
 
@@ -41,3 +44,40 @@ def test_fsdp_backward_collectives_overlap_the_recomputed_forward(toy_hw: Hardwa
     assert estimate(m, toy_hw, job, plan, stack=stack).time.dp_comm == pytest.approx(expected)
     # the backward window without the recompute would expose ov * r more
     assert max(0.0, ag + rs - ov * b) - max(0.0, ag + rs - ov * (b + r)) == pytest.approx(ov * r)
+
+
+def _moe_toy() -> ModelSpec:
+    return ModelSpec(name="moe-toy", layers=4, hidden_size=1024, num_attention_heads=16, num_kv_heads=4, head_dim=64,
+                     ffn_hidden_size=2048, ffn_activation="swiglu", vocab_size=32000, seq_len=4096, max_seq_len=4096,
+                     tie_embeddings=False, moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=2048))
+
+
+def test_eager_moe_dispatch_host_time_is_added_per_moe_layer_and_micro_batch(toy_hw: HardwareProfile) -> None:
+    # The dispatch reads token counts on the host, so the host time of the eager router/dispatch
+    # kernels is exposed once per MoE layer per micro-batch: forward 1/3, backward 2/3 of it.
+    m = _moe_toy()
+    assert set(m.layer_kinds()) == {"moe"}
+    plan = Plan(dp=1, tp=1, pp=1, sp=False)
+    eager = replace(NEUTRAL, moe_host_us=4000.0)
+    shape = Shape(dtype="bf16", seq_len=4096, mbs=1)
+    graphed_layer = layer_time(m, toy_hw, shape, plan, "moe")
+    eager_layer = layer_time(m, toy_hw, replace(shape, stack=eager), plan, "moe")
+    assert eager_layer.fwd - graphed_layer.fwd == pytest.approx(4e-3 / 3)
+    assert eager_layer.bwd - graphed_layer.bwd == pytest.approx(8e-3 / 3)
+    # whole step: 2 micro-batches x 4 MoE layers x 4 ms
+    job = Job(gpus=1, gpus_per_node=8, global_batch=2, seq_len=4096)
+    slow, fast = (estimate(m, toy_hw, job, plan, stack=s).step_time_s for s in (eager, NEUTRAL))
+    assert slow - fast == pytest.approx(2 * 4 * 4e-3)
+    # a dense model has no dispatch: unchanged
+    dense = gpt_like(layers=4)
+    dense_job = Job(gpus=1, gpus_per_node=8, global_batch=2, seq_len=2048)
+    assert estimate(dense, toy_hw, dense_job, plan, stack=eager).step_time_s == pytest.approx(
+        estimate(dense, toy_hw, dense_job, plan, stack=NEUTRAL).step_time_s)
+
+
+def test_megatron_profile_runs_moe_dispatch_eagerly_by_default() -> None:
+    # Megatron-Bridge recipes default to cuda_graph_impl "none": 4 ms per MoE layer per micro-batch
+    # (megatron.yaml kernels.moe_host_us, with the rows it was set on); the other stacks have no EP.
+    assert load_stack("megatron").moe_host_us == 4000.0
+    assert dict(load_stack("megatron").citations)["kernels.moe_host_us"]
+    assert all(load_stack(s).moe_host_us == 0.0 for s in ("torchtitan", "llm-foundry", "deepspeed"))

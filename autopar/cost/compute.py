@@ -128,18 +128,21 @@ def layer_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Plan |
     """Forward, backward, recompute and in-layer communication of one layer of `kind`."""
     lp = LayerPlan.of(plan) if isinstance(plan, Plan) else plan
     parts = [part_time(model, hw, shape, p, part_args(p, lp)) for p in KIND_PARTS[kind]]
-    return combine_parts(hw, parts, pipelined=lp.pipelined, stack=shape.stack)
+    return combine_parts(hw, parts, pipelined=lp.pipelined, stack=shape.stack, moe="moe" in KIND_PARTS[kind])
 
 
 def combine_parts(hw: HardwareProfile, parts: list[BlockTime], *, pipelined: bool,
-                  stack: StackProfile = NEUTRAL) -> BlockTime:
-    """A layer from its sub-layers' times, with the stack's per-layer launch overhead."""
+                  stack: StackProfile = NEUTRAL, moe: bool = False) -> BlockTime:
+    """A layer from its sub-layers' times, with the stack's per-layer launch overhead.
+
+    `moe`: the layer has an MoE sub-layer. Where the stack runs its router and token
+    dispatch eagerly, the host time the dispatch leaves exposed (stack.moe_host_us: the
+    dispatch reads the token counts on the host, so the GPU drains and then waits on the
+    launches of the small kernels that follow) is added like the launch overhead.
+    """
     total = parts[0]
     for part in parts[1:]:
         total = total + part
-    if stack.layer_overhead_us:
-        total = replace(total, fwd=total.fwd + stack.layer_overhead_us * 1e-6 / 3,
-                        bwd=total.bwd + stack.layer_overhead_us * 2e-6 / 3)
     if pipelined and total.ep_exposed > 0 and stack.ep_overlap:
         # A pipelined schedule has another micro-batch's forward or backward at hand; pairing
         # them hides one's all-to-all behind the other's compute (DualPipe, DeepSeek-V3 sec.
@@ -148,6 +151,9 @@ def combine_parts(hw: HardwareProfile, parts: list[BlockTime], *, pipelined: boo
         hidden = min(total.ep_exposed, total.fwd + total.bwd)
         total = replace(total, ep_exposed=total.ep_exposed - hidden,
                         overlap_penalty=total.overlap_penalty + (hw.compute_slowdown - 1) * hidden)
+    host_us = stack.layer_overhead_us + (stack.moe_host_us if moe else 0.0)  # host time, no GPU work to hide behind
+    if host_us:
+        total = replace(total, fwd=total.fwd + host_us * 1e-6 / 3, bwd=total.bwd + host_us * 2e-6 / 3)
     return total
 
 

@@ -146,7 +146,8 @@ def _layers(memo: Memo, key: tuple[LayerPlan, int]) -> dict[str, BlockTime]:
     out = {}
     for kind in memo.get(_kind_set, None):
         parts = [memo.get(_part, (p, shape, part_args(p, lp))) for p in KIND_PARTS[kind]]
-        out[kind] = combine_parts(memo.profile, parts, pipelined=lp.pipelined, stack=memo.stack)
+        out[kind] = combine_parts(memo.profile, parts, pipelined=lp.pipelined, stack=memo.stack,
+                                  moe="moe" in KIND_PARTS[kind])
     return out
 
 

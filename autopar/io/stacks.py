@@ -9,7 +9,7 @@ description: one line
 launcher: torchtitan                 # what --emit writes: megatron | torchtitan | deepspeed | none
 source: pytorch/torchtitan @ 9dec370 # the framework version the numbers describe
 kernels: {attention: fa2, attention_vs_fa3: [[512, 0.67], ...], compiled: true, elementwise_passes: 1,
-          layer_overhead_us: 0, fp8_cast_bytes: 6, logit_bytes: 10}
+          layer_overhead_us: 0, fp8_cast_bytes: 6, logit_bytes: 10, moe_host_us: 0}  # moe_host_us optional
 overlap: {tp: 0.6, cp: false, ep: false, dp: 0.9}
 collectives: {dp_granularity: layer, dp_bucket_params: 0, grad_reduce_bytes: 4, fp8_grad_reduce_bytes: 4}
 memory: {selective: op, fp8_weight_copy_bytes: 0, fp8_weight_copy_sharded: false, fp8_saves_fp8_inputs: false,
@@ -97,6 +97,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         logit_peak_bytes=m.number("logit_peak_bytes", 0.0, positive=False),
         logit_peak_bytes_tp=m.number("logit_peak_bytes_tp", 0.0, positive=False),
         tp_saves_gathered=m.flag("tp_saves_gathered", False),
+        moe_host_us=k.number("moe_host_us", 0.0, positive=False),
         parallelisms=_choices(r, "parallelisms", AXES), cp_comms=_choices(r, "cp_comms", CP_COMMS),
         zero_stages=tuple(int(z) for z in _choices(r, "zero_stages", ZERO_STAGES)),
         vpp=r.flag("vpp", False), equal_stages=r.flag("equal_stages", False), ep_over_tp=r.flag("ep_over_tp", False),

@@ -76,6 +76,9 @@ class StackProfile:
     logit_peak_bytes: float = 0.0
     logit_peak_bytes_tp: float = 0.0
     tp_saves_gathered: bool = False  # a column-parallel linear saves its all-gathered (not its SP-sharded) input
+    # host time an MoE layer leaves exposed per micro-batch (forward + backward, microseconds) when its router
+    # and token-dispatch preprocessing run eagerly and the dispatch syncs host and device (0 under CUDA graphs)
+    moe_host_us: float = 0.0
     # --- plan rules ---
     parallelisms: tuple[str, ...]  # axes the stack can split: dp, tp, pp, cp, ep
     cp_comms: tuple[str, ...]  # CP variants it implements: ring | allgather
