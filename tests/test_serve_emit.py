@@ -104,14 +104,44 @@ def test_disagg_roles() -> None:
                == "NixlConnector" for s in v)
 
 
+def test_trtllm_disagg() -> None:
+    # TensorRT-LLM examples/disaggregated/README.md: one trtllm-serve per context and generation
+    # engine with --extra_llm_api_options, then `trtllm-serve disaggregated -c` with their URLs
+    # (read at commit 013971245ed5ddb230f1917dd8ccce711a17280f); cache_transceiver_config backend
+    # UCX and max_tokens_in_buffer >= the input length, disable_overlap_scheduler on context
+    # servers (the same README at commit af3ea37176a035e3dee0aff52028c63db8f51c12, 2025-09-19)
+    dep = Deployment(framework="trtllm", mode="disagg", engine=Engine(tp=4), replicas=1, prefill=Engine(tp=2),
+                     prefill_replicas=2, kv_dtype="fp8")
+    t = trtllm.launch(dep, WL)
+    servers = _servers(t)
+    assert len(servers) == 4 and servers[-1] == "trtllm-serve disaggregated -c disagg_config.yaml"
+    assert servers[0].startswith("CUDA_VISIBLE_DEVICES=0,1 ") and servers[0].endswith("--port 8100")
+    assert servers[1].startswith("CUDA_VISIBLE_DEVICES=2,3 ") and servers[1].endswith("--port 8101")
+    assert servers[2].startswith("CUDA_VISIBLE_DEVICES=4,5,6,7 ") and servers[2].endswith("--port 8200")
+    assert "--tp_size 2 " in servers[0] and "--extra_llm_api_options ctx_extra_llm_api_options.yaml" in servers[0]
+    assert "--tp_size 4 " in servers[2] and "--extra_llm_api_options gen_extra_llm_api_options.yaml" in servers[2]
+    for line in servers[:3]:
+        assert set(flags_of(line)) <= trtllm.TRTLLM_FLAGS, line
+    files = dict(t.files)
+    assert files["ctx_extra_llm_api_options.yaml"] == ("kv_cache_config:\n  dtype: fp8\ndisable_overlap_scheduler: true\n"
+                                                       "cache_transceiver_config:\n  backend: UCX\n"
+                                                       "  max_tokens_in_buffer: 1000\n")
+    assert files["gen_extra_llm_api_options.yaml"] == ("kv_cache_config:\n  dtype: fp8\ncache_transceiver_config:\n"
+                                                       "  backend: UCX\n  max_tokens_in_buffer: 1000\n")
+    assert files["disagg_config.yaml"] == ('hostname: localhost\nport: 8000\nbackend: pytorch\n'
+                                           'context_servers:\n  num_instances: 2\n  urls:\n'
+                                           '    - "localhost:8100"\n    - "localhost:8101"\n'
+                                           'generation_servers:\n  num_instances: 1\n  urls:\n    - "localhost:8200"\n')
+    text = t.text()
+    assert text.index("cat > disagg_config.yaml") < text.index("trtllm-serve")
+    assert "--base-url http://localhost:8000 " in t.benchmark and "--max-concurrency 64 " in t.benchmark
+
+
 def test_refusals() -> None:
     with pytest.raises(SpecError, match="expert-parallel over all"):
         vllm.launch(Deployment(framework="vllm", mode="agg", engine=Engine(tp=4, dp=2, ep=2), replicas=1), WL)
     with pytest.raises(SpecError, match="one GPU per rank"):
         trtllm.launch(Deployment(framework="trtllm", mode="agg", engine=Engine(tp=2, dp=4, ep=8), replicas=1), WL)
-    with pytest.raises(SpecError, match="disaggregated"):
-        trtllm.launch(Deployment(framework="trtllm", mode="disagg", engine=Engine(tp=4), replicas=1,
-                                 prefill=Engine(tp=4), prefill_replicas=1), WL)
 
 
 def test_cli_emit() -> None:

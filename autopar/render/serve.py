@@ -114,9 +114,12 @@ def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, 
                       f"{pool.memory_gib_per_gpu:.1f} GiB in use per GPU")
     if not est.fits:
         console.print("[red]does not fit: the KV cache cannot hold one request beside the weights[/]")
-    elif est.saturated:
+    elif est.saturated and wl.concurrency > est.pools[-1].max_concurrency:
         console.print(f"[yellow]queue-saturated: {wl.concurrency} requests exceed what the KV cache holds "
                       f"({est.pools[-1].max_concurrency}); the surplus waits for a slot[/]")
+    elif est.saturated:
+        console.print("[yellow]queue-saturated: the prefill engines cannot keep up with the request rate "
+                      "(their queue grows without bound)[/]")
     console.print(TPOT_DEFINITION)
 
 
