@@ -1,8 +1,8 @@
-"""Typed access to the mappings of lenient formats: Hugging Face ``config.json``
-(many keys, unknown ones ignored) and internal tables.
+"""Typed access to the mappings of internal tables (stack profiles, paper setups, profile extras).
 
 The strict file formats (model specs, hardware profiles, length distributions)
-are pydantic models in :mod:`autopar.io.schema`. Reading itself (regular files
+are pydantic models in :mod:`autopar.io.schema`, Hugging Face ``config.json``
+keys in :mod:`autopar.io.hf_schema`. Reading itself (regular files
 only, size caps, safe YAML/JSON with bounded depth and aliases, no duplicate
 keys) is :mod:`autopar.io.reading`, re-exported here. Every failure is a
 one-line :class:`SpecError` (or the error class the caller passes) naming the
