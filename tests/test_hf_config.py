@@ -322,3 +322,19 @@ def test_llama31_rope_scaling_is_read() -> None:
     assert read({**data, "rope_scaling": {"type": "yarn", "factor": 4.0}}).rope_scaling == 1.0  # only llama3 maps
     assert "rope_scaling" in error({**data, "rope_scaling": {"rope_type": "llama3", "factor": 0.5}})
 
+
+
+def test_keys_are_typed_and_bounded_by_the_pydantic_models() -> None:
+    """io/hf_schema.py: ints may be integral floats, nothing else is coerced; bounds from spec/limits.py."""
+    assert read(dict(MIXTRAL_8X7B, hidden_size=4096.0)).hidden_size == 4096
+    assert error(dict(MIXTRAL_8X7B, hidden_size=1.5)) == "config.json: hidden_size: expected an integer, got 1.5"
+    assert error(dict(MIXTRAL_8X7B, num_local_experts=2**17)) == ("config.json: num_local_experts: must be at most 65,536, "
+                                                                 "got 131072")
+    assert error(dict(MIXTRAL_8X7B, tie_word_embeddings="yes")) == ("config.json: tie_word_embeddings: expected true or "
+                                                                    "false, got 'yes'")
+    assert error(dict(MAMBA2_2_7B_SSM, ssm_cfg={"layer": "Mamba2", "d_state": 0})).startswith(
+        "config.json: ssm_cfg.d_state: must be >= 1")
+    # a mamba_ssm config without attention layers may carry an empty attn_cfg (state-spaces/mamba2-2.7b does)
+    assert read(dict(MAMBA2_2_7B_SSM, attn_cfg={})).layers == read(MAMBA2_2_7B_SSM).layers
+    assert error(dict(MAMBA2_2_7B_SSM, attn_layer_idx=[1], attn_cfg={})) == ("config.json: attn_cfg.num_heads: missing "
+                                                                            "required field")
