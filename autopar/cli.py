@@ -287,6 +287,9 @@ def estimate(
     cp_comm: Annotated[str, typer.Option(help="CP K/V exchange: ring | allgather.")] = "ring",
     mbs: Annotated[int, typer.Option(help="Micro-batch size, sequences.")] = 1,
     recompute: Annotated[str, typer.Option(help="none | selective | full")] = "none",
+    recompute_modules: Annotated[str | None, typer.Option(
+        help="With --recompute selective: Megatron's modules to recompute, comma-separated (core_attn, moe_act, "
+             "layernorm, mla_up_proj, mlp, moe, shared_experts).")] = None,
     zero: Annotated[int, typer.Option(help="0 | 1 | 2 | 3 (1 = distributed optimizer)")] = 1,
     sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism with TP.")] = True,
     global_batch: BatchOpt = None,
@@ -315,7 +318,7 @@ def estimate(
 
     def explain_plan(ctx: advise.Context) -> advise.Explained:
         return advise.explain(ctx, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, cp_comm=cp_comm, mbs=mbs,
-                              recompute=recompute, zero=zero, sp=sp)
+                              recompute=recompute, zero=zero, sp=sp, recompute_modules=recompute_modules)
 
     try:
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,

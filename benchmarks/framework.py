@@ -56,6 +56,15 @@ RECIPE: dict[str, dict[str, Any]] = {
 }
 
 
+# Module-level recompute the row's recipe names (Megatron --recompute-modules), by row id.
+RECOMPUTE_MODULES: dict[str, tuple[str, ...]] = {
+    # DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2: recompute_modules [mla_up_proj, mlp] (row notes).
+    "mb2604_b200_deepseekv3_mxfp8_256": ("mla_up_proj", "mlp"),
+    # the model zoo's recompute column reads 'norm, act': layernorm and the MoE activation.
+    "mz_h100_qwen3_235b_deepep_ep32_bf16": ("moe_act", "layernorm"),
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FrameworkResult:
     id: str  # row id
@@ -100,7 +109,8 @@ def plan_for(row: dict[str, Any], stack: StackProfile) -> Plan:
     dp = row["gpus"] // (row["tp"] * row["pp"] * row["cp"])
     cp_comm = stack.cp_comms[0] if row["cp"] > 1 else "ring"
     return Plan(dp=dp, tp=row["tp"], pp=row["pp"], vpp=row["vpp"], cp=row["cp"], ep=row["ep"], etp=row.get("etp", 1),
-                mbs=row["mbs"], recompute=row["recompute"], zero=row["zero"], sp=row["tp"] > 1, cp_comm=cp_comm)
+                mbs=row["mbs"], recompute=row["recompute"], zero=row["zero"], sp=row["tp"] > 1, cp_comm=cp_comm,
+                recompute_modules=RECOMPUTE_MODULES.get(row["id"], ()))
 
 
 def evaluate(row: dict[str, Any]) -> FrameworkResult:

@@ -251,3 +251,27 @@ def test_megatron_lm_parse_args_accepts_the_launch(name: str, case: Any, monkeyp
         assert config.cp_comm_type == {"ring": "p2p", "allgather": "all_gather"}[plan.cp_comm]
     fields = {f.name for f in dataclasses.fields(config)}
     assert "normalization" in fields and config.normalization == "RMSNorm"
+
+
+@pytest.mark.parametrize(("name", "modules"), [("deepseek-v3", ("mla_up_proj", "mlp")),
+                                               ("qwen3-30b-a3b", ("moe_act", "layernorm"))])
+def test_megatron_core_accepts_the_recompute_modules(name: str, modules: tuple[str, ...]) -> None:
+    """--recompute-granularity selective --recompute-modules, as TransformerConfig.__post_init__ checks them
+    at the pin: known modules, mla_up_proj only with MLA, moe_act only with the grouped GEMM we emit."""
+    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
+
+    model = load_model(name)
+    base, job = CASES[name]
+    plan = dataclasses.replace(base, recompute="selective", recompute_modules=modules)
+    line = megatron.megatron_command(model, plan, job, nnodes=job.gpus // job.gpus_per_node,
+                                     nproc_per_node=job.gpus_per_node)
+    args = split_command(line, megatron.entry_point(model))
+    assert args["--recompute-granularity"] == ["selective"] and args["--recompute-modules"] == list(modules)
+    cls = MLATransformerConfig if "--multi-latent-attention" in args else TransformerConfig
+    kw, _ = config_kwargs(args, cls)
+    for field in PARALLEL:
+        if field not in ("recompute_granularity",):
+            kw.pop(field, None)
+    kw.update(use_cpu_initialization=True, perform_initialization=False, fp8=None)
+    config = cls(**kw)
+    assert config.recompute_granularity == "selective" and config.recompute_modules == list(modules)

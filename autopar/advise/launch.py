@@ -189,7 +189,8 @@ def choose(req: LaunchRequest, ctx: Context, plans: Sequence[Plan]) -> tuple[Pla
 def describe(plan: Plan) -> str:
     """A plan as the estimate options that select it."""
     return (f"--tp {plan.tp} --pp {plan.pp} --vpp {plan.vpp} --cp {plan.cp} --cp-comm {plan.cp_comm} "
-            f"--ep {plan.ep} --etp {plan.etp} --mbs {plan.mbs} --recompute {plan.recompute} --zero {plan.zero}")
+            f"--ep {plan.ep} --etp {plan.etp} --mbs {plan.mbs} --recompute {plan.recompute} --zero {plan.zero}"
+            + (f" --recompute-modules {','.join(plan.recompute_modules)}" if plan.recompute_modules else ""))
 
 
 def stack_for(kind: str | None, stack: str | None) -> str | None:

@@ -21,7 +21,7 @@ from autopar.search.space import divisors
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job, default_global_batch
 from autopar.spec.model import ModelSpec
-from autopar.spec.plan import Plan, validate
+from autopar.spec.plan import RECOMPUTE_MODULES, Plan, validate
 from autopar.spec.stack import StackProfile
 
 
@@ -131,13 +131,20 @@ def batch_warning(job: Job) -> str | None:
 
 
 
+def parse_modules(text: str | None) -> tuple[str, ...]:
+    """--recompute-modules a,b -> ("a", "b") in Megatron's order (RECOMPUTE_MODULES); unknown names are kept for
+    the plan rule to name."""
+    names = [m.strip() for m in (text or "").split(",") if m.strip()]
+    return tuple(sorted(names, key=lambda m: RECOMPUTE_MODULES.index(m) if m in RECOMPUTE_MODULES else len(names)))
+
+
 def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: int, recompute: str, zero: int, sp: bool,
-            etp: int = 1, cp_comm: str = "ring") -> Explained:
+            etp: int = 1, cp_comm: str = "ring", recompute_modules: str | None = None) -> Explained:
     denom = tp * pp * cp
     if denom <= 0 or ctx.job.gpus % denom:
         raise SpecError(f"--gpus ({ctx.job.gpus}) must be divisible by tp*pp*cp ({tp}*{pp}*{cp})")
     plan = Plan(dp=ctx.job.gpus // denom, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, cp_comm=cp_comm, mbs=mbs,
-                recompute=recompute, zero=zero, sp=sp and tp > 1)
+                recompute=recompute, zero=zero, sp=sp and tp > 1, recompute_modules=parse_modules(recompute_modules))
     step = plan.dp * max(1, mbs)
     if ctx.batch_defaulted and ctx.job.global_batch % step:  # the default batch follows the plan's dp x mbs
         ctx = replace(ctx, job=replace(ctx.job, global_batch=step * -(-ctx.job.global_batch // step)))

@@ -88,6 +88,7 @@ class Dims(NamedTuple):
     cp: int  # context-parallel degree
     sp: bool  # sequence parallelism in effect (asked for, and tp > 1)
     recompute: str  # none | selective | full
+    modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules (Plan.recompute_modules)
 
 
 class LayerPlan(NamedTuple):
@@ -106,7 +107,8 @@ class LayerPlan(NamedTuple):
 
     @classmethod
     def of(cls, plan: Plan) -> LayerPlan:
-        dims = Dims(tp=plan.tp, cp=plan.cp, sp=plan.sp and plan.tp > 1, recompute=plan.recompute)
+        modules = plan.recompute_modules if plan.recompute == "selective" else ()
+        dims = Dims(tp=plan.tp, cp=plan.cp, sp=plan.sp and plan.tp > 1, recompute=plan.recompute, modules=modules)
         return cls(dims=dims, cp_comm=plan.cp_comm, ep=plan.ep, etp=plan.etp, pipelined=plan.pp > 1)
 
 
@@ -193,14 +195,23 @@ def _tp_collectives(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: D
 
 
 def _assemble(hw: HardwareProfile, plan: Dims, *, fwd: float, bwd: float, selective: float, tp: tuple[float, float],
-              cp: tuple[float, float] = (0.0, 0.0), ep: float = 0.0, op_sac: float | None = None) -> BlockTime:
-    """`selective` is what Megatron's selective recompute redoes; `op_sac` what a per-op SAC policy redoes."""
+              cp: tuple[float, float] = (0.0, 0.0), ep: float = 0.0, op_sac: float | None = None,
+              modules: dict[str, float] | None = None) -> BlockTime:
+    """`selective` is what Megatron's selective recompute redoes; `op_sac` what a per-op SAC policy redoes;
+    `modules` the forward seconds of each module a module-level recompute (plan.modules) redoes."""
     if plan.recompute == "selective" and op_sac is not None:
         selective = op_sac
+    if plan.recompute == "selective" and plan.modules:
+        selective = sum((modules or {}).get(m, 0.0) for m in plan.modules)
     recompute = {"none": 0.0, "selective": selective, "full": fwd}[plan.recompute]
     hidden = tp[1] + cp[1]
     return BlockTime(fwd=fwd, bwd=bwd, recompute=recompute, tp_exposed=tp[0], cp_exposed=cp[0], ep_exposed=ep,
                      overlap_penalty=(hw.compute_slowdown - 1) * hidden)
+
+
+def _norm_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, tokens: float) -> float:
+    """One norm's forward (read h, write h): what recomputing a "layernorm" module redoes per sub-layer."""
+    return elementwise_time(hw, shape, cal.ACT_BYTES * 2 * model.hidden_size * _outside_tokens(plan, tokens))
 
 
 def _norm_residual_bytes(model: ModelSpec, plan: Dims, tokens: float) -> float:
@@ -226,8 +237,11 @@ def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, 
     fwd = gemm + attn_fwd + mem + cast / 3
     bwd = 2 * gemm + attn_bwd + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3
     cp = _cp_exchange(model, hw, plan, cp_comm, tokens, attn_fwd, attn_bwd, overlap=shape.stack.cp_overlap)
+    up = gemms_time(hw, shape.dtype, tuple(g for g in gemms if g.name in ("q_up", "kv_up")))
+    modules = {"core_attn": attn_fwd, "layernorm": _norm_time(model, hw, shape, plan, tokens),
+               "mla_up_proj": up + elementwise_time(hw, shape, rope)}  # MLA's up-projections and rope
     return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=attn_fwd, tp=_tp_collectives(model, hw, shape, plan, tokens),
-                     cp=cp, op_sac=op_sac(shape, gemm, mem))
+                     cp=cp, op_sac=op_sac(shape, gemm, mem), modules=modules)
 
 
 def _q_width(model: ModelSpec) -> int:
@@ -285,8 +299,9 @@ def _mlp(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims) -> Blo
     mem = elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens)) + act
     cast = fp8_cast_time(hw, shape, gemms)
     fwd = gemm + mem + cast / 3
+    modules = {"mlp": fwd, "layernorm": _norm_time(model, hw, shape, plan, tokens)}
     return _assemble(hw, plan, fwd=fwd, bwd=2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3, selective=act,
-                     tp=_tp_collectives(model, hw, shape, plan, tokens), op_sac=op_sac(shape, gemm, mem))
+                     tp=_tp_collectives(model, hw, shape, plan, tokens), op_sac=op_sac(shape, gemm, mem), modules=modules)
 
 
 def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: int, etp: int) -> BlockTime:
@@ -319,10 +334,18 @@ def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: in
         over_tp = shape.stack.ep_over_tp and etp == 1
         bf16 = _ep_exchange(model, hw, plan, ep, expert_tokens, 2, over_tp=over_tp)
         fwd_pair = _ep_exchange(model, hw, plan, ep, expert_tokens, dispatch, over_tp=over_tp) + bf16
-        a2a = (2 if plan.recompute == "full" else 1) * fwd_pair + 2 * bf16
+        redo = plan.recompute == "full" or (plan.recompute == "selective" and "moe" in plan.modules)
+        a2a = (2 if redo else 1) * fwd_pair + 2 * bf16
     tp = _tp_collectives(model, hw, shape, plan, tokens) if etp > 1 else (0.0, 0.0)
     bwd = 2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3
-    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=act, tp=tp, ep=a2a, op_sac=op_sac(shape, gemm, mem))
+    shared = part_gemms(model, "moe", tokens=tokens, tp=plan.tp)[1:]
+    modules = {"moe": fwd, "layernorm": _norm_time(model, hw, shape, plan, tokens),
+               "moe_act": elementwise_time(hw, shape, cal.ACT_BYTES * _act_elems(model, 1) * copies
+                                           * moe.expert_ffn_hidden_size / etp),
+               "shared_experts": gemms_time(hw, shape.dtype, shared) + elementwise_time(
+                   hw, shape, cal.ACT_BYTES * _act_elems(model, 1) * tokens * moe.shared_width / plan.tp)}
+    return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=act, tp=tp, ep=a2a, op_sac=op_sac(shape, gemm, mem),
+                     modules=modules)
 
 
 def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, ep: int, tokens: float, nbytes: int, *,

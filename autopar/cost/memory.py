@@ -19,7 +19,7 @@ rule: every tensor a backward kernel reads is counted once (part_activation_byte
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
 from autopar.cost import calibration as cal
@@ -27,7 +27,7 @@ from autopar.cost.compute import kv_bytes_per_token
 from autopar.cost.habits import FSDP2_STATE, eager_block_bytes
 from autopar.cost.memo import Memo
 from autopar.cost.pipeline import in_flight_microbatches, rank_kinds
-from autopar.cost.recompute import op_sac_bytes
+from autopar.cost.recompute import module_dropped_bytes, op_sac_bytes
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
@@ -109,6 +109,12 @@ def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: 
     if stack.activation_saves == "eager-torch" and kind == "dense" and plan.recompute == "none" and not fp8:
         return eager_block_bytes(model, tokens=tokens, tp=plan.tp, sp=plan.sp)
     fp8 = fp8 and stack.fp8_saves_fp8_inputs
+    modules = plan.recompute_modules if plan.recompute == "selective" else ()
+    if modules:  # Megatron's module-level recompute: what no recompute keeps, less what the modules drop
+        whole = plan._replace(recompute="none") if isinstance(plan, ActPlan) else replace(plan, recompute="none")
+        return sum(part_activation_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8)
+                   - module_dropped_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8, modules=modules)
+                   for p in KIND_PARTS[kind])
     if plan.recompute == "selective" and stack.selective == "op":
         op = op_sac_bytes(model, KIND_PARTS[kind], tokens=tokens, plan=plan)
         if op is not None:
@@ -205,10 +211,12 @@ class ActPlan(NamedTuple):
     etp: int  # expert tensor-parallel degree
     mbs: int  # sequences per micro-batch
     cp: int  # context-parallel degree
+    recompute_modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules
 
     @classmethod
     def of(cls, plan: Plan) -> ActPlan:
-        return cls(tp=plan.tp, sp=plan.sp and plan.tp > 1, recompute=plan.recompute, etp=plan.etp, mbs=plan.mbs, cp=plan.cp)
+        return cls(tp=plan.tp, sp=plan.sp and plan.tp > 1, recompute=plan.recompute, etp=plan.etp, mbs=plan.mbs, cp=plan.cp,
+                   recompute_modules=plan.recompute_modules)
 
 
 class ParamPlan(NamedTuple):
@@ -407,7 +415,8 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: list[str], zeros: list
     f = memo.stack.allocator_fragmentation
     states = memo.get(_state_sums, (lay.params, skeleton.dp * skeleton.cp, tuple(zeros)))
     acts = memo.get(_act_rows, (ActPlan(tp=skeleton.tp, sp=skeleton.sp and skeleton.tp > 1, recompute="", etp=skeleton.etp,
-                                        mbs=skeleton.mbs, cp=skeleton.cp), skeleton.pp, skeleton.vpp, tuple(recomputes)))
+                                        mbs=skeleton.mbs, cp=skeleton.cp, recompute_modules=skeleton.recompute_modules),
+                                skeleton.pp, skeleton.vpp, tuple(recomputes)))
     out = []
     for (kept0, extra0), (kept1, extra1) in acts:
         acts0 = _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0])

@@ -161,6 +161,8 @@ def parallel_items(model: ModelSpec, plan: Plan, job: Job, *, stack: StackProfil
     items += [opt("--micro-batch-size", plan.mbs), opt("--global-batch-size", job.global_batch)]
     if plan.recompute == "selective":
         items.append(opt("--recompute-granularity", "selective"))
+        if plan.recompute_modules:  # Megatron's default list is core_attn alone
+            items.append(" ".join(["--recompute-modules", *plan.recompute_modules]))
     elif plan.recompute == "full":
         items += [opt("--recompute-granularity", "full"), opt("--recompute-method", "uniform"),
                   opt("--recompute-num-layers", 1)]

@@ -19,7 +19,8 @@ memory: {selective: op, fp8_weight_copy_bytes: 0, fp8_weight_copy_sharded: false
          logit_peak_bytes: 14, logit_peak_bytes_tp: 18,            # optional (0: logit_bytes)
          tp_saves_gathered: true}                                   # optional (false)
 plan_rules: {parallelisms: [dp, tp, pp, cp], cp_comms: [allgather], zero_stages: [2, 3], vpp: true,
-             equal_stages: false, ep_over_tp: false, pipeline_counts_embedding: false}
+             equal_stages: false, ep_over_tp: false, pipeline_counts_embedding: false,
+             recompute_modules: []}   # optional: the modules --recompute-modules may name (Megatron's)
 citations: {kernels.attention: "...", ...}   # dotted field -> source; every number is cited
 ```
 """
@@ -33,7 +34,7 @@ from typing import Any
 from autopar.errors import SpecError
 from autopar.io.strict import Fields, did_you_mean, load_mapping
 from autopar.spec.hardware import Curve
-from autopar.spec.plan import CP_COMMS, ZERO_STAGES
+from autopar.spec.plan import CP_COMMS, RECOMPUTE_MODULES, ZERO_STAGES
 from autopar.spec.stack import (
     ACTIVATION_SAVES,
     ATTENTION_KERNELS,
@@ -102,6 +103,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         zero_stages=tuple(int(z) for z in _choices(r, "zero_stages", ZERO_STAGES)),
         vpp=r.flag("vpp", False), equal_stages=r.flag("equal_stages", False), ep_over_tp=r.flag("ep_over_tp", False),
         pipeline_counts_embedding=r.flag("pipeline_counts_embedding", False),
+        recompute_modules=_choices(r, "recompute_modules", RECOMPUTE_MODULES, required=False),
         citations=tuple((str(a), str(b)) for a, b in (top.mapping("citations") or {}).items()),
         path=where,
     )
@@ -122,8 +124,8 @@ def _fraction(f: Fields, key: str) -> float:
     return value
 
 
-def _choices(f: Fields, key: str, allowed: tuple[Any, ...]) -> tuple[Any, ...]:
-    items = f.sequence(key) or []
+def _choices(f: Fields, key: str, allowed: tuple[Any, ...], *, required: bool = True) -> tuple[Any, ...]:
+    items = f.sequence(key, required=required) or []
     for item in items:
         if item not in allowed:
             raise f.fail(key, f"unknown value {item!r}; expected some of {', '.join(map(str, allowed))}")

@@ -25,7 +25,8 @@ def plan_dict(est: Estimate) -> dict[str, Any]:
     return {
         "dp": p.dp, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "cp_comm": p.cp_comm,
         "mbs": p.mbs,
-        "recompute": p.recompute, "zero": p.zero, "sp": p.sp,
+        "recompute": p.recompute, **({"recompute_modules": list(p.recompute_modules)} if p.recompute_modules else {}),
+        "zero": p.zero, "sp": p.sp,
         "step_time_s": est.step_time_s,
         "tokens_per_s": est.tokens_per_s,
         "tokens_per_s_per_gpu": est.tokens_per_s_per_gpu,
@@ -163,13 +164,13 @@ def render_suggestion(
     for col in ("#", "plan", "mbs", "recompute", "zero", "step s", "tokens/s", "tok/s/GPU", "TFLOP/s/GPU", "MFU", "mem GiB"):
         table.add_column(col, justify="left" if col in ("plan", "recompute") else "right")
     for i, e in enumerate(shown, 1):
-        table.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute, str(e.plan.zero), f"{e.step_time_s:.2f}",
+        table.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute_label, str(e.plan.zero), f"{e.step_time_s:.2f}",
                       f"{e.tokens_per_s:,.0f}", f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.model_tflops_per_gpu:.0f}",
                       f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
     console.print(table)
     best = r.ranked[0]
     console.print(
-        f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute {best.plan.recompute}, "
+        f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute {best.plan.recompute_label}, "
         f"ZeRO-{best.plan.zero}: {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s "
         f"({best.tokens_per_s_per_gpu:,.0f} per GPU), MFU {best.mfu:.1%}, peak memory {best.memory.total / GIB:.1f} GiB/GPU"
     )
@@ -184,7 +185,7 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
     _header(console, x.ctx)
     e = x.estimate
     p = e.plan
-    console.print(f"plan: {plan_label(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute {p.recompute}, "
+    console.print(f"plan: {plan_label(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute {p.recompute_label}, "
                   f"ZeRO-{p.zero}")
     t = Table(title=f"step time {e.step_time_s:.3f} s")
     t.add_column("component")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autopar.errors import SpecError
+from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
 
@@ -13,6 +14,8 @@ if TYPE_CHECKING:  # spec/stack.py imports Plan
     from autopar.spec.stack import StackProfile
 
 RECOMPUTE = ("none", "selective", "full")
+# Megatron-Core's module-level recompute (--recompute-modules; TransformerConfig.recompute_modules at core_v0.16.1)
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 ZERO_STAGES = (0, 1, 2, 3)
 CP_COMMS = ("ring", "allgather")
 
@@ -33,6 +36,9 @@ class Plan:
     recompute: str = "none"  # none | selective | full
     zero: int = 1  # 0 plain DP, 1 sharded optimizer, 2 + sharded grads, 3 + sharded weights (FSDP)
     sp: bool = True  # sequence parallelism alongside TP
+    # under selective recompute, the modules recomputed (Megatron --recompute-modules, in RECOMPUTE_MODULES
+    # order); () = the stack's own selective policy
+    recompute_modules: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -45,6 +51,13 @@ class Plan:
     def stage_layers(self, layers: int) -> int:
         """Blocks on the most loaded pipeline stage (stages take ceil(layers / pp) at most)."""
         return -(-layers // self.pp)
+
+    @property
+    def recompute_label(self) -> str:
+        """The recompute mode, with its modules: selective(mla_up_proj,mlp)."""
+        if self.recompute_modules:
+            return f"{self.recompute}({','.join(self.recompute_modules)})"
+        return self.recompute
 
     def label(self) -> str:
         parts = [f"dp{self.dp}", f"tp{self.tp}", f"pp{self.pp}"]
@@ -175,6 +188,30 @@ def knob_rule(plan: Plan) -> str | None:
     return None
 
 
+def modules_rule(model: ModelSpec, *, recompute: str, modules: tuple[str, ...]) -> str | None:
+    """Module-level recompute is a selective mode; each module must exist in the model (Megatron-Core's
+    TransformerConfig checks: moe_act needs MoE, mla_up_proj needs MLA)."""
+    if not modules:
+        return None
+    unknown = [m for m in modules if m not in RECOMPUTE_MODULES]
+    if unknown:
+        return f"--recompute-modules: unknown module {unknown[0]!r}; one of {', '.join(RECOMPUTE_MODULES)}"
+    if len(set(modules)) != len(modules):
+        return f"--recompute-modules: {','.join(modules)} names a module twice"
+    if recompute != "selective":
+        return f"--recompute-modules needs --recompute selective, got {recompute!r}"
+    moe = model.moe
+    needs = {"mla_up_proj": (model.mla is not None, "multi-latent attention"),
+             "moe_act": (moe is not None, "experts"), "moe": (moe is not None, "experts"),
+             "shared_experts": (moe is not None and moe.shared_width > 0, "shared experts"),
+             "mlp": (any("mlp" in KIND_PARTS[k] for k in model.layer_kinds()), "dense MLP layers")}
+    for m in modules:
+        ok, what = needs.get(m, (True, ""))
+        if not ok:
+            return f"--recompute-modules {m}: {model.name} has no {what}"
+    return None
+
+
 def plan_errors(plan: Plan, model: ModelSpec, job: Job, stack: StackProfile | None = None) -> list[str]:
     """Every rule the plan breaks, in a fixed order (the first is the one to report); with a
     stack, also what that stack cannot launch (StackProfile.refusal) and its EP layout."""
@@ -184,6 +221,7 @@ def plan_errors(plan: Plan, model: ModelSpec, job: Job, stack: StackProfile | No
         return [e for e in errors if e]
     checks = [
         knob_rule(p),
+        modules_rule(model, recompute=p.recompute, modules=p.recompute_modules),
         gpus_rule(job, dp=p.dp, tp=p.tp, pp=p.pp, cp=p.cp),
         tp_rule(model, job, p.tp),
         pp_rule(model, p.pp),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.spec.hardware import Curve
-from autopar.spec.plan import Plan
+from autopar.spec.plan import RECOMPUTE_MODULES, Plan
 
 ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "sdpa")
 SELECTIVE_POLICIES = ("attention", "op")
@@ -87,6 +87,7 @@ class StackProfile:
     equal_stages: bool  # pipeline stages must hold equal layer counts
     ep_over_tp: bool  # with etp = 1, EP ranks may span DP x CP x TP (Megatron's expert layout)
     pipeline_counts_embedding: bool  # the embedding and the loss count as pipeline layers (Megatron layout)
+    recompute_modules: tuple[str, ...] = ()  # the modules a module-level selective recompute may name (Megatron's)
     citations: tuple[tuple[str, str], ...] = ()  # (field, source) pairs, as the profile file gives them
     path: str = ""  # file it was read from
 
@@ -99,6 +100,10 @@ class StackProfile:
             return f"stack {self.name} has no ZeRO stage {plan.zero} (it has {', '.join(map(str, self.zero_stages))})"
         if plan.vpp > 1 and not self.vpp:
             return f"stack {self.name} has no interleaved pipeline schedule (vpp={plan.vpp})"
+        for module in plan.recompute_modules:
+            if module in RECOMPUTE_MODULES and module not in self.recompute_modules:
+                offers = f"it has {', '.join(self.recompute_modules)}" if self.recompute_modules else "it has none"
+                return f"stack {self.name} has no module-level recompute of {module} ({offers})"
         if plan.cp > 1 and plan.cp_comm not in self.cp_comms:
             return f"stack {self.name} exchanges CP K/V by {' or '.join(self.cp_comms)}, not {plan.cp_comm}"
         return None
