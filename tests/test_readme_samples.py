@@ -3,10 +3,13 @@
 A fenced block after the line ``<!-- sample: tests/test_readme_samples.py runs it -->`` holds one
 or more ``$ autopar ...`` commands, each followed by lines it must print: every line must appear in
 the output, a line ending in ``...`` as a prefix, and a lone ``...`` stands for lines left out.
+Samples that take more than a few seconds (``calibrate``: two torch processes) are marked
+``<!-- slow sample: ... -->`` and run with ``AUTOPAR_SLOW_SAMPLES=1`` (pytest marker ``slow``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -20,12 +23,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 MARK = "<!-- sample: tests/test_readme_samples.py runs it -->\n```\n"
+SLOW_MARK = "<!-- slow sample: tests/test_readme_samples.py runs it with AUTOPAR_SLOW_SAMPLES=1 -->\n```\n"
+SLOW = [pytest.mark.slow, pytest.mark.skipif(os.environ.get("AUTOPAR_SLOW_SAMPLES") != "1",
+                                             reason="a slow sample: set AUTOPAR_SLOW_SAMPLES=1")]
 
 
-def samples() -> list[tuple[str, list[str]]]:
+def samples(mark: str = MARK) -> list[tuple[str, list[str]]]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     out: list[tuple[str, list[str]]] = []
-    for block in re.findall(re.escape(MARK) + r"(.*?)```", text, flags=re.S):
+    for block in re.findall(re.escape(mark) + r"(.*?)```", text, flags=re.S):
         lines = block.rstrip("\n").split("\n")
         while lines:
             command = lines.pop(0)[2:]
@@ -40,7 +46,8 @@ def samples() -> list[tuple[str, list[str]]]:
     return out
 
 
-@pytest.mark.parametrize(("command", "expected"), samples(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(("command", "expected"), [*samples(), *(pytest.param(*s, marks=SLOW) for s in samples(SLOW_MARK))],
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_readme_sample_is_what_the_command_prints(command: str, expected: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert samples(), "no checked samples in README.md"
     monkeypatch.chdir(ROOT)
@@ -50,3 +57,12 @@ def test_readme_sample_is_what_the_command_prints(command: str, expected: list[s
     missing = [line for line in expected
                if not any(p.startswith(line[:-3]) if line.endswith("...") else p == line for p in printed)]
     assert not missing, "README sample is stale; the command now prints:\n" + res.output
+
+
+def test_the_samples_cover_every_command_family() -> None:
+    """suggest, estimate, serve and the variable-length estimate run in CI; calibrate when asked (slow)."""
+    commands = [c.split()[1:3] for c, _ in samples()]
+    for family in (["suggest"], ["estimate"], ["serve", "suggest"], ["serve", "estimate"]):
+        assert any(c[:len(family)] == family for c in commands), family
+    assert any("--seq-len-dist" in c for c, _ in samples())
+    assert any(c.split()[1] == "calibrate" for c, _ in samples(SLOW_MARK))
