@@ -171,6 +171,9 @@ def test_in_flight_microbatches() -> None:
     assert in_flight_microbatches(pp=4, vpp=1, microbatches=2) == 2
     # interleaved: p * (1 + (p-1)/(p*v)) = 4 * (1 + 3/8) = 5.5
     assert in_flight_microbatches(pp=4, vpp=2, microbatches=16) == 5.5
+    # with m = p (torchtitan's default micro-batch count) the first rank's warm-up, min(m*v, (v-1)p + 2(p-1))
+    # = min(16, 8 + 14) chunk forwards, is every chunk of the 8 micro-batches: 8 held, not 8 * (1 + 7/16)
+    assert in_flight_microbatches(pp=8, vpp=2, microbatches=8) == 8
 
 
 def test_palm_convention_equals_megatron_core_r08() -> None:

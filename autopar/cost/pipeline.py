@@ -95,11 +95,14 @@ def rank_groups(kinds: Sequence[str], pp: int, vpp: int = 1) -> tuple[tuple[Coun
 def in_flight_microbatches(*, pp: int, vpp: int, microbatches: int) -> float:
     """Micro-batches whose activations the first rank holds at the peak.
 
-    1F1B: min(m, p). Interleaved: times (1 + (p-1)/(p*v)) (Korthikanti et al. 2022, sec. 4.2.3).
+    1F1B: min(m, p). Interleaved: times (1 + (p-1)/(p*v)) (Korthikanti et al. 2022, sec. 4.2.3), but never
+    more than the m micro-batches there are: the first rank's warm-up runs min(m*v, (v-1)p + 2(p-1))
+    chunk forwards (Megatron-Core's interleaved schedule; torch.distributed.pipelining Interleaved1F1B),
+    so with m = p every chunk of every micro-batch is forwarded before the first backward.
     """
     held = float(min(microbatches, pp))
     if vpp > 1:
-        held *= 1 + (pp - 1) / (pp * vpp)
+        held = min(held * (1 + (pp - 1) / (pp * vpp)), float(microbatches))
     return held
 
 
