@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from autopar.cost.serve_load import estimate
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
+from autopar.search.serve import Targets, counts, sweep
 from autopar.spec.serve import Deployment, Engine, Workload
 
 MODEL = load_model("llama3.1-8b")
@@ -46,3 +47,21 @@ def test_kv_capacity_grows_with_tp_and_smaller_dtypes(tp: int, kv: str, weights:
     assert cap(kv="fp8") >= base and cap(weights="fp8") >= base
     if tp < 8:
         assert cap(tp=2 * tp) >= base
+
+
+def test_prefill_engine_counts_fine_then_ten_percent_apart() -> None:
+    assert counts(10) == list(range(1, 11))
+    # 16 x 1.1^k rounded: 17.6, 19.4, 21.3, 23.4, 25.8, 28.3, 31.2, 34.3, 37.7 (41.4 > 40)
+    assert counts(40) == [*range(1, 17), 18, 19, 21, 23, 26, 28, 31, 34, 38]
+
+
+def test_fleet_throughput_per_gpu_does_not_fall_with_its_size() -> None:
+    # the concurrency cap is per GPU: 64 replicas of the 8-GPU plan serve 64 times the requests
+    model = load_model("llama3.1-8b")
+    per_gpu = []
+    for gpus in (8, 512):
+        best = sweep(model, HW, gpus=gpus, isl=1024, osl=256, framework="vllm", weights="bf16", kv_dtypes=("auto",),
+                     modes=("agg",), targets=Targets(tpot_s=0.05)).best
+        assert best is not None
+        per_gpu.append(best.output_tokens_per_s / gpus)
+    assert per_gpu[1] == pytest.approx(per_gpu[0], rel=0.01)

@@ -19,7 +19,10 @@ from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
 
-MAX_CONCURRENCY = 4096  # the sweep stops here even if the KV cache holds more
+# Requests in flight per GPU where the sweep stops even if the KV cache holds more (4,096 on 8 GPUs);
+# per GPU so that a fleet's throughput per GPU does not fall only because its concurrency was capped.
+MAX_CONCURRENCY_PER_GPU = 512
+ALL_COUNTS = 16  # disaggregated prefill-engine counts tried one by one up to here, then about 10% apart
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +53,18 @@ def _powers(limit: int) -> list[int]:
         out.append(v)
         v *= 2
     return out
+
+
+def counts(limit: int) -> list[int]:
+    """1 .. min(limit, ALL_COUNTS), then counts about 10% apart up to `limit`: the prefill-to-decode
+    split is priced finely where it matters (few engines) and sparsely on large fleets, where the sweep
+    would otherwise grow with the GPU count squared."""
+    out, v = list(range(1, min(limit, ALL_COUNTS) + 1)), float(ALL_COUNTS)
+    while True:
+        v *= 1.1
+        if round(v) > limit:
+            return out
+        out.append(round(v))
 
 
 def runs_on(engine: Engine, framework: str) -> bool:
@@ -94,7 +109,7 @@ def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: 
             flat = [e for e in layouts if e.pp == 1]
             for pre in flat:
                 for dec in flat:
-                    for x in range(1, gpus // pre.gpus):
+                    for x in counts(gpus // pre.gpus - 1):
                         rest = gpus - x * pre.gpus
                         if rest > 0 and rest % dec.gpus == 0:
                             yield Deployment(framework=framework, framework_version=version, mode="disagg",
@@ -130,7 +145,7 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
         points.append(first)
         if concurrency is not None:
             continue
-        cap = min(MAX_CONCURRENCY, first.pools[-1].max_concurrency)
+        cap = min(MAX_CONCURRENCY_PER_GPU * gpus, first.pools[-1].max_concurrency)
         for c in _powers(cap)[1:]:
             est = estimate(model, hw, dep, Workload(isl=isl, osl=osl, concurrency=c))
             points.append(est)
