@@ -81,3 +81,29 @@ def test_megatron_profile_runs_moe_dispatch_eagerly_by_default() -> None:
     assert load_stack("megatron").moe_host_us == 4000.0
     assert dict(load_stack("megatron").citations)["kernels.moe_host_us"]
     assert all(load_stack(s).moe_host_us == 0.0 for s in ("torchtitan", "llm-foundry", "deepspeed"))
+
+
+def test_fsdp_gathers_weights_in_the_stacks_param_dtype(toy_hw: HardwareProfile) -> None:
+    # Composer's DEFAULT mixed precision keeps FSDP1's flat parameter in fp32: the all-gathers carry 4 B per
+    # parameter (llm-foundry.yaml memory.gather_bytes), twice what a bf16 param_dtype moves.
+    m = gpt_like(layers=4)
+    job = Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=2048)
+    plan = Plan(dp=8, tp=1, pp=1, zero=3, sp=False)
+    p, group = m.total_params(), Group(size=8, per_node=8)
+    fp32 = replace(NEUTRAL, dp_overlap=0.0, gather_bytes=4.0)
+    rs = collective_time(toy_hw, "reduce_scatter", 4 * p, group)
+    ag = collective_time(toy_hw, "all_gather", 4 * p, group)
+    assert estimate(m, toy_hw, job, plan, stack=fp32).time.dp_comm == pytest.approx(rs + 2 * ag)
+
+
+def test_llm_foundry_runs_triton_flash_attention() -> None:
+    # The benchmark tables ran attn_impl triton (submit_benchmarks.py default): 0.8 of FA2's throughput on
+    # Hopper at every length (set on the 64K row), FA2 being torchtitan's SDPA curve.
+    foundry, titan = load_stack("llm-foundry"), load_stack("torchtitan")
+    assert foundry.attention_kernel == "triton"
+    for seq in (512, 2048, 8192, 65536):
+        assert foundry.attention_factor(seq, hopper=True) == pytest.approx(0.8 * titan.attention_factor(seq, hopper=True),
+                                                                           abs=1e-3)
+    assert foundry.attention_factor(8192, hopper=False) == 1.0  # A100: the profile's own FA2-class curve
+    # fp32 residual stream under amp_bf16: 56h bytes of norms/residuals/GELU per block against the model's 44h
+    assert foundry.elementwise_passes == pytest.approx(56 / 44, abs=0.005)

@@ -345,8 +345,9 @@ def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
     weights, once per step. ZeRO 3 (FSDP): per micro-batch, reduce-scatter
     grads, and all-gather weights twice (forward and backward).
 
-    The stack sets the wire bytes (gradients in fp32 or bf16; FSDP2 + torchao
-    float8 gathers FP8 weights) and the granularity: FSDP gathers and reduces one
+    The stack sets the wire bytes (gradients in fp32 or bf16; weights in its FSDP
+    param dtype, fp32 under Composer's DEFAULT; FSDP2 + torchao float8 gathers FP8
+    weights) and the granularity: FSDP gathers and reduces one
     transformer block at a time, bucketed stacks one bucket at a time. Each
     collective pays its latency, which grows with the ring (comm._beyond_fits), so
     at thousands of GPUs many small collectives cost more than their bytes.
@@ -362,7 +363,7 @@ def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
         if group.size == 1 or params == 0:
             continue
         grads = stack.grad_bytes(memo.job.dtype) * params
-        weights = (1 if fp8 and stack.fp8_gather and key.zero == 3 else cal.WEIGHT_BYTES) * params
+        weights = (1 if fp8 and stack.fp8_gather and key.zero == 3 else stack.gather_bytes) * params
         k = _collectives_per_pass(stack, params, layers)
         if key.zero == 0:
             reduce += k * collective_time(hw, "all_reduce", grads / k, group)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from autopar.spec.hardware import Curve
 from autopar.spec.plan import RECOMPUTE_MODULES, Plan
 
-ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "sdpa")
+ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "sdpa", "triton")
 SELECTIVE_POLICIES = ("attention", "op")
 DP_GRANULARITY = ("bucket", "layer")
 LAUNCHERS = ("megatron", "torchtitan", "deepspeed", "none")
@@ -33,7 +33,7 @@ class StackProfile:
     description: str  # one line for humans
     launcher: str  # which framework --emit writes for this stack: megatron | torchtitan | deepspeed | none
     # --- kernels ---
-    attention_kernel: str  # fa2 | fa3 | cudnn | sdpa: what the stack calls for causal attention
+    attention_kernel: str  # fa2 | fa3 | cudnn | sdpa | triton: what the stack calls for causal attention
     attention_vs_fa3: Curve  # seq_len -> its fwd+bwd throughput over FA3's on Hopper and later (1 elsewhere)
     compiled: bool  # torch.compile (or hand-fused kernels) for norms, rope and activations
     elementwise_passes: float  # HBM passes of norm/rope/activation/residual work, relative to one fused kernel each
