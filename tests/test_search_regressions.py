@@ -69,3 +69,16 @@ def test_recommended_plan_is_not_pareto_dominated() -> None:
     band = [e for e in r.ranked if e.tokens_per_s >= floor]
     assert list(r.ranked[:len(band)]) == band  # the band leads the ranking
     assert [e.plan.vpp for e in band] == [4, 5, 10, 2]  # undominated by simplicity, then the dominated vpp2
+
+
+def test_a_pruned_search_completes_its_ranking_only_when_read_past_its_exact_plans() -> None:
+    """planner.py: plans are timed from the highest step_floor bound down until no rest can reach the
+    KEEP (256) fastest; reading plan 256 onwards times the rest, and the ranking is the full one."""
+    m, hw, job = load_model("mixtral-8x7b"), load_hardware("h100-sxm"), _job(32, 4096, 64)
+    pruned, full = search(m, hw, job), search(m, hw, job, keep=None)
+    ranked = pruned.ranked
+    assert ranked.exact == 256 < full.ranked.exact
+    assert ranked[:10] == full.ranked[:10] and ranked.plans[255] == full.ranked.plans[255]
+    assert ranked.exact == 256  # nothing read past the exact plans yet
+    assert len(ranked) == len(full.ranked) == ranked.exact
+    assert ranked.candidates == full.ranked.candidates

@@ -200,7 +200,7 @@ def _time_jobs(memo: Memo, jobs: list[tuple[Plan, str, int, float]], bar: _Bar) 
     bounds: list[float] = []
     if bar.active:
         bounds = [tokens / f if (f := step_floor(memo, s, r)) > 0 else float("inf") for s, r, _, _ in jobs]
-        order = sorted(order, key=lambda j: -bounds[j])
+        order = sorted(order, key=bounds.__getitem__, reverse=True)
     for j in order:
         if bar.active and bar.skips(bounds[j]):
             break
