@@ -50,6 +50,9 @@ RECIPE: dict[str, dict[str, Any]] = {
     # Megatron-MoE-ModelZoo best_practice/qwen3/run_h100_235b.sh (e865051): --cuda-graph-impl transformer_engine
     # --cuda-graph-scope moe_router moe_preprocess.
     "mz_h100_qwen3_235b_deepep_ep32_bf16": {"moe_host_us": 0.0},
+    # held-out (heldout_runs.yaml): QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1/V2 set moe_a2a_overlap True
+    # (Megatron-Bridge 21d102f5 qwen3_workload_base_configs.py).
+    "mb2604_h100_qwen3_235b_fp8_256": {"ep_overlap": True},
     # held-out (heldout_runs.yaml): the 2D row without async TP, whose collectives are not decomposed.
     "tt_h100_l31_70b_fsdp32_tp8_vanilla_fp8": {"tp_overlap": 0.0},
     # Composer mixed_precision PURE (the row's 'bf16 | PURE' columns) reduces gradients in bf16, not fp32.
