@@ -124,7 +124,7 @@ def not_reached(row: Row, est: ServeEstimate) -> bool:
     hw = load_hardware(row.hw_name)
     latency = (row.ttft_ms + (row.wl.osl - 1) * row.tpot_ms) / 1e3
     dtype = gemm_dtype(hw, row.dep.weights)
-    flops = row.wl.concurrency / latency * row.wl.isl * 2 * matmul_params(row.model) * _active_share(row.model)
+    flops = row.wl.concurrency / latency * row.wl.isl * 2 * matmul_params(row.model)  # active weights already
     best = hw.peak(dtype) * hw.gemm_eff[dtype].ys[-1] * cal.SUSTAINED_TENSOR_EFFICIENCY if dtype in hw.gemm_eff else hw.peak(dtype)
     return flops > best * row.dep.gpus
 
@@ -153,8 +153,33 @@ def beyond_queue(row: Row, est: ServeEstimate) -> bool:
 QUEUE_MARGIN = 3.0
 
 
-def _active_share(model: ModelSpec) -> float:
-    return model.active_params() / model.total_params()
+def wave_bound_s(row: Row) -> float:
+    """Least mean TTFT of an aggregated row if its requests arrived as one wave (the closed loop's
+    clients start C requests at once; with equal lengths they would end and return together).
+
+    The wave's prompts are prefilled one after another on all the engine's GPUs at their dense peak
+    (no efficiency loss, no attention, no communication, chunks one token long): request i of the
+    wave gets its first token after i prompts, i x isl x 2 x active matmul weights / (GPUs x peak),
+    and the mean over i = 1..n is (n + 1) / 2 prompts. A measured TTFT below this bound means the
+    requests did not arrive together: they were spread in time (README, "What the rows show
+    about TTFT")."""
+    hw, eng = load_hardware(row.hw_name), row.dep.engine
+    n = row.wl.concurrency / row.dep.replicas
+    prompt = row.wl.isl * 2 * matmul_params(row.model) / (eng.gpus * hw.peak(gemm_dtype(hw, row.dep.weights)))
+    return (n + 1) / 2 * prompt
+
+
+def strata(results: list[tuple[Row, ServeEstimate, str]]) -> dict[tuple[str, str, int, int], tuple[int, float, float, float]]:
+    """Scored aggregated rows per (framework, GPU, isl, concurrency rounded down to a power of two):
+    rows, mean signed TTFT error, TTFT MAPE, TPOT MAPE. Shows where an error comes from."""
+    acc: dict[tuple[str, str, int, int], list[tuple[float, float]]] = {}
+    for row, est, kind in results:
+        if kind == "scored" and row.dep.mode == "agg":
+            key = (row.key[0], row.key[1], row.wl.isl, 1 << (row.wl.concurrency.bit_length() - 1))
+            acc.setdefault(key, []).append(((est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms,
+                                            abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms))
+    return {k: (len(v), sum(a for a, _ in v) / len(v), sum(abs(a) for a, _ in v) / len(v), sum(b for _, b in v) / len(v))
+            for k, v in sorted(acc.items())}
 
 
 def evaluate(rows: Iterable[Row]) -> list[tuple[Row, ServeEstimate, str]]:
@@ -221,17 +246,23 @@ def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> serve_framewo
 
 def leave_one_group_out(rows: list[Row]) -> list[tuple[str, str, int, float, float]]:
     """Each framework version's constants refitted without one (GPU, model) group of its aggregated rows,
-    then scored on that group: (version, held-out group, rows, TTFT MAPE, TPOT MAPE)."""
+    then scored on that group: (version, held-out group, rows, TTFT MAPE, TPOT MAPE). A version measured
+    on one (GPU, model) only (SGLang 0.5.1) is split by input length instead."""
     out = []
     for key in list(serve_frameworks.FITTED):
         mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"]
-        groups = sorted({(r.key[1], r.model.name) for r in mine})
+        by_isl = len({(r.key[1], r.model.name) for r in mine}) < 2
+
+        def group_of(r: Row, by_isl: bool = by_isl) -> tuple[str, ...]:
+            return (r.key[1], r.model.name, f"isl{r.wl.isl}") if by_isl else (r.key[1], r.model.name)
+
+        groups = sorted({group_of(r) for r in mine})
         if len(groups) < 2:
             continue
         saved = serve_frameworks.FITTED[key]
         for group in groups:
-            fit([r for r in mine if (r.key[1], r.model.name) != group], key)
-            held = [r for r in mine if (r.key[1], r.model.name) == group]
+            fit([r for r in mine if group_of(r) != group], key)
+            held = [r for r in mine if group_of(r) == group]
             for _, (n, ttft, tpot) in errors(evaluate(held)).items():
                 out.append((f"{key[0]}@{key[1]}", " ".join(group), n, ttft, tpot))
             serve_frameworks.FITTED[key] = saved
@@ -244,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", action="store_true", help="print every row's prediction")
     ap.add_argument("--fit", choices=sorted({f"{n}@{v}" for n, v in serve_frameworks.FITTED}), action="append",
                     default=[], help="refit one framework version's constants, e.g. sglang@0.5.1")
+    ap.add_argument("--strata", action="store_true",
+                    help="errors per framework, GPU, input length and concurrency (powers of two)")
+    ap.add_argument("--waves", action="store_true",
+                    help="per group, the rows whose TTFT is below the one-wave bound (wave_bound_s)")
     ap.add_argument("--logo", action="store_true",
                     help="leave one (GPU, model) group out of each fit and score it (minutes)")
     args = ap.parse_args(argv)
@@ -268,6 +303,21 @@ def main(argv: list[str] | None = None) -> int:
         for r, e, k in results:
             print(f"  {k:11} {' '.join(r.key)} {r.label}: TTFT {e.ttft_s * 1e3:.0f}/{r.ttft_ms:.0f}"
                   f" TPOT {e.tpot_s * 1e3:.1f}/{r.tpot_ms:.1f}")
+    if args.strata:
+        print(f"\n{'framework':9} {'GPU':9} {'ISL':>5} {'conc':>5} {'rows':>4} {'TTFT bias':>10} {'TTFT MAPE':>10}"
+              f" {'TPOT MAPE':>10}")
+        for (fw, gpu, isl, conc), (n, bias, ttft, tpot) in strata(results).items():
+            print(f"{fw:9} {gpu:9} {isl:5} {conc:5} {n:4} {bias:+10.1%} {ttft:10.1%} {tpot:10.1%}")
+    if args.waves:
+        print("\nmeasured TTFT below the one-wave bound (scored aggregated rows):")
+        below: dict[tuple[str, str], list[float]] = {}
+        for r, _, k in results:
+            if k == "scored" and r.dep.mode == "agg":
+                below.setdefault(r.key[:2], []).append(r.ttft_ms / 1e3 / wave_bound_s(r))
+        for (fw, gpu), ratios in sorted(below.items()):
+            ratios.sort()
+            print(f"  {fw:9} {gpu:9} {sum(x < 1 for x in ratios):3} of {len(ratios):3} rows;"
+                  f" measured / bound median {ratios[len(ratios) // 2]:.2f}, least {ratios[0]:.2f}")
     print(f"\n{'framework':9} {'GPU':9} {'mode':6} {'rows':>4} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
     for (fw, gpu, mode), (n, ttft, tpot) in errors(results).items():
         print(f"{fw:9} {gpu:9} {mode:6} {n:4} {ttft:10.1%} {tpot:10.1%}")
