@@ -18,6 +18,7 @@ from autopar.cost.serve import (
     kv_pool_bytes,
     prefill_in_step,
     prefill_time,
+    wave_ttft,
     weight_bytes_per_gpu,
 )
 from autopar.cost.serve_frameworks import constants
@@ -167,3 +168,36 @@ def test_engine_rules() -> None:
     with pytest.raises(SpecError, match="MoE"):
         Engine(tp=2, ep=2).check(gpt_like())
     assert Engine(tp=1, dp=8, ep=8).etp == 1 and Engine(tp=4, dp=2, ep=2).etp == 4
+
+
+def test_wave_ttft_steps_of_the_token_budget(toy_hw: HardwareProfile) -> None:
+    m, eng = gpt_like(), Engine(tp=1)
+    fw = dataclasses.replace(PLAIN, chunk_tokens=2048)
+
+    def step(tokens: int) -> float:
+        return prefill_time(m, toy_hw, eng, weights="bf16", tokens=tokens, seq_len=1024, fw=fw).total
+
+    # one request: its own prefill
+    assert wave_ttft(m, toy_hw, eng, weights="bf16", isl=1024, requests=1, fw=fw) == pytest.approx(step(1024))
+    # 4 x 1024 tokens in 2048-token steps: requests 1-2 end with step 1, 3-4 with step 2
+    four = wave_ttft(m, toy_hw, eng, weights="bf16", isl=1024, requests=4, fw=fw)
+    assert four == pytest.approx((2 * step(2048) + 2 * 2 * step(2048)) / 4)  # 1.5 steps
+    # 3 x 1024: step 1 holds 2048 tokens (requests 1, 2), step 2 the last 1024 (request 3)
+    three = wave_ttft(m, toy_hw, eng, weights="bf16", isl=1024, requests=3, fw=fw)
+    assert three == pytest.approx((2 * step(2048) + step(2048) + step(1024)) / 3)
+    # a 4096-token prompt spans two steps: both requests of a 2-wave end with steps 2 and 4
+    two = wave_ttft(m, toy_hw, eng, weights="bf16", isl=4096, requests=2, fw=fw)
+    big = prefill_time(m, toy_hw, eng, weights="bf16", tokens=2048, seq_len=4096, fw=fw).total
+    assert two == pytest.approx((2 * big + 4 * big) / 2)
+
+
+def test_agg_ttft_of_a_framework_that_runs_waves(toy_hw: HardwareProfile) -> None:
+    m = gpt_like()
+    dep = Deployment(framework="sglang", framework_version="0.5.1", mode="agg", engine=Engine(tp=1),
+                     replicas=1)
+    fw = constants("sglang", "0.5.1")
+    assert fw.waves
+    est = estimate(m, toy_hw, dep, Workload(isl=1024, osl=64, concurrency=16))
+    wave = wave_ttft(m, toy_hw, Engine(tp=1), weights="bf16", isl=1024, requests=16, fw=fw)
+    assert est.ttft_parts["first_step"] == 0.0  # the previous wave ended together: no decode in progress
+    assert est.ttft_s == pytest.approx(wave + fw.ttft_overhead_s)

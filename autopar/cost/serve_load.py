@@ -36,6 +36,7 @@ from autopar.cost.serve import (
     prefill_in_step,
     prefill_time,
     state_bytes_per_request,
+    wave_ttft,
     weight_bytes_per_gpu,
 )
 from autopar.cost.serve_frameworks import constants
@@ -137,6 +138,9 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
     tpot = step.total + mix
     ttft_parts = {"prefill": alone.total * fw.prefill_slowdown, "queue": fw.queue_share * others * alone.total,
                   "first_step": step.total, "kv_transfer": 0.0, "overhead": fw.ttft_overhead_s}
+    if fw.waves:  # requests arrive together and are prefilled back to back; no decode step is in progress
+        wave = wave_ttft(model, hw, engine, weights=dep.weights, isl=wl.isl, requests=running, fw=fw)
+        ttft_parts.update(prefill=alone.total, queue=max(0.0, wave - alone.total), first_step=0.0)
     ttft = sum(ttft_parts.values())
     latency = ttft + (wl.osl - 1) * tpot
     saturated = n > cap
