@@ -19,6 +19,7 @@ rule: every tensor a backward kernel reads is counted once (part_activation_byte
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
@@ -404,30 +405,56 @@ def _act_rows(memo: Memo, key: tuple[ActPlan, int, int, tuple[str, ...]]
     return [memo.get(_stage_activations, (act._replace(recompute=r), pp, vpp)) for r in modes]
 
 
-def variant_peaks(memo: Memo, skeleton: Plan, recomputes: list[str], zeros: list[int]) -> list[list[float]]:
+class LayoutKey(NamedTuple):
+    """What a layout's activations, logits and in-flight micro-batches read of a plan (ep is read by
+    the states alone): the key of the part of variant_peaks its expert-parallel variants share."""
+
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    vpp: int
+    etp: int
+    mbs: int
+    sp: bool
+    cp_comm: str
+
+
+def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list[tuple[float, float]], float, float]:
+    """For key (layout, recompute modes): per mode the activation bytes at the first and last rank's
+    peak (_acts), and the logits of the first and last rank, as _peak_parts has them."""
+    lk, modes = key
+    plan = Plan(dp=lk.dp, tp=lk.tp, pp=lk.pp, cp=lk.cp, vpp=lk.vpp, etp=lk.etp, mbs=lk.mbs, sp=lk.sp, cp_comm=lk.cp_comm)
+    lay = _layout(plan, memo)
+    rows = memo.get(_act_rows, (ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp),
+                                lk.pp, lk.vpp, modes))
+    acts = [(_acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), _acts(kept1 * lay.held[1], extra1, lay.fixed,
+                                                                               lay.logits[1]))
+            for (kept0, extra0), (kept1, extra1) in rows]
+    return acts, lay.logits[0], lay.logits[1]
+
+
+def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: Sequence[int]) -> list[list[float]]:
     """Peak bytes of `skeleton` under each recompute mode and ZeRO stage, [recompute][zero].
 
     The same sums, in the same order, as memory_breakdown(...).total, so the
     search's feasibility test and a fresh estimate agree to the last bit; the
-    per-layout parts are found once instead of once per variant.
+    per-layout parts are found once instead of once per variant, and the
+    activation part once for a layout's expert-parallel variants.
     """
-    lay = _layout(skeleton, memo)
+    s = skeleton
+    acts, logits0, logits1 = memo.get(_act_peaks, (LayoutKey(s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm),
+                                                   tuple(recomputes)))
+    states = memo.get(_state_sums, (ParamPlan(s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)))
     f = memo.stack.allocator_fragmentation
-    states = memo.get(_state_sums, (lay.params, skeleton.dp * skeleton.cp, tuple(zeros)))
-    acts = memo.get(_act_rows, (ActPlan(tp=skeleton.tp, sp=skeleton.sp and skeleton.tp > 1, recompute="", etp=skeleton.etp,
-                                        mbs=skeleton.mbs, cp=skeleton.cp, recompute_modules=skeleton.recompute_modules),
-                                skeleton.pp, skeleton.vpp, tuple(recomputes)))
     out = []
-    for (kept0, extra0), (kept1, extra1) in acts:
-        acts0 = _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0])
-        acts1 = _acts(kept1 * lay.held[1], extra1, lay.fixed, lay.logits[1])
-        row = []
-        for s0, s1, buffers in states:
-            first = s0 + acts0 + lay.logits[0] + buffers + f * acts0
-            if skeleton.pp == 1:
-                row.append(first)
-                continue
-            last = s1 + acts1 + lay.logits[1] + buffers + f * acts1
-            row.append(first if first >= last else last)
-        out.append(row)
+    for acts0, acts1 in acts:
+        fa0 = f * acts0
+        if s.pp == 1:
+            out.append([s0 + acts0 + logits0 + buffers + fa0 for s0, _, buffers in states])
+            continue
+        fa1 = f * acts1
+        # the worse of the first and last rank (the first on a tie)
+        out.append([max(s0 + acts0 + logits0 + buffers + fa0, s1 + acts1 + logits1 + buffers + fa1)
+                     for s0, s1, buffers in states])
     return out

@@ -271,6 +271,26 @@ def _all_stages(memo: Memo, key: tuple[LayerPlan, int]) -> float:
     return sum(n * vec[k][0] for k, n in memo.get(_kind_counts, None)) + memo.get(_loss, (lp.dims.tp, lp.dims.cp, mbs))
 
 
+class FloorKey(NamedTuple):
+    """What step_floor's stage total reads of a plan: LayerPlan's values and the micro-batch, flat."""
+
+    tp: int
+    cp: int
+    sp: bool  # in effect (tp > 1)
+    recompute: str
+    cp_comm: str
+    ep: int
+    etp: int
+    pipelined: bool
+    mbs: int
+
+
+def _floor_stages(memo: Memo, key: FloorKey) -> float:
+    lp = LayerPlan(dims=Dims(tp=key.tp, cp=key.cp, sp=key.sp, recompute=key.recompute), cp_comm=key.cp_comm, ep=key.ep,
+                   etp=key.etp, pipelined=key.pipelined)
+    return memo.get(_all_stages, (lp, key.mbs))
+
+
 FLOOR_SLACK = 1e-6  # relative; far above the rounding of two sums of the same terms in different orders
 
 
@@ -287,9 +307,7 @@ def step_floor(memo: Memo, skeleton: Plan, recompute: str) -> float:
     p = skeleton
     if memo.profile.compute_slowdown < 1:
         return 0.0
-    lp = LayerPlan(dims=Dims(tp=p.tp, cp=p.cp, sp=p.sp and p.tp > 1, recompute=recompute), cp_comm=p.cp_comm, ep=p.ep,
-                   etp=p.etp, pipelined=p.pp > 1)
-    total = memo.get(_all_stages, (lp, p.mbs))
+    total = memo.get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, recompute, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs))
     m = memo.job.global_batch // (p.dp * p.mbs)
     return total * (m / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
 

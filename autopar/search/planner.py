@@ -122,16 +122,13 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
         considered += per_skeleton
         picks = []
         for recompute, needs in zip(recomputes, variant_peaks(memo, skeleton, recomputes, zeros), strict=True):
-            chosen = -1
-            for i, need in enumerate(needs):
-                if need <= cap:
-                    feasible += 1
-                    if chosen < 0:
-                        chosen = i
-                elif smallest is None or need < smallest[0]:
-                    smallest = (need, skeleton, recompute, zeros[i])
-            if chosen >= 0:
-                picks.append((recompute, zeros[chosen], needs[chosen]))
+            fit = [i for i, need in enumerate(needs) if need <= cap]
+            if fit:
+                feasible += len(fit)
+                picks.append((recompute, zeros[fit[0]], needs[fit[0]]))
+            elif (leanest := min(needs)) < (smallest[0] if smallest else float("inf")):
+                # the leanest plan, for the message when none fits (the first of equals, in search order)
+                smallest = (leanest, skeleton, recompute, zeros[needs.index(leanest)])
         if picks:
             # the least recompute that fits is timed; more recompute at no lower ZeRO stage is never faster
             # (cost/step.py), so it waits until it is known whether a timed plan beats it on both axes
