@@ -44,6 +44,11 @@ RECIPE: dict[str, dict[str, Any]] = {
     # captures attn, moe_router and moe_preprocess in CUDA graphs (Megatron-Bridge 21d102f5
     # deepseek_workload_base_configs.py): no eager MoE dispatch on the host (megatron.yaml kernels.moe_host_us).
     "mb2604_b200_deepseekv3_mxfp8_256": {"ep_overlap": True, "moe_host_us": 0.0},
+    # Megatron-Bridge's GPT-OSS performance configs reduce gradients in bf16 (set_gpt_oss_common_configs:
+    # ddp.grad_reduce_in_fp32 False, scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py at 21d102f5);
+    # the FP8 rows already reduce in bf16 (megatron.yaml collectives.fp8_grad_reduce_bytes).
+    "mb2604_h100_gptoss120b_bf16_64": {"grad_reduce_bytes": 2.0},
+    "mb2604_b200_gptoss120b_bf16_64": {"grad_reduce_bytes": 2.0},
     # QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_*_V1: cuda_graph_scope attn, moe_router, moe_preprocess (qwen3_workload_
     # base_configs.py at 21d102f5); the H100 FP8 config of the same release has none.
     "mb2604_b200_qwen3_30b_mxfp8_8": {"moe_host_us": 0.0},
