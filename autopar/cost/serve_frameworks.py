@@ -97,6 +97,14 @@ FITTED: dict[tuple[str, str], Framework] = {
     # SGLang 0.5.1 (the H100 Qwen3-32B rows, sglang.bench_serving at fixed lengths): TTFT is the prefill
     # of a wave (waves=True, cost/serve.py wave_ttft): all requests of the concurrency arrive together
     # and are prefilled back to back in 8192-token steps at the profile's own GEMM and attention rates.
+    # Why the wave re-forms every cycle: SGLang's scheduler runs a waiting prefill batch before any
+    # decode step ("Run prefill first if possible", python/sglang/srt/managers/scheduler.py
+    # get_next_batch_to_run) and does not put decode tokens into it (server_args.py
+    # enable_mixed_chunk False), so the wave's requests start decoding in the same step and, with
+    # equal output lengths, end and return together. vLLM V1 schedules the running decodes first and
+    # fills the rest of the token budget with prefill (vllm/v1/core/sched/scheduler.py), so first
+    # tokens, ends and returns are staggered and no wave holds (60 of its 89 H100 rows are below the
+    # one-wave bound).
     # No row is below the one-wave bound (benchmarks/serving_accuracy.py --waves) and the wave alone,
     # with no fitted slowdown or queue share, predicts the 75 scored rows' TTFT to 8.7% (11.0% with
     # the fitted prefill_slowdown 2.5 and queue_share 0.4 it replaces); those two are then 1 and 0
