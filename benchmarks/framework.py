@@ -70,6 +70,12 @@ RECIPE: dict[str, dict[str, Any]] = {
 
 # Module-level recompute the row's recipe names (Megatron --recompute-modules), by row id.
 RECOMPUTE_MODULES: dict[str, tuple[str, ...]] = {
+    # GPT_OSS_120B_PRETRAIN_CONFIG_{H100,B200}_BF16_V2: recompute_modules [layernorm, moe_act] (row notes; the B200
+    # row is held out).
+    "mb2604_h100_gptoss120b_bf16_64": ("moe_act", "layernorm"),
+    "mb2604_b200_gptoss120b_bf16_64": ("moe_act", "layernorm"),
+    # held out: the model zoo's 'norm, act' again.
+    "mz_h100_qwen3_235b_a2a_ep8_pp32_bf16": ("moe_act", "layernorm"),
     # DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2: recompute_modules [mla_up_proj, mlp] (row notes).
     "mb2604_b200_deepseekv3_mxfp8_256": ("mla_up_proj", "mlp"),
     # the model zoo's recompute column reads 'norm, act': layernorm and the MoE activation.

@@ -66,3 +66,15 @@ def test_slack_on_activations_and_recompute_inside_the_freed_logits() -> None:
     assert b.logits == pytest.approx(14 * 32768 * 128_256 + 32768 * 4096 * 2)
     assert b.fragmentation == pytest.approx(0.07 * b.activations)
     assert b.weights == pytest.approx(4 * m.total_params() / 8) and b.optimizer == pytest.approx(8 * m.total_params() / 8)
+
+
+def test_llm_foundry_fused_cross_entropy_holds_4_bytes_per_logit() -> None:
+    # ComposerMPTCausalLM's default loss_fn fused_crossentropy (llm-foundry 8c8dd48): flash-attn's Triton cross
+    # entropy keeps the bf16 logits and writes a bf16 gradient, 2 + 2 B per vocabulary entry per token (the fp32
+    # logsumexp is per token), plus the output projection's saved bf16 input. MPT-3B at 8192 x mbs 3.
+    m = replace(load_model("llama3.1-8b"), vocab_size=50_368, hidden_size=2560)
+    job = Job(gpus=8, gpus_per_node=8, global_batch=144, seq_len=8192)
+    plan = Plan(dp=8, tp=1, pp=1, mbs=3, recompute="none", zero=3)
+    tokens = 3 * 8192
+    logits = memory_breakdown(m, job, plan, stack=load_stack("llm-foundry")).logits
+    assert logits == pytest.approx(4 * tokens * 50_368 + 2 * tokens * 2560)
