@@ -257,15 +257,21 @@ def _stage_activations(memo: Memo, key: tuple[ActPlan, int, int]) -> tuple[tuple
     ranks = memo.get(pipe_kinds, (pp, vpp))
     # a profile that `autopar calibrate --save` corrected: what this node's stack saves over the formula
     factor = memo.hw.correction("activation_bytes_per_block") if memo.hw is not None else 1.0
-    whole = act._replace(recompute="none")
+    per = memo.get(_kind_bytes, act)
     out = []
     for kinds in (ranks[0], ranks[-1]):
-        kept = sum(n * memo.get(_layer_bytes, (act, k)) for k, n in kinds.items())
+        kept = sum(n * per[k][0] for k, n in kinds.items())
         transient = 0.0
         if act.recompute != "none":
-            transient = max(memo.get(_layer_bytes, (whole, k)) - memo.get(_layer_bytes, (act, k)) for k in kinds)
+            transient = max(per[k][1] - per[k][0] for k in kinds)
         out.append((kept * factor, transient * factor))
     return out[0], out[1]
+
+
+def _kind_bytes(memo: Memo, act: ActPlan) -> dict[str, tuple[float, float]]:
+    """Per layer kind of the model: (bytes one layer keeps under act's recompute mode, and without recompute)."""
+    whole = act._replace(recompute="none")
+    return {k: (memo.get(_layer_bytes, (act, k)), memo.get(_layer_bytes, (whole, k))) for k in set(memo.model.layer_kinds())}
 
 
 def _layer_bytes(memo: Memo, key: tuple[ActPlan, str]) -> float:

@@ -312,6 +312,15 @@ def step_floor(memo: Memo, skeleton: Plan, recompute: str) -> float:
     return total * (m / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
 
 
+def step_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
+    """step_floor of each (skeleton, recompute), with what they share read once (the search's hot path)."""
+    if memo.profile.compute_slowdown < 1:
+        return [0.0] * len(jobs)
+    get, batch, keep = memo.get, memo.job.global_batch, 1 - FLOOR_SLACK
+    return [get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs))
+            * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * keep for p, r in jobs]
+
+
 def _assemble(memo: Memo, plan: Plan, stages: _Stages, p2p: P2PTime, sync: tuple[float, float, float], *,
               zero: int | None = None) -> tuple[float, ...]:
     """TimeBreakdown's fields from the step's cached parts (`zero` overrides plan.zero)."""

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from autopar.cost.memo import Memo
 from autopar.cost.memory import peak_bytes, variant_peaks
-from autopar.cost.step import step_floor, step_parts, variant_step_seconds
+from autopar.cost.step import step_floors, step_parts, variant_step_seconds
 from autopar.errors import InfeasibleError
 from autopar.search.ranking import TIE_BAND, Candidate, RankedPlans, dominated, rank, simplicity
 from autopar.search.space import (
@@ -132,10 +132,13 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
         if picks:
             # the least recompute that fits is timed; more recompute at no lower ZeRO stage is never faster
             # (cost/step.py), so it waits until it is known whether a timed plan beats it on both axes
-            (recompute, zero, need), rest = picks[0], picks[1:]
-            deferred += [(skeleton, p, len(jobs)) for p in rest if p[1] >= zero]
+            (recompute, zero, need), first = picks[0], len(jobs)
             jobs.append((skeleton, recompute, zero, need))
-            jobs += [(skeleton, r, z, m) for r, z, m in rest if z < zero]
+            for pick in picks[1:]:
+                if pick[1] >= zero:
+                    deferred.append((skeleton, pick, first))
+                else:
+                    jobs.append((skeleton, *pick))
     if keep is not None and "cp_comm" not in fixed:
         keep = max(keep, CP_VARIANT_CANDIDATES)  # _pick_cp_comm's plans are then all ranked exactly
     bar = _Bar(keep if keep is not None and len(jobs) + len(deferred) > keep else None)
@@ -196,7 +199,7 @@ def _time_jobs(memo: Memo, jobs: list[tuple[Plan, str, int, float]], bar: _Bar) 
     order: Sequence[int] = range(len(jobs))
     bounds: list[float] = []
     if bar.active:
-        bounds = [tokens / f if (f := step_floor(memo, s, r)) > 0 else float("inf") for s, r, _, _ in jobs]
+        bounds = [tokens / f if f > 0 else float("inf") for f in step_floors(memo, [(s, r) for s, r, _, _ in jobs])]
         order = sorted(order, key=bounds.__getitem__, reverse=True)
     for j in order:
         if bar.active and bar.skips(bounds[j]):
