@@ -244,8 +244,16 @@ def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[f
             rank_params(model, key, ranks[last], first=last == 0, last=True))
 
 
-def _stage_activations(memo: Memo, key: tuple[ActPlan, int, int]) -> tuple[tuple[float, float], tuple[float, float]]:
-    """For key (act plan, pp, vpp), per end rank (first, last): (bytes kept per micro-batch, transient bytes).
+def end_kinds(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
+    """The (kind, layers) of the first and of the last pipeline rank, for key (pp, vpp)."""
+    ranks = memo.get(pipe_kinds, key)
+    return tuple(ranks[0].items()), tuple(ranks[-1].items())
+
+
+def _stage_activations(memo: Memo, key: tuple[ActPlan, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
+                       ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """For key (act plan, first rank's and last rank's (kind, layers)), per end rank: (bytes kept per
+    micro-batch, transient bytes). Layouts whose end ranks hold the same layers share it.
 
     The transient is what a layer rebuilds during its own backward on top of
     what it kept: nothing without recompute, the attention core (A - S) under
@@ -253,17 +261,16 @@ def _stage_activations(memo: Memo, key: tuple[ActPlan, int, int]) -> tuple[tuple
     holds the largest over the rank's layer kinds. Kept-plus-transient never
     rises from none to selective to full recompute, for any layer count.
     """
-    act, pp, vpp = key
-    ranks = memo.get(pipe_kinds, (pp, vpp))
+    act, first, last = key
     # a profile that `autopar calibrate --save` corrected: what this node's stack saves over the formula
     factor = memo.hw.correction("activation_bytes_per_block") if memo.hw is not None else 1.0
     per = memo.get(_kind_bytes, act)
     out = []
-    for kinds in (ranks[0], ranks[-1]):
-        kept = sum(n * per[k][0] for k, n in kinds.items())
+    for kinds in (first, last):
+        kept = sum(n * per[k][0] for k, n in kinds)
         transient = 0.0
         if act.recompute != "none":
-            transient = max(per[k][1] - per[k][0] for k in kinds)
+            transient = max(per[k][1] - per[k][0] for k, _ in kinds)
         out.append((kept * factor, transient * factor))
     return out[0], out[1]
 
@@ -364,7 +371,7 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
 def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     """MemoryBreakdown's fields, in order, for the worse of the first and last stage."""
     lay = _layout(plan, memo)
-    (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), plan.pp, plan.vpp))
+    (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), *memo.get(end_kinds, (plan.pp, plan.vpp))))
     state0, state1, buffers = memo.get(_states, StatePlan(params=lay.params, shards=plan.dp * plan.cp, zero=plan.zero))
     frag = memo.stack.allocator_fragmentation
     first = _stage(state0, _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), lay.logits[0], buffers, frag)
@@ -408,7 +415,8 @@ def _act_rows(memo: Memo, key: tuple[ActPlan, int, int, tuple[str, ...]]
               ) -> list[tuple[tuple[float, float], tuple[float, float]]]:
     """Per recompute mode of key (act plan without its mode, pp, vpp, modes): _stage_activations."""
     act, pp, vpp, modes = key
-    return [memo.get(_stage_activations, (act._replace(recompute=r), pp, vpp)) for r in modes]
+    first, last = memo.get(end_kinds, (pp, vpp))
+    return [memo.get(_stage_activations, (act._replace(recompute=r), first, last)) for r in modes]
 
 
 class LayoutKey(NamedTuple):

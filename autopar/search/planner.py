@@ -122,6 +122,10 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
         considered += per_skeleton
         picks = []
         for recompute, needs in zip(recomputes, variant_peaks(memo, skeleton, recomputes, zeros), strict=True):
+            if max(needs) <= cap:  # every ZeRO stage fits
+                feasible += len(needs)
+                picks.append((recompute, zeros[0], needs[0]))
+                continue
             fit = [i for i, need in enumerate(needs) if need <= cap]
             if fit:
                 feasible += len(fit)
