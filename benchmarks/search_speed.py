@@ -1,7 +1,7 @@
 """Search speed and CLI start-up.
 
     python benchmarks/search_speed.py           # the named cases, as a table
-    python benchmarks/search_speed.py --sweep   # also every preset at 8, 64, 512, 4,096 and 16,384 GPUs
+    python benchmarks/search_speed.py --sweep   # also every preset at 8, 64, 512, 4,096, 12,288, 15,360, 16,384 GPUs
 
 Times `suggest`'s search (in-process, CPU seconds of this process, median of 3)
 for the largest dense model at the largest scale and the MoE models whose
@@ -9,7 +9,9 @@ spaces are widest (experts multiply the layouts: every ep dividing the experts,
 etp 1 or tp), on H100s with the default global batch and stack (as `suggest` runs it); then `autopar --help`
 start-up (median of 5 fresh processes). Targets: every search under 1 s,
 start-up under 0.3 s. CPU time, not wall time, so that other work on the
-machine inflates the figures less.
+machine inflates the figures less. The sweep's 12,288 and 15,360 GPUs are the
+counts up to 16,384 with the most layouts for the MoE presets (their node counts
+have the most divisors: more pipeline depths, expert-parallel degrees, batches).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from autopar.spec.job import Job, default_global_batch  # noqa: E402
 
 CASES = (("llama3.1-405b", 16384), ("deepseek-v3", 1024), ("qwen3-235b-a22b", 256), ("gpt-oss-120b", 64),
          ("qwen3-30b-a3b", 64), ("mixtral-8x7b", 32))
-SWEEP_GPUS = (8, 64, 512, 4096, 16384)
+SWEEP_GPUS = (8, 64, 512, 4096, 12288, 15360, 16384)
 TARGET_S = 1.0
 
 
