@@ -190,8 +190,29 @@ def spawned_main(task: Task, rank: int, world: int, port: int, q: Any, parent_pi
     except Exception as exc:  # any failure: one line to the parent, then leave without waiting on peers
         tell_parent(one_line(exc))
         os._exit(1)
+    _leave(q, world, watchdog)
+
+
+def _leave(q: Any, world: int, watchdog: runtime.Watchdog) -> None:
+    """End a worker whose work is done: rank 0's result is in the parent's pipe first, then no rank
+    leaves before every rank has finished, and none runs the process group's C++ teardown.
+
+    Tearing gloo down at exit aborted a rank now and then ("terminate called without an active
+    exception", signal 6, right after the last gather of `autopar calibrate` in CI) and cost the
+    run its result. The parent owns the workers' lifetime and the OS closes their sockets, so
+    a worker leaves with os._exit once the barrier is passed.
+    """
+    q.close()
+    q.join_thread()  # flushed into the pipe: the parent reads the result even if a peer dies now
+    code = 0
+    if world > 1:
+        watchdog.beat("leaving")
+        try:
+            dist.barrier()
+        except Exception:  # a peer died after the result was sent; the parent reads it anyway
+            code = 1
     watchdog.stop()
-    dist.destroy_process_group()
+    os._exit(code)
 
 
 def _exit_text(code: int) -> str:
@@ -247,9 +268,9 @@ def _spawn(task: Task, n: int, console: Console) -> Any:
                     result = msg[1]
                 continue
             for r, p in enumerate(procs):
-                if p.exitcode not in (None, 0):
+                if p.exitcode not in (None, 0) and result is None:  # once the result is in, a rank's exit spoils nothing
                     raise ProfileError(f"rank {r} {_exit_text(p.exitcode)} during '{phase}'; the other ranks were stopped")
-            if result is not None and all(p.exitcode == 0 for p in procs):
+            if result is not None and all(p.exitcode is not None for p in procs):
                 ok = True
                 return result
             waited = time.monotonic() - last
