@@ -22,9 +22,11 @@ The same profile, GEMM curve, HBM bandwidth and collective fits as training
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
@@ -72,11 +74,13 @@ def gemm_dtype(hw: HardwareProfile, weights: str) -> str:
     return "bf16"
 
 
-def _part_counts(model: ModelSpec) -> Counter[str]:
-    """How many sub-layers of each part (attn, mlp, moe, mamba) the model has."""
-    return Counter(part for kind in model.layer_kinds() for part in KIND_PARTS[kind])
+@functools.cache
+def _part_counts(model: ModelSpec) -> MappingProxyType[str, int]:
+    """How many sub-layers of each part (attn, mlp, moe, mamba) the model has (read-only: it is cached)."""
+    return MappingProxyType(Counter(part for kind in model.layer_kinds() for part in KIND_PARTS[kind]))
 
 
+@functools.cache
 def _attention_layers(model: ModelSpec) -> int:
     return sum(1 for k in model.layer_kinds() if "attn" in KIND_PARTS[k])
 
@@ -110,6 +114,7 @@ def _part_weight_params(model: ModelSpec, part: str, engine: Engine) -> tuple[fl
     return h * moe.num_experts + shared, model.mlp_matrices * h * moe.expert_ffn_hidden_size / engine.etp
 
 
+@functools.cache
 def weight_bytes_per_gpu(model: ModelSpec, engine: Engine, weights: str) -> float:
     """Weights on one GPU: its stage's layers split by TP (experts by EP x expert-TP), bf16 embeddings."""
     wb, total = WEIGHT_BYTES[weights], 0.0
@@ -186,7 +191,7 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
     if engine.pp > 1:
         hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
         p2p = (engine.pp - 1) * collective_time(hw, "send_recv", cal.ACT_BYTES * b * model.hidden_size, hop)
-    moe_layers = _part_counts(model)["moe"]
+    moe_layers = _part_counts(model).get("moe", 0)
     return StepTime(weights=w_sum + w, kv=kv_sum, compute=comp_sum + c, tp_comm=tp_sum + p2p, ep_comm=ep_sum,
                     overhead=fw.step_overhead_s + moe_layers * fw.moe_layer_overhead_s)
 
