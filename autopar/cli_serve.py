@@ -143,14 +143,17 @@ def suggest_cmd(
     """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""
     from autopar.advise import serve as advise
     from autopar.render import serve as render
+    from autopar.render.progress import progress_after
 
     try:
         advise.check_emit(emit)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
                              weights=weights, kv_dtype=kv_dtype or "auto", framework_version=framework_version)
         kv = (kv_dtype,) if kv_dtype else ("auto", "fp8")
-        result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                                modes=tuple(m.strip() for m in modes.split(",") if m.strip()), kv_dtypes=kv)
+        with progress_after("pricing deployments", enabled=not json_out) as tick:
+            result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                                    modes=tuple(m.strip() for m in modes.split(",") if m.strip()), kv_dtypes=kv,
+                                    progress=tick)
         launched = advise.launch(emit, result.best) if emit and result.best is not None else None
     except AutoparError as exc:
         _fail(exc)

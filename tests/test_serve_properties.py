@@ -65,3 +65,12 @@ def test_fleet_throughput_per_gpu_does_not_fall_with_its_size() -> None:
         assert best is not None
         per_gpu.append(best.output_tokens_per_s / gpus)
     assert per_gpu[1] == pytest.approx(per_gpu[0], rel=0.01)
+
+
+def test_the_sweep_reports_each_deployment_it_prices() -> None:
+    seen: list[tuple[int, int]] = []
+    result = sweep(MODEL, HW, gpus=8, isl=1024, osl=256, framework="vllm", weights="bf16", kv_dtypes=("auto",),
+                   modes=("agg",), targets=Targets(), progress=lambda done, total: seen.append((done, total)))
+    # one call per deployment, in order, each with the number of deployments
+    assert [d for d, _ in seen] == list(range(1, result.layouts + 1))
+    assert {t for _, t in seen} == {result.layouts}

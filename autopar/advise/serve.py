@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from autopar.cost.serve_frameworks import constants
@@ -109,8 +110,10 @@ def explain(ctx: ServeContext, dep: Deployment, wl: Workload) -> ServeEstimate:
 
 
 def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpot_ms: float | None,
-            modes: tuple[str, ...], kv_dtypes: tuple[str, ...]) -> ServeSweep:
-    """Sweep the deployments of ctx.gpus GPUs; refuse (exit 1) when none fits or none meets the targets."""
+            modes: tuple[str, ...], kv_dtypes: tuple[str, ...],
+            progress: Callable[[int, int], None] | None = None) -> ServeSweep:
+    """Sweep the deployments of ctx.gpus GPUs; refuse (exit 1) when none fits or none meets the targets.
+    `progress(done, total)` is told of each deployment priced."""
     for mode in modes:
         if mode not in MODES:
             raise SpecError(f"--modes: unknown mode {mode!r}; use agg, disagg or both (agg,disagg)")
@@ -120,7 +123,8 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
     Workload(isl=isl, osl=osl, concurrency=1)  # validates --isl/--osl
     targets = Targets(ttft_s=None if ttft_ms is None else ttft_ms / 1e3, tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
     result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.framework, weights=ctx.weights,
-                   kv_dtypes=kv_dtypes, version=ctx.framework_version, modes=modes, targets=targets)
+                   kv_dtypes=kv_dtypes, version=ctx.framework_version, modes=modes, targets=targets,
+                   progress=progress)
     if not result.points:
         raise InfeasibleError(f"{ctx.model.name} with {ctx.weights} weights does not fit on {ctx.gpus} x {ctx.hw.name} "
                               f"in any layout ({result.layouts} tried): the weights and one request's KV cache "

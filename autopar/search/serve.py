@@ -10,7 +10,7 @@ TTFT and TPOT targets.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from autopar.cost.serve_load import ServeEstimate, estimate
@@ -132,13 +132,17 @@ def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
 
 def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: str, weights: str,
           kv_dtypes: tuple[str, ...], modes: tuple[str, ...], targets: Targets,
-          concurrency: int | None = None, version: str = "") -> ServeSweep:
-    """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets."""
+          concurrency: int | None = None, version: str = "",
+          progress: Callable[[int, int], None] | None = None) -> ServeSweep:
+    """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets;
+    `progress(done, total)`, if given, is told of each deployment priced."""
     points: list[ServeEstimate] = []
-    layouts = 0
-    for dep in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes, modes=modes,
-                           version=version):
-        layouts += 1
+    todo = list(deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes,
+                            modes=modes, version=version))
+    layouts = len(todo)
+    for done, dep in enumerate(todo, start=1):
+        if progress is not None:
+            progress(done, layouts)
         first = estimate(model, hw, dep, Workload(isl=isl, osl=osl, concurrency=concurrency or 1))
         if not first.fits:
             continue
