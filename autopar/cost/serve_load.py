@@ -19,8 +19,9 @@ Aggregated (prefill and decode on the same engines):
   latency per full pool's worth of surplus, and the estimate says so.
 
 Disaggregated: decode engines see no prefill (TPOT = decode step); prefill
-engines are a queue (M/D/1, DistServe sec. 4.1) fed at the closed loop's request
-rate; the prompt's KV cache then crosses the network to the decode engine.
+engines are a queue (M/D/1, DistServe sec. 4.1) and the prompt's KV cache then
+crosses the network to the decode engine. The slower pool sets the closed
+loop's rate and with it the decode batch per rank (cost/serve_disagg.py).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from autopar.cost.serve import (
     wave_ttft,
     weight_bytes_per_gpu,
 )
+from autopar.cost.serve_disagg import RHO_SATURATED, DisaggLoop
 from autopar.cost.serve_frameworks import constants
 from autopar.errors import SpecError
 from autopar.spec.hardware import HardwareProfile
@@ -47,7 +49,6 @@ from autopar.spec.serve import Deployment, Engine, Workload
 from autopar.spec.topology import Group
 
 GIB = 2**30
-_ITERATIONS = 30  # fixed-point steps for the closed loop (converges in < 10)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,34 +176,32 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     fw, dec, pre = constants(dep.framework, dep.framework_version), dep.engine, dep.prefill
     if pre is None:
         raise SpecError("--mode disagg needs the prefill engine (--prefill-tp ...)")
-    n = wl.concurrency / (dep.replicas * dec.dp)
+    ranks = dep.replicas * dec.dp  # decode attention ranks
+    n = wl.concurrency / ranks
     probe = _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=StepTime(
         weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0), per_rank=n)
-    cap = probe.max_concurrency / (dep.replicas * dec.dp)
-    running = min(n, max(cap, 1.0))
-    step = decode_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running,
-                       context=wl.isl + wl.osl / 2, fw=fw)
+    cap = max(probe.max_concurrency / ranks, 1e-9)
     pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
-    service = pstep.total * fw.prefill_slowdown
     transfer = kv_transfer_time(model, hw, dep, isl=wl.isl)
-    servers = dep.prefill_replicas * pre.dp
-    tpot, wait, saturated = step.total, 0.0, n > cap
-    for _ in range(_ITERATIONS):
-        latency = fw.ttft_overhead_s + service + wait + transfer + step.total + (wl.osl - 1) * tpot
-        rho = min(0.99, running * dep.replicas * dec.dp / latency * service / servers)
-        saturated = saturated or rho >= 0.99
-        wait = rho * service / (2 * (1 - rho))  # M/D/1 mean wait
-    ttft_parts = {"prefill": service, "queue": wait, "first_step": step.total, "kv_transfer": transfer,
+    loop = DisaggLoop(service_s=pstep.total * fw.prefill_slowdown, servers=dep.prefill_replicas * pre.dp,
+                      ahead_s=fw.ttft_overhead_s + transfer, ranks=ranks, osl=wl.osl)
+
+    def step_at(b: float) -> StepTime:
+        return decode_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=b,
+                           context=wl.isl + wl.osl / 2, fw=fw)
+
+    b, step = loop.solve(step_at, concurrency=wl.concurrency, most=min(n, cap))
+    rate = loop.rate(b, step.total)
+    # Little's law on the loop: what the pools do not hold waits before its decode (the prefill queue,
+    # and a free KV slot when the decode cache is full)
+    queue = max(0.0, wl.concurrency / rate - (loop.ahead_s + loop.service_s + wl.osl * step.total))
+    ttft_parts = {"prefill": loop.service_s, "queue": queue, "first_step": step.total, "kv_transfer": transfer,
                   "overhead": fw.ttft_overhead_s}
     ttft = sum(ttft_parts.values())
-    latency = ttft + (wl.osl - 1) * tpot
-    if n > cap:
-        ttft_parts["queue"] += (n / max(cap, 1e-9) - 1) * latency
-        ttft = sum(ttft_parts.values())
+    saturated = n > cap or loop.rho(b, step.total) >= RHO_SATURATED
     pools = (_pool(model, hw, dep, wl, role="prefill", engine=pre, replicas=dep.prefill_replicas, step=pstep,
                    per_rank=1.0),
-             _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=step, per_rank=running))
-    rate = running * dep.replicas * dec.dp / latency
-    return ServeEstimate(deployment=dep, workload=wl, framework_label=fw.label, ttft_s=ttft, tpot_s=tpot,
+             _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=step, per_rank=b))
+    return ServeEstimate(deployment=dep, workload=wl, framework_label=fw.label, ttft_s=ttft, tpot_s=step.total,
                          requests_per_s=rate, pools=pools, ttft_parts=ttft_parts, tpot_parts=_tpot_parts(step, 0.0),
                          saturated=saturated)

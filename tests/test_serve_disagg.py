@@ -1,0 +1,83 @@
+"""The disaggregated closed loop (cost/serve_disagg.py) against hand derivations.
+
+A toy loop with round numbers: one prompt takes s = 1 s on one of S = 2 prefill
+servers, a = 0.5 s of overhead and KV transfer, R = 1 decode rank, osl = 10
+steps, and a decode step of t(b) = 10 ms + 1 ms per request in the batch.
+Little's law on the decode pool gives X = R b / (osl t(b)); the prefill pool is
+busy rho = X s / S and queues the M/D/1 mean W = rho s / (2 (1 - rho))
+(DistServe, Zhong et al. 2024, sec. 4.1); the loop holds
+N(b) = X (a + s + W) + R b.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autopar.cost.serve import StepTime
+from autopar.cost.serve_disagg import DisaggLoop
+from autopar.cost.serve_load import estimate
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.serve import Deployment, Engine, Workload
+from tests.conftest import gpt_like
+
+LOOP = DisaggLoop(service_s=1.0, servers=2, ahead_s=0.5, ranks=1, osl=10)
+
+
+def _step(b: float) -> StepTime:
+    return StepTime(weights=0.010 + 0.001 * b, kv=0.0, compute=0.0, tp_comm=0.0, ep_comm=0.0, overhead=0.0)
+
+
+def test_loop_identities_by_hand() -> None:
+    # b = 10: t = 20 ms, X = 10 / (10 x 0.02) = 50 req/s; rho = 50 x 1 / 2 = 25 >= 1: the prefill pool cannot keep up
+    assert LOOP.rate(10, 0.02) == pytest.approx(50.0)
+    assert LOOP.wait(10, 0.02) == float("inf")
+    # b = 0.1: t = 10.1 ms, X = 0.1 / 0.101 = 0.990 req/s, rho = 0.495, W = 0.495 / (2 x 0.505) = 0.490 s
+    x = 0.1 / (10 * 0.0101)
+    assert LOOP.rho(0.1, 0.0101) == pytest.approx(x / 2)
+    w = (x / 2) / (2 * (1 - x / 2))
+    assert LOOP.wait(0.1, 0.0101) == pytest.approx(w)
+    assert LOOP.population(0.1, 0.0101) == pytest.approx(x * (0.5 + 1.0 + w) + 0.1)  # 2.07 requests
+
+
+def test_prefill_paced_loop_fills_the_decode_batch_only_to_the_prefill_rate() -> None:
+    # Many requests: X tends to S / s = 2 req/s and the decode batch to what that rate fills,
+    # b = X osl t(b) / R = X x 10 x (0.01 + 0.001 b) -> b = 0.1 X / (1 - 0.01 X), 0.204 at X = 2; the rest
+    # queue at prefill. At C = 1000 nearly all of N = X (1.5 + W) + b is the queue: W = (1000 - 0.204) / 2 - 1.5
+    # = 498.4 s, so rho = 2W / (1 + 2W) = 0.998998, X = 2 rho = 1.997996 and b = 0.203873.
+    b, step = LOOP.solve(_step, concurrency=1000, most=1000)
+    assert b == pytest.approx(0.203873, rel=1e-3)
+    assert b < 0.2 / 0.98  # below the limit of an unbounded queue
+    assert step.total == pytest.approx(0.010 + 0.001 * b)
+    assert 900 < LOOP.population(b, step.total) <= 1000  # from below: the caller queues the rest
+
+
+def test_decode_paced_loop_keeps_every_request_decoding() -> None:
+    # Prefill and transfer take no time: N(b) = R b, so b = C / R.
+    fast = DisaggLoop(service_s=1e-9, servers=2, ahead_s=0.0, ranks=4, osl=10)
+    b, _ = fast.solve(_step, concurrency=40, most=10)
+    assert b == pytest.approx(10, rel=1e-3)
+
+
+def test_a_full_decode_cache_stops_the_batch() -> None:
+    # The KV cache holds 3 per rank: N(3) = X (a + s + W) + 3 < 1000 with the fast prefill, so b = 3.
+    fast = DisaggLoop(service_s=1e-3, servers=2, ahead_s=0.0, ranks=1, osl=10)
+    b, _ = fast.solve(_step, concurrency=1000, most=3)
+    assert b == 3
+
+
+def test_disagg_estimate_obeys_littles_law(toy_hw: HardwareProfile) -> None:
+    m = gpt_like()
+    dep = Deployment(framework="vllm", mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
+                     prefill_replicas=1)
+    for conc in (2, 16, 256):
+        est = estimate(m, toy_hw, dep, Workload(isl=8192, osl=16, concurrency=conc))
+        decode = est.pools[1]
+        assert est.ttft_s == pytest.approx(sum(est.ttft_parts.values()))
+        assert est.requests_per_s * est.latency_s == pytest.approx(conc, rel=1e-3)  # the whole loop
+        # the decode pool: requests in it = rate x their time in it (the first step and osl - 1 more)
+        assert 2 * decode.requests_per_rank == pytest.approx(est.requests_per_s * 16 * est.tpot_s, rel=1e-6)
+    few = estimate(m, toy_hw, dep, Workload(isl=8192, osl=16, concurrency=2))
+    many = estimate(m, toy_hw, dep, Workload(isl=8192, osl=16, concurrency=256))
+    # one prefill engine paces 256 requests: they wait at its queue, and the decode batch stays small
+    assert many.ttft_parts["queue"] > 10 * few.ttft_parts["queue"]
+    assert many.pools[1].requests_per_rank < 256 / 2 / 4
