@@ -23,13 +23,15 @@ from autopar.cost.step import estimate, step_floor
 from autopar.emit.megatron import pipeline_items
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.profiles import parse_profile
+from autopar.io.stacks import load_stack
 from autopar.search.planner import dominated, search
 from autopar.search.space import MICRO_BATCH_SIZES, SEARCHED_ZERO, divisors, enumerate_plans, powers_of_two, virtual_stages
 from autopar.spec.families import MambaSpec, MoESpec
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
-from autopar.spec.plan import RECOMPUTE, Plan, validate
+from autopar.spec.plan import END_SLOTS, RECOMPUTE, Plan, validate
+from autopar.spec.stack import NEUTRAL, StackProfile
 
 SETTINGS = settings(max_examples=int(os.environ.get("AUTOPAR_EXAMPLES", "12")), deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -117,21 +119,26 @@ def _domain(model: ModelSpec, job: Job) -> set[Plan]:
     return out
 
 
-def _valid(plan: Plan, model: ModelSpec, job: Job) -> bool:
+def _valid(plan: Plan, model: ModelSpec, job: Job, stack: StackProfile | None = None) -> bool:
     try:
-        validate(plan, model, job)
+        validate(plan, model, job, stack=stack)
     except SpecError:
         return False
     return True
 
 
 @SETTINGS
-@given(setups())
-def test_validate_accepts_exactly_the_plans_the_search_enumerates(setup: tuple[ModelSpec, HardwareProfile, Job]) -> None:
+@given(setups(), st.sampled_from(["neutral", "megatron"]))
+def test_validate_accepts_exactly_the_plans_the_search_enumerates(setup: tuple[ModelSpec, HardwareProfile, Job],
+                                                                  stack_name: str) -> None:
+    """On the neutral stack and on Megatron's (EP over TP, no ZeRO-2, up to two pipeline stages beyond
+    the layers for the embedding and the loss)."""
     model, _, job = setup
-    enumerated = list(enumerate_plans(model, job))
+    stack = NEUTRAL if stack_name == "neutral" else load_stack(stack_name)
+    enumerated = list(enumerate_plans(model, job, stack=stack))
     assert len(enumerated) == len(set(enumerated))
-    assert set(enumerated) == {p for p in _domain(model, job) if _valid(p, model, job)}
+    domain = _domain(model, job)
+    assert set(enumerated) == {p for p in domain if _valid(p, model, job, stack)}
 
 
 @SETTINGS
@@ -184,7 +191,8 @@ def test_a_pruned_search_ranks_its_leading_plans_as_the_full_one(setup: tuple[Mo
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
 @given(st.integers(2, 130), st.integers(2, 32), st.sampled_from([1, 1, 2, 3, 4]))
 def test_launched_pipeline_layout_equals_the_estimated_one(layers: int, pp: int, vpp: int) -> None:
-    if pp * vpp > layers:
+    """Up to two chunks more than layers, as stacks that count the embedding and the loss allow."""
+    if pp * vpp > layers + END_SLOTS:
         return
     chunks = stage_layers(layers, pp, vpp)
     by_model_order = [chunks[c % pp][c // pp] for c in range(pp * vpp)]
@@ -196,6 +204,15 @@ def test_launched_pipeline_layout_equals_the_estimated_one(layers: int, pp: int,
     if "--pipeline-model-parallel-layout" in flags:
         (layout,) = flags["--pipeline-model-parallel-layout"]
         launched = [int(part.split("*")[1]) for part in layout.strip("EL").split("|")]
+    elif "--account-for-loss-in-pipeline-split" in flags:
+        # Megatron's even split of layers + 1 (+ 1 for the embedding) slots, one decoder layer fewer in
+        # the last (and first) chunk (get_num_layers_to_build at core_v0.16.1)
+        ends = 1 + ("--account-for-embedding-in-pipeline-split" in flags)
+        assert (layers + ends) % (pp * vpp) == 0
+        launched = [(layers + ends) // (pp * vpp)] * (pp * vpp)
+        launched[-1] -= 1
+        if ends == 2:
+            launched[0] -= 1
     elif "--decoder-first-pipeline-num-layers" in flags:
         first, last = int(flags["--decoder-first-pipeline-num-layers"][0]), int(flags["--decoder-last-pipeline-num-layers"][0])
         middle = (layers - first - last) // (pp - 2) if pp > 2 else 0

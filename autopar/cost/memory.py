@@ -27,7 +27,7 @@ from autopar.cost import calibration as cal
 from autopar.cost.compute import kv_bytes_per_token
 from autopar.cost.habits import FSDP2_STATE, eager_block_bytes
 from autopar.cost.memo import Memo
-from autopar.cost.pipeline import in_flight_microbatches, rank_kinds
+from autopar.cost.pipeline import in_flight_microbatches, peak_rank, rank_kinds
 from autopar.cost.recompute import module_dropped_bytes, op_sac_bytes
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
@@ -236,18 +236,22 @@ def pipe_kinds(memo: Memo, key: tuple[int, int]) -> tuple[Counter[str], ...]:
 
 
 def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(dense, expert) parameters of the first and of the last pipeline rank."""
+    """(dense, expert) parameters of the first and of the last pipeline rank. Where the embedding holds
+    rank 0's first chunk alone (cost/pipeline.py peak_rank), the first is the larger of rank 0 (with the
+    embedding) and rank 1, whose activations the first rank's are."""
     ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
     last = key.pp - 1
     model = memo.model
-    return (rank_params(model, key, ranks[0], first=True, last=last == 0),
-            rank_params(model, key, ranks[last], first=last == 0, last=True))
+    first = rank_params(model, key, ranks[0], first=True, last=last == 0)
+    if peak_rank(model.layers, key.pp, key.vpp):
+        first = max(first, rank_params(model, key, ranks[1], first=False, last=False), key=sum)
+    return first, rank_params(model, key, ranks[last], first=last == 0, last=True)
 
 
 def end_kinds(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
-    """The (kind, layers) of the first and of the last pipeline rank, for key (pp, vpp)."""
+    """The (kind, layers) of the first (cost/pipeline.py peak_rank) and of the last pipeline rank, for key (pp, vpp)."""
     ranks = memo.get(pipe_kinds, key)
-    return tuple(ranks[0].items()), tuple(ranks[-1].items())
+    return tuple(ranks[peak_rank(memo.model.layers, *key)].items()), tuple(ranks[-1].items())
 
 
 def _stage_activations(memo: Memo, key: tuple[ActPlan, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
@@ -270,7 +274,7 @@ def _stage_activations(memo: Memo, key: tuple[ActPlan, tuple[tuple[str, int], ..
         kept = sum(n * per[k][0] for k, n in kinds)
         transient = 0.0
         if act.recompute != "none":
-            transient = max(per[k][1] - per[k][0] for k, _ in kinds)
+            transient = max((per[k][1] - per[k][0] for k, _ in kinds), default=0.0)  # none: the loss alone
         out.append((kept * factor, transient * factor))
     return out[0], out[1]
 

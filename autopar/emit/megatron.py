@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autopar.cost.pipeline import chunk_sizes
+from autopar.cost.pipeline import chunk_sizes, end_slots
 from autopar.emit.common import check_launch, extra_items, opt, quote, render, torchrun_items
 from autopar.errors import SpecError
 from autopar.spec.job import Job
@@ -79,7 +79,11 @@ def pipeline_items(model: ModelSpec, plan: Plan) -> list[str]:
     """Virtual stages and the per-stage layer counts of ``stage_layout``.
 
     Even chunks need only the virtual-stage count; uneven ones an explicit layout string (GPT) or
-    first/last-stage counts (the Mamba stack at the pin, which has no layout string and no vpp).
+    first/last-stage counts (the Mamba stack at the pin, which has no layout string and no vpp). More
+    chunks than layers (one slot each, cost.pipeline.chunk_sizes) is Megatron's
+    --account-for-loss-in-pipeline-split (and --account-for-embedding-in-pipeline-split with two more):
+    TransformerConfig splits L + 1 (or L + 2) layers evenly and builds one decoder layer fewer in the
+    last (and first) chunk (get_num_layers_to_build at the pin).
     """
     counts = stage_layout(model.layers, plan.pp, plan.vpp)
     if model.mamba is not None:
@@ -93,8 +97,13 @@ def pipeline_items(model: ModelSpec, plan: Plan) -> list[str]:
         if ends[1] is not None:
             items.append(opt("--decoder-last-pipeline-num-layers", ends[1]))
         return items
+    vpp = [opt("--num-virtual-stages-per-pipeline-rank", plan.vpp)] if plan.vpp > 1 else []
+    slots = end_slots(model.layers, plan.pp * plan.vpp)
+    if slots:  # one slot per chunk, the loss (and the embedding) among them: Megatron's own even split of L + slots
+        embedding = ["--account-for-embedding-in-pipeline-split"] if slots == 2 else []
+        return [*embedding, "--account-for-loss-in-pipeline-split", *vpp]
     if len(set(counts)) == 1:
-        return [opt("--num-virtual-stages-per-pipeline-rank", plan.vpp)] if plan.vpp > 1 else []
+        return vpp
     return [opt("--pipeline-model-parallel-layout", layout_string(counts))]
 
 
@@ -134,6 +143,8 @@ def unsupported(model: ModelSpec, plan: Plan) -> str | None:
         return None
     if plan.vpp > 1:
         return "its Mamba/hybrid stack has no interleaved schedule (vpp > 1)"
+    if end_slots(model.layers, plan.pp):
+        return f"its hybrid stack cannot leave a stage without layers (pp {plan.pp} > {model.layers} layers)"
     if first_last(stage_layout(model.layers, plan.pp)) is None:
         return (f"its hybrid stack takes first/last-stage layer counts only, and the stages "
                 f"{stage_layout(model.layers, plan.pp)} differ in the middle")

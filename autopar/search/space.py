@@ -3,7 +3,8 @@
 The values tried (the *domain*): tp and cp powers of two (tp up to the node
 size), every pp dividing the rest (dp follows from the GPU count), micro-batch
 sizes 1-16 in powers of two, interleaving depths 2, 4 and every even split of a
-stage's layers, sequence parallelism on or off when tp > 1, every ep dividing
+stage's layers, pp up to the layers (plus the embedding and the loss on stacks
+that count them as pipeline layers), sequence parallelism on or off when tp > 1, every ep dividing
 the experts, etp 1 or tp, every recompute mode, ZeRO 1-3 (ZeRO-0 only when
 pinned: see planner.py), ring CP (all-gather CP is tried on the leading plans).
 
@@ -26,6 +27,7 @@ from autopar.spec.plan import (
     Plan,
     batch_rule,
     cp_rule,
+    end_slots_allowed,
     ep_rule,
     etp_rule,
     pp_rule,
@@ -65,7 +67,10 @@ def powers_of_two(limit: int) -> list[int]:
 
 def virtual_stages(layers: int, pp: int) -> list[int]:
     """Interleaving depths worth trying: 2 and 4 (chunks may differ by one layer, as Megatron's
-    --pipeline-model-parallel-layout allows), and every even split of the stage's layers."""
+    --pipeline-model-parallel-layout allows), and every even split of the stage's layers. Depths with
+    more chunks than layers, which stacks that count the embedding and the loss accept (spec/plan.py
+    end_slots_allowed), are estimated and launched but not tried: timing them slows the search by about
+    5% at 12,288-15,360 GPUs, past its 1 s budget (benchmarks/search_speed.py --sweep)."""
     even = divisors(layers // pp) if layers % pp == 0 else []
     return sorted({v for v in (2, 4, *even) if v > 1 and pp * v <= layers})
 
@@ -100,6 +105,7 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object],
     ZeRO stage left at defaults."""
     fixed = stack_limits(stack, fixed)
     over_tp = stack.ep_over_tp
+    ends = end_slots_allowed(stack)
     moe = model.moe
     gpn = min(job.gpus_per_node, job.gpus)
     for tp in choices(fixed, "tp", [t for t in powers_of_two(gpn) if tp_rule(model, job, t) is None]):
@@ -107,7 +113,7 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object],
             if job.gpus % (tp * cp):
                 continue
             rest = job.gpus // (tp * cp)
-            for pp in choices(fixed, "pp", [p for p in divisors(rest) if pp_rule(model, p) is None]):
+            for pp in choices(fixed, "pp", [p for p in divisors(rest) if pp_rule(model, p, ends=ends) is None]):
                 dp = rest // pp
                 if rest % pp or ("dp" in fixed and fixed["dp"] != dp) or batch_rule(job, dp, 1):
                     continue
@@ -116,7 +122,8 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object],
                 etps = [e for e in {1, tp} if etp_rule(model, tp=tp, etp=e) is None] if moe else [1]
                 for mbs in choices(fixed, "mbs", [b for b in MICRO_BATCH_SIZES if batch_rule(job, dp, b) is None]):
                     m = job.global_batch // (dp * mbs)
-                    vpps = [v for v in [1, *virtual_stages(model.layers, pp)] if vpp_rule(model, pp=pp, vpp=v, microbatches=m) is None]
+                    vpps = [v for v in [1, *virtual_stages(model.layers, pp)]
+                            if vpp_rule(model, pp=pp, vpp=v, microbatches=m, ends=ends) is None]
                     sps = [s for s in ([True, False] if tp > 1 else [False]) if sp_rule(model, tp=tp, sp=s) is None]
                     knobs = product(choices(fixed, "vpp", vpps), choices(fixed, "sp", sps),
                                     choices(fixed, "ep", eps), choices(fixed, "etp", sorted(etps)))

@@ -18,6 +18,9 @@ RECOMPUTE = ("none", "selective", "full")
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 ZERO_STAGES = (0, 1, 2, 3)
 CP_COMMS = ("ring", "allgather")
+# pipeline slots that are not decoder layers, where a stack counts them (StackProfile.pipeline_counts_embedding):
+# the embedding and the loss (Megatron-Core's account_for_{embedding,loss}_in_pipeline_split)
+END_SLOTS = 2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,8 +117,19 @@ def gpus_rule(job: Job, *, dp: int, tp: int, pp: int, cp: int) -> str | None:
     return None
 
 
-def pp_rule(model: ModelSpec, pp: int) -> str | None:
-    return f"pp ({pp}) exceeds the number of layers ({model.layers})" if pp > model.layers else None
+def end_slots_allowed(stack: StackProfile | None) -> int:
+    """Pipeline chunks a plan may have beyond the decoder layers on `stack`: END_SLOTS where it counts the
+    embedding and the loss as pipeline layers (cost/pipeline.py chunk_sizes), else 0."""
+    return END_SLOTS if stack is not None and stack.pipeline_counts_embedding else 0
+
+
+def pp_rule(model: ModelSpec, pp: int, *, ends: int = 0) -> str | None:
+    """At least one pipeline slot per stage: a decoder layer, or (`ends` of them) the embedding or the loss."""
+    if pp <= model.layers + ends:
+        return None
+    if ends:
+        return f"pp ({pp}) exceeds the number of layers ({model.layers}) plus the embedding and the loss"
+    return f"pp ({pp}) exceeds the number of layers ({model.layers})"
 
 
 def batch_rule(job: Job, dp: int, mbs: int) -> str | None:
@@ -124,14 +138,16 @@ def batch_rule(job: Job, dp: int, mbs: int) -> str | None:
     return None
 
 
-def vpp_rule(model: ModelSpec, *, pp: int, vpp: int, microbatches: int) -> str | None:
-    """Interleaving: at least one layer per virtual stage, micro-batches in whole groups of pp."""
+def vpp_rule(model: ModelSpec, *, pp: int, vpp: int, microbatches: int, ends: int = 0) -> str | None:
+    """Interleaving: at least one slot per virtual stage (a decoder layer, or `ends` of them the
+    embedding or the loss), micro-batches in whole groups of pp."""
     if vpp == 1:
         return None
     if pp == 1:
         return "vpp > 1 needs pp > 1"
-    if model.layers < pp * vpp:
-        return f"pp*vpp ({pp}*{vpp}) exceeds the number of layers ({model.layers})"
+    if model.layers + ends < pp * vpp:
+        plus = " plus the embedding and the loss" if ends else ""
+        return f"pp*vpp ({pp}*{vpp}) exceeds the number of layers ({model.layers}){plus}"
     if microbatches % pp:
         return f"interleaving needs the micro-batch count ({microbatches}) to be a multiple of pp ({pp})"
     return None
@@ -224,12 +240,13 @@ def plan_errors(plan: Plan, model: ModelSpec, job: Job, stack: StackProfile | No
         modules_rule(model, recompute=p.recompute, modules=p.recompute_modules),
         gpus_rule(job, dp=p.dp, tp=p.tp, pp=p.pp, cp=p.cp),
         tp_rule(model, job, p.tp),
-        pp_rule(model, p.pp),
+        pp_rule(model, p.pp, ends=end_slots_allowed(stack)),
         cp_rule(model, job, p.tp, p.cp),
         batch_rule(job, p.dp, p.mbs),
     ]
     if not checks[-1]:
-        checks.append(vpp_rule(model, pp=p.pp, vpp=p.vpp, microbatches=p.microbatches(job)))
+        checks.append(vpp_rule(model, pp=p.pp, vpp=p.vpp, microbatches=p.microbatches(job),
+                               ends=end_slots_allowed(stack)))
     over_tp = stack is not None and stack.ep_over_tp
     checks += [ep_rule(model, dp=p.dp, cp=p.cp, ep=p.ep, tp=p.tp, etp=p.etp, ep_over_tp=over_tp),
                etp_rule(model, tp=p.tp, etp=p.etp), sp_rule(model, tp=p.tp, sp=p.sp)]
