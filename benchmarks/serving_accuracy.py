@@ -30,6 +30,7 @@ import csv
 import dataclasses
 import functools
 import itertools
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -42,15 +43,29 @@ from autopar.cost.serve import gemm_dtype, prefill_time
 from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.errors import SpecError
 from autopar.io.models import load_model
+from autopar.io.profiles import builtin_names as builtin_profile_names
 from autopar.io.profiles import load_hardware as _load_hardware
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
 
 HERE = Path(__file__).parent
 load_hardware = functools.lru_cache(maxsize=None)(_load_hardware)
-MODELS = {"Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
-          "meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama3.1-8b"}
-SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm"}
+
+
+def profile_for_system(system: str) -> str | None:
+    """The built-in hardware profile of a file's system name, or None: the same GPU and one name's
+    remaining parts a prefix of the other's (h100_sxm -> h100-sxm, b200_sxm -> b200, a100_sxm ->
+    a100-sxm-80g; h100_pcie, h20 and gb200 have none)."""
+    def parts(name: str) -> list[str]:
+        return [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+
+    want = parts(system)
+    for name in builtin_profile_names():
+        have = parts(name)
+        n = min(len(want), len(have))
+        if want and want[:n] == have[:n]:
+            return name
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,12 +102,26 @@ def _fitted_version(name: str, version: str) -> str:
         return serve_frameworks.DEFAULT_VERSION[name]
 
 
-def load_rows(path: Path) -> list[Row]:
+def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
+    """The file's rows that autopar can describe; the others' reasons go to `skipped` (one line per reason)."""
     rows = []
     models: dict[str, ModelSpec] = {}
+    reasons: dict[str, int] = {}
     with path.open() as f:
         for r in csv.DictReader(f):
-            model = models.setdefault(r["model_path"], load_model(MODELS[r["model_path"]]))
+            hw_name = profile_for_system(r["system"])
+            why = (f"framework {r['backend']!r} is not modelled" if r["backend"] not in serve_frameworks.DEFAULT_VERSION
+                   else f"no built-in profile for system {r['system']!r}" if hw_name is None else "")
+            if not why and r["model_path"] not in models:
+                try:
+                    models[r["model_path"]] = load_model(r["model_path"])
+                except SpecError:
+                    why = f"no built-in preset for model {r['model_path']!r}"
+            if why:
+                reasons[why] = reasons.get(why, 0) + 1
+                continue
+            assert hw_name is not None
+            model = models[r["model_path"]]
             weights = "fp8" if r["gemm_quant_mode"] else "bf16"
             version = _fitted_version(r["backend"], r["backend_version"])
             if r["mode"] == "disagg":
@@ -114,8 +143,10 @@ def load_rows(path: Path) -> list[Row]:
             wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
             label = f"{model.name} {weights} {layout} {wl.isl}/{wl.osl} c{conc}"
             rows.append(Row(key=(r["backend"], r["system"], r["mode"]), label=label, model=model,
-                            model_key=r["model_path"], hw_name=SYSTEMS[r["system"]], dep=dep, wl=wl,
+                            model_key=r["model_path"], hw_name=hw_name, dep=dep, wl=wl,
                             ttft_ms=float(r["silicon_ttft_ms"]), tpot_ms=float(r["silicon_tpot_ms"])))
+    if skipped is not None:
+        skipped.extend(f"{why} ({n} rows)" for why, n in sorted(reasons.items()))
     return rows
 
 
@@ -282,7 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--logo", action="store_true",
                     help="leave one (GPU, model) group out of each fit and score it (minutes)")
     args = ap.parse_args(argv)
-    rows = load_rows(args.csv)
+    skipped: list[str] = []
+    rows = load_rows(args.csv, skipped)
+    if skipped:
+        print(f"rows not scored, autopar cannot describe them ({len(skipped)} reasons):")
+        for line in skipped:
+            print(f"  {line}")
     for item in args.fit:
         name, version = item.split("@")
         print(item, fit(rows, (name, version)))

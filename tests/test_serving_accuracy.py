@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from autopar.io.models import load_model
@@ -36,3 +38,29 @@ def test_strata_buckets_concurrency_by_powers_of_two() -> None:
     n, bias, mape, _ = out["vllm", "h100_sxm", 1024, 8]
     errs = [(e.ttft_s * 1e3 - 100.0) / 100.0 for e in est[:2]]
     assert n == 2 and bias == pytest.approx(sum(errs) / 2) and mape == pytest.approx(sum(map(abs, errs)) / 2)
+
+
+@pytest.mark.parametrize(("system", "profile"), [("h100_sxm", "h100-sxm"), ("h200_sxm", "h200-sxm"), ("b200_sxm", "b200"),
+                                                 ("a100_sxm", "a100-sxm-80g"), ("h100_pcie", None), ("h20", None),
+                                                 ("gb200", None)])
+def test_a_system_name_finds_the_profile_of_the_same_gpu(system: str, profile: str | None) -> None:
+    assert sa.profile_for_system(system) == profile
+
+
+def test_rows_autopar_cannot_describe_are_counted_not_fatal(tmp_path: Path) -> None:
+    with open(sa.HERE / "data" / "serving_runs.csv") as f:
+        head = f.readline()
+    cols = head.strip().split(",")
+    good = {c: "" for c in cols} | {"backend": "vllm", "backend_version": "0.12.0", "model_path": "Qwen/Qwen3-32B",
+                                     "system": "b200_sxm", "mode": "agg", "isl": "1024", "osl": "128", "batch_size": "8",
+                                     "tp_size": "2", "silicon_ttft_ms": "100", "silicon_tpot_ms": "10"}
+    others = [good | {"model_path": "Qwen/Qwen2.5-72B-Instruct"}, good | {"system": "gb200"},
+              good | {"system": "gb200"}, good | {"backend": "lmdeploy"}]
+    path = tmp_path / "rows.csv"
+    path.write_text(head + "".join(",".join(r[c] for c in cols) + "\n" for r in [good, *others]))
+    skipped: list[str] = []
+    rows = sa.load_rows(path, skipped)
+    assert [(r.model.name, r.hw_name, r.dep.engine.tp, r.wl.concurrency) for r in rows] == [("qwen3-32b", "b200", 2, 8)]
+    assert skipped == ["framework 'lmdeploy' is not modelled (1 rows)",
+                       "no built-in preset for model 'Qwen/Qwen2.5-72B-Instruct' (1 rows)",
+                       "no built-in profile for system 'gb200' (2 rows)"]

@@ -3,6 +3,7 @@ config.json, or a folder holding one; all become a :class:`ModelSpec`."""
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,12 @@ def load_model(ref: str) -> ModelSpec:
     if path.suffix.lower() in (".yaml", ".yml") or path.exists():
         return from_yaml_mapping(load_mapping(path), where=named(path))
     names = preset_names()
+    if re.fullmatch(r"[\w-][\w.-]*/[\w.-]+", ref) and ref not in names:  # a Hugging Face repo id
+        found = preset_for_hf_id(ref)
+        if found is None:
+            raise SpecError(f"unknown model '{named(ref)}': no file by that name, and no built-in preset has this architecture (see "
+                            "`autopar models`); pass the repo's config.json (or its folder) instead")
+        ref = found
     if ref in names:
         preset = resources.files("autopar") / "data" / "presets" / f"{ref}.yaml"
         with resources.as_file(preset) as p:
@@ -43,6 +50,34 @@ def load_model(ref: str) -> ModelSpec:
         f"unknown model '{named(ref)}'{did_you_mean(ref, names)}: give a preset name (see `autopar models`), "
         "a model .yaml file or a Hugging Face config.json"
     )
+
+
+# Suffixes a Hugging Face repo adds to a model's name that leave its architecture as it is: the tuned
+# variant (Instruct, Chat, Base, it), the weight format (FP8, FP4, AWQ, ...), a release date
+# (Qwen3-...-2507, DeepSeek-V3-0324), a version (Mixtral-...-v0.1) and a context tag (-8K).
+_VARIANT = re.compile(r"[-_.](instruct|chat|base|it|hf|fp8|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|dynamic"
+                      r"|\d{4}|v\d+(\.\d+)*|\d+k)$", re.IGNORECASE)
+# Released under another name with a preset's architecture (their config.json matches it):
+# DeepSeek-R1 is trained from DeepSeek-V3-Base (arXiv:2501.12948 sec. 2.2); Llama 3.3 70B has the
+# Llama 3.1 70B shape (meta-llama/Llama-3.3-70B-Instruct config.json: 80 layers, 8192 hidden, 64/8 heads).
+_SAME_ARCHITECTURE = {"deepseekr1": "deepseek-v3", "llama3370b": "llama3.1-70b"}
+
+
+def _stem(name: str) -> str:
+    """A model name without its variant suffixes and punctuation: Llama-3.1-8B-Instruct-FP8 -> llama318b."""
+    while (m := _VARIANT.search(name)) is not None and m.start() > 0:
+        name = name[: m.start()]
+    stem = re.sub(r"[^a-z0-9]", "", name.lower())
+    return stem.removeprefix("meta") if stem.startswith("metallama") else stem
+
+
+def preset_for_hf_id(hf_id: str) -> str | None:
+    """The preset a Hugging Face repo id (org/name) names, or None: meta-llama/Llama-3.1-8B-Instruct -> llama3.1-8b."""
+    stem = _stem(hf_id.rsplit("/", 1)[-1])
+    if not stem:
+        return None
+    by_stem = {_stem(n): n for n in preset_names()} | _SAME_ARCHITECTURE
+    return by_stem.get(stem)
 
 
 def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:

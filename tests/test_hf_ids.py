@@ -1,0 +1,42 @@
+"""A Hugging Face repo id names a built-in preset (`autopar serve suggest Qwen/Qwen3-32B-FP8`):
+the variant suffixes a repo adds (Instruct, FP8, a date, a version) do not change the architecture."""
+
+from __future__ import annotations
+
+import pytest
+
+from autopar.errors import SpecError
+from autopar.io.models import load_model, preset_for_hf_id
+
+
+@pytest.mark.parametrize(("hf_id", "preset"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama3.1-8b"),
+    ("nvidia/Llama-3.1-8B-Instruct-FP8", "llama3.1-8b"),
+    ("meta-llama/Meta-Llama-3-70B-Instruct", "llama3-70b"),
+    ("Qwen/Qwen3-235B-A22B-FP8", "qwen3-235b-a22b"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b"),
+    ("Qwen/Qwen3-32B", "qwen3-32b"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+    ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),
+    ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),  # the V3 architecture, config.json for config.json
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama3.1-70b"),  # the 3.1 70B shape
+    ("openai/gpt-oss-120b", "gpt-oss-120b"),
+    ("nvidia/Nemotron-H-8B-Base-8K", "nemotron-h-8b"),
+])
+def test_a_repo_id_finds_its_preset(hf_id: str, preset: str) -> None:
+    assert preset_for_hf_id(hf_id) == preset
+    assert load_model(hf_id).name == preset
+
+
+@pytest.mark.parametrize("hf_id", ["Qwen/Qwen2.5-72B-Instruct", "meta-llama/Llama-3.1-8"])
+def test_a_repo_id_without_a_preset_is_a_one_line_error(hf_id: str) -> None:
+    assert preset_for_hf_id(hf_id) is None
+    with pytest.raises(SpecError, match=r"no built-in preset has this architecture.*config\.json"):
+        load_model(hf_id)
+
+
+
+def test_a_missing_file_is_named_as_missing_too() -> None:
+    assert preset_for_hf_id("org/") is None
+    with pytest.raises(SpecError, match=r"^unknown model 'models/missing': no file by that name, and no built-in"):
+        load_model("models/missing")
