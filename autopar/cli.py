@@ -156,15 +156,9 @@ QosOpt = Annotated[str | None, typer.Option(help="SLURM quality of service for -
 
 
 def _console() -> Console:
-    from rich.console import Console
+    from autopar.render.text import console
 
-    from autopar.io.streams import broken_pipe
-
-    console = Console(highlight=False, soft_wrap=True)
-    setattr(console, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; io/streams.py says why, exit 3  # noqa: B010
-    if not console.is_terminal:  # piped or captured: don't squeeze tables into 80 columns
-        console.width = 160
-    return console
+    return console()  # 80 columns piped, at most 80 on a terminal
 
 
 @app.command()
@@ -217,6 +211,7 @@ def suggest(
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen
+            from autopar.render.text import say
 
             if plot is not None:
                 raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
@@ -233,7 +228,7 @@ def suggest(
                 report_varlen.render_suggestion(_console(), varlen_result, top)
                 if launched is not None:
                     report.render_launch(_console(), launched)
-                    _console().print(f"launch: {note}")
+                    say(_console(), f"launch: {note}", markup=False)
             return
         with progress_after("searching plans", enabled=not json_out) as tick:
             result = advise.suggest(ctx, progress=tick)
@@ -330,6 +325,7 @@ def estimate(
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen
+            from autopar.render.text import say
 
             dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
             explained = advise_varlen.explain_varlen(ctx, dist, lambda c: explain_plan(c).estimate,
@@ -343,7 +339,7 @@ def estimate(
                 report_varlen.render_explained(_console(), explained)
                 if launched is not None:
                     report.render_launch(_console(), launched)
-                    _console().print(f"launch: {note}")
+                    say(_console(), f"launch: {note}", markup=False)
             return
         result = explain_plan(ctx)
         launched = launch.prepare(want, result.ctx, result.estimate.plan)
@@ -358,67 +354,73 @@ def estimate(
 @app.command("models")
 def models_cmd() -> None:
     """List the built-in model presets."""
-    from rich.table import Table
-
     from autopar.io.models import load_model, preset_names
+    from autopar.render.text import say, table
 
     try:
-        table = Table("name", "family", "params (active)", "layers", "hidden", "heads/kv", "seq / max", "source")
+        t = table("name", "family", "params (active)", "layers", "hidden", "heads/kv", "seq/max",
+                  left=("name", "family", "params (active)"), wrap=("family", "params (active)"))
         for name in preset_names():
             m = load_model(name)
             params = f"{m.total_params() / 1e9:.1f}B" + (f" ({m.active_params() / 1e9:.1f}B)" if m.moe else "")
-            source = m.source if len(m.source) <= 60 else m.source[:59] + "…"
-            table.add_row(name, m.family(), params, str(m.layers), str(m.hidden_size),
-                          f"{m.num_attention_heads}/{m.num_kv_heads}", f"{m.seq_len}/{m.max_seq_len}", source)
+            t.add_row(name, m.family(), params, str(m.layers), str(m.hidden_size),
+                      f"{m.num_attention_heads}/{m.num_kv_heads}", f"{m.seq_len}/{m.max_seq_len}")
     except AutoparError as exc:
         _fail(exc)
-    _console().print(table)
-    _console().print("full citations: the `source:` field of each preset in autopar/data/presets/")
+    console = _console()
+    console.print(t)
+    say(console, "sources and citations: the `source:` field of each preset in autopar/data/presets/", markup=False)
 
 
 @app.command("hardware")
 def hardware_cmd() -> None:
     """List the built-in hardware profiles."""
-    from rich.table import Table
-
     from autopar.io.profiles import builtin_names, load_hardware
+    from autopar.render.text import say, table
     from autopar.spec.hardware import DEFAULT_HARDWARE
 
     try:
-        table = Table("name", "GPU", "memory GiB", "bf16 TFLOP/s", "GPUs/node", "description")
+        t = table("name", "GPU", "GiB", "bf16 TFLOP/s", "GPUs/node", left=("name", "GPU"), wrap=("GPU",))
+        described = []
         for name in builtin_names():
             hw = load_hardware(name)
-            table.add_row(name, hw.gpu_name, f"{hw.memory_bytes / 2**30:.1f}", f"{hw.peak('bf16') / 1e12:.0f}",
-                          str(hw.gpus_per_node), hw.description)
+            t.add_row(name, hw.gpu_name, f"{hw.memory_bytes / 2**30:.1f}", f"{hw.peak('bf16') / 1e12:.0f}",
+                      str(hw.gpus_per_node))
+            described.append(f"{name}: {hw.description}")
     except AutoparError as exc:
         _fail(exc)
-    _console().print(table)
-    _console().print(f"default when no --hardware and no saved profile: {DEFAULT_HARDWARE}")
+    console = _console()
+    console.print(t)
+    for line in described:
+        say(console, line, markup=False)
+    say(console, f"default when no --hardware and no saved profile: {DEFAULT_HARDWARE}")
 
 
 @app.command("stacks")
 def stacks_cmd() -> None:
     """List the execution stacks and what each one assumes."""
-    from rich.table import Table
-
     from autopar.io.stacks import DEFAULT_STACK, builtin_stacks, load_stack
+    from autopar.render.text import say, table
 
     try:
-        table = Table("name", "kernels", "overlap tp/cp/ep", "DP sync", "ZeRO", "axes", box=None,
-                      pad_edge=False, padding=(0, 1), show_edge=False)
+        t = table("name", "kernels", "overlap", "DP sync", "ZeRO", "axes",
+                  left=("name", "kernels", "overlap", "DP sync", "ZeRO", "axes"), wrap=("kernels", "DP sync"))
         for name in builtin_stacks():
             s = load_stack(name)
             overlaps = f"{s.tp_overlap:.2f}/{'y' if s.cp_overlap else 'n'}/{'y' if s.ep_overlap else 'n'}"
             sync = "per block" if s.dp_granularity == "layer" else (f"{s.dp_bucket_params / 1e6:.0f}M bucket"
                                                                   if s.dp_bucket_params else "one pass")
-            table.add_row(name, s.attention_kernel + ("" if s.compiled else " eager"), overlaps, sync,
-                          ",".join(map(str, s.zero_stages)), ",".join(s.parallelisms) + ("+vpp" if s.vpp else ""))
+            t.add_row(name, s.attention_kernel + ("" if s.compiled else " eager"), overlaps, sync,
+                      ",".join(map(str, s.zero_stages)), ",".join(s.parallelisms) + ("+vpp" if s.vpp else ""))
+        launchers = ", ".join(f"{n}: {load_stack(n).launcher}" for n in builtin_stacks())
     except AutoparError as exc:
         _fail(exc)
     console = _console()
-    console.print(table)
-    console.print("--emit follows the stack:\n  " + ", ".join(f"{n}: {load_stack(n).launcher}" for n in builtin_stacks()))
-    console.print(f"default when no --stack: {DEFAULT_STACK}\nwhat each assumes, cited: autopar/data/stacks/NAME.yaml")
+    console.print(t)
+    say(console, "overlap: share of TP communication hidden / CP ring hidden / MoE all-to-all hidden (y/n)")
+    say(console, f"--emit follows the stack: {launchers}", markup=False)
+    say(console, f"default when no --stack: {DEFAULT_STACK}")
+    say(console, "what each assumes, cited: autopar/data/stacks/NAME.yaml")
 
 
 @app.command("schema")

@@ -44,12 +44,9 @@ def _fail(exc: AutoparError) -> NoReturn:
 
 
 def _console() -> Console:
-    from rich.console import Console
+    from autopar.render.text import console
 
-    console = Console(highlight=False, soft_wrap=True)
-    if not console.is_terminal:
-        console.width = 160
-    return console
+    return console()
 
 
 @serve_app.command("estimate")

@@ -215,7 +215,8 @@ def build(req: LaunchRequest, ctx: Context, plans: Sequence[Plan], *, extra_args
     nnodes, nproc = node_layout(ctx.job)
     notes = chosen + _notes(req, ctx, plan)
     if req.kind.startswith("slurm"):
-        line = _command(req, ctx, plan, endpoint="$MASTER_ADDR:29500", multiline=False, extra_args=extra_args)
+        # the command one flag a line inside srun's `bash -c '...'`: the inner shell joins the lines
+        line = _command(req, ctx, plan, endpoint="$MASTER_ADDR:29500", multiline=True, extra_args=extra_args)
         text = slurm_script(line, nnodes=nnodes, nproc_per_node=nproc, job_name=job_name(ctx.model.name),
                             options=req.slurm)
         return Launch(kind=req.kind, framework=FRAMEWORK[req.kind], text=text, line=text, nnodes=nnodes,

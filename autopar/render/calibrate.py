@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from typing import TYPE_CHECKING, Any
 
 from autopar.calibrate.compare import Row, step_stats
+from autopar.render.text import WIDTH, wrap
 
 if TYPE_CHECKING:
     from autopar.calibrate.command import Calibration
@@ -74,10 +74,7 @@ def lines(c: Calibration) -> list[str]:
         out.append("  on CPU step times inform, they decide nothing (shared cores); bytes are exact")
     for note in run.notes:
         out.append(f"  note: {note}")
-    wrapped: list[str] = []
-    for line in out:
-        wrapped += textwrap.wrap(line, width=80, subsequent_indent="    ") if len(line) > 80 else [line]
-    return wrapped
+    return [t.plain for line in out for t in wrap(line, width=WIDTH, indent=4, markup=False)]
 
 
 def saved_line(saved: Saved) -> str:
@@ -85,7 +82,7 @@ def saved_line(saved: Saved) -> str:
     clipped = f" (clipped from {saved.raw_factor:.3f})" if abs(saved.raw_factor - c.factor) > 1e-4 else ""
     text = (f"saved to {saved.path}: {c.name} = {c.factor:g}{clipped} over the fused formula; suggest and "
             "estimate apply it and say so")
-    return "\n".join(textwrap.wrap(text, width=80, subsequent_indent="  "))
+    return "\n".join(t.plain for t in wrap(text, width=WIDTH, indent=2, markup=False))
 
 
 def as_json(runs: tuple[Calibration, ...], saved: Saved | None = None) -> str:

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from autopar.advise.train import Explained
 from autopar.render.schedule import Slot, timeline_ends
+from autopar.render.text import wrap
 
 GIB = 2**30
 
@@ -226,5 +227,6 @@ def render_explain(console: Console, x: Explained) -> None:
     bar_width = max(20, min(width - 2, 100))
     for block in (schedule_picture(x, width), time_bar(x, bar_width), memory_bar(x, bar_width)):
         console.print()
-        for line in block:  # bars and stage rows are cut to the width; captions wrap
-            console.print(line, soft_wrap=False)
+        for line in block:  # bars and stage rows are drawn to the width; captions wrap
+            for piece in wrap(line, width=width) if line.cell_len > width else [line]:
+                console.print(piece, soft_wrap=True)

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
 
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
+from autopar.render.text import say, shell_text, table
 
 if TYPE_CHECKING:
     from autopar.advise.launch import Launch
@@ -96,29 +96,31 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs" if launch.nnodes > 1
              else f"1 node, {launch.nproc_per_node} GPUs")
     for note in launch.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+        say(console, f"note: {note}", markup=False)
     if launch.path is not None:
-        console.print(f"launch: {launch.framework} {what} ({where}) written to {launch.path}", markup=False)
+        say(console, f"launch: {launch.framework} {what} ({where}) written to {launch.path}", markup=False)
         return
-    run = ("; run it on every node with MASTER_ADDR set to the first node's address"
-           if launch.nnodes > 1 and not launch.kind.startswith("slurm") else "")
-    console.print(f"\n[bold]launch[/]: {launch.framework} {what} ({where}){run}")
-    console.print(launch.text, markup=False, highlight=False)
+    console.print()
+    say(console, f"[bold]launch[/]: {launch.framework} {what} ({where})")
+    if launch.nnodes > 1 and not launch.kind.startswith("slurm"):
+        say(console, "run it on every node with MASTER_ADDR set to the first node's address")
+    console.print(shell_text(launch.text, width=console.width), markup=False, highlight=False)
 
 
 def _header(console: Console, ctx: Context) -> None:
     j, m = ctx.job, ctx.model
     batch = f"{j.global_batch} sequences" + (" (default: about 4M tokens)" if ctx.batch_defaulted else "")
-    console.print(f"[bold]{m.name}[/] ({m.total_params() / 1e9:.1f}B parameters) on {j.gpus} x {ctx.hw.gpu_name}")
-    console.print(f"hardware: {ctx.hw.name} — {ctx.hw_reason}")
+    say(console, f"[bold]{m.name}[/] ({m.total_params() / 1e9:.1f}B parameters) on {j.gpus} x {ctx.hw.gpu_name}")
+    say(console, f"hardware: {ctx.hw.name} — {ctx.hw_reason}")
     for c in ctx.hw.corrections:
-        console.print(f"corrected by autopar calibrate: {c.describe()}")
-    console.print(f"stack: {ctx.stack.name} — {ctx.stack_reason}")
-    console.print(f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, {j.dtype}")
+        say(console, f"corrected by autopar calibrate: {c.describe()}")
+    say(console, f"stack: {ctx.stack.name} — {ctx.stack_reason}")
+    say(console, f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, "
+        f"{j.dtype}")
     if ctx.memory_fraction < 1.0:
         whole = ctx.gpu_memory_bytes or ctx.hw.memory_bytes
-        console.print(f"memory: plans may use {ctx.hw.memory_bytes / GIB:.1f} of {whole / GIB:.1f} GiB per GPU "
-                      f"({ctx.memory_fraction:.0%}, --max-memory-fraction)")
+        say(console, f"memory: plans may use {ctx.hw.memory_bytes / GIB:.1f} of {whole / GIB:.1f} GiB per GPU "
+            f"({ctx.memory_fraction:.0%}, --max-memory-fraction)")
 
 
 def plan_label(est: Estimate) -> str:
@@ -156,28 +158,26 @@ def render_suggestion(
     _header(console, s.ctx)
     r = s.result
     for warning in s.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
-    console.print(f"searched {r.considered} plans in {s.search_s:.2f} s; {r.feasible} fit in "
-                  f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
+        say(console, f"[yellow]warning:[/] {warning}")
+    say(console, f"searched {r.considered} plans in {s.search_s:.2f} s; {r.feasible} fit in "
+        f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
     shown = distinct_layouts(r.ranked, top)
-    table = Table(title=f"top {len(shown)} layouts by tokens/s (the best variant of each; --json keeps the variants)")
-    for col in ("#", "plan", "mbs", "recompute", "zero", "step s", "tokens/s", "tok/s/GPU", "TFLOP/s/GPU", "MFU", "mem GiB"):
-        table.add_column(col, justify="left" if col in ("plan", "recompute") else "right")
+    # tokens/s and TFLOP/s per GPU are tok/s/GPU x GPUs and MFU x peak: in --json and `estimate`, not here
+    say(console, f"top {len(shown)} layouts by tokens/s (the best variant of each; --json keeps the variants):")
+    t = table("#", "plan", "mbs", "recompute", "ZeRO", "step s", "tok/s/GPU", "MFU", "GiB", left=("plan", "recompute"), wrap=("plan",))
     for i, e in enumerate(shown, 1):
-        table.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute_label, str(e.plan.zero), f"{e.step_time_s:.2f}",
-                      f"{e.tokens_per_s:,.0f}", f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.model_tflops_per_gpu:.0f}",
-                      f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
-    console.print(table)
+        t.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute_label, str(e.plan.zero), f"{e.step_time_s:.2f}",
+                  f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
+    console.print(t)
     best = r.ranked[0]
-    console.print(
-        f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute {best.plan.recompute_label}, "
-        f"ZeRO-{best.plan.zero}: {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s "
-        f"({best.tokens_per_s_per_gpu:,.0f} per GPU), MFU {best.mfu:.1%}, peak memory {best.memory.total / GIB:.1f} GiB/GPU"
-    )
-    console.print("MFU: PaLM convention (6N + 12·L·a·d·s FLOPs per token, no recompute) against the bf16 dense peak.")
+    say(console, f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute "
+        f"{best.plan.recompute_label}, ZeRO-{best.plan.zero}")
+    say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s ({best.tokens_per_s_per_gpu:,.0f} "
+        f"per GPU), MFU {best.mfu:.1%}, peak {best.memory.total / GIB:.1f} GiB/GPU")
+    say(console, "MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, bf16 dense peak")
     if plot is not None:
-        console.print(f"plot: {plot.plans} feasible plans, {plot.pareto} on the Pareto front, written to {plot.path}",
-                      markup=False)
+        say(console, f"plot: {plot.plans} feasible plans, {plot.pareto} on the Pareto front, written to {plot.path}",
+            markup=False)
     render_launch(console, launch)
 
 
@@ -185,21 +185,17 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
     _header(console, x.ctx)
     e = x.estimate
     p = e.plan
-    console.print(f"plan: {plan_label(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute {p.recompute_label}, "
-                  f"ZeRO-{p.zero}")
-    t = Table(title=f"step time {e.step_time_s:.3f} s")
-    t.add_column("component")
-    t.add_column("seconds", justify="right")
-    t.add_column("share", justify="right")
+    say(console, f"plan: {plan_label(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute "
+        f"{p.recompute_label}, ZeRO-{p.zero}")
+    t = table("component", "seconds", "share", title=f"step time {e.step_time_s:.3f} s", left=("component",), wrap=("component",))
     labels = {"compute": "compute", "tp_comm": "exposed TP comm", "cp_comm": "exposed CP comm",
               "ep_comm": "exposed EP all-to-all", "pp_comm": "exposed PP p2p", "dp_comm": "exposed DP sync",
               "bubble": "pipeline bubble", "optimizer": "optimizer step", "overlap": "overlap slowdown"}
     for key, value in e.time.as_dict().items():
         t.add_row(labels[key], f"{value:.3f}", f"{value / e.step_time_s:.1%}")
     console.print(t)
-    mem = Table(title=f"memory per GPU (worst stage): {e.memory.total / GIB:.1f} of {e.memory_capacity_bytes / GIB:.1f} GiB")
-    mem.add_column("part")
-    mem.add_column("GiB", justify="right")
+    mem = table("part", "GiB", left=("part",),
+                title=f"memory per GPU (worst stage): {e.memory.total / GIB:.1f} of {e.memory_capacity_bytes / GIB:.1f} GiB")
     for key, value in e.memory.as_gib().items():
         if key != "total":
             mem.add_row(key, f"{value:.2f}")
@@ -209,13 +205,17 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
 
         render_explain(console, x)
         console.print()
-    console.print(f"throughput: {e.tokens_per_s:,.0f} tokens/s, {e.tokens_per_s_per_gpu:,.0f} per GPU, "
-                  f"{e.model_tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {e.mfu:.1%} (PaLM convention, bf16 peak)")
+    say(console, f"throughput: {e.tokens_per_s:,.0f} tokens/s, {e.tokens_per_s_per_gpu:,.0f} per GPU, "
+        f"{e.model_tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {e.mfu:.1%} (PaLM convention, bf16 peak)")
     if e.fits:
         console.print("[green]fits in memory[/]")
     else:
         over = (e.memory.total - e.memory_capacity_bytes) / GIB
-        fix = "; ".join(f"{c} -> {g:.1f} GiB" for c, g in x.hints) or (
-            "no single change of recompute, ZeRO, mbs, tp, pp or cp on these GPUs; use more GPUs or a shorter --seq-len")
-        console.print(f"[red]does not fit: {over:.1f} GiB over[/]; what would fit: {fix}")
+        if x.hints:
+            say(console, f"[red]does not fit: {over:.1f} GiB over[/]; what would fit:")
+            for c, g in x.hints:
+                say(console, f"  {c} -> {g:.1f} GiB", indent=4, markup=False)
+        else:
+            say(console, f"[red]does not fit: {over:.1f} GiB over[/]; what would fit: no single change of recompute, "
+                "ZeRO, mbs, tp, pp or cp on these GPUs; use more GPUs or a shorter --seq-len")
     render_launch(console, launch)

@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from autopar.advise.questions import Scaling
 from autopar.render.report import context_dict, plan_dict, plan_label
+from autopar.render.text import say, table
 
 GIB = 2**30
 
@@ -29,14 +29,14 @@ def render_scaling(console: Console, s: Scaling) -> None:
     first = s.points[0].suggestion
     m, hw = first.ctx.model, first.ctx.hw
     below = f" ({', '.join(map(str, s.tried))} fit no plan)" if s.tried else ""
-    console.print(f"[bold]{m.name}[/] on {hw.gpu_name}: the fewest GPUs that fit: [bold green]{s.min_gpus}[/]{below}")
-    console.print(f"stack: {first.ctx.stack.name} — {first.ctx.stack_reason}")
-    table = Table(title="best plan as the GPU count doubles (efficiency: tokens/s per GPU against the fewest)")
-    for col in ("GPUs", "batch", "plan", "mbs", "recompute", "tokens/s", "tok/s/GPU", "MFU", "mem GiB", "efficiency"):
-        table.add_column(col, justify="left" if col in ("plan", "recompute") else "right")
+    say(console, f"[bold]{m.name}[/] on {hw.gpu_name}: the fewest GPUs that fit: [bold green]{s.min_gpus}[/]{below}")
+    say(console, f"stack: {first.ctx.stack.name} — {first.ctx.stack_reason}")
+    say(console, "best plan as the GPU count doubles (eff.: tokens/s per GPU against the fewest GPUs; total "
+        "tokens/s: --json):")
+    t = table("GPUs", "batch", "plan", "mbs", "recompute", "tok/s/GPU", "MFU", "GiB", "eff.", left=("plan", "recompute"), wrap=("plan",))
     for p in s.points:
         e = p.suggestion.result.ranked[0]
-        table.add_row(str(p.gpus), str(p.suggestion.ctx.job.global_batch), plan_label(e), str(e.plan.mbs),
-                      e.plan.recompute, f"{e.tokens_per_s:,.0f}", f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}",
-                      f"{e.memory.total / GIB:.1f}", f"{s.efficiency(p):.0%}")
-    console.print(table)
+        t.add_row(str(p.gpus), str(p.suggestion.ctx.job.global_batch), plan_label(e), str(e.plan.mbs),
+                  e.plan.recompute, f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}",
+                  f"{e.memory.total / GIB:.1f}", f"{s.efficiency(p):.0%}")
+    console.print(t)

@@ -11,6 +11,7 @@ from rich.table import Table
 from autopar.advise.serve import ServeContext
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
 from autopar.emit.serving import ServeLaunch
+from autopar.render.text import say, shell_text, table
 from autopar.search.serve import ServeSweep
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
 
@@ -80,10 +81,7 @@ _TPOT_LABELS = {"weights": "weights read", "kv": "KV cache read", "compute": "co
 
 def _breakdown(title: str, parts: dict[str, float], labels: dict[str, str]) -> Table:
     total = sum(parts.values()) or 1.0
-    t = Table(title=title)
-    t.add_column("component")
-    t.add_column("ms", justify="right")
-    t.add_column("share", justify="right")
+    t = table("component", "ms", "share", title=title, left=("component",), wrap=("component",))
     for key, value in parts.items():
         if value > 0:
             t.add_row(labels[key], f"{value * 1e3:.2f}", f"{value / total:.0%}")
@@ -92,35 +90,35 @@ def _breakdown(title: str, parts: dict[str, float], labels: dict[str, str]) -> T
 
 def header(console: Console, ctx: ServeContext) -> None:
     m = ctx.model
-    console.print(f"model: {m.name} ({m.family()}, {m.total_params() / 1e9:.1f}B params), weights {ctx.weights}, "
-                  f"KV {ctx.kv_dtype}")
-    console.print(f"hardware: {ctx.hw.name} ({ctx.hw.gpu_name}, {ctx.hw.memory_bytes / GIB:.0f} GiB) - {ctx.hw_reason}")
+    say(console, f"model: {m.name} ({m.family()}, {m.total_params() / 1e9:.1f}B params), weights {ctx.weights}, "
+        f"KV {ctx.kv_dtype}")
+    say(console, f"hardware: {ctx.hw.name} ({ctx.hw.gpu_name}, {ctx.hw.memory_bytes / GIB:.0f} GiB) - {ctx.hw_reason}")
 
 
 def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, with_header: bool = True) -> None:
     dep, wl = est.deployment, est.workload
     if with_header:
         header(console, ctx)
-    console.print(f"deployment: {dep.mode} {layout_label(dep)} on {dep.gpus} GPUs, {est.framework_label}; "
-                  f"{wl.concurrency} requests in flight, {wl.isl} in / {wl.osl} out tokens")
+    say(console, f"deployment: {dep.mode} {layout_label(dep)} on {dep.gpus} GPUs, {est.framework_label}")
+    say(console, f"workload: {wl.concurrency} requests in flight, {wl.isl} in / {wl.osl} out tokens")
     console.print(_breakdown(f"TTFT {est.ttft_s * 1e3:.0f} ms", est.ttft_parts, _TTFT_LABELS))
     console.print(_breakdown(f"TPOT {est.tpot_s * 1e3:.1f} ms", est.tpot_parts, _TPOT_LABELS))
-    console.print(f"throughput: {est.output_tokens_per_s:,.0f} output tokens/s, "
-                  f"{est.output_tokens_per_s / dep.gpus:,.0f} per GPU, {1 / est.tpot_s:.1f} tokens/s per user, "
-                  f"{est.requests_per_s:.2f} requests/s")
+    say(console, f"throughput: {est.output_tokens_per_s:,.0f} output tokens/s, "
+        f"{est.output_tokens_per_s / dep.gpus:,.0f} per GPU, {1 / est.tpot_s:.1f} tokens/s per user, "
+        f"{est.requests_per_s:.2f} requests/s")
     for pool in est.pools:
-        console.print(f"{pool.role} engines: KV cache {pool.kv_cache_tokens:,} tokens each, holds "
-                      f"{pool.max_concurrency:,} requests; {pool.weights_gib:.1f} GiB weights, "
-                      f"{pool.memory_gib_per_gpu:.1f} GiB in use per GPU")
+        say(console, f"{pool.role} engines: KV cache {pool.kv_cache_tokens:,} tokens each, holds "
+            f"{pool.max_concurrency:,} requests")
+        say(console, f"  {pool.weights_gib:.1f} GiB weights, {pool.memory_gib_per_gpu:.1f} GiB in use per GPU")
     if not est.fits:
-        console.print("[red]does not fit: the KV cache cannot hold one request beside the weights[/]")
+        say(console, "[red]does not fit: the KV cache cannot hold one request beside the weights[/]")
     elif est.saturated and wl.concurrency > est.pools[-1].max_concurrency:
-        console.print(f"[yellow]queue-saturated: {wl.concurrency} requests exceed what the KV cache holds "
-                      f"({est.pools[-1].max_concurrency}); the surplus waits for a slot[/]")
+        say(console, f"[yellow]queue-saturated: {wl.concurrency} requests exceed what the KV cache holds "
+            f"({est.pools[-1].max_concurrency}); the surplus waits for a slot[/]")
     elif est.saturated:
-        console.print("[yellow]queue-saturated: the prefill engines cannot keep up with the request rate "
-                      "(their queue grows without bound)[/]")
-    console.print(TPOT_DEFINITION)
+        say(console, "[yellow]queue-saturated: the prefill engines cannot keep up with the request rate "
+            "(their queue grows without bound)[/]")
+    say(console, TPOT_DEFINITION, markup=False)
 
 
 def _point_row(est: ServeEstimate) -> dict[str, Any]:
@@ -149,21 +147,23 @@ def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
     header(console, ctx)
-    console.print(f"searched {result.layouts} deployments on {ctx.gpus} GPUs, {len(result.points)} "
-                  f"(deployment, concurrency) points fit; targets: {targets}")
-    t = Table(title="Pareto front: output tokens/s per GPU against tokens/s per user")
-    for col in ("layout", "mode", "KV", "conc", "TTFT ms", "TPOT ms", "tok/s/GPU", "tok/s/user"):
-        t.add_column(col, justify="left" if col in ("layout", "mode", "KV") else "right")
+    say(console, f"searched {result.layouts} deployments on {ctx.gpus} GPUs, {len(result.points)} "
+        f"(deployment, concurrency) points fit")
+    say(console, f"targets: {targets}")
+    say(console, "Pareto front: output tokens/s per GPU against tokens/s per user")
+    if any(p.deployment.mode == "disagg" for p in result.pareto):
+        say(console, "xP(engine) + yD(engine): disaggregated, x prefill and y decode engines")
+    t = table("layout", "KV", "conc", "TTFT ms", "TPOT ms", "tok/s/GPU", "tok/s/user", left=("layout", "KV"), wrap=("layout",))
     for p in result.pareto:
         r = _point_row(p)
-        t.add_row(r["layout"], r["mode"], r["kv_dtype"], str(r["concurrency"]), f"{r['ttft_ms']:.0f}",
+        t.add_row(r["layout"], r["kv_dtype"], str(r["concurrency"]), f"{r['ttft_ms']:.0f}",
                   f"{r['tpot_ms']:.1f}", f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.1f}")
     console.print(t)
     best = result.best
     if best is None:
         return
-    console.print(f"recommended: {best.deployment.mode} {layout_label(best.deployment)}, KV {best.deployment.kv_dtype}, "
-                  f"concurrency {best.workload.concurrency} ({best.framework_label})")
+    say(console, f"recommended: {best.deployment.mode} {layout_label(best.deployment)}, KV {best.deployment.kv_dtype}, "
+        f"concurrency {best.workload.concurrency} ({best.framework_label})")
     render_estimate(console, ctx, best, with_header=False)
 
 
@@ -175,5 +175,5 @@ def launch_dict(launched: ServeLaunch | None) -> dict[str, Any]:
 
 
 def render_launch(console: Console, launched: ServeLaunch) -> None:
-    console.print(f"launch ({launched.framework}) and a benchmark that reproduces the workload:")
-    console.print(launched.text(), markup=False, highlight=False)
+    say(console, f"launch ({launched.framework}) and a benchmark that reproduces the workload:", markup=False)
+    console.print(shell_text(launched.text(), width=console.width), markup=False, highlight=False)

@@ -10,11 +10,11 @@ import json
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from autopar import varlen
 from autopar.advise.varlen import VarlenCandidate, VarlenExplained, VarlenSuggestion
 from autopar.render.report import context_dict, plan_dict, plan_label
+from autopar.render.text import say, table
 
 SPARK = " ▁▂▃▄▅▆▇█"
 
@@ -58,16 +58,15 @@ def suggestion_json(v: VarlenSuggestion, top: int, launch: dict[str, Any] | None
 
 def _rows(console: Console, p: VarlenCandidate, chosen: str) -> None:
     """Every strategy on one plan: tokens/s, speed-up, MFU, imbalance, step-time percentiles."""
-    table = Table(title=f"{plan_label(p.estimate)}: every strategy (x: over naive)")
-    for col in ("strategy", "tok/s", "x", "MFU", "imbal", "p50 s", "p90 s", "p99 s"):
-        table.add_column(col, justify="left" if col == "strategy" else "right")
+    t = table("strategy", "tok/s", "x", "MFU", "imbal", "p50 s", "p90 s", "p99 s", left=("strategy",), wrap=("strategy",),
+              title=f"{plan_label(p.estimate)}: every strategy (x: over naive)")
     naive = p.results["naive"].tokens_per_s
     for name, r in p.results.items():
         label = varlen.STRATEGY_INFO[name].label + (" *" if name == chosen else "") + ("" if r.fits else " ✗")
-        table.add_row(label, f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s / naive:.2f}", f"{p.mfu[name]:.1%}",
-                      f"{r.imbalance_mean:.2f}", f"{r.step_time_p50_s:.3g}", f"{r.step_time_p90_s:.3g}",
-                      f"{r.step_time_p99_s:.3g}")
-    console.print(table)
+        t.add_row(label, f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s / naive:.2f}", f"{p.mfu[name]:.1%}",
+                  f"{r.imbalance_mean:.2f}", f"{r.step_time_p50_s:.3g}", f"{r.step_time_p90_s:.3g}",
+                  f"{r.step_time_p99_s:.3g}")
+    console.print(t)
 
 
 def launch_note(strategy: str) -> str:
@@ -84,34 +83,33 @@ def launch_note(strategy: str) -> str:
 def render_suggestion(console: Console, v: VarlenSuggestion, top: int) -> None:
     ctx = v.fixed.ctx
     info = varlen.STRATEGY_INFO[v.strategy]
-    console.print(f"[bold]{ctx.model.name}[/] on {ctx.job.gpus} x {ctx.hw.gpu_name}; hardware: {ctx.hw.name} "
-                  f"— {ctx.hw_reason}")
-    console.print(f"stack: {ctx.stack.name} — {ctx.stack_reason}")
-    console.print(f"lengths: {v.dist.source}: mean {v.dist.mean_len:,.0f}, max {v.dist.max_len:,} tokens; "
-                  f"{v.sequences_per_step:,} sequences per step, window {ctx.job.seq_len:,} tokens")
-    console.print(f"{len(v.plans)} leading layouts of the fixed-length search, ranked by [bold]{info.label}[/]: "
-                  f"{info.models}")
-    table = Table(title="tokens/s under the strategy asked for")
-    for col in ("#", "plan", "naive", info.label, "x", "imbal", "GiB"):
-        table.add_column(col, justify="left" if col == "plan" else "right")
+    say(console, f"[bold]{ctx.model.name}[/] on {ctx.job.gpus} x {ctx.hw.gpu_name}; hardware: {ctx.hw.name} "
+        f"— {ctx.hw_reason}")
+    say(console, f"stack: {ctx.stack.name} — {ctx.stack_reason}")
+    say(console, f"lengths: {v.dist.source}: mean {v.dist.mean_len:,.0f}, max {v.dist.max_len:,} tokens; "
+        f"{v.sequences_per_step:,} sequences per step, window {ctx.job.seq_len:,} tokens")
+    say(console, f"{len(v.plans)} leading layouts of the fixed-length search, ranked by [bold]{info.label}[/]: "
+        f"{info.models}")
+    t = table("#", "plan", "naive", info.label, "x", "imbal", "GiB", left=("plan",), wrap=("plan",),
+              title="tokens/s under the strategy asked for")
     for i, p in enumerate(v.plans[:top], 1):
         r, naive = p.results[v.strategy], p.results["naive"]
-        table.add_row(str(i), plan_label(p.estimate), f"{naive.tokens_per_s:,.0f}", f"{r.tokens_per_s:,.0f}",
+        t.add_row(str(i), plan_label(p.estimate), f"{naive.tokens_per_s:,.0f}", f"{r.tokens_per_s:,.0f}",
                       f"{r.tokens_per_s / naive.tokens_per_s:.2f}", f"{r.imbalance_mean:.2f}",
-                      f"{p.estimate.memory.total / 2**30:.1f}")
-    console.print(table)
+                  f"{p.estimate.memory.total / 2**30:.1f}")
+    console.print(t)
     best, fixed_best = v.plans[0], v.fixed.result.ranked[0]
     r = best.results[v.strategy]
-    console.print(f"[bold green]recommended ({info.label}):[/] {plan_label(best.estimate)}, mbs "
-                  f"{best.estimate.plan.mbs}: {r.tokens_per_s:,.0f} tokens/s, MFU {best.mfu[v.strategy]:.1%}, "
-                  f"step {r.step_time_mean_s:.3g} s (p99 {r.step_time_p99_s:.3g} s)")
+    say(console, f"[bold green]recommended ({info.label}):[/] {plan_label(best.estimate)}, mbs "
+        f"{best.estimate.plan.mbs}: {r.tokens_per_s:,.0f} tokens/s, MFU {best.mfu[v.strategy]:.1%}, "
+        f"step {r.step_time_mean_s:.3g} s (p99 {r.step_time_p99_s:.3g} s)")
     _rows(console, best, v.strategy)
     same = (best.estimate.plan.dp, best.estimate.plan.cp, best.estimate.plan.pp, best.estimate.plan.tp) == (
         fixed_best.plan.dp, fixed_best.plan.cp, fixed_best.plan.pp, fixed_best.plan.tp)
-    console.print(f"fixed-length answer: {plan_label(fixed_best)}; the length distribution picks "
-                  f"{'the same layout' if same else 'a different layout'}.")
-    console.print(f"{launch_note(v.strategy)}.")
-    console.print("*: ranked by; ✗: cannot run the longest sequence in this plan's memory.")
+    say(console, f"fixed-length answer: {plan_label(fixed_best)}; the length distribution picks "
+        f"{'the same layout' if same else 'a different layout'}.")
+    say(console, f"{launch_note(v.strategy)}.", markup=False)
+    say(console, "*: ranked by; ✗: cannot run the longest sequence in this plan's memory.")
 
 
 def _spark(values: list[float], width: int = 48) -> str:
@@ -129,21 +127,21 @@ def render_explained(console: Console, x: VarlenExplained) -> None:
     p = x.plan
     r = p.results[x.strategy]
     info = varlen.STRATEGY_INFO[x.strategy]
-    console.print(f"stack: {x.ctx.stack.name} — {x.ctx.stack_reason}")
-    console.print(f"lengths: {x.dist.source}: mean {x.dist.mean_len:,.0f}, max {x.dist.max_len:,}; "
-                  f"{x.sequences_per_step:,} sequences per step; plan {plan_label(p.estimate)}, room "
-                  f"{p.max_tokens_per_rank:,} tokens per GPU per micro-batch")
-    console.print(f"[bold]{info.label}[/]: {r.tokens_per_s:,.0f} tokens/s, MFU {p.mfu[x.strategy]:.1%}, step "
-                  f"{r.step_time_mean_s:.3g} s (p50 {r.step_time_p50_s:.3g}, p90 {r.step_time_p90_s:.3g}, p99 "
-                  f"{r.step_time_p99_s:.3g}), imbalance {r.imbalance_mean:.3f}")
+    say(console, f"stack: {x.ctx.stack.name} — {x.ctx.stack_reason}")
+    say(console, f"lengths: {x.dist.source}: mean {x.dist.mean_len:,.0f}, max {x.dist.max_len:,}; "
+        f"{x.sequences_per_step:,} sequences per step")
+    say(console, f"plan: {plan_label(p.estimate)}, room {p.max_tokens_per_rank:,} tokens per GPU per micro-batch")
+    say(console, f"[bold]{info.label}[/]: {r.tokens_per_s:,.0f} tokens/s, MFU {p.mfu[x.strategy]:.1%}, step "
+        f"{r.step_time_mean_s:.3g} s (p50 {r.step_time_p50_s:.3g}, p90 {r.step_time_p90_s:.3g}, p99 "
+        f"{r.step_time_p99_s:.3g}), imbalance {r.imbalance_mean:.3f}")
     _rows(console, p, x.strategy)
-    console.print("per-rank load in one sampled step (sorted; height = pipeline seconds / slowest rank):")
+    say(console, "per-rank load in one sampled step (sorted; height = pipeline seconds / slowest):")
     for name in varlen.STRATEGIES:
         loads = x.rank_loads[name]
         mean = sum(loads) / len(loads) if loads else 0.0
         worst = max(loads) if loads else 0.0
         console.print(f"  {varlen.STRATEGY_INFO[name].label:15} {_spark(loads)} {worst / mean if mean else 1:.2f}")
-    console.print(launch_note(x.strategy) + ".")
+    say(console, launch_note(x.strategy) + ".", markup=False)
 
 
 def explained_json(x: VarlenExplained, launch: dict[str, Any] | None = None) -> str:
