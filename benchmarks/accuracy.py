@@ -1,6 +1,6 @@
 """How close autopar's predictions are to published training runs, per execution stack.
 
-    python benchmarks/accuracy.py [--json] [--rows] [--rank]
+    python benchmarks/accuracy.py [--json] [--rows] [--rank] [--runs FILE ...]
 
 Two files, both copied into benchmarks/data/ with their sources (see
 benchmarks/data/README.md), so this runs from a fresh clone:
@@ -12,6 +12,10 @@ benchmarks/data/README.md), so this runs from a fresh clone:
 - published_runs.yaml: papers and READMEs (Megatron-LM 2021, Megatron-Core H100,
   BLOOM, DeepSeek-V3); the search fills what the source leaves open
   (benchmarks/published.py).
+
+`--runs FILE` adds a file of your own runs in the framework_runs.yaml format (see
+its `conventions`); rows autopar cannot describe (a model, hardware profile or
+field it does not know) are listed with the reason, not scored.
 
 Prints, per stack and overall on each file: the mean absolute percentage error of
 tokens/s (or of the source's TFLOP/s), the mean signed error (bias), the mean
@@ -36,6 +40,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import framework  # noqa: E402
 import published  # noqa: E402
+
+from autopar.errors import AutoparError  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 
@@ -97,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON document")
     ap.add_argument("--rows", action="store_true", help="also print every row")
     ap.add_argument("--rank", action="store_true", help="place each published plan in our own open search (slow)")
+    ap.add_argument("--runs", type=Path, action="append", default=[],
+                    help="another file of runs in the framework_runs.yaml format (repeatable)")
     args = ap.parse_args(argv)
     fw_runs = yaml.safe_load((DATA / "framework_runs.yaml").read_text())["runs"]
     pub_runs = yaml.safe_load((DATA / "published_runs.yaml").read_text())["runs"]
@@ -108,16 +116,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     stats = {"framework_runs": by_stack(fw), "published_runs": by_stack(pub)}
     if held:
         stats["heldout_runs"] = by_stack(held)
+    extra = {str(path): evaluate_file(path) for path in args.runs}
+    for name, (results, _) in extra.items():
+        stats[name] = by_stack(results)
     if args.json:
         doc = {**stats, "framework_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in fw],
                "published_rows": [dict(vars_of(r), error=r.error) for r in pub], "published_skipped": skipped,
-               "heldout_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in held]}
+               "heldout_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in held],
+               "runs_files": {name: {"rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in rs],
+                                     "skipped": skipped_rows} for name, (rs, skipped_rows) in extra.items()}}
         print(json.dumps(doc, indent=2))
         return 0
     lines = table("framework_runs.yaml (tokens/s per GPU; memory where published)", stats["framework_runs"])
     lines += table("published_runs.yaml (each source's own TFLOP/s, or tokens/s)", stats["published_runs"])
     if held:
         lines += table("heldout_runs.yaml (validation only: other rows of the same tables)", stats["heldout_runs"])
+    for name, (results, skipped_rows) in extra.items():
+        lines += table(f"{name} (tokens/s per GPU; memory where published)", stats[name])
+        if args.rows:
+            lines += ["", f"{name} rows (mem: ours/published GiB)", *framework_rows(results)]
+        lines += [f"{name}: not scored, {len(skipped_rows)} rows"] + [f"  {s}" for s in skipped_rows]
     if args.rows:
         lines += ["", "framework_runs.yaml rows (mem: ours/published GiB)", *framework_rows(fw)]
         lines += ["", "published_runs.yaml rows", *published_rows(pub)]
@@ -126,6 +144,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines.append(f"published_runs skipped (no throughput, no layout or no profile): {', '.join(skipped)}")
     print("\n".join(lines))
     return 0
+
+
+def evaluate_file(path: Path) -> tuple[list[framework.FrameworkResult], list[str]]:
+    """The rows of a framework_runs.yaml-format file that autopar can describe, costed; the others as 'id: why'."""
+    try:
+        runs = yaml.safe_load(path.read_text())["runs"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise SystemExit(f"accuracy.py: error: {path}: not a runs file ({type(exc).__name__}: {exc})") from None
+    results, skipped = [], []
+    for i, row in enumerate(runs):
+        try:
+            results.append(framework.evaluate(row))
+        except (AutoparError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            name = row.get("id", f"row {i + 1}") if isinstance(row, dict) else f"row {i + 1}"
+            why = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).split("\n")[0]
+            skipped.append(f"{name}: {why}")
+    return results, skipped
 
 
 def vars_of(obj: Any) -> dict[str, Any]:

@@ -26,17 +26,17 @@ from autopar.spec.stack import StackProfile
 STACK_OF = (("torchtitan", "torchtitan"), ("llm-foundry", "llm-foundry"), ("NeMo", "megatron"),
             ("Megatron", "megatron"), ("DeepSpeed", "deepspeed"))
 
-# Rows whose hardware the source describes as other than the built-in profile.
+# Sources whose hardware is other than the built-in profile the row names, by (repo, path prefix).
 HARDWARE_OF = {
-    # torchtitan's tables ran on Grand Teton H100s: 96 GB HBM2e, 500 W power limit (the file's own note).
-    "tt_": "h100-96g-500w",
+    # torchtitan's H100 tables ran on Grand Teton H100s: 96 GB HBM2e, 500 W power limit (the files' own note).
+    ("pytorch/torchtitan", "benchmarks/llama3_h100_"): "h100-96g-500w",
 }
 
-# What a source's published peak memory measures, by row-id prefix. torchtitan logs
+# Stacks whose published peak memory is the caching allocator's. torchtitan logs
 # torch.cuda.max_memory_reserved (torchtitan/metrics.py reserved_bytes.all.peak, train.py "memory:" at
-# 9dec370): the caching allocator's segments, without the CUDA context and NCCL's own buffers, which the
+# 9dec370): the allocator's segments, without the CUDA context and NCCL's own buffers, which the
 # stack's fixed_overhead_gib counts; we compare like with like.
-ALLOCATOR_RESERVED = ("tt_",)
+ALLOCATOR_RESERVED = ("torchtitan",)
 
 # Recipe facts stated by the row's source, by row id.
 RECIPE: dict[str, dict[str, Any]] = {
@@ -120,7 +120,9 @@ def model_for(row: dict[str, Any]) -> ModelSpec:
 
 
 def hardware_for(row: dict[str, Any]) -> str:
-    return next((hw for prefix, hw in HARDWARE_OF.items() if row["id"].startswith(prefix)), row["hardware"])
+    src = row.get("source") or {}
+    return next((hw for (repo, path), hw in HARDWARE_OF.items()
+                 if src.get("repo") == repo and str(src.get("path", "")).startswith(path)), row["hardware"])
 
 
 def plan_for(row: dict[str, Any], stack: StackProfile) -> Plan:
@@ -148,6 +150,6 @@ def evaluate(row: dict[str, Any]) -> FrameworkResult:
             why = str(exc)
     if est is None:
         return FrameworkResult(**base, predicted=None, predicted_gib=None, accepted=False, fits=False, why=why or "")
-    outside = stack.fixed_overhead_gib if row["id"].startswith(ALLOCATOR_RESERVED) else 0.0
+    outside = stack.fixed_overhead_gib if stack.name in ALLOCATOR_RESERVED else 0.0
     return FrameworkResult(**base, predicted=est.tokens_per_s_per_gpu, predicted_gib=est.memory.total / 2**30 - outside,
                            accepted=True, fits=est.fits, why=plan.label())
