@@ -37,9 +37,18 @@ from dataclasses import dataclass
 from autopar.cost.serve import StepTime
 
 RHO_SATURATED = 0.99  # prefill pool this busy: the queue, not the model, sets TTFT
-# The decode batch is searched between most x 2^-20 and most by halving its range on a log scale:
-# 16 halvings of a range of 2^20 leave b within 20 ln 2 / 2^16 = 0.02% of itself.
-SPAN, BISECTIONS = 2.0**-20, 16
+# Solving the loop. A decode step costs about 0.1 ms to price and a serving sweep prices
+# thousands of deployments, so the step is priced at a few batch sizes only. Within a regime the
+# step time is linear in the batch, t(b) = t0 + k b (the weights once, the KV per request); on
+# such a line the decode pool at rate X holds b(X) = X osl t0 / (R - X osl k) (Little's law with
+# t(b) in it, solved for b), and N(X) = X (a + s + W(X)) + R b(X) grows with X, so C = N(X) is
+# solved by bisection on X (HALVINGS, in arithmetic only). X rather than b is the unknown because
+# near rho = 1 the queue W(X) is steep in X but needs no step at all. The line first runs through
+# the step at a near-empty batch (EMPTY requests per rank) and at the largest one; the step is priced at the solution, and
+# while that is off the line by more than TOLERANCE (MoE layers touch more experts as b grows;
+# past the roofline the compute grows faster), the line is redrawn through the two priced points
+# nearest the solution (a secant), at most ROUNDS times.
+EMPTY, HALVINGS, TOLERANCE, ROUNDS = 1e-6, 40, 1e-3, 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,20 +78,51 @@ class DisaggLoop:
         """N: requests the loop holds, at the prefill pool (queued and in service), ahead and decoding."""
         return self.rate(b, t) * (self.ahead_s + self.service_s + self.wait(b, t)) + self.ranks * b
 
-    def solve(self, step_at: Callable[[float], StepTime], *, concurrency: float,
-              most: float) -> tuple[float, StepTime]:
+    def solve(self, step_at: Callable[[float], StepTime], *, concurrency: float, most: float,
+              empty: StepTime) -> tuple[float, StepTime]:
         """The decode batch per rank b (at most `most`, what the KV cache holds or C / R) with N(b) = C,
-        from below, and the decode step at b. N(most) <= C only when the KV cache stops b: then b = most.
-        The requests N(b) leaves out wait before their decode: C / X - (a + s + osl t) (Little's law),
-        which is the M/D/1 wait at the root and adds the wait for a KV slot when the cache is full."""
-        top = step_at(most)
-        if self.population(most, top.total) <= concurrency:
-            return most, top
-        lo, hi = most * SPAN, most
-        for _ in range(BISECTIONS):
-            mid = math.sqrt(lo * hi)
-            if self.population(mid, step_at(mid).total) > concurrency:
-                hi = mid
+        and the decode step at b. When the KV cache stops b, b = most and the rest wait for a slot:
+        the caller's queue is C / X - (a + s + osl t) (Little's law), the M/D/1 wait at the root plus
+        the wait for a KV slot. `empty`: the step at EMPTY requests per rank (the caller may reuse it)."""
+        top = (most, step_at(most))
+        if self.population(most, top[1].total) <= concurrency:
+            return top
+        priced = [(min(EMPTY, most / 2), empty), top]
+        p, q = priced
+        for _ in range(ROUNDS):
+            b = self._on_line(p, q, concurrency=concurrency, most=most)
+            new = (b, step_at(b))
+            line = p[1].total + (q[1].total - p[1].total) * (b - p[0]) / (q[0] - p[0])
+            if abs(new[1].total - line) <= TOLERANCE * new[1].total or b in (p[0], q[0]):
+                break
+            priced.append(new)
+            p, q = sorted(priced, key=lambda pt: abs(math.log(pt[0] / b)))[:2]
+            if p[0] == q[0]:
+                break
+        return new
+
+    def _on_line(self, p: tuple[float, StepTime], q: tuple[float, StepTime], *, concurrency: float,
+                 most: float) -> float:
+        """b at N = C with the step time on the line through the priced points p and q."""
+        (b1, s1), (b2, s2) = p, q
+        k = (s2.total - s1.total) / (b2 - b1) if b2 != b1 else 0.0
+        t0 = max(s1.total - k * b1, 1e-12)
+        per = self.osl / self.ranks  # b(X) = X per t(b)
+
+        def batch(x: float) -> float:
+            return x * per * t0 / (1 - x * per * k) if x * per * k < 1 else math.inf
+
+        top = self.servers / self.service_s  # the prefill pool's rate (rho = 1)
+        if k > 0:
+            top = min(top, 1 / (per * k))
+        lo, hi = 0.0, top
+        for _ in range(HALVINGS):
+            x = (lo + hi) / 2
+            b = batch(x)
+            rho = x * self.service_s / self.servers
+            wait = rho * self.service_s / (2 * (1 - rho)) if rho < 1 else math.inf
+            if b > most or x * (self.ahead_s + self.service_s + wait) + self.ranks * b > concurrency:
+                hi = x
             else:
-                lo = mid
-        return lo, step_at(lo)  # N(lo) <= C: the caller's queue takes the last of the surplus
+                lo = x
+        return min(batch(lo), most)

@@ -40,8 +40,8 @@ from autopar.cost.serve import (
     wave_ttft,
     weight_bytes_per_gpu,
 )
-from autopar.cost.serve_disagg import RHO_SATURATED, DisaggLoop
-from autopar.cost.serve_frameworks import constants
+from autopar.cost.serve_disagg import EMPTY, RHO_SATURATED, DisaggLoop
+from autopar.cost.serve_frameworks import Framework, constants
 from autopar.errors import SpecError
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
@@ -172,6 +172,24 @@ def kv_transfer_time(model: ModelSpec, hw: HardwareProfile, dep: Deployment, *, 
     return collective_time(hw, "send_recv", shard, Group(size=2, per_node=1))
 
 
+_EMPTY: dict[tuple[object, ...], tuple[HardwareProfile, StepTime]] = {}
+
+
+def _empty_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, kv_bytes: float,
+                context: float, fw: Framework) -> StepTime:
+    """The decode step at a near-empty batch (serve_disagg.EMPTY per rank), kept for the other
+    concurrencies a sweep prices the same deployment at (the profile, a dict, is matched by identity)."""
+    key = (model, id(hw), engine, weights, kv_bytes, context, fw)
+    hit = _EMPTY.get(key)
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    if len(_EMPTY) > 4096:
+        _EMPTY.clear()
+    step = decode_step(model, hw, engine, weights=weights, kv_bytes=kv_bytes, batch=EMPTY, context=context, fw=fw)
+    _EMPTY[key] = (hw, step)
+    return step
+
+
 def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
     fw, dec, pre = constants(dep.framework, dep.framework_version), dep.engine, dep.prefill
     if pre is None:
@@ -190,7 +208,8 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
         return decode_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=b,
                            context=wl.isl + wl.osl / 2, fw=fw)
 
-    b, step = loop.solve(step_at, concurrency=wl.concurrency, most=min(n, cap))
+    empty = _empty_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, context=wl.isl + wl.osl / 2, fw=fw)
+    b, step = loop.solve(step_at, concurrency=wl.concurrency, most=min(n, cap), empty=empty)
     rate = loop.rate(b, step.total)
     # Little's law on the loop: what the pools do not hold waits before its decode (the prefill queue,
     # and a free KV slot when the decode cache is full)
