@@ -30,7 +30,7 @@ from autopar.spec.families import MambaSpec, MoESpec
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
-from autopar.spec.plan import END_SLOTS, RECOMPUTE, Plan, validate
+from autopar.spec.plan import END_SLOTS, RECOMPUTE, Plan, searched_modules, validate
 from autopar.spec.stack import NEUTRAL, StackProfile
 
 SETTINGS = settings(max_examples=int(os.environ.get("AUTOPAR_EXAMPLES", "12")), deadline=None, derandomize=True, database=None,
@@ -100,8 +100,10 @@ def test_every_ranked_plan_equals_a_fresh_estimate(setup: tuple[ModelSpec, Hardw
         assert fresh.fits
 
 
-def _domain(model: ModelSpec, job: Job) -> set[Plan]:
-    """Every combination of the values the search tries, valid or not (dp follows from the GPU count)."""
+def _domain(model: ModelSpec, job: Job, stack: StackProfile = NEUTRAL) -> set[Plan]:
+    """Every combination of the values the search tries, valid or not (dp follows from the GPU count);
+    selective recomputes the stack's searched modules (Megatron, MoE: moe_act and layernorm)."""
+    modules = searched_modules(model, stack)
     out = set()
     moe = model.moe
     for tp, cp in itertools.product(powers_of_two(job.gpus_per_node), powers_of_two(job.gpus)):
@@ -115,7 +117,8 @@ def _domain(model: ModelSpec, job: Job) -> set[Plan]:
             sps = [True, False] if tp > 1 else [False]
             for mbs, vpp, ep, etp, sp, rc, zero in itertools.product(MICRO_BATCH_SIZES, vpps, eps, etps, sps, RECOMPUTE,
                                                                      SEARCHED_ZERO):
-                out.add(Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp, recompute=rc, zero=zero))
+                out.add(Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp, recompute=rc, zero=zero,
+                             recompute_modules=modules if rc == "selective" else ()))
     return out
 
 
@@ -137,7 +140,7 @@ def test_validate_accepts_exactly_the_plans_the_search_enumerates(setup: tuple[M
     stack = NEUTRAL if stack_name == "neutral" else load_stack(stack_name)
     enumerated = list(enumerate_plans(model, job, stack=stack))
     assert len(enumerated) == len(set(enumerated))
-    domain = _domain(model, job)
+    domain = _domain(model, job, stack)
     assert set(enumerated) == {p for p in domain if _valid(p, model, job, stack)}
 
 

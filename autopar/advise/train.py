@@ -21,7 +21,7 @@ from autopar.search.space import divisors
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job, default_global_batch
 from autopar.spec.model import ModelSpec
-from autopar.spec.plan import RECOMPUTE_MODULES, Plan, validate
+from autopar.spec.plan import RECOMPUTE_MODULES, Plan, searched_modules, validate
 from autopar.spec.stack import StackProfile
 
 
@@ -162,9 +162,17 @@ def fit_hints(ctx: Context, plan: Plan) -> tuple[tuple[str, float], ...]:
     Every change offered is a plan the rules accept on the same GPUs (validate and the
     stack's refusals): "--tp 16" is never offered on 8-GPU nodes, nor "--pp" beyond the
     layers. Splitting the model further (tp, pp or cp twice as large) takes the GPUs
-    from data parallelism, so it is offered only while dp is even.
+    from data parallelism, so it is offered only while dp is even. On a stack with
+    module-level recompute, an MoE model is also offered the modules the search tries
+    (spec/plan.py searched_modules: the MoE activation and the norms, no GEMM redone);
+    when it fits it is always listed, as the cheapest recompute in time.
     """
-    options: list[tuple[str, Plan]] = [(f"--recompute {r}", replace(plan, recompute=r)) for r in ("selective", "full")]
+    options: list[tuple[str, Plan]] = [(f"--recompute {r}", replace(plan, recompute=r, recompute_modules=()))
+                                       for r in ("selective", "full")]
+    modules = searched_modules(ctx.model, ctx.stack)
+    module_label = f"--recompute selective --recompute-modules {','.join(modules)}"
+    if modules and (plan.recompute, plan.recompute_modules) != ("selective", modules):
+        options.append((module_label, replace(plan, recompute="selective", recompute_modules=modules)))
     options += [(f"--zero {z}", replace(plan, zero=z)) for z in (1, 2, 3) if z > plan.zero]
     options += [(f"--mbs {b}", replace(plan, mbs=b)) for b in (1, 2, 4) if b < plan.mbs]
     if plan.tp > 1 and not plan.sp:
@@ -185,4 +193,5 @@ def fit_hints(ctx: Context, plan: Plan) -> tuple[tuple[str, float], ...]:
         need = memory_breakdown(ctx.model, ctx.job, candidate, stack=ctx.stack).total
         if need <= ctx.hw.memory_bytes:
             found.append((label, need / 2**30))
-    return tuple(sorted(found, key=lambda x: x[1])[:3])
+    leanest = sorted(found, key=lambda x: x[1])[:3]
+    return tuple(leanest + [x for x in found if x[0] == module_label and x not in leanest])

@@ -420,7 +420,8 @@ def _act_rows(memo: Memo, key: tuple[ActPlan, int, int, tuple[str, ...]]
     """Per recompute mode of key (act plan without its mode, pp, vpp, modes): _stage_activations."""
     act, pp, vpp, modes = key
     first, last = memo.get(end_kinds, (pp, vpp))
-    return [memo.get(_stage_activations, (act._replace(recompute=r), first, last)) for r in modes]
+    return [memo.get(_stage_activations, (act._replace(recompute=r, recompute_modules=act.recompute_modules if r == "selective"
+                                                       else ()), first, last)) for r in modes]
 
 
 class LayoutKey(NamedTuple):
@@ -436,6 +437,7 @@ class LayoutKey(NamedTuple):
     mbs: int
     sp: bool
     cp_comm: str
+    modules: tuple[str, ...] = ()  # what the selective variant recomputes (Plan.recompute_modules)
 
 
 def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list[tuple[float, float]], float, float]:
@@ -444,8 +446,8 @@ def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list
     lk, modes = key
     plan = Plan(dp=lk.dp, tp=lk.tp, pp=lk.pp, cp=lk.cp, vpp=lk.vpp, etp=lk.etp, mbs=lk.mbs, sp=lk.sp, cp_comm=lk.cp_comm)
     lay = _layout(plan, memo)
-    rows = memo.get(_act_rows, (ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp),
-                                lk.pp, lk.vpp, modes))
+    rows = memo.get(_act_rows, (ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp,
+                                        recompute_modules=lk.modules), lk.pp, lk.vpp, modes))
     acts = [(_acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), _acts(kept1 * lay.held[1], extra1, lay.fixed,
                                                                                lay.logits[1]))
             for (kept0, extra0), (kept1, extra1) in rows]
@@ -453,7 +455,8 @@ def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list
 
 
 def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: Sequence[int]) -> list[list[float]]:
-    """Peak bytes of `skeleton` under each recompute mode and ZeRO stage, [recompute][zero].
+    """Peak bytes of `skeleton` under each recompute mode and ZeRO stage, [recompute][zero]; under
+    selective its recompute_modules are recomputed (search/space.py with_knobs).
 
     The same sums, in the same order, as memory_breakdown(...).total, so the
     search's feasibility test and a fresh estimate agree to the last bit; the
@@ -461,8 +464,8 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: 
     activation part once for a layout's expert-parallel variants.
     """
     s = skeleton
-    acts, logits0, logits1 = memo.get(_act_peaks, (LayoutKey(s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm),
-                                                   tuple(recomputes)))
+    acts, logits0, logits1 = memo.get(_act_peaks, (LayoutKey(s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm,
+                                                             s.recompute_modules), tuple(recomputes)))
     states = memo.get(_state_sums, (ParamPlan(s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)))
     f = memo.stack.allocator_fragmentation
     out = []

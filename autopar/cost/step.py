@@ -249,8 +249,9 @@ def variant_step_seconds(memo: Memo, skeleton: Plan, variants: list[tuple[str, i
     sp = p.sp and p.tp > 1
     out = []
     for recompute, zero in variants:
-        lp = LayerPlan(dims=Dims(tp=p.tp, cp=p.cp, sp=sp, recompute=recompute), cp_comm=p.cp_comm, ep=p.ep, etp=p.etp,
-                       pipelined=p.pp > 1)
+        modules = p.recompute_modules if recompute == "selective" else ()
+        lp = LayerPlan(dims=Dims(tp=p.tp, cp=p.cp, sp=sp, recompute=recompute, modules=modules), cp_comm=p.cp_comm,
+                       ep=p.ep, etp=p.etp, pipelined=p.pp > 1)
         stages = memo.get(_stages, (lp, p.mbs, p.pp, p.vpp))
         sync = memo.get(_sync, SyncPlan(tp=p.tp, cp=p.cp, dp=p.dp, pp=p.pp, vpp=p.vpp, ep=p.ep, etp=p.etp, zero=zero))
         out.append(sum(_assemble(memo, p, stages, p2p, sync, zero=zero)))
@@ -283,11 +284,12 @@ class FloorKey(NamedTuple):
     etp: int
     pipelined: bool
     mbs: int
+    modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules
 
 
 def _floor_stages(memo: Memo, key: FloorKey) -> float:
-    lp = LayerPlan(dims=Dims(tp=key.tp, cp=key.cp, sp=key.sp, recompute=key.recompute), cp_comm=key.cp_comm, ep=key.ep,
-                   etp=key.etp, pipelined=key.pipelined)
+    lp = LayerPlan(dims=Dims(tp=key.tp, cp=key.cp, sp=key.sp, recompute=key.recompute, modules=key.modules),
+                   cp_comm=key.cp_comm, ep=key.ep, etp=key.etp, pipelined=key.pipelined)
     return memo.get(_all_stages, (lp, key.mbs))
 
 
@@ -307,7 +309,9 @@ def step_floor(memo: Memo, skeleton: Plan, recompute: str) -> float:
     p = skeleton
     if memo.profile.compute_slowdown < 1:
         return 0.0
-    total = memo.get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, recompute, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs))
+    modules = p.recompute_modules if recompute == "selective" else ()
+    total = memo.get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, recompute, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs,
+                                             modules))
     m = memo.job.global_batch // (p.dp * p.mbs)
     return total * (m / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
 
@@ -317,7 +321,8 @@ def step_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
     if memo.profile.compute_slowdown < 1:
         return [0.0] * len(jobs)
     get, batch, keep = memo.get, memo.job.global_batch, 1 - FLOOR_SLACK
-    return [get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs))
+    return [get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs,
+                                        p.recompute_modules if r == "selective" else ()))
             * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * keep for p, r in jobs]
 
 

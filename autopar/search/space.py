@@ -31,6 +31,7 @@ from autopar.spec.plan import (
     ep_rule,
     etp_rule,
     pp_rule,
+    searched_modules,
     sp_rule,
     tp_rule,
     vpp_rule,
@@ -102,10 +103,12 @@ def searched_zero(stack: StackProfile) -> list[int]:
 def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object], *,
                         stack: StackProfile = NEUTRAL) -> Iterator[Plan]:
     """Every valid layout (degrees, micro-batch, interleaving, SP) the stack can launch; recompute and
-    ZeRO stage left at defaults."""
+    ZeRO stage left at defaults, recompute_modules the modules of its selective variant."""
     fixed = stack_limits(stack, fixed)
     over_tp = stack.ep_over_tp
     ends = end_slots_allowed(stack)
+    pinned = fixed.get("recompute_modules")
+    modules = tuple(str(m) for m in pinned) if isinstance(pinned, tuple) else searched_modules(model, stack)
     moe = model.moe
     gpn = min(job.gpus_per_node, job.gpus)
     for tp in choices(fixed, "tp", [t for t in powers_of_two(gpn) if tp_rule(model, job, t) is None]):
@@ -131,13 +134,14 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object],
                         if etp > 1 and ep_rule(model, dp=dp, cp=cp, ep=ep, tp=tp, etp=etp, ep_over_tp=over_tp):
                             continue
                         yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp,
-                                   cp_comm=str(fixed.get("cp_comm", "ring")))
+                                   cp_comm=str(fixed.get("cp_comm", "ring")), recompute_modules=modules)
 
 
 def with_knobs(s: Plan, recompute: str, zero: int) -> Plan:
-    """The skeleton with these knobs (a direct constructor: dataclasses.replace is slow in the hot loop)."""
+    """The skeleton with these knobs (a direct constructor: dataclasses.replace is slow in the hot loop); a
+    skeleton's recompute_modules are what its selective variant recomputes (spec/plan.py searched_modules)."""
     return Plan(dp=s.dp, tp=s.tp, pp=s.pp, cp=s.cp, vpp=s.vpp, ep=s.ep, etp=s.etp, mbs=s.mbs, recompute=recompute, zero=zero,
-                sp=s.sp, cp_comm=s.cp_comm)
+                sp=s.sp, cp_comm=s.cp_comm, recompute_modules=s.recompute_modules if recompute == "selective" else ())
 
 
 def enumerate_plans(model: ModelSpec, job: Job, fixed: Mapping[str, object] | None = None, *,

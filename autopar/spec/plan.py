@@ -16,6 +16,11 @@ if TYPE_CHECKING:  # spec/stack.py imports Plan
 RECOMPUTE = ("none", "selective", "full")
 # Megatron-Core's module-level recompute (--recompute-modules; TransformerConfig.recompute_modules at core_v0.16.1)
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+# what the search's selective variant recomputes on a stack with module-level recompute, for MoE models:
+# the MoE activation and the norms, output-discarding recomputes of elementwise ops (no GEMM is redone;
+# TransformerConfig.recompute_modules at core_v0.16.1), as the Megatron-Bridge gpt-oss recipes
+# (GPT_OSS_120B_PRETRAIN_CONFIG_*_V2) and the MoE model zoo's Qwen3-235B rows ('norm, act') run them
+SEARCHED_MODULES = ("moe_act", "layernorm")
 ZERO_STAGES = (0, 1, 2, 3)
 CP_COMMS = ("ring", "allgather")
 # pipeline slots that are not decoder layers, where a stack counts them (StackProfile.pipeline_counts_embedding):
@@ -226,6 +231,15 @@ def modules_rule(model: ModelSpec, *, recompute: str, modules: tuple[str, ...]) 
         if not ok:
             return f"--recompute-modules {m}: {model.name} has no {what}"
     return None
+
+
+def searched_modules(model: ModelSpec, stack: StackProfile | None) -> tuple[str, ...]:
+    """The modules the search's selective variant recomputes: SEARCHED_MODULES for an MoE model on a
+    stack that offers them (Megatron's), else () (the stack's own selective policy)."""
+    if stack is None or model.moe is None:
+        return ()
+    modules = tuple(m for m in SEARCHED_MODULES if m in stack.recompute_modules)
+    return modules if modules_rule(model, recompute="selective", modules=modules) is None else ()
 
 
 def plan_errors(plan: Plan, model: ModelSpec, job: Job, stack: StackProfile | None = None) -> list[str]:
