@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autopar.cost import calibration as cal
-from autopar.cost import serve_frameworks
+from autopar.cost import serve_frameworks, serve_load
 from autopar.cost.flops import matmul_params
 from autopar.cost.serve import gemm_dtype, prefill_time
 from autopar.cost.serve_load import ServeEstimate, estimate
@@ -76,6 +76,7 @@ class Row:
     label: str  # short description
     model: ModelSpec
     model_key: str  # model path as in the file
+    source: str = ""  # the measurement file the row comes from (GPU/framework/version/model.csv)
     hw_name: str  # built-in profile
     dep: Deployment
     wl: Workload
@@ -143,11 +144,22 @@ def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
             wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
             label = f"{model.name} {weights} {layout} {wl.isl}/{wl.osl} c{conc}"
             rows.append(Row(key=(r["backend"], r["system"], r["mode"]), label=label, model=model,
+                            source=(r.get("silicon_data_source") or "").split(";")[0].rsplit("/data/", 1)[-1],
                             model_key=r["model_path"], hw_name=hw_name, dep=dep, wl=wl,
                             ttft_ms=float(r["silicon_ttft_ms"]), tpot_ms=float(r["silicon_tpot_ms"])))
     if skipped is not None:
         skipped.extend(f"{why} ({n} rows)" for why, n in sorted(reasons.items()))
-    return rows
+    warm = warmed_sources(rows)
+    return [dataclasses.replace(r, wl=dataclasses.replace(r.wl, warmed=True)) if r.source in warm else r for r in rows]
+
+
+def warmed_sources(rows: list[Row]) -> set[str]:
+    """Source files whose runs cannot hold the clients' first wave: some aggregated row's measured TTFT is
+    below the wave's share of a run (one in PROMPTS_PER_REQUEST requests) even at the GPUs' peak
+    (wave_bound_s). Their rows are measured in steady state (a warm-up run first); the others are taken as
+    runs of PROMPTS_PER_REQUEST x concurrency requests that start together, like the command autopar prints."""
+    return {r.source for r in rows
+            if r.dep.mode == "agg" and r.ttft_ms / 1e3 < wave_bound_s(r) / serve_load.PROMPTS_PER_REQUEST}
 
 
 def not_reached(row: Row, est: ServeEstimate) -> bool:
@@ -237,9 +249,7 @@ def errors(results: list[tuple[Row, ServeEstimate, str]]) -> dict[tuple[str, str
 FIT_GRID = {
     "step_overhead_s": (0.0, 1e-3, 2e-3, 3e-3, 4e-3, 6e-3),
     "ttft_overhead_s": (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15),
-    "prefill_slowdown": (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0),
-    "queue_share": (0.0, 0.02, 0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0),
-    "prefill_mix": (0.2, 0.4, 0.6, 0.8, 1.0),
+    "prefill_slowdown": (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0),
     "moe_layer_overhead_s": (0.0, 5e-5, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4),
 }
 
@@ -259,8 +269,8 @@ def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> serve_framewo
 
     start = serve_frameworks.FITTED[key]
     best, current = float("inf"), start
-    for q, mix in itertools.product(FIT_GRID["queue_share"], FIT_GRID["prefill_mix"]):
-        trial = dataclasses.replace(start, queue_share=q, prefill_mix=mix)
+    for slow, over in itertools.product(FIT_GRID["prefill_slowdown"], FIT_GRID["ttft_overhead_s"]):
+        trial = dataclasses.replace(start, prefill_slowdown=slow, ttft_overhead_s=over)
         score = loss(trial)
         if score < best:
             best, current = score, trial

@@ -18,7 +18,6 @@ from autopar.cost.serve import (
     kv_pool_bytes,
     prefill_in_step,
     prefill_time,
-    wave_ttft,
     weight_bytes_per_gpu,
 )
 from autopar.cost.serve_frameworks import constants
@@ -144,10 +143,38 @@ def test_agg_closed_loop_identities(toy_hw: HardwareProfile) -> None:
     assert est.ttft_s == pytest.approx(sum(est.ttft_parts.values()))
     assert est.latency_s == pytest.approx(est.ttft_s + 63 * est.tpot_s)
     assert est.requests_per_s == pytest.approx(16 / est.latency_s)  # Little's law over the closed loop
-    fw = constants("vllm")
-    alone = prefill_time(m, toy_hw, Engine(tp=1), weights="bf16", tokens=512, seq_len=512, fw=fw)
-    prefill = prefill_in_step(alone, est.pools[0].step, chunks=1)  # 512 tokens fit one 8192-token chunk
-    assert est.tpot_parts["prefill_mix"] == pytest.approx(fw.prefill_mix * (8 - 1) * prefill / 63)
+
+
+def test_agg_one_request_per_rank(toy_hw: HardwareProfile) -> None:
+    # one request per engine: it finds the engine idle, its prefill step costs the decode step (the weight
+    # read, host time) plus its prefill less that weight read (prefill_in_step); then osl - 1 decode steps
+    m, eng = gpt_like(), Engine(tp=1)
+    dep = Deployment(framework="vllm", mode="agg", engine=eng, replicas=2)
+    est = estimate(m, toy_hw, dep, Workload(isl=512, osl=64, concurrency=2))
+    fw, step = constants("vllm"), est.pools[0].step
+    alone = prefill_time(m, toy_hw, eng, weights="bf16", tokens=512, seq_len=512, fw=fw)
+    riding = prefill_in_step(alone, step, chunks=1)  # 512 tokens fit one 8192-token chunk
+    own = (fw.prefill_slowdown - 1) * alone.total  # the fitted serving slowdown of a request's own prompt
+    assert est.ttft_s == pytest.approx(step.total + riding + own + fw.ttft_overhead_s)
+    assert est.tpot_s == pytest.approx(step.total) and est.tpot_parts["prefill_mix"] == 0.0
+
+
+def test_agg_ttft_of_a_prefill_first_framework_is_a_wave(toy_hw: HardwareProfile) -> None:
+    # SGLang 0.5.1 runs waiting prompts before decodes and keeps decode tokens out of prefill steps: the 16
+    # prompts of 1024 arrive together, 8 fill each 8192-token step, the first 8 get their token with step 1
+    # and the rest with step 2 (mean 1.5 steps); they decode together, end together, and the next wave does
+    # the same. A prefill step costs the step's fixed part plus 8 prompts riding (cost/serve_load.closed_loop).
+    m, eng = gpt_like(), Engine(tp=1)
+    fw = constants("sglang", "0.5.1")
+    assert fw.policy == "prefill_first" and fw.prefill_slowdown == 1.0
+    dep = Deployment(framework="sglang", framework_version="0.5.1", mode="agg", engine=eng, replicas=1)
+    est = estimate(m, toy_hw, dep, Workload(isl=1024, osl=64, concurrency=16))
+    step = est.pools[0].step
+    one = decode_step(m, toy_hw, eng, weights="bf16", kv_bytes=2.0, batch=1, context=1024 + 32, fw=fw).total
+    fixed = one - (step.total - one) / 15
+    alone = prefill_time(m, toy_hw, eng, weights="bf16", tokens=1024, seq_len=1024, fw=fw)
+    prompts = 8 * prefill_in_step(alone, step, chunks=1)
+    assert est.ttft_s == pytest.approx(1.5 * (fixed + prompts) + fw.ttft_overhead_s)
 
 
 def test_saturation_when_kv_cannot_hold_the_concurrency(toy_hw: HardwareProfile) -> None:
@@ -168,36 +195,3 @@ def test_engine_rules() -> None:
     with pytest.raises(SpecError, match="MoE"):
         Engine(tp=2, ep=2).check(gpt_like())
     assert Engine(tp=1, dp=8, ep=8).etp == 1 and Engine(tp=4, dp=2, ep=2).etp == 4
-
-
-def test_wave_ttft_steps_of_the_token_budget(toy_hw: HardwareProfile) -> None:
-    m, eng = gpt_like(), Engine(tp=1)
-    fw = dataclasses.replace(PLAIN, chunk_tokens=2048)
-
-    def step(tokens: int) -> float:
-        return prefill_time(m, toy_hw, eng, weights="bf16", tokens=tokens, seq_len=1024, fw=fw).total
-
-    # one request: its own prefill
-    assert wave_ttft(m, toy_hw, eng, weights="bf16", isl=1024, requests=1, fw=fw) == pytest.approx(step(1024))
-    # 4 x 1024 tokens in 2048-token steps: requests 1-2 end with step 1, 3-4 with step 2
-    four = wave_ttft(m, toy_hw, eng, weights="bf16", isl=1024, requests=4, fw=fw)
-    assert four == pytest.approx((2 * step(2048) + 2 * 2 * step(2048)) / 4)  # 1.5 steps
-    # 3 x 1024: step 1 holds 2048 tokens (requests 1, 2), step 2 the last 1024 (request 3)
-    three = wave_ttft(m, toy_hw, eng, weights="bf16", isl=1024, requests=3, fw=fw)
-    assert three == pytest.approx((2 * step(2048) + step(2048) + step(1024)) / 3)
-    # a 4096-token prompt spans two steps: both requests of a 2-wave end with steps 2 and 4
-    two = wave_ttft(m, toy_hw, eng, weights="bf16", isl=4096, requests=2, fw=fw)
-    big = prefill_time(m, toy_hw, eng, weights="bf16", tokens=2048, seq_len=4096, fw=fw).total
-    assert two == pytest.approx((2 * big + 4 * big) / 2)
-
-
-def test_agg_ttft_of_a_framework_that_runs_waves(toy_hw: HardwareProfile) -> None:
-    m = gpt_like()
-    dep = Deployment(framework="sglang", framework_version="0.5.1", mode="agg", engine=Engine(tp=1),
-                     replicas=1)
-    fw = constants("sglang", "0.5.1")
-    assert fw.waves
-    est = estimate(m, toy_hw, dep, Workload(isl=1024, osl=64, concurrency=16))
-    wave = wave_ttft(m, toy_hw, Engine(tp=1), weights="bf16", isl=1024, requests=16, fw=fw)
-    assert est.ttft_parts["first_step"] == 0.0  # the previous wave ended together: no decode in progress
-    assert est.ttft_s == pytest.approx(wave + fw.ttft_overhead_s)

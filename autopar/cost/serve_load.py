@@ -5,15 +5,22 @@ is replaced by a new one (how `vllm bench serve --max-concurrency`, genai-perf
 and aiperf drive a server). Per attention rank n = concurrency / (engines x
 attention-DP ranks) requests share every step.
 
-Aggregated (prefill and decode on the same engines):
-- TPOT = decode step at batch n + prefill mix: during one request's osl - 1
-  decode steps the other n - 1 requests each bring one prompt whose prefill
-  shares the engine, of which the share `prefill_mix` lands inside decode steps;
-  a prompt riding in a decode step costs its prefill less the weight read the
-  step already makes (cost/serve.py prefill_in_step).
-- TTFT = own prefill (times the framework's serving slowdown) + the share
-  `queue_share` of the other requests' prefills queued ahead + one decode step
-  (the step in progress) + the per-request overhead.
+Aggregated (prefill and decode on the same engines): the closed loop is run
+step by step under the framework's scheduler (cost/serve_sim.py, closed_loop
+below): which prompts wait behind which, and which prompts land in a request's
+decode steps, follow from the policy. A step costs the decode step at its
+batch plus each prompt token riding in it (its prefill less the weight read
+the step already makes, cost/serve.py prefill_in_step).
+- The run is the benchmark's: PROMPTS_PER_REQUEST x concurrency requests, the
+  first `concurrency` of them arriving together (a warm-up-free run, like the
+  command autopar prints); Workload.warmed measures the steady state alone.
+  Under decode-first scheduling (vLLM, TensorRT-LLM) the first wave is
+  simulated as sent and the rest from a steady state whose requests are spread
+  evenly over their output (nothing re-aligns requests once timing jitter has
+  split them); under prefill-first (SGLang 0.5.1) the wave re-forms every cycle.
+- TTFT = the loop's arrival-to-first-token + (prefill_slowdown - 1) x the
+  request's own prefill + the per-request overhead.
+- TPOT = the loop's mean (last token - first token) / (osl - 1).
 - Queue saturation: the KV pool holds at most kv_cache_tokens / (isl + osl)
   requests per rank; past that the surplus waits for a slot, about one request
   latency per full pool's worth of surplus, and the estimate says so.
@@ -37,11 +44,11 @@ from autopar.cost.serve import (
     prefill_in_step,
     prefill_time,
     state_bytes_per_request,
-    wave_ttft,
     weight_bytes_per_gpu,
 )
 from autopar.cost.serve_disagg import EMPTY, RHO_SATURATED, DisaggLoop
 from autopar.cost.serve_frameworks import Framework, constants
+from autopar.cost.serve_sim import LoopResult, Scheduler, StepCost, simulate
 from autopar.errors import SpecError
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
@@ -49,6 +56,9 @@ from autopar.spec.serve import Deployment, Engine, Workload
 from autopar.spec.topology import Group
 
 GIB = 2**30
+# requests the benchmark client sends per request in flight (emit/serving.py PROMPTS_PER_SLOT: the
+# --num-prompts of the benchmark command autopar prints)
+PROMPTS_PER_REQUEST = 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,18 +141,15 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
     step = decode_step(model, hw, engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running,
                        context=wl.isl + wl.osl / 2, fw=fw)
     alone = prefill_time(model, hw, engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
-    # In a decode step a prompt costs its prefill less the weight read the step already makes
-    # (prefill_in_step); the step that carries a waiting prompt costs about its whole prefill.
-    riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
-    others = max(0.0, running - 1)  # fewer than one request per rank: nobody else's prefill
-    mix = fw.prefill_mix * others * riding / (wl.osl - 1)
-    tpot = step.total + mix
-    ttft_parts = {"prefill": alone.total * fw.prefill_slowdown, "queue": fw.queue_share * others * alone.total,
-                  "first_step": step.total, "kv_transfer": 0.0, "overhead": fw.ttft_overhead_s}
-    if fw.waves:  # requests arrive together and are prefilled back to back; no decode step is in progress
-        wave = wave_ttft(model, hw, engine, weights=dep.weights, isl=wl.isl, requests=running, fw=fw)
-        ttft_parts.update(prefill=alone.total, queue=max(0.0, wave - alone.total), first_step=0.0)
+    loop = closed_loop(model, hw, dep, wl, step=step, alone=alone, running=running)
+    # the loop's steps price a prompt at the profile's rate (the TPOT rows measure that rate for the
+    # prompts riding in decode steps); a request's own prompt waits the fitted serving slowdown more
+    extra = (fw.prefill_slowdown - 1.0) * alone.total
+    ttft_parts = {"prefill": alone.total + extra + min(0.0, loop.ttft_s - alone.total),
+                  "queue": max(0.0, loop.ttft_s - alone.total), "first_step": 0.0, "kv_transfer": 0.0,
+                  "overhead": fw.ttft_overhead_s}
     ttft = sum(ttft_parts.values())
+    tpot = loop.tpot_s
     latency = ttft + (wl.osl - 1) * tpot
     saturated = n > cap
     if saturated:  # the surplus waits for a slot: one latency per pool's worth of waiting requests
@@ -152,12 +159,43 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
     rate = running * dep.replicas * engine.dp / latency
     return ServeEstimate(deployment=dep, workload=wl, framework_label=fw.label, ttft_s=ttft, tpot_s=tpot,
                          requests_per_s=rate, pools=(pool,), ttft_parts=ttft_parts,
-                         tpot_parts=_tpot_parts(step, mix), saturated=saturated)
+                         tpot_parts=_tpot_parts(step, tpot), saturated=saturated)
 
 
-def _tpot_parts(step: StepTime, mix: float) -> dict[str, float]:
-    return {"weights": step.weights, "kv": step.kv, "compute": step.compute, "tp_comm": step.tp_comm,
-            "ep_comm": step.ep_comm, "overhead": step.overhead, "prefill_mix": mix}
+def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, step: StepTime,
+                alone: StepTime, running: float) -> LoopResult:
+    """The benchmark's closed loop on one attention rank, step by step (cost/serve_sim.py).
+
+    A step with d decode requests and p prompt tokens costs the decode step
+    at batch d (linear between the decode steps at batch 1 and `running`)
+    plus p / isl of a prompt's prefill riding in a step (prefill_in_step: its
+    prefill less the weight read the step already makes)."""
+    fw = constants(dep.framework, dep.framework_version)
+    conc = max(1, round(running))
+    one = decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=1.0,
+                      context=wl.isl + wl.osl / 2, fw=fw).total if conc > 1 else step.total
+    per_decode = (step.total - one) / (conc - 1) if conc > 1 else 0.0
+    riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
+    cost = StepCost(fixed=one - per_decode, per_decode=per_decode, per_token=riding / wl.isl)
+    sched = Scheduler(policy=fw.policy, budget=fw.chunk_tokens, chunked=fw.chunked, max_seqs=fw.max_seqs)
+    if fw.policy == "prefill_first":  # every cycle re-forms the clients' first wave
+        return simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=PROMPTS_PER_REQUEST * conc)
+    steady = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc, staggered=True)
+    if wl.warmed:
+        return steady
+    wave = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc)
+    k = PROMPTS_PER_REQUEST
+    return LoopResult(ttft_s=(wave.ttft_s + (k - 1) * steady.ttft_s) / k, tpot_s=(wave.tpot_s + (k - 1) * steady.tpot_s) / k,
+                      seconds=wave.seconds + (k - 1) * steady.seconds, steps=wave.steps + (k - 1) * steady.steps)
+
+
+def _tpot_parts(step: StepTime, tpot: float) -> dict[str, float]:
+    """The decode step's parts (scaled down when the loop's mean batch is below the step's) and the rest
+    of TPOT, the prompts' prefill inside the request's decode window."""
+    scale = min(1.0, tpot / step.total) if step.total > 0 else 0.0
+    return {"weights": scale * step.weights, "kv": scale * step.kv, "compute": scale * step.compute,
+            "tp_comm": scale * step.tp_comm, "ep_comm": scale * step.ep_comm, "overhead": scale * step.overhead,
+            "prefill_mix": max(0.0, tpot - step.total)}
 
 
 def kv_transfer_time(model: ModelSpec, hw: HardwareProfile, dep: Deployment, *, isl: int) -> float:
@@ -222,5 +260,5 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
                    per_rank=1.0),
              _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=step, per_rank=b))
     return ServeEstimate(deployment=dep, workload=wl, framework_label=fw.label, ttft_s=ttft, tpot_s=step.total,
-                         requests_per_s=rate, pools=pools, ttft_parts=ttft_parts, tpot_parts=_tpot_parts(step, 0.0),
+                         requests_per_s=rate, pools=pools, ttft_parts=ttft_parts, tpot_parts=_tpot_parts(step, step.total),
                          saturated=saturated)

@@ -117,6 +117,9 @@ class Workload:
     isl: int  # input (prompt) tokens per request
     osl: int  # output tokens per request
     concurrency: int  # requests in flight across the deployment
+    # False: the run's first `concurrency` requests arrive together and are counted, as in the benchmark
+    # command autopar prints (no warm-up); True: only the steady state is measured (a warm-up run first)
+    warmed: bool = False
 
     def __post_init__(self) -> None:
         for name in ("isl", "osl", "concurrency"):

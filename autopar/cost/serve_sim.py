@@ -1,0 +1,205 @@
+"""Step-level simulation of a closed-loop benchmark on one attention rank.
+
+The benchmark client (`vllm bench serve --max-concurrency C`, `sglang.bench_serving`,
+genai-perf, aiperf) sends C requests at once and sends a new one each time one
+ends, until it has sent `prompts` requests. Every request has `isl` prompt tokens
+and `osl` output tokens. The engine runs in steps; what a step holds is the
+framework's scheduler policy, what it costs is `StepCost` (linear in the step's
+decode requests and prompt tokens, its terms taken from cost/serve.py).
+
+Policies (facts read from the frameworks' sources; no code copied):
+
+- decode_first, vLLM V1 (vllm 0.12.0, vllm/v1/core/sched/scheduler.py
+  Scheduler.schedule): the running requests are scheduled first, one token
+  each for those decoding and the next chunk for a prompt being prefilled;
+  the rest of --max-num-batched-tokens goes to waiting requests in arrival
+  order, a prompt cut to what is left (chunked prefill is on by default in
+  V1), up to --max-num-seqs running requests.
+- decode_first without chunking, TensorRT-LLM (1.0, PyTorch backend:
+  tensorrt_llm/_torch/pyexecutor/scheduler.py, the capacity scheduler's
+  default GUARANTEED_NO_EVICT admits requests up to max_batch_size, the
+  micro-batch scheduler fills max_num_tokens with the generation requests
+  and whole context requests; chunked context is off unless
+  enable_chunked_prefill is set, llmapi/llm_args.py).
+- prefill_first, SGLang (0.5.x, python/sglang/srt/managers/scheduler.py
+  get_next_batch_to_run: a new prefill batch runs whenever requests wait and
+  fit, before any decode step; server_args.py enable_mixed_chunk is False, so
+  a prefill step holds no decode tokens; --chunked-prefill-size caps the
+  prompt tokens of a step and cuts the last prompt).
+
+A request's first token comes with the step that holds its last prompt token;
+each later step that holds it gives one more token. TTFT here is arrival to
+the end of that step (the client's own time is added by the caller); TPOT is
+(last token - first token) / (osl - 1), averaged over the requests like the
+benchmark clients do. Identical requests move together: the state is a few
+cohorts (requests that arrived, or got their first token, in the same step),
+and runs of steps that only decode are taken in one jump to the next end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+POLICIES = ("decode_first", "prefill_first")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scheduler:
+    """What one engine step may hold."""
+
+    policy: str  # decode_first | prefill_first
+    budget: int  # tokens one step takes at most (decode tokens count one each under decode_first)
+    chunked: bool  # a prompt may be cut across steps
+    max_seqs: int  # requests running (decoding or prefilling) at once
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepCost:
+    """Seconds of a step with `d` decode requests and `p` prompt tokens: fixed + d x per_decode + p x per_token."""
+
+    fixed: float  # weight read, per-layer collectives' latency, host overhead: paid by every step
+    per_decode: float  # one decode request's KV read and compute
+    per_token: float  # one prompt token (its compute beyond the shared weight read)
+
+    def __call__(self, d: int, p: int) -> float:
+        return self.fixed + d * self.per_decode + p * self.per_token
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopResult:
+    """Means over the run's requests."""
+
+    ttft_s: float  # arrival to the end of the step with the first token
+    tpot_s: float  # (last token - first token) / (osl - 1)
+    seconds: float  # the run's length (first arrival to last token)
+    steps: int  # engine steps run
+
+
+def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, osl: int, prompts: int,
+             staggered: bool = False) -> LoopResult:
+    """Run the closed loop until `prompts` requests have ended; means over those requests.
+
+    The run starts as the clients start it, all `concurrency` requests arriving
+    together, or with `staggered` as a loop already in its steady state: the
+    requests in flight are decoding, their progress spread evenly over the
+    output length, and only the requests sent after the start are counted."""
+    if sched.policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {sched.policy!r}")
+    conc, cap, last = max(1, concurrency), max(1, sched.max_seqs), max(1, osl - 1)
+    waiting: list[list[float]] = []  # [count, arrival, first step it may join]
+    prefilling: list[list[float]] = []  # [count, arrival, prompt tokens done]
+    # decoding, oldest first: [count, first-token time, decode steps run before its first token]; a request
+    # gives a token in every step that holds decodes (all running ones are in it), so the oldest ends first
+    decoding: deque[list[float]] = deque()
+    if staggered:
+        for i in range(min(conc, last)):  # request i ends after (i + 1) (osl - 1) / conc more decode steps
+            here = (conc * (i + 1)) // last - (conc * i) // last if conc >= last else 1
+            ahead = (i + 1) * last // min(conc, last)
+            decoding.append([here, math.nan, ahead - last])
+        sent = 0
+    else:
+        waiting.append([conc, 0.0, 0])
+        sent = conc
+    n_dec = int(sum(c[0] for c in decoding))
+    n_pre = 0
+    ended, t, steps, dsteps = 0, 0.0, 0, 0
+    ttft_sum = tpot_sum = 0.0
+    firsts_all = 0
+    while ended < prompts:
+        ready = [w for w in waiting if w[2] <= steps]
+        later = [w for w in waiting if w[2] > steps]
+        if not ready and not decoding and not prefilling:  # an idle engine takes them as they come
+            ready, later = later, []
+        d = n_dec
+        if sched.policy == "prefill_first" and (prefilling or (ready and n_dec + n_pre < cap)):
+            d = 0  # a prefill step holds no decode tokens
+        items, p, prefilling, ready = _plan(sched, prefilling, ready, isl=isl, room=max(0, sched.budget - d),
+                                            slots=cap - n_dec - n_pre)
+        waiting = ready + later
+        if p == 0:  # only decodes until the oldest cohort ends (or a request becomes ready): one jump
+            if not decoding:
+                raise RuntimeError("closed loop stalled: no request can run")
+            k = max(1, int(decoding[0][2]) + last - dsteps)
+            k = min(k, max(1, int(min((w[2] for w in later), default=steps + k)) - steps))
+            t, steps, dsteps = t + k * cost(d, 0), steps + k, dsteps + k
+        else:
+            t, steps = t + cost(d, p), steps + 1
+            dsteps += 1 if d else 0
+        firsts = 0
+        for count, arrival, done in items:
+            if done >= isl:
+                firsts += count
+                ttft_sum += count * (t - arrival)
+                firsts_all += count
+            else:
+                prefilling.append([count, arrival, done])
+        n_pre = int(sum(c[0] for c in prefilling))
+        n = 0
+        while decoding and decoding[0][2] + last <= dsteps:  # its osl - 1 decode steps are done
+            size, first, _ = decoding.popleft()
+            if not math.isnan(first):
+                ended += int(size)
+                tpot_sum += size * (t - first) / last
+            n += int(size)
+        n_dec -= n
+        if firsts:
+            if osl <= 1:
+                ended += firsts
+                n += firsts
+            else:
+                decoding.append([firsts, t, dsteps])
+                n_dec += firsts
+        new = min(n, prompts - sent) if not staggered else n
+        if new:  # the client's new request reaches the scheduler during the next step and joins the one after
+            waiting.append([new, t, steps + 1])
+            sent += new
+    return LoopResult(ttft_s=ttft_sum / max(1, firsts_all), tpot_s=tpot_sum / max(1, ended), seconds=t, steps=steps)
+
+
+def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[float]], *, isl: int, room: int,
+          slots: int) -> tuple[list[tuple[int, float, int]], int, list[list[float]], list[list[float]]]:
+    """The prompt tokens of one step: prompts being prefilled first, then waiting ones in arrival order.
+
+    Returns the step's items (count, arrival, prompt tokens done after the step), its prompt tokens, and
+    what is left prefilling (not in this step) and waiting."""
+    items: list[tuple[int, float, int]] = []
+    tokens = 0
+    left_pre: list[list[float]] = []
+    for i, (count, arrival, done) in enumerate(prefilling):
+        full, part, room = _take(sched, int(count), isl - int(done), room, first=not items)
+        items += [(full, arrival, isl)] if full else []
+        items += [(1, arrival, int(done) + part)] if part else []
+        tokens += full * (isl - int(done)) + part
+        rest = int(count) - full - (1 if part else 0)
+        left_pre += [[rest, arrival, done]] if rest else []
+        if rest:  # the budget is spent: the others wait their turn
+            left_pre += prefilling[i + 1:]
+            return items, tokens, left_pre, waiting
+    left_wait: list[list[float]] = []
+    for i, (count, arrival, ready) in enumerate(waiting):
+        can = min(int(count), max(0, slots))
+        full, part, room = _take(sched, can, isl, room, first=not items)
+        items += [(full, arrival, isl)] if full else []
+        items += [(1, arrival, part)] if part else []
+        tokens += full * isl + part
+        taken = full + (1 if part else 0)
+        slots -= taken
+        if int(count) > taken:  # budget or slots spent: the later arrivals wait behind this one
+            left_wait += [[int(count) - taken, arrival, ready], *waiting[i + 1:]]
+            break
+    return items, tokens, left_pre, left_wait
+
+
+def _take(sched: Scheduler, count: int, need: int, room: int, *, first: bool) -> tuple[int, int, int]:
+    """(whole prompts, tokens of one cut prompt, room left) of `count` prompts needing `need` tokens each."""
+    if count <= 0 or room <= 0:
+        return 0, 0, room
+    full = min(count, room // need)
+    room -= full * need
+    if full < count and room > 0 and sched.chunked:
+        return full, room, 0
+    if full == 0 and first and not sched.chunked:  # a prompt over the whole budget runs alone in its step
+        return 1, 0, 0
+    return full, 0, room

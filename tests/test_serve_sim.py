@@ -1,0 +1,99 @@
+"""The closed-loop step simulation (cost/serve_sim.py) on tiny cases derived by hand.
+
+Step costs are chosen so each step's time is read off directly: `fixed` seconds per step,
+`per_token` per prompt token, `per_decode` per decoding request.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autopar.cost.serve_sim import Scheduler, StepCost, simulate
+
+ONE = StepCost(fixed=1.0, per_decode=0.0, per_token=0.0)  # every step takes 1 s
+
+
+def sched(policy: str = "decode_first", *, budget: int = 100, chunked: bool = True, max_seqs: int = 100) -> Scheduler:
+    return Scheduler(policy=policy, budget=budget, chunked=chunked, max_seqs=max_seqs)
+
+
+def test_one_request_prefill_then_decodes() -> None:
+    # step 1 prefills and gives token 1, steps 2 and 3 give tokens 2 and 3
+    r = simulate(ONE, sched(), concurrency=1, isl=10, osl=3, prompts=1)
+    assert (r.ttft_s, r.tpot_s, r.seconds, r.steps) == (1.0, 1.0, 3.0, 3)
+
+
+def test_decode_first_cuts_the_second_prompt() -> None:
+    # budget 100, prompts of 60: step 1 holds A (60) and 40 tokens of B; A's first token at 1 s.
+    # Step 2: A decodes, B's last 20 tokens: B's first token at 2 s. Step 3: A ends (3 - 1) / 2 = 1 s per
+    # token; step 4: B ends, (4 - 2) / 2. TTFT (1 + 2) / 2.
+    r = simulate(ONE, sched(), concurrency=2, isl=60, osl=3, prompts=2)
+    assert (r.ttft_s, r.tpot_s, r.steps) == (1.5, 1.0, 4)
+
+
+def test_prefill_first_stalls_the_decodes() -> None:
+    # as above, but step 2 is B's prefill alone: A gets no token in it. A: tokens at 1, 3, 4 -> (4 - 1) / 2;
+    # B: 2, 3, 4 -> (4 - 2) / 2. TPOT (1.5 + 1) / 2.
+    r = simulate(ONE, sched("prefill_first"), concurrency=2, isl=60, osl=3, prompts=2)
+    assert (r.ttft_s, r.tpot_s, r.steps) == (1.5, 1.25, 4)
+
+
+def test_whole_prompts_without_chunking() -> None:
+    cost = StepCost(fixed=1.0, per_decode=0.0, per_token=0.01)
+    # chunked: step 1 = 60 + 40 tokens (2 s), A first at 2; step 2 = 20 tokens + A's decode (1.2 s), B first
+    # at 3.2; steps 3, 4 decode (1 s): A ends at 4.2 -> (4.2 - 2) / 2 = 1.1, B at 5.2 -> (5.2 - 3.2) / 2 = 1.
+    r = simulate(cost, sched(), concurrency=2, isl=60, osl=3, prompts=2)
+    assert r.ttft_s == pytest.approx((2 + 3.2) / 2) and r.tpot_s == pytest.approx((1.1 + 1.0) / 2)
+    # unchunked (TensorRT-LLM): B does not fit beside A; step 1 = A (1.6 s), step 2 = B + A's decode (1.6 s):
+    # firsts at 1.6 and 3.2; A ends at 4.2 -> 1.3, B at 5.2 -> 1.
+    r = simulate(cost, sched(chunked=False), concurrency=2, isl=60, osl=3, prompts=2)
+    assert r.ttft_s == pytest.approx((1.6 + 3.2) / 2) and r.tpot_s == pytest.approx((1.3 + 1.0) / 2)
+
+
+def test_decode_and_prompt_costs_add_in_a_step() -> None:
+    cost = StepCost(fixed=1.0, per_decode=0.5, per_token=0.01)
+    # step 1: A and B whole (d 0, p 80): 1.8 s; steps 2, 3: two decodes, 2 s each: both end at 5.8, (5.8 - 1.8) / 2
+    r = simulate(cost, sched(), concurrency=2, isl=40, osl=3, prompts=2)
+    assert r.ttft_s == pytest.approx(1.8) and r.tpot_s == pytest.approx(2.0) and r.seconds == pytest.approx(5.8)
+
+
+def test_closed_loop_replaces_each_request_and_waits_for_the_step_in_progress() -> None:
+    # staggered start, 2 in flight, osl 3: the old requests end after 1 and 2 decode steps (1 s each).
+    # The one sent at 1 s misses step 2 (it reaches the scheduler during it) and is prefilled in step 3:
+    # first token at 3 (TTFT 2). The one sent at 2 s joins step 4 beside a decode: first token at 4 (TTFT 2).
+    # Their tokens: 3, 4, 5 and 4, 5, 6: TPOT 1. The old requests are not counted.
+    r = simulate(ONE, sched(), concurrency=2, isl=10, osl=3, prompts=2, staggered=True)
+    assert (r.ttft_s, r.tpot_s, r.seconds) == (2.0, 1.0, 6.0)
+
+
+def test_an_idle_engine_takes_a_new_request_at_once() -> None:
+    # one in flight: request 1 at 0 (tokens 1, 2 s), request 2 sent at 2 s finds the engine idle
+    r = simulate(ONE, sched(), concurrency=1, isl=10, osl=2, prompts=2)
+    assert (r.ttft_s, r.tpot_s, r.seconds, r.steps) == (1.0, 1.0, 4.0, 4)
+
+
+def test_a_wave_re_forms_under_prefill_first() -> None:
+    # 4 prompts of 50 in a 100-token budget: two prefill steps (firsts at 1 and 2: TTFT 1.5), then all four
+    # decode together and end together; the next wave repeats it
+    one = simulate(ONE, sched("prefill_first"), concurrency=4, isl=50, osl=4, prompts=4)
+    three = simulate(ONE, sched("prefill_first"), concurrency=4, isl=50, osl=4, prompts=12)
+    assert one.ttft_s == three.ttft_s == 1.5
+    assert three.seconds == pytest.approx(3 * one.seconds)
+
+
+def test_max_seqs_holds_requests_back() -> None:
+    # one running at a time: B waits for A to end (A: steps 1-3), then runs steps 4-6
+    r = simulate(ONE, sched(max_seqs=1), concurrency=2, isl=10, osl=3, prompts=2)
+    assert r.ttft_s == pytest.approx((1 + 4) / 2) and r.seconds == 6.0
+
+
+def test_unknown_policy() -> None:
+    with pytest.raises(ValueError, match="policy"):
+        simulate(ONE, sched("fifo"), concurrency=1, isl=1, osl=2, prompts=1)
+
+
+def test_the_loop_runs_as_many_requests_as_the_printed_benchmark() -> None:
+    from autopar.cost.serve_load import PROMPTS_PER_REQUEST
+    from autopar.emit.serving import PROMPTS_PER_SLOT
+
+    assert PROMPTS_PER_REQUEST == PROMPTS_PER_SLOT == 10
