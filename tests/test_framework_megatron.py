@@ -162,6 +162,20 @@ def test_pipeline_layout_is_the_estimates_split() -> None:
     assert args["--pipeline-model-parallel-layout"] == ["Et*11|t*11|t*10L"]
 
 
+@pytest.mark.parametrize(("layers", "pp", "vpp"), [(61, 16, 3), (70, 32, 1), (126, 32, 2), (32, 6, 1), (32, 3, 1)])
+def test_a_long_layout_reads_as_the_plain_one(layers: int, pp: int, vpp: int) -> None:
+    """Past 60 characters the layout repeats runs, (t*n|)*k: megatron-core's parser reads the same chunks."""
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+
+    counts = megatron.stage_layout(layers, pp, vpp)
+    plain = "E" + "|".join(f"t*{n}" for n in counts) + "L"
+    short = megatron.layout_string(counts)
+    assert len(short) <= megatron.LAYOUT_PLAIN_MAX
+    assert (short == plain) == (len(plain) <= megatron.LAYOUT_PLAIN_MAX)
+    parse = PipelineParallelLayerLayout.parse_str_to_list
+    assert parse(short) == parse(plain)
+
+
 def test_megatron_core_reads_the_hybrid_launch() -> None:
     """nemotron-h-8b: megatron-core's own pattern allocation takes the emitted --hybrid-override-pattern for
     --num-layers, and TransformerConfig takes the Mamba widths. (Building the MambaModel needs mamba_ssm's

@@ -48,6 +48,8 @@ COMMANDS = [
     "suggest llama3-8b --hardware h100-sxm --gpus 16 --top 3 --emit slurm-torchtitan",
     "estimate deepseek-v3 --hardware h100-sxm --gpus 256 --tp 2 --pp 16 --cp 2 --ep 8 --no-explain --emit megatron",
     "estimate nemotron-h-8b --hardware h100-sxm --gpus 16 --tp 2 --pp 2 --no-explain --emit megatron",
+    "suggest llama3.1-405b --hardware h100-sxm --gpus 128 --top 3 --emit megatron",  # a 32-chunk uneven layout
+    "suggest llama3.1-405b --hardware h100-sxm --gpus 128 --top 3 --emit slurm",
     # serving: MoE agg and disagg, each framework's launch
     "serve suggest qwen3-30b-a3b --hardware h100-sxm --gpus 8 --isl 1024 --osl 256 --emit trtllm",
     "serve suggest qwen3-30b-a3b --hardware h100-sxm --gpus 8 --isl 4096 --osl 256 --modes disagg --emit vllm",

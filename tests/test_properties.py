@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shlex
 from dataclasses import replace
 
@@ -206,7 +207,9 @@ def test_launched_pipeline_layout_equals_the_estimated_one(layers: int, pp: int,
     flags = {i[0]: i[1:] for i in items}
     if "--pipeline-model-parallel-layout" in flags:
         (layout,) = flags["--pipeline-model-parallel-layout"]
-        launched = [int(part.split("*")[1]) for part in layout.strip("EL").split("|")]
+        # long layouts repeat runs as (t*n|)*k, which Megatron unrolls first (parse_str_to_list)
+        unrolled = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), layout)
+        launched = [int(part.split("*")[1]) for part in unrolled.strip("EL").split("|")]
     elif "--account-for-loss-in-pipeline-split" in flags:
         # Megatron's even split of layers + 1 (+ 1 for the embedding) slots, one decoder layer fewer in
         # the last (and first) chunk (get_num_layers_to_build at core_v0.16.1)
