@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -30,8 +29,10 @@ app.add_typer(serve_app, name="serve")
 
 
 def _fail(exc: AutoparError) -> NoReturn:
-    text = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever a name or path holds
-    print(f"autopar: error: {text if len(text) <= 2000 else text[:1999] + '…'}", file=sys.stderr)
+    from autopar.render.text import error
+
+    text = str(exc)
+    error(text if len(text) <= 2000 else text[:1999] + "…")  # one line piped, whatever a name or path holds
     raise typer.Exit(exc.exit_code)
 
 
@@ -112,7 +113,10 @@ def top_plans_for(model: str, k: int, *, nproc: int | None, device: str, hardwar
     kind = resolve_device(require_torch(), device)
     world = world_size(kind, nproc)
     texts, hw = top_plans(load_model(model), k, world=world, hardware=hardware, scale=scale, kind=kind)
-    print(f"--top {k}: suggest's best plans for {world} processes on {hw}: {'; '.join(texts)}", file=sys.stderr)
+    from autopar.render.text import console, say
+
+    say(console(stderr=True), f"--top {k}: suggest's best plans for {world} processes on {hw}: {'; '.join(texts)}",
+        markup=False)
     return texts
 
 

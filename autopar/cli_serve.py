@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
@@ -39,7 +38,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 
 
 def _fail(exc: AutoparError) -> NoReturn:
-    print(f"autopar: error: {exc}", file=sys.stderr)
+    from autopar.render.text import error
+
+    error(str(exc))
     raise typer.Exit(exc.exit_code)
 
 

@@ -23,7 +23,7 @@ from rich.text import Text
 from typer.testing import CliRunner
 
 from autopar.cli import app
-from autopar.render.text import WIDTH, shell_lines, shell_text, shell_words, wrap
+from autopar.render.text import WIDTH, error, shell_lines, shell_text, shell_words, wrap
 from tests.test_readme_samples import samples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,3 +185,15 @@ def test_shell_lines_paste_back_to_the_same_words(pairs: list[tuple[str, str]], 
     assert shlex.split("\n".join(wrapped).replace("\\\n", "")) == shlex.split(line)
     longest = max(cell_len(f"{flag} {shlex.quote(value)}") for flag, value in pairs)
     assert all(cell_len(w) <= max(width, longest + 4 + 2) for w in wrapped)
+
+
+def test_errors_are_one_line_piped_and_wrapped_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    message = "unknown model 'llama3-405b' (did you mean 'llama3.1-405b'?): give a preset name (see `autopar models`), " \
+              "a model .yaml file or a Hugging Face config.json"
+    error(message, terminal=False)
+    assert capsys.readouterr().err == f"autopar: error: {message}\n"
+    error(message + "\nsecond", terminal=True)
+    lines = capsys.readouterr().err.rstrip("\n").split("\n")
+    assert len(lines) == 3 and all(cell_len(line) <= WIDTH for line in lines)
+    assert lines[0].startswith("autopar: error: unknown model") and lines[1].startswith("  ")
+    assert " ".join(" ".join(lines).split()) == f"autopar: error: {message}\\nsecond"

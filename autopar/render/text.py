@@ -10,6 +10,7 @@ space of padding) and numeric columns never wrap; shell commands break before an
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Sequence
 
 from rich import box
@@ -83,6 +84,17 @@ def say(out: Console, text: str | Text, *, indent: int = INDENT, markup: bool = 
     """Print prose wrapped to the console's width."""
     for line in wrap(text, width=out.width, indent=indent, markup=markup):
         out.print(line, soft_wrap=True)
+
+
+def error(message: str, *, terminal: bool | None = None) -> None:
+    """`autopar: error: MESSAGE` on stderr: one line when stderr is piped (logs and scripts read one line
+    per error), wrapped at words to the width on a terminal. Newlines in the message are escaped."""
+    err = console(stderr=True)
+    text = "autopar: error: " + message.replace("\r", "\\r").replace("\n", "\\n")
+    if err.is_terminal if terminal is None else terminal:
+        say(err, text, markup=False)
+    else:
+        print(text, file=sys.stderr)
 
 
 def table(*columns: str, title: str | None = None, left: Iterable[str] = (), wrap: Iterable[str] = ()) -> Table:
