@@ -163,13 +163,16 @@ def warmed_sources(rows: list[Row]) -> set[str]:
 
 
 def not_reached(row: Row, est: ServeEstimate) -> bool:
-    """The measured latency at the stated concurrency needs more prefill FLOP/s than the GPUs can sustain."""
+    """The measured latency at the stated concurrency needs more prefill FLOP/s than the GPUs can sustain
+    (disaggregated: the prefill pool's GPUs, the only ones that prefill)."""
     hw = load_hardware(row.hw_name)
     latency = (row.ttft_ms + (row.wl.osl - 1) * row.tpot_ms) / 1e3
     dtype = gemm_dtype(hw, row.dep.weights)
     flops = row.wl.concurrency / latency * row.wl.isl * 2 * matmul_params(row.model)  # active weights already
     best = hw.peak(dtype) * hw.gemm_eff[dtype].ys[-1] * cal.SUSTAINED_TENSOR_EFFICIENCY if dtype in hw.gemm_eff else hw.peak(dtype)
-    return flops > best * row.dep.gpus
+    dep = row.dep
+    gpus = dep.prefill.gpus * dep.prefill_replicas if dep.prefill is not None else dep.gpus
+    return flops > best * gpus
 
 
 def worst_queue_s(row: Row, est: ServeEstimate) -> float:

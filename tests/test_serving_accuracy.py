@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,22 @@ def test_a_file_with_a_row_below_a_tenth_of_the_wave_bound_was_measured_warm() -
     cold = _row(tp=1, isl=1024, concurrency=64, ttft_ms=bound / 10 * 1e3 * 1.01, source="a.csv")
     warm = _row(tp=1, isl=1024, concurrency=64, ttft_ms=bound / 10 * 1e3 * 0.99, source="b.csv")
     assert sa.warmed_sources([cold, warm, _row(tp=1, isl=1024, concurrency=8, source="b.csv")]) == {"b.csv"}
+
+
+def test_disaggregated_rows_are_reached_only_if_the_prefill_pool_keeps_up() -> None:
+    # Llama-3.1-8B bf16 on H100: a 4096-token prompt is 4096 x 2 x 7,504,658,432 = 6.148e13 FLOP; an
+    # H100 sustains 989.4e12 x 0.803 (largest bf16 GEMM, profiles/h100-sxm.yaml) x 0.75
+    # (cost/calibration.py SUSTAINED_TENSOR_EFFICIENCY) = 5.959e14 FLOP/s, 9.69 prompts/s. At
+    # TTFT 100 ms and TPOT 10 ms over 128 tokens a request takes 1.37 s, so 16 in flight need
+    # 16 / 1.37 = 11.7 prompts/s: more than the one prefill GPU of 1P(tp1) 3D(tp1) sustains, though
+    # less than all four GPUs would.
+    model = load_model("llama3.1-8b")
+    dep = Deployment(framework="vllm", framework_version="0.12", mode="disagg", engine=Engine(tp=1), replicas=3,
+                     prefill=Engine(tp=1), prefill_replicas=1)
+    row = sa.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
+                 model_key="meta-llama/Llama-3.1-8B-Instruct", hw_name="h100-sxm", dep=dep,
+                 wl=Workload(isl=4096, osl=128, concurrency=16), ttft_ms=100.0, tpot_ms=10.0)
+    est = sa.estimate(model, sa.load_hardware("h100-sxm"), dep, row.wl)
+    assert sa.not_reached(row, est)
+    two = dataclasses.replace(row, dep=dataclasses.replace(dep, prefill_replicas=2), wl=row.wl)
+    assert not sa.not_reached(two, est)  # 19.4 prompts/s on two prefill GPUs
