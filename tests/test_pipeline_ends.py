@@ -14,6 +14,8 @@ import shlex
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autopar.cost.memo import Memo
 from autopar.cost.memory import ParamPlan, end_kinds, end_params, rank_params
@@ -137,3 +139,14 @@ def test_the_memory_peak_sits_on_rank_1_when_the_embedding_is_alone() -> None:
     # outweighs rank 0's embedding (151,936 x 4096 / tp 2 = 0.31B)
     assert sum(rank1) > sum(rank0)
     assert end_params(memo, key)[0] == rank1
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(st.integers(2, 32), st.sampled_from([1, 2, 3, 4]), st.sampled_from([1, 2]))
+def test_megatron_core_builds_every_end_slot_layout_as_estimated(pp: int, vpp: int, ends: int) -> None:
+    """Any pp x vpp = layers + 1 or + 2: megatron-core 0.16.1 builds, per (rank, chunk), the decoder
+    layers stage_layers gives from the emitted --account-for-* flags."""
+    layers = pp * vpp - ends
+    if layers < 2:
+        return
+    test_megatron_core_builds_the_estimated_chunks(layers, pp, vpp, ends)
