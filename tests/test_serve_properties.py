@@ -77,3 +77,19 @@ def test_the_sweep_reports_each_deployment_it_prices() -> None:
     # one call per deployment, in order, each with the number of deployments
     assert [d for d, _ in seen] == list(range(1, result.layouts + 1))
     assert {t for _, t in seen} == {result.layouts}
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(framework=st.sampled_from(["vllm", "sglang", "trtllm"]), isl=st.integers(16, 8192), osl=st.integers(2, 2048),
+       tpot_ms=st.sampled_from([None, 20.0, 40.0]))
+def test_the_sweep_shows_what_estimate_says(framework: str, isl: int, osl: int, tpot_ms: float | None) -> None:
+    # the sweep prices each (deployment, concurrency) with the closed-loop simulation estimate runs: every
+    # point it shows, the Pareto front and the recommendation included, is estimate's figure for that plan
+    targets = Targets(tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
+    result = sweep(MODEL, HW, gpus=8, isl=isl, osl=osl, framework=framework, weights="bf16", kv_dtypes=("auto",),
+                   modes=("agg",), targets=targets)
+    shown = [*result.pareto, *([result.best] if result.best is not None else [])]
+    for point in [*result.points[::7], *shown]:
+        again = estimate(MODEL, HW, point.deployment, point.workload)
+        assert (again.ttft_s, again.tpot_s, again.requests_per_s) == (point.ttft_s, point.tpot_s, point.requests_per_s)
+    assert all(p in result.points for p in shown)
