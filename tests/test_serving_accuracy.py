@@ -67,12 +67,13 @@ def test_rows_autopar_cannot_describe_are_counted_not_fatal(tmp_path: Path) -> N
                        "no built-in profile for system 'gb200' (2 rows)"]
 
 
-def test_a_file_with_a_row_below_a_tenth_of_the_wave_bound_was_measured_warm() -> None:
-    # wave bound of 64 requests of 1024 tokens on one GPU: 32.5 x 15.53 ms = 504.6 ms; a tenth is 50.5 ms
-    bound = sa.wave_bound_s(_row(tp=1, isl=1024, concurrency=64))
-    assert bound == pytest.approx(32.5 * 1024 * 2 * 7_504_658_432 / 989.4e12)
-    cold = _row(tp=1, isl=1024, concurrency=64, ttft_ms=bound / 10 * 1e3 * 1.01, source="a.csv")
-    warm = _row(tp=1, isl=1024, concurrency=64, ttft_ms=bound / 10 * 1e3 * 0.99, source="b.csv")
+def test_a_file_with_a_row_below_the_first_wave_share_was_measured_warm() -> None:
+    row = _row(tp=1, isl=1024, concurrency=64)
+    share = sa.first_wave_share_s(row)
+    # 64 prompts of 1024 tokens, 8 per 8192-token step: the wave's mean TTFT is seconds, a tenth of it in a run
+    assert 0.05 < share < 1.0
+    cold = _row(tp=1, isl=1024, concurrency=64, ttft_ms=share * 1e3 * 1.01, source="a.csv")
+    warm = _row(tp=1, isl=1024, concurrency=64, ttft_ms=share * 1e3 * 0.99, source="b.csv")
     assert sa.warmed_sources([cold, warm, _row(tp=1, isl=1024, concurrency=8, source="b.csv")]) == {"b.csv"}
 
 
