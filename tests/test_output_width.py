@@ -10,6 +10,7 @@ paste and run: the shell reads back the words of the one-line form (`--json`).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from rich.text import Text
 from typer.testing import CliRunner
 
 from autopar.cli import app
-from autopar.render.text import WIDTH, error, shell_lines, shell_text, shell_words, wrap
+from autopar.render.text import WIDTH, error, shell_lines, shell_text, shell_words, table, wrap
 from tests.test_readme_samples import samples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,3 +198,19 @@ def test_errors_are_one_line_piped_and_wrapped_on_a_terminal(capsys: pytest.Capt
     assert len(lines) == 3 and all(cell_len(line) <= WIDTH for line in lines)
     assert lines[0].startswith("autopar: error: unknown model") and lines[1].startswith("  ")
     assert " ".join(" ".join(lines).split()) == f"autopar: error: {message}\\nsecond"
+
+
+def test_a_table_too_wide_wraps_its_label_columns_and_cuts_nothing() -> None:
+    from rich.console import Console
+
+    t = table("plan", "recompute", "tok/s/GPU", left=("plan", "recompute"), wrap=("plan", "recompute"))
+    t.add_row("dp8 tp2+sp pp16 ep16", "selective (moe_act, layernorm)", "1,093")
+    out = Console(width=34, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    out.print(t)
+    text = out.export_text()
+    assert max(cell_len(line) for line in text.split("\n")) <= 34 and "…" not in text
+    for word in ("dp8", "tp2+sp", "pp16", "ep16", "selective", "(moe_act,", "layernorm)", "1,093"):
+        assert word in text.split()
+    narrow = Console(width=24, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    narrow.print(t)
+    assert "…" not in narrow.export_text()  # a word wider than its column folds

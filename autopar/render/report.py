@@ -164,9 +164,11 @@ def render_suggestion(
     shown = distinct_layouts(r.ranked, top)
     # tokens/s and TFLOP/s per GPU are tok/s/GPU x GPUs and MFU x peak: in --json and `estimate`, not here
     say(console, f"top {len(shown)} layouts by tokens/s (the best variant of each; --json keeps the variants):")
-    t = table("#", "plan", "mbs", "recompute", "ZeRO", "step s", "tok/s/GPU", "MFU", "GiB", left=("plan", "recompute"), wrap=("plan",))
+    t = table("#", "plan", "mbs", "recompute", "ZeRO", "step s", "tok/s/GPU", "MFU", "GiB", left=("plan", "recompute"),
+              wrap=("plan", "recompute"))
     for i, e in enumerate(shown, 1):
-        t.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute_label, str(e.plan.zero), f"{e.step_time_s:.2f}",
+        modules = f" ({', '.join(e.plan.recompute_modules)})" if e.plan.recompute_modules else ""  # wraps at words
+        t.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute + modules, str(e.plan.zero), f"{e.step_time_s:.2f}",
                   f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
     console.print(t)
     best = r.ranked[0]

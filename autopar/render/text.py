@@ -106,7 +106,8 @@ def table(*columns: str, title: str | None = None, left: Iterable[str] = (), wra
     t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
               collapse_padding=True, title_justify="left", title_style="", header_style="bold")
     for name in columns:
-        t.add_column(name, justify="left" if name in lefts else "right", no_wrap=name not in wraps)
+        t.add_column(name, justify="left" if name in lefts else "right", no_wrap=name not in wraps,
+                     overflow="fold")  # never "…": a cell too narrow folds, nothing is cut
     return t
 
 
