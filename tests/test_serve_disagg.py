@@ -11,11 +11,14 @@ N(b) = X (a + s + W) + R b.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from autopar.cost.serve import StepTime
 from autopar.cost.serve_disagg import DisaggLoop
 from autopar.cost.serve_load import estimate
+from autopar.render.serve import kv_full
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.serve import Deployment, Engine, Workload
 from tests.conftest import gpt_like
@@ -81,3 +84,20 @@ def test_disagg_estimate_obeys_littles_law(toy_hw: HardwareProfile) -> None:
     # one prefill engine paces 256 requests: they wait at its queue, and the decode batch stays small
     assert many.ttft_parts["queue"] > 10 * few.ttft_parts["queue"]
     assert many.pools[1].requests_per_rank < 256 / 2 / 4
+
+
+def test_saturation_names_the_pool_that_sets_the_rate(toy_hw: HardwareProfile) -> None:
+    m = gpt_like(max_seq_len=131072)
+    # one prefill engine for 256 requests of 8192 tokens: it sets the rate (rho >= 0.95), and the
+    # requests it queues hold no decode KV, so the decode engines' cache is far from full
+    one = Deployment(framework="vllm", mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
+                     prefill_replicas=1)
+    paced = estimate(m, toy_hw, one, Workload(isl=8192, osl=16, concurrency=256))
+    assert paced.saturated and not kv_full(paced)
+    assert 2 * paced.pools[1].requests_per_rank < paced.pools[1].max_concurrency
+    # 64 prefill engines keep up; 2,000 requests of 36,864 tokens overflow the decode KV cache
+    # (4 layers x K and V x 16 heads x 64 x 2 B = 16 KiB a token): the batch stops at what it holds
+    wide = dataclasses.replace(one, prefill_replicas=64)
+    full = estimate(m, toy_hw, wide, Workload(isl=32768, osl=4096, concurrency=2000))
+    assert full.saturated and kv_full(full)
+    assert 2 * full.pools[1].requests_per_rank == pytest.approx(full.pools[1].max_concurrency)

@@ -36,7 +36,9 @@ from dataclasses import dataclass
 
 from autopar.cost.serve import StepTime
 
-RHO_SATURATED = 0.99  # prefill pool this busy: the queue, not the model, sets TTFT
+# The prefill pool this busy sets the loop's rate: its M/D/1 wait, rho s / (2 (1 - rho)), is 9.5
+# prompts' prefill at 0.95, so the queue, not the engines, makes TTFT (queue-saturated).
+RHO_SATURATED = 0.95
 # Solving the loop. A decode step costs about 0.1 ms to price and a serving sweep prices
 # thousands of deployments, so the step is priced at a few batch sizes only. Within a regime the
 # step time is linear in the batch, t(b) = t0 + k b (the weights once, the KV per request); on

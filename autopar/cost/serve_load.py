@@ -255,7 +255,9 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     ttft_parts = {"prefill": loop.service_s, "queue": queue, "first_step": step.total, "kv_transfer": transfer,
                   "overhead": fw.ttft_overhead_s}
     ttft = sum(ttft_parts.values())
-    saturated = n > cap or loop.rho(b, step.total) >= RHO_SATURATED
+    # requests queued for a prefill hold no decode KV: the cache is full only if the decode batch reached it
+    kv_full = n > cap and b >= cap * (1 - 1e-9)
+    saturated = kv_full or loop.rho(b, step.total) >= RHO_SATURATED
     pools = (_pool(model, hw, dep, wl, role="prefill", engine=pre, replicas=dep.prefill_replicas, step=pstep,
                    per_rank=1.0),
              _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=step, per_rank=b))

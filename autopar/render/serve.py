@@ -112,13 +112,20 @@ def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, 
         say(console, f"  {pool.weights_gib:.1f} GiB weights, {pool.memory_gib_per_gpu:.1f} GiB in use per GPU")
     if not est.fits:
         say(console, "[red]does not fit: the KV cache cannot hold one request beside the weights[/]")
-    elif est.saturated and wl.concurrency > est.pools[-1].max_concurrency:
+    elif est.saturated and kv_full(est):
         say(console, f"[yellow]queue-saturated: {wl.concurrency} requests exceed what the KV cache holds "
             f"({est.pools[-1].max_concurrency}); the surplus waits for a slot[/]")
     elif est.saturated:
-        say(console, "[yellow]queue-saturated: the prefill engines cannot keep up with the request rate "
-            "(their queue grows without bound)[/]")
+        say(console, "[yellow]queue-saturated: the prefill engines set the rate; the requests the decode "
+            "engines do not hold wait in the prefill queue[/]")
     say(console, TPOT_DEFINITION, markup=False)
+
+
+def kv_full(est: ServeEstimate) -> bool:
+    """The last pool's KV cache holds all it can (rather than a prefill queue holding the surplus)."""
+    pool = est.pools[-1]
+    held = pool.requests_per_rank * pool.replicas * pool.engine.dp
+    return est.workload.concurrency > pool.max_concurrency and held >= pool.max_concurrency * (1 - 1e-6)
 
 
 def _point_row(est: ServeEstimate) -> dict[str, Any]:
