@@ -6,9 +6,11 @@ Step costs are chosen so each step's time is read off directly: `fixed` seconds 
 
 from __future__ import annotations
 
+from collections import deque
+
 import pytest
 
-from autopar.cost.serve_sim import Scheduler, StepCost, simulate
+from autopar.cost.serve_sim import Scheduler, StepCost, admissible, simulate
 
 ONE = StepCost(fixed=1.0, per_decode=0.0, per_token=0.0)  # every step takes 1 s
 
@@ -85,6 +87,40 @@ def test_max_seqs_holds_requests_back() -> None:
     # one running at a time: B waits for A to end (A: steps 1-3), then runs steps 4-6
     r = simulate(ONE, sched(max_seqs=1), concurrency=2, isl=10, osl=3, prompts=2)
     assert r.ttft_s == pytest.approx((1 + 4) / 2) and r.seconds == 6.0
+
+
+def test_kv_room_holds_a_request_back() -> None:
+    # SGLang admission (schedule_policy.py PrefillAdder.add_one_req): a request needs isl + osl = 13 tokens
+    # below what is left. Pool 25: A (13 < 25) is admitted, B (13 + 13 = 26, not < 25) is refused and the
+    # batch is full until A ends. A: prefill at 1, decodes at 2, 3 (ends). B: prefill at 4 (TTFT 4),
+    # decodes at 5, 6. TTFT (1 + 4) / 2, TPOT 1, 6 s: as if one request ran at a time.
+    sched = Scheduler(policy="prefill_first", budget=100, chunked=True, max_seqs=100, kv_tokens=25)
+    r = simulate(ONE, sched, concurrency=2, isl=10, osl=3, prompts=2)
+    assert (r.ttft_s, r.tpot_s, r.seconds) == (2.5, 1.0, 6.0)
+    # a pool of 27 holds both (26 < 27): both prefilled in step 1, TTFT 1, 3 s
+    roomy = Scheduler(policy="prefill_first", budget=100, chunked=True, max_seqs=100, kv_tokens=27)
+    r = simulate(ONE, roomy, concurrency=2, isl=10, osl=3, prompts=2)
+    assert (r.ttft_s, r.seconds) == (1.0, 3.0)
+
+
+def test_admission_counts_the_running_output_at_the_new_token_ratio() -> None:
+    # two requests decoding since decode step 0, now at step 4: each has written 1 + 4 = 5 of osl 500
+    # tokens after a prompt of 100, so they hold 2 x 105 = 210 tokens and have 2 x 495 = 990 to come.
+    # A newcomer needs 100 + 500 = 600. Pool 3000:
+    #   ratio 0.7 (SGLANG_INIT_NEW_TOKEN_RATIO): left 3000 - 210 - 693 = 2097 -> 600, 1200, 1800 < 2097: 3
+    #   ratio 0.098 (its floor): left 3000 - 210 - 97.02 = 2692.98 -> 2400 < 2692.98 too: 4
+    sched = Scheduler(policy="prefill_first", budget=8192, chunked=True, max_seqs=1024, kv_tokens=3000)
+    decoding = deque([[2.0, 0.0, 0.0]])
+    walk = dict(n_dec=2, n_pre=0, isl=100, osl=500, dsteps=4)
+    assert admissible(sched, decoding, ratio=0.7, **walk) == 3
+    assert admissible(sched, decoding, ratio=0.098, **walk) == 4
+    # the same from the running sums (start_sum = 2 x 0)
+    assert admissible(sched, decoding, ratio=0.7, start_sum=0.0, **walk) == 3
+    # outputs past SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (4096) count 4096: osl 10000 after 5 written ->
+    # 2 x 4096 reserved at ratio 1; need 100 + 4096 = 4196; pool 20000: left 20000 - 210 - 8192 = 11598
+    # -> 4196, 8392 < 11598: 2
+    big = Scheduler(policy="prefill_first", budget=8192, chunked=True, max_seqs=1024, kv_tokens=20000)
+    assert admissible(big, decoding, ratio=1.0, **{**walk, "osl": 10000}) == 2
 
 
 def test_unknown_policy() -> None:

@@ -70,6 +70,7 @@ class Framework:
     policy: str = "decode_first"  # scheduler: decode_first | prefill_first (cost/serve_sim.py)
     chunked: bool = True  # a prompt may be cut across steps (chunked prefill)
     max_seqs: int = 1024  # requests running at once (--max-num-seqs, --max-running-requests, max_batch_size)
+    kv_admission: bool = False  # prompts admitted by KV room and new_token_ratio (SGLang, cost/serve_sim.py)
 
 
 GIB = 2**30
@@ -89,15 +90,21 @@ FITTED: dict[tuple[str, str], Framework] = {
     # prefill 8192 tokens on >= 80 GB GPUs (same file). Versions 0.5.1 and 0.5.6
     # are fitted apart (0.5.1 on the H100 rows, 0.5.6 on the H200 rows).
     # SGLang 0.5.6.post2's scheduler is prefill-first as 0.5.1's (scheduler.py get_next_batch_to_run),
-    # but its rows do not show the waves that follow from it: simulated prefill-first, the 69 scored
-    # H200 rows' TTFT is off by 138% (the first tokens of a wave of 160-512 Llama-3.1-8B prompts), run
-    # as decode-first (arrivals staggered, each prefilled when it comes) by 37.5%. Its admission
-    # control (new_token_ratio reserves KV for the running requests' remaining output and admits
-    # fewer prompts per prefill batch; its TTFT grows with the output length at c512) is not
-    # modelled; until it is, 0.5.6 runs decode-first, a choice read off the rows.
+    # but its Llama-3.1-8B rows do not show the waves that follow from it: simulated prefill-first, the
+    # 69 scored H200 rows' TTFT is off by 138% (137% with its constants refitted prefill-first): 195-211%
+    # on the 45 Llama rows (the first tokens of a wave of 20-512 prompts), 26-36% on the 24 Qwen3-235B
+    # rows; run as decode-first (arrivals staggered, each prefilled when it comes) by 37.5% (Llama 40.9%,
+    # Qwen 31.0%). The Llama TPOT says the same: staggered, a request's decode steps hold the other
+    # requests' prompts (8000/100 c20 tp1: 33.9 ms measured, 38.9 simulated decode-first, 26.1
+    # prefill-first, where the wave's prompts all run before its decodes). SGLang's admission by KV room
+    # (kv_admission, cost/serve_sim.py) does not break the waves here: the wave's prompts plus outputs
+    # need 1-96% of the KV pool on every scored row, so all are admitted at once (it changes no row at
+    # the concurrency the pool holds); and the rows with most TTFT have most room (tp8 c512: 10-20%
+    # of the pool, TTFT 12-17% of the request's latency; tp1: 59-90%, 1-4%). So 0.5.6 runs decode-first,
+    # a choice read off the rows; the mechanism that spreads the Llama arrivals is not identified.
     ("sglang", "0.5.6"): Framework(name="sglang", version="0.5.6", label="SGLang 0.5.6", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.004, ttft_overhead_s=0.15,
-                        prefill_slowdown=3.0, moe_layer_overhead_s=0.0),
+                        prefill_slowdown=3.0, moe_layer_overhead_s=0.0, kv_admission=True),
     # SGLang 0.5.1 (the H100 Qwen3-32B rows, sglang.bench_serving at fixed lengths): TTFT is the prefill
     # of a wave (policy prefill_first, cost/serve_sim.py): all requests of the concurrency arrive together
     # and are prefilled back to back in 8192-token steps at the profile's own GEMM and attention rates.
@@ -115,7 +122,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     ("sglang", "0.5.1"): Framework(name="sglang", version="0.5.1", label="SGLang 0.5.1", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.08,
                         prefill_slowdown=1.0, moe_layer_overhead_s=0.0,
-                        policy="prefill_first"),
+                        policy="prefill_first", kv_admission=True),
     # TensorRT-LLM: KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory left
     # after weights and activations (tensorrt_llm/commands/serve.py
     # --kv_cache_free_gpu_memory_fraction default 0.9); --max_num_tokens 8192,

@@ -141,7 +141,8 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
     step = decode_step(model, hw, engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running,
                        context=wl.isl + wl.osl / 2, fw=fw)
     alone = prefill_time(model, hw, engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
-    loop = closed_loop(model, hw, dep, wl, step=step, alone=alone, running=running)
+    loop = closed_loop(model, hw, dep, wl, step=step, alone=alone, running=running,
+                       kv_tokens=probe.kv_cache_tokens // engine.dp)
     # the loop's steps price a prompt at the profile's rate (the TPOT rows measure that rate for the
     # prompts riding in decode steps); a request's own prompt waits the fitted serving slowdown more
     extra = (fw.prefill_slowdown - 1.0) * alone.total
@@ -163,13 +164,15 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
 
 
 def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, step: StepTime,
-                alone: StepTime, running: float) -> LoopResult:
+                alone: StepTime, running: float, kv_tokens: int = 0) -> LoopResult:
     """The benchmark's closed loop on one attention rank, step by step (cost/serve_sim.py).
 
     A step with d decode requests and p prompt tokens costs the decode step
     at batch d (linear between the decode steps at batch 1 and `running`)
     plus p / isl of a prompt's prefill riding in a step (prefill_in_step: its
-    prefill less the weight read the step already makes)."""
+    prefill less the weight read the step already makes). A framework that
+    admits prompts by KV room (Framework.kv_admission) is given the rank's
+    `kv_tokens`."""
     fw = constants(dep.framework, dep.framework_version)
     conc = max(1, round(running))
     one = decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=1.0,
@@ -177,7 +180,8 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
     per_decode = (step.total - one) / (conc - 1) if conc > 1 else 0.0
     riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
     cost = StepCost(fixed=one - per_decode, per_decode=per_decode, per_token=riding / wl.isl)
-    sched = Scheduler(policy=fw.policy, budget=fw.chunk_tokens, chunked=fw.chunked, max_seqs=fw.max_seqs)
+    sched = Scheduler(policy=fw.policy, budget=fw.chunk_tokens, chunked=fw.chunked, max_seqs=fw.max_seqs,
+                      kv_tokens=kv_tokens if fw.kv_admission else 0)
     if fw.policy == "prefill_first":  # every cycle re-forms the clients' first wave
         return simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=PROMPTS_PER_REQUEST * conc)
     steady = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc, staggered=True)

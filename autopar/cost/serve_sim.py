@@ -27,6 +27,21 @@ Policies (facts read from the frameworks' sources; no code copied):
   a prefill step holds no decode tokens; --chunked-prefill-size caps the
   prompt tokens of a step and cuts the last prompt).
 
+Admission by KV room (Scheduler.kv_tokens > 0), SGLang's PrefillAdder (0.5.x,
+python/sglang/srt/managers/schedule_policy.py; constants in
+python/sglang/srt/environ.py): a waiting request is admitted only while its
+prompt plus its whole output (clipped at SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION,
+4096) is below what the pool has left after the tokens the admitted requests
+hold and new_token_ratio x the output each of them has still to write (clipped
+likewise). The ratio starts at SGLANG_INIT_NEW_TOKEN_RATIO 0.7, falls by
+(0.7 - 0.7 x SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14) / SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600
+per decode step down to 0.098, and is back at 0.7 when the engine idles. A
+request refused for room marks the running batch full (scheduler.py
+get_new_batch_prefill, AddReqResult.NO_TOKEN): no prompt is admitted until a
+running request ends. A prompt already being prefilled in chunks goes on. The
+retraction SGLang makes when decodes run the pool out (update_running_batch,
+retract_decode) is not simulated.
+
 A request's first token comes with the step that holds its last prompt token;
 each later step that holds it gives one more token. TTFT here is arrival to
 the end of that step (the client's own time is added by the caller); TPOT is
@@ -53,6 +68,11 @@ class Scheduler:
     budget: int  # tokens one step takes at most (decode tokens count one each under decode_first)
     chunked: bool  # a prompt may be cut across steps
     max_seqs: int  # requests running (decoding or prefilling) at once
+    kv_tokens: int = 0  # KV pool tokens for admission by room (SGLang); 0: no such admission
+    ratio_init: float = 0.7  # new_token_ratio at the start and after idling (SGLANG_INIT_NEW_TOKEN_RATIO)
+    ratio_min: float = 0.098  # its floor: 0.7 x SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14
+    ratio_decay_steps: int = 600  # decode steps from init to floor (SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS)
+    clip_new_tokens: int = 4096  # output tokens a reservation counts at most (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,20 +123,32 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
         waiting.append([conc, 0.0, 0])
         sent = conc
     n_dec = int(sum(c[0] for c in decoding))
+    start_sum = sum(c[0] * c[2] for c in decoding)
     n_pre = 0
     ended, t, steps, dsteps = 0, 0.0, 0, 0
     ttft_sum = tpot_sum = 0.0
     firsts_all = 0
+    # admission by room: the ratio (a loop already in its steady state has decayed it to the floor) and
+    # whether a refusal holds the batch full until a request ends
+    ratio, full = (sched.ratio_min if staggered else sched.ratio_init), False
     while ended < prompts:
         ready = [w for w in waiting if w[2] <= steps]
         later = [w for w in waiting if w[2] > steps]
         if not ready and not decoding and not prefilling:  # an idle engine takes them as they come
             ready, later = later, []
+            ratio = sched.ratio_init
+        slots = cap - n_dec - n_pre
+        if sched.kv_tokens > 0 and ready:
+            room = 0 if full else admissible(sched, decoding, n_dec=n_dec, n_pre=n_pre, isl=isl, osl=osl,
+                                             ratio=ratio, dsteps=dsteps, start_sum=start_sum)
+            if room < min(slots, int(sum(w[0] for w in ready))):
+                full = True
+            slots = min(slots, room)
         d = n_dec
-        if sched.policy == "prefill_first" and (prefilling or (ready and n_dec + n_pre < cap)):
+        if sched.policy == "prefill_first" and (prefilling or (ready and slots > 0)):
             d = 0  # a prefill step holds no decode tokens
         items, p, prefilling, ready = _plan(sched, prefilling, ready, isl=isl, room=max(0, sched.budget - d),
-                                            slots=cap - n_dec - n_pre)
+                                            slots=slots)
         waiting = ready + later
         if p == 0:  # only decodes until the oldest cohort ends (or a request becomes ready): one jump
             if not decoding:
@@ -124,9 +156,12 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
             k = max(1, int(decoding[0][2]) + last - dsteps)
             k = min(k, max(1, int(min((w[2] for w in later), default=steps + k)) - steps))
             t, steps, dsteps = t + k * cost(d, 0), steps + k, dsteps + k
+            ratio = max(sched.ratio_min, ratio - k * (sched.ratio_init - sched.ratio_min) / sched.ratio_decay_steps)
         else:
             t, steps = t + cost(d, p), steps + 1
             dsteps += 1 if d else 0
+            if d:
+                ratio = max(sched.ratio_min, ratio - (sched.ratio_init - sched.ratio_min) / sched.ratio_decay_steps)
         firsts = 0
         for count, arrival, done in items:
             if done >= isl:
@@ -138,12 +173,14 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
         n_pre = int(sum(c[0] for c in prefilling))
         n = 0
         while decoding and decoding[0][2] + last <= dsteps:  # its osl - 1 decode steps are done
-            size, first, _ = decoding.popleft()
+            size, first, start = decoding.popleft()
+            start_sum -= size * start
             if not math.isnan(first):
                 ended += int(size)
                 tpot_sum += size * (t - first) / last
             n += int(size)
         n_dec -= n
+        full = full and not n  # a request that ends frees the batch
         if firsts:
             if osl <= 1:
                 ended += firsts
@@ -151,11 +188,42 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
             else:
                 decoding.append([firsts, t, dsteps])
                 n_dec += firsts
+                start_sum += firsts * dsteps
         new = min(n, prompts - sent) if not staggered else n
         if new:  # the client's new request reaches the scheduler during the next step and joins the one after
             waiting.append([new, t, steps + 1])
             sent += new
     return LoopResult(ttft_s=ttft_sum / max(1, firsts_all), tpot_s=tpot_sum / max(1, ended), seconds=t, steps=steps)
+
+
+def admissible(sched: Scheduler, decoding: deque[list[float]], *, n_dec: int, n_pre: int, isl: int, osl: int,
+               ratio: float, dsteps: int, start_sum: float | None = None) -> int:
+    """Waiting requests the KV pool admits now (SGLang PrefillAdder.add_one_req): the j-th (from 0) is
+    admitted while (j + 1) x (isl + clipped osl) < pool - held - ratio x the clipped output still to come.
+
+    A decoding cohort [count, first-token time, start] joined the decodes at decode step `start`: each
+    of its requests has written 1 + dsteps - start tokens, holds its prompt and those, and has the rest
+    of osl to come. A prompt being prefilled holds its whole prompt and has all its output to come.
+    `n_dec` requests decode; `start_sum` (count x start summed over the cohorts) saves the walk over
+    them when no reservation is clipped. An engine with nothing running admits one, whatever its size (SGLang checks a request's
+    length against the pool when it arrives)."""
+    clip = sched.clip_new_tokens
+    if start_sum is not None and osl <= clip:
+        written = n_dec * (1 + dsteps) - start_sum
+        held, reserve = n_dec * isl + written, n_dec * osl - written
+    else:
+        held = reserve = 0.0
+        for count, _, start in decoding:
+            done = 1 + dsteps - start
+            held += count * (isl + done)
+            reserve += count * min(osl - done, clip)
+    held += n_pre * isl
+    reserve += n_pre * min(osl, clip)
+    rem = sched.kv_tokens - held - ratio * reserve
+    need = isl + min(osl, clip)
+    if not decoding and not n_pre:
+        return max(1, math.ceil(rem / need) - 1)
+    return max(0, math.ceil(rem / need) - 1) if rem > 0 else 0
 
 
 def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[float]], *, isl: int, room: int,
