@@ -33,6 +33,7 @@ from autopar.cost.comm import collective_time
 from autopar.cost.compute import gemm_time, gemms_time, memory_time
 from autopar.cost.flops import Gemm, attention_head_width, expert_gemms, logits_gemm, part_gemms
 from autopar.cost.serve_frameworks import Framework
+from autopar.cost.serve_memo import remembered
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
@@ -136,6 +137,7 @@ def activation_bytes(model: ModelSpec, engine: Engine, chunk_tokens: int) -> flo
     return chunk_tokens * per_token + 4.0 * 256 * model.vocab_size / engine.tp
 
 
+@remembered
 def kv_pool_bytes(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, fw: Framework) -> float:
     """Bytes each GPU gives to the KV cache under the framework's memory rule (may be negative)."""
     used = weight_bytes_per_gpu(model, engine, weights) + activation_bytes(model, engine, fw.chunk_tokens)
@@ -153,6 +155,7 @@ def _roofline(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...], *, weigh
     return w_t, kv_t, max(0.0, comp - w_t - kv_t)
 
 
+@remembered
 def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, kv_bytes: float, batch: float,
                 context: float, fw: Framework) -> StepTime:
     """One decode step: `batch` requests per attention rank, each with `context` tokens cached.
@@ -232,6 +235,7 @@ def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: st
     return read, comp, ep
 
 
+@remembered
 def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, tokens: int, seq_len: int,
                  fw: Framework) -> StepTime:
     """Prefill `tokens` prompt tokens (sequences of `seq_len`) on one attention rank, in the framework's chunks."""

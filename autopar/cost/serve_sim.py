@@ -54,6 +54,7 @@ and runs of steps that only decode are taken in one jump to the next end.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 
@@ -132,8 +133,9 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
     # whether a refusal holds the batch full until a request ends
     ratio, full = (sched.ratio_min if staggered else sched.ratio_init), False
     while ended < prompts:
-        ready = [w for w in waiting if w[2] <= steps]
-        later = [w for w in waiting if w[2] > steps]
+        # waiting is in arrival order, and so in order of the step each cohort may join: the ready ones lead
+        cut = bisect_right(waiting, float(steps), key=_joins)
+        ready, later = waiting[:cut], waiting[cut:]
         if not ready and not decoding and not prefilling:  # an idle engine takes them as they come
             ready, later = later, []
             ratio = sched.ratio_init
@@ -141,7 +143,7 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
         if sched.kv_tokens > 0 and ready:
             room = 0 if full else admissible(sched, decoding, n_dec=n_dec, n_pre=n_pre, isl=isl, osl=osl,
                                              ratio=ratio, dsteps=dsteps, start_sum=start_sum)
-            if room < min(slots, int(sum(w[0] for w in ready))):
+            if room < slots and room < sum(w[0] for w in ready):  # the sum only when room is short
                 full = True
             slots = min(slots, room)
         d = n_dec
@@ -154,7 +156,7 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
             if not decoding:
                 raise RuntimeError("closed loop stalled: no request can run")
             k = max(1, int(decoding[0][2]) + last - dsteps)
-            k = min(k, max(1, int(min((w[2] for w in later), default=steps + k)) - steps))
+            k = min(k, max(1, int(later[0][2] if later else steps + k) - steps))
             t, steps, dsteps = t + k * cost(d, 0), steps + k, dsteps + k
             ratio = max(sched.ratio_min, ratio - k * (sched.ratio_init - sched.ratio_min) / sched.ratio_decay_steps)
         else:
@@ -224,6 +226,11 @@ def admissible(sched: Scheduler, decoding: deque[list[float]], *, n_dec: int, n_
     if not decoding and not n_pre:
         return max(1, math.ceil(rem / need) - 1)
     return max(0, math.ceil(rem / need) - 1) if rem > 0 else 0
+
+
+def _joins(cohort: list[float]) -> float:
+    """The step a waiting cohort [count, arrival, step it may join] may join."""
+    return cohort[2]
 
 
 def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[float]], *, isl: int, room: int,
