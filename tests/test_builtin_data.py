@@ -36,6 +36,16 @@ PUBLISHED_PARAMS = {
     "qwen3-235b-a22b": 235e9,  # Qwen/Qwen3-235B-A22B model card
     "qwen3-32b": 32.8e9,  # Qwen/Qwen3-32B model card
     "gpt-oss-120b": 116.83e9,  # gpt-oss model card (arXiv:2508.10925), Table 1
+    "gpt-oss-20b": 20.91e9,  # idem
+    "qwen3-0.6b": 0.6e9,  # Qwen/Qwen3-0.6B model card; computed 0.596e9
+    "qwen3-1.7b": 1.7e9,  # Qwen/Qwen3-1.7B model card; computed 1.72e9
+    "qwen3-4b": 4.0e9,  # Qwen/Qwen3-4B model card; computed 4.02e9
+    "qwen3-8b": 8.2e9,  # Qwen/Qwen3-8B model card; computed 8.19e9
+    "qwen3-14b": 14.8e9,  # Qwen/Qwen3-14B model card; computed 14.77e9
+    "qwen3-coder-480b": 480e9,  # Qwen/Qwen3-Coder-480B-A35B-Instruct model card; computed 480.2e9
+    "kimi-k2": 1.04e12,  # Kimi K2 report (arXiv:2507.20534): 1.04T; model card: 1T; computed 1.026e12 (1.3% under)
+    "llama3.2-1b": 1.23e9,  # meta-llama/Llama-3.2-1B model card; computed 1.236e9
+    "llama3.2-3b": 3.21e9,  # meta-llama/Llama-3.2-3B model card; computed 3.213e9
     "mamba2-2.7b": 2.7e9,  # nominal size (arXiv:2405.21060); computed 2.70e9
     "nemotron-h-8b": 8e9,  # nominal size (arXiv:2504.03624); computed 8.10e9 (1.3% over)
 }
@@ -49,6 +59,9 @@ PUBLISHED_ACTIVE = {
     "qwen3-30b-a3b": (3.3e9, True),  # model card
     "qwen3-235b-a22b": (22e9, True),  # model card
     "gpt-oss-120b": (5.13e9, False),  # model card Table 1: MLP (4 of 128 experts) + attention + unembedding
+    "gpt-oss-20b": (3.61e9, False),  # idem (4 of 32 experts)
+    "qwen3-coder-480b": (35e9, True),  # model card: 35B activated; computed 35.5e9
+    "kimi-k2": (32.6e9, True),  # arXiv:2507.20534: 32.6B activated (model card: 32B); computed 32.9e9
 }
 
 EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200", "l40s", "h100-96g-500w"}
@@ -108,6 +121,7 @@ def test_preset_active_parameters_match_publication(name: str, published: tuple[
 @pytest.mark.parametrize(("name", "published"), [
     ("deepseek-v3", 36.6e9),  # DeepSeek-V3 README_WEIGHTS.md: 36.6B activated, including the 0.9B output head
     ("gpt-oss-120b", 5.13e9),  # model card Table 1
+    ("gpt-oss-20b", 3.61e9),  # model card Table 1
 ])
 def test_active_parameters_without_input_embedding_are_exact(name: str, published: float) -> None:
     """Counted the publisher's way (no input embedding), the active count matches to 0.5%."""
@@ -121,6 +135,29 @@ def test_qwen3_non_embedding_parameters(name: str, published: float) -> None:
     spec = load_model(name)
     non_embedding = spec.total_params() - 2 * spec.embedding_params()
     assert non_embedding == pytest.approx(published, rel=0.01)
+
+
+@pytest.mark.parametrize(("name", "published"), [
+    ("qwen3-0.6b", 0.44e9), ("qwen3-1.7b", 1.4e9), ("qwen3-4b", 3.6e9), ("qwen3-8b", 6.95e9), ("qwen3-14b", 13.2e9),
+])
+def test_qwen3_dense_non_embedding_parameters(name: str, published: float) -> None:
+    """Model cards: 'Number of Parameters (Non-Embedding)'. The 0.6B, 1.7B and 4B tie the output head to the
+    input embedding (config.json tie_word_embeddings true; report Table 1), the 8B and 14B do not."""
+    spec = load_model(name)
+    assert spec.tie_embeddings is (name in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b"))
+    embeddings = spec.embedding_params() * (1 if spec.tie_embeddings else 2)
+    assert spec.total_params() - embeddings == pytest.approx(published, rel=0.02)
+
+
+def test_kimi_k2_is_deepseek_v3_with_384_experts_and_64_heads() -> None:
+    """moonshotai/Kimi-K2-Instruct config.json against deepseek-ai/DeepSeek-V3's: the same MLA ranks and
+    expert width, 384 routed experts instead of 256, 64 heads instead of 128, one dense layer instead of 3."""
+    kimi, ds = load_model("kimi-k2"), load_model("deepseek-v3")
+    assert kimi.mla == ds.mla and kimi.hidden_size == ds.hidden_size == 7168 and kimi.layers == ds.layers == 61
+    assert kimi.moe is not None and ds.moe is not None
+    assert (kimi.moe.num_experts, kimi.moe.top_k, kimi.moe.shared_experts, kimi.moe.first_dense_layers) == (384, 8, 1, 1)
+    assert kimi.moe.expert_ffn_hidden_size == ds.moe.expert_ffn_hidden_size == 2048
+    assert (kimi.num_attention_heads, kimi.num_kv_heads, kimi.vocab_size) == (64, 64, 163840)
 
 
 def test_dense_presets_are_all_active() -> None:
@@ -137,6 +174,9 @@ def test_dense_presets_are_all_active() -> None:
         ("deepseek-v3", {"dense": 3, "moe": 58}),
         ("qwen3-235b-a22b", {"moe": 94}),
         ("gpt-oss-120b", {"moe": 36}),
+        ("gpt-oss-20b", {"moe": 24}),
+        ("kimi-k2", {"dense": 1, "moe": 60}),
+        ("qwen3-coder-480b", {"moe": 62}),
         ("mamba2-2.7b", {"mamba": 64}),
         ("nemotron-h-8b", {"mamba": 24, "mlp": 24, "attention": 4}),
     ],
@@ -158,7 +198,8 @@ def test_new_family_preset_details() -> None:
     hybrid = load_model("nemotron-h-8b")
     assert hybrid.mamba is not None and len(hybrid.mamba.layer_pattern) == hybrid.layers == 52
     assert (hybrid.mamba.heads(hybrid.hidden_size), hybrid.mamba.num_groups) == (128, 8)
-    for name in ("mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"):
+    for name in ("mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", "gpt-oss-20b",
+                 "qwen3-coder-480b"):
         spec = load_model(name)
         assert spec.moe is not None and spec.moe.first_dense_layers == 0
         assert spec.ffn_hidden_size == spec.moe.expert_ffn_hidden_size, "unused dense width is set to the expert width"

@@ -53,14 +53,16 @@ def load_model(ref: str) -> ModelSpec:
 
 
 # Suffixes a Hugging Face repo adds to a model's name that leave its architecture as it is: the tuned
-# variant (Instruct, Chat, Base, it), the weight format (FP8, FP4, AWQ, ...), a release date
-# (Qwen3-...-2507, DeepSeek-V3-0324), a version (Mixtral-...-v0.1) and a context tag (-8K).
-_VARIANT = re.compile(r"[-_.](instruct|chat|base|it|hf|fp8|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|dynamic"
-                      r"|\d{4}|v\d+(\.\d+)*|\d+k)$", re.IGNORECASE)
+# variant (Instruct, Chat, Base, it, Thinking: Qwen3-235B-A22B-Thinking-2507 and Kimi-K2-Thinking have their
+# Instruct sibling's config.json shape), the weight format (FP8, FP4, AWQ, Static-PerTensor, ...), a release
+# date (Qwen3-...-2507, DeepSeek-V3-0324), a version (Mixtral-...-v0.1) and a context tag (-8K).
+_VARIANT = re.compile(r"[-_.](instruct|chat|base|it|thinking|hf|fp8|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8"
+                      r"|dynamic|static|pertensor|\d{4}|v\d+(\.\d+)*|\d+k)$", re.IGNORECASE)
 # Released under another name with a preset's architecture (their config.json matches it):
 # DeepSeek-R1 is trained from DeepSeek-V3-Base (arXiv:2501.12948 sec. 2.2); Llama 3.3 70B has the
 # Llama 3.1 70B shape (meta-llama/Llama-3.3-70B-Instruct config.json: 80 layers, 8192 hidden, 64/8 heads).
-_SAME_ARCHITECTURE = {"deepseekr1": "deepseek-v3", "llama3370b": "llama3.1-70b"}
+# Qwen3-Coder-480B-A35B is the preset qwen3-coder-480b (a shorter name, so `autopar models` fits 80 columns).
+_SAME_ARCHITECTURE = {"deepseekr1": "deepseek-v3", "llama3370b": "llama3.1-70b", "qwen3coder480ba35b": "qwen3-coder-480b"}
 
 
 def _stem(name: str) -> str:
