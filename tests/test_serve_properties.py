@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autopar.cost import serve_frameworks
 from autopar.cost.serve_load import estimate
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
@@ -17,14 +22,29 @@ HW = load_hardware("h100-sxm")
 TOLERANCE = 0.02
 
 
+@contextlib.contextmanager
+def without_cuda_graph_sizes() -> Iterator[None]:
+    """TensorRT-LLM replays CUDA graphs at captured batch sizes only (1-32, 64, 128, no padding), so a
+    loop at 64 in flight can be faster than one at 63, as on the real engine; the properties below
+    check the rest of the model with every step priced at its GPU time."""
+    key = ("trtllm", serve_frameworks.DEFAULT_VERSION["trtllm"])
+    saved = serve_frameworks.FITTED[key]
+    serve_frameworks.FITTED[key] = dataclasses.replace(saved, graph_sizes=())
+    try:
+        yield
+    finally:
+        serve_frameworks.FITTED[key] = saved
+
+
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(tp=st.sampled_from([1, 2, 4, 8]), framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
        isl=st.integers(16, 8192), osl=st.integers(2, 4096), conc=st.integers(1, 512), extra=st.integers(1, 256))
 def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int, osl: int, conc: int,
                                               extra: int) -> None:
     dep = Deployment(framework=framework, mode="agg", engine=Engine(tp=tp), replicas=8 // tp)
-    low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
-    high = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc + extra))
+    with without_cuda_graph_sizes():
+        low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
+        high = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc + extra))
     # GEMM time is non-decreasing in the work (Curve.size_per_efficiency_floor); the closed loop is
     # simulated with whole requests per rank (cost/serve_sim.py), so a step's prompt count moves by whole
     # prompts and a few more requests can land their prompts in one step less: allowed within TOLERANCE

@@ -133,3 +133,41 @@ def test_the_loop_runs_as_many_requests_as_the_printed_benchmark() -> None:
     from autopar.emit.serving import PROMPTS_PER_SLOT
 
     assert PROMPTS_PER_REQUEST == PROMPTS_PER_SLOT == 10
+
+
+def test_steps_without_a_captured_cuda_graph_take_the_host_launch_time() -> None:
+    # TensorRT-LLM replays a CUDA graph only for decode-only batches of a captured size; other steps
+    # take max(GPU time, host launch time). GPU 1 s a step, host 3 s. Step 1 holds both prompts (eager,
+    # 3 s): first tokens at 3. Steps 2 and 3 decode 2 requests: with no graph for batch 2 they take 3 s
+    # each (ends at 9, TPOT (9 - 3) / 2 = 3); with one, 1 s each (ends at 5, TPOT 1).
+    eager = StepCost(fixed=1.0, per_decode=0.0, per_token=0.0, eager_s=3.0, graph_sizes=frozenset({1}))
+    r = simulate(eager, sched(chunked=False), concurrency=2, isl=10, osl=3, prompts=2)
+    assert (r.ttft_s, r.tpot_s, r.seconds) == (3.0, 3.0, 9.0)
+    graphed = StepCost(fixed=1.0, per_decode=0.0, per_token=0.0, eager_s=3.0, graph_sizes=frozenset({1, 2}))
+    r = simulate(graphed, sched(chunked=False), concurrency=2, isl=10, osl=3, prompts=2)
+    assert (r.ttft_s, r.tpot_s, r.seconds) == (3.0, 1.0, 5.0)
+    # a step whose GPU time is above the host's is not changed: 2 prompts of 10 tokens at 0.2 s a token
+    slow = StepCost(fixed=1.0, per_decode=0.0, per_token=0.2, eager_s=3.0, graph_sizes=frozenset({1, 2}))
+    assert slow(0, 20) == 5.0 and slow(2, 0) == 1.0 and slow(3, 0) == 3.0
+
+
+def test_trtllm_captures_cuda_graphs_at_its_default_batch_sizes_only() -> None:
+    # TensorRT-LLM 1.0 CudaGraphConfig defaults: max_batch_size 128, no padding -> 1..31, 32, 64, 128
+    from autopar.cost.serve_frameworks import FITTED
+
+    sizes = set(FITTED["trtllm", "1.0"].graph_sizes)
+    assert sizes == set(range(1, 33)) | {64, 128}
+    assert all(not fw.graph_sizes and fw.eager_layer_s == 0 for (name, _), fw in FITTED.items() if name != "trtllm")
+
+
+def test_the_overlap_scheduler_takes_a_new_request_one_step_later() -> None:
+    # TensorRT-LLM's overlap scheduler launches step n + 1 before it returns step n's tokens, so a
+    # request sent when its predecessor's last token comes back joins a step later than without it.
+    # Staggered, 2 in flight, osl 4: the old ones end after 1 and 3 decode steps (1 s each). A, sent at
+    # 1 s, is ready for step 4 (without overlap: step 3), alone in it: first token at 4, TTFT 3. B, sent
+    # at 3 s, is ready for step 6: first token at 6, TTFT 3. A ends at 7, B at 9: TPOT 1.
+    overlap = Scheduler(policy="decode_first", budget=100, chunked=True, max_seqs=100, overlap=True)
+    r = simulate(ONE, overlap, concurrency=2, isl=10, osl=4, prompts=2, staggered=True)
+    assert (r.ttft_s, r.tpot_s, r.seconds) == (3.0, 1.0, 9.0)
+    r = simulate(ONE, sched(), concurrency=2, isl=10, osl=4, prompts=2, staggered=True)
+    assert (r.ttft_s, r.tpot_s, r.seconds) == (2.0, 1.0, 8.0)

@@ -32,6 +32,21 @@ fitted constant names its mechanism:
 - moe_layer_overhead_s: fixed time per MoE layer and decode step beyond the
   weights it reads (routing top-k, token permutation, the fused-MoE launch
   chain, attention-DP synchronisation), added to every decode step.
+- eager_layer_s (TensorRT-LLM only, where graph_sizes is set): host seconds per
+  layer of a step that cannot replay a captured CUDA graph, a step holding a
+  prompt or a decode batch of a size not captured (TensorRT-LLM 1.0 captures
+  1..32, 64 and 128 without padding, so a closed loop at 64 or 128 whose batch
+  is one or two short of it runs eager). Such a step takes the larger of its
+  GPU time and layers x eager_layer_s (cost/serve_sim.py StepCost). Fitted
+  0.0004 s on the TensorRT-LLM 1.0 rows; what it moves is the c64 and c128
+  rows of the tensor-parallel engines (TP4/TP8), where the GPU time per step
+  is short.
+
+TensorRT-LLM 1.0 also runs the overlap scheduler (overlap, not fitted; a new
+request joins one step later, cost/serve_sim.py). With both, refitted:
+eager_layer_s 0.0003, the other constants unchanged; the 471 scored rows' TTFT
+23.4 -> 22.4%, TPOT 10.6 -> 9.7% (e.g. Qwen3-235B TP8 EP8 1024/256 c128 TPOT
+26.6 -> 30.4 ms, measured 46.8).
 
 Not fitted: the scheduler policy (`policy`, `chunked`, `max_seqs`), taken from
 each framework's source, that cost/serve_sim.py runs step by step for the
@@ -71,9 +86,18 @@ class Framework:
     chunked: bool = True  # a prompt may be cut across steps (chunked prefill)
     max_seqs: int = 1024  # requests running at once (--max-num-seqs, --max-running-requests, max_batch_size)
     kv_admission: bool = False  # prompts admitted by KV room and new_token_ratio (SGLang, cost/serve_sim.py)
+    graph_sizes: tuple[int, ...] = ()  # decode batch sizes with a captured CUDA graph, no padding (() = not modelled)
+    eager_layer_s: float = 0.0  # fitted: host seconds per layer of a step run without a CUDA graph
+    overlap: bool = False  # overlap scheduler: a step's tokens are returned after the next step is launched
 
 
 GIB = 2**30
+# TensorRT-LLM 1.0 PyTorch backend: CUDA graphs on by default (TorchLlmArgs.cuda_graph_config
+# default_factory=CudaGraphConfig), max_batch_size 0 -> 128, enable_padding False, so the captured
+# batch sizes are 1..31, 32, 64, 128 (llmapi/llm_args.py CudaGraphConfig._generate_cuda_graph_batch_sizes,
+# TorchLlmArgs.validate_cuda_graph_config); a batch holding a context request never replays a graph
+# (pyexecutor/scheduler.py ScheduledRequests.can_run_cuda_graph: no context requests).
+TRTLLM_GRAPH_SIZES = (*range(1, 33), 64, 128)
 
 FITTED: dict[tuple[str, str], Framework] = {
     # vLLM: --gpu-memory-utilization 0.9 of total memory holds weights, activations
@@ -128,10 +152,13 @@ FITTED: dict[tuple[str, str], Framework] = {
     # --kv_cache_free_gpu_memory_fraction default 0.9); --max_num_tokens 8192,
     # --max_batch_size 2048 (same file); chunked context off unless
     # enable_chunked_prefill (llmapi/llm_args.py): whole prompts only (cost/serve_sim.py).
+    # CUDA graphs for decode-only batches of TRTLLM_GRAPH_SIZES; other steps launch eagerly
+    # (eager_layer_s, see the module docstring).
     ("trtllm", "1.0"): Framework(name="trtllm", version="1.0", label="TensorRT-LLM 1.0", memory_fraction=0.9, memory_rule="free",
                         chunk_tokens=8192, graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.08,
                         prefill_slowdown=2.5, moe_layer_overhead_s=0.0,
-                        chunked=False, max_seqs=2048),
+                        chunked=False, max_seqs=2048, graph_sizes=TRTLLM_GRAPH_SIZES, eager_layer_s=0.0003,
+                        overlap=True),
 }
 DEFAULT_VERSION = {"vllm": "0.12", "sglang": "0.5.6", "trtllm": "1.0"}  # what --framework NAME uses
 

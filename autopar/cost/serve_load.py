@@ -179,9 +179,11 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
                       context=wl.isl + wl.osl / 2, fw=fw).total if conc > 1 else step.total
     per_decode = (step.total - one) / (conc - 1) if conc > 1 else 0.0
     riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
-    cost = StepCost(fixed=one - per_decode, per_decode=per_decode, per_token=riding / wl.isl)
+    eager = fw.eager_layer_s * model.layers / dep.engine.pp if fw.graph_sizes else 0.0
+    cost = StepCost(fixed=one - per_decode, per_decode=per_decode, per_token=riding / wl.isl, eager_s=eager,
+                    graph_sizes=frozenset(fw.graph_sizes))
     sched = Scheduler(policy=fw.policy, budget=fw.chunk_tokens, chunked=fw.chunked, max_seqs=fw.max_seqs,
-                      kv_tokens=kv_tokens if fw.kv_admission else 0)
+                      kv_tokens=kv_tokens if fw.kv_admission else 0, overlap=fw.overlap)
     if fw.policy == "prefill_first":  # every cycle re-forms the clients' first wave
         return simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=PROMPTS_PER_REQUEST * conc)
     steady = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc, staggered=True)

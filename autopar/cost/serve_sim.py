@@ -42,6 +42,20 @@ running request ends. A prompt already being prefilled in chunks goes on. The
 retraction SGLang makes when decodes run the pool out (update_running_batch,
 retract_decode) is not simulated.
 
+CUDA graphs (TensorRT-LLM 1.0, PyTorch backend): a step replays a captured
+graph only when it holds no context request (pyexecutor/scheduler.py
+ScheduledRequests.can_run_cuda_graph) and its decode batch is one of the
+captured sizes (without padding, the default, another size runs eagerly;
+llmapi/llm_args.py CudaGraphConfig). An eager step costs the larger of its
+GPU time and the host's time to launch its kernels one by one (StepCost.eager_s).
+
+Overlap scheduler (TensorRT-LLM 1.0, on unless disable_overlap_scheduler,
+llmapi/llm_args.py; pyexecutor/py_executor.py _executor_loop_overlap): the
+host schedules and launches step n + 1 before it reads step n's tokens and
+sends them, so a request sent when its predecessor's last token comes back
+joins one step later than without it (Scheduler.overlap). TPOT is unchanged:
+every step still gives each running request a token.
+
 A request's first token comes with the step that holds its last prompt token;
 each later step that holds it gives one more token. TTFT here is arrival to
 the end of that step (the client's own time is added by the caller); TPOT is
@@ -74,18 +88,28 @@ class Scheduler:
     ratio_min: float = 0.098  # its floor: 0.7 x SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14
     ratio_decay_steps: int = 600  # decode steps from init to floor (SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS)
     clip_new_tokens: int = 4096  # output tokens a reservation counts at most (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION)
+    overlap: bool = False  # the host schedules step n + 1 before step n's tokens are out (overlap scheduler)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepCost:
-    """Seconds of a step with `d` decode requests and `p` prompt tokens: fixed + d x per_decode + p x per_token."""
+    """Seconds of a step with `d` decode requests and `p` prompt tokens: fixed + d x per_decode + p x per_token.
+
+    With `eager_s` set, a step that cannot replay a captured CUDA graph (one holding a prompt, or a
+    decode batch whose size is not in `graph_sizes`) takes at least `eager_s`: the host launching
+    every kernel of the step one by one, which the GPU's own time hides only when it is longer."""
 
     fixed: float  # weight read, per-layer collectives' latency, host overhead: paid by every step
     per_decode: float  # one decode request's KV read and compute
     per_token: float  # one prompt token (its compute beyond the shared weight read)
+    eager_s: float = 0.0  # host time of a step run without a CUDA graph (0: every step is as fast as its GPU work)
+    graph_sizes: frozenset[int] = frozenset()  # decode-only batch sizes with a captured graph
 
     def __call__(self, d: int, p: int) -> float:
-        return self.fixed + d * self.per_decode + p * self.per_token
+        gpu = self.fixed + d * self.per_decode + p * self.per_token
+        if self.eager_s > 0 and (p > 0 or d not in self.graph_sizes):
+            return max(gpu, self.eager_s)
+        return gpu
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,7 +217,7 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                 start_sum += firsts * dsteps
         new = min(n, prompts - sent) if not staggered else n
         if new:  # the client's new request reaches the scheduler during the next step and joins the one after
-            waiting.append([new, t, steps + 1])
+            waiting.append([new, t, steps + (2 if sched.overlap else 1)])
             sent += new
     return LoopResult(ttft_s=ttft_sum / max(1, firsts_all), tpot_s=tpot_sum / max(1, ended), seconds=t, steps=steps)
 
