@@ -94,3 +94,20 @@ def test_disaggregated_rows_are_reached_only_if_the_prefill_pool_keeps_up() -> N
     assert sa.not_reached(row, est)
     two = dataclasses.replace(row, dep=dataclasses.replace(dep, prefill_replicas=2), wl=row.wl)
     assert not sa.not_reached(two, est)  # 19.4 prompts/s on two prefill GPUs
+
+
+def test_an_aggregated_row_needing_more_gpu_time_than_its_latency_is_not_reached() -> None:
+    # Llama-3.1-8B bf16, vLLM tp1 on H100, 8 in flight at 4096/128. Prompts: 8 x 4096 x 2 x 7,504,658,432
+    # FLOP at 989.4e12 x 0.803 x 0.75 = 5.9587e14 FLOP/s = 0.8254 s. At most 8 x 4096 / 8192 = 4 of the 127
+    # decode steps hold prompt tokens; the other 123 read at least the weights streamed per step (the bf16
+    # matmul weights and the output layer, 16,059,998,208 bytes less the 1.05e9-byte embedding table:
+    # 15.01e9 bytes) and the batch's KV, 8 x (4096 + 64) x 131,072 bytes = 4.362e9, at 3.35 TB/s x 0.866
+    # (profiles/h100-sxm.yaml): 5.174 + 1.504 ms. In all 0.8254 + 123 x 6.677 ms = 1.647 s.
+    row = _row(tp=1, isl=4096, concurrency=8)
+    est = sa.estimate(row.model, sa.load_hardware(row.hw_name), row.dep, row.wl)
+    assert sa.gpu_time_needed_s(row, est) == pytest.approx(0.8254 + 123 * (5.174e-3 + 1.504e-3), rel=2e-3)
+    # TTFT 100 ms + 127 x 10 ms = 1.37 s: 5.84 prompts/s pass the compute test (9.69/s), but the request
+    # would need 1.647 s > 1.05 x 1.37 s of engine time
+    assert sa.not_reached(row, est)
+    slower = dataclasses.replace(row, tpot_ms=12.0)  # 1.624 s: 1.05 x 1.624 = 1.705 s covers it
+    assert not sa.not_reached(slower, est)
