@@ -76,6 +76,13 @@ def hw(tmp: Path, **overrides: object) -> str:
     return str(path)
 
 
+# `autopar serve` commands the serve rows add one flag to
+SERVE = {"suggest": "suggest llama3.1-8b --hardware h100-sxm --gpus 2 --modes agg",
+         "estimate": "estimate llama3.1-8b --hardware h100-sxm --gpus 2 --tp 2",
+         "model": "suggest llama-9b --hardware h100-sxm",
+         "too big": "estimate llama3.1-405b --hardware h100-sxm --gpus 1 --tp 1"}
+
+
 def fifo(tmp: Path, name: str) -> str:
     path = tmp / name
     os.mkfifo(path)
@@ -258,4 +265,36 @@ CASES = [
     Case("10 contract", "BOM in lengths", lambda t: dist(t, "l.txt", "\ufeff100\n300\n", extra="--json --global-batch 64"),
          0, '"tokens_per_s"', seconds=60),
     Case("10 contract", "BOM in YAML", model_with("\ufeff" + TINY), 0, "tokens/s"),
+    # 11. `autopar serve` flags: each refused on one line that names the flag
+    *(Case("11 serve flags", f"{cmd} {flags}", lambda t, c=cmd, f=flags: f"{{A}} serve {SERVE[c]} {f}", code, fragment)
+      for cmd, flags, code, fragment in (
+          ("suggest", "--gpus 0", 2, "--gpus must be at least 1, got 0"),
+          ("suggest", "--gpus -8", 2, "--gpus must be at least 1, got -8"),
+          ("suggest", f"--gpus {10**30}", 2, "--gpus must be at most 1,024 for serve"),
+          ("suggest", "--isl 0", 2, "--isl must be at least 1, got 0"),
+          ("suggest", f"--isl {10**11}", 2, "--isl must be at most 33,554,432"),
+          ("suggest", "--isl 200000", 2, "--isl + --osl (200,000 + 1,024) exceeds llama3.1-8b's context window"),
+          ("suggest", "--osl -1", 2, "--osl must be at least 1, got -1"),
+          ("suggest", "--osl 1", 2, "--osl must be at least 2"),
+          ("suggest", "--ttft-ms 0", 2, "--ttft-ms must be a positive number of milliseconds, got 0.0"),
+          ("suggest", "--ttft-ms nan", 2, "--ttft-ms must be a positive number of milliseconds, got nan"),
+          ("suggest", "--tpot-ms 1e400", 2, "--tpot-ms must be a positive number of milliseconds, got inf"),
+          ("suggest", "--tpot-ms -30", 2, "--tpot-ms must be a positive number of milliseconds, got -30.0"),
+          ("suggest", "--framework tgi", 2, "--framework must be one of vllm, sglang, trtllm, got 'tgi'"),
+          ("suggest", "--framework-version 9.9", 2, "--framework-version '9.9': vllm has constants for 0.12"),
+          ("suggest", "--hardware h200", 2, "unknown hardware 'h200' (did you mean 'h200-sxm'?)"),
+          ("suggest", "--modes agg,disag", 2, "--modes: unknown mode 'disag'"),
+          ("suggest", "--modes ,", 2, "--modes is empty"),
+          ("suggest", "--emit tgi", 2, "--emit must be one of vllm, sglang, trtllm, got 'tgi'"),
+          ("suggest", "--tpot-ms 0.1 --emit vllm", 1, "no deployment of 2 GPUs meets the targets"),
+          ("model", "--gpus 2", 2, "unknown model 'llama-9b'"),
+          ("estimate", "--concurrency 0", 2, "--concurrency must be at least 1, got 0"),
+          ("estimate", f"--concurrency {10**12}", 2, "--concurrency must be at most 16,777,216"),
+          ("estimate", "--tp 0", 2, "--tp must be at least 1, got 0"),
+          ("estimate", "--ep 3", 2, "--ep (3) exceeds --tp (2)"),
+          ("estimate", "--mode disagg --prefill-workers 1 --decode-workers 1 --prefill-tp 0", 2,
+           "--prefill-tp must be at least 1, got 0"),
+          ("estimate", "--weights int3", 2, "--weights must be one of bf16, fp8, fp4, int4, got 'int3'"),
+          ("too big", "--emit vllm", 2, "--emit vllm: the deployment does not fit"),
+      )),
 ]

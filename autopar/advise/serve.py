@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,7 +64,10 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
 
 
 def _engine(args: PoolArgs, *, flag: str) -> Engine:
-    tp = args.tp or 1
+    for name, value in (("tp", args.tp), ("pp", args.pp), ("dp", args.dp), ("ep", args.ep)):
+        if value is not None and value < 1:
+            raise SpecError(f"{flag}{name} must be at least 1, got {value}")
+    tp = 1 if args.tp is None else args.tp
     dp = (args.dp or 1) if args.attention_dp else 1
     if args.ep > 1 and not args.attention_dp and args.ep > tp:
         raise SpecError(f"{flag}ep ({args.ep}) exceeds {flag}tp ({tp}): without {flag}attention-dp the experts "
@@ -104,8 +108,16 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
     return dep
 
 
+def check_workload(ctx: ServeContext, wl: Workload) -> None:
+    """A request must fit the model's context window (its prompt and its whole output)."""
+    if wl.isl + wl.osl > ctx.model.max_seq_len:
+        raise SpecError(f"--isl + --osl ({wl.isl:,} + {wl.osl:,}) exceeds {ctx.model.name}'s context window "
+                        f"(max_seq_len {ctx.model.max_seq_len:,} tokens)")
+
+
 def explain(ctx: ServeContext, dep: Deployment, wl: Workload) -> ServeEstimate:
     """One deployment under one workload."""
+    check_workload(ctx, wl)
     return estimate(ctx.model, ctx.hw, dep, wl)
 
 
@@ -114,13 +126,15 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
             progress: Callable[[int, int], None] | None = None) -> ServeSweep:
     """Sweep the deployments of ctx.gpus GPUs; refuse (exit 1) when none fits or none meets the targets.
     `progress(done, total)` is told of each deployment priced."""
+    if not modes:
+        raise SpecError("--modes is empty; use agg, disagg or both (agg,disagg)")
     for mode in modes:
         if mode not in MODES:
             raise SpecError(f"--modes: unknown mode {mode!r}; use agg, disagg or both (agg,disagg)")
     for name, value in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
-        if value is not None and value <= 0:
-            raise SpecError(f"{name} must be positive, got {value}")
-    Workload(isl=isl, osl=osl, concurrency=1)  # validates --isl/--osl
+        if value is not None and not (0 < value < math.inf):
+            raise SpecError(f"{name} must be a positive number of milliseconds, got {value}")
+    check_workload(ctx, Workload(isl=isl, osl=osl, concurrency=1))  # validates --isl/--osl
     targets = Targets(ttft_s=None if ttft_ms is None else ttft_ms / 1e3, tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
     result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.framework, weights=ctx.weights,
                    kv_dtypes=kv_dtypes, version=ctx.framework_version, modes=modes, targets=targets,
@@ -145,6 +159,11 @@ def check_emit(target: str | None) -> None:
 def launch(target: str, est: ServeEstimate) -> ServeLaunch:
     """The launch lines and benchmark command of an estimated deployment on its framework."""
     from autopar.emit import sglang, trtllm, vllm
+
+    if not est.fits:
+        raise SpecError(f"--emit {target}: the deployment does not fit (the weights and one request's KV cache "
+                        "exceed the memory the framework gives them), so there is no launch line; run without "
+                        "--emit to see its memory, or use more GPUs per engine")
 
     emitters = {"vllm": vllm.launch, "sglang": sglang.launch, "trtllm": trtllm.launch}
     if target not in emitters:

@@ -275,5 +275,6 @@ def load_mapping(path: Path, *, err: type[AutoparError] = SpecError, cap: int = 
 
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
     """' (did you mean 'x'?)' for the closest choice, or ''."""
-    close = difflib.get_close_matches(word[:100], list(choices), n=1, cutoff=0.6)
+    starting = [c for c in choices if word and c.startswith(word)]  # 'h200' -> 'h200-sxm' before 'b200'
+    close = starting if len(starting) == 1 else difflib.get_close_matches(word[:100], list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""

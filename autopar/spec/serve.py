@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.errors import SpecError
+from autopar.spec.limits import MAX_SEQ, MAX_SERVE_CONCURRENCY
 from autopar.spec.model import ModelSpec
 
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
@@ -126,5 +127,7 @@ class Workload:
             value = getattr(self, name)
             if value < 1:
                 raise SpecError(f"--{name} must be at least 1, got {value}")
+            if value > (limit := MAX_SERVE_CONCURRENCY if name == "concurrency" else MAX_SEQ):
+                raise SpecError(f"--{name} must be at most {limit:,}, got {value:,}")
         if self.osl < 2:
             raise SpecError(f"--osl must be at least 2 (TPOT is measured between output tokens), got {self.osl}")
