@@ -207,23 +207,30 @@ def gpu_time_needed_s(row: Row, est: ServeEstimate) -> float:
     While a request runs, each of the C requests in flight is replaced about once, so the engines
     prefill about C prompts and run the request's osl - 1 decode steps. The prompts take at least
     their FLOPs at the best sustained GEMM rate on all the deployment's GPUs (the rate the compute
-    test above uses; attention and communication left out). A chunked scheduler fits at most
-    chunk_tokens prompt tokens in a step, so at least C / ranks x isl / chunk_tokens of the decode
-    steps hold prompt tokens; those are counted by their compute alone. Every other decode step
-    reads the weights and the KV cache of the batch at least once: the model's memory terms of the
-    step (est's weights + kv, the profile's bandwidth, no fitted constant). The test adds this
-    decode floor to the existing compute test: the vLLM 0.12 Llama-3.1-8B-FP8 rows on H200 and
-    the Dynamo-campaign Qwen3-32B fp8 4000/1000 rows of vLLM 0.12 and TensorRT-LLM 1.2 on H100
-    (qwen3_32b.csv) need 1.07-1.77x their measured latency by it (the vLLM H100 tp2 c48 row
-    measures 11.6 ms TPOT where its batch's KV and weight read alone take 15.4 ms at the H100's
-    bandwidth), so their clients did not hold the stated concurrency."""
+    test above uses; attention left out), and each attention rank's C / ranks prompts their
+    collectives: the TP all-reduce of every chunk's activations (and, with attention-DP, the
+    MoE dispatch), at the profile's measured collective bandwidth (the model's prefill tp_comm and
+    ep_comm; vLLM, SGLang and TensorRT-LLM run them between the GEMMs that need their result).
+    A chunked scheduler fits at most chunk_tokens prompt tokens in a step, so at least
+    C / ranks x isl / chunk_tokens of the decode steps hold prompt tokens; those are counted by
+    their prompts alone. Every other decode step reads the weights and the KV cache of the batch
+    at least once: the model's memory terms of the step (est's weights + kv, the profile's
+    bandwidth, no fitted constant). By this the vLLM 0.12 Llama-3.1-8B-FP8 rows on H200 and the
+    Dynamo-campaign Qwen3-32B fp8 4000/1000 rows of vLLM 0.12 and TensorRT-LLM 1.2 on H100
+    (qwen3_32b.csv) need 1.06-1.77x their measured latency (the vLLM H100 tp2 c48 row measures
+    11.6 ms TPOT where its batch's KV and weight read alone take 15.4 ms at the H100's bandwidth;
+    the vLLM H200 Llama tp8 4000/100 c80 row 8.0 ms where the TP all-reduce of 80 prompts alone,
+    64 x 32.8 MB = 9.7 ms each at 473 GB/s, comes to 7.8 ms a token), so their clients did not
+    hold the stated concurrency."""
     dep = row.dep
     fw = serve_frameworks.constants(dep.framework, dep.framework_version)
     step = est.pools[-1].step
     prompts = row.wl.concurrency * row.wl.isl * 2 * matmul_params(row.model) / (_best_flops(row) * dep.gpus)
     per_rank = row.wl.concurrency / (dep.replicas * dep.engine.dp)
+    one = prefill_time(row.model, load_hardware(row.hw_name), dep.engine, weights=dep.weights, tokens=row.wl.isl,
+                       seq_len=row.wl.isl, fw=fw)
     decode = max(0, row.wl.osl - 1 - math.ceil(per_rank * row.wl.isl / fw.chunk_tokens))
-    return prompts + decode * (step.weights + step.kv)
+    return prompts + per_rank * (one.tp_comm + one.ep_comm) + decode * (step.weights + step.kv)
 
 
 # gpu_time_needed_s may exceed the measured latency by this much before a row is set apart: the rows the

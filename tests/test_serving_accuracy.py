@@ -111,3 +111,13 @@ def test_an_aggregated_row_needing_more_gpu_time_than_its_latency_is_not_reached
     assert sa.not_reached(row, est)
     slower = dataclasses.replace(row, tpot_ms=12.0)  # 1.624 s: 1.05 x 1.624 = 1.705 s covers it
     assert not sa.not_reached(slower, est)
+
+
+def test_the_engine_time_a_row_needs_counts_the_prompts_tp_all_reduce() -> None:
+    # tp2: each prompt's 2 x 32 layers all-reduce 4096 x 4096 x 2 bytes = 33.55 MB between the 2 GPUs:
+    # 18.4 us + 33.55 MB / 363 GB/s (profiles/h100-sxm.yaml; ring factor 2(n-1)/n = 1) = 110.8 us,
+    # 7.094 ms a prompt, 8 prompts 56.75 ms; the prompts' FLOPs now on 2 GPUs (0.4127 s)
+    row = _row(tp=2, isl=4096, concurrency=8)
+    est = sa.estimate(row.model, sa.load_hardware(row.hw_name), row.dep, row.wl)
+    floor = 123 * (est.pools[-1].step.weights + est.pools[-1].step.kv)
+    assert sa.gpu_time_needed_s(row, est) == pytest.approx(0.8254 / 2 + 8 * 64 * 110.84e-6 + floor, rel=1e-3)
