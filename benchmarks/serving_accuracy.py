@@ -56,9 +56,10 @@ load_hardware = functools.lru_cache(maxsize=None)(_load_hardware)
 
 
 def profile_for_system(system: str) -> str | None:
-    """The built-in hardware profile of a file's system name, or None: the same GPU and one name's
-    remaining parts a prefix of the other's (h100_sxm -> h100-sxm, b200_sxm -> b200, a100_sxm ->
-    a100-sxm-80g; h100_pcie, h20 and gb200 have none)."""
+    """The built-in hardware profile of a file's system name, or None: the same GPU, the profile
+    name may add parts (a100_sxm -> a100-sxm-80g), the system name only the form factor sxm
+    (h100_sxm -> h100-sxm, b200_sxm -> b200, gb200 -> gb200, h100_pcie -> h100-pcie, h20 -> h20;
+    h20_3e, the 141 GB H20, has none)."""
     def parts(name: str) -> list[str]:
         return [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
 
@@ -66,7 +67,7 @@ def profile_for_system(system: str) -> str | None:
     for name in builtin_profile_names():
         have = parts(name)
         n = min(len(want), len(have))
-        if want and want[:n] == have[:n]:
+        if want and want[:n] == have[:n] and all(p == "sxm" for p in want[n:]):
             return name
     return None
 

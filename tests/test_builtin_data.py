@@ -64,7 +64,9 @@ PUBLISHED_ACTIVE = {
     "kimi-k2": (32.6e9, True),  # arXiv:2507.20534: 32.6B activated (model card: 32B); computed 32.9e9
 }
 
-EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200", "l40s", "h100-96g-500w"}
+EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200", "l40s", "h100-96g-500w", "gb200", "h20",
+                     "h100-pcie"}
+NVLINK_DOMAIN = {"gb200": 72}  # GPUs per node where the NVLink domain is more than one 8-GPU board
 
 
 def _raw_profile(name: str) -> dict[str, Any]:
@@ -246,7 +248,7 @@ def test_profile_loads(name: str) -> None:
     hw = load_hardware(name)
     assert hw.name == name
     assert hw.source == "datasheet"
-    assert hw.gpus_per_node == 8
+    assert hw.gpus_per_node == NVLINK_DOMAIN.get(name, 8)
     for table in (hw.intra, hw.inter):
         assert set(table) == set(COLLECTIVES)
     assert hw.compute_slowdown >= 1 and hw.comm_slowdown >= 1
@@ -289,6 +291,55 @@ def test_h100_bf16_peak_is_the_dense_datasheet_value() -> None:
     assert hw.peak("bf16") == pytest.approx(989.4e12)
     assert hw.peak("fp8") == pytest.approx(1978.9e12)
     assert hw.memory_bytes == pytest.approx(81559 * 2**20, rel=1e-4)
+
+
+# Headline numbers copied by hand from the sources each profile cites (dense, no sparsity):
+# (memory MiB from nvidia-smi, HBM TB/s, bf16 / fp8 / tf32 / fp32 TFLOPS).
+HEADLINE = {
+    # nvidia-smi 189471 MiB (aiconfigurator systems/gb200.yaml); GB200 NVL72 page: 576 TB/s, 360 / 720 / 180 PF
+    # sparse and 5,760 TF FP32 for 72 GPUs
+    "gb200": (189471, 8.0, 2500, 5000, 1250, 80),
+    # nvidia-smi 97871 MiB (NVIDIA/nvtrust#128); 96 GB HBM3 at 4.0 TB/s, 148 / 296 / 74 / 44 TFLOPS
+    "h20": (97871, 4.0, 148, 296, 74, 44),
+    # nvidia-smi 81559 MiB; H100 datasheet (2022), H100 PCIe: 2 TB/s, 1,513 / 3,026 / 756 sparse, 51 FP32
+    "h100-pcie": (81559, 2.0, 756.5, 1513, 378, 51),
+}
+
+
+@pytest.mark.parametrize(("name", "numbers"), sorted(HEADLINE.items()))
+def test_new_profiles_headline_numbers_match_their_sources(name: str, numbers: tuple[float, ...]) -> None:
+    mib, tbps, bf16, fp8, tf32, fp32 = numbers
+    hw = load_hardware(name)
+    assert hw.memory_bytes == pytest.approx(mib * 2**20, rel=1e-4)
+    assert hw.hbm_bytes_per_s == pytest.approx(tbps * 1e12)
+    assert [hw.peak(d) / 1e12 for d in ("bf16", "fp16", "fp8", "tf32", "fp32")] == \
+        pytest.approx([bf16, bf16, fp8, tf32, fp32])
+
+
+def test_gb200_is_one_72_gpu_nvlink_domain() -> None:
+    """NVL72: the 72-GPU all-reduce (NVLS, 839.2 GB/s busbw at 4 GiB, coreweave/nccl-tests#43) is
+    NVLink-fast; one rack's rail between racks is 47 GB/s, as on the 8-GPU boards."""
+    gb200, b200 = load_hardware("gb200"), load_hardware("b200")
+    ar = {f.group_size: f for f in gb200.intra["all_reduce"]}
+    assert ar[72].bw_bytes_per_s == pytest.approx(839.2e9)
+    assert ar[72].bw_bytes_per_s > 15 * gb200.inter["all_reduce"][0].bw_bytes_per_s
+    assert gb200.peak("bf16") > b200.peak("bf16") and gb200.memory_bytes > b200.memory_bytes
+
+
+def test_h20_trades_compute_for_bandwidth() -> None:
+    """H20: 15% of H100's BF16 peak, 1.19x its HBM bandwidth, more of its peak reached (torch.mm
+    142.25 of 148 TFLOPS, zzc0721/torch-performance-test-data#77)."""
+    h20, h100 = load_hardware("h20"), load_hardware("h100-sxm")
+    assert h20.peak("bf16") / h100.peak("bf16") == pytest.approx(148 / 989.4)
+    assert h20.hbm_bytes_per_s > h100.hbm_bytes_per_s
+    assert h20.gemm_efficiency("bf16", 2 * 10240**3) == pytest.approx(142.25 / 148, abs=1e-3)
+    assert h20.gemm_efficiency("bf16", 2 * 10240**3) > h100.gemm_efficiency("bf16", 2 * 10240**3)
+
+
+def test_h100_pcie_pairs_are_nvlink_and_the_rest_pcie() -> None:
+    hw = load_hardware("h100-pcie")
+    ar = {f.group_size: f.bw_bytes_per_s for f in hw.intra["all_reduce"]}
+    assert ar[2] == pytest.approx(247e9) and ar[4] == pytest.approx(40e9) and ar[8] == pytest.approx(32e9)
 
 
 def test_profiles_are_consistent_across_generations() -> None:

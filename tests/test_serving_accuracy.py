@@ -42,8 +42,10 @@ def test_strata_buckets_concurrency_by_powers_of_two() -> None:
 
 
 @pytest.mark.parametrize(("system", "profile"), [("h100_sxm", "h100-sxm"), ("h200_sxm", "h200-sxm"), ("b200_sxm", "b200"),
-                                                 ("a100_sxm", "a100-sxm-80g"), ("h100_pcie", None), ("h20", None),
-                                                 ("gb200", None)])
+                                                 ("a100_sxm", "a100-sxm-80g"), ("h100_pcie", "h100-pcie"), ("h20", "h20"),
+                                                 ("gb200", "gb200"), ("gb200_sxm", "gb200"), ("l40s", "l40s"),
+                                                 ("h20_3e", None), ("a100_pcie", None), ("b300_sxm", None),
+                                                 ("gb300", None)])
 def test_a_system_name_finds_the_profile_of_the_same_gpu(system: str, profile: str | None) -> None:
     assert sa.profile_for_system(system) == profile
 
@@ -55,8 +57,8 @@ def test_rows_autopar_cannot_describe_are_counted_not_fatal(tmp_path: Path) -> N
     good = {c: "" for c in cols} | {"backend": "vllm", "backend_version": "0.12.0", "model_path": "Qwen/Qwen3-32B",
                                      "system": "b200_sxm", "mode": "agg", "isl": "1024", "osl": "128", "batch_size": "8",
                                      "tp_size": "2", "silicon_ttft_ms": "100", "silicon_tpot_ms": "10"}
-    others = [good | {"model_path": "Qwen/Qwen2.5-72B-Instruct"}, good | {"system": "gb200"},
-              good | {"system": "gb200"}, good | {"backend": "lmdeploy"}]
+    others = [good | {"model_path": "Qwen/Qwen2.5-72B-Instruct"}, good | {"system": "gb300"},
+              good | {"system": "gb300"}, good | {"backend": "lmdeploy"}]
     path = tmp_path / "rows.csv"
     path.write_text(head + "".join(",".join(r[c] for c in cols) + "\n" for r in [good, *others]))
     skipped: list[str] = []
@@ -64,7 +66,7 @@ def test_rows_autopar_cannot_describe_are_counted_not_fatal(tmp_path: Path) -> N
     assert [(r.model.name, r.hw_name, r.dep.engine.tp, r.wl.concurrency) for r in rows] == [("qwen3-32b", "b200", 2, 8)]
     assert skipped == ["framework 'lmdeploy' is not modelled (1 rows)",
                        "no built-in preset for model 'Qwen/Qwen2.5-72B-Instruct' (1 rows)",
-                       "no built-in profile for system 'gb200' (2 rows)"]
+                       "no built-in profile for system 'gb300' (2 rows)"]
 
 
 def test_a_file_with_a_row_below_the_first_wave_share_was_measured_warm() -> None:

@@ -36,3 +36,32 @@ def test_serve_estimate_runs_on_a_repo_id_of_each_added_preset(hf_id: str, prese
     doc = json.loads(r.stdout)
     assert doc["model"] == preset and doc["fits"] is True
     assert doc["ttft_ms"] > 0 and doc["tpot_ms"] > 0
+
+
+@pytest.mark.parametrize("hardware", ["gb200", "h20", "h100-pcie"])
+def test_serve_estimate_runs_on_each_added_profile(hardware: str) -> None:
+    r = runner.invoke(app, ["serve", "estimate", "Qwen/Qwen3-32B", "--hardware", hardware, "--gpus", "2", "--tp", "2",
+                            "--concurrency", "32", "--isl", "2048", "--osl", "256", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["hardware"] == hardware and doc["fits"] is True
+
+
+def test_h20_decodes_faster_than_it_prefills_relative_to_h100() -> None:
+    """H20 has 1.19x H100's HBM bandwidth and 15% of its BF16 peak: alone, a request's
+    prefill is slower on H20 and its weight-bound decode step faster."""
+    def run(hardware: str) -> dict:
+        r = runner.invoke(app, ["serve", "estimate", "Qwen/Qwen3-8B", "--hardware", hardware, "--gpus", "1", "--tp",
+                                "1", "--concurrency", "1", "--isl", "4096", "--osl", "64", "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+    h20, h100 = run("h20"), run("h100-sxm")
+    assert h20["ttft_ms"] > 3 * h100["ttft_ms"]
+    assert h20["tpot_ms"] < h100["tpot_ms"]
+
+
+def test_the_hardware_list_shows_the_added_profiles() -> None:
+    r = runner.invoke(app, ["hardware"])
+    assert r.exit_code == 0, r.output
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines() if line.strip()}
+    assert rows["gb200"][-1] == "72" and rows["h20"][-1] == "8" and rows["h100-pcie"][-1] == "8"
