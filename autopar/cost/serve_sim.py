@@ -53,8 +53,12 @@ Overlap scheduler (TensorRT-LLM 1.0, on unless disable_overlap_scheduler,
 llmapi/llm_args.py; pyexecutor/py_executor.py _executor_loop_overlap): the
 host schedules and launches step n + 1 before it reads step n's tokens and
 sends them, so a request sent when its predecessor's last token comes back
-joins one step later than without it (Scheduler.overlap). TPOT is unchanged:
-every step still gives each running request a token.
+joins one step later than without it (Scheduler.overlap). SGLang's does the
+same (0.5.x scheduler.py event_loop_overlap, on unless --disable-overlap-schedule:
+step n's results are processed after step n + 1 is launched). TPOT is unchanged:
+every step still gives each running request a token. An idle engine has no
+step to launch: it takes the requests at once, and those that do not fit in
+its first step are in its queue for the next.
 
 A request's first token comes with the step that holds its last prompt token;
 each later step that holds it gives one more token. TTFT here is arrival to
@@ -161,7 +165,7 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
         cut = bisect_right(waiting, float(steps), key=_joins)
         ready, later = waiting[:cut], waiting[cut:]
         if not ready and not decoding and not prefilling:  # an idle engine takes them as they come
-            ready, later = later, []
+            ready, later = [[count, arrival, steps] for count, arrival, _ in later], []  # all have reached it
             ratio = sched.ratio_init
         slots = cap - n_dec - n_pre
         if sched.kv_tokens > 0 and ready:
