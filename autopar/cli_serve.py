@@ -142,6 +142,7 @@ def suggest_cmd(
     from autopar.advise import serve as advise
     from autopar.render import serve as render
     from autopar.render.progress import progress_after
+    from autopar.search.serve import DEFAULT_TARGETS_TEXT
 
     try:
         advise.check_emit(emit)
@@ -155,7 +156,8 @@ def suggest_cmd(
         launched = advise.launch(emit, result.best) if emit and result.best is not None else None
     except AutoparError as exc:
         _fail(exc)
-    targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None) or "none"
+    targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None) or (
+        DEFAULT_TARGETS_TEXT)
     if json_out:
         print(render.suggestion_json(ctx, result, launched))
     else:

@@ -140,3 +140,39 @@ def test_framework_version_selects_fitted_constants() -> None:
     assert old["ttft_ms"] != new["ttft_ms"]
     r = runner.invoke(app, [*base, "--framework-version", "0.4"])
     assert r.exit_code == 2 and "--framework-version" in r.stderr
+
+
+def test_suggest_without_targets_applies_mlperf_interactive_bounds() -> None:
+    # mlcommons/inference loadgen/mlperf.conf, llama2-70b-interactive.Server: ttft_latency 450, tpot_latency 40
+    doc = _json(SUGGEST)
+    rec = doc["recommended"]
+    assert doc["recommended_by"] == "default" and "TTFT <= 450 ms, TPOT <= 40 ms" in doc["recommendation_rule"]
+    assert rec["ttft_ms"] <= 450 and rec["tpot_ms"] <= 40 and not rec["queue_saturated"]
+    # the front still runs past the bounds (nothing is cut), and nothing on it within them does better
+    assert max(p["tpot_ms"] for p in doc["pareto"]) > 40
+    ok = [p for p in doc["pareto"] if p["ttft_ms"] <= 450 and p["tpot_ms"] <= 40 and not p["queue_saturated"]]
+    assert max(p["output_tokens_per_s_per_gpu"] for p in ok) == pytest.approx(rec["output_tokens_per_s_per_gpu"])
+    r = runner.invoke(app, SUGGEST)
+    assert r.exit_code == 0, r.output
+    assert "targets: default TTFT <= 450 ms, TPOT <= 40 ms (MLPerf interactive)" in r.stdout
+    assert "picked by rule 'default': no --ttft-ms/--tpot-ms given" in r.stdout
+
+
+def test_suggest_with_a_target_names_the_targets_rule() -> None:
+    doc = _json([*SUGGEST, "--tpot-ms", "100"])
+    assert doc["recommended_by"] == "targets" and doc["recommended"]["tpot_ms"] <= 100
+    # a given target replaces both defaults: TTFT is free
+    assert "picked by rule 'targets'" in runner.invoke(app, [*SUGGEST, "--tpot-ms", "100"]).stdout
+
+
+def test_suggest_falls_back_to_the_knee_when_the_defaults_cannot_be_met() -> None:
+    # Llama-3.1-70B fp8 on 2 L40S: 35 GB of weights per GPU at 864 GB/s is 41 ms a step before the KV,
+    # so no deployment reaches TPOT 40 ms; the knee is the front's largest tok/s/GPU x tok/s/user
+    args = ["serve", "suggest", "llama3.1-70b", "--hardware", "l40s", "--gpus", "2", "--weights", "fp8"]
+    doc = _json(args)
+    assert doc["recommended_by"] == "knee" and "knee of the front" in doc["recommendation_rule"]
+    assert min(p["tpot_ms"] for p in doc["pareto"]) > 40
+    products = [p["output_tokens_per_s_per_gpu"] * p["tokens_per_s_per_user"] for p in doc["pareto"]]
+    rec = doc["recommended"]
+    assert rec["output_tokens_per_s_per_gpu"] * rec["tokens_per_s_per_user"] == pytest.approx(max(products))
+    assert "picked by rule 'knee'" in runner.invoke(app, args).stdout

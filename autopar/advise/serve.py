@@ -12,7 +12,7 @@ from autopar.emit.serving import ServeLaunch
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
-from autopar.search.serve import ServeSweep, Targets, sweep
+from autopar.search.serve import DEFAULT_TARGETS, ServeSweep, Targets, sweep
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.limits import MAX_SERVE_GPUS
 from autopar.spec.model import ModelSpec
@@ -136,6 +136,8 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
             raise SpecError(f"{name} must be a positive number of milliseconds, got {value}")
     check_workload(ctx, Workload(isl=isl, osl=osl, concurrency=1))  # validates --isl/--osl
     targets = Targets(ttft_s=None if ttft_ms is None else ttft_ms / 1e3, tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
+    if ttft_ms is None and tpot_ms is None:
+        targets = DEFAULT_TARGETS
     result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.framework, weights=ctx.weights,
                    kv_dtypes=kv_dtypes, version=ctx.framework_version, modes=modes, targets=targets,
                    progress=progress)
@@ -143,6 +145,9 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
         raise InfeasibleError(f"{ctx.model.name} with {ctx.weights} weights does not fit on {ctx.gpus} x {ctx.hw.name} "
                               f"in any layout ({result.layouts} tried): the weights and one request's KV cache "
                               "exceed the memory the framework gives them; add GPUs or use --weights fp8/fp4")
+    if result.best is None and result.rule == "knee":
+        raise InfeasibleError(f"every deployment of {ctx.gpus} GPUs is queue-saturated at every concurrency tried "
+                              "(its KV cache or prefill pool cannot keep up); add GPUs")
     if result.best is None:
         fastest = min(result.points, key=lambda e: e.tpot_s)
         quickest = min(result.points, key=lambda e: e.ttft_s)

@@ -12,7 +12,7 @@ from autopar.advise.serve import ServeContext
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
 from autopar.emit.serving import ServeLaunch
 from autopar.render.text import say, shell_text, table
-from autopar.search.serve import ServeSweep
+from autopar.search.serve import RULES, ServeSweep
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
 
 GIB = 2**30
@@ -145,7 +145,8 @@ def _point_dict(est: ServeEstimate) -> dict[str, Any]:
 def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
     if result.best is None:
         raise ValueError("suggestion_json needs a recommended deployment")
-    doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "pareto": [_point_dict(p) for p in result.pareto],
+    doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "recommended_by": result.rule,
+           "recommendation_rule": RULES[result.rule], "pareto": [_point_dict(p) for p in result.pareto],
            "deployments_tried": result.layouts, "points_priced": len(result.points),
            "tpot_definition": TPOT_DEFINITION}
     doc["recommended"].update(launch_dict(launched))
@@ -171,6 +172,7 @@ def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *
         return
     say(console, f"recommended: {best.deployment.mode} {layout_label(best.deployment)}, KV {best.deployment.kv_dtype}, "
         f"concurrency {best.workload.concurrency} ({best.framework_label})")
+    say(console, f"picked by rule '{result.rule}': {RULES[result.rule]}", markup=False)
     render_estimate(console, ctx, best, with_header=False)
 
 

@@ -4,8 +4,22 @@ Layouts the frameworks accept (heads divisible by tp, experts by ep, tp within
 a node, expert TP = tp x dp / ep); each one is priced at concurrencies 1, 2, 4,
 ... up to what its KV cache holds. Deployments that do not fit are dropped.
 The answer is the Pareto front of output tokens/s per GPU against tokens/s per
-user, and the deployment with the most output tokens/s per GPU that meets the
-TTFT and TPOT targets.
+user, and the recommended deployment, picked by one of `RULES`:
+
+- targets (a TTFT or TPOT target given): the most output tokens/s per GPU
+  among the points that meet the targets and are not queue-saturated;
+- default (no target given): the same under DEFAULT_TARGETS, MLPerf
+  Inference's interactive bounds for Llama-2-70B (mlcommons/inference
+  loadgen/mlperf.conf, llama2-70b-interactive.Server: ttft_latency 450,
+  tpot_latency 40 ms; there at the 99th percentile, here on the means). With
+  no target the most tokens/s per GPU is the front's last point, the largest
+  batch, at a TPOT no one deploys (Qwen3-235B on 64 H200: 70-137 ms, 7-14
+  tokens/s per user); the sweep still prices the whole front;
+- knee (no target given and nothing meets the default ones): the point of the
+  front with the largest product of tokens/s per GPU and tokens/s per user,
+  where one percent more of the one costs one percent of the other. On a
+  memory-bound decode step t(b) = t0 + k b the product b / t(b)^2 is largest
+  at b = t0 / k, TPOT twice the near-empty step's.
 """
 
 from __future__ import annotations
@@ -31,10 +45,27 @@ class Targets:
 
     ttft_s: float | None = None  # time to first token
     tpot_s: float | None = None  # inter-token latency after the first token
+    default: bool = False  # not given by the user: no early stop of the sweep, and the knee if none meets them
 
     def met(self, est: ServeEstimate) -> bool:
         return ((self.ttft_s is None or est.ttft_s <= self.ttft_s) and (self.tpot_s is None or est.tpot_s <= self.tpot_s)
                 and not est.saturated)
+
+
+# MLPerf Inference, llama2-70b-interactive.Server (mlcommons/inference loadgen/mlperf.conf): see the module docstring
+DEFAULT_TTFT_S, DEFAULT_TPOT_S = 0.450, 0.040
+DEFAULT_TARGETS = Targets(ttft_s=DEFAULT_TTFT_S, tpot_s=DEFAULT_TPOT_S, default=True)
+_BOUNDS = f"TTFT <= {DEFAULT_TTFT_S * 1e3:g} ms, TPOT <= {DEFAULT_TPOT_S * 1e3:g} ms"
+_MLPERF = f"MLPerf's interactive bounds ({_BOUNDS})"
+# How the recommendation was picked: rule name -> the sentence outputs print (see the module docstring)
+RULES = {
+    "targets": "the most output tokens/s per GPU meeting the targets, not queue-saturated",
+    "default": f"no --ttft-ms/--tpot-ms given, so {_MLPERF}: the most output tokens/s per GPU meeting them, "
+               "not queue-saturated",
+    "knee": f"no --ttft-ms/--tpot-ms given and nothing meets {_MLPERF}, so the knee of the front: the largest "
+            "tokens/s per GPU x tokens/s per user",
+}
+DEFAULT_TARGETS_TEXT = f"default {_BOUNDS} (MLPerf interactive)"  # the targets line of suggest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,8 +74,9 @@ class ServeSweep:
 
     points: tuple[ServeEstimate, ...]  # every (deployment, concurrency) that fits
     pareto: tuple[ServeEstimate, ...]  # tokens/s per GPU against tokens/s per user, fastest users first
-    best: ServeEstimate | None  # most tokens/s per GPU meeting the targets
+    best: ServeEstimate | None  # the recommendation, picked by `rule`
     layouts: int  # deployments tried (before concurrency)
+    rule: str = "targets"  # a key of RULES
 
 
 def _powers(limit: int) -> list[int]:
@@ -153,9 +185,17 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
         for c in _powers(cap)[1:]:
             est = estimate(model, hw, dep, Workload(isl=isl, osl=osl, concurrency=c))
             points.append(est)
-            if targets.tpot_s is not None and est.tpot_s > 2 * targets.tpot_s:
+            if targets.tpot_s is not None and not targets.default and est.tpot_s > 2 * targets.tpot_s:
                 break  # TPOT only grows with concurrency; far past the target nothing better follows
+    front = pareto([p for p in points if not p.saturated])
     ok = [p for p in points if targets.met(p)]
     best = max(ok, key=lambda e: (e.output_tokens_per_s, -e.deployment.gpus), default=None)
-    return ServeSweep(points=tuple(points), pareto=pareto([p for p in points if not p.saturated]), best=best,
-                      layouts=layouts)
+    if targets.default and best is None:
+        return ServeSweep(points=tuple(points), pareto=front, best=knee(front), layouts=layouts, rule="knee")
+    return ServeSweep(points=tuple(points), pareto=front, best=best, layouts=layouts,
+                      rule="default" if targets.default else "targets")
+
+
+def knee(front: tuple[ServeEstimate, ...]) -> ServeEstimate | None:
+    """The front's point with the largest tokens/s per GPU x tokens/s per user (the first of equals)."""
+    return max(front, key=lambda e: e.output_tokens_per_s / e.deployment.gpus / e.tpot_s, default=None)
