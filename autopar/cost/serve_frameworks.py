@@ -37,8 +37,9 @@ fitted constant names its mechanism:
   prompt or a decode batch of a size not captured (TensorRT-LLM 1.0 captures
   1..32, 64 and 128 without padding, so a closed loop at 64 or 128 whose batch
   is one or two short of it runs eager). Such a step takes the larger of its
-  GPU time and layers x eager_layer_s (cost/serve_sim.py StepCost). Fitted
-  0.0004 s on the TensorRT-LLM 1.0 rows; what it moves is the c64 and c128
+  GPU time and layers x eager_layer_s (cost/serve_sim.py StepCost). Fitted on
+  the TensorRT-LLM 1.0 rows (0.0003 s with the overlap scheduler below, 0.0004
+  s without it); what it moves is the c64 and c128
   rows of the tensor-parallel engines (TP4/TP8), where the GPU time per step
   is short.
 
