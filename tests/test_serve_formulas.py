@@ -75,13 +75,19 @@ def test_decode_tp_all_reduce_is_latency_bound(toy_hw: HardwareProfile) -> None:
 def test_moe_decode_reads_only_touched_experts(toy_hw: HardwareProfile) -> None:
     moe = MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512)
     m = gpt_like(moe=moe, ffn_activation="swiglu")
-    step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=PLAIN)
+    fw = dataclasses.replace(PLAIN, moe_decode_reads="touched")
+    step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=fw)
     touched = 8 * (1 - (7 / 8) ** 2)  # 1.875 of 8 experts hit by one token's 2 routes
     expert = 3 * 1024 * 512 * 2  # SwiGLU: three h x f matrices, bf16
     router = 1024 * 8 * 2
     attn = 4 * 1024**2 * 2
     lm_head = 32000 * 1024 * 2
     assert step.weights == pytest.approx((4 * (attn + router + touched * expert) + lm_head) / BW)
+    # vLLM 0.12 (moe_decode_reads "local", serve_frameworks.py): all 8 experts, and with ep 2 the 4 a GPU holds
+    step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=PLAIN)
+    assert step.weights == pytest.approx((4 * (attn + router + 8 * expert) + lm_head) / BW)
+    step = decode_step(m, toy_hw, Engine(tp=1, dp=2, ep=2), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=PLAIN)
+    assert step.weights == pytest.approx((4 * (attn + router + 4 * expert) + lm_head) / BW)
 
 
 def test_prefill_is_compute_bound_with_causal_attention_halved(toy_hw: HardwareProfile) -> None:

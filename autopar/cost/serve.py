@@ -9,7 +9,8 @@ The same profile, GEMM curve, HBM bandwidth and collective fits as training
 - A decode step is memory-bound: each GPU streams its share of the weights once
   per step, the KV cache of every request in the batch, and for MoE layers only
   the experts that the step's tokens touch (E(1 - (1 - 1/E)^(tokens x top_k)) of
-  E experts are hit at least once under uniform routing). Each sub-layer takes
+  E experts are hit at least once under uniform routing; every local expert
+  where Framework.moe_decode_reads is "local", vLLM 0.12). Each sub-layer takes
   the larger of that memory time and its tensor-core time (roofline), so large
   batches become compute-bound. TP all-reduce per layer is latency-bound at
   decode (a few KB); with attention-DP, EP adds an all-to-all dispatch and
@@ -184,7 +185,8 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
             gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
         w, k, c = _roofline(hw, dtype, gemms, weight_bytes=dense * wb, kv=kv)
         if part == "moe" and model.moe is not None:
-            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=b * engine.dp, expert_bytes=expert * wb)
+            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=b * engine.dp, expert_bytes=expert * wb,
+                                 all_local=fw.moe_decode_reads == "local")
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
         tp_sum += count * ar if engine.tp > 1 else 0.0
@@ -200,18 +202,19 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
 
 
 def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: str, tokens: float,
-             expert_bytes: float) -> tuple[float, float, float]:
+             expert_bytes: float, all_local: bool = False) -> tuple[float, float, float]:
     """(weight read, compute excess, EP exchange) seconds of one MoE layer's routed experts.
 
     `tokens` is what the MoE layer sees: with attention-DP the tokens of every
     attention rank are gathered into it. The experts the step's tokens touch are
-    read once; grouped GEMMs run as one kernel at the efficiency of their total size.
+    read once (every local expert with `all_local`, Framework.moe_decode_reads);
+    grouped GEMMs run as one kernel at the efficiency of their total size.
     """
     moe = model.moe
     if moe is None:
         return 0.0, 0.0, 0.0
     local = moe.num_experts / engine.ep
-    touched = local * (1.0 - (1.0 - 1.0 / moe.num_experts) ** (tokens * moe.top_k))
+    touched = local if all_local else local * (1.0 - (1.0 - 1.0 / moe.num_experts) ** (tokens * moe.top_k))
     read = memory_time(hw, touched * expert_bytes)
     flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
     comp = max(0.0, gemm_time(hw, dtype, flops) - read) if flops > 0 else 0.0

@@ -90,6 +90,7 @@ class Framework:
     graph_sizes: tuple[int, ...] = ()  # decode batch sizes with a captured CUDA graph, no padding (() = not modelled)
     eager_layer_s: float = 0.0  # fitted: host seconds per layer of a step run without a CUDA graph
     overlap: bool = False  # overlap scheduler: a step's tokens are returned after the next step is launched
+    moe_decode_reads: str = "touched"  # decode steps read the experts the tokens touch | every local expert ("local")
 
 
 GIB = 2**30
@@ -108,8 +109,20 @@ FITTED: dict[tuple[str, str], Framework] = {
     # EngineArgs.get_batch_defaults).
     ("vllm", "0.12"): Framework(name="vllm", version="0.12", label="vLLM 0.12", memory_fraction=0.9, memory_rule="total", chunk_tokens=8192,
                       graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.002, ttft_overhead_s=0.0,
-                      prefill_slowdown=2.5, moe_layer_overhead_s=0.0002),
+                      prefill_slowdown=2.5, moe_layer_overhead_s=0.00015, moe_decode_reads="local"),
     # vLLM V1 schedules decodes first and fills the budget with chunked prefill (cost/serve_sim.py).
+    # moe_decode_reads "local": a vLLM 0.12 decode step costs every local expert's weight read, not
+    # only the experts its tokens touch under uniform routing. Read off the H200 Qwen3-235B-A22B-FP8
+    # rows, not from vLLM's source (its fused-MoE kernels skip untouched experts; SGLang 0.5.6's tp2
+    # rows on the same GPU and model measure 15-18 ms TPOT, below the local-expert read): the TPOT of
+    # the tp1 dp2 rows does not move with the batch (57.7 ms at 4 requests, 58.6 at 9; touched
+    # experts 22% and 43% of 128 under uniform routing), and it falls with the experts each GPU
+    # holds, not with the experts touched: 113 GB per GPU (expert TP 2: tp2, tp1 dp2, tp2 ep2) 51-59 ms,
+    # 57 GB (expert TP 4: tp4, tp2 dp2, tp1 dp4) 34-45 ms, 14 ms apart at the H200's 4.0 TB/s, as
+    # measured (17). H200 TPOT 16.8 -> 7.0% with moe_layer_overhead_s refitted 0.0002 -> 0.00015
+    # (H100 Qwen3-32B is dense: unchanged); leave-one-group-out TPOT 21.1 -> 14.1% (H100 held out),
+    # 16.8 -> 7.0% (H200 held out). The slower step also lifts the worst prefill queue of tp1 dp2
+    # 2000/1000 c9 above a third of its TTFT: it is scored (TTFT -80%), no longer queue-saturated.
     # SGLang: --mem-fraction-static of total memory for weights + KV pool (about
     # 0.85-0.88 on 80-141 GB GPUs, python/sglang/srt/server_args.py); chunked
     # prefill 8192 tokens on >= 80 GB GPUs (same file). Versions 0.5.1 and 0.5.6
