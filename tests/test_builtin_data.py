@@ -46,6 +46,8 @@ PUBLISHED_PARAMS = {
     "kimi-k2": 1.04e12,  # Kimi K2 report (arXiv:2507.20534): 1.04T; model card: 1T; computed 1.026e12 (1.3% under)
     "llama3.2-1b": 1.23e9,  # meta-llama/Llama-3.2-1B model card; computed 1.236e9
     "llama3.2-3b": 3.21e9,  # meta-llama/Llama-3.2-3B model card; computed 3.213e9
+    "nemotron-h-56b": 56e9,  # nominal size (arXiv:2504.03624); computed 56.3e9
+    "llama4-scout": 109e9,  # model card: 109B total, with the vision encoder (not modelled); computed 107.8e9 text
     "mamba2-2.7b": 2.7e9,  # nominal size (arXiv:2405.21060); computed 2.70e9
     "nemotron-h-8b": 8e9,  # nominal size (arXiv:2504.03624); computed 8.10e9 (1.3% over)
 }
@@ -62,6 +64,7 @@ PUBLISHED_ACTIVE = {
     "gpt-oss-20b": (3.61e9, False),  # idem (4 of 32 experts)
     "qwen3-coder-480b": (35e9, True),  # model card: 35B activated; computed 35.5e9
     "kimi-k2": (32.6e9, True),  # arXiv:2507.20534: 32.6B activated (model card: 32B); computed 32.9e9
+    "llama4-scout": (17e9, True),  # model card: 17B activated (1 of 16 experts + the shared one); computed 17.2e9
 }
 
 EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200", "l40s", "h100-96g-500w", "gb200", "h20",
@@ -181,6 +184,8 @@ def test_dense_presets_are_all_active() -> None:
         ("qwen3-coder-480b", {"moe": 62}),
         ("mamba2-2.7b", {"mamba": 64}),
         ("nemotron-h-8b", {"mamba": 24, "mlp": 24, "attention": 4}),
+        ("nemotron-h-56b", {"mamba": 54, "mlp": 54, "attention": 10}),
+        ("llama4-scout", {"moe": 48}),
     ],
 )
 def test_preset_layer_kinds(name: str, kinds: dict[str, int]) -> None:

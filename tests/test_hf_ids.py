@@ -44,6 +44,8 @@ from autopar.io.models import load_model, preset_for_hf_id
     ("meta-llama/Meta-Llama-3.1-405B", "llama3.1-405b"),
     ("meta-llama/Llama-3.2-1B-Instruct", "llama3.2-1b"),
     ("meta-llama/Llama-3.2-3B", "llama3.2-3b"),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama4-scout"),
+    ("nvidia/Nemotron-H-56B-Base-8K", "nemotron-h-56b"),
 ])
 def test_a_repo_id_finds_its_preset(hf_id: str, preset: str) -> None:
     assert preset_for_hf_id(hf_id) == preset

@@ -61,8 +61,10 @@ _VARIANT = re.compile(r"[-_.](instruct|chat|base|it|thinking|hf|fp8|fp4|nvfp4|mx
 # Released under another name with a preset's architecture (their config.json matches it):
 # DeepSeek-R1 is trained from DeepSeek-V3-Base (arXiv:2501.12948 sec. 2.2); Llama 3.3 70B has the
 # Llama 3.1 70B shape (meta-llama/Llama-3.3-70B-Instruct config.json: 80 layers, 8192 hidden, 64/8 heads).
-# Qwen3-Coder-480B-A35B is the preset qwen3-coder-480b (a shorter name, so `autopar models` fits 80 columns).
-_SAME_ARCHITECTURE = {"deepseekr1": "deepseek-v3", "llama3370b": "llama3.1-70b", "qwen3coder480ba35b": "qwen3-coder-480b"}
+# Qwen3-Coder-480B-A35B and Llama-4-Scout-17B-16E are the presets qwen3-coder-480b and llama4-scout (shorter
+# names, so `autopar models` fits 80 columns).
+_SAME_ARCHITECTURE = {"deepseekr1": "deepseek-v3", "llama3370b": "llama3.1-70b", "qwen3coder480ba35b": "qwen3-coder-480b",
+                      "llama4scout17b16e": "llama4-scout"}
 
 
 def _stem(name: str) -> str:
