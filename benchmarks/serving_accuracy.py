@@ -59,7 +59,7 @@ def profile_for_system(system: str) -> str | None:
     """The built-in hardware profile of a file's system name, or None: the same GPU, the profile
     name may add parts (a100_sxm -> a100-sxm-80g), the system name only the form factor sxm
     (h100_sxm -> h100-sxm, b200_sxm -> b200, gb200 -> gb200, h100_pcie -> h100-pcie, h20 -> h20;
-    h20_3e, the 141 GB H20, has none)."""
+    h20_3e, the 141 GB H20, is h20-3e, not h20)."""
     def parts(name: str) -> list[str]:
         return [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
 

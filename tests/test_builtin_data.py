@@ -68,7 +68,7 @@ PUBLISHED_ACTIVE = {
 }
 
 EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200", "l40s", "h100-96g-500w", "gb200", "h20",
-                     "h100-pcie"}
+                     "h20-3e", "h100-pcie"}
 NVLINK_DOMAIN = {"gb200": 72}  # GPUs per node where the NVLink domain is more than one 8-GPU board
 
 
@@ -306,6 +306,8 @@ HEADLINE = {
     "gb200": (189471, 8.0, 2500, 5000, 1250, 80),
     # nvidia-smi 97871 MiB (NVIDIA/nvtrust#128); 96 GB HBM3 at 4.0 TB/s, 148 / 296 / 74 / 44 TFLOPS
     "h20": (97871, 4.0, 148, 296, 74, 44),
+    # nvidia-smi 143771 MiB and 4.8 TB/s HBM3e (aiconfigurator systems/h20_3e.yaml at 69513ef); the H20's compute
+    "h20-3e": (143771, 4.8, 148, 296, 74, 44),
     # nvidia-smi 81559 MiB; H100 datasheet (2022), H100 PCIe: 2 TB/s, 1,513 / 3,026 / 756 sparse, 51 FP32
     "h100-pcie": (81559, 2.0, 756.5, 1513, 378, 51),
 }

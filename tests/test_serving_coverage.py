@@ -41,7 +41,7 @@ def test_serve_estimate_runs_on_a_repo_id_of_each_added_preset(hf_id: str, prese
     assert doc["ttft_ms"] > 0 and doc["tpot_ms"] > 0
 
 
-@pytest.mark.parametrize("hardware", ["gb200", "h20", "h100-pcie"])
+@pytest.mark.parametrize("hardware", ["gb200", "h20", "h20-3e", "h100-pcie"])
 def test_serve_estimate_runs_on_each_added_profile(hardware: str) -> None:
     r = runner.invoke(app, ["serve", "estimate", "Qwen/Qwen3-32B", "--hardware", hardware, "--gpus", "2", "--tp", "2",
                             "--concurrency", "32", "--isl", "2048", "--osl", "256", "--json"])
