@@ -24,11 +24,13 @@ user, and the recommended deployment, picked by one of `RULES`:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.errors import SpecError
+from autopar.search.serve_prune import MARGIN, Staircase, box
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
@@ -165,28 +167,63 @@ def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
 def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: str, weights: str,
           kv_dtypes: tuple[str, ...], modes: tuple[str, ...], targets: Targets,
           concurrency: int | None = None, version: str = "",
-          progress: Callable[[int, int], None] | None = None) -> ServeSweep:
+          progress: Callable[[int, int], None] | None = None, prune: bool = True) -> ServeSweep:
     """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets;
-    `progress(done, total)`, if given, is told of each deployment priced."""
-    points: list[ServeEstimate] = []
+    `progress(done, total)`, if given, is told of each deployment priced.
+
+    With `prune`, disaggregated points that provably change neither the front nor the recommendation are
+    not solved (search/serve_prune.py): the aggregated deployments are priced first, so that their points
+    bound the rest. The answer is the same; `points` then lacks the skipped ones (and when nothing meets
+    given targets, the sweep runs again whole, for the message's lowest TTFT)."""
     todo = list(deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes,
                             modes=modes, version=version))
     layouts = len(todo)
-    for done, dep in enumerate(todo, start=1):
+    order = sorted(range(layouts), key=lambda i: todo[i].mode == "disagg") if prune else range(layouts)
+    priced: list[list[ServeEstimate]] = [[] for _ in todo]
+    front, best = Staircase(), 0.0  # the priced front, the most output tokens/s meeting the targets so far
+    tpot = targets.tpot_s if targets.tpot_s is not None else math.inf
+    stop = 2 * tpot if not targets.default else math.inf  # TPOT past which a deployment's sweep stops
+    skipped = False
+    for done, i in enumerate(order, start=1):
         if progress is not None:
             progress(done, layouts)
+        dep, out = todo[i], priced[i]
         first = estimate(model, hw, dep, Workload(isl=isl, osl=osl, concurrency=concurrency or 1))
         if not first.fits:
             continue
-        points.append(first)
+        out.append(first)
+        front.add(first)
+        best = max(best, first.output_tokens_per_s) if targets.met(first) else best
         if concurrency is not None:
             continue
         cap = min(MAX_CONCURRENCY_PER_GPU * gpus, first.pools[-1].max_concurrency)
         for c in _powers(cap)[1:]:
-            est = estimate(model, hw, dep, Workload(isl=isl, osl=osl, concurrency=c))
-            points.append(est)
-            if targets.tpot_s is not None and not targets.default and est.tpot_s > 2 * targets.tpot_s:
+            wl = Workload(isl=isl, osl=osl, concurrency=c)
+            if prune and dep.mode == "disagg":
+                b = box(model, hw, dep, wl, held=first.pools[-1].max_concurrency)
+                useless = front.beats(b) and (b.per_gpu * gpus * (1 + MARGIN) < best or b.tpot_lo > tpot * (1 + MARGIN))
+                # a skipped point must still decide the early stop below: its TPOT past `stop` for sure, or not
+                if useless and b.tpot_lo > stop * (1 + MARGIN):
+                    skipped = True
+                    break
+                if useless and b.tpot_hi * (1 + MARGIN) <= stop:
+                    skipped = True
+                    continue
+            est = estimate(model, hw, dep, wl)
+            out.append(est)
+            front.add(est)
+            best = max(best, est.output_tokens_per_s) if targets.met(est) else best
+            if est.tpot_s > stop:
                 break  # TPOT only grows with concurrency; far past the target nothing better follows
+    points = [p for group in priced for p in group]
+    result = _answer(points, targets=targets, layouts=layouts)
+    if skipped and result.best is None and not targets.default:
+        return sweep(model, hw, gpus=gpus, isl=isl, osl=osl, framework=framework, weights=weights,
+                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, version=version, prune=False)
+    return result
+
+
+def _answer(points: list[ServeEstimate], *, targets: Targets, layouts: int) -> ServeSweep:
     front = pareto([p for p in points if not p.saturated])
     ok = [p for p in points if targets.met(p)]
     best = max(ok, key=lambda e: (e.output_tokens_per_s, -e.deployment.gpus), default=None)
