@@ -81,7 +81,7 @@ def test_the_pruned_sweep_answers_as_the_whole_one(model: str, gpus: int, framew
     spec, prof = load_model(model), load_hardware("h100-sxm")
     pruned, whole = sweep(spec, prof, prune=True, **kw), sweep(spec, prof, prune=False, **kw)  # type: ignore[arg-type]
     _same(pruned, whole)
-    assert len(pruned.points) <= len(whole.points)
+    assert len(pruned.points) + pruned.skipped == len(whole.points) and whole.skipped == 0
 
 
 def test_pruning_skips_points_on_a_moe_fleet() -> None:
@@ -91,4 +91,4 @@ def test_pruning_skips_points_on_a_moe_fleet() -> None:
           "modes": ("agg", "disagg"), "targets": DEFAULT_TARGETS}
     pruned, whole = sweep(MODEL, HW, prune=True, **kw), sweep(MODEL, HW, prune=False, **kw)  # type: ignore[arg-type]
     _same(pruned, whole)
-    assert len(pruned.points) < 0.9 * len(whole.points)
+    assert len(pruned.points) < 0.9 * len(whole.points) and len(pruned.points) + pruned.skipped == len(whole.points)

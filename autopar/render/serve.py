@@ -147,7 +147,8 @@ def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
         raise ValueError("suggestion_json needs a recommended deployment")
     doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "recommended_by": result.rule,
            "recommendation_rule": RULES[result.rule], "pareto": [_point_dict(p) for p in result.pareto],
-           "deployments_tried": result.layouts, "points_priced": len(result.points),
+           "deployments_tried": result.layouts, "points_priced": len(result.points) + result.skipped,
+           "points_bounded": result.skipped,
            "tpot_definition": TPOT_DEFINITION}
     doc["recommended"].update(launch_dict(launched))
     return json.dumps(doc, indent=2)
@@ -155,7 +156,7 @@ def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
     header(console, ctx)
-    say(console, f"searched {result.layouts} deployments on {ctx.gpus} GPUs, {len(result.points)} "
+    say(console, f"searched {result.layouts} deployments on {ctx.gpus} GPUs, {len(result.points) + result.skipped} "
         f"(deployment, concurrency) points fit")
     say(console, f"targets: {targets}")
     say(console, "Pareto front: output tokens/s per GPU against tokens/s per user")

@@ -79,6 +79,7 @@ class ServeSweep:
     best: ServeEstimate | None  # the recommendation, picked by `rule`
     layouts: int  # deployments tried (before concurrency)
     rule: str = "targets"  # a key of RULES
+    skipped: int = 0  # points that fit but were bounded without solving (search/serve_prune.py), not in `points`
 
 
 def _powers(limit: int) -> list[int]:
@@ -183,7 +184,7 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
     front, best = Staircase(), 0.0  # the priced front, the most output tokens/s meeting the targets so far
     tpot = targets.tpot_s if targets.tpot_s is not None else math.inf
     stop = 2 * tpot if not targets.default else math.inf  # TPOT past which a deployment's sweep stops
-    skipped = False
+    skipped = 0
     for done, i in enumerate(order, start=1):
         if progress is not None:
             progress(done, layouts)
@@ -204,10 +205,10 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
                 useless = front.beats(b) and (b.per_gpu * gpus * (1 + MARGIN) < best or b.tpot_lo > tpot * (1 + MARGIN))
                 # a skipped point must still decide the early stop below: its TPOT past `stop` for sure, or not
                 if useless and b.tpot_lo > stop * (1 + MARGIN):
-                    skipped = True
+                    skipped += 1
                     break
                 if useless and b.tpot_hi * (1 + MARGIN) <= stop:
-                    skipped = True
+                    skipped += 1
                     continue
             est = estimate(model, hw, dep, wl)
             out.append(est)
@@ -216,21 +217,22 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
             if est.tpot_s > stop:
                 break  # TPOT only grows with concurrency; far past the target nothing better follows
     points = [p for group in priced for p in group]
-    result = _answer(points, targets=targets, layouts=layouts)
+    result = _answer(points, targets=targets, layouts=layouts, skipped=skipped)
     if skipped and result.best is None and not targets.default:
         return sweep(model, hw, gpus=gpus, isl=isl, osl=osl, framework=framework, weights=weights,
                      kv_dtypes=kv_dtypes, modes=modes, targets=targets, version=version, prune=False)
     return result
 
 
-def _answer(points: list[ServeEstimate], *, targets: Targets, layouts: int) -> ServeSweep:
+def _answer(points: list[ServeEstimate], *, targets: Targets, layouts: int, skipped: int) -> ServeSweep:
     front = pareto([p for p in points if not p.saturated])
     ok = [p for p in points if targets.met(p)]
     best = max(ok, key=lambda e: (e.output_tokens_per_s, -e.deployment.gpus), default=None)
     if targets.default and best is None:
-        return ServeSweep(points=tuple(points), pareto=front, best=knee(front), layouts=layouts, rule="knee")
+        return ServeSweep(points=tuple(points), pareto=front, best=knee(front), layouts=layouts, rule="knee",
+                          skipped=skipped)
     return ServeSweep(points=tuple(points), pareto=front, best=best, layouts=layouts,
-                      rule="default" if targets.default else "targets")
+                      rule="default" if targets.default else "targets", skipped=skipped)
 
 
 def knee(front: tuple[ServeEstimate, ...]) -> ServeEstimate | None:
