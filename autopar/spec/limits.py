@@ -19,7 +19,7 @@ MAX_SMALL = 2**16  # Mamba state size, groups, convolution kernel, chunk length,
 # --- job ------------------------------------------------------------------------------
 MAX_GPUS = 2**20  # GPUs in one job (the largest clusters hold about 2^17)
 MAX_GPUS_PER_NODE = 1024  # GPUs sharing one fast fabric (NVL72 racks: 72)
-MAX_SERVE_GPUS = 1024  # GPUs of one `autopar serve` plan (at the limit: Llama-3.1-70B 4 s, Qwen3-235B minutes)
+MAX_SERVE_GPUS = 1024  # GPUs of one `autopar serve` plan (at the limit: Llama-3.1-70B 3 s, MoE models minutes)
 MAX_SERVE_CONCURRENCY = 2**24  # requests in flight in one `autopar serve estimate` (a fleet of 1,024 GPUs holds 10^5-10^6)
 MAX_BATCH = 2**24  # sequences per optimizer step
 MAX_VARLEN_SEQUENCES = 2**16  # sequences per simulated step (about 30 s of simulation on one core at the limit)
