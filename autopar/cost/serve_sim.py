@@ -186,12 +186,11 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
             k = max(1, int(decoding[0][2]) + last - dsteps)
             k = min(k, max(1, int(later[0][2] if later else steps + k) - steps))
             t, steps, dsteps = t + k * cost(d, 0), steps + k, dsteps + k
-            ratio = max(sched.ratio_min, ratio - k * (sched.ratio_init - sched.ratio_min) / sched.ratio_decay_steps)
+            ratio = _decayed(sched, ratio, k)
         else:
             t, steps = t + cost(d, p), steps + 1
             dsteps += 1 if d else 0
-            if d:
-                ratio = max(sched.ratio_min, ratio - (sched.ratio_init - sched.ratio_min) / sched.ratio_decay_steps)
+            ratio = _decayed(sched, ratio, 1) if d else ratio
         firsts = 0
         for count, arrival, done in items:
             if done >= isl:
@@ -254,6 +253,11 @@ def admissible(sched: Scheduler, decoding: deque[list[float]], *, n_dec: int, n_
     if not decoding and not n_pre:
         return max(1, math.ceil(rem / need) - 1)
     return max(0, math.ceil(rem / need) - 1) if rem > 0 else 0
+
+
+def _decayed(sched: Scheduler, ratio: float, steps: int) -> float:
+    """new_token_ratio after `steps` more decode steps: a fixed fall per step, from init to the floor."""
+    return max(sched.ratio_min, ratio - steps * (sched.ratio_init - sched.ratio_min) / sched.ratio_decay_steps)
 
 
 def _joins(cohort: list[float]) -> float:
