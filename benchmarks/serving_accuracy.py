@@ -318,7 +318,7 @@ FIT_GRID = {
     "step_overhead_s": (0.0, 1e-3, 2e-3, 3e-3, 4e-3, 6e-3),
     "ttft_overhead_s": (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15),
     "prefill_slowdown": (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0),
-    "moe_layer_overhead_s": (0.0, 5e-5, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4),
+    "moe_layer_overhead_s": (0.0, 5e-5, 1e-4, 1.5e-4, 2e-4, 3e-4, 4e-4, 5e-4),
     "eager_layer_s": (0.0, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 6e-4),  # only where the framework lists graph_sizes
 }
 
