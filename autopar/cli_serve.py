@@ -35,6 +35,15 @@ EmitOpt = Annotated[str | None, typer.Option(help="Also print the launch lines a
 WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)")]
 KvOpt = Annotated[str, typer.Option(help="auto | bf16 | fp8")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+MaxTokensOpt = Annotated[int | None, typer.Option(
+    help="Tokens one engine step holds (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size, "
+         "TensorRT-LLM --max_num_tokens; default: the framework's).")]
+MaxBatchOpt = Annotated[int | None, typer.Option(
+    help="Requests one engine runs at once (--max-num-seqs, --max-running-requests, --max_batch_size; "
+         "default: the framework's).")]
+MemFractionOpt = Annotated[float | None, typer.Option(
+    help="vLLM --gpu-memory-utilization, SGLang --mem-fraction-static (of total memory), TensorRT-LLM "
+         "--kv_cache_free_gpu_memory_fraction (of what the weights leave); default: the framework's.")]
 
 
 def _fail(exc: AutoparError) -> NoReturn:
@@ -81,6 +90,9 @@ def estimate_cmd(
     decode_dp: Annotated[int, typer.Option(help="disagg: decode attention-DP ranks.")] = 1,
     decode_ep: Annotated[int, typer.Option(help="disagg: decode EP.")] = 1,
     decode_attention_dp: Annotated[bool, typer.Option("--decode-attention-dp")] = False,
+    max_num_tokens: MaxTokensOpt = None,
+    max_batch_size: MaxBatchOpt = None,
+    memory_fraction: MemFractionOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -88,12 +100,14 @@ def estimate_cmd(
     from autopar.advise import serve as advise
     from autopar.errors import SpecError
     from autopar.render import serve as render
-    from autopar.spec.serve import Workload
+    from autopar.spec.serve import EngineArgs, Workload
 
     try:
         advise.check_emit(emit)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
-                             weights=weights, kv_dtype=kv_dtype, framework_version=framework_version)
+                             weights=weights, kv_dtype=kv_dtype, framework_version=framework_version,
+                             engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
+                                                    memory_fraction=memory_fraction))
         wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
         if mode == "disagg":
             pre = advise.PoolArgs(tp=prefill_tp, pp=prefill_pp, dp=prefill_dp, ep=prefill_ep,
@@ -135,6 +149,9 @@ def suggest_cmd(
     weights: WeightsOpt = "bf16",
     kv_dtype: Annotated[str | None, typer.Option(help="auto | bf16 | fp8 (default: try auto and fp8).")] = None,
     modes: Annotated[str, typer.Option(help="Comma-separated: agg, disagg.")] = "agg,disagg",
+    max_num_tokens: MaxTokensOpt = None,
+    max_batch_size: MaxBatchOpt = None,
+    memory_fraction: MemFractionOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -143,11 +160,14 @@ def suggest_cmd(
     from autopar.render import serve as render
     from autopar.render.progress import progress_after
     from autopar.search.serve import DEFAULT_TARGETS_TEXT
+    from autopar.spec.serve import EngineArgs
 
     try:
         advise.check_emit(emit)
         ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
-                             weights=weights, kv_dtype=kv_dtype or "auto", framework_version=framework_version)
+                             weights=weights, kv_dtype=kv_dtype or "auto", framework_version=framework_version,
+                             engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
+                                                    memory_fraction=memory_fraction))
         kv = (kv_dtype,) if kv_dtype else ("auto", "fp8")
         with progress_after("pricing deployments", enabled=not json_out) as tick:
             result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,

@@ -52,6 +52,9 @@ from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from serving_campaign import launch_args  # noqa: E402
+
 load_hardware = functools.lru_cache(maxsize=None)(_load_hardware)
 
 
@@ -136,13 +139,15 @@ def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
                               dp=_int(r["decode_attention_dp_size"]), model=model)
                 dep = Deployment(framework=r["backend"], framework_version=version, mode="disagg", engine=dec,
                                  replicas=_int(r["decode_num_workers"]),
-                                 prefill=pre, prefill_replicas=_int(r["prefill_num_workers"]), weights=weights)
+                                 prefill=pre, prefill_replicas=_int(r["prefill_num_workers"]), weights=weights,
+                                 args=launch_args(r), prefill_args=launch_args(r, "prefill"))
                 conc = _int(r["decode_batch_size"]) * dep.replicas
                 layout = f"{dep.prefill_replicas}P(tp{pre.tp}) {dep.replicas}D(tp{dec.tp}x{dec.dp})"
             else:
                 eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]),
                               dp=_int(r["attention_dp_size"]), model=model)
-                dep = Deployment(framework=r["backend"], framework_version=version, mode="agg", engine=eng, replicas=1, weights=weights)
+                dep = Deployment(framework=r["backend"], framework_version=version, mode="agg", engine=eng, replicas=1,
+                                 weights=weights, args=launch_args(r))
                 conc = _int(r["batch_size"])
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
             wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
@@ -224,7 +229,7 @@ def gpu_time_needed_s(row: Row, est: ServeEstimate) -> float:
     64 x 32.8 MB = 9.7 ms each at 473 GB/s, comes to 7.8 ms a token), so their clients did not
     hold the stated concurrency."""
     dep = row.dep
-    fw = serve_frameworks.constants(dep.framework, dep.framework_version)
+    fw = serve_frameworks.for_deployment(dep)
     step = est.pools[-1].step
     prompts = row.wl.concurrency * row.wl.isl * 2 * matmul_params(row.model) / (_best_flops(row) * dep.gpus)
     per_rank = row.wl.concurrency / (dep.replicas * dep.engine.dp)
@@ -250,7 +255,7 @@ def worst_queue_s(row: Row, est: ServeEstimate) -> float:
     per-request time. Disaggregated rows are left to the model's own test: the file's prefill
     layout for them is ambiguous."""
     hw, dep = load_hardware(row.hw_name), row.dep
-    fw = serve_frameworks.constants(dep.framework, dep.framework_version)
+    fw = serve_frameworks.for_deployment(dep)
     prefill = prefill_time(row.model, hw, dep.engine, weights=dep.weights, tokens=row.wl.isl, seq_len=row.wl.isl, fw=fw)
     step = est.pools[-1].step
     per_rank = max(1.0, row.wl.concurrency / (dep.replicas * dep.engine.dp))

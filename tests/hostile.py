@@ -295,6 +295,10 @@ CASES = [
           ("estimate", "--mode disagg --prefill-workers 1 --decode-workers 1 --prefill-tp 0", 2,
            "--prefill-tp must be at least 1, got 0"),
           ("estimate", "--weights int3", 2, "--weights must be one of bf16, fp8, fp4, int4, got 'int3'"),
+          ("estimate", "--max-num-tokens 0", 2, "--max-num-tokens must be between 1 and 16,777,216, got 0"),
+          ("estimate", "--max-batch-size -4", 2, "--max-batch-size must be between 1 and 16,777,216, got -4"),
+          ("estimate", "--memory-fraction nan", 2, "--memory-fraction must be between 0.05 and 1.0, got nan"),
+          ("suggest", "--memory-fraction 1.5", 2, "--memory-fraction must be between 0.05 and 1.0, got 1.5"),
           ("too big", "--emit vllm", 2, "--emit vllm: the deployment does not fit"),
       )),
 ]

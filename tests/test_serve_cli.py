@@ -176,3 +176,41 @@ def test_suggest_falls_back_to_the_knee_when_the_defaults_cannot_be_met() -> Non
     rec = doc["recommended"]
     assert rec["output_tokens_per_s_per_gpu"] * rec["tokens_per_s_per_user"] == pytest.approx(max(products))
     assert "picked by rule 'knee'" in runner.invoke(app, args).stdout
+
+
+def test_engine_args_reach_the_estimate_the_json_and_the_launch_line() -> None:
+    """--max-num-tokens/--max-batch-size/--memory-fraction are the launch's own settings: the JSON shows what
+    the estimate used, the launch line carries them, and a smaller pool holds fewer KV tokens."""
+    default = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm"])
+    assert default["engine_args"] == {"max_num_tokens": 8192, "max_batch_size": 2048, "memory_fraction": 0.9}
+    args = ["--max-num-tokens", "2688", "--max-batch-size", "8", "--memory-fraction", "0.45"]
+    doc = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm", *args,
+                 "--emit", "trtllm"])
+    assert doc["engine_args"] == {"max_num_tokens": 2688, "max_batch_size": 8, "memory_fraction": 0.45}
+    # TensorRT-LLM gives the KV cache the fraction of what the weights (and reserves) leave: half the fraction,
+    # half the pool, to the token (the smaller step budget above also shrinks the activation reserve)
+    half = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm",
+                  "--memory-fraction", "0.45"])
+    assert half["kv_cache_tokens"] == pytest.approx(default["kv_cache_tokens"] / 2, abs=1)
+    assert doc["kv_cache_tokens"] > half["kv_cache_tokens"]
+    # 16 requests, 8 running at once: the other 8 wait a whole request's latency for a slot
+    assert doc["ttft_ms"] > doc["tpot_ms"] * 255 / 2
+    (line,) = doc["launch"]["servers"]
+    assert "--max_batch_size 8 --max_num_tokens 2688 --kv_cache_free_gpu_memory_fraction 0.45" in line
+
+
+@pytest.mark.parametrize("framework,flags", [
+    ("vllm", "--gpu-memory-utilization 0.8 --max-num-seqs 32 --max-num-batched-tokens 4096"),
+    ("sglang", "--mem-fraction-static 0.8 --max-running-requests 32 --chunked-prefill-size 4096"),
+])
+def test_engine_args_in_vllm_and_sglang_launch_lines(framework: str, flags: str) -> None:
+    doc = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "4", "--framework", framework,
+                 "--max-num-tokens", "4096", "--max-batch-size", "32", "--memory-fraction", "0.8", "--emit", framework])
+    assert flags in doc["launch"]["servers"][0]
+
+
+def test_disagg_pools_report_their_engine_args() -> None:
+    doc = _json([*BASE, "--gpus", "2", "--mode", "disagg", "--prefill-workers", "1", "--decode-workers", "1",
+                 "--tp", "1", "--concurrency", "8", "--max-num-tokens", "4096"])
+    assert doc["prefill"]["engine_args"]["max_num_tokens"] == 4096
+    assert doc["decode"]["engine_args"]["max_num_tokens"] == 4096

@@ -201,3 +201,18 @@ def test_engine_rules() -> None:
     with pytest.raises(SpecError, match="MoE"):
         Engine(tp=2, ep=2).check(gpt_like())
     assert Engine(tp=1, dp=8, ep=8).etp == 1 and Engine(tp=4, dp=2, ep=2).etp == 4
+
+
+def test_for_deployment_applies_each_pools_launch_settings() -> None:
+    """cost/serve_frameworks.for_deployment: the fitted constants with Deployment.args (decode or agg engines)
+    or prefill_args (a disaggregated deployment's prefill engines); unset settings keep the defaults."""
+    from autopar.cost.serve_frameworks import constants, for_deployment
+    from autopar.spec.serve import Deployment, Engine, EngineArgs
+
+    dep = Deployment(framework="sglang", mode="disagg", engine=Engine(), replicas=1, prefill=Engine(),
+                     prefill_replicas=1, args=EngineArgs(max_batch_size=64),
+                     prefill_args=EngineArgs(max_num_tokens=2524, memory_fraction=0.7))
+    base = constants("sglang")
+    dec, pre = for_deployment(dep), for_deployment(dep, "prefill")
+    assert (dec.max_seqs, dec.chunk_tokens, dec.memory_fraction) == (64, base.chunk_tokens, base.memory_fraction)
+    assert (pre.max_seqs, pre.chunk_tokens, pre.memory_fraction) == (base.max_seqs, 2524, 0.7)

@@ -16,7 +16,7 @@ from autopar.search.serve import DEFAULT_TARGETS, ServeSweep, Targets, sweep
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.limits import MAX_SERVE_GPUS
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import FRAMEWORKS, MODES, Deployment, Engine, Workload
+from autopar.spec.serve import DEFAULT_ARGS, FRAMEWORKS, MODES, Deployment, Engine, EngineArgs, Workload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,6 +31,7 @@ class ServeContext:
     weights: str  # bf16 | fp8 | fp4 | int4
     kv_dtype: str  # auto | bf16 | fp8
     framework_version: str = ""  # whose fitted constants apply ("" = the newest fitted)
+    engine_args: EngineArgs = DEFAULT_ARGS  # launch settings given on the command line (every engine)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,7 +47,7 @@ class PoolArgs:
 
 
 def context(model: str, *, hardware: str | None, gpus: int | None, framework: str, weights: str,
-            kv_dtype: str, framework_version: str = "") -> ServeContext:
+            kv_dtype: str, framework_version: str = "", engine_args: EngineArgs = DEFAULT_ARGS) -> ServeContext:
     if gpus is None:
         raise SpecError("--gpus is required")
     if gpus < 1:
@@ -60,7 +61,7 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
     Deployment(framework=framework, mode="agg", engine=Engine(), replicas=1, weights=weights, kv_dtype=kv_dtype)
     version = constants(framework, framework_version).version  # refuses a version without fitted constants
     return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, framework=framework, weights=weights,
-                        kv_dtype=kv_dtype, framework_version=version)
+                        kv_dtype=kv_dtype, framework_version=version, engine_args=engine_args)
 
 
 def _engine(args: PoolArgs, *, flag: str) -> Engine:
@@ -87,7 +88,7 @@ def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
                         f"(tp x pp x attention-dp = {engine.gpus})")
     dep = Deployment(framework=ctx.framework, framework_version=ctx.framework_version, mode="agg",
                      engine=engine, replicas=replicas, weights=ctx.weights,
-                     kv_dtype=ctx.kv_dtype)
+                     kv_dtype=ctx.kv_dtype, args=ctx.engine_args)
     if dep.gpus != ctx.gpus:
         raise SpecError(f"--gpus ({ctx.gpus}) does not match the layout: tp x pp x dp = {dep.gpus}")
     return dep
@@ -100,7 +101,8 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
     dep = Deployment(framework=ctx.framework, framework_version=ctx.framework_version, mode="disagg",
                      engine=_engine(decode, flag="--decode-"),
                      replicas=decode.workers, prefill=_engine(prefill, flag="--prefill-"),
-                     prefill_replicas=prefill.workers, weights=ctx.weights, kv_dtype=ctx.kv_dtype)
+                     prefill_replicas=prefill.workers, weights=ctx.weights, kv_dtype=ctx.kv_dtype,
+                     args=ctx.engine_args, prefill_args=ctx.engine_args)
     if dep.gpus != ctx.gpus:
         raise SpecError(f"--gpus ({ctx.gpus}) does not match the pools: prefill {prefill.workers} x "
                         f"{dep.prefill.gpus if dep.prefill else 0} + decode {decode.workers} x {dep.engine.gpus} "
@@ -139,7 +141,7 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
     if ttft_ms is None and tpot_ms is None:
         targets = DEFAULT_TARGETS
     result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.framework, weights=ctx.weights,
-                   kv_dtypes=kv_dtypes, version=ctx.framework_version, modes=modes, targets=targets,
+                   kv_dtypes=kv_dtypes, version=ctx.framework_version, args=ctx.engine_args, modes=modes, targets=targets,
                    progress=progress)
     if not result.points:
         raise InfeasibleError(f"{ctx.model.name} with {ctx.weights} weights does not fit on {ctx.gpus} x {ctx.hw.name} "

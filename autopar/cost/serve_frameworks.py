@@ -63,9 +63,13 @@ ttft_overhead_s 0.1 -> 0.08, prefill_slowdown 2.0 -> 2.5).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from autopar.errors import SpecError
+
+if TYPE_CHECKING:
+    from autopar.spec.serve import Deployment
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,3 +210,17 @@ def constants(name: str, version: str = "") -> Framework:
             return value
     known = ", ".join(v for fw, v in FITTED if fw == name)
     raise SpecError(f"--framework-version {version!r}: {name} has constants for {known}")
+
+
+def for_deployment(dep: Deployment, role: str | None = None) -> Framework:
+    """The framework as `dep` launches it: its fitted constants with the deployment's launch settings
+    (Deployment.args; role "prefill": a disaggregated deployment's prefill engines, prefill_args)."""
+    fw = constants(dep.framework, dep.framework_version)
+    args = dep.args_for(role)
+    if args.max_num_tokens is not None:
+        fw = replace(fw, chunk_tokens=args.max_num_tokens)
+    if args.max_batch_size is not None:
+        fw = replace(fw, max_seqs=args.max_batch_size)
+    if args.memory_fraction is not None:
+        fw = replace(fw, memory_fraction=args.memory_fraction)
+    return fw

@@ -47,7 +47,7 @@ from autopar.cost.serve import (
     weight_bytes_per_gpu,
 )
 from autopar.cost.serve_disagg import EMPTY, RHO_SATURATED, DisaggLoop
-from autopar.cost.serve_frameworks import Framework, constants
+from autopar.cost.serve_frameworks import Framework, for_deployment
 from autopar.cost.serve_sim import LoopResult, Scheduler, StepCost, simulate
 from autopar.errors import SpecError
 from autopar.spec.hardware import HardwareProfile
@@ -107,7 +107,7 @@ class ServeEstimate:
 
 def _pool(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, role: str, engine: Engine,
           replicas: int, step: StepTime, per_rank: float) -> PoolEstimate:
-    fw = constants(dep.framework, dep.framework_version)
+    fw = for_deployment(dep, role)
     pool = kv_pool_bytes(model, hw, engine, weights=dep.weights, fw=fw)
     per_token = kv_bytes_per_token(model, engine, dep.kv_bytes)
     per_request = (wl.isl + wl.osl) * per_token + state_bytes_per_request(model, engine)
@@ -132,7 +132,7 @@ def estimate(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workloa
 
 
 def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
-    fw, engine = constants(dep.framework, dep.framework_version), dep.engine
+    fw, engine = for_deployment(dep), dep.engine
     n = wl.concurrency / (dep.replicas * engine.dp)
     probe = _pool(model, hw, dep, wl, role="agg", engine=engine, replicas=dep.replicas, step=StepTime(
         weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0), per_rank=n)
@@ -173,7 +173,7 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
     prefill less the weight read the step already makes). A framework that
     admits prompts by KV room (Framework.kv_admission) is given the rank's
     `kv_tokens`."""
-    fw = constants(dep.framework, dep.framework_version)
+    fw = for_deployment(dep)
     conc = max(1, round(running))
     one = decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=1.0,
                       context=wl.isl + wl.osl / 2, fw=fw).total if conc > 1 else step.total
@@ -235,7 +235,7 @@ def _empty_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
 
 
 def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
-    fw, dec, pre = constants(dep.framework, dep.framework_version), dep.engine, dep.prefill
+    fw, dec, pre = for_deployment(dep), dep.engine, dep.prefill
     if pre is None:
         raise SpecError("--mode disagg needs the prefill engine (--prefill-tp ...)")
     ranks = dep.replicas * dec.dp  # decode attention ranks
@@ -243,7 +243,7 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     probe = _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=StepTime(
         weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0), per_rank=n)
     cap = max(probe.max_concurrency / ranks, 1e-9)
-    pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
+    pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=for_deployment(dep, "prefill"))
     transfer = kv_transfer_time(model, hw, dep, isl=wl.isl)
     loop = DisaggLoop(service_s=pstep.total * fw.prefill_slowdown, servers=dep.prefill_replicas * pre.dp,
                       ahead_s=fw.ttft_overhead_s + transfer, ranks=ranks, osl=wl.osl)

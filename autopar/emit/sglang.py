@@ -9,7 +9,7 @@ attention data-parallel ranks (attention TP = tp-size / dp-size), and
 
 from __future__ import annotations
 
-from autopar.cost.serve_frameworks import constants
+from autopar.cost.serve_frameworks import for_deployment
 from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_lines, sglang_bench
 from autopar.spec.serve import Deployment, Engine, Workload
 
@@ -20,7 +20,8 @@ PORT = 30000
 
 
 def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> str:
-    fw = constants(dep.framework, dep.framework_version)
+    fw = for_deployment(dep, role)
+    batch = dep.args_for(role).max_batch_size or batch
     words = ["python", "-m", "sglang.launch_server", "--model-path", MODEL_VAR, "--tp-size", str(engine.tp * engine.dp)]
     if engine.dp > 1:
         words += ["--dp-size", str(engine.dp), "--enable-dp-attention"]

@@ -20,7 +20,7 @@ lists the engines' URLs under context_servers and generation_servers.
 
 from __future__ import annotations
 
-from autopar.cost.serve_frameworks import constants
+from autopar.cost.serve_frameworks import for_deployment
 from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_lines, vllm_bench
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Engine, Workload
@@ -52,7 +52,8 @@ def _line(dep: Deployment, engine: Engine, role: str | None, *, batch: int, extr
     if engine.dp > 1 and engine.tp > 1:
         raise SpecError(f"--emit trtllm: TensorRT-LLM's attention-DP runs attention on one GPU per rank; "
                         f"use --tp 1 --dp {engine.tp * engine.dp} --attention-dp")
-    fw = constants(dep.framework, dep.framework_version)
+    fw = for_deployment(dep, role)
+    batch = dep.args_for(role).max_batch_size or batch
     words = ["trtllm-serve", MODEL_VAR, "--backend", "pytorch", "--tp_size", str(engine.tp * engine.dp)]
     if engine.pp > 1:
         words += ["--pp_size", str(engine.pp)]

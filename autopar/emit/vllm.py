@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from autopar.cost.serve_frameworks import constants
+from autopar.cost.serve_frameworks import for_deployment
 from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_lines, vllm_bench
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Engine, Workload
@@ -26,11 +26,12 @@ PORT = 8000
 KV_TRANSFER = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
 
 
-def _line(dep: Deployment, engine: Engine, *, batch: int, disagg: bool) -> str:
+def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> str:
     if engine.ep > 1 and engine.ep != engine.tp * engine.dp:
         raise SpecError(f"vLLM runs MoE experts either tensor-parallel (--ep 1) or expert-parallel over all "
                         f"tp x dp = {engine.tp * engine.dp} GPUs; --ep {engine.ep} is neither")
-    fw = constants(dep.framework, dep.framework_version)
+    fw = for_deployment(dep, role)
+    batch = dep.args_for(role).max_batch_size or batch
     words = ["vllm", "serve", MODEL_VAR, "--tensor-parallel-size", str(engine.tp)]
     if engine.pp > 1:
         words += ["--pipeline-parallel-size", str(engine.pp)]
@@ -44,14 +45,14 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, disagg: bool) -> str:
         words += ["--kv-cache-dtype", "fp8"]
     words += ["--gpu-memory-utilization", str(fw.memory_fraction), "--max-num-seqs", str(batch),
               "--max-num-batched-tokens", str(fw.chunk_tokens)]
-    if disagg:
+    if role is not None:
         words += ["--kv-transfer-config", shlex.quote(KV_TRANSFER)]
     return " ".join([*words, "--port", "{port}"])
 
 
 def launch(dep: Deployment, wl: Workload) -> ServeLaunch:
     """Server lines (one per engine) and `vllm bench serve` for the workload."""
-    servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), disagg=role is not None),
+    servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), role=role),
                            port=PORT, front="put vLLM's disaggregation proxy in front")
     return ServeLaunch(framework="vllm", servers=servers, files=(),
                        benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas if dep.prefill is None else 1))

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autopar.advise.serve import ServeContext
+from autopar.cost.serve_frameworks import for_deployment
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
 from autopar.emit.serving import ServeLaunch
 from autopar.render.text import say, shell_text, table
@@ -36,8 +37,16 @@ def layout_label(dep: Deployment) -> str:
     return one(dep.engine, dep.replicas)
 
 
+def engine_args(dep: Deployment, role: str | None) -> dict[str, Any]:
+    """The launch settings the estimate used for the engines in `role` (the framework's defaults where
+    --max-num-tokens, --max-batch-size or --memory-fraction is not given)."""
+    fw = for_deployment(dep, role)
+    return {"max_num_tokens": fw.chunk_tokens, "max_batch_size": fw.max_seqs, "memory_fraction": fw.memory_fraction}
+
+
 def pool_dict(dep: Deployment, pool: PoolEstimate) -> dict[str, Any]:
     return {**_degrees(dep, pool), "workers": pool.replicas, "gpus": pool.engine.gpus * pool.replicas,
+            "engine_args": engine_args(dep, pool.role),
             "kv_cache_tokens": pool.kv_cache_tokens, "max_concurrency": pool.max_concurrency,
             "weights_gib_per_gpu": pool.weights_gib, "memory_gib_per_gpu": pool.memory_gib_per_gpu, "fits": pool.fits}
 
@@ -57,7 +66,7 @@ def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
         "tokens_per_s_per_user": 1.0 / est.tpot_s, "requests_per_s": est.requests_per_s,
         "kv_cache_tokens": decode.kv_cache_tokens, "max_concurrency": decode.max_concurrency,
         "memory_gib_per_gpu": max(p.memory_gib_per_gpu for p in est.pools), "fits": est.fits,
-        "queue_saturated": est.saturated,
+        "queue_saturated": est.saturated, "engine_args": engine_args(dep, None),
         "ttft_breakdown_ms": {k: v * 1e3 for k, v in est.ttft_parts.items()},
         "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()},
         "tpot_definition": TPOT_DEFINITION,

@@ -33,7 +33,7 @@ from autopar.errors import SpecError
 from autopar.search.serve_prune import MARGIN, Staircase, box
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import Deployment, Engine, Workload
+from autopar.spec.serve import DEFAULT_ARGS, Deployment, Engine, EngineArgs, Workload
 
 # Requests in flight per GPU where the sweep stops even if the KV cache holds more (4,096 on 8 GPUs);
 # per GPU so that a fleet's throughput per GPU does not fall only because its concurrency was capped.
@@ -130,8 +130,9 @@ def engines(model: ModelSpec, hw: HardwareProfile, gpus: int, *, max_pp: int, fr
 
 
 def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: str, weights: str,
-                kv_dtypes: tuple[str, ...], modes: tuple[str, ...], version: str = "") -> Iterator[Deployment]:
-    """Every deployment of `gpus` GPUs in the given modes."""
+                kv_dtypes: tuple[str, ...], modes: tuple[str, ...], version: str = "",
+                args: EngineArgs = DEFAULT_ARGS) -> Iterator[Deployment]:
+    """Every deployment of `gpus` GPUs in the given modes, each engine launched with `args`."""
     layouts = list(engines(model, hw, gpus, max_pp=gpus, framework=framework))
     for kv in kv_dtypes:
         if "agg" in modes:
@@ -139,7 +140,7 @@ def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: 
                 if gpus % e.gpus == 0:
                     yield Deployment(framework=framework, framework_version=version, mode="agg",
                                      engine=e, replicas=gpus // e.gpus, weights=weights,
-                                     kv_dtype=kv)
+                                     kv_dtype=kv, args=args)
         if "disagg" in modes:
             flat = [e for e in layouts if e.pp == 1]
             for pre in flat:
@@ -149,7 +150,8 @@ def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: 
                         if rest > 0 and rest % dec.gpus == 0:
                             yield Deployment(framework=framework, framework_version=version, mode="disagg",
                                              engine=dec, replicas=rest // dec.gpus,
-                                             prefill=pre, prefill_replicas=x, weights=weights, kv_dtype=kv)
+                                             prefill=pre, prefill_replicas=x, weights=weights, kv_dtype=kv,
+                                             args=args, prefill_args=args)
 
 
 def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
@@ -167,7 +169,7 @@ def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
 
 def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: str, weights: str,
           kv_dtypes: tuple[str, ...], modes: tuple[str, ...], targets: Targets,
-          concurrency: int | None = None, version: str = "",
+          concurrency: int | None = None, version: str = "", args: EngineArgs = DEFAULT_ARGS,
           progress: Callable[[int, int], None] | None = None, prune: bool = True) -> ServeSweep:
     """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets;
     `progress(done, total)`, if given, is told of each deployment priced.
@@ -177,7 +179,7 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
     bound the rest. The answer is the same; `points` then lacks the skipped ones (and when nothing meets
     given targets, the sweep runs again whole, for the message's lowest TTFT)."""
     todo = list(deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes,
-                            modes=modes, version=version))
+                            modes=modes, version=version, args=args))
     layouts = len(todo)
     order = sorted(range(layouts), key=lambda i: todo[i].mode == "disagg") if prune else range(layouts)
     priced: list[list[ServeEstimate]] = [[] for _ in todo]
@@ -220,7 +222,7 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
     result = _answer(points, targets=targets, layouts=layouts, skipped=skipped)
     if skipped and result.best is None and not targets.default:
         return sweep(model, hw, gpus=gpus, isl=isl, osl=osl, framework=framework, weights=weights,
-                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, version=version, prune=False)
+                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, version=version, args=args, prune=False)
     return result
 
 

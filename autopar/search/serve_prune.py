@@ -27,7 +27,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from autopar.cost.serve import decode_step
-from autopar.cost.serve_frameworks import constants
+from autopar.cost.serve_frameworks import for_deployment
 from autopar.cost.serve_load import ServeEstimate
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
@@ -49,7 +49,7 @@ class Box:
 def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int) -> Box:
     """The box of `dep` (disaggregated) under `wl`; `held`: requests its decode pool's KV cache holds
     (the pool's max_concurrency, which does not depend on the concurrency)."""
-    fw = constants(dep.framework, dep.framework_version)
+    fw = for_deployment(dep)
     ranks = dep.replicas * dep.engine.dp
     most = min(wl.concurrency / ranks, max(held / ranks, 1e-9))  # as cost/serve_load.py _disagg bounds b
 

@@ -75,6 +75,33 @@ class Engine:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EngineArgs:
+    """Launch settings of an engine that differ from its framework's defaults (None: the default).
+
+    Each maps to one flag per framework (the emitters print the value used):
+    max_num_tokens: vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size, TensorRT-LLM
+    --max_num_tokens (tokens one engine step holds); max_batch_size: --max-num-seqs,
+    --max-running-requests, --max_batch_size (requests running at once); memory_fraction:
+    --gpu-memory-utilization, --mem-fraction-static (of total memory), TensorRT-LLM
+    --kv_cache_free_gpu_memory_fraction (of the memory the weights leave)."""
+
+    max_num_tokens: int | None = None
+    max_batch_size: int | None = None
+    memory_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_tokens", "max_batch_size"):
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= MAX_SERVE_CONCURRENCY:
+                raise SpecError(f"--{name.replace('_', '-')} must be between 1 and {MAX_SERVE_CONCURRENCY:,}, got {value:,}")
+        if self.memory_fraction is not None and not 0.05 <= self.memory_fraction <= 1.0:  # also refuses nan
+            raise SpecError(f"--memory-fraction must be between 0.05 and 1.0, got {self.memory_fraction}")
+
+
+DEFAULT_ARGS = EngineArgs()  # every setting at the framework's default
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Deployment:
     """Engines serving one model: aggregated (one pool) or disaggregated (prefill and decode pools)."""
 
@@ -87,6 +114,8 @@ class Deployment:
     kv_dtype: str = "auto"  # auto (the activation dtype, bf16) | bf16 | fp8
     prefill: Engine | None = None  # disagg: the prefill engines
     prefill_replicas: int = 0  # disagg: prefill workers
+    args: EngineArgs = DEFAULT_ARGS  # launch settings of the engines (disagg: the decode engines)
+    prefill_args: EngineArgs = DEFAULT_ARGS  # disagg: launch settings of the prefill engines
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("--framework", self.framework, FRAMEWORKS), ("--mode", self.mode, MODES),
@@ -104,6 +133,10 @@ class Deployment:
     def gpus(self) -> int:
         extra = self.prefill.gpus * self.prefill_replicas if self.prefill is not None else 0
         return self.engine.gpus * self.replicas + extra
+
+    def args_for(self, role: str | None) -> EngineArgs:
+        """Launch settings of the engines in `role` (prefill: a disaggregated deployment's prefill pool)."""
+        return self.prefill_args if role == "prefill" else self.args
 
     @property
     def kv_bytes(self) -> float:
