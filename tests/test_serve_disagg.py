@@ -101,3 +101,28 @@ def test_saturation_names_the_pool_that_sets_the_rate(toy_hw: HardwareProfile) -
     full = estimate(m, toy_hw, wide, Workload(isl=32768, osl=4096, concurrency=2000))
     assert full.saturated and kv_full(full)
     assert 2 * full.pools[1].requests_per_rank == pytest.approx(full.pools[1].max_concurrency)
+
+
+def test_the_decode_engines_max_batch_caps_the_decode_batch(toy_hw: HardwareProfile) -> None:
+    # --max-batch-size 2 on the decode engines (vLLM --max-num-seqs, per rank): with 64 prefill engines
+    # keeping up, 64 requests would decode 32 a rank; capped, each of the R = 2 ranks runs b = 2 and the
+    # loop's rate is X = R b / (osl t(2)) = 4 / (16 t(2)); the other 60 wait for a slot (Little's law:
+    # C = X x latency, so the queue is 64 / X less the time in the pools).
+    from autopar.cost.serve import decode_step
+    from autopar.cost.serve_frameworks import constants
+    from autopar.spec.serve import EngineArgs
+
+    m = gpt_like()
+    dep = Deployment(framework="vllm", mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
+                     prefill_replicas=64)
+    wl = Workload(isl=1024, osl=16, concurrency=64)
+    free = estimate(m, toy_hw, dep, wl)
+    assert free.pools[1].requests_per_rank > 2
+    capped = estimate(m, toy_hw, dataclasses.replace(dep, args=EngineArgs(max_batch_size=2)), wl)
+    t2 = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=2, context=1024 + 8,
+                     fw=constants("vllm")).total
+    assert capped.pools[1].requests_per_rank == pytest.approx(2)
+    assert capped.tpot_s == pytest.approx(t2)
+    assert capped.requests_per_s == pytest.approx(4 / (16 * t2))
+    assert capped.requests_per_s * capped.latency_s == pytest.approx(64, rel=1e-6)
+    assert not capped.saturated  # a batch cap is a queue, not a full KV cache

@@ -25,7 +25,8 @@ Which pool sets the rate follows:
   b = X osl t(b) / R, and the rest of the C requests wait in the prefill queue
   (TTFT grows and TPOT falls as C grows);
 - decode KV cache full: b would pass what the cache holds, so b stops at that
-  and the surplus waits for a slot (the caller adds that wait).
+  and the surplus waits for a slot (the caller adds that wait); likewise at the
+  decode engine's max batch per rank (--max-num-seqs, --max-running-requests).
 """
 
 from __future__ import annotations

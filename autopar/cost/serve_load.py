@@ -253,10 +253,12 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
                            context=wl.isl + wl.osl / 2, fw=fw)
 
     empty = _empty_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, context=wl.isl + wl.osl / 2, fw=fw)
-    b, step = loop.solve(step_at, concurrency=wl.concurrency, most=min(n, cap), empty=empty)
+    # a decode rank runs at most the engine's max batch (Framework.max_seqs: --max-num-seqs,
+    # --max-running-requests, max_batch_size, per attention-DP rank) and what its KV cache holds
+    b, step = loop.solve(step_at, concurrency=wl.concurrency, most=min(n, cap, fw.max_seqs), empty=empty)
     rate = loop.rate(b, step.total)
     # Little's law on the loop: what the pools do not hold waits before its decode (the prefill queue,
-    # and a free KV slot when the decode cache is full)
+    # and a free slot when the decode batch is at its cap or the decode cache is full)
     queue = max(0.0, wl.concurrency / rate - (loop.ahead_s + loop.service_s + wl.osl * step.total))
     ttft_parts = {"prefill": loop.service_s, "queue": queue, "first_step": step.total, "kv_transfer": transfer,
                   "overhead": fw.ttft_overhead_s}
