@@ -216,3 +216,20 @@ def test_for_deployment_applies_each_pools_launch_settings() -> None:
     dec, pre = for_deployment(dep), for_deployment(dep, "prefill")
     assert (dec.max_seqs, dec.chunk_tokens, dec.memory_fraction) == (64, base.chunk_tokens, base.memory_fraction)
     assert (pre.max_seqs, pre.chunk_tokens, pre.memory_fraction) == (base.max_seqs, 2524, 0.7)
+
+
+def test_vllm_attention_dp_pads_the_moe_to_every_rank(toy_hw: HardwareProfile) -> None:
+    # vLLM 0.12 with --data-parallel-size 2 (Framework.dp_padding): the idle rank runs the step padded to the
+    # prompt rank's 4096 tokens and the MoE layer gathers both, so the experts compute 8192 tokens, not 4096
+    m = gpt_like(moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512), ffn_activation="swiglu")
+    eng = Engine(tp=1, dp=2)  # expert TP 2: each GPU holds half of every expert's 512 columns
+
+    def prefill(padding: bool) -> float:
+        fw = dataclasses.replace(PLAIN, dp_padding=padding)
+        return prefill_time(m, toy_hw, eng, weights="bf16", tokens=4096, seq_len=4096, fw=fw).compute
+
+    # the other rank's 4096 tokens x 2 routes x 3 matrices x 2 FLOP x 1024 x 256: 12.9 GFLOP a layer, above
+    # 1 GFLOP so at the flat 0.5 efficiency; both sizes are past the 12.6 us read of the 8 experts
+    extra = 4096 * 2 * 3 * 2 * 1024 * 256
+    assert prefill(True) - prefill(False) == pytest.approx(4 * extra / RATE)
+    assert constants("vllm").dp_padding and not constants("sglang").dp_padding and not constants("trtllm").dp_padding

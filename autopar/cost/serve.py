@@ -241,7 +241,10 @@ def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: st
 @remembered
 def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, tokens: int, seq_len: int,
                  fw: Framework) -> StepTime:
-    """Prefill `tokens` prompt tokens (sequences of `seq_len`) on one attention rank, in the framework's chunks."""
+    """Prefill `tokens` prompt tokens (sequences of `seq_len`) on one attention rank, in the framework's chunks.
+
+    With attention-DP and Framework.dp_padding the other ranks run the step at the same token count
+    (their own tokens or padding), so the MoE layer gathers dp x chunk tokens and computes them all."""
     dtype, wb = gemm_dtype(hw, weights), WEIGHT_BYTES[weights]
     chunk = min(tokens, fw.chunk_tokens)
     chunks = tokens / chunk
@@ -257,7 +260,9 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
         if part == "attn":
             c += attn_flops / attn_rate
         if part == "moe" and model.moe is not None:
-            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=chunk, expert_bytes=expert * wb)
+            # attention-DP ranks padded to this rank's chunk (Framework.dp_padding) all send it to the MoE layer
+            gathered = chunk * engine.dp if fw.dp_padding else chunk
+            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=gathered, expert_bytes=expert * wb)
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, comp_sum, tp_sum = w_sum + count * w, comp_sum + count * c, tp_sum + count * ar
     lm = logits_gemm(model, tokens=max(1.0, chunk / seq_len), tp=engine.tp)

@@ -94,6 +94,7 @@ class Framework:
     graph_sizes: tuple[int, ...] = ()  # decode batch sizes with a captured CUDA graph, no padding (() = not modelled)
     eager_layer_s: float = 0.0  # fitted: host seconds per layer of a step run without a CUDA graph
     overlap: bool = False  # overlap scheduler: a step's tokens are returned after the next step is launched
+    dp_padding: bool = False  # attention-DP ranks step at the largest rank's token count; the MoE computes them all
     moe_decode_reads: str = "touched"  # decode steps read the experts the tokens touch | every local expert ("local")
 
 
@@ -113,7 +114,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     # EngineArgs.get_batch_defaults).
     ("vllm", "0.12"): Framework(name="vllm", version="0.12", label="vLLM 0.12", memory_fraction=0.9, memory_rule="total", chunk_tokens=8192,
                       graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.002, ttft_overhead_s=0.0,
-                      prefill_slowdown=2.5, moe_layer_overhead_s=0.00015, moe_decode_reads="local"),
+                      prefill_slowdown=2.5, moe_layer_overhead_s=0.00015, moe_decode_reads="local", dp_padding=True),
     # vLLM V1 schedules decodes first and fills the budget with chunked prefill (cost/serve_sim.py).
     # moe_decode_reads "local": a vLLM 0.12 decode step costs every local expert's weight read, not
     # only the experts its tokens touch under uniform routing. Read off the H200 Qwen3-235B-A22B-FP8
@@ -127,6 +128,26 @@ FITTED: dict[tuple[str, str], Framework] = {
     # (H100 Qwen3-32B is dense: unchanged); leave-one-group-out TPOT 21.1 -> 14.1% (H100 held out),
     # 16.8 -> 7.0% (H200 held out). The slower step also lifts the worst prefill queue of tp1 dp2
     # 2000/1000 c9 above a third of its TTFT: it is scored (TTFT -80%), no longer queue-saturated.
+    # dp_padding (vllm 0.12.0 source, not fitted): with --data-parallel-size > 1 every step's token count
+    # is agreed across the DP ranks and each rank is padded to the largest (vllm/v1/worker/
+    # gpu_model_runner.py _determine_batch_execution_and_padding: allow_dp_padding unless cudagraph_mode
+    # is NONE, whose default is FULL_AND_PIECEWISE, vllm/config/vllm.py; vllm/v1/worker/dp_utils.py
+    # _synchronize_dp_ranks), and the MoE layer gathers the tokens of every DP rank before its experts
+    # (vllm/model_executor/layers/fused_moe/layer.py FusedMoE.forward_impl: dispatch when dp_size > 1;
+    # default VLLM_ALL2ALL_BACKEND allgather_reducescatter, vllm/distributed/device_communicators/
+    # all2all.py: all_gatherv, reduce_scatterv). So one rank's prompt chunk costs the experts dp x its
+    # tokens, its own and the other ranks' padding (cost/serve.py prefill_time). H200 Qwen3-235B: the
+    # osl-100 attention-DP rows' TTFT was under by 11-42% (tp1 dp2 4000/100 c4 572 -> 743 ms, measured
+    # 712; tp2 dp2 8000/100 c4 834 -> 1046, measured 941); H200 TTFT 20.1 -> 16.3% (46 -> 48 scored: the
+    # slower prompt lifts the worst prefill queue of tp1 dp4 2000/100 c5 and 4000/100 c4 above a third of
+    # their TTFT), TPOT 7.0 -> 7.2%; the held-out H100 disaggregated rows (DP prefill engines) TTFT 51.7 ->
+    # 22.0%; the dense H100 rows unchanged. Refitted with it, the constants do not move.
+    # Not modelled: the lockstep of the DP ranks' decode steps (every rank's step waits for the other
+    # ranks' prompts: simulating the whole engine's C requests for TPOT moves H200 TPOT 7.2 -> 7.4%, tp1
+    # dpN rows closer, tp2 dp2 8000/100 c4 45.5 -> 52.2 ms against 43.8 measured), and what makes the
+    # attention-DP rows' TTFT grow with the output length at a fixed input length with ample KV (tp1 dp2
+    # 2000/100 c5 451 ms, 2000/500 c9 1407, 2000/2000 c9 3225; tp1 dp4 4000/100 c4 821, 4000/2000 c7 4075):
+    # 1-10% of the request's latency, as if some requests waited for a running one to end.
     # SGLang: --mem-fraction-static of total memory for weights + KV pool (about
     # 0.85-0.88 on 80-141 GB GPUs, python/sglang/srt/server_args.py); chunked
     # prefill 8192 tokens on >= 80 GB GPUs (same file). Versions 0.5.1 and 0.5.6
