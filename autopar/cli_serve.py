@@ -35,6 +35,12 @@ EmitOpt = Annotated[str | None, typer.Option(help="Also print the launch lines a
 WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)")]
 KvOpt = Annotated[str, typer.Option(help="auto | bf16 | fp8")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+MixedOpt = Annotated[bool | None, typer.Option(
+    "--mixed-chunk/--no-mixed-chunk",
+    help="SGLang --enable-mixed-chunk: prefill steps also run the decodes (default: SGLang's, off).")]
+MaxPrefillOpt = Annotated[int | None, typer.Option(
+    help="SGLang --max-prefill-tokens: new prompt tokens one step admits beyond its first prompt "
+         "(default: SGLang's, 16384).")]
 MaxTokensOpt = Annotated[int | None, typer.Option(
     help="Tokens one engine step holds (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size, "
          "TensorRT-LLM --max_num_tokens; default: the framework's).")]
@@ -93,6 +99,8 @@ def estimate_cmd(
     max_num_tokens: MaxTokensOpt = None,
     max_batch_size: MaxBatchOpt = None,
     memory_fraction: MemFractionOpt = None,
+    mixed_chunk: MixedOpt = None,
+    max_prefill_tokens: MaxPrefillOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -107,7 +115,8 @@ def estimate_cmd(
         ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
                              weights=weights, kv_dtype=kv_dtype, framework_version=framework_version,
                              engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
-                                                    memory_fraction=memory_fraction))
+                                                    memory_fraction=memory_fraction, mixed_chunk=mixed_chunk,
+                                                    max_prefill_tokens=max_prefill_tokens))
         wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
         if mode == "disagg":
             pre = advise.PoolArgs(tp=prefill_tp, pp=prefill_pp, dp=prefill_dp, ep=prefill_ep,
@@ -152,6 +161,8 @@ def suggest_cmd(
     max_num_tokens: MaxTokensOpt = None,
     max_batch_size: MaxBatchOpt = None,
     memory_fraction: MemFractionOpt = None,
+    mixed_chunk: MixedOpt = None,
+    max_prefill_tokens: MaxPrefillOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -167,7 +178,8 @@ def suggest_cmd(
         ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
                              weights=weights, kv_dtype=kv_dtype or "auto", framework_version=framework_version,
                              engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
-                                                    memory_fraction=memory_fraction))
+                                                    memory_fraction=memory_fraction, mixed_chunk=mixed_chunk,
+                                                    max_prefill_tokens=max_prefill_tokens))
         kv = (kv_dtype,) if kv_dtype else ("auto", "fp8")
         with progress_after("pricing deployments", enabled=not json_out) as tick:
             result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,

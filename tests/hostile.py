@@ -299,6 +299,9 @@ CASES = [
           ("estimate", "--max-batch-size -4", 2, "--max-batch-size must be between 1 and 16,777,216, got -4"),
           ("estimate", "--memory-fraction nan", 2, "--memory-fraction must be between 0.05 and 1.0, got nan"),
           ("suggest", "--memory-fraction 1.5", 2, "--memory-fraction must be between 0.05 and 1.0, got 1.5"),
+          ("estimate", "--framework sglang --max-prefill-tokens 0", 2,
+           "--max-prefill-tokens must be between 1 and 16,777,216, got 0"),
+          ("estimate", "--mixed-chunk", 2, "--mixed-chunk is an SGLang setting (--framework sglang), got --framework vllm"),
           ("too big", "--emit vllm", 2, "--emit vllm: the deployment does not fit"),
       )),
 ]

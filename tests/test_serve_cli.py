@@ -214,3 +214,18 @@ def test_disagg_pools_report_their_engine_args() -> None:
                  "--tp", "1", "--concurrency", "8", "--max-num-tokens", "4096"])
     assert doc["prefill"]["engine_args"]["max_num_tokens"] == 4096
     assert doc["decode"]["engine_args"]["max_num_tokens"] == 4096
+
+
+def test_sglang_mixed_chunk_and_max_prefill_tokens_reach_the_json_and_the_launch_line() -> None:
+    """--mixed-chunk and --max-prefill-tokens are SGLang's --enable-mixed-chunk and --max-prefill-tokens (flag names
+    from SGLang 0.5.6.post2's parser, sglang/srt/server_args.py): the JSON reports them, the launch line carries them,
+    and an SGLang default launch (neither) prints neither."""
+    base = [*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "8", "--framework", "sglang", "--emit", "sglang"]
+    default = _json(base)
+    assert (default["engine_args"]["mixed_chunk"], default["engine_args"]["max_prefill_tokens"]) == (False, 0)
+    assert "--enable-mixed-chunk" not in default["launch"]["servers"][0]
+    assert "--max-prefill-tokens" not in default["launch"]["servers"][0]
+    doc = _json([*base, "--mixed-chunk", "--max-prefill-tokens", "2524"])
+    assert (doc["engine_args"]["mixed_chunk"], doc["engine_args"]["max_prefill_tokens"]) == (True, 2524)
+    assert "--chunked-prefill-size 8192 --enable-mixed-chunk --max-prefill-tokens 2524" in doc["launch"]["servers"][0]
+    assert "mixed_chunk" not in _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "8"])["engine_args"]

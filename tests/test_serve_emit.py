@@ -39,7 +39,8 @@ def test_frozen_flag_sets() -> None:
                                "--kv-transfer-config", "--port"} == vllm.VLLM_FLAGS
     assert {"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention",
                                    "--ep-size", "--quantization", "--kv-cache-dtype", "--mem-fraction-static",
-                                   "--max-running-requests", "--chunked-prefill-size", "--disaggregation-mode",
+                                   "--max-running-requests", "--chunked-prefill-size", "--enable-mixed-chunk",
+                                   "--max-prefill-tokens", "--disaggregation-mode",
                                    "--port"} == sglang.SGLANG_FLAGS
     assert {"--backend", "--tp_size", "--pp_size", "--ep_size", "--max_batch_size",
                                    "--max_num_tokens", "--kv_cache_free_gpu_memory_fraction",

@@ -216,6 +216,10 @@ def test_for_deployment_applies_each_pools_launch_settings() -> None:
     dec, pre = for_deployment(dep), for_deployment(dep, "prefill")
     assert (dec.max_seqs, dec.chunk_tokens, dec.memory_fraction) == (64, base.chunk_tokens, base.memory_fraction)
     assert (pre.max_seqs, pre.chunk_tokens, pre.memory_fraction) == (base.max_seqs, 2524, 0.7)
+    assert (dec.mixed_chunk, dec.max_prefill_tokens) == (False, 0)  # SGLang's defaults: off, its own 16384
+    mixed = Deployment(framework="sglang", mode="agg", engine=Engine(), replicas=1,
+                       args=EngineArgs(mixed_chunk=True, max_prefill_tokens=2500))
+    assert (for_deployment(mixed).mixed_chunk, for_deployment(mixed).max_prefill_tokens) == (True, 2500)
 
 
 def test_vllm_attention_dp_pads_the_moe_to_every_rank(toy_hw: HardwareProfile) -> None:

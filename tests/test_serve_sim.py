@@ -175,3 +175,41 @@ def test_the_overlap_scheduler_takes_a_new_request_one_step_later() -> None:
     assert (r.ttft_s, r.tpot_s, r.seconds) == (3.0, 1.0, 9.0)
     r = simulate(ONE, sched(), concurrency=2, isl=10, osl=4, prompts=2, staggered=True)
     assert (r.ttft_s, r.tpot_s, r.seconds) == (2.0, 1.0, 8.0)
+
+
+def test_mixed_chunk_runs_the_decodes_in_the_prefill_step() -> None:
+    # SGLang --enable-mixed-chunk (0.5.6.post2 scheduler.py get_new_batch_prefill: mix_with_running): as
+    # test_prefill_first_stalls_the_decodes, but step 2 holds A's decode beside B's last 20 tokens, so A's
+    # tokens come at 1, 2, 3 (TPOT 1) as under decode_first, not 1, 3, 4 (1.5)
+    mixed = Scheduler(policy="prefill_first", budget=100, chunked=True, max_seqs=100, mixed=True)
+    r = simulate(ONE, mixed, concurrency=2, isl=60, osl=3, prompts=2)
+    assert (r.ttft_s, r.tpot_s, r.steps) == (1.5, 1.0, 4)
+
+
+def test_max_prefill_tokens_admits_the_first_prompt_and_those_below_what_is_left() -> None:
+    # SGLang PrefillAdder (0.5.6.post2 schedule_policy.py): rem_input_tokens = --max-prefill-tokens less the
+    # running decodes (mixed); a prompt joins a step holding others only while its length is below what is
+    # left. Cap 201, prompts of 100, 4 at once, osl 3, chunk budget 1000:
+    #   step 1, d 0: A (first; 101 left), B (100 < 101; 1 left), C (100 >= 1): stop. Firsts A, B at 1.
+    #   step 2, d 2: 199 left: C (first), D (100 >= 99): stop. C first at 2; A, B token 2.
+    #   step 3, d 3: 198: D first at 3; A, B end (3 - 1) / 2 = 1; C token 2.
+    #   steps 4, 5: C ends at 4, D at 5, TPOT 1. TTFT (1 + 1 + 2 + 3) / 4.
+    capped = Scheduler(policy="prefill_first", budget=1000, chunked=True, max_seqs=100, mixed=True, prefill_tokens=201)
+    r = simulate(ONE, capped, concurrency=4, isl=100, osl=3, prompts=4)
+    assert (r.ttft_s, r.tpot_s, r.seconds) == (7 / 4, 1.0, 5.0)
+    # without the cap all four fit the first step: TTFT 1, 3 s
+    free = Scheduler(policy="prefill_first", budget=1000, chunked=True, max_seqs=100, mixed=True)
+    r = simulate(ONE, free, concurrency=4, isl=100, osl=3, prompts=4)
+    assert (r.ttft_s, r.seconds) == (1.0, 3.0)
+    # a cap below one prompt still admits the first one of each step: one a step, firsts at 1, 2, 3, 4
+    tight = Scheduler(policy="prefill_first", budget=1000, chunked=True, max_seqs=100, mixed=True, prefill_tokens=50)
+    r = simulate(ONE, tight, concurrency=4, isl=100, osl=3, prompts=4)
+    assert r.ttft_s == (1 + 2 + 3 + 4) / 4
+
+
+def test_a_prompt_over_the_chunk_is_cut_when_it_passes_the_cap() -> None:
+    # cap 1000, chunk budget 150, prompts of 100: A whole (first), B passes (100 < 900) and is cut to the
+    # 50 tokens left of the chunk; step 2 (d 1): B's last 50 tokens, first at 2
+    s = Scheduler(policy="prefill_first", budget=150, chunked=True, max_seqs=100, mixed=True, prefill_tokens=1000)
+    r = simulate(ONE, s, concurrency=2, isl=100, osl=2, prompts=2)
+    assert (r.ttft_s, r.steps) == (1.5, 3)

@@ -60,6 +60,10 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
     # build a throwaway deployment to validate the names once, with the flags in the message
     Deployment(framework=framework, mode="agg", engine=Engine(), replicas=1, weights=weights, kv_dtype=kv_dtype)
     version = constants(framework, framework_version).version  # refuses a version without fitted constants
+    if framework != "sglang":
+        for flag, value in (("--mixed-chunk", engine_args.mixed_chunk), ("--max-prefill-tokens", engine_args.max_prefill_tokens)):
+            if value is not None:
+                raise SpecError(f"{flag} is an SGLang setting (--framework sglang), got --framework {framework}")
     return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, framework=framework, weights=weights,
                         kv_dtype=kv_dtype, framework_version=version, engine_args=engine_args)
 

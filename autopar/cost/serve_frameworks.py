@@ -96,6 +96,8 @@ class Framework:
     overlap: bool = False  # overlap scheduler: a step's tokens are returned after the next step is launched
     dp_padding: bool = False  # attention-DP ranks step at the largest rank's token count; the MoE computes them all
     moe_decode_reads: str = "touched"  # decode steps read the experts the tokens touch | every local expert ("local")
+    mixed_chunk: bool = False  # SGLang --enable-mixed-chunk: a prefill step also holds the running decodes
+    max_prefill_tokens: int = 0  # SGLang --max-prefill-tokens: new prompt tokens a step admits (0: chunk_tokens only)
 
 
 GIB = 2**30
@@ -244,4 +246,8 @@ def for_deployment(dep: Deployment, role: str | None = None) -> Framework:
         fw = replace(fw, max_seqs=args.max_batch_size)
     if args.memory_fraction is not None:
         fw = replace(fw, memory_fraction=args.memory_fraction)
+    if args.mixed_chunk is not None:
+        fw = replace(fw, mixed_chunk=args.mixed_chunk)
+    if args.max_prefill_tokens is not None:
+        fw = replace(fw, max_prefill_tokens=args.max_prefill_tokens)
     return fw

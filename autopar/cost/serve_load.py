@@ -183,8 +183,9 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
     cost = StepCost(fixed=one - per_decode, per_decode=per_decode, per_token=riding / wl.isl, eager_s=eager,
                     graph_sizes=frozenset(fw.graph_sizes))
     sched = Scheduler(policy=fw.policy, budget=fw.chunk_tokens, chunked=fw.chunked, max_seqs=fw.max_seqs,
-                      kv_tokens=kv_tokens if fw.kv_admission else 0, overlap=fw.overlap)
-    if fw.policy == "prefill_first":  # every cycle re-forms the clients' first wave
+                      kv_tokens=kv_tokens if fw.kv_admission else 0, overlap=fw.overlap, mixed=fw.mixed_chunk,
+                      prefill_tokens=fw.max_prefill_tokens)
+    if fw.policy == "prefill_first" and not fw.mixed_chunk:  # every cycle re-forms the clients' first wave
         return simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=PROMPTS_PER_REQUEST * conc)
     steady = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc, staggered=True)
     if wl.warmed:

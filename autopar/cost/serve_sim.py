@@ -26,6 +26,18 @@ Policies (facts read from the frameworks' sources; no code copied):
   fit, before any decode step; server_args.py enable_mixed_chunk is False, so
   a prefill step holds no decode tokens; --chunked-prefill-size caps the
   prompt tokens of a step and cuts the last prompt).
+- prefill_first with Scheduler.mixed, SGLang --enable-mixed-chunk (0.5.6.post2
+  scheduler.py get_new_batch_prefill: with is_mixed_chunk the running batch is
+  merged into the prefill batch, mix_with_running): the prefill step also gives
+  every running request its token, and its decode tokens count against the
+  step's budgets (PrefillAdder mixed_with_decode_tokens = running requests).
+  Nothing then holds a wave together: it runs like decode_first.
+- Scheduler.prefill_tokens, SGLang --max-prefill-tokens (default 16384,
+  server_args.py; PrefillAdder rem_input_tokens, schedule_policy.py
+  add_one_req): a waiting prompt joins a step that already holds one only
+  while its length is below the cap less the step's decode tokens and the
+  prompt tokens already in it; the first prompt of a step is taken whatever
+  its length (cut at --chunked-prefill-size as before).
 
 Admission by KV room (Scheduler.kv_tokens > 0), SGLang's PrefillAdder (0.5.x,
 python/sglang/srt/managers/schedule_policy.py; constants in
@@ -93,6 +105,8 @@ class Scheduler:
     ratio_decay_steps: int = 600  # decode steps from init to floor (SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS)
     clip_new_tokens: int = 4096  # output tokens a reservation counts at most (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION)
     overlap: bool = False  # the host schedules step n + 1 before step n's tokens are out (overlap scheduler)
+    mixed: bool = False  # prefill_first: a prefill step also holds every running decode (SGLang --enable-mixed-chunk)
+    prefill_tokens: int = 0  # prompt tokens a step admits beyond its first prompt (SGLang --max-prefill-tokens); 0: budget only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,10 +189,11 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                 full = True
             slots = min(slots, room)
         d = n_dec
-        if sched.policy == "prefill_first" and (prefilling or (ready and slots > 0)):
+        if sched.policy == "prefill_first" and not sched.mixed and (prefilling or (ready and slots > 0)):
             d = 0  # a prefill step holds no decode tokens
+        inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
         items, p, prefilling, ready = _plan(sched, prefilling, ready, isl=isl, room=max(0, sched.budget - d),
-                                            slots=slots)
+                                            slots=slots, inputs=inputs)
         waiting = ready + later
         if p == 0:  # only decodes until the oldest cohort ends (or a request becomes ready): one jump
             if not decoding:
@@ -266,9 +281,12 @@ def _joins(cohort: list[float]) -> float:
 
 
 def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[float]], *, isl: int, room: int,
-          slots: int) -> tuple[list[tuple[int, float, int]], int, list[list[float]], list[list[float]]]:
+          slots: int, inputs: int | None = None) -> tuple[list[tuple[int, float, int]], int, list[list[float]],
+                                                          list[list[float]]]:
     """The prompt tokens of one step: prompts being prefilled first, then waiting ones in arrival order.
 
+    `inputs` (SGLang's rem_input_tokens, None: no such cap) is what the step may still admit of new
+    prompts: a waiting prompt joins a step that holds others only while its length is below it.
     Returns the step's items (count, arrival, prompt tokens done after the step), its prompt tokens, and
     what is left prefilling (not in this step) and waiting."""
     items: list[tuple[int, float, int]] = []
@@ -284,10 +302,16 @@ def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[fl
         if rest:  # the budget is spent: the others wait their turn
             left_pre += prefilling[i + 1:]
             return items, tokens, left_pre, waiting
+    if inputs is not None:
+        inputs -= tokens
     left_wait: list[list[float]] = []
     for i, (count, arrival, ready) in enumerate(waiting):
         can = min(int(count), max(0, slots))
-        full, part, room = _take(sched, can, isl, room, first=not items)
+        if inputs is None:
+            full, part, room = _take(sched, can, isl, room, first=not items)
+        else:
+            full, part, room = _take_capped(sched, can, isl, room, inputs=inputs, first=not items)
+            inputs -= full * isl + part
         items += [(full, arrival, isl)] if full else []
         items += [(1, arrival, part)] if part else []
         tokens += full * isl + part
@@ -297,6 +321,19 @@ def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[fl
             left_wait += [[int(count) - taken, arrival, ready], *waiting[i + 1:]]
             break
     return items, tokens, left_pre, left_wait
+
+
+def _take_capped(sched: Scheduler, count: int, need: int, room: int, *, inputs: int,
+                 first: bool) -> tuple[int, int, int]:
+    """As `_take`, under SGLang's PrefillAdder.add_one_req input cap: a prompt joins a step that holds
+    others only while `need` is below the input tokens left (`inputs`), the first prompt of a step
+    whatever its length. Of the j-th prompt (from 0) the test is (j + 1) x need < inputs, so
+    ceil(inputs / need) - 1 of them pass, at least the first one."""
+    passing = max(0, math.ceil(inputs / need) - 1) if inputs > 0 else 0
+    if first:
+        passing = max(1, passing)
+    full, part, room = _take(sched, min(count, passing), need, room, first=first)
+    return full, part, room
 
 
 def _take(sched: Scheduler, count: int, need: int, room: int, *, first: bool) -> tuple[int, int, int]:

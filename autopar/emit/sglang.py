@@ -15,7 +15,8 @@ from autopar.spec.serve import Deployment, Engine, Workload
 
 SGLANG_FLAGS = frozenset({"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
                           "--quantization", "--kv-cache-dtype", "--mem-fraction-static", "--max-running-requests",
-                          "--chunked-prefill-size", "--disaggregation-mode", "--port"})
+                          "--chunked-prefill-size", "--enable-mixed-chunk", "--max-prefill-tokens",
+                          "--disaggregation-mode", "--port"})
 PORT = 30000
 
 
@@ -35,6 +36,10 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
         words += ["--kv-cache-dtype", "fp8_e4m3"]
     words += ["--mem-fraction-static", str(fw.memory_fraction), "--max-running-requests", str(batch),
               "--chunked-prefill-size", str(fw.chunk_tokens)]
+    if fw.mixed_chunk:
+        words += ["--enable-mixed-chunk"]
+    if fw.max_prefill_tokens:
+        words += ["--max-prefill-tokens", str(fw.max_prefill_tokens)]
     if role is not None:
         words += ["--disaggregation-mode", role]
     return " ".join([*words, "--port", "{port}"])

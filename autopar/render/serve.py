@@ -41,7 +41,11 @@ def engine_args(dep: Deployment, role: str | None) -> dict[str, Any]:
     """The launch settings the estimate used for the engines in `role` (the framework's defaults where
     --max-num-tokens, --max-batch-size or --memory-fraction is not given)."""
     fw = for_deployment(dep, role)
-    return {"max_num_tokens": fw.chunk_tokens, "max_batch_size": fw.max_seqs, "memory_fraction": fw.memory_fraction}
+    out: dict[str, Any] = {"max_num_tokens": fw.chunk_tokens, "max_batch_size": fw.max_seqs,
+                           "memory_fraction": fw.memory_fraction}
+    if fw.name == "sglang":  # --enable-mixed-chunk, --max-prefill-tokens (0: SGLang's own 16384)
+        out |= {"mixed_chunk": fw.mixed_chunk, "max_prefill_tokens": fw.max_prefill_tokens}
+    return out
 
 
 def pool_dict(dep: Deployment, pool: PoolEstimate) -> dict[str, Any]:

@@ -83,14 +83,18 @@ class EngineArgs:
     --max_num_tokens (tokens one engine step holds); max_batch_size: --max-num-seqs,
     --max-running-requests, --max_batch_size (requests running at once); memory_fraction:
     --gpu-memory-utilization, --mem-fraction-static (of total memory), TensorRT-LLM
-    --kv_cache_free_gpu_memory_fraction (of the memory the weights leave)."""
+    --kv_cache_free_gpu_memory_fraction (of the memory the weights leave). SGLang only:
+    mixed_chunk: --enable-mixed-chunk (a prefill step also runs the running decodes);
+    max_prefill_tokens: --max-prefill-tokens (new prompt tokens a step admits beyond its first prompt)."""
 
     max_num_tokens: int | None = None
     max_batch_size: int | None = None
     memory_fraction: float | None = None
+    mixed_chunk: bool | None = None
+    max_prefill_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_num_tokens", "max_batch_size"):
+        for name in ("max_num_tokens", "max_batch_size", "max_prefill_tokens"):
             value = getattr(self, name)
             if value is not None and not 1 <= value <= MAX_SERVE_CONCURRENCY:
                 raise SpecError(f"--{name.replace('_', '-')} must be between 1 and {MAX_SERVE_CONCURRENCY:,}, got {value:,}")
