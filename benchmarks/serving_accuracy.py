@@ -12,8 +12,12 @@ workload (isl, osl, concurrency) and run through autopar's serving model
 - concurrency not reached: the measured latency at the stated concurrency
   would need a prefill rate above the GPU's best sustained GEMM rate, or
   (aggregated) the prompts at that rate plus the decode steps' weight and KV
-  read would take longer than the measured request latency, so the benchmark
-  client did not hold that many requests in flight. Listed, not scored.
+  read would take longer than the measured request latency, or
+  (disaggregated) the decode batch the measured TTFT leaves decoding would
+  take longer to read than the measured TPOT, so the benchmark client did not
+  hold that many requests in flight. Listed, not scored; a disaggregated row
+  is tested for it first (disagg_concurrency: the file does not record the
+  concurrency its run held).
 - scored: mean absolute percentage error of TTFT and TPOT per framework, GPU
   and mode.
 
@@ -42,18 +46,19 @@ from pathlib import Path
 from autopar.cost import calibration as cal
 from autopar.cost import serve_frameworks
 from autopar.cost.flops import matmul_params
-from autopar.cost.serve import gemm_dtype, prefill_time
+from autopar.cost.serve import decode_step, gemm_dtype, prefill_time
 from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.errors import SpecError
 from autopar.io.models import load_model
 from autopar.io.profiles import builtin_names as builtin_profile_names
 from autopar.io.profiles import load_hardware as _load_hardware
+from autopar.render.serve import kv_full
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from serving_campaign import launch_args  # noqa: E402
+from serving_campaign import kv_dtype, launch_args  # noqa: E402
 
 load_hardware = functools.lru_cache(maxsize=None)(_load_hardware)
 
@@ -110,6 +115,27 @@ def _fitted_version(name: str, version: str) -> str:
         return serve_frameworks.DEFAULT_VERSION[name]
 
 
+def disagg_concurrency(r: dict[str, str]) -> int:
+    """The concurrency a disaggregated row stands for, as aiconfigurator reads its own rows.
+
+    The file does not record the concurrency the benchmark client held (the row ids leave it
+    blank, silicon_data_source names only the job). decode_batch_size is the requests one
+    attention rank of one decode engine runs: the decode engines were launched with it as their
+    max batch (serving_campaign.py _disagg). aiconfigurator predicts such a row
+    (tools/accuracy_regression_testing/predict_silicon_sample.py passes decode_batch_size and
+    decode_num_workers to cli_estimate) at the concurrency its disaggregated summary reports:
+    the decode worker's, batch x attention-DP ranks (sdk/backends/base_backend.py: global_bs = bs x
+    attention_dp_size; concurrency = global_bs), times the decode workers
+    (sdk/inference_session.py: "concurrency": decode concurrency x decode_num_worker, "not exact
+    matching. You can use this concurrency to benchmark the system"), both at commit 5e0243eb1;
+    its benchmark script later runs that product x 0.95, 1 and 1.05 among others
+    (generator/rule_plugin/benchmark/*.rule BenchConfig.estimated_concurrency = decode workers x
+    decode max_batch_size, bench_run.sh.j2, commit f90534bc2). So: decode_batch_size x
+    decode_attention_dp_size x decode_num_workers (SGLang 5P 11D: 48 x 1 x 11 = 528; vLLM
+    Qwen3-235B 1D tp1 x dp8: 7 x 8 x 1 = 56). not_reached tests whether the run could hold it."""
+    return _int(r["decode_batch_size"]) * _int(r["decode_attention_dp_size"]) * _int(r["decode_num_workers"])
+
+
 def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
     """The file's rows that autopar can describe; the others' reasons go to `skipped` (one line per reason)."""
     rows = []
@@ -140,8 +166,8 @@ def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
                 dep = Deployment(framework=r["backend"], framework_version=version, mode="disagg", engine=dec,
                                  replicas=_int(r["decode_num_workers"]),
                                  prefill=pre, prefill_replicas=_int(r["prefill_num_workers"]), weights=weights,
-                                 args=launch_args(r), prefill_args=launch_args(r, "prefill"))
-                conc = _int(r["decode_batch_size"]) * dep.replicas
+                                 kv_dtype=kv_dtype(r), args=launch_args(r), prefill_args=launch_args(r, "prefill"))
+                conc = disagg_concurrency(r)
                 layout = f"{dep.prefill_replicas}P(tp{pre.tp}) {dep.replicas}D(tp{dec.tp}x{dec.dp})"
             else:
                 eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]),
@@ -198,13 +224,54 @@ def measured_latency_s(row: Row) -> float:
 def not_reached(row: Row, est: ServeEstimate) -> bool:
     """The measured latency at the stated concurrency needs more prefill FLOP/s than the GPUs can sustain
     (disaggregated: the prefill pool's GPUs, the only ones that prefill), or, aggregated, more GPU time
-    than the request took (gpu_time_needed_s)."""
-    flops = row.wl.concurrency / measured_latency_s(row) * row.wl.isl * 2 * matmul_params(row.model)  # active weights
+    than the request took (gpu_time_needed_s), or, disaggregated, a decode step faster than its batch's
+    memory reads (decode_floor_s)."""
+    dep = row.dep
+    if prefill_need(row) > 1:  # active weights' FLOPs
+        return True
+    if dep.mode == "disagg":
+        return decode_floor_s(row) > REACH_MARGIN * row.tpot_ms / 1e3
+    return gpu_time_needed_s(row, est) > REACH_MARGIN * measured_latency_s(row)
+
+
+def prefill_need(row: Row) -> float:
+    """Prefill FLOP/s per prefill-pool GPU the measured latency at the stated concurrency needs, over
+    the best the GPU sustains (_best_flops); above 1 the run cannot have held that concurrency."""
     dep = row.dep
     gpus = dep.prefill.gpus * dep.prefill_replicas if dep.prefill is not None else dep.gpus
-    if flops > _best_flops(row) * gpus:
-        return True
-    return dep.mode == "agg" and gpu_time_needed_s(row, est) > REACH_MARGIN * measured_latency_s(row)
+    flops = row.wl.concurrency / measured_latency_s(row) * row.wl.isl * 2 * matmul_params(row.model)
+    return flops / (_best_flops(row) * gpus)
+
+
+def reach_note(row: Row) -> str:
+    """Why a disaggregated row is not reached, with the numbers."""
+    need = prefill_need(row)
+    if need > 1:
+        return f"prefill needs {need:.2f}x the prefill GPUs' sustained rate"
+    return f"decode floor {decode_floor_s(row) * 1e3:.1f} ms above the measured TPOT"
+
+
+def decode_floor_s(row: Row) -> float:
+    """Least decode step of a disaggregated row at its stated concurrency, from the measurement itself.
+
+    By Little's law the decode pool holds concurrency x (latency - TTFT) / latency of the requests
+    in flight (the rest are queued, prefilling or in transfer), spread over its attention ranks
+    (at most the engines' max batch a rank). A step at that batch reads at least the weights its
+    tokens touch (MoE: the experts a batch of that size touches under uniform top-k routing,
+    whatever Framework.moe_decode_reads says) and the batch's KV cache, once, at the profile's
+    bandwidth: the model's memory terms of the step, no communication, compute or fitted constant.
+    A measured TPOT below this (less REACH_MARGIN) was not run at that batch. E.g. the vLLM
+    Qwen3-235B-A22B-FP8 1P 3D(tp4) row at 72 (3 x 24): TTFT 0.90 s of a 12.27 s request, so 66.7
+    decoding, 22.2 per engine, whose 178 top-8 picks a layer touch 75% of the 128 experts: 15.4 ms
+    of fp8 weights and 0.8 ms of fp8 KV per step at the H100's 3.35 TB/s x 0.866, 16.3 ms against
+    11.4 ms measured (the vLLM 1P 2D(tp4) Qwen3-32B row at 448 would need 13.8 ms against 8.7)."""
+    dep, hw = row.dep, load_hardware(row.hw_name)
+    fw = dataclasses.replace(serve_frameworks.for_deployment(dep), moe_decode_reads="touched")
+    decoding = row.wl.concurrency * (1 - row.ttft_ms / 1e3 / measured_latency_s(row))
+    per_rank = min(decoding / (dep.replicas * dep.engine.dp), fw.max_seqs)
+    step = decode_step(row.model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=per_rank,
+                       context=row.wl.isl + row.wl.osl / 2, fw=fw)
+    return step.weights + step.kv
 
 
 def gpu_time_needed_s(row: Row, est: ServeEstimate) -> float:
@@ -304,7 +371,12 @@ def evaluate(rows: Iterable[Row]) -> list[tuple[Row, ServeEstimate, str]]:
     for row in rows:
         est = estimate(row.model, load_hardware(row.hw_name), row.dep, row.wl)
         saturated = est.saturated or beyond_queue(row, est)
-        kind = "saturated" if saturated else "not-reached" if not_reached(row, est) else "scored"
+        if row.dep.mode == "disagg" and not_reached(row, est):
+            # the measured run did not hold the stated concurrency: the model's saturation at that
+            # concurrency (a prefill queue of seconds) is not what was measured
+            kind = "not-reached"
+        else:
+            kind = "saturated" if saturated else "not-reached" if not_reached(row, est) else "scored"
         out.append((row, est, kind))
     return out
 
@@ -418,7 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         listed = [(r, e) for r, e, k in results if k == kind]
         print(f"{kind} rows, not scored ({len(listed)}):")
         for r, e in listed:
-            why = (f"model holds {e.pools[-1].max_concurrency} requests" if kind != "saturated" or e.saturated
+            why = (reach_note(r) if r.dep.mode == "disagg" and kind == "not-reached"
+                   else f"the prefill pool paces it at {e.requests_per_s:.1f} requests/s"
+                   if r.dep.mode == "disagg" and not kv_full(e)
+                   else f"model holds {e.pools[-1].max_concurrency} requests" if kind != "saturated" or e.saturated
                    else f"worst prefill queue {worst_queue_s(r, e) * 1e3:.0f} ms")
             print(f"  {' '.join(r.key)} {r.label}: measured TTFT {r.ttft_ms:.0f} ms, TPOT {r.tpot_ms:.1f} ms; {why}")
     if args.rows:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from autopar.io.models import load_model
-from autopar.spec.serve import Deployment, Engine, Workload
+from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload
 from benchmarks import serving_accuracy as sa
+from benchmarks.serving_campaign import kv_dtype, launch_args
 
 
 def _row(*, tp: int, isl: int, concurrency: int, ttft_ms: float = 100.0, source: str = "") -> sa.Row:
@@ -123,3 +124,51 @@ def test_the_engine_time_a_row_needs_counts_the_prompts_tp_all_reduce() -> None:
     est = sa.estimate(row.model, sa.load_hardware(row.hw_name), row.dep, row.wl)
     floor = 123 * (est.pools[-1].step.weights + est.pools[-1].step.kv)
     assert sa.gpu_time_needed_s(row, est) == pytest.approx(0.8254 / 2 + 8 * 64 * 110.84e-6 + floor, rel=1e-3)
+
+
+def _disagg_row(*, tpot_ms: float) -> sa.Row:
+    model = load_model("llama3.1-8b")
+    dep = Deployment(framework="vllm", framework_version="0.12", mode="disagg", engine=Engine(tp=1), replicas=1,
+                     prefill=Engine(tp=1), prefill_replicas=2)
+    return sa.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
+                  model_key="meta-llama/Llama-3.1-8B-Instruct", hw_name="h100-sxm", dep=dep,
+                  wl=Workload(isl=4096, osl=128, concurrency=16), ttft_ms=100.0, tpot_ms=tpot_ms)
+
+
+def test_a_disaggregated_decode_step_faster_than_its_batch_reads_is_not_reached() -> None:
+    # Llama-3.1-8B bf16, 2P 1D(tp1) on H100, 16 in flight at 4096/128, TTFT 100 ms, TPOT 10 ms: a request
+    # takes 0.1 + 127 x 0.01 = 1.37 s, so by Little's law 16 x 1.27 / 1.37 = 14.832 are decoding, all on
+    # the one decode rank. Its step reads the streamed weights, 15.01e9 bytes at 3.35 TB/s x 0.866 = 5.174
+    # ms (as above), and the KV of 14.832 x (4096 + 64) x 131,072 bytes = 8.0877e9, 2.788 ms: 7.962 ms.
+    row = _disagg_row(tpot_ms=10.0)
+    assert sa.decode_floor_s(row) == pytest.approx(5.174e-3 + 2.788e-3, rel=2e-3)
+    est = sa.estimate(row.model, sa.load_hardware(row.hw_name), row.dep, row.wl)
+    assert sa.prefill_need(row) < 1  # 11.7 prompts/s of the 19.4 two prefill GPUs sustain
+    assert not sa.not_reached(row, est)
+    # TPOT 7 ms: 0.989 s a request, 14.382 decoding, 5.174 + 2.703 = 7.877 ms > 1.05 x 7 ms
+    fast = dataclasses.replace(row, tpot_ms=7.0)
+    assert sa.decode_floor_s(fast) == pytest.approx(5.174e-3 + 2.703e-3, rel=2e-3)
+    assert sa.not_reached(fast, est)
+    assert sa.reach_note(fast).startswith("decode floor 7.9 ms")
+
+
+def test_a_disaggregated_row_stands_for_decode_batch_x_attention_ranks_x_workers() -> None:
+    # aiconfigurator's own reading (sdk/backends/base_backend.py global_bs, inference_session.py): the
+    # vLLM Qwen3-235B row 2P 1D(tp1 x attention-DP 8) with decode_batch_size 7 stands for 7 x 8 x 1 = 56
+    row = {"decode_batch_size": "7", "decode_attention_dp_size": "8", "decode_num_workers": "1"}
+    assert sa.disagg_concurrency(row) == 56
+    assert sa.disagg_concurrency({**row, "decode_attention_dp_size": "", "decode_num_workers": "11",
+                                  "decode_batch_size": "48"}) == 528
+
+
+def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv() -> None:
+    row = {"backend": "vllm", "mode": "disagg", "isl": "4000", "prefill_batch_size": "1", "decode_batch_size": "24",
+           "silicon_data_source": "source_file=x.csv; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0; "
+                                  "dynamo_version=0.8.0"}
+    assert launch_args(row, "prefill") == EngineArgs(max_batch_size=1)
+    assert launch_args(row) == EngineArgs(max_batch_size=24)  # vLLM: no --max-num-batched-tokens printed
+    trt = {**row, "backend": "trtllm"}
+    assert launch_args(trt, "prefill") == EngineArgs(max_batch_size=1, max_num_tokens=5500)  # isl + 1500
+    assert launch_args(trt) == EngineArgs(max_batch_size=24, max_num_tokens=24)
+    assert kv_dtype(row) == "fp8"
+    assert kv_dtype({**row, "silicon_data_source": ""}) == "auto"
