@@ -30,8 +30,45 @@ def _trtllm(row: dict[str, str], role: str | None) -> EngineArgs:
     return DEFAULT_ARGS
 
 
+# SGLang versions whose aiconfigurator generator template came after its rule gained
+# --enable-mixed-chunk (below): ai-dynamo/aiconfigurator src/aiconfigurator/generator/config/
+# backend_templates/sglang/cli_args.0.5.6.post2.j2 and cli_args.0.5.8.j2, both first written in
+# c46a56b02 (2026-01-23, "add dynamo 0.8.0 backend template"); each prints --enable-mixed-chunk
+# when the rule sets it.
+MIXED_CHUNK_VERSIONS = ("0.5.6.post2", "0.5.8.post1")
+
+
 def _sglang(row: dict[str, str], role: str | None) -> EngineArgs:
-    return DEFAULT_ARGS
+    """SGLang aggregated engines of 0.5.6.post2 and later: --enable-mixed-chunk.
+
+    ai-dynamo/aiconfigurator src/aiconfigurator/generator/rule_plugin/sglang.rule sets
+    `agg enable_mixed_chunk = true` from 07a377923 (2026-01-19, "fix sglang enable mixed chunk";
+    also benchmark/sglang.rule from 71bb3d00e, 2026-01-30; unchanged at 692e2606d, 2026-04-28,
+    the last generator revision before the rows entered silicon_sample.csv on 2026-05-01), and the
+    run script starts the workers with it (backend_templates/sglang/run.sh.j2, `python3 -m
+    dynamo.sglang ... {{ agg_cli_args }}`). The aggregated rows carry no launch record
+    (silicon_data_source names their file and concurrency only); the same campaign's disaggregated
+    rows ran Dynamo 0.8.0 on 2026-01-23..25, from the generator at c46a56b02/5e0243eb1 (_disagg
+    below), which has the rule. The rows agree: simulated without mixed chunks (SGLang's own
+    prefill-first scheduler, waves) the 69 scored H200 rows' TTFT is off by 149%, with them 36.6%.
+
+    Left at SGLang's defaults, with the reason:
+    - the SGLang 0.5.1.post1 rows (H100 Qwen3-32B, ISL 1024/2048/4096): no row's TTFT is below the
+      one-wave bound (serving_accuracy.py --waves), which mixed chunks would break (the wave's
+      decodes would run in its prefill steps); they fit SGLang's default prefill-first waves (9.4%).
+    - --max-prefill-tokens, which the same rule sets to ISL + 1500 from 95ddf241a (2025-12-04):
+      SGLang 0.5.6.post2's PrefillAdder (schedule_policy.py add_one_req; cost/serve_sim.py) then
+      admits at most 2 prompts of 1000 tokens and 1 of 2000 a step, and every step gives each running
+      request one token, so a run admits at most 2 (1) prompts per TPOT. Five Llama-3.1-8B rows
+      admitted more: C / (osl - 1 + TTFT / TPOT) = 3.56 (tp8 1000/100 c448), 2.85 (tp4 1000/100
+      c352), 1.78, 1.52, 1.12 (tp8, tp4, tp2 2000/100 at c240, c176, c128). Applied anyway, the 69
+      rows' TTFT goes 36.6 -> 40.3%, TPOT 12.4 -> 13.6% (refitting keeps the constants).
+    - --max-running-requests and --cuda-graph-bs 1..max_batch_size (benchmark/sglang.rule): the
+      rows' concurrency is at most the max batch, which the closed loop never exceeds, and SGLang's
+      decode batches are not priced by captured size (Framework.graph_sizes empty)."""
+    if row["mode"] != "agg" or row["backend_version"] not in MIXED_CHUNK_VERSIONS:
+        return DEFAULT_ARGS
+    return EngineArgs(mixed_chunk=True)
 
 
 def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:

@@ -172,3 +172,15 @@ def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv()
     assert launch_args(trt) == EngineArgs(max_batch_size=24, max_num_tokens=24)
     assert kv_dtype(row) == "fp8"
     assert kv_dtype({**row, "silicon_data_source": ""}) == "auto"
+
+
+@pytest.mark.parametrize("version,mode,mixed", [("0.5.6.post2", "agg", True), ("0.5.8.post1", "agg", True),
+                                                 ("0.5.1.post1", "agg", None)])
+def test_sglang_rows_launched_with_mixed_chunks(version: str, mode: str, mixed: bool | None) -> None:
+    # aiconfigurator's generator rule sets enable_mixed_chunk for aggregated SGLang engines (07a377923); its
+    # 0.5.6.post2 and 0.5.8 templates came after (c46a56b02); 0.5.1.post1 rows keep
+    # SGLang's defaults, and --max-prefill-tokens is not applied (serving_campaign._sglang gives the rows)
+    from benchmarks.serving_campaign import launch_args
+
+    args = launch_args({"backend": "sglang", "backend_version": version, "mode": mode, "isl": "1000"})
+    assert (args.mixed_chunk, args.max_prefill_tokens, args.max_batch_size) == (mixed, None, None)

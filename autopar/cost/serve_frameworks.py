@@ -155,18 +155,19 @@ FITTED: dict[tuple[str, str], Framework] = {
     # prefill 8192 tokens on >= 80 GB GPUs (same file). Versions 0.5.1 and 0.5.6
     # are fitted apart (0.5.1 on the H100 rows, 0.5.6 on the H200 rows).
     # SGLang 0.5.6.post2's scheduler is prefill-first as 0.5.1's (scheduler.py get_next_batch_to_run),
-    # but its Llama-3.1-8B rows do not show the waves that follow from it: simulated prefill-first, the
-    # 69 scored H200 rows' TTFT is off by 138% (137% with its constants refitted prefill-first): 195-211%
-    # on the 45 Llama rows (the first tokens of a wave of 20-512 prompts), 26-36% on the 24 Qwen3-235B
-    # rows; run as decode-first (arrivals staggered, each prefilled when it comes) by 37.5% (Llama 40.9%,
-    # Qwen 31.0%). The Llama TPOT says the same: staggered, a request's decode steps hold the other
-    # requests' prompts (8000/100 c20 tp1: 33.9 ms measured, 38.9 simulated decode-first, 26.1
-    # prefill-first, where the wave's prompts all run before its decodes). SGLang's admission by KV room
-    # (kv_admission, cost/serve_sim.py) does not break the waves here: the wave's prompts plus outputs
-    # need 1-96% of the KV pool on every scored row, so all are admitted at once (it changes no row at
-    # the concurrency the pool holds); and the rows with most TTFT have most room (tp8 c512: 10-20%
-    # of the pool, TTFT 12-17% of the request's latency; tp1: 59-90%, 1-4%). So 0.5.6 runs decode-first,
-    # a choice read off the rows; the mechanism that spreads the Llama arrivals is not identified.
+    # policy prefill_first. The measured rows were launched with --enable-mixed-chunk (the campaign's
+    # generator, benchmarks/serving_campaign.py _sglang): every prefill step then also runs the running
+    # decodes (Framework.mixed_chunk, cost/serve_sim.py), nothing holds a wave together, and the loop
+    # runs as decode-first did. That replaces the decode-first policy earlier read off these rows (the
+    # same 36.6 / 12.4% on the 69 scored H200 rows, to the row). Without mixed chunks, prefill-first:
+    # TTFT 149% (137% refitted): 195-211% on the 45 Llama rows (the first tokens of a wave of 20-512
+    # prompts), 26-36% on the 24 Qwen3-235B rows; the Llama TPOT says the same (8000/100 c20 tp1: 33.9
+    # ms measured, 38.9 simulated with mixed chunks, 26.1 without, where the wave's prompts all run
+    # before its decodes). An SGLang launched at its defaults (no --enable-mixed-chunk) is priced
+    # prefill-first, as the 0.5.1 rows measure it. SGLang's admission by KV room (kv_admission) does not
+    # break waves here: the wave's prompts plus outputs need 1-96% of the KV pool on every scored row.
+    # The campaign's --max-prefill-tokens (ISL + 1500) is not applied: five Llama rows admitted more
+    # prompts per step than it allows (serving_campaign.py _sglang; applied, TTFT 40.3%, TPOT 13.6%).
     # SGLang runs the overlap scheduler by default (scheduler.py: enable_overlap = not
     # --disable-overlap-schedule, off by default; event_loop_overlap processes step n's results, the
     # finished requests among them, after step n + 1 is launched), so a new request joins a step later
@@ -187,7 +188,8 @@ FITTED: dict[tuple[str, str], Framework] = {
     #   likewise stops at 9k). A tokens/s ceiling on the simulated loop gives 34% at best (25k).
     ("sglang", "0.5.6"): Framework(name="sglang", version="0.5.6", label="SGLang 0.5.6", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.004, ttft_overhead_s=0.15,
-                        prefill_slowdown=3.0, moe_layer_overhead_s=0.0, kv_admission=True, overlap=True),
+                        prefill_slowdown=3.0, moe_layer_overhead_s=0.0, policy="prefill_first", kv_admission=True,
+                        overlap=True),
     # SGLang 0.5.1 (the H100 Qwen3-32B rows, sglang.bench_serving at fixed lengths): TTFT is the prefill
     # of a wave (policy prefill_first, cost/serve_sim.py): all requests of the concurrency arrive together
     # and are prefilled back to back in 8192-token steps at the profile's own GEMM and attention rates.
