@@ -88,8 +88,10 @@ def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:
 #   per data-parallel rank), SGLang --max-running-requests (cli_args.0.5.6.post2.j2), TensorRT-LLM
 #   max_batch_size; `prefill max_num_tokens = isl + 1500` reaches TensorRT-LLM's max_num_tokens
 #   only: backend_config_mapping.yaml maps max_num_tokens to vLLM --max-num-batched-tokens, which
-#   cli_args.0.12.0.j2 does not print, and to nothing for SGLang (its `max_prefill_tokens = isl +
-#   1500` is --max-prefill-tokens, the prefill batch's token budget, not --chunked-prefill-size).
+#   cli_args.0.12.0.j2 does not print, and to nothing for SGLang. SGLang's
+#   `agg_prefill_decode max_prefill_tokens = SlaConfig.isl + 1500` gives both of its pools
+#   --max-prefill-tokens isl + 1500 (the prefill batch's token budget, not --chunked-prefill-size;
+#   `agg enable_mixed_chunk` is for aggregated engines only).
 # - decode engines: `decode max_batch_size = max_batch_size` with the row's decode_batch_size
 #   (module_bridge.py _build_worker_params: "max_batch_size": the result's (d)bs), the requests one
 #   attention rank runs; TensorRT-LLM's `decode max_num_tokens = max_batch_size` (one token each).
@@ -101,13 +103,16 @@ CAMPAIGN = "dynamo_version=0.8.0"
 
 
 def _disagg(row: dict[str, str], role: str | None) -> EngineArgs:
+    budget = int(row["isl"]) + 1500
+    backend = row["backend"]
+    prefill_tokens = budget if backend == "sglang" else None
     if role == "prefill":
         prefill = _count(row["prefill_batch_size"])
-        if row["backend"] == "trtllm":
-            return EngineArgs(max_batch_size=prefill, max_num_tokens=int(row["isl"]) + 1500)
-        return EngineArgs(max_batch_size=prefill)
+        return EngineArgs(max_batch_size=prefill, max_num_tokens=budget if backend == "trtllm" else None,
+                          max_prefill_tokens=prefill_tokens)
     decode = _count(row["decode_batch_size"])
-    return EngineArgs(max_batch_size=decode, max_num_tokens=decode if row["backend"] == "trtllm" else None)
+    return EngineArgs(max_batch_size=decode, max_num_tokens=decode if backend == "trtllm" else None,
+                      max_prefill_tokens=prefill_tokens)
 
 
 def kv_dtype(row: dict[str, str]) -> str:

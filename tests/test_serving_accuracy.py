@@ -170,6 +170,9 @@ def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv()
     trt = {**row, "backend": "trtllm"}
     assert launch_args(trt, "prefill") == EngineArgs(max_batch_size=1, max_num_tokens=5500)  # isl + 1500
     assert launch_args(trt) == EngineArgs(max_batch_size=24, max_num_tokens=24)
+    sgl = {**row, "backend": "sglang"}  # --max-prefill-tokens isl + 1500 on both pools
+    assert launch_args(sgl, "prefill") == EngineArgs(max_batch_size=1, max_prefill_tokens=5500)
+    assert launch_args(sgl) == EngineArgs(max_batch_size=24, max_prefill_tokens=5500)
     assert kv_dtype(row) == "fp8"
     assert kv_dtype({**row, "silicon_data_source": ""}) == "auto"
 
