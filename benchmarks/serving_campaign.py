@@ -72,6 +72,33 @@ def _sglang(row: dict[str, str], role: str | None) -> EngineArgs:
 
 
 def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:
+    """vLLM 0.12's aggregated rows: vLLM's defaults (the disaggregated rows: _disagg).
+
+    No aggregated vLLM row has a sourced launch: the H200 files (Qwen_Qwen3-235B-A22B-FP8.csv,
+    nvidia_Llama-3.1-8B-Instruct-FP8.csv) and the H100 Qwen_Qwen3-32B.csv name no run, image or
+    Dynamo version, and the Dynamo 0.8.0 rows' batch_size (H100 qwen3_32b.csv) is the benchmark's
+    concurrency over all the deployment's workers, which the file does not count, not one worker's
+    max_batch_size. Were the H200 rows the generator's launches (the SGLang H200 rows' mixed chunk,
+    _sglang, suggests so), their date decides: its default rule (src/aiconfigurator/generator/
+    rule_plugin/vllm.rule from 71bb3d00e, 2026-01-30, to 75f90ac7a, 2026-05-06, the commit that
+    added the measured rows) sets agg max_batch_size 512 below 512 (--max-num-seqs) and max_num_tokens
+    = max_batch_size + isl + 1500, which backend_templates/vllm/cli_args.0.12.0.j2 prints as
+    --max-num-batched-tokens only from 2063ee024 (2026-02-11; vLLM's 8192 before); its benchmark
+    rule (rule_plugin/benchmark/vllm.rule, f90534bc2 to 75f90ac7a) keeps the batch size:
+    --max-num-seqs the batch size, --max-num-batched-tokens batch size + isl + 1500, --max-model-len
+    isl + osl + 1500, --cudagraph-capture-sizes 1..batch size. Neither prints
+    --gpu-memory-utilization (0.9). With 512 + isl + 1500, or with the concurrency as the batch
+    size, H200 TTFT would be 16.6% instead of 16.3% (TPOT 7.2% all three): every prompt still fits
+    one step (the budget exceeds isl by 1500 and more), so only the clients' first wave is cut into
+    more steps (benchmark rule: tp4 1000/1000 c48 195 -> 216 ms, measured 176). None of these settings explains what the
+    attention-DP rows leave (TTFT growing with the output length at a fixed input length;
+    cost/serve_frameworks.py): the KV pool holds every request in flight (tp1 dp2: 54k tokens a
+    rank, at most 24k asked), and --max-num-seqs at the concurrency is above the requests a rank
+    holds. Nor the Llama-3.1-8B-FP8 rows set apart as not reached (measured TPOT 7.5-23.8 ms, 0.9-1.9x
+    the bare decode step, while the prompts at the stated concurrency need 1.10-2.21x the measured
+    latency; benchmarks/serving_accuracy.py gpu_time_needed_s): a smaller --max-num-batched-tokens
+    only spreads the same prompts over more steps, and a --max-num-seqs below the concurrency would
+    queue requests before their first token, where the rows measure 72-463 ms TTFT."""
     return DEFAULT_ARGS
 
 
