@@ -62,7 +62,8 @@ def _sglang(row: dict[str, str], role: str | None) -> EngineArgs:
       request one token, so a run admits at most 2 (1) prompts per TPOT. Five Llama-3.1-8B rows
       admitted more: C / (osl - 1 + TTFT / TPOT) = 3.56 (tp8 1000/100 c448), 2.85 (tp4 1000/100
       c352), 1.78, 1.52, 1.12 (tp8, tp4, tp2 2000/100 at c240, c176, c128). Applied anyway, the 69
-      rows' TTFT goes 36.6 -> 40.3%, TPOT 12.4 -> 13.6% (refitting keeps the constants).
+      rows' TTFT goes 36.7 -> 39.7%, TPOT 9.4 -> 11.0% (36.6 -> 40.3%, 12.4 -> 13.6% before
+      host_request_s; refitting kept the constants).
     - --max-running-requests and --cuda-graph-bs 1..max_batch_size (benchmark/sglang.rule): the
       rows' concurrency is at most the max batch, which the closed loop never exceeds, and SGLang's
       decode batches are not priced by captured size (Framework.graph_sizes empty)."""

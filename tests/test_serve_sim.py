@@ -213,3 +213,12 @@ def test_a_prompt_over_the_chunk_is_cut_when_it_passes_the_cap() -> None:
     s = Scheduler(policy="prefill_first", budget=150, chunked=True, max_seqs=100, mixed=True, prefill_tokens=1000)
     r = simulate(ONE, s, concurrency=2, isl=100, osl=2, prompts=2)
     assert (r.ttft_s, r.steps) == (1.5, 3)
+
+
+def test_the_hosts_walk_over_the_running_requests_bounds_a_step_from_below() -> None:
+    # StepCost.host_per_decode (SGLang: the scheduler's per-request Python after each step, run beside the
+    # GPU's next step): a step takes max(GPU, d x host). GPU 1 s + 0.1 s a request, host 0.5 s a request:
+    # 2 requests: max(1.2, 1.0) = 1.2; 4: max(1.4, 2.0) = 2.0; a prompt-only step (d 0) is the GPU's
+    host = StepCost(fixed=1.0, per_decode=0.1, per_token=0.01, host_per_decode=0.5)
+    assert host(2, 0) == pytest.approx(1.2) and host(4, 0) == pytest.approx(2.0)
+    assert host(0, 100) == pytest.approx(2.0) and host(4, 100) == pytest.approx(2.4)

@@ -43,6 +43,22 @@ fitted constant names its mechanism:
   rows of the tensor-parallel engines (TP4/TP8), where the GPU time per step
   is short.
 
+- host_request_s (SGLang 0.5.6 only): host seconds per running request and step
+  that the overlap scheduler runs beside the GPU's next step, so a step takes
+  the larger of its GPU time and running requests x host_request_s
+  (cost/serve_sim.py StepCost.host_per_decode). SGLang's scheduler walks every
+  running request in Python after each step (0.5.6.post2
+  managers/scheduler_output_processor_mixin.py process_batch_result_decode:
+  append the token, test the stop conditions; stream_output_generation: build
+  each request's output). Fitted on the 0.5.6 rows: 5e-5 s (step_overhead_s
+  0.004 -> 0.003); what sets it is Llama-3.1-8B at c128-c512 on tp2-tp8, whose
+  TPOT stays at 23-30 ms where the GPU step is 5-19 ms (512 x 50 us = 25.6
+  ms); the Qwen3-235B rows (at most 9 requests) do not bind it. H200 TPOT
+  12.4 -> 9.4%, TTFT 36.6 -> 36.7%; leave-one-group-out TPOT Llama held out
+  13.3 -> 9.3% (the Qwen rows cannot move it from its start), Qwen held out
+  14.7 -> 13.2%, TTFT 41.5 -> 41.4% and 32.7 -> 33.6%. SGLang 0.5.1's refit
+  keeps it 0 (its H100 Qwen3-32B steps are GPU-bound at up to 128 requests).
+
 TensorRT-LLM 1.0 also runs the overlap scheduler (overlap, not fitted; a new
 request joins one step later, cost/serve_sim.py). With both, refitted:
 eager_layer_s 0.0003, the other constants unchanged; the 471 scored rows' TTFT
@@ -96,6 +112,7 @@ class Framework:
     overlap: bool = False  # overlap scheduler: a step's tokens are returned after the next step is launched
     dp_padding: bool = False  # attention-DP ranks step at the largest rank's token count; the MoE computes them all
     moe_decode_reads: str = "touched"  # decode steps read the experts the tokens touch | every local expert ("local")
+    host_request_s: float = 0.0  # fitted: host seconds per running request a step, run beside the GPU (overlap)
     mixed_chunk: bool = False  # SGLang --enable-mixed-chunk: a prefill step also holds the running decodes
     max_prefill_tokens: int = 0  # SGLang --max-prefill-tokens: new prompt tokens a step admits (0: chunk_tokens only)
 
@@ -167,7 +184,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     # prefill-first, as the 0.5.1 rows measure it. SGLang's admission by KV room (kv_admission) does not
     # break waves here: the wave's prompts plus outputs need 1-96% of the KV pool on every scored row.
     # The campaign's --max-prefill-tokens (ISL + 1500) is not applied: five Llama rows admitted more
-    # prompts per step than it allows (serving_campaign.py _sglang; applied, TTFT 40.3%, TPOT 13.6%).
+    # prompts per step than it allows (serving_campaign.py _sglang; applied, TTFT 39.7%, TPOT 11.0%).
     # SGLang runs the overlap scheduler by default (scheduler.py: enable_overlap = not
     # --disable-overlap-schedule, off by default; event_loop_overlap processes step n's results, the
     # finished requests among them, after step n + 1 is launched), so a new request joins a step later
@@ -183,13 +200,18 @@ FITTED: dict[tuple[str, str], Framework] = {
     #   with the loop's prompts at 4x fits (within 10%) but then overshoots tp2's 4000-token rows by 90%
     #   and the 1000-token rows by 160-225%.
     # - Llama-3.1-8B c128-c512: at c512 the output rate stops at 15-19.6k tokens/s on tp4 and tp8 alike
-    #   and TTFT is 8-17% of a request's latency (TPOT 23-30 ms measured, 13-19 simulated): the requests
-    #   wait for something that does not scale with the GPUs (TensorRT-LLM H100 Llama c128 tp4/tp8
-    #   likewise stops at 9k). A tokens/s ceiling on the simulated loop gives 34% at best (25k).
+    #   and TTFT is 8-17% of a request's latency (TPOT 23-30 ms measured, 13-19 simulated before
+    #   host_request_s, 20-27 with it): the step time is the host's walk over ~450 running requests
+    #   (module docstring), but by Little's law 26-76 of the 512 requests are outside the running batch
+    #   (C x TTFT / latency) for 1.4-8.0 s, on tp8 as on tp2, their whole requests needing 41-83% (tp2)
+    #   to 10-20% (tp8) of the KV pool: neither the KV admission, max_running_requests (the campaign's
+    #   is the concurrency) nor the prefill budget holds them (a step admits ~7 prompts of 1000 tokens,
+    #   0.2-0.9 a step are needed).
+    #   Not identified; a tokens/s ceiling on the simulated loop gives 34% at best (25k).
     ("sglang", "0.5.6"): Framework(name="sglang", version="0.5.6", label="SGLang 0.5.6", memory_fraction=0.85, memory_rule="total",
-                        chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.004, ttft_overhead_s=0.15,
+                        chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.003, ttft_overhead_s=0.15,
                         prefill_slowdown=3.0, moe_layer_overhead_s=0.0, policy="prefill_first", kv_admission=True,
-                        overlap=True),
+                        overlap=True, host_request_s=5e-5),
     # SGLang 0.5.1 (the H100 Qwen3-32B rows, sglang.bench_serving at fixed lengths): TTFT is the prefill
     # of a wave (policy prefill_first, cost/serve_sim.py): all requests of the concurrency arrive together
     # and are prefilled back to back in 8192-token steps at the profile's own GEMM and attention rates.

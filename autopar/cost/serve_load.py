@@ -181,7 +181,7 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
     riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
     eager = fw.eager_layer_s * model.layers / dep.engine.pp if fw.graph_sizes else 0.0
     cost = StepCost(fixed=one - per_decode, per_decode=per_decode, per_token=riding / wl.isl, eager_s=eager,
-                    graph_sizes=frozenset(fw.graph_sizes))
+                    graph_sizes=frozenset(fw.graph_sizes), host_per_decode=fw.host_request_s)
     sched = Scheduler(policy=fw.policy, budget=fw.chunk_tokens, chunked=fw.chunked, max_seqs=fw.max_seqs,
                       kv_tokens=kv_tokens if fw.kv_admission else 0, overlap=fw.overlap, mixed=fw.mixed_chunk,
                       prefill_tokens=fw.max_prefill_tokens)

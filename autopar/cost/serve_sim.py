@@ -111,7 +111,9 @@ class Scheduler:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepCost:
-    """Seconds of a step with `d` decode requests and `p` prompt tokens: fixed + d x per_decode + p x per_token.
+    """Seconds of a step with `d` decode requests and `p` prompt tokens: fixed + d x per_decode + p x per_token,
+    at least d x host_per_decode (the host's walk over the running requests, which the overlap
+    scheduler runs beside the GPU's step: SGLang).
 
     With `eager_s` set, a step that cannot replay a captured CUDA graph (one holding a prompt, or a
     decode batch whose size is not in `graph_sizes`) takes at least `eager_s`: the host launching
@@ -122,9 +124,12 @@ class StepCost:
     per_token: float  # one prompt token (its compute beyond the shared weight read)
     eager_s: float = 0.0  # host time of a step run without a CUDA graph (0: every step is as fast as its GPU work)
     graph_sizes: frozenset[int] = frozenset()  # decode-only batch sizes with a captured graph
+    host_per_decode: float = 0.0  # host seconds per running request a step that the GPU hides up to its own time
 
     def __call__(self, d: int, p: int) -> float:
         gpu = self.fixed + d * self.per_decode + p * self.per_token
+        if self.host_per_decode > 0:
+            gpu = max(gpu, d * self.host_per_decode)
         if self.eager_s > 0 and (p > 0 or d not in self.graph_sizes):
             return max(gpu, self.eager_s)
         return gpu
