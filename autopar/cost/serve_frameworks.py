@@ -166,7 +166,15 @@ FITTED: dict[tuple[str, str], Framework] = {
     # dpN rows closer, tp2 dp2 8000/100 c4 45.5 -> 52.2 ms against 43.8 measured), and what makes the
     # attention-DP rows' TTFT grow with the output length at a fixed input length with ample KV (tp1 dp2
     # 2000/100 c5 451 ms, 2000/500 c9 1407, 2000/2000 c9 3225; tp1 dp4 4000/100 c4 821, 4000/2000 c7 4075):
-    # 1-10% of the request's latency, as if some requests waited for a running one to end.
+    # 1-10% of the request's latency, as if some requests waited for a running one to end. Ruled out:
+    # the KV pool (tp1 dp2 holds 54k tokens a rank, the requests ask at most 24k; tp1 dp4 350k), the
+    # launch settings (benchmarks/serving_campaign.py _vllm), and the balancing alone: vLLM 0.12 sends a
+    # request to the DP rank of least 4 x waiting + running in the coordinator's counts, refreshed at
+    # most every 100 ms (vllm/v1/engine/core_client.py DPLBAsyncMPClient.get_core_engine_for_request,
+    # coordinator.py; the generator starts Dynamo's frontend without the KV router that picks a DP rank,
+    # aiconfigurator run.sh.j2: --router-mode kv only with a prefix), so stale counts can load one rank
+    # more, but a request waits only at a per-rank cap, and neither --max-num-seqs 1024 nor the
+    # generator's 512 or the concurrency as its batch size is reached by the requests a rank holds.
     # SGLang: --mem-fraction-static of total memory for weights + KV pool (about
     # 0.85-0.88 on 80-141 GB GPUs, python/sglang/srt/server_args.py); chunked
     # prefill 8192 tokens on >= 80 GB GPUs (same file). Versions 0.5.1 and 0.5.6
