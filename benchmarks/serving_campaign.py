@@ -55,7 +55,8 @@ def _sglang(row: dict[str, str], role: str | None) -> EngineArgs:
     Left at SGLang's defaults, with the reason:
     - the SGLang 0.5.1.post1 rows (H100 Qwen3-32B, ISL 1024/2048/4096): no row's TTFT is below the
       one-wave bound (serving_accuracy.py --waves), which mixed chunks would break (the wave's
-      decodes would run in its prefill steps); they fit SGLang's default prefill-first waves (9.4%).
+      decodes would run in its prefill steps); they fit SGLang's default prefill-first waves (TTFT
+      9.4%, TPOT 6.5%; given mixed chunks 76.6 / 26.0%, with ISL + 1500 as well 76.7 / 26.2%).
     - --max-prefill-tokens, which the same rule sets to ISL + 1500 from 95ddf241a (2025-12-04):
       SGLang 0.5.6.post2's PrefillAdder (schedule_policy.py add_one_req; cost/serve_sim.py) then
       admits at most 2 prompts of 1000 tokens and 1 of 2000 a step, and every step gives each running
