@@ -10,7 +10,7 @@ from collections import deque
 
 import pytest
 
-from autopar.cost.serve_sim import Scheduler, StepCost, admissible, simulate
+from autopar.cost.serve_sim import Scheduler, StepCost, _sent, admissible, simulate
 
 ONE = StepCost(fixed=1.0, per_decode=0.0, per_token=0.0)  # every step takes 1 s
 
@@ -162,6 +162,9 @@ def test_trtllm_captures_cuda_graphs_at_its_default_batch_sizes_only() -> None:
     sizes = set(FITTED["trtllm", "1.0"].graph_sizes)
     assert sizes == set(range(1, 33)) | {64, 128}
     assert all(not fw.graph_sizes and fw.eager_layer_s == 0 for (name, _), fw in FITTED.items() if name != "trtllm")
+    # only TensorRT-LLM's serving process falls behind: 1 / 9.35k s a token, the most tokens/s its rows measure
+    assert 1 / FITTED["trtllm", "1.0"].host_token_s == pytest.approx(9350, rel=0.001)
+    assert all(fw.host_token_s == 0 for (name, _), fw in FITTED.items() if name != "trtllm")
 
 
 def test_the_overlap_scheduler_takes_a_new_request_one_step_later() -> None:
@@ -222,3 +225,48 @@ def test_the_hosts_walk_over_the_running_requests_bounds_a_step_from_below() -> 
     host = StepCost(fixed=1.0, per_decode=0.1, per_token=0.01, host_per_decode=0.5)
     assert host(2, 0) == pytest.approx(1.2) and host(4, 0) == pytest.approx(2.0)
     assert host(0, 100) == pytest.approx(2.0) and host(4, 100) == pytest.approx(2.4)
+
+
+def serving(seconds_per_token: float) -> Scheduler:
+    return Scheduler(policy="decode_first", budget=100, chunked=True, max_seqs=100, host_token_s=seconds_per_token)
+
+
+def test_a_serving_process_that_keeps_up_adds_its_token_time() -> None:
+    # 0.5 s per token after each 1 s step: A's first token leaves at 1.5 (step 1 ends at 1), its tokens 2
+    # and 3 at 2.5 and 3.5 (steps end at 2, 3): TTFT 1.5, TPOT 1. B is sent at 3.5, when the client
+    # sees A end; the idle engine waits for it: steps 3.5-4.5, 4.5-5.5, 5.5-6.5, tokens out at 5, 6, 7.
+    r = simulate(ONE, serving(0.5), concurrency=1, isl=10, osl=3, prompts=2)
+    assert (r.ttft_s, r.tpot_s, r.seconds, r.steps) == (1.5, 1.0, 7.0, 6)
+    r = simulate(ONE, serving(0.0), concurrency=1, isl=10, osl=3, prompts=2)  # B sent at 3, ends at 6
+    assert (r.ttft_s, r.tpot_s, r.seconds, r.steps) == (1.0, 1.0, 6.0, 6)
+
+
+def test_a_serving_process_that_falls_behind_sets_the_pace() -> None:
+    # 2 s per token, 2 tokens a step: step 1 (0-1) gives both first tokens, sent by 1 + 4 = 5; step 2
+    # (1-2) both last tokens, sent once the first two are out, by 5 + 4 = 9. TTFT 5, TPOT (9 - 5) / 1.
+    r = simulate(ONE, serving(2.0), concurrency=2, isl=10, osl=2, prompts=2)
+    assert (r.ttft_s, r.tpot_s, r.seconds) == (5.0, 4.0, 9.0)
+
+
+def test_the_host_queue_of_several_steps_at_once() -> None:
+    # k decode steps taken in one jump leave the process when k single steps would: c = 1 s a step
+    # from t = 0, one token a step. Slower process (2 s a token): out at max(0, 1) + 2 = 3, then 5, 7.
+    # Faster (0.5 s): each step's token 0.5 s after its step, the third at 3.5.
+    assert _sent(serving(2.0), 0.0, 0.0, 1.0, 1, 3) == 7.0
+    assert _sent(serving(0.5), 0.0, 0.0, 1.0, 1, 3) == 3.5
+    assert _sent(serving(0.5), 10.0, 0.0, 1.0, 1, 3) == 11.5  # still sending older tokens until 10
+    assert _sent(serving(0.0), 10.0, 0.0, 1.0, 1, 3) == 3.0  # no process time: the steps' own end
+
+
+def test_the_serving_process_caps_the_closed_loop_at_one_token_per_host_token_s() -> None:
+    # 8 clients, 50 tokens each, 10 ms steps (800 tokens/s from the engine) and 5 ms of process time a
+    # token (200 tokens/s): once the lag has built (2 rounds left out), a request's life is what the
+    # process takes to send the 8 x 50 tokens in flight, 8 x 50 x 5 ms = 2.0 s, against 0.51 s without
+    # it; its TPOT stays near the engine's 10 ms a step and the wait shows in TTFT (Little's law: the
+    # engine holds 10 ms / 5 ms = 2 requests, the other 6 wait for their predecessors' tokens).
+    fast = StepCost(fixed=0.01, per_decode=0.0, per_token=0.0)
+    r = simulate(fast, serving(0.005), concurrency=8, isl=10, osl=50, prompts=16 + 40, staggered=True, warmup=16)
+    assert r.ttft_s + 49 * r.tpot_s == pytest.approx(2.0, rel=0.01)
+    assert r.tpot_s == pytest.approx(0.01, rel=0.15)
+    r = simulate(fast, serving(0.0), concurrency=8, isl=10, osl=50, prompts=40, staggered=True)
+    assert (r.ttft_s, r.tpot_s) == (pytest.approx(0.02), pytest.approx(0.01))

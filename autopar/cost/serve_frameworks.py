@@ -38,8 +38,9 @@ fitted constant names its mechanism:
   1..32, 64 and 128 without padding, so a closed loop at 64 or 128 whose batch
   is one or two short of it runs eager). Such a step takes the larger of its
   GPU time and layers x eager_layer_s (cost/serve_sim.py StepCost). Fitted on
-  the TensorRT-LLM 1.0 rows (0.0003 s with the overlap scheduler below, 0.0004
-  s without it); what it moves is the c64 and c128
+  the TensorRT-LLM 1.0 rows (0.0002 s with the overlap scheduler and
+  host_token_s below, 0.0003 s with the overlap scheduler only, 0.0004 s
+  without either); what it moves is the c64 and c128
   rows of the tensor-parallel engines (TP4/TP8), where the GPU time per step
   is short.
 
@@ -58,6 +59,33 @@ fitted constant names its mechanism:
   13.3 -> 9.3% (the Qwen rows cannot move it from its start), Qwen held out
   14.7 -> 13.2%, TTFT 41.5 -> 41.4% and 32.7 -> 33.6%. SGLang 0.5.1's refit
   keeps it 0 (its H100 Qwen3-32B steps are GPU-bound at up to 128 requests).
+
+- host_token_s (TensorRT-LLM 1.0 only): seconds of the serving process per
+  token it streams, per engine. Not fitted by the grid: read off the rows as
+  the most output tokens/s any TensorRT-LLM 1.0.0rc3 row measures (C x osl /
+  its latency): 9.28k (Llama-3.1-8B tp8 2048/512 c64), with tp4 1024/512 c128
+  9.24k, tp8 1024/256 c128 9.23k, tp2 1024/512 c128 9.22k: three TP sizes,
+  two concurrencies and 18 or 36 requests/s alike, so a limit per token (not
+  per request) of one process (not of the GPUs); 1 / 9.35k = 1.07e-4 s. Each
+  token a TensorRT-LLM engine streams is one response that Python in the
+  serving process hands on (tensorrt_llm/executor/proxy.py
+  dispatch_result_task puts each into its request's queue), then the worker
+  streams it to the frontend. When the GPUs give tokens faster, they queue
+  (first come first served, cost/serve_sim.py Scheduler.host_token_s): the
+  client sees a request end late and sends its next one late, so the engine
+  holds fewer requests than the concurrency, TPOT stays the step's and the
+  wait shows in TTFT. It explains why measured TTFT at c128 grows with osl at
+  a fixed isl (Llama tp4 1024/128, /256, /512: 652, 1116, 1981 ms, as if
+  about 90-115 of the 128 requests were in the engine; the model without it:
+  208, 203, 198). Added alone: the 1024-token c128 rows' signed TTFT error
+  -52.6 -> -40.4%, Llama-3.1-8B TTFT 32.8 -> 30.4%, TPOT 9.9 -> 10.5%, the
+  Qwen3 rows unchanged (their engines stream at most 6.2k and 4.6k tokens/s,
+  so none of their rows bounds it). Refitted with it (eager_layer_s 0.0003 ->
+  0.0002, the rest unchanged): the 467 scored rows 22.3 / 9.2 -> 20.9 / 9.6%
+  (TTFT / TPOT); Llama-3.1-8B 32.8 / 9.9 -> 28.9 / 9.0%, Qwen3-32B 16.1 /
+  7.6 -> 16.0 / 8.8%, Qwen3-235B 15.5 / 10.2 -> 16.2 / 11.3%; signed TTFT at
+  c128 for 1024, 2048, 4096-token prompts -52.6, -37.3, -24.1 -> -30.5,
+  -24.6, -18.6%.
 
 TensorRT-LLM 1.0 also runs the overlap scheduler (overlap, not fitted; a new
 request joins one step later, cost/serve_sim.py). With both, refitted:
@@ -115,6 +143,7 @@ class Framework:
     host_request_s: float = 0.0  # fitted: host seconds per running request a step, run beside the GPU (overlap)
     mixed_chunk: bool = False  # SGLang --enable-mixed-chunk: a prefill step also holds the running decodes
     max_prefill_tokens: int = 0  # SGLang --max-prefill-tokens: new prompt tokens a step admits (0: chunk_tokens only)
+    host_token_s: float = 0.0  # read off the rows: serving-process seconds per streamed token, per engine (0: keeps up)
 
 
 GIB = 2**30
@@ -244,12 +273,13 @@ FITTED: dict[tuple[str, str], Framework] = {
     # --max_batch_size 2048 (same file); chunked context off unless
     # enable_chunked_prefill (llmapi/llm_args.py): whole prompts only (cost/serve_sim.py).
     # CUDA graphs for decode-only batches of TRTLLM_GRAPH_SIZES; other steps launch eagerly
-    # (eager_layer_s, see the module docstring).
+    # (eager_layer_s, see the module docstring). The serving process sends at most 1 / host_token_s
+    # = 9.35k tokens/s per engine (the most any 1.0.0rc3 row measures, see the module docstring).
     ("trtllm", "1.0"): Framework(name="trtllm", version="1.0", label="TensorRT-LLM 1.0", memory_fraction=0.9, memory_rule="free",
                         chunk_tokens=8192, graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.08,
                         prefill_slowdown=2.5, moe_layer_overhead_s=0.0,
-                        chunked=False, max_seqs=2048, graph_sizes=TRTLLM_GRAPH_SIZES, eager_layer_s=0.0003,
-                        overlap=True),
+                        chunked=False, max_seqs=2048, graph_sizes=TRTLLM_GRAPH_SIZES, eager_layer_s=0.0002,
+                        overlap=True, host_token_s=1.07e-4),
 }
 DEFAULT_VERSION = {"vllm": "0.12", "sglang": "0.5.6", "trtllm": "1.0"}  # what --framework NAME uses
 

@@ -72,6 +72,17 @@ every step still gives each running request a token. An idle engine has no
 step to launch: it takes the requests at once, and those that do not fit in
 its first step are in its queue for the next.
 
+Serving process (Scheduler.host_token_s > 0, TensorRT-LLM 1.0, see
+cost/serve_frameworks.py): every token the engine gives passes through one
+process on its way to the client, at host_token_s each, first come first
+served: a step's tokens leave when the step has ended and the tokens before
+them have left. The client sees its first token, and its request's end, when
+that process sends them; the next request is sent then and reaches the
+scheduler during the step running at that time. A process slower than the
+engine's tokens holds the closed loop at 1 / host_token_s tokens/s: the lag
+grows until the engine holds only as many requests as the process keeps up
+with, and the others' wait shows in TTFT, not in TPOT.
+
 A request's first token comes with the step that holds its last prompt token;
 each later step that holds it gives one more token. TTFT here is arrival to
 the end of that step (the client's own time is added by the caller); TPOT is
@@ -107,6 +118,7 @@ class Scheduler:
     overlap: bool = False  # the host schedules step n + 1 before step n's tokens are out (overlap scheduler)
     mixed: bool = False  # prefill_first: a prefill step also holds every running decode (SGLang --enable-mixed-chunk)
     prefill_tokens: int = 0  # prompt tokens a step admits beyond its first prompt (SGLang --max-prefill-tokens); 0: budget only
+    host_token_s: float = 0.0  # serving process seconds per streamed token, in step order (0: it keeps up)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +158,7 @@ class LoopResult:
 
 
 def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, osl: int, prompts: int,
-             staggered: bool = False) -> LoopResult:
+             staggered: bool = False, warmup: int = 0) -> LoopResult:
     """Run the closed loop until `prompts` requests have ended; means over those requests.
 
     The run starts as the clients start it, all `concurrency` requests arriving
@@ -175,15 +187,21 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
     n_pre = 0
     ended, t, steps, dsteps = 0, 0.0, 0, 0
     ttft_sum = tpot_sum = 0.0
-    firsts_all = 0
+    firsts_all = ttft_n = tpot_n = 0
     # admission by room: the ratio (a loop already in its steady state has decayed it to the floor) and
     # whether a refusal holds the batch full until a request ends
     ratio, full = (sched.ratio_min if staggered else sched.ratio_init), False
+    host = 0.0  # when the serving process has sent every token of the steps run so far
+    pending: deque[list[float]] = deque()  # sent after `t` (the process was behind): [count, arrival]
     while ended < prompts:
         # waiting is in arrival order, and so in order of the step each cohort may join: the ready ones lead
         cut = bisect_right(waiting, float(steps), key=_joins)
         ready, later = waiting[:cut], waiting[cut:]
         if not ready and not decoding and not prefilling:  # an idle engine takes them as they come
+            if not later and pending:  # it waits for the first one the process sends
+                t = max(t, pending[0][1])
+                while pending and pending[0][1] <= t:
+                    later.append([pending[0][0], pending.popleft()[1], steps])
             ready, later = [[count, arrival, steps] for count, arrival, _ in later], []  # all have reached it
             ratio = sched.ratio_init
         slots = cap - n_dec - n_pre
@@ -205,17 +223,25 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                 raise RuntimeError("closed loop stalled: no request can run")
             k = max(1, int(decoding[0][2]) + last - dsteps)
             k = min(k, max(1, int(later[0][2] if later else steps + k) - steps))
-            t, steps, dsteps = t + k * cost(d, 0), steps + k, dsteps + k
+            c = cost(d, 0)
+            if pending and c > 0:  # stop at the step during which the next one is sent
+                k = min(k, max(1, int((pending[0][1] - t) / c) + 1))
+            host = _sent(sched, host, t, c, d, k)
+            t, steps, dsteps = t + k * c, steps + k, dsteps + k
             ratio = _decayed(sched, ratio, k)
         else:
-            t, steps = t + cost(d, p), steps + 1
+            c = cost(d, p)
+            host = _sent(sched, host, t, c, d + sum(count for count, _, done in items if done >= isl), 1)
+            t, steps = t + c, steps + 1
             dsteps += 1 if d else 0
             ratio = _decayed(sched, ratio, 1) if d else ratio
         firsts = 0
         for count, arrival, done in items:
             if done >= isl:
                 firsts += count
-                ttft_sum += count * (t - arrival)
+                if firsts_all >= warmup:
+                    ttft_sum += count * (host - arrival)
+                    ttft_n += count
                 firsts_all += count
             else:
                 prefilling.append([count, arrival, done])
@@ -225,24 +251,46 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
             size, first, start = decoding.popleft()
             start_sum -= size * start
             if not math.isnan(first):
+                if ended >= warmup:
+                    tpot_sum += size * (host - first) / last
+                    tpot_n += int(size)
                 ended += int(size)
-                tpot_sum += size * (t - first) / last
             n += int(size)
         n_dec -= n
         full = full and not n  # a request that ends frees the batch
         if firsts:
             if osl <= 1:
+                tpot_n += firsts if ended >= warmup else 0
                 ended += firsts
                 n += firsts
             else:
-                decoding.append([firsts, t, dsteps])
+                decoding.append([firsts, host, dsteps])
                 n_dec += firsts
                 start_sum += firsts * dsteps
+        lag = 1 if sched.overlap else 0
+        while pending and pending[0][1] < t:  # sent during the step just run: joins the next but `lag`
+            waiting.append([pending[0][0], pending.popleft()[1], steps + lag])
         new = min(n, prompts - sent) if not staggered else n
         if new:  # the client's new request reaches the scheduler during the next step and joins the one after
-            waiting.append([new, t, steps + (2 if sched.overlap else 1)])
+            if host > t:  # the client sees the end when the process sends it
+                pending.append([new, host])
+            else:
+                waiting.append([new, t, steps + 1 + lag])
             sent += new
-    return LoopResult(ttft_s=ttft_sum / max(1, firsts_all), tpot_s=tpot_sum / max(1, ended), seconds=t, steps=steps)
+    return LoopResult(ttft_s=ttft_sum / max(1, ttft_n), tpot_s=tpot_sum / max(1, tpot_n), seconds=max(t, host),
+                      steps=steps)
+
+
+def _sent(sched: Scheduler, host: float, t: float, c: float, tokens: int, k: int) -> float:
+    """When the serving process has sent the tokens of `k` more steps, each `c` seconds from `t` and
+    giving `tokens` tokens, taking them in step order at `host_token_s` each from `host` on: a
+    first-come first-served queue (each step's tokens wait for the step and for those before them)."""
+    a = sched.host_token_s * tokens
+    if a <= 0:
+        return t + k * c
+    if c >= a:
+        return max(host + k * a, t + k * c + a)
+    return max(host, t + c) + k * a
 
 
 def admissible(sched: Scheduler, decoding: deque[list[float]], *, n_dec: int, n_pre: int, isl: int, osl: int,
