@@ -27,6 +27,25 @@ def launch_args(row: dict[str, str], role: str | None = None) -> EngineArgs:
 
 
 def _trtllm(row: dict[str, str], role: str | None) -> EngineArgs:
+    """TensorRT-LLM's aggregated rows keep TensorRT-LLM's own defaults (max_batch_size 2048,
+    max_num_tokens 8192, free_gpu_memory_fraction 0.9, CUDA graphs for 1-32, 64, 128, no padding).
+
+    Nothing names how the 1.0.0rc3 files were launched. aiconfigurator's generator, at the commit
+    nearest the campaign's upload (cb4d907, the day before silicon_sample.csv was added at 75f90ac7a),
+    writes for trtllm (rule_plugin/benchmark/trtllm.rule; extra_engine_args.1.0.0rc3.yaml.j2):
+    max_batch_size 128 when unset, max_num_tokens = max_batch_size + isl + 1500 rounded up to 32,
+    cuda_graph_batch_sizes 1..max_batch_size (enable_padding false), free_gpu_memory_fraction 0.80,
+    overlap scheduler on; its bench_run.sh.j2 runs aiperf at concurrencies 1, 2, 8, 16, 32, 64, 128
+    and 0.95 / 1 / 1.05 x the estimated one (121, 128, 134). The 1.0.0rc3 files hold 8-128 (and 4 for
+    Qwen3-235B), none of 1, 2, 121, 134, so they are not that script's output as written. The
+    August 2025 generator (961028348, cli/backends/trtllm.py; templates/trtllm/dynamo) writes the same
+    max_num_tokens and graph list (padding on) for the one configuration aiconfigurator picks, run by
+    genai-perf at 10 x C requests. Given those settings (max_batch_size 128, max_num_tokens as above,
+    graphs 1-128, memory fraction 0.8) and refitted, TensorRT-LLM scores 19.1 / 10.7% (TTFT / TPOT)
+    against 20.9 / 9.6% at the defaults: Qwen3-235B TPOT 11.3 -> 15.3%, eager_layer_s 0.0002 -> 0.0006
+    (a decode step of 33-63 or 65-127 requests then replays a graph, and what its eager launch
+    explained moves to the steps holding prompts). The TPOT rows favour TensorRT-LLM's own graph
+    list, and the TTFT they buy is not sourced to these files: the defaults are kept."""
     return DEFAULT_ARGS
 
 
