@@ -237,6 +237,7 @@ def test_a_serving_process_that_keeps_up_adds_its_token_time() -> None:
     # sees A end; the idle engine waits for it: steps 3.5-4.5, 4.5-5.5, 5.5-6.5, tokens out at 5, 6, 7.
     r = simulate(ONE, serving(0.5), concurrency=1, isl=10, osl=3, prompts=2)
     assert (r.ttft_s, r.tpot_s, r.seconds, r.steps) == (1.5, 1.0, 7.0, 6)
+    assert r.late_s == 0.5  # of each TTFT, the first token's 0.5 s in the process
     r = simulate(ONE, serving(0.0), concurrency=1, isl=10, osl=3, prompts=2)  # B sent at 3, ends at 6
     assert (r.ttft_s, r.tpot_s, r.seconds, r.steps) == (1.0, 1.0, 6.0, 6)
 
@@ -245,7 +246,7 @@ def test_a_serving_process_that_falls_behind_sets_the_pace() -> None:
     # 2 s per token, 2 tokens a step: step 1 (0-1) gives both first tokens, sent by 1 + 4 = 5; step 2
     # (1-2) both last tokens, sent once the first two are out, by 5 + 4 = 9. TTFT 5, TPOT (9 - 5) / 1.
     r = simulate(ONE, serving(2.0), concurrency=2, isl=10, osl=2, prompts=2)
-    assert (r.ttft_s, r.tpot_s, r.seconds) == (5.0, 4.0, 9.0)
+    assert (r.ttft_s, r.tpot_s, r.seconds, r.late_s) == (5.0, 4.0, 9.0, 4.0)  # first tokens made at 1, sent at 5
 
 
 def test_the_host_queue_of_several_steps_at_once() -> None:
@@ -270,3 +271,20 @@ def test_the_serving_process_caps_the_closed_loop_at_one_token_per_host_token_s(
     assert r.tpot_s == pytest.approx(0.01, rel=0.15)
     r = simulate(fast, serving(0.0), concurrency=8, isl=10, osl=50, prompts=40, staggered=True)
     assert (r.ttft_s, r.tpot_s) == (pytest.approx(0.02), pytest.approx(0.01))
+
+
+def test_the_estimate_names_the_wait_in_the_serving_process() -> None:
+    # TensorRT-LLM 1.0, Llama-3.1-8B tp4 on H100, 128 requests of 1024 / 512 tokens: the engine's decode
+    # step gives 128 tokens every ~10 ms, more than the serving process's 9.35k tokens/s, so most of TTFT
+    # is the first token's wait there (the measured row: 1981 ms TTFT, 10.0 ms TPOT); vLLM has no such part
+    from autopar.cost.serve_load import estimate
+    from autopar.io.models import load_model
+    from autopar.io.profiles import load_hardware
+    from autopar.spec.serve import Deployment, Engine, Workload
+
+    model, hw, wl = load_model("llama3.1-8b"), load_hardware("h100-sxm"), Workload(isl=1024, osl=512, concurrency=128)
+    trt = estimate(model, hw, Deployment(framework="trtllm", mode="agg", engine=Engine(tp=4), replicas=1), wl)
+    assert trt.ttft_s == pytest.approx(sum(trt.ttft_parts.values()))
+    assert trt.ttft_parts["serving"] > 0.5 * trt.ttft_s
+    vllm = estimate(model, hw, Deployment(framework="vllm", mode="agg", engine=Engine(tp=4), replicas=1), wl)
+    assert vllm.ttft_parts["serving"] == 0.0

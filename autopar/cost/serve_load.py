@@ -153,8 +153,10 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
     # the loop's steps price a prompt at the profile's rate (the TPOT rows measure that rate for the
     # prompts riding in decode steps); a request's own prompt waits the fitted serving slowdown more
     extra = (fw.prefill_slowdown - 1.0) * alone.total
+    waited = max(0.0, loop.ttft_s - alone.total)
+    late = min(loop.late_s, waited)  # the first token's wait in the serving process (Framework.host_token_s)
     ttft_parts = {"prefill": alone.total + extra + min(0.0, loop.ttft_s - alone.total),
-                  "queue": max(0.0, loop.ttft_s - alone.total), "first_step": 0.0, "kv_transfer": 0.0,
+                  "queue": waited - late, "first_step": 0.0, "kv_transfer": 0.0, "serving": late,
                   "overhead": fw.ttft_overhead_s}
     ttft = sum(ttft_parts.values())
     tpot = loop.tpot_s
@@ -206,7 +208,8 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
     wave = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc)
     k = PROMPTS_PER_REQUEST
     return LoopResult(ttft_s=(wave.ttft_s + (k - 1) * steady.ttft_s) / k, tpot_s=(wave.tpot_s + (k - 1) * steady.tpot_s) / k,
-                      seconds=wave.seconds + (k - 1) * steady.seconds, steps=wave.steps + (k - 1) * steady.steps)
+                      seconds=wave.seconds + (k - 1) * steady.seconds, steps=wave.steps + (k - 1) * steady.steps,
+                      late_s=(wave.late_s + (k - 1) * steady.late_s) / k)
 
 
 def _tpot_parts(step: StepTime, tpot: float) -> dict[str, float]:
@@ -274,7 +277,7 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     # Little's law on the loop: what the pools do not hold waits before its decode (the prefill queue,
     # and a free slot when the decode batch is at its cap or the decode cache is full)
     queue = max(0.0, wl.concurrency / rate - (loop.ahead_s + loop.service_s + wl.osl * step.total))
-    ttft_parts = {"prefill": loop.service_s, "queue": queue, "first_step": step.total, "kv_transfer": transfer,
+    ttft_parts = {"prefill": loop.service_s, "queue": queue, "first_step": step.total, "kv_transfer": transfer, "serving": 0.0,
                   "overhead": fw.ttft_overhead_s}
     ttft = sum(ttft_parts.values())
     # requests queued for a prefill hold no decode KV: the cache is full only if the decode batch reached it

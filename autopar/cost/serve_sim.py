@@ -72,16 +72,11 @@ every step still gives each running request a token. An idle engine has no
 step to launch: it takes the requests at once, and those that do not fit in
 its first step are in its queue for the next.
 
-Serving process (Scheduler.host_token_s > 0, TensorRT-LLM 1.0, see
-cost/serve_frameworks.py): every token the engine gives passes through one
-process on its way to the client, at host_token_s each, first come first
-served: a step's tokens leave when the step has ended and the tokens before
-them have left. The client sees its first token, and its request's end, when
-that process sends them; the next request is sent then and reaches the
-scheduler during the step running at that time. A process slower than the
-engine's tokens holds the closed loop at 1 / host_token_s tokens/s: the lag
-grows until the engine holds only as many requests as the process keeps up
-with, and the others' wait shows in TTFT, not in TPOT.
+Serving process (Scheduler.host_token_s > 0, TensorRT-LLM 1.0, see cost/serve_frameworks.py):
+each token passes one process on its way to the client, host_token_s each, first come first
+served. The client sees its first token and its request's end when that process sends them, and
+sends its next request then. A process slower than the engine holds the loop at 1 / host_token_s
+tokens/s: the engine holds fewer requests and their wait shows in TTFT (LoopResult.late_s).
 
 A request's first token comes with the step that holds its last prompt token;
 each later step that holds it gives one more token. TTFT here is arrival to
@@ -155,6 +150,7 @@ class LoopResult:
     tpot_s: float  # (last token - first token) / (osl - 1)
     seconds: float  # the run's length (first arrival to last token)
     steps: int  # engine steps run
+    late_s: float = 0.0  # part of ttft_s: the first token's wait in the serving process (Scheduler.host_token_s)
 
 
 def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, osl: int, prompts: int,
@@ -186,7 +182,7 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
     start_sum = sum(c[0] * c[2] for c in decoding)
     n_pre = 0
     ended, t, steps, dsteps = 0, 0.0, 0, 0
-    ttft_sum = tpot_sum = 0.0
+    ttft_sum = tpot_sum = late_sum = 0.0
     firsts_all = ttft_n = tpot_n = 0
     # admission by room: the ratio (a loop already in its steady state has decayed it to the floor) and
     # whether a refusal holds the batch full until a request ends
@@ -241,6 +237,7 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                 firsts += count
                 if firsts_all >= warmup:
                     ttft_sum += count * (host - arrival)
+                    late_sum += count * (host - t)
                     ttft_n += count
                 firsts_all += count
             else:
@@ -278,7 +275,7 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                 waiting.append([new, t, steps + 1 + lag])
             sent += new
     return LoopResult(ttft_s=ttft_sum / max(1, ttft_n), tpot_s=tpot_sum / max(1, tpot_n), seconds=max(t, host),
-                      steps=steps)
+                      steps=steps, late_s=late_sum / max(1, ttft_n))
 
 
 def _sent(sched: Scheduler, host: float, t: float, c: float, tokens: int, k: int) -> float:

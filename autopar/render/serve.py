@@ -86,7 +86,8 @@ def estimate_json(ctx: ServeContext, est: ServeEstimate, launched: ServeLaunch |
 
 
 _TTFT_LABELS = {"prefill": "own prefill", "queue": "queued behind other prefills", "first_step": "step in progress",
-                "kv_transfer": "KV transfer to decode", "overhead": "request overhead"}
+                "kv_transfer": "KV transfer to decode", "serving": "tokens queued in the serving process",
+                "overhead": "request overhead"}
 _TPOT_LABELS = {"weights": "weights read", "kv": "KV cache read", "compute": "compute beyond memory",
                 "tp_comm": "TP all-reduce", "ep_comm": "EP all-to-all", "overhead": "host step overhead",
                 "prefill_mix": "prefill interference"}
