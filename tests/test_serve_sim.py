@@ -288,3 +288,30 @@ def test_the_estimate_names_the_wait_in_the_serving_process() -> None:
     assert trt.ttft_parts["serving"] > 0.5 * trt.ttft_s
     vllm = estimate(model, hw, Deployment(framework="vllm", mode="agg", engine=Engine(tp=4), replicas=1), wl)
     assert vllm.ttft_parts["serving"] == 0.0
+
+
+def test_each_disaggregated_decode_engine_streams_at_most_what_its_serving_process_sends() -> None:
+    # the same limit per decode engine (it streams every output token): Llama-3.1-8B, 4 tp1 prefill engines
+    # and 1 tp4 decode engine on H100, 128 requests of 1024 / 512: the decode step (5.7 ms at 128) would give
+    # 22k tokens/s (vLLM's loop, with its own constants, 18k); TensorRT-LLM sends 1 / 1.07e-4 = 9,346 and
+    # the rest waits before the first token (Little's law: requests/s x latency = 128); two engines twice
+    from autopar.cost.serve_frameworks import FITTED
+    from autopar.cost.serve_load import estimate
+    from autopar.io.models import load_model
+    from autopar.io.profiles import load_hardware
+    from autopar.spec.serve import Deployment, Engine, Workload
+
+    model, hw, wl = load_model("llama3.1-8b"), load_hardware("h100-sxm"), Workload(isl=1024, osl=512, concurrency=128)
+
+    def disagg(framework: str, decoders: int) -> Deployment:
+        return Deployment(framework=framework, mode="disagg", engine=Engine(tp=4), replicas=decoders,
+                          prefill=Engine(tp=1), prefill_replicas=4)
+
+    trt = estimate(model, hw, disagg("trtllm", 1), wl)
+    assert trt.requests_per_s * 512 == pytest.approx(1 / FITTED["trtllm", "1.0"].host_token_s)
+    assert trt.requests_per_s * trt.latency_s == pytest.approx(128)
+    assert trt.ttft_s == pytest.approx(sum(trt.ttft_parts.values())) and trt.ttft_parts["serving"] > 1.0
+    vllm = estimate(model, hw, disagg("vllm", 1), wl)
+    assert vllm.requests_per_s * 512 > 1.5 / FITTED["trtllm", "1.0"].host_token_s and vllm.ttft_parts["serving"] == 0
+    two = estimate(model, hw, disagg("trtllm", 2), wl)
+    assert two.requests_per_s * 512 <= 2 / FITTED["trtllm", "1.0"].host_token_s * (1 + 1e-9)

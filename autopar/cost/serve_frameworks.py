@@ -85,7 +85,10 @@ fitted constant names its mechanism:
   (TTFT / TPOT); Llama-3.1-8B 32.8 / 9.9 -> 28.9 / 9.0%, Qwen3-32B 16.1 /
   7.6 -> 16.0 / 8.8%, Qwen3-235B 15.5 / 10.2 -> 16.2 / 11.3%; signed TTFT at
   c128 for 1024, 2048, 4096-token prompts -52.6, -37.3, -24.1 -> -30.5,
-  -24.6, -18.6%.
+  -24.6, -18.6%. A disaggregated decode engine streams every output token
+  through the same process: its requests/s are capped at 1 / (host_token_s x
+  osl) per engine (cost/serve_load.py _disagg; no TensorRT-LLM disaggregated
+  row measures it).
 
 TensorRT-LLM 1.0 also runs the overlap scheduler (overlap, not fitted; a new
 request joins one step later, cost/serve_sim.py). With both, refitted:

@@ -273,12 +273,15 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     # a decode rank runs at most the engine's max batch (Framework.max_seqs: --max-num-seqs,
     # --max-running-requests, max_batch_size, per attention-DP rank) and what its KV cache holds
     b, step = loop.solve(step_at, concurrency=wl.concurrency, most=min(n, cap, fw.max_seqs), empty=empty)
-    rate = loop.rate(b, step.total)
+    rate = engines = loop.rate(b, step.total)
+    if fw.host_token_s > 0:  # each decode engine's serving process sends at most 1 / host_token_s tokens/s
+        rate = min(rate, dep.replicas / (fw.host_token_s * wl.osl))
     # Little's law on the loop: what the pools do not hold waits before its decode (the prefill queue,
-    # and a free slot when the decode batch is at its cap or the decode cache is full)
-    queue = max(0.0, wl.concurrency / rate - (loop.ahead_s + loop.service_s + wl.osl * step.total))
-    ttft_parts = {"prefill": loop.service_s, "queue": queue, "first_step": step.total, "kv_transfer": transfer, "serving": 0.0,
-                  "overhead": fw.ttft_overhead_s}
+    # a free slot when the decode batch is at its cap or the decode cache is full, the serving process)
+    waited = max(0.0, wl.concurrency / rate - (loop.ahead_s + loop.service_s + wl.osl * step.total))
+    late = min(waited, wl.concurrency / rate - wl.concurrency / engines)
+    ttft_parts = {"prefill": loop.service_s, "queue": waited - late, "first_step": step.total, "kv_transfer": transfer,
+                  "serving": late, "overhead": fw.ttft_overhead_s}
     ttft = sum(ttft_parts.values())
     # requests queued for a prefill hold no decode KV: the cache is full only if the decode batch reached it
     kv_full = n > cap and b >= cap * (1 - 1e-9)
