@@ -71,10 +71,10 @@ def estimate_cmd(
     gpus: GpusOpt = None,
     hardware: HardwareOpt = None,
     tp: Annotated[int | None, typer.Option(help="Attention tensor parallelism (disagg: the decode TP).")] = None,
-    pp: Annotated[int, typer.Option(help="Pipeline stages.")] = 1,
+    pp: Annotated[int | None, typer.Option(help="Pipeline stages (default 1).")] = None,
     dp: Annotated[int | None, typer.Option(
         help="Replicas; with --attention-dp, attention data-parallel ranks inside one engine.")] = None,
-    ep: Annotated[int, typer.Option(help="Expert parallelism of the MoE layers.")] = 1,
+    ep: Annotated[int | None, typer.Option(help="Expert parallelism of the MoE layers (default 1).")] = None,
     attention_dp: Annotated[bool, typer.Option("--attention-dp", help="--dp counts attention-DP ranks.")] = False,
     concurrency: Annotated[int, typer.Option(help="Requests in flight across the deployment.")] = 1,
     isl: IslOpt = 1024,
@@ -85,17 +85,21 @@ def estimate_cmd(
     kv_dtype: KvOpt = "auto",
     mode: Annotated[str, typer.Option(help="agg | disagg")] = "agg",
     prefill_workers: Annotated[int | None, typer.Option(help="disagg: prefill engines.")] = None,
-    prefill_tp: Annotated[int, typer.Option(help="disagg: prefill TP.")] = 1,
-    prefill_pp: Annotated[int, typer.Option(help="disagg: prefill pipeline stages.")] = 1,
-    prefill_dp: Annotated[int, typer.Option(help="disagg: prefill attention-DP ranks.")] = 1,
-    prefill_ep: Annotated[int, typer.Option(help="disagg: prefill EP.")] = 1,
-    prefill_attention_dp: Annotated[bool, typer.Option("--prefill-attention-dp")] = False,
+    prefill_tp: Annotated[int | None, typer.Option(help="disagg: prefill TP (default 1).")] = None,
+    prefill_pp: Annotated[int | None, typer.Option(help="disagg: prefill pipeline stages (default 1).")] = None,
+    prefill_dp: Annotated[int | None, typer.Option(
+        help="disagg: attention-DP ranks per prefill engine (with --prefill-attention-dp).")] = None,
+    prefill_ep: Annotated[int | None, typer.Option(help="disagg: prefill EP (default 1).")] = None,
+    prefill_attention_dp: Annotated[bool, typer.Option(
+        "--prefill-attention-dp", help="disagg: --prefill-dp counts attention-DP ranks.")] = False,
     decode_workers: Annotated[int | None, typer.Option(help="disagg: decode engines.")] = None,
     decode_tp: Annotated[int | None, typer.Option(help="disagg: decode TP (default --tp).")] = None,
-    decode_pp: Annotated[int, typer.Option(help="disagg: decode pipeline stages.")] = 1,
-    decode_dp: Annotated[int, typer.Option(help="disagg: decode attention-DP ranks.")] = 1,
-    decode_ep: Annotated[int, typer.Option(help="disagg: decode EP.")] = 1,
-    decode_attention_dp: Annotated[bool, typer.Option("--decode-attention-dp")] = False,
+    decode_pp: Annotated[int | None, typer.Option(help="disagg: decode pipeline stages (default 1).")] = None,
+    decode_dp: Annotated[int | None, typer.Option(
+        help="disagg: attention-DP ranks per decode engine (with --decode-attention-dp).")] = None,
+    decode_ep: Annotated[int | None, typer.Option(help="disagg: decode EP (default 1).")] = None,
+    decode_attention_dp: Annotated[bool, typer.Option(
+        "--decode-attention-dp", help="disagg: --decode-dp counts attention-DP ranks.")] = False,
     max_num_tokens: MaxTokensOpt = None,
     max_batch_size: MaxBatchOpt = None,
     memory_fraction: MemFractionOpt = None,
@@ -106,32 +110,23 @@ def estimate_cmd(
 ) -> None:
     """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory."""
     from autopar.advise import serve as advise
-    from autopar.errors import SpecError
     from autopar.render import serve as render
     from autopar.spec.serve import EngineArgs, Workload
 
     try:
         advise.check_emit(emit)
-        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
+        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=emit or "vllm" if framework is None else framework,
                              weights=weights, kv_dtype=kv_dtype, framework_version=framework_version,
                              engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
                                                     memory_fraction=memory_fraction, mixed_chunk=mixed_chunk,
                                                     max_prefill_tokens=max_prefill_tokens))
         wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
-        if mode == "disagg":
-            pre = advise.PoolArgs(tp=prefill_tp, pp=prefill_pp, dp=prefill_dp, ep=prefill_ep,
-                                  attention_dp=prefill_attention_dp, workers=prefill_workers)
-            dec = advise.PoolArgs(tp=decode_tp or tp, pp=decode_pp, dp=decode_dp, ep=decode_ep,
-                                  attention_dp=decode_attention_dp, workers=decode_workers)
-            dep = advise.disagg_deployment(ctx, pre, dec)
-        elif mode == "agg":
-            if prefill_workers is not None or decode_workers is not None:
-                raise SpecError("--prefill-workers/--decode-workers need --mode disagg")
-            if tp is None:
-                raise SpecError("--tp is required (the attention tensor parallelism)")
-            dep = advise.agg_deployment(ctx, advise.PoolArgs(tp=tp, pp=pp, dp=dp, ep=ep, attention_dp=attention_dp))
-        else:
-            raise SpecError(f"--mode must be one of agg, disagg, got {mode!r}")
+        dep = advise.deployment(
+            ctx, mode=mode, agg=advise.PoolArgs(tp=tp, pp=pp, dp=dp, ep=ep, attention_dp=attention_dp),
+            prefill=advise.PoolArgs(tp=prefill_tp, pp=prefill_pp, dp=prefill_dp, ep=prefill_ep,
+                                    attention_dp=prefill_attention_dp, workers=prefill_workers),
+            decode=advise.PoolArgs(tp=decode_tp, pp=decode_pp, dp=decode_dp, ep=decode_ep,
+                                   attention_dp=decode_attention_dp, workers=decode_workers))
         est = advise.explain(ctx, dep, wl)
         launched = advise.launch(emit, est) if emit else None
     except AutoparError as exc:
@@ -175,12 +170,12 @@ def suggest_cmd(
 
     try:
         advise.check_emit(emit)
-        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=framework or emit or "vllm",
-                             weights=weights, kv_dtype=kv_dtype or "auto", framework_version=framework_version,
+        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=emit or "vllm" if framework is None else framework,
+                             weights=weights, kv_dtype="auto" if kv_dtype is None else kv_dtype, framework_version=framework_version,
                              engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
                                                     memory_fraction=memory_fraction, mixed_chunk=mixed_chunk,
                                                     max_prefill_tokens=max_prefill_tokens))
-        kv = (kv_dtype,) if kv_dtype else ("auto", "fp8")
+        kv = ("auto", "fp8") if kv_dtype is None else (kv_dtype,)
         with progress_after("pricing deployments", enabled=not json_out) as tick:
             result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                     modes=tuple(m.strip() for m in modes.split(",") if m.strip()), kv_dtypes=kv,

@@ -80,7 +80,9 @@ def hw(tmp: Path, **overrides: object) -> str:
 SERVE = {"suggest": "suggest llama3.1-8b --hardware h100-sxm --gpus 2 --modes agg",
          "estimate": "estimate llama3.1-8b --hardware h100-sxm --gpus 2 --tp 2",
          "model": "suggest llama-9b --hardware h100-sxm",
-         "too big": "estimate llama3.1-405b --hardware h100-sxm --gpus 1 --tp 1"}
+         "too big": "estimate llama3.1-405b --hardware h100-sxm --gpus 1 --tp 1",
+         "disagg": "estimate qwen3-30b-a3b --hardware h100-sxm --gpus 4 --tp 2 --mode disagg --prefill-workers 1 "
+                   "--prefill-tp 2 --decode-workers 1"}
 
 
 def fifo(tmp: Path, name: str) -> str:
@@ -303,5 +305,20 @@ CASES = [
            "--max-prefill-tokens must be between 1 and 16,777,216, got 0"),
           ("estimate", "--mixed-chunk", 2, "--mixed-chunk is an SGLang setting (--framework sglang), got --framework vllm"),
           ("too big", "--emit vllm", 2, "--emit vllm: the deployment does not fit"),
+          # empty names are refused, not taken as the default
+          ("estimate", "--framework ''", 2, "--framework must be one of vllm, sglang, trtllm, got ''"),
+          ("suggest", "--kv-dtype ''", 2, "--kv-dtype must be one of auto, bf16, fp8, got ''"),
+          ("suggest", "--hardware ''", 2, "--hardware is empty"),
+          # a pool flag of the other mode is refused, not ignored; a pool's flags are named with its prefix
+          ("estimate", "--prefill-tp 2", 2, "--prefill-tp needs --mode disagg"),
+          ("estimate", "--decode-attention-dp", 2, "--decode-attention-dp needs --mode disagg"),
+          ("disagg", "--pp 2", 2, "--pp sets aggregated engines; with --mode disagg give --prefill-pp and --decode-pp"),
+          ("disagg", "--decode-tp 0", 2, "--decode-tp must be at least 1, got 0"),
+          ("disagg", "--decode-workers 0", 2, "--decode-workers must be at least 1, got 0"),
+          ("disagg", "--prefill-dp 2", 2, "--prefill-dp counts attention-DP ranks inside one engine and needs "
+           "--prefill-attention-dp"),
+          ("disagg", "--decode-tp 3 --gpus 5", 2, "num_attention_heads (32) must be divisible by --decode-tp (3)"),
+          ("disagg", "--decode-attention-dp --decode-dp 2 --decode-ep 3 --gpus 6", 2,
+           "--decode-ep (3) must divide --decode-tp x --decode-dp (2 x 2)"),
       )),
 ]

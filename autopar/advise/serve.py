@@ -36,14 +36,19 @@ class ServeContext:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PoolArgs:
-    """One pool's layout as given on the command line."""
+    """One pool's layout as given on the command line (None, False: not given)."""
 
-    tp: int | None = None  # tensor parallelism (None: not given)
-    pp: int = 1  # pipeline stages
+    tp: int | None = None  # tensor parallelism
+    pp: int | None = None  # pipeline stages (default 1)
     dp: int | None = None  # replicas, or attention-DP ranks with attention_dp
-    ep: int = 1  # expert parallelism
+    ep: int | None = None  # expert parallelism (default 1)
     attention_dp: bool = False  # dp counts attention-DP ranks inside one engine
     workers: int | None = None  # disagg: engines in the pool
+
+    def given(self) -> list[str]:
+        """The flags given, without their pool's prefix (workers, tp, ..., attention-dp)."""
+        return [name for name in ("workers", "tp", "pp", "dp", "ep") if getattr(self, name) is not None] + (
+            ["attention-dp"] if self.attention_dp else [])
 
 
 def context(model: str, *, hardware: str | None, gpus: int | None, framework: str, weights: str,
@@ -72,17 +77,41 @@ def _engine(args: PoolArgs, *, flag: str) -> Engine:
     for name, value in (("tp", args.tp), ("pp", args.pp), ("dp", args.dp), ("ep", args.ep)):
         if value is not None and value < 1:
             raise SpecError(f"{flag}{name} must be at least 1, got {value}")
-    tp = 1 if args.tp is None else args.tp
+    tp, pp, ep = (1 if v is None else v for v in (args.tp, args.pp, args.ep))
     dp = (args.dp or 1) if args.attention_dp else 1
-    if args.ep > 1 and not args.attention_dp and args.ep > tp:
-        raise SpecError(f"{flag}ep ({args.ep}) exceeds {flag}tp ({tp}): without {flag}attention-dp the experts "
+    if ep > 1 and not args.attention_dp and ep > tp:
+        raise SpecError(f"{flag}ep ({ep}) exceeds {flag}tp ({tp}): without {flag}attention-dp the experts "
                         "span the TP ranks of one engine")
-    return Engine(tp=tp, pp=args.pp, dp=dp, ep=args.ep)
+    if (tp * dp) % ep:
+        raise SpecError(f"{flag}ep ({ep}) must divide {flag}tp x {flag}dp ({tp} x {dp}): the MoE layers span "
+                        "the engine's tp x dp ranks (tp x dp = moe_tp x ep)")
+    return Engine(tp=tp, pp=pp, dp=dp, ep=ep)
+
+
+def deployment(ctx: ServeContext, *, mode: str, agg: PoolArgs, prefill: PoolArgs, decode: PoolArgs) -> Deployment:
+    """`serve estimate`'s layout: --tp/--pp/--dp/--ep/--attention-dp (agg), or the --prefill-* and
+    --decode-* pools (disagg, where --tp stands for --decode-tp); a flag of the other mode is refused."""
+    if mode not in MODES:
+        raise SpecError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "agg":
+        for flag, pool in (("--prefill-", prefill), ("--decode-", decode)):
+            if given := pool.given():
+                raise SpecError(f"{flag}{given[0]} needs --mode disagg")
+        if agg.tp is None:
+            raise SpecError("--tp is required (the attention tensor parallelism)")
+        return agg_deployment(ctx, agg)
+    if given := [name for name in agg.given() if name != "tp"]:
+        raise SpecError(f"--{given[0]} sets aggregated engines; with --mode disagg give --prefill-{given[0]} "
+                        f"and --decode-{given[0]}")
+    return disagg_deployment(ctx, prefill, PoolArgs(tp=agg.tp if decode.tp is None else decode.tp, pp=decode.pp,
+                                                    dp=decode.dp, ep=decode.ep, attention_dp=decode.attention_dp,
+                                                    workers=decode.workers))
 
 
 def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
     """--tp/--pp/--dp/--ep/--attention-dp on --gpus: one or more identical engines."""
     engine = _engine(args, flag="--")
+    engine.check(ctx.model)
     if args.dp is not None and not args.attention_dp:
         replicas = args.dp
     elif ctx.gpus % engine.gpus == 0:
@@ -102,15 +131,23 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
     """--mode disagg: prefill and decode pools, each with its own layout; --gpus is the total."""
     if prefill.workers is None or decode.workers is None:
         raise SpecError("--mode disagg needs --prefill-workers and --decode-workers")
+    engines = []
+    for flag, pool in (("--prefill-", prefill), ("--decode-", decode)):
+        if pool.workers is not None and pool.workers < 1:
+            raise SpecError(f"{flag}workers must be at least 1, got {pool.workers}")
+        if pool.dp is not None and not pool.attention_dp:
+            raise SpecError(f"{flag}dp counts attention-DP ranks inside one engine and needs {flag}attention-dp "
+                            f"({flag}workers counts the engines)")
+        engine = _engine(pool, flag=flag)
+        engine.check(ctx.model, flag=flag)
+        engines.append(engine)
     dep = Deployment(framework=ctx.framework, framework_version=ctx.framework_version, mode="disagg",
-                     engine=_engine(decode, flag="--decode-"),
-                     replicas=decode.workers, prefill=_engine(prefill, flag="--prefill-"),
+                     engine=engines[1], replicas=decode.workers, prefill=engines[0],
                      prefill_replicas=prefill.workers, weights=ctx.weights, kv_dtype=ctx.kv_dtype,
                      args=ctx.engine_args, prefill_args=ctx.engine_args)
     if dep.gpus != ctx.gpus:
         raise SpecError(f"--gpus ({ctx.gpus}) does not match the pools: prefill {prefill.workers} x "
-                        f"{dep.prefill.gpus if dep.prefill else 0} + decode {decode.workers} x {dep.engine.gpus} "
-                        f"= {dep.gpus} GPUs")
+                        f"{engines[0].gpus} + decode {decode.workers} x {engines[1].gpus} = {dep.gpus} GPUs")
     return dep
 
 

@@ -40,7 +40,9 @@ def saved_profile_path() -> Path:
 
 def resolve_hardware(ref: str | None) -> tuple[HardwareProfile, str]:
     """The profile to use and a sentence saying why: --hardware, the saved one, or the default."""
-    if ref:
+    if ref is not None:
+        if not ref.strip():
+            raise ProfileError("--hardware is empty: give a built-in name (see `autopar hardware`) or a profile .yaml")
         return load_hardware(ref), f"--hardware {ref}"
     saved = saved_profile_path()
     if saved.exists():

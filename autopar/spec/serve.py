@@ -54,24 +54,26 @@ class Engine:
         """Tensor parallelism inside each expert: tp x dp / ep."""
         return self.tp * self.dp // self.ep
 
-    def check(self, model: ModelSpec) -> None:
-        """The rules the frameworks enforce, with the numbers."""
+    def check(self, model: ModelSpec, *, flag: str = "--") -> None:
+        """The rules the frameworks enforce, with the numbers; `flag` prefixes the flags named
+        (--prefill- / --decode- for a disaggregated pool)."""
         if model.num_attention_heads % self.tp:
             raise SpecError(f"{model.name}: num_attention_heads ({model.num_attention_heads}) must be divisible "
-                            f"by tp ({self.tp})")
+                            f"by {flag}tp ({self.tp})")
         if self.pp > model.layers:
-            raise SpecError(f"{model.name}: pp ({self.pp}) exceeds layers ({model.layers})")
+            raise SpecError(f"{model.name}: {flag}pp ({self.pp}) exceeds layers ({model.layers})")
         if model.moe is None and self.ep > 1:
-            raise SpecError(f"{model.name}: --ep {self.ep} needs an MoE model")
+            raise SpecError(f"{model.name}: {flag}ep {self.ep} needs an MoE model")
         if model.moe is not None:
             if model.moe.num_experts % self.ep:
                 raise SpecError(f"{model.name}: moe.num_experts ({model.moe.num_experts}) must be divisible "
-                                f"by ep ({self.ep})")
+                                f"by {flag}ep ({self.ep})")
             if model.moe.expert_ffn_hidden_size % self.etp:
                 raise SpecError(f"{model.name}: moe.expert_ffn_hidden_size ({model.moe.expert_ffn_hidden_size}) "
-                                f"must be divisible by the expert TP tp x dp / ep ({self.etp})")
+                                f"must be divisible by the expert TP {flag}tp x {flag}dp / {flag}ep ({self.etp})")
         elif model.ffn_hidden_size % self.tp:
-            raise SpecError(f"{model.name}: ffn_hidden_size ({model.ffn_hidden_size}) must be divisible by tp ({self.tp})")
+            raise SpecError(f"{model.name}: ffn_hidden_size ({model.ffn_hidden_size}) must be divisible by "
+                            f"{flag}tp ({self.tp})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
