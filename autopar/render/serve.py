@@ -113,8 +113,10 @@ def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, 
     dep, wl = est.deployment, est.workload
     if with_header:
         header(console, ctx)
-    say(console, f"deployment: {dep.mode} {layout_label(dep)} on {dep.gpus} GPUs, {est.framework_label}")
-    say(console, f"workload: {wl.concurrency} requests in flight, {wl.isl} in / {wl.osl} out tokens")
+    say(console, f"deployment: {dep.mode} {layout_label(dep)} on {dep.gpus} GPU{'' if dep.gpus == 1 else 's'}, "
+                 f"{est.framework_label}")
+    say(console, f"workload: {wl.concurrency} request{'' if wl.concurrency == 1 else 's'} in flight, "
+                 f"{wl.isl} in / {wl.osl} out tokens")
     console.print(_breakdown(f"TTFT {est.ttft_s * 1e3:.0f} ms", est.ttft_parts, _TTFT_LABELS))
     console.print(_breakdown(f"TPOT {est.tpot_s * 1e3:.1f} ms", est.tpot_parts, _TPOT_LABELS))
     say(console, f"throughput: {est.output_tokens_per_s:,.0f} output tokens/s, "
@@ -170,8 +172,8 @@ def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
     header(console, ctx)
-    say(console, f"searched {result.layouts} deployments on {ctx.gpus} GPUs, {len(result.points) + result.skipped} "
-        f"(deployment, concurrency) points fit")
+    say(console, f"searched {result.layouts} deployments on {ctx.gpus} GPU{'' if ctx.gpus == 1 else 's'}, "
+        f"{len(result.points) + result.skipped} (deployment, concurrency) points fit")
     say(console, f"targets: {targets}")
     say(console, "Pareto front: output tokens/s per GPU against tokens/s per user")
     if any(p.deployment.mode == "disagg" for p in result.pareto):
