@@ -114,6 +114,23 @@ def test_suggest_human_output() -> None:
     assert "Pareto front" in r.stdout and "recommended:" in r.stdout and "inter-token" in r.stdout
 
 
+def test_suggest_table_shows_front_points_that_print_alike_once() -> None:
+    """Qwen3-30B-A3B on 16 H100, disaggregated: 299 front points, most of them pools that differ only in TTFT
+    (the same tok/s/GPU and tok/s/user as printed); the table shows each printed pair once, at its lowest TTFT."""
+    args = ["serve", "suggest", "qwen3-30b-a3b", "--hardware", "h100-sxm", "--gpus", "16", "--modes", "disagg"]
+    front = _json(args)["pareto"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    lowest: dict[tuple[str, str], float] = {}
+    for p in front:
+        key = (f"{p['output_tokens_per_s_per_gpu']:,.0f}", f"{p['tokens_per_s_per_user']:.1f}")
+        lowest[key] = min(lowest.get(key, float("inf")), p["ttft_ms"])
+    rows = [line.split()[-5:] for line in r.stdout.splitlines() if {"auto", "bf16", "fp8"} & set(line.split()[-7:-5])]
+    assert len(front) > 2 * len(lowest) and len(rows) == len(lowest)  # the table's row of a layout that wraps is one
+    assert {(g, u): t for _conc, t, _tpot, g, u in rows} == {k: f"{v:.0f}" for k, v in lowest.items()}
+    assert f"{len(lowest)} of {len(front)} front points" in r.stdout
+
+
 @pytest.mark.parametrize(("args", "code", "needle"), [
     (["--tpot-ms", "0.5"], 1, "no deployment"),
     (["--modes", "agg,split"], 2, "--modes"),

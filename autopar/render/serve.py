@@ -151,6 +151,18 @@ def _point_row(est: ServeEstimate) -> dict[str, Any]:
             "output_tokens_per_s_per_gpu": est.output_tokens_per_s / dep.gpus, "tokens_per_s_per_user": 1 / est.tpot_s}
 
 
+def shown_front(front: tuple[ServeEstimate, ...]) -> list[dict[str, Any]]:
+    """The front's table rows: of points whose tok/s/GPU and tok/s/user print alike (a 64-GPU MoE sweep has
+    hundreds, disaggregated pools that differ only in TTFT), the one with the lowest TTFT, in front order."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for est in front:
+        r = _point_row(est)
+        key = (f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.1f}")
+        if key not in rows or r["ttft_ms"] < rows[key]["ttft_ms"]:
+            rows[key] = {**r, "per_gpu": key[0], "per_user": key[1]}
+    return list(rows.values())
+
+
 def _point_dict(est: ServeEstimate) -> dict[str, Any]:
     """A Pareto point for JSON: the table row plus both breakdowns."""
     return {**_point_row(est), "queue_saturated": est.saturated,
@@ -172,18 +184,21 @@ def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
     header(console, ctx)
-    say(console, f"searched {result.layouts} deployments on {ctx.gpus} GPU{'' if ctx.gpus == 1 else 's'}, "
-        f"{len(result.points) + result.skipped} (deployment, concurrency) points fit")
+    say(console, f"searched {result.layouts:,} deployments on {ctx.gpus:,} GPU{'' if ctx.gpus == 1 else 's'}, "
+        f"{len(result.points) + result.skipped:,} (deployment, concurrency) points fit")
     say(console, f"targets: {targets}")
     say(console, "Pareto front: output tokens/s per GPU against tokens/s per user")
     if any(p.deployment.mode == "disagg" for p in result.pareto):
         say(console, "xP(engine) + yD(engine): disaggregated, x prefill and y decode engines")
     t = table("layout", "KV", "conc", "TTFT ms", "TPOT ms", "tok/s/GPU", "tok/s/user", left=("layout", "KV"), wrap=("layout",))
-    for p in result.pareto:
-        r = _point_row(p)
+    shown = shown_front(result.pareto)
+    for r in shown:
         t.add_row(r["layout"], r["kv_dtype"], str(r["concurrency"]), f"{r['ttft_ms']:.0f}",
-                  f"{r['tpot_ms']:.1f}", f"{r['output_tokens_per_s_per_gpu']:,.0f}", f"{r['tokens_per_s_per_user']:.1f}")
+                  f"{r['tpot_ms']:.1f}", r["per_gpu"], r["per_user"])
     console.print(t)
+    if len(shown) < len(result.pareto):
+        say(console, f"{len(shown)} of {len(result.pareto):,} front points: of those whose tok/s/GPU and "
+            "tok/s/user print alike, the lowest TTFT (--json lists all)")
     best = result.best
     if best is None:
         return
