@@ -35,9 +35,8 @@ EmitOpt = Annotated[str | None, typer.Option(help="Also print the launch lines a
 WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)")]
 KvOpt = Annotated[str, typer.Option(help="auto | bf16 | fp8")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-MixedOpt = Annotated[bool | None, typer.Option(
-    "--mixed-chunk/--no-mixed-chunk",
-    help="SGLang --enable-mixed-chunk: prefill steps also run the decodes (default: SGLang's, off).")]
+MixedOpt = Annotated[bool, typer.Option(
+    "--mixed-chunk", help="SGLang --enable-mixed-chunk: prefill steps also run the decodes (default: SGLang's, off).")]
 MaxPrefillOpt = Annotated[int | None, typer.Option(
     help="SGLang --max-prefill-tokens: new prompt tokens one step admits beyond its first prompt "
          "(default: SGLang's, 16384).")]
@@ -103,7 +102,7 @@ def estimate_cmd(
     max_num_tokens: MaxTokensOpt = None,
     max_batch_size: MaxBatchOpt = None,
     memory_fraction: MemFractionOpt = None,
-    mixed_chunk: MixedOpt = None,
+    mixed_chunk: MixedOpt = False,
     max_prefill_tokens: MaxPrefillOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
@@ -118,7 +117,7 @@ def estimate_cmd(
         ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=emit or "vllm" if framework is None else framework,
                              weights=weights, kv_dtype=kv_dtype, framework_version=framework_version,
                              engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
-                                                    memory_fraction=memory_fraction, mixed_chunk=mixed_chunk,
+                                                    memory_fraction=memory_fraction, mixed_chunk=mixed_chunk or None,
                                                     max_prefill_tokens=max_prefill_tokens))
         wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
         dep = advise.deployment(
@@ -156,7 +155,7 @@ def suggest_cmd(
     max_num_tokens: MaxTokensOpt = None,
     max_batch_size: MaxBatchOpt = None,
     memory_fraction: MemFractionOpt = None,
-    mixed_chunk: MixedOpt = None,
+    mixed_chunk: MixedOpt = False,
     max_prefill_tokens: MaxPrefillOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
@@ -173,7 +172,7 @@ def suggest_cmd(
         ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=emit or "vllm" if framework is None else framework,
                              weights=weights, kv_dtype="auto" if kv_dtype is None else kv_dtype, framework_version=framework_version,
                              engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
-                                                    memory_fraction=memory_fraction, mixed_chunk=mixed_chunk,
+                                                    memory_fraction=memory_fraction, mixed_chunk=mixed_chunk or None,
                                                     max_prefill_tokens=max_prefill_tokens))
         kv = ("auto", "fp8") if kv_dtype is None else (kv_dtype,)
         with progress_after("pricing deployments", enabled=not json_out) as tick:
