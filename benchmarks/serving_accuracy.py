@@ -395,7 +395,7 @@ FIT_GRID = {
     "step_overhead_s": (0.0, 1e-3, 2e-3, 3e-3, 4e-3, 6e-3),
     "ttft_overhead_s": (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15),
     "prefill_slowdown": (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0),
-    "moe_layer_overhead_s": (0.0, 5e-5, 1e-4, 1.5e-4, 2e-4, 3e-4, 4e-4, 5e-4),
+    "moe_decode_slowdown": (1.0, 1.25, 1.5, 1.75, 2.0, 2.5),  # vLLM only
     "eager_layer_s": (0.0, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 6e-4),  # only where the framework lists graph_sizes
     "host_request_s": (0.0, 2e-5, 3e-5, 4e-5, 5e-5, 6e-5, 7e-5),  # SGLang only
 }
@@ -422,8 +422,11 @@ def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> serve_framewo
         if score < best:
             best, current = score, trial
     for _, field in itertools.product(range(passes), FIT_GRID):
-        if (field == "eager_layer_s" and not start.graph_sizes) or (field == "host_request_s" and name != "sglang"):
-            continue  # host_request_s: SGLang's per-request Python walk after each step (serve_frameworks.py)
+        if ((field == "eager_layer_s" and not start.graph_sizes) or (field == "host_request_s" and name != "sglang")
+                or (field == "moe_decode_slowdown" and name != "vllm")):
+            # host_request_s: SGLang's per-request Python walk after each step; moe_decode_slowdown: vLLM 0.12's
+            # expert read, the other versions fitted at the profile's copy rate (serve_frameworks.py)
+            continue
         for value in FIT_GRID[field]:
             trial = dataclasses.replace(current, **{field: value})
             score = loss(trial)

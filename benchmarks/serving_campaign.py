@@ -109,9 +109,9 @@ def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:
     --max-num-seqs the batch size, --max-num-batched-tokens batch size + isl + 1500, --max-model-len
     isl + osl + 1500, --cudagraph-capture-sizes 1..batch size. Neither prints
     --gpu-memory-utilization (0.9). With 512 + isl + 1500, or with the concurrency as the batch
-    size, H200 TTFT would be 16.6% instead of 16.3% (TPOT 7.2% all three): every prompt still fits
+    size, H200 TTFT would be 16.0 or 15.9% instead of 15.9% (TPOT 6.3% all three): every prompt still fits
     one step (the budget exceeds isl by 1500 and more), so only the clients' first wave is cut into
-    more steps (benchmark rule: tp4 1000/1000 c48 195 -> 216 ms, measured 176). None of these settings explains what the
+    more steps (benchmark rule: tp4 1000/1000 c48 180 -> 196 ms, measured 176). None of these settings explains what the
     attention-DP rows leave (TTFT growing with the output length at a fixed input length;
     cost/serve_frameworks.py): the KV pool holds every request in flight (tp1 dp2: 54k tokens a
     rank, at most 24k asked), and --max-num-seqs at the concurrency is above the requests a rank

@@ -31,7 +31,7 @@ from tests.conftest import gpt_like
 
 BW = 1e12  # effective toy HBM bandwidth, B/s
 RATE = 1e15 * 0.5 * 0.75  # toy sustained GEMM rate, FLOP/s
-PLAIN = dataclasses.replace(constants("vllm"), step_overhead_s=0.0, moe_layer_overhead_s=0.0)
+PLAIN = dataclasses.replace(constants("vllm"), step_overhead_s=0.0, moe_decode_slowdown=1.0)
 
 
 def test_kv_bytes_per_token_gqa_mla_and_replication() -> None:
@@ -88,6 +88,27 @@ def test_moe_decode_reads_only_touched_experts(toy_hw: HardwareProfile) -> None:
     assert step.weights == pytest.approx((4 * (attn + router + 8 * expert) + lm_head) / BW)
     step = decode_step(m, toy_hw, Engine(tp=1, dp=2, ep=2), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=PLAIN)
     assert step.weights == pytest.approx((4 * (attn + router + 4 * expert) + lm_head) / BW)
+
+
+def test_moe_decode_slowdown_stretches_the_expert_read_only(toy_hw: HardwareProfile) -> None:
+    # vLLM 0.12 (serve_frameworks.py moe_decode_slowdown 1.5): a decode step's fused-MoE kernels stream
+    # the experts at 1 / 1.5 of the profile's copy rate; attention, router and LM head weights keep it,
+    # and no time is added per MoE layer or to a prefill (compute-bound, cost/serve.py prefill_time).
+    moe = MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512)
+    m = gpt_like(moe=moe, ffn_activation="swiglu")
+    slow = dataclasses.replace(PLAIN, moe_decode_slowdown=1.5)
+    expert = 3 * 1024 * 512 * 2  # SwiGLU: three h x f matrices, bf16
+    router = 1024 * 8 * 2
+    attn = 4 * 1024**2 * 2
+    lm_head = 32000 * 1024 * 2
+    step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=slow)
+    assert step.weights == pytest.approx((4 * (attn + router + 1.5 * 8 * expert) + lm_head) / BW)  # 250.2 us
+    assert step.overhead == 0.0
+    # ep 2: the 4 experts a GPU holds, stretched alike
+    step = decode_step(m, toy_hw, Engine(tp=1, dp=2, ep=2), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=slow)
+    assert step.weights == pytest.approx((4 * (attn + router + 1.5 * 4 * expert) + lm_head) / BW)
+    kw = dict(weights="bf16", tokens=1024, seq_len=1024)
+    assert prefill_time(m, toy_hw, Engine(tp=1), fw=slow, **kw) == prefill_time(m, toy_hw, Engine(tp=1), fw=PLAIN, **kw)  # type: ignore[arg-type]
 
 
 def test_prefill_is_compute_bound_with_causal_attention_halved(toy_hw: HardwareProfile) -> None:

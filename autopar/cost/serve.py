@@ -10,7 +10,9 @@ The same profile, GEMM curve, HBM bandwidth and collective fits as training
   per step, the KV cache of every request in the batch, and for MoE layers only
   the experts that the step's tokens touch (E(1 - (1 - 1/E)^(tokens x top_k)) of
   E experts are hit at least once under uniform routing; every local expert
-  where Framework.moe_decode_reads is "local", vLLM 0.12). Each sub-layer takes
+  where Framework.moe_decode_reads is "local", vLLM 0.12, whose fused-MoE
+  kernels stream them at 1 / Framework.moe_decode_slowdown of the profile's
+  memory rate). Each sub-layer takes
   the larger of that memory time and its tensor-core time (roofline), so large
   batches become compute-bound. TP all-reduce per layer is latency-bound at
   decode (a few KB); with attention-DP, EP adds an all-to-all dispatch and
@@ -186,7 +188,7 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
         w, k, c = _roofline(hw, dtype, gemms, weight_bytes=dense * wb, kv=kv)
         if part == "moe" and model.moe is not None:
             w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=b * engine.dp, expert_bytes=expert * wb,
-                                 all_local=fw.moe_decode_reads == "local")
+                                 all_local=fw.moe_decode_reads == "local", read_slowdown=fw.moe_decode_slowdown)
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
         tp_sum += count * ar if engine.tp > 1 else 0.0
@@ -196,18 +198,19 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
     if engine.pp > 1:
         hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
         p2p = (engine.pp - 1) * collective_time(hw, "send_recv", cal.ACT_BYTES * b * model.hidden_size, hop)
-    moe_layers = _part_counts(model).get("moe", 0)
     return StepTime(weights=w_sum + w, kv=kv_sum, compute=comp_sum + c, tp_comm=tp_sum + p2p, ep_comm=ep_sum,
-                    overhead=fw.step_overhead_s + moe_layers * fw.moe_layer_overhead_s)
+                    overhead=fw.step_overhead_s)
 
 
 def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: str, tokens: float,
-             expert_bytes: float, all_local: bool = False) -> tuple[float, float, float]:
+             expert_bytes: float, all_local: bool = False, read_slowdown: float = 1.0) -> tuple[float, float, float]:
     """(weight read, compute excess, EP exchange) seconds of one MoE layer's routed experts.
 
     `tokens` is what the MoE layer sees: with attention-DP the tokens of every
     attention rank are gathered into it. The experts the step's tokens touch are
-    read once (every local expert with `all_local`, Framework.moe_decode_reads);
+    read once (every local expert with `all_local`, Framework.moe_decode_reads),
+    in `read_slowdown` x the profile's memory time (the fused-MoE kernel's
+    streaming rate at decode, Framework.moe_decode_slowdown);
     grouped GEMMs run as one kernel at the efficiency of their total size.
     """
     moe = model.moe
@@ -215,7 +218,7 @@ def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: st
         return 0.0, 0.0, 0.0
     local = moe.num_experts / engine.ep
     touched = local if all_local else local * (1.0 - (1.0 - 1.0 / moe.num_experts) ** (tokens * moe.top_k))
-    read = memory_time(hw, touched * expert_bytes)
+    read = read_slowdown * memory_time(hw, touched * expert_bytes)
     flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
     comp = max(0.0, gemm_time(hw, dtype, flops) - read) if flops > 0 else 0.0
     ep = 0.0

@@ -29,9 +29,18 @@ fitted constant names its mechanism:
   prefill to what the closed loop gives. The loop's steps price prompts at the
   profile's rate: the TPOT rows measure that rate for prompts riding in decode
   steps (vLLM H100 TPOT 10.0% with no factor on them).
-- moe_layer_overhead_s: fixed time per MoE layer and decode step beyond the
-  weights it reads (routing top-k, token permutation, the fused-MoE launch
-  chain, attention-DP synchronisation), added to every decode step.
+- moe_decode_slowdown (vLLM 0.12 only): a decode step's routed-expert read in
+  moe_decode_slowdown x the profile's memory time (cost/serve.py _experts): the
+  fused-MoE kernels stream the experts below the copy rate of the profile's
+  memory_efficiency. Fitted 1.5 (2.67 TB/s on H200); published fused_moe kernel
+  timings bracket it: vLLM benchmark_moe on H100, Qwen3-30B-A3B fp8 (E=128,
+  N=768, K=2048), 263-274 us at 64-128 tokens for 604 MB of experts = 2.2 TB/s
+  against BabelStream's 2.90 (1.3x; vllm-project/vllm#24700); SGLang's
+  tuning_fused_moe_triton on H200, Qwen3-235B-A22B fp8 block [128,128] at tp8
+  (N=192, K=4096), 92 and 125 us at 16 and 32 tokens for the 81 and 111 of 128
+  experts they touch (191 and 261 MB) = 2.1 TB/s against 4.01 (1.9x;
+  sgl-project/sglang#11730). It replaced moe_layer_overhead_s, a fixed 0.15 ms
+  per MoE layer and decode step (see the vLLM entry).
 - eager_layer_s (TensorRT-LLM only, where graph_sizes is set): host seconds per
   layer of a step that cannot replay a captured CUDA graph, a step holding a
   prompt or a decode batch of a size not captured (TensorRT-LLM 1.0 captures
@@ -133,7 +142,6 @@ class Framework:
     step_overhead_s: float  # fitted: host time per decode step
     ttft_overhead_s: float  # fitted: per-request time outside the engine steps
     prefill_slowdown: float  # fitted: serving prefill over the profile's curves
-    moe_layer_overhead_s: float  # fitted: fixed seconds per MoE layer per decode step
     policy: str = "decode_first"  # scheduler: decode_first | prefill_first (cost/serve_sim.py)
     chunked: bool = True  # a prompt may be cut across steps (chunked prefill)
     max_seqs: int = 1024  # requests running at once (--max-num-seqs, --max-running-requests, max_batch_size)
@@ -147,6 +155,7 @@ class Framework:
     mixed_chunk: bool = False  # SGLang --enable-mixed-chunk: a prefill step also holds the running decodes
     max_prefill_tokens: int = 0  # SGLang --max-prefill-tokens: new prompt tokens a step admits (0: chunk_tokens only)
     host_token_s: float = 0.0  # read off the rows: serving-process seconds per streamed token, per engine (0: keeps up)
+    moe_decode_slowdown: float = 1.0  # fitted: a decode step's expert read over the profile's memory time (fused-MoE kernel)
 
 
 GIB = 2**30
@@ -165,7 +174,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     # EngineArgs.get_batch_defaults).
     ("vllm", "0.12"): Framework(name="vllm", version="0.12", label="vLLM 0.12", memory_fraction=0.9, memory_rule="total", chunk_tokens=8192,
                       graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.002, ttft_overhead_s=0.0,
-                      prefill_slowdown=2.5, moe_layer_overhead_s=0.00015, moe_decode_reads="local", dp_padding=True),
+                      prefill_slowdown=2.5, moe_decode_slowdown=1.5, moe_decode_reads="local", dp_padding=True),
     # vLLM V1 schedules decodes first and fills the budget with chunked prefill (cost/serve_sim.py).
     # moe_decode_reads "local": a vLLM 0.12 decode step costs every local expert's weight read, not
     # only the experts its tokens touch under uniform routing. Read off the H200 Qwen3-235B-A22B-FP8
@@ -175,10 +184,34 @@ FITTED: dict[tuple[str, str], Framework] = {
     # experts 22% and 43% of 128 under uniform routing), and it falls with the experts each GPU
     # holds, not with the experts touched: 113 GB per GPU (expert TP 2: tp2, tp1 dp2, tp2 ep2) 51-59 ms,
     # 57 GB (expert TP 4: tp4, tp2 dp2, tp1 dp4) 34-45 ms, 14 ms apart at the H200's 4.0 TB/s, as
-    # measured (17). H200 TPOT 16.8 -> 7.0% with moe_layer_overhead_s refitted 0.0002 -> 0.00015
-    # (H100 Qwen3-32B is dense: unchanged); leave-one-group-out TPOT 21.1 -> 14.1% (H100 held out),
-    # 16.8 -> 7.0% (H200 held out). The slower step also lifts the worst prefill queue of tp1 dp2
-    # 2000/1000 c9 above a third of its TTFT: it is scored (TTFT -80%), no longer queue-saturated.
+    # measured (17). H200 TPOT 16.8 -> 7.0% with a fixed time per MoE layer and decode step then
+    # refitted 0.2 -> 0.15 ms (H100 Qwen3-32B is dense: unchanged); leave-one-group-out TPOT 21.1 ->
+    # 14.1% (H100 held out), 16.8 -> 7.0% (H200 held out). The slower step also lifts the worst prefill
+    # queue of tp1 dp2 2000/1000 c9 above a third of its TTFT: it is scored (TTFT -80%), no longer
+    # queue-saturated.
+    # moe_decode_slowdown 1.5 (module docstring) replaced that fixed 0.15 ms per MoE layer (14.1 ms a
+    # step for Qwen3-235B's 94 layers, whatever the layout). Without either, the H200 rows' TPOT is
+    # under by a time that follows the experts each GPU holds, not the layers or the collectives:
+    # mean measured - predicted 13.3 ms at expert TP 2 (tp2 dp1, 15 rows; 12.5 with ep2), 9.1 ms at
+    # expert TP 4 (tp4 dp1, 11 rows), 0.47 and 0.64 of their 28.3 and 14.2 ms expert read, while
+    # each step runs the same 94 MoE layers, and the layouts already pay their per-layer collectives
+    # (tp_comm: two TP all-reduces a layer, 4.3-4.9 ms; ep_comm: the attention-DP all-gather and
+    # reduce-scatter, 4.2-4.4 ms; profile latencies 22-26 us each). The attention-DP layouts are under
+    # by more (tp1 dp2 18.6, tp1 dp4 18.7, tp2 dp2 11.5 ms), and the held-out H100 disaggregated
+    # decode engine (tp1 dp8, 2P 1D 4000/1000) by nothing (20.5 ms predicted without either, 20.1
+    # measured). H200 TTFT / TPOT 16.3 / 7.2 -> 15.9 / 6.3%; the disaggregated row's TPOT 34.6 ->
+    # 25.4 ms (+72 -> +26%), TTFT 33.6 -> 32.2%; signed TPOT by layout (fixed 0.15 ms -> slowdown):
+    # tp4 dp1 +14.0 -> -5.4%, tp2 dp1 +1.5 -> +1.7%, tp2 dp2 +6.5 -> -10.4%, tp1 dp2 -7.5 -> -7.4%,
+    # tp1 dp4 -12.4 -> -28.7% (2 rows). Refitted with it, no constant moves. Ruled out (H200 TTFT /
+    # TPOT MAPE): no per-layer time (the collectives already priced) 19.2 / 27.1%; the fixed time
+    # for attention-DP engines only (the gather's latency, dp = 1 engines paying their TP all-reduce
+    # alone) 18.1-18.6 / 19.0-20.7% at 0.1-0.2 ms; more collectives than ep_comm's one all-gather and
+    # one reduce-scatter a layer: with the DP ranks padded to one token count vLLM's all_gatherv
+    # gathers the hidden states and router logits with one all_gather each inside one NCCL group, not
+    # with a broadcast per rank (vllm/distributed/device_communicators/cuda_communicator.py
+    # all_gatherv: equal sizes -> pynccl all_gather; vllm-project/vllm@00b5a01dd), and the tp1 dp8
+    # row, on time with ep_comm alone, leaves no room for more. What the attention-DP rows still lack
+    # is not modelled (the lockstep of the DP ranks, below).
     # dp_padding (vllm 0.12.0 source, not fitted): with --data-parallel-size > 1 every step's token count
     # is agreed across the DP ranks and each rank is padded to the largest (vllm/v1/worker/
     # gpu_model_runner.py _determine_batch_execution_and_padding: allow_dp_padding unless cudagraph_mode
@@ -250,7 +283,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     #   Not identified; a tokens/s ceiling on the simulated loop gives 34% at best (25k).
     ("sglang", "0.5.6"): Framework(name="sglang", version="0.5.6", label="SGLang 0.5.6", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.003, ttft_overhead_s=0.15,
-                        prefill_slowdown=3.0, moe_layer_overhead_s=0.0, policy="prefill_first", kv_admission=True,
+                        prefill_slowdown=3.0, policy="prefill_first", kv_admission=True,
                         overlap=True, host_request_s=5e-5),
     # SGLang 0.5.1 (the H100 Qwen3-32B rows, sglang.bench_serving at fixed lengths): TTFT is the prefill
     # of a wave (policy prefill_first, cost/serve_sim.py): all requests of the concurrency arrive together
@@ -268,7 +301,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     # the earlier wave formula, 11.0% with a fitted prefill_slowdown 2.5 and queue_share 0.4).
     ("sglang", "0.5.1"): Framework(name="sglang", version="0.5.1", label="SGLang 0.5.1", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.08,
-                        prefill_slowdown=1.0, moe_layer_overhead_s=0.0,
+                        prefill_slowdown=1.0,
                         policy="prefill_first", kv_admission=True, overlap=True),
     # TensorRT-LLM: KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory left
     # after weights and activations (tensorrt_llm/commands/serve.py
@@ -280,7 +313,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     # = 9.35k tokens/s per engine (the most any 1.0.0rc3 row measures, see the module docstring).
     ("trtllm", "1.0"): Framework(name="trtllm", version="1.0", label="TensorRT-LLM 1.0", memory_fraction=0.9, memory_rule="free",
                         chunk_tokens=8192, graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.08,
-                        prefill_slowdown=2.5, moe_layer_overhead_s=0.0,
+                        prefill_slowdown=2.5,
                         chunked=False, max_seqs=2048, graph_sizes=TRTLLM_GRAPH_SIZES, eager_layer_s=0.0002,
                         overlap=True, host_token_s=1.07e-4),
 }
