@@ -1,4 +1,5 @@
-"""benchmarks/serving_accuracy.py: the one-wave TTFT bound and the error strata, hand-derived."""
+"""benchmarks/serving_accuracy.py: the one-wave TTFT bound and the error strata, hand-derived; and
+benchmarks/serving_rows.py: how the measured rows become deployments."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import pytest
 from autopar.io.models import load_model
 from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload
 from benchmarks import serving_accuracy as sa
+from benchmarks import serving_rows as sr
 from benchmarks.serving_campaign import kv_dtype, launch_args
 
 
-def _row(*, tp: int, isl: int, concurrency: int, ttft_ms: float = 100.0, source: str = "") -> sa.Row:
+def _row(*, tp: int, isl: int, concurrency: int, ttft_ms: float = 100.0, source: str = "") -> sr.Row:
     model = load_model("llama3.1-8b")
     dep = Deployment(framework="vllm", framework_version="0.12", mode="agg", engine=Engine(tp=tp), replicas=1)
-    return sa.Row(key=("vllm", "h100_sxm", "agg"), label="test", model=model, model_key="meta-llama/Llama-3.1-8B-Instruct",
+    return sr.Row(key=("vllm", "h100_sxm", "agg"), label="test", model=model, model_key="meta-llama/Llama-3.1-8B-Instruct",
                   hw_name="h100-sxm", dep=dep, wl=Workload(isl=isl, osl=128, concurrency=concurrency),
                   ttft_ms=ttft_ms, tpot_ms=10.0, source=source)
 
@@ -48,11 +50,11 @@ def test_strata_buckets_concurrency_by_powers_of_two() -> None:
                                                  ("h20_3e", "h20-3e"), ("a100_pcie", None), ("b300_sxm", None),
                                                  ("gb300", None)])
 def test_a_system_name_finds_the_profile_of_the_same_gpu(system: str, profile: str | None) -> None:
-    assert sa.profile_for_system(system) == profile
+    assert sr.profile_for_system(system) == profile
 
 
 def test_rows_autopar_cannot_describe_are_counted_not_fatal(tmp_path: Path) -> None:
-    with open(sa.HERE / "data" / "serving_runs.csv") as f:
+    with open(sr.HERE / "data" / "serving_runs.csv") as f:
         head = f.readline()
     cols = head.strip().split(",")
     good = {c: "" for c in cols} | {"backend": "vllm", "backend_version": "0.12.0", "model_path": "Qwen/Qwen3-32B",
@@ -63,7 +65,7 @@ def test_rows_autopar_cannot_describe_are_counted_not_fatal(tmp_path: Path) -> N
     path = tmp_path / "rows.csv"
     path.write_text(head + "".join(",".join(r[c] for c in cols) + "\n" for r in [good, *others]))
     skipped: list[str] = []
-    rows = sa.load_rows(path, skipped)
+    rows = sr.load_rows(path, skipped)
     assert [(r.model.name, r.hw_name, r.dep.engine.tp, r.wl.concurrency) for r in rows] == [("qwen3-32b", "b200", 2, 8)]
     assert skipped == ["framework 'lmdeploy' is not modelled (1 rows)",
                        "no built-in preset for model 'Qwen/Qwen2.5-72B-Instruct' (1 rows)",
@@ -72,12 +74,12 @@ def test_rows_autopar_cannot_describe_are_counted_not_fatal(tmp_path: Path) -> N
 
 def test_a_file_with_a_row_below_the_first_wave_share_was_measured_warm() -> None:
     row = _row(tp=1, isl=1024, concurrency=64)
-    share = sa.first_wave_share_s(row)
+    share = sr.first_wave_share_s(row)
     # 64 prompts of 1024 tokens, 8 per 8192-token step: the wave's mean TTFT is seconds, a tenth of it in a run
     assert 0.05 < share < 1.0
     cold = _row(tp=1, isl=1024, concurrency=64, ttft_ms=share * 1e3 * 1.01, source="a.csv")
     warm = _row(tp=1, isl=1024, concurrency=64, ttft_ms=share * 1e3 * 0.99, source="b.csv")
-    assert sa.warmed_sources([cold, warm, _row(tp=1, isl=1024, concurrency=8, source="b.csv")]) == {"b.csv"}
+    assert sr.warmed_sources([cold, warm, _row(tp=1, isl=1024, concurrency=8, source="b.csv")]) == {"b.csv"}
 
 
 def test_disaggregated_rows_are_reached_only_if_the_prefill_pool_keeps_up() -> None:
@@ -90,7 +92,7 @@ def test_disaggregated_rows_are_reached_only_if_the_prefill_pool_keeps_up() -> N
     model = load_model("llama3.1-8b")
     dep = Deployment(framework="vllm", framework_version="0.12", mode="disagg", engine=Engine(tp=1), replicas=3,
                      prefill=Engine(tp=1), prefill_replicas=1)
-    row = sa.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
+    row = sr.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
                  model_key="meta-llama/Llama-3.1-8B-Instruct", hw_name="h100-sxm", dep=dep,
                  wl=Workload(isl=4096, osl=128, concurrency=16), ttft_ms=100.0, tpot_ms=10.0)
     est = sa.estimate(model, sa.load_hardware("h100-sxm"), dep, row.wl)
@@ -126,11 +128,11 @@ def test_the_engine_time_a_row_needs_counts_the_prompts_tp_all_reduce() -> None:
     assert sa.gpu_time_needed_s(row, est) == pytest.approx(0.8254 / 2 + 8 * 64 * 110.84e-6 + floor, rel=1e-3)
 
 
-def _disagg_row(*, tpot_ms: float) -> sa.Row:
+def _disagg_row(*, tpot_ms: float) -> sr.Row:
     model = load_model("llama3.1-8b")
     dep = Deployment(framework="vllm", framework_version="0.12", mode="disagg", engine=Engine(tp=1), replicas=1,
                      prefill=Engine(tp=1), prefill_replicas=2)
-    return sa.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
+    return sr.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
                   model_key="meta-llama/Llama-3.1-8B-Instruct", hw_name="h100-sxm", dep=dep,
                   wl=Workload(isl=4096, osl=128, concurrency=16), ttft_ms=100.0, tpot_ms=tpot_ms)
 
@@ -156,8 +158,8 @@ def test_a_disaggregated_row_stands_for_decode_batch_x_attention_ranks_x_workers
     # aiconfigurator's own reading (sdk/backends/base_backend.py global_bs, inference_session.py): the
     # vLLM Qwen3-235B row 2P 1D(tp1 x attention-DP 8) with decode_batch_size 7 stands for 7 x 8 x 1 = 56
     row = {"decode_batch_size": "7", "decode_attention_dp_size": "8", "decode_num_workers": "1"}
-    assert sa.disagg_concurrency(row) == 56
-    assert sa.disagg_concurrency({**row, "decode_attention_dp_size": "", "decode_num_workers": "11",
+    assert sr.disagg_concurrency(row) == 56
+    assert sr.disagg_concurrency({**row, "decode_attention_dp_size": "", "decode_num_workers": "11",
                                   "decode_batch_size": "48"}) == 528
 
 

@@ -1,0 +1,181 @@
+"""The serving calibration rows: each measured run as a deployment autopar can estimate.
+
+Each row of benchmarks/data/serving_runs.csv (see serving_runs.SOURCE.md) is
+turned into a deployment (framework, engine layout, weights dtype, KV dtype and
+launch arguments from serving_campaign.py) and a workload (isl, osl,
+concurrency; a disaggregated row's concurrency is disagg_concurrency's, and the
+rows of a file whose runs cannot hold the clients' first wave are taken as
+measured in steady state: warmed_sources). benchmarks/serving_accuracy.py
+scores them against autopar's serving model.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopar.cost import serve_frameworks
+from autopar.cost.serve_load import estimate
+from autopar.errors import SpecError
+from autopar.io.models import load_model
+from autopar.io.profiles import builtin_names as builtin_profile_names
+from autopar.io.profiles import load_hardware as _load_hardware
+from autopar.spec.model import ModelSpec
+from autopar.spec.serve import Deployment, Engine, Workload
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from serving_campaign import kv_dtype, launch_args  # noqa: E402
+
+load_hardware = functools.lru_cache(maxsize=None)(_load_hardware)
+
+
+def profile_for_system(system: str) -> str | None:
+    """The built-in hardware profile of a file's system name, or None: the same GPU, the profile
+    name may add parts (a100_sxm -> a100-sxm-80g), the system name only the form factor sxm
+    (h100_sxm -> h100-sxm, b200_sxm -> b200, gb200 -> gb200, h100_pcie -> h100-pcie, h20 -> h20;
+    h20_3e, the 141 GB H20, is h20-3e, not h20)."""
+    def parts(name: str) -> list[str]:
+        return [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+
+    want = parts(system)
+    for name in builtin_profile_names():
+        have = parts(name)
+        n = min(len(want), len(have))
+        if want and want[:n] == have[:n] and all(p == "sxm" for p in want[n:]):
+            return name
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One measured run and the deployment it describes."""
+
+    key: tuple[str, str, str]  # framework, GPU, mode
+    label: str  # short description
+    model: ModelSpec
+    model_key: str  # model path as in the file
+    source: str = ""  # the measurement file the row comes from (GPU/framework/version/model.csv)
+    hw_name: str  # built-in profile
+    dep: Deployment
+    wl: Workload
+    ttft_ms: float  # measured
+    tpot_ms: float  # measured
+
+
+def _int(value: str, default: int = 1) -> int:
+    return int(value) if value and int(value) > 0 else default
+
+
+def _engine(tp: int, moe_tp: int, ep: int, *, dp: int, model: ModelSpec) -> Engine:
+    """The file's moe_tp x moe_ep spans tp x attention-DP ranks; a blank attention-DP follows from it."""
+    if model.moe is not None and dp == 1 and moe_tp * ep > tp:
+        dp = moe_tp * ep // tp
+    return Engine(tp=tp, dp=dp, ep=ep if model.moe is not None else 1)
+
+
+def _fitted_version(name: str, version: str) -> str:
+    """The fitted constants a row's framework version uses: its own when fitted, else the newest."""
+    try:
+        return serve_frameworks.constants(name, version).version
+    except SpecError:
+        return serve_frameworks.DEFAULT_VERSION[name]
+
+
+def disagg_concurrency(r: dict[str, str]) -> int:
+    """The concurrency a disaggregated row stands for, as aiconfigurator reads its own rows.
+
+    The file does not record the concurrency the benchmark client held (the row ids leave it
+    blank, silicon_data_source names only the job). decode_batch_size is the requests one
+    attention rank of one decode engine runs: the decode engines were launched with it as their
+    max batch (serving_campaign.py _disagg). aiconfigurator predicts such a row
+    (tools/accuracy_regression_testing/predict_silicon_sample.py passes decode_batch_size and
+    decode_num_workers to cli_estimate) at the concurrency its disaggregated summary reports:
+    the decode worker's, batch x attention-DP ranks (sdk/backends/base_backend.py: global_bs = bs x
+    attention_dp_size; concurrency = global_bs), times the decode workers
+    (sdk/inference_session.py: "concurrency": decode concurrency x decode_num_worker, "not exact
+    matching. You can use this concurrency to benchmark the system"), both at commit 5e0243eb1;
+    its benchmark script later runs that product x 0.95, 1 and 1.05 among others
+    (generator/rule_plugin/benchmark/*.rule BenchConfig.estimated_concurrency = decode workers x
+    decode max_batch_size, bench_run.sh.j2, commit f90534bc2). So: decode_batch_size x
+    decode_attention_dp_size x decode_num_workers (SGLang 5P 11D: 48 x 1 x 11 = 528; vLLM
+    Qwen3-235B 1D tp1 x dp8: 7 x 8 x 1 = 56). not_reached tests whether the run could hold it."""
+    return _int(r["decode_batch_size"]) * _int(r["decode_attention_dp_size"]) * _int(r["decode_num_workers"])
+
+
+def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
+    """The file's rows that autopar can describe; the others' reasons go to `skipped` (one line per reason)."""
+    rows = []
+    models: dict[str, ModelSpec] = {}
+    reasons: dict[str, int] = {}
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            hw_name = profile_for_system(r["system"])
+            why = (f"framework {r['backend']!r} is not modelled" if r["backend"] not in serve_frameworks.DEFAULT_VERSION
+                   else f"no built-in profile for system {r['system']!r}" if hw_name is None else "")
+            if not why and r["model_path"] not in models:
+                try:
+                    models[r["model_path"]] = load_model(r["model_path"])
+                except SpecError:
+                    why = f"no built-in preset for model {r['model_path']!r}"
+            if why:
+                reasons[why] = reasons.get(why, 0) + 1
+                continue
+            assert hw_name is not None
+            model = models[r["model_path"]]
+            weights = "fp8" if r["gemm_quant_mode"] else "bf16"
+            version = _fitted_version(r["backend"], r["backend_version"])
+            if r["mode"] == "disagg":
+                pre = _engine(_int(r["prefill_tp_size"]), _int(r["prefill_moe_tp_size"]), _int(r["prefill_moe_ep_size"]),
+                              dp=_int(r["prefill_attention_dp_size"]), model=model)
+                dec = _engine(_int(r["decode_tp_size"]), _int(r["decode_moe_tp_size"]), _int(r["decode_moe_ep_size"]),
+                              dp=_int(r["decode_attention_dp_size"]), model=model)
+                dep = Deployment(framework=r["backend"], framework_version=version, mode="disagg", engine=dec,
+                                 replicas=_int(r["decode_num_workers"]),
+                                 prefill=pre, prefill_replicas=_int(r["prefill_num_workers"]), weights=weights,
+                                 kv_dtype=kv_dtype(r), args=launch_args(r), prefill_args=launch_args(r, "prefill"))
+                conc = disagg_concurrency(r)
+                layout = f"{dep.prefill_replicas}P(tp{pre.tp}) {dep.replicas}D(tp{dec.tp}x{dec.dp})"
+            else:
+                eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]),
+                              dp=_int(r["attention_dp_size"]), model=model)
+                dep = Deployment(framework=r["backend"], framework_version=version, mode="agg", engine=eng, replicas=1,
+                                 weights=weights, args=launch_args(r))
+                conc = _int(r["batch_size"])
+                layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
+            wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
+            label = f"{model.name} {weights} {layout} {wl.isl}/{wl.osl} c{conc}"
+            rows.append(Row(key=(r["backend"], r["system"], r["mode"]), label=label, model=model,
+                            source=(r.get("silicon_data_source") or "").split(";")[0].rsplit("/data/", 1)[-1],
+                            model_key=r["model_path"], hw_name=hw_name, dep=dep, wl=wl,
+                            ttft_ms=float(r["silicon_ttft_ms"]), tpot_ms=float(r["silicon_tpot_ms"])))
+    if skipped is not None:
+        skipped.extend(f"{why} ({n} rows)" for why, n in sorted(reasons.items()))
+    warm = warmed_sources(rows)
+    return [dataclasses.replace(r, wl=dataclasses.replace(r.wl, warmed=True)) if r.source in warm else r for r in rows]
+
+
+def first_wave_share_s(row: Row) -> float:
+    """What the clients' first wave adds to a run's mean TTFT: the simulated run with it (all `concurrency`
+    requests sent at once, one in PROMPTS_PER_REQUEST of the run) less the same run in steady state
+    (Workload.warmed). The per-request constants cancel; what is left is the loop's queueing at the
+    profile's own prefill rate."""
+    hw = load_hardware(row.hw_name)
+    cold = estimate(row.model, hw, row.dep, dataclasses.replace(row.wl, warmed=False)).ttft_s
+    warm = estimate(row.model, hw, row.dep, dataclasses.replace(row.wl, warmed=True)).ttft_s
+    return cold - warm
+
+
+def warmed_sources(rows: list[Row]) -> set[str]:
+    """Source files whose runs cannot hold the clients' first wave: some aggregated row's measured TTFT is
+    below what that wave alone adds to a run's mean (first_wave_share_s). Their rows are taken as measured
+    in steady state (a warm-up run first); the others as runs of PROMPTS_PER_REQUEST x concurrency requests
+    that start together, like the command autopar prints. (The vLLM 0.12 H100 qwen3_32b.csv and
+    H200 Llama-3.1-8B-FP8 files and TensorRT-LLM 1.2's qwen3_32b.csv are; their measured TTFT is at
+    most 0.44, 0.24 and 0.99 x that share.)"""
+    return {r.source for r in rows if r.dep.mode == "agg" and r.ttft_ms / 1e3 < first_wave_share_s(r)}
