@@ -302,6 +302,18 @@ def test_values_stay_single_words(value: str) -> None:
     assert words[-2:] == ["--x", value]
 
 
+def test_extra_values_stay_on_their_options_line() -> None:
+    """--emit-extra '--log-interval 1 --save /ckpt --no-load-optim': a multi-line command breaks before each
+    option, as for its own options, and the words are the same as on one line."""
+    extra = ["--log-interval", "1", "--save", "/ck pt", "--no-load-optim"]
+    for build in (megatron, titan):
+        lines = build(CASES[0], extra_args=extra, multiline=True).split("\n")
+        assert "    --log-interval 1 \\" in lines and "    --save '/ck pt' \\" in lines
+        assert any(line.startswith("    --no-load-optim") for line in lines)
+        assert launcher_words(build(CASES[0], extra_args=extra, multiline=True)) == launcher_words(
+            build(CASES[0], extra_args=extra))
+
+
 def test_env_reference_expands_but_nothing_else_does() -> None:
     assert quote("$MASTER_ADDR:29500") == '"$MASTER_ADDR:29500"'
     assert quote("${HEAD}") == '"${HEAD}"'

@@ -49,8 +49,15 @@ def render(items: Sequence[str], multiline: bool) -> str:
 
 
 def extra_items(extra_args: Sequence[str]) -> list[str]:
-    """--emit-extra words, each quoted as one shell word."""
-    return [quote(arg) for arg in extra_args]
+    """--emit-extra words, each quoted as one shell word; a value rides with the option before it, so a
+    multi-line command reads `--save /ckpt` on one line, as it does its own options (was `--save \\` then `/ckpt`)."""
+    items: list[str] = []
+    for arg in extra_args:
+        if items and items[-1].startswith("-") and not arg.startswith("-"):
+            items[-1] += " " + quote(arg)
+        else:
+            items.append(quote(arg))
+    return items
 
 
 def torchrun_items(*, nnodes: int, nproc_per_node: int, rdzv_endpoint: str, rdzv_id: str | None) -> list[str]:
