@@ -127,7 +127,7 @@ def estimate_cmd(
             decode=advise.PoolArgs(tp=decode_tp, pp=decode_pp, dp=decode_dp, ep=decode_ep,
                                    attention_dp=decode_attention_dp, workers=decode_workers))
         est = advise.explain(ctx, dep, wl)
-        launched = advise.launch(emit, est) if emit else None
+        launched = advise.launch(ctx, emit, est) if emit else None
     except AutoparError as exc:
         _fail(exc)
     if json_out:
@@ -179,7 +179,7 @@ def suggest_cmd(
             result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                     modes=tuple(m.strip() for m in modes.split(",") if m.strip()), kv_dtypes=kv,
                                     progress=tick)
-        launched = advise.launch(emit, result.best) if emit and result.best is not None else None
+        launched = advise.launch(ctx, emit, result.best) if emit and result.best is not None else None
     except AutoparError as exc:
         _fail(exc)
     targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None) or (

@@ -305,6 +305,8 @@ CASES = [
            "--max-prefill-tokens must be between 1 and 16,777,216, got 0"),
           ("estimate", "--mixed-chunk", 2, "--mixed-chunk is an SGLang setting (--framework sglang), got --framework vllm"),
           ("too big", "--emit vllm", 2, "--emit vllm: the deployment does not fit"),
+          ("estimate", "--gpus 16 --tp 16 --emit vllm", 2, "--emit vllm: an engine of 16 GPUs (tp x pp x attention-dp) "
+           "spans more than one h100-sxm node (8 GPUs)"),
           # empty names are refused, not taken as the default
           ("estimate", "--framework ''", 2, "--framework must be one of vllm, sglang, trtllm, got ''"),
           ("suggest", "--kv-dtype ''", 2, "--kv-dtype must be one of auto, bf16, fp8, got ''"),

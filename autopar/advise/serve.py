@@ -204,7 +204,7 @@ def check_emit(target: str | None) -> None:
         raise SpecError(f"--emit must be one of {', '.join(FRAMEWORKS)}, got {target!r}")
 
 
-def launch(target: str, est: ServeEstimate) -> ServeLaunch:
+def launch(ctx: ServeContext, target: str, est: ServeEstimate) -> ServeLaunch:
     """The launch lines and benchmark command of an estimated deployment on its framework."""
     from autopar.emit import sglang, trtllm, vllm
 
@@ -212,6 +212,12 @@ def launch(target: str, est: ServeEstimate) -> ServeLaunch:
         raise SpecError(f"--emit {target}: the deployment does not fit (the weights and one request's KV cache "
                         "exceed the memory the framework gives them), so there is no launch line; run without "
                         "--emit to see its memory, or use more GPUs per engine")
+    dep, node = est.deployment, ctx.hw.gpus_per_node
+    if (big := max(e.gpus for e in (dep.engine, dep.prefill) if e is not None)) > node:
+        raise SpecError(f"--emit {target}: an engine of {big} GPUs (tp x pp x attention-dp) spans more than one "
+                        f"{ctx.hw.name} node ({node} GPUs); the launch lines autopar writes start each engine on "
+                        "one node (CUDA_VISIBLE_DEVICES), so there is none for it: run without --emit, or `serve "
+                        f"estimate` a layout of at most {node} GPUs per engine")
 
     emitters = {"vllm": vllm.launch, "sglang": sglang.launch, "trtllm": trtllm.launch}
     if target not in emitters:
