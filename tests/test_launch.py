@@ -69,6 +69,22 @@ def test_request_reads_extra_words_and_slurm_options() -> None:
         launch.request(None, out=None, torchtitan_config=None, extra="--x")
 
 
+@pytest.mark.parametrize(("time", "ok"), [
+    ("90", True), ("90:30", True), ("04:00:00", True), ("2-12", True), ("2-12:30", True), ("2-12:30:00", True),
+    ("UNLIMITED", True), ("infinite", True), ("4h", False), ("1:2:3:4", False), ("2-", False), ("", False),
+])
+def test_request_checks_slurm_time_as_sbatch_reads_it(time: str, ok: bool) -> None:
+    """sbatch(1) --time: minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes,
+    days-hours:minutes:seconds; INFINITE/UNLIMITED (slurm src/common/parse_time.c)."""
+    def ask() -> object:
+        return launch.request("slurm", out=None, torchtitan_config=None, slurm=SlurmOptions(time=time))
+    if ok:
+        assert ask() is not None
+    else:
+        with pytest.raises(SpecError, match="--slurm-time"):
+            ask()
+
+
 @pytest.mark.parametrize(("gpus", "per_node", "layout"), [(64, 8, (8, 8)), (8, 8, (1, 8)), (4, 8, (1, 4)), (16, 4, (4, 4))])
 def test_node_layout(gpus: int, per_node: int, layout: tuple[int, int]) -> None:
     job = Job(gpus=gpus, gpus_per_node=per_node, global_batch=64, seq_len=2048)

@@ -39,6 +39,9 @@ FRAMEWORK = {"megatron": "Megatron-LM", "torchtitan": "torchtitan", "slurm": "Me
              "slurm-torchtitan": "torchtitan"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+# sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes",
+# "days-hours:minutes:seconds" (sbatch(1)), or INFINITE / UNLIMITED (slurm src/common/parse_time.c time_str2mins)
+_SLURM_TIME = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|(?i:infinite|unlimited)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +92,9 @@ def request(kind: str | None, *, out: Path | None, torchtitan_config: str | None
                             "e.g. llama3_70b or llama3:llama3_70b")
     if slurm != SlurmOptions() and not kind.startswith("slurm"):
         raise SpecError("--slurm-* options need --emit slurm or --emit slurm-torchtitan")
+    if slurm.time is not None and not _SLURM_TIME.fullmatch(slurm.time):
+        raise SpecError(f"--slurm-time {slurm.time!r}: sbatch reads minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, "
+                        "D-HH:MM:SS or UNLIMITED")
     words: tuple[str, ...] = ()
     if extra is not None:
         try:
