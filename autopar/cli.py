@@ -142,8 +142,10 @@ MemFracOpt = Annotated[float, typer.Option(help="Share of each GPU's memory a pl
                                            "memory model's error).")]
 DistOpt = Annotated[str | None, typer.Option(
     help="Sequence-length distribution: lengths (.txt/.jsonl/.npy), a histogram or a parametric form (.yaml).")]
-StrategyOpt = Annotated[str, typer.Option(
-    help="With --seq-len-dist: naive | balanced | wlb | megatron_dynamic_cp | hdp_no_balance | hdp.",
+DEFAULT_VARLEN_STRATEGY = "megatron_dynamic_cp"
+StrategyOpt = Annotated[str | None, typer.Option(
+    help="With --seq-len-dist: naive | balanced | wlb | megatron_dynamic_cp | hdp_no_balance | hdp "
+         "(default megatron_dynamic_cp).",
     autocompletion=complete_strategy)]
 EmitOpt = Annotated[str | None, typer.Option(
     help="Also give the launch: megatron | torchtitan (torchrun lines) | slurm | slurm-torchtitan (sbatch scripts).",
@@ -163,6 +165,13 @@ def _console() -> Console:
     from autopar.render.text import console
 
     return console()  # 80 columns piped, at most 80 on a terminal
+
+
+def _varlen_strategy(strategy: str | None, seq_len_dist: str | None) -> str:
+    """--varlen-strategy (default megatron_dynamic_cp); refused without the --seq-len-dist whose plans it ranks."""
+    if strategy is not None and seq_len_dist is None:
+        raise SpecError("--varlen-strategy needs --seq-len-dist (it ranks the plans of a length distribution)")
+    return DEFAULT_VARLEN_STRATEGY if strategy is None else strategy
 
 
 @app.command()
@@ -188,7 +197,7 @@ def suggest(
     plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs autopar[plot]).")]
     = None,
     seq_len_dist: DistOpt = None,
-    varlen_strategy: StrategyOpt = "megatron_dynamic_cp",
+    varlen_strategy: StrategyOpt = None,
     max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
@@ -199,6 +208,7 @@ def suggest(
     from autopar.render.progress import progress_after
 
     try:
+        varlen_strategy = _varlen_strategy(varlen_strategy, seq_len_dist)
         count, auto = questions.parse_gpus(gpus)
         if auto:
             _gpus_auto(model, hardware=hardware, stack=stack, nodes=nodes, global_batch=global_batch, seq_len=seq_len,
@@ -306,7 +316,7 @@ def estimate(
     slurm_account: AccountOpt = None,
     slurm_qos: QosOpt = None,
     seq_len_dist: DistOpt = None,
-    varlen_strategy: StrategyOpt = "megatron_dynamic_cp",
+    varlen_strategy: StrategyOpt = None,
     max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
@@ -320,6 +330,7 @@ def estimate(
                               recompute=recompute, zero=zero, sp=sp, recompute_modules=recompute_modules)
 
     try:
+        varlen_strategy = _varlen_strategy(varlen_strategy, seq_len_dist)
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,
                               slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
                                                  qos=slurm_qos))

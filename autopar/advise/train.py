@@ -140,8 +140,11 @@ def parse_modules(text: str | None) -> tuple[str, ...]:
 
 def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: int, recompute: str, zero: int, sp: bool,
             etp: int = 1, cp_comm: str = "ring", recompute_modules: str | None = None) -> Explained:
+    for flag, value in (("--tp", tp), ("--pp", pp), ("--cp", cp)):
+        if value < 1:
+            raise SpecError(f"{flag} must be >= 1, got {value}")
     denom = tp * pp * cp
-    if denom <= 0 or ctx.job.gpus % denom:
+    if ctx.job.gpus % denom:
         raise SpecError(f"--gpus ({ctx.job.gpus}) must be divisible by tp*pp*cp ({tp}*{pp}*{cp})")
     plan = Plan(dp=ctx.job.gpus // denom, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, cp_comm=cp_comm, mbs=mbs,
                 recompute=recompute, zero=zero, sp=sp and tp > 1, recompute_modules=parse_modules(recompute_modules))

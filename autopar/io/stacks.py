@@ -56,7 +56,9 @@ def builtin_stacks() -> list[str]:
 
 def load_stack(ref: str | None) -> StackProfile:
     """A built-in stack name, a stack YAML path, or None for the default stack."""
-    ref = ref or DEFAULT_STACK
+    if ref is not None and not ref.strip():
+        raise SpecError("--stack is empty: give a built-in name (see `autopar stacks`) or a stack .yaml")
+    ref = DEFAULT_STACK if ref is None else ref
     path = Path(ref)
     if path.suffix.lower() in (".yaml", ".yml"):
         return parse_stack(load_mapping(path), where=str(path))
