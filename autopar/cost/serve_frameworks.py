@@ -311,6 +311,25 @@ FITTED: dict[tuple[str, str], Framework] = {
     # CUDA graphs for decode-only batches of TRTLLM_GRAPH_SIZES; other steps launch eagerly
     # (eager_layer_s, see the module docstring). The serving process sends at most 1 / host_token_s
     # = 9.35k tokens/s per engine (the most any 1.0.0rc3 row measures, see the module docstring).
+    # What the 1.0.0rc3 rows leave unexplained:
+    # - Llama-3.1-8B c8-c32 (all TP): TTFT grows with the output length at a fixed input length, as
+    #   if one request of the C always waited for a running one to end: TTFT ~ latency / C + a prompt's
+    #   prefill (latency = TTFT + (osl - 1) TPOT, measured; tp1 c8 1024/128, /256, /512: 191, 318, 550
+    #   ms against latency / C 150, 280, 542; the model gives 174 for all three). Across osl within a
+    #   (tp, c, isl) group dTTFT / d(latency / C) is 0.91 (median of 36 groups; 0.84-0.96), against
+    #   -0.03 for Qwen3-32B (35 groups) and 0.00 for Qwen3-235B (22): their TTFT does not move with osl.
+    #   Run as an engine holding C - 1 requests (max_batch_size C - 1), with prefill_slowdown 1 and no
+    #   ttft_overhead_s, the 108 Llama c8-c32 rows score TTFT 13.7% (bias -7.6%) against 25.5% today, but
+    #   no source gives that cap, and on the Qwen rows it overshoots (c8-c32 +90% and +133%). Ruled out:
+    #   the KV pool (c32 4096/512 needs 147k of the 458k tokens the model gives tp1; tp8, 10x it, alike),
+    #   host_token_s (c8 1024/512 streams 0.9k of 9.35k tokens/s), max_num_tokens 8192 / max_batch_size
+    #   2048 (hold a 4096 prompt and 31 decodes), CUDA graphs (8, 16 and 32 are captured), the overlap
+    #   scheduler (one 5-10 ms step, not 150-720 ms; off, these rows 25.5 -> 24.7%), the executor's
+    #   admission (PyExecutor takes up to model_engine.get_max_num_sequences() = pp x max_batch_size
+    #   less the active requests each iteration, 1.0-era pyexecutor/py_executor.py, model_engine.py) and
+    #   a client queue (TensorRT-LLM's serve/scripts/benchmark_serving.py, vLLM's, @0228a71, starts the
+    #   TTFT clock inside its --max-concurrency semaphore; vllm-project/vllm#54101). The rows record no
+    #   launch settings or client, so a cap or client of the Llama campaign alone cannot be ruled out.
     ("trtllm", "1.0"): Framework(name="trtllm", version="1.0", label="TensorRT-LLM 1.0", memory_fraction=0.9, memory_rule="free",
                         chunk_tokens=8192, graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.08,
                         prefill_slowdown=2.5,
