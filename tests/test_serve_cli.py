@@ -226,6 +226,14 @@ def test_engine_args_in_vllm_and_sglang_launch_lines(framework: str, flags: str)
     assert flags in doc["launch"]["servers"][0]
 
 
+def test_replicas_past_one_node_are_told_where_to_start() -> None:
+    """Two tp8 engines on 16 H100s (8 per node): the second one's CUDA_VISIBLE_DEVICES=8..15 is node 1's 0..7."""
+    servers = _json([*BASE, "--gpus", "16", "--tp", "8", "--concurrency", "64", "--emit", "vllm"])["launch"]["servers"]
+    assert servers[0].startswith("# GPU numbers continue across nodes (8 per node)") and len(servers) == 3
+    one_node = _json([*BASE, "--gpus", "8", "--tp", "4", "--concurrency", "64", "--emit", "vllm"])["launch"]["servers"]
+    assert not any(line.startswith("#") for line in one_node)
+
+
 def test_disagg_pools_report_their_engine_args() -> None:
     doc = _json([*BASE, "--gpus", "2", "--mode", "disagg", "--prefill-workers", "1", "--decode-workers", "1",
                  "--tp", "1", "--concurrency", "8", "--max-num-tokens", "4096"])

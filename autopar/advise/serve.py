@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autopar.cost.serve_frameworks import constants
 from autopar.cost.serve_load import ServeEstimate, estimate
@@ -225,4 +225,9 @@ def launch(ctx: ServeContext, target: str, est: ServeEstimate) -> ServeLaunch:
     if target != est.deployment.framework:
         raise SpecError(f"--emit {target} with --framework {est.deployment.framework}: the estimate is for "
                         f"{est.deployment.framework}; pass --framework {target}")
-    return emitters[target](est.deployment, est.workload)
+    launched = emitters[target](dep, est.workload)
+    if dep.prefill is None and dep.gpus > node:  # (disaggregated launches say so in their own note)
+        note = (f"# GPU numbers continue across nodes ({node} per node): start each engine on the node that holds "
+                "its GPUs, numbered from 0 there, and point its client at that node")
+        launched = replace(launched, servers=(note, *launched.servers))
+    return launched
