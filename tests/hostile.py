@@ -81,6 +81,7 @@ SERVE = {"suggest": "suggest llama3.1-8b --hardware h100-sxm --gpus 2 --modes ag
          "estimate": "estimate llama3.1-8b --hardware h100-sxm --gpus 2 --tp 2",
          "model": "suggest llama-9b --hardware h100-sxm",
          "too big": "estimate llama3.1-405b --hardware h100-sxm --gpus 1 --tp 1",
+         "moe": "estimate qwen3-30b-a3b --hardware h100-sxm --gpus 4",
          "disagg": "estimate qwen3-30b-a3b --hardware h100-sxm --gpus 4 --tp 2 --mode disagg --prefill-workers 1 "
                    "--prefill-tp 2 --decode-workers 1"}
 
@@ -314,6 +315,10 @@ CASES = [
            "--max-prefill-tokens must be between 1 and 16,777,216, got 0"),
           ("estimate", "--mixed-chunk", 2, "--mixed-chunk is an SGLang setting (--framework sglang), got --framework vllm"),
           ("too big", "--emit vllm", 2, "--emit vllm: the deployment does not fit"),
+          ("moe", "--tp 4 --ep 2", 2, "vLLM runs MoE experts either tensor-parallel (--ep 1) or expert-parallel over "
+           "all tp x dp = 4 GPUs; --ep 2 is neither"),
+          ("moe", "--tp 2 --dp 2 --attention-dp --ep 4 --framework trtllm", 2,
+           "TensorRT-LLM's attention-DP runs attention on one GPU per rank: --tp must be 1 with --attention-dp, got 2"),
           ("estimate", "--gpus 16 --tp 16 --emit vllm", 2, "--emit vllm: an engine of 16 GPUs (tp x pp x attention-dp) "
            "spans more than one h100-sxm node (8 GPUs)"),
           # empty names are refused, not taken as the default

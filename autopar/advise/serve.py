@@ -112,6 +112,7 @@ def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
     """--tp/--pp/--dp/--ep/--attention-dp on --gpus: one or more identical engines."""
     engine = _engine(args, flag="--")
     engine.check(ctx.model)
+    engine.check_framework(ctx.framework)
     if args.dp is not None and not args.attention_dp:
         replicas = args.dp
     elif ctx.gpus % engine.gpus == 0:
@@ -140,6 +141,7 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
                             f"({flag}workers counts the engines)")
         engine = _engine(pool, flag=flag)
         engine.check(ctx.model, flag=flag)
+        engine.check_framework(ctx.framework, flag=flag)
         engines.append(engine)
     dep = Deployment(framework=ctx.framework, framework_version=ctx.framework_version, mode="disagg",
                      engine=engines[1], replicas=decode.workers, prefill=engines[0],

@@ -103,12 +103,11 @@ def counts(limit: int) -> list[int]:
 
 
 def runs_on(engine: Engine, framework: str) -> bool:
-    """Layouts a framework cannot express: vLLM's experts are TP-split (ep 1) or EP over all tp x dp GPUs;
-    TensorRT-LLM's attention-DP runs attention on one GPU per rank."""
-    if framework == "vllm":
-        return engine.ep in (1, engine.tp * engine.dp)
-    if framework == "trtllm":
-        return engine.dp == 1 or engine.tp == 1
+    """The framework can express the layout (Engine.check_framework)."""
+    try:
+        engine.check_framework(framework)
+    except SpecError:
+        return False
     return True
 
 

@@ -76,6 +76,17 @@ class Engine:
                             f"{flag}tp ({self.tp})")
 
 
+    def check_framework(self, framework: str, *, flag: str = "--") -> None:
+        """Layouts a framework cannot express: vLLM's experts are TP-split (ep 1) or EP over all tp x dp GPUs;
+        TensorRT-LLM's attention-DP runs attention on one GPU per rank."""
+        if framework == "vllm" and self.ep not in (1, self.tp * self.dp):
+            raise SpecError(f"vLLM runs MoE experts either tensor-parallel ({flag}ep 1) or expert-parallel over all "
+                            f"tp x dp = {self.tp * self.dp} GPUs; {flag}ep {self.ep} is neither (SGLang runs it)")
+        if framework == "trtllm" and self.dp > 1 and self.tp > 1:
+            raise SpecError(f"TensorRT-LLM's attention-DP runs attention on one GPU per rank: {flag}tp must be 1 with "
+                            f"{flag}attention-dp, got {self.tp} (SGLang runs it)")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineArgs:
     """Launch settings of an engine that differ from its framework's defaults (None: the default).
