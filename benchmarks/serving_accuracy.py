@@ -130,13 +130,12 @@ def gpu_time_needed_s(row: Row, est: ServeEstimate) -> float:
     C / ranks x isl / chunk_tokens of the decode steps hold prompt tokens; those are counted by
     their prompts alone. Every other decode step reads the weights and the KV cache of the batch
     at least once: the model's memory terms of the step (est's weights + kv, the profile's
-    bandwidth, no fitted constant). By this the vLLM 0.12 Llama-3.1-8B-FP8 rows on H200 and the
-    Dynamo-campaign Qwen3-32B fp8 4000/1000 rows of vLLM 0.12 and TensorRT-LLM 1.2 on H100
-    (qwen3_32b.csv) need 1.06-1.77x their measured latency (the vLLM H100 tp2 c48 row measures
-    11.6 ms TPOT where its batch's KV and weight read alone take 15.4 ms at the H100's bandwidth;
-    the vLLM H200 Llama tp8 4000/100 c80 row 8.0 ms where the TP all-reduce of 80 prompts alone,
-    64 x 32.8 MB = 9.7 ms each at 473 GB/s, comes to 7.8 ms a token), so their clients did not
-    hold the stated concurrency."""
+    bandwidth, no fitted constant). By this the 21 vLLM 0.12 Llama-3.1-8B-FP8 rows on H200 need
+    1.10-2.21x their measured latency and three Dynamo-campaign Qwen3-32B fp8 4000/1000 rows on
+    H100 (qwen3_32b.csv, fp8 KV) 1.10-1.44x: TensorRT-LLM 1.2 tp1 c32, vLLM 0.12 tp1 c24 and tp2
+    c48 (the vLLM H200 Llama tp8 4000/100 c80 row measures 8.0 ms TPOT where the TP all-reduce of
+    80 prompts alone, 64 x 32.8 MB = 9.7 ms each at 473 GB/s, comes to 7.8 ms a token), so their
+    clients did not hold the stated concurrency."""
     dep = row.dep
     fw = serve_frameworks.for_deployment(dep)
     step = est.pools[-1].step

@@ -143,7 +143,7 @@ def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:
 # - decode engines: `decode max_batch_size = max_batch_size` with the row's decode_batch_size
 #   (module_bridge.py _build_worker_params: "max_batch_size": the result's (d)bs), the requests one
 #   attention rank runs; TensorRT-LLM's `decode max_num_tokens = max_batch_size` (one token each).
-# - KV cache dtype: fp8 (kv_dtype below).
+# - KV cache dtype: fp8 (kv_dtype below; the campaign's aggregated rows too).
 # No rule sets the memory fraction for vLLM or SGLang (their defaults), nor turns prefix caching
 # off (`disable_prefix_cache = false` only when ModelConfig.prefix > 0; vLLM 0.12 and SGLang cache
 # prefixes by default).
@@ -165,6 +165,10 @@ def _disagg(row: dict[str, str], role: str | None) -> EngineArgs:
 
 def kv_dtype(row: dict[str, str]) -> str:
     """The KV cache dtype a row's engines ran with: fp8 for the Dynamo campaign's rows, else auto.
+
+    The campaign is the one silicon_data_source names (gtl_job_id 23364591, dynamo_version=0.8.0):
+    its 7 disaggregated rows and its 8 aggregated ones (TensorRT-LLM 1.2 Qwen3-32B and
+    Qwen3-235B-A22B, vLLM 0.12 Qwen3-32B, 4000/1000 on H100), all launched by the same generator.
 
     aiconfigurator picks the quantisation of a deployment it generates in sdk/task.py
     _get_quant_mode (commit 5e0243eb1): on SM 89 and newer (H100, H200) kvcache_quant_mode = "fp8"

@@ -145,7 +145,7 @@ def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
                 eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]),
                               dp=_int(r["attention_dp_size"]), model=model)
                 dep = Deployment(framework=r["backend"], framework_version=version, mode="agg", engine=eng, replicas=1,
-                                 weights=weights, args=launch_args(r))
+                                 weights=weights, kv_dtype=kv_dtype(r), args=launch_args(r))
                 conc = _int(r["batch_size"])
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
             wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
@@ -177,5 +177,5 @@ def warmed_sources(rows: list[Row]) -> set[str]:
     in steady state (a warm-up run first); the others as runs of PROMPTS_PER_REQUEST x concurrency requests
     that start together, like the command autopar prints. (The vLLM 0.12 H100 qwen3_32b.csv and
     H200 Llama-3.1-8B-FP8 files and TensorRT-LLM 1.2's qwen3_32b.csv are; their measured TTFT is at
-    most 0.44, 0.24 and 0.99 x that share.)"""
+    most 0.45, 0.24 and 0.996 x that share.)"""
     return {r.source for r in rows if r.dep.mode == "agg" and r.ttft_ms / 1e3 < first_wave_share_s(r)}

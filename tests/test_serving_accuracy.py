@@ -3,7 +3,9 @@ benchmarks/serving_rows.py: how the measured rows become deployments."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -177,6 +179,21 @@ def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv()
     assert launch_args(sgl) == EngineArgs(max_batch_size=24, max_prefill_tokens=5500)
     assert kv_dtype(row) == "fp8"
     assert kv_dtype({**row, "silicon_data_source": ""}) == "auto"
+
+
+def test_the_dynamo_campaign_rows_aggregated_and_disaggregated_run_fp8_kv(monkeypatch: pytest.MonkeyPatch) -> None:
+    # serving_runs.SOURCE.md: 7 disaggregated and 8 aggregated rows name one campaign, gtl_job_id
+    # 23364591 (Dynamo 0.8.0), whose generator sets kvcache_quant_mode = "fp8" on SM >= 89
+    # (aiconfigurator sdk/task.py _get_quant_mode, commit 5e0243eb1); the other rows keep auto
+    path = sr.HERE / "data" / "serving_runs.csv"
+    with path.open() as f:
+        campaign = Counter((r["silicon_data_source"].split(";")[0].rsplit("/data/", 1)[-1], r["mode"])
+                           for r in csv.DictReader(f) if "gtl_job_id=23364591" in r["silicon_data_source"])
+    assert Counter(mode for _, mode in campaign.elements()) == {"agg": 8, "disagg": 7}
+    monkeypatch.setattr(sr, "warmed_sources", lambda rows: set())  # not what is tested here (seconds)
+    rows = sr.load_rows(path)
+    assert Counter((r.source, r.dep.mode) for r in rows if r.dep.kv_dtype == "fp8") == campaign
+    assert sum(r.dep.kv_dtype == "auto" for r in rows) == len(rows) - 15
 
 
 @pytest.mark.parametrize("version,mode,mixed", [("0.5.6.post2", "agg", True), ("0.5.8.post1", "agg", True),
