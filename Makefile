@@ -10,12 +10,18 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,profile,frameworks]'
 	touch $@
 
+# SGLang's pinned wheel (3.7 MB, pure Python): tests/test_serve_emit.py reads the launch flags autopar
+# prints from its parser; offline the download fails quietly and that test is skipped
+SGLANG_WHEEL := $(VENV)/wheels/sglang-0.5.6.post2-py3-none-any.whl
+$(SGLANG_WHEEL): | $(VENV)/.installed
+	-$(PY) -m pip download -q --no-deps --only-binary :all: --retries 1 --timeout 10 -d $(VENV)/wheels sglang==0.5.6.post2
+
 setup: $(VENV)/.installed
 
 suggest: $(VENV)/.installed
 	$(VENV)/bin/autopar suggest llama3-70b --hardware h100-sxm --gpus 64
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(SGLANG_WHEEL)
 	$(VENV)/bin/ruff check autopar tests benchmarks
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q

@@ -16,8 +16,15 @@ install on a CPU-only machine without their CUDA stacks):
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import hashlib
 import json
+import os
 import shlex
+import sys
+import zipfile
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -32,19 +39,55 @@ runner = CliRunner()
 WL = Workload(isl=1000, osl=500, concurrency=64)
 
 
+# Each set is the flags autopar may print, each read from the pinned parser that defines it (module
+# docstring): vLLM 0.12.0 vllm/engine/arg_utils.py EngineArgs.add_cli_args (--port:
+# vllm/entrypoints/openai/cli_args.py); TensorRT-LLM 00209af149e7774406881a37283dce303571eb11
+# tensorrt_llm/commands/serve.py click options; SGLang 0.5.6.post2 sglang/srt/server_args.py
+# ServerArgs.add_cli_args, checked against the wheel itself below where the wheel is at hand.
+# A flag added to a set must be read from its parser first: these tests fail until it is listed here.
 def test_frozen_flag_sets() -> None:
     assert {"--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
-                               "--enable-expert-parallel", "--quantization", "--kv-cache-dtype",
-                               "--gpu-memory-utilization", "--max-num-seqs", "--max-num-batched-tokens",
-                               "--kv-transfer-config", "--port"} == vllm.VLLM_FLAGS
+            "--enable-expert-parallel", "--quantization", "--kv-cache-dtype", "--gpu-memory-utilization",
+            "--max-num-seqs", "--max-num-batched-tokens", "--kv-transfer-config", "--port"} == vllm.VLLM_FLAGS
     assert {"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention",
-                                   "--ep-size", "--quantization", "--kv-cache-dtype", "--mem-fraction-static",
-                                   "--max-running-requests", "--chunked-prefill-size", "--enable-mixed-chunk",
-                                   "--max-prefill-tokens", "--disaggregation-mode",
-                                   "--port"} == sglang.SGLANG_FLAGS
+            "--ep-size", "--quantization", "--kv-cache-dtype", "--mem-fraction-static",
+            "--max-running-requests", "--chunked-prefill-size", "--enable-mixed-chunk",
+            "--max-prefill-tokens", "--disaggregation-mode", "--port"} == sglang.SGLANG_FLAGS
     assert {"--backend", "--tp_size", "--pp_size", "--ep_size", "--max_batch_size",
-                                   "--max_num_tokens", "--kv_cache_free_gpu_memory_fraction",
-                                   "--extra_llm_api_options", "--port"} == trtllm.TRTLLM_FLAGS
+            "--max_num_tokens", "--kv_cache_free_gpu_memory_fraction",
+            "--extra_llm_api_options", "--port"} == trtllm.TRTLLM_FLAGS
+
+
+# SGLang 0.5.6.post2's wheel (PyPI, pure Python, 3.7 MB; `make test` downloads it to .venv/wheels,
+# or pip download --no-deps sglang==0.5.6.post2 -d DIR and set AUTOPAR_WHEELS=DIR)
+SGLANG_WHEEL = "sglang-0.5.6.post2-py3-none-any.whl"
+SGLANG_WHEEL_SHA256 = "cb542f7adeec56bbb5598443c52d0f347fab74dbb5df09d37cad69eaec780c54"
+
+
+def _argparse_flags(source: str) -> set[str]:
+    """The --names given as literals to every add_argument call of a module."""
+    return {a.value for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+            for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")}
+
+
+def test_argparse_flags_reads_add_argument_literals() -> None:
+    source = 'p.add_argument("--tp-size", "--tensor-parallel-size", type=int)\nq.add_argument("name")\nf("--x")\n'
+    assert _argparse_flags(source) == {"--tp-size", "--tensor-parallel-size"}
+
+
+def test_sglang_flags_are_defined_by_the_pinned_wheel() -> None:
+    dirs = [Path(d) for d in (os.environ.get("AUTOPAR_WHEELS"), Path(sys.prefix) / "wheels") if d]
+    wheel = next((d / SGLANG_WHEEL for d in dirs if (d / SGLANG_WHEEL).is_file()), None)
+    if wheel is None:
+        pytest.skip(f"{SGLANG_WHEEL} not in {', '.join(map(str, dirs))} (make test downloads it)")
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == SGLANG_WHEEL_SHA256
+    with zipfile.ZipFile(wheel) as z:
+        server = _argparse_flags(z.read("sglang/srt/server_args.py").decode())
+        bench = _argparse_flags(z.read("sglang/bench_serving.py").decode())
+    assert len(server) > 200  # the parser was read (300 flags in this version)
+    assert not sglang.SGLANG_FLAGS - server, sorted(sglang.SGLANG_FLAGS - server)
+    assert not SGLANG_BENCH_FLAGS - bench, sorted(SGLANG_BENCH_FLAGS - bench)
 
 
 def _servers(launched: object) -> list[str]:
@@ -60,6 +103,12 @@ def test_every_emitted_flag_is_defined(engine: Engine) -> None:
         for line in _servers(launched):
             assert set(flags_of(line)) <= flags, line
         assert set(flags_of(launched.benchmark)) <= bench
+    if engine.dp > 1 and engine.tp > 1:
+        return  # TensorRT-LLM's attention-DP runs one GPU a rank: refused (SpecError), no line
+    launched = trtllm.launch(dataclasses.replace(dep, framework="trtllm"), WL)
+    for line in _servers(launched):
+        assert set(flags_of(line)) <= trtllm.TRTLLM_FLAGS, line
+    assert set(flags_of(launched.benchmark)) <= VLLM_BENCH_FLAGS  # trtllm's benchmark is `vllm bench serve`
 
 
 def test_vllm_line() -> None:
