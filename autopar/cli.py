@@ -57,8 +57,9 @@ def profile(
 def calibrate(
     model: Annotated[str, typer.Argument(help="Preset name, model .yaml, or Hugging Face config.json (dense models).",
                                          autocompletion=complete_model)],
-    plan: Annotated[list[str] | None, typer.Option(help="A plan to run: dp2,tp2,pp1[,vpp2,mbs1,gb8,zero3,sp|nosp,"
-                                                   "seq256]; repeat for several (one process group runs them in turn).")]
+    plan: Annotated[list[str] | None, typer.Option(help="A plan to run, e.g. dp2,tp2,pp1, with any of vppN, cpN, mbsN, "
+                                                   "gbN, zeroN, seqN, sp or nosp after a comma; repeat for several (one "
+                                                   "process group runs them in turn).")]
     = None,
     top: Annotated[int | None, typer.Option(help="Instead of --plan: suggest's best K plans for the processes.")] = None,
     scale_to_fit: Annotated[bool, typer.Option("--scale-to-fit", help="Shrink the model to run in seconds here "
