@@ -266,6 +266,8 @@ CASES = [
     Case("10 contract", "empty model name", lambda t: job(t).replace(f"'{t}/tiny.yaml'", "''"), 2, "empty model name"),
     Case("10 contract", "--slurm-time abc", lambda t: job(t, extra="--emit slurm --slurm-time 4h"), 2,
          "--slurm-time '4h': sbatch reads minutes, MM:SS, HH:MM:SS"),
+    Case("10 contract", "calibrate --nproc 0", lambda t: "{A} calibrate llama3.1-8b --plan dp1,tp2,pp1 --device cpu --nproc 0",
+         2, "--nproc: must be >= 1, got 0", torch=True),
     Case("10 contract", "empty --stack", lambda t: job(t, extra="--stack ''"), 2, "--stack is empty"),
     Case("10 contract", "--varlen-strategy without lengths", lambda t: job(t, extra="--varlen-strategy hdp"), 2,
          "--varlen-strategy needs --seq-len-dist"),

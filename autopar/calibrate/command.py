@@ -65,6 +65,8 @@ def _world(kind: str, nproc: int | None, torch_cuda_count: int) -> int:
         except ValueError:
             raise SpecError("WORLD_SIZE must be an integer (set by torchrun)") from None
     if nproc is not None:
+        if nproc < 1:
+            raise SpecError(f"--nproc: must be >= 1, got {nproc}")
         return nproc
     return torch_cuda_count if kind == "cuda" else 2
 
