@@ -317,6 +317,10 @@ CASES = [
            "--max-prefill-tokens must be between 1 and 16,777,216, got 0"),
           ("estimate", "--mixed-chunk", 2, "--mixed-chunk is an SGLang setting (--framework sglang), got --framework vllm"),
           ("too big", "--emit vllm", 2, "--emit vllm: the deployment does not fit"),
+          ("estimate", "--framework trtllm --max-num-tokens 1000", 2, "--isl (1,024) exceeds the 1,000 tokens one "
+           "TensorRT-LLM 1.0 step holds (--max-num-tokens): without chunked context it refuses a longer prompt"),
+          ("suggest", "--framework trtllm --isl 9000", 2, "--isl (9,000) exceeds the 8,192 tokens one TensorRT-LLM 1.0 "
+           "step holds (--max-num-tokens, its default)"),
           ("moe", "--tp 4 --ep 2", 2, "vLLM runs MoE experts either tensor-parallel (--ep 1) or expert-parallel over "
            "all tp x dp = 4 GPUs; --ep 2 is neither"),
           ("moe", "--tp 2 --dp 2 --attention-dp --ep 4 --framework trtllm", 2,

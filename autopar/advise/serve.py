@@ -154,10 +154,19 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
 
 
 def check_workload(ctx: ServeContext, wl: Workload) -> None:
-    """A request must fit the model's context window (its prompt and its whole output)."""
+    """A request must fit the model's context window (its prompt and its whole output), and, on an engine
+    without chunked prefill (TensorRT-LLM 1.0), its prompt must fit one step: the LLM API refuses a longer
+    one (tensorrt_llm/llmapi/llm.py _check_arguments, "The sum of prompt length ... should not exceed
+    max_num_tokens"; tests/unittest/llmapi/test_llm.py test_max_num_token_check)."""
     if wl.isl + wl.osl > ctx.model.max_seq_len:
         raise SpecError(f"--isl + --osl ({wl.isl:,} + {wl.osl:,}) exceeds {ctx.model.name}'s context window "
                         f"(max_seq_len {ctx.model.max_seq_len:,} tokens)")
+    fw = constants(ctx.framework, ctx.framework_version)
+    budget = fw.chunk_tokens if ctx.engine_args.max_num_tokens is None else ctx.engine_args.max_num_tokens
+    if not fw.chunked and wl.isl > budget:
+        raise SpecError(f"--isl ({wl.isl:,}) exceeds the {budget:,} tokens one {fw.label} step holds "
+                        f"(--max-num-tokens{'' if ctx.engine_args.max_num_tokens else ', its default'}): without "
+                        "chunked context it refuses a longer prompt; give --max-num-tokens of at least --isl")
 
 
 def explain(ctx: ServeContext, dep: Deployment, wl: Workload) -> ServeEstimate:
