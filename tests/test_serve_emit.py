@@ -111,10 +111,72 @@ def test_every_emitted_flag_is_defined(engine: Engine) -> None:
     assert set(flags_of(launched.benchmark)) <= VLLM_BENCH_FLAGS  # trtllm's benchmark is `vllm bench serve`
 
 
+# What MODEL must hold for --weights (emit.serving.weights_note; sources at QUANTIZE_ON_LOAD): vLLM 0.12.0
+# and SGLang 0.5.6.post2 quantize bf16 weights to fp8 on load with --quantization fp8 (Fp8Config,
+# is_checkpoint_fp8_serialized False) and refuse a --quantization other than the checkpoint's own format
+# (vllm/config/model.py, sglang/srt/configs/model_config.py _verify_quantization); trtllm-serve at 00209af
+# has no quantization option; int4 (AWQ/GPTQ) and NVFP4 are read from the checkpoint's config.
+FP8_ON_LOAD = ("# --weights fp8: --quantization fp8 quantizes a bf16 MODEL on load; drop it if MODEL is an fp8 "
+               "checkpoint of another format (compressed-tensors, ModelOpt): the server reads that from its config "
+               "and refuses a mismatch")
+
+
+def _must_be(weights: str, what: str) -> str:
+    return (f"# --weights {weights}: MODEL must be {what} checkpoint, whose config the server reads; "
+            "this line does not quantize a bf16 one on load")
+
+
+@pytest.mark.parametrize(("framework", "weights", "note", "flag"), [
+    ("vllm", "fp8", FP8_ON_LOAD, "--quantization fp8"),
+    ("sglang", "fp8", FP8_ON_LOAD, "--quantization fp8"),
+    ("trtllm", "fp8", _must_be("fp8", "an fp8"), None),
+    ("vllm", "int4", _must_be("int4", "an int4 (AWQ/GPTQ)"), None),
+    ("sglang", "int4", _must_be("int4", "an int4 (AWQ/GPTQ)"), None),
+    ("trtllm", "int4", _must_be("int4", "an int4 (AWQ/GPTQ)"), None),
+    ("vllm", "fp4", _must_be("fp4", "an NVFP4 (ModelOpt)"), None),
+    ("sglang", "fp4", _must_be("fp4", "an NVFP4 (ModelOpt)"), None),
+    ("trtllm", "fp4", _must_be("fp4", "an NVFP4 (ModelOpt)"), None),
+])
+def test_quantized_weights_say_what_the_checkpoint_must_be(framework: str, weights: str, note: str,
+                                                           flag: str | None) -> None:
+    module = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}[framework]
+    dep = Deployment(framework=framework, mode="agg", engine=Engine(tp=2), replicas=2, weights=weights)
+    servers = module.launch(dep, WL).servers  # type: ignore[attr-defined]
+    assert servers[0] == note and len(servers) == 3  # one note above both replicas' lines
+    for line in servers[1:]:
+        assert ("--quantization" in line) == (flag is not None) and (flag is None or flag in line)
+    disagg = Deployment(framework=framework, mode="disagg", engine=Engine(tp=2), replicas=1, weights=weights,
+                        prefill=Engine(tp=2), prefill_replicas=1)
+    assert module.launch(disagg, WL).servers[0] == note  # type: ignore[attr-defined]
+
+
+def test_bf16_weights_have_no_note() -> None:
+    for module in (vllm, sglang, trtllm):
+        dep = Deployment(framework=module.__name__.rsplit(".", 1)[1], mode="agg", engine=Engine(tp=2), replicas=1)
+        (line,) = module.launch(dep, WL).servers  # type: ignore[attr-defined]
+        assert line.startswith("CUDA_VISIBLE_DEVICES=0,1 ") and "--quantization" not in line
+
+
+@pytest.mark.parametrize("command", ["estimate", "suggest"])
+def test_int4_launch_says_what_model_must_be(command: str) -> None:
+    layout = ["--tp", "1"] if command == "estimate" else []
+    r = runner.invoke(app, ["serve", command, "llama3.1-8b", "--gpus", "1", *layout, "--weights", "int4",
+                            "--emit", "vllm"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    at = lines.index("# MODEL=<Hugging Face id or checkpoint path>")
+    assert lines[at + 1:at + 4] == [
+        "# --weights int4: MODEL must be an int4 (AWQ/GPTQ) checkpoint, whose config the",
+        "# server reads; this line does not quantize a bf16 one on load",
+        'CUDA_VISIBLE_DEVICES=0 vllm serve "$MODEL" --tensor-parallel-size 1 \\',
+    ]
+
+
 def test_vllm_line() -> None:
     dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=4), replicas=2, weights="fp8")
     launched = vllm.launch(dep, WL)
     assert launched.servers == (
+        FP8_ON_LOAD,
         'CUDA_VISIBLE_DEVICES=0,1,2,3 vllm serve "$MODEL" --tensor-parallel-size 4 --quantization fp8 '
         "--gpu-memory-utilization 0.9 --max-num-seqs 32 --max-num-batched-tokens 8192 --port 8000",
         'CUDA_VISIBLE_DEVICES=4,5,6,7 vllm serve "$MODEL" --tensor-parallel-size 4 --quantization fp8 '

@@ -32,6 +32,18 @@ VLLM_BENCH_FLAGS = frozenset({"--backend", "--base-url", "--model", "--dataset-n
 SGLANG_BENCH_FLAGS = frozenset({"--backend", "--host", "--port", "--dataset-name", "--random-input-len",
                                 "--random-output-len", "--random-range-ratio", "--num-prompts", "--max-concurrency"})
 
+# The weight format a framework's server line quantizes bf16 weights to on load: vLLM 0.12.0 and SGLang
+# 0.5.6.post2 `--quantization fp8` (their Fp8Config with is_checkpoint_fp8_serialized False keeps the
+# loaded weights and quantizes them: vllm/model_executor/layers/quantization/fp8.py,
+# sglang/srt/layers/quantization/fp8.py). trtllm-serve has no quantization option (TRTLLM_FLAGS). Any
+# other format must already be the checkpoint's, which each server reads from its config (config.json
+# quantization_config, or ModelOpt's hf_quant_config.json): vllm/config/model.py
+# ModelConfig._verify_quantization, sglang/srt/configs/model_config.py _parse_quant_hf_config, TensorRT-LLM
+# tensorrt_llm/_torch/model_config.py load_modelopt_quant_config. vLLM and SGLang refuse a --quantization
+# that differs from the checkpoint's format (same _verify_quantization functions).
+QUANTIZE_ON_LOAD = {"vllm": "fp8", "sglang": "fp8"}
+CHECKPOINT = {"fp8": "an fp8", "fp4": "an NVFP4 (ModelOpt)", "int4": "an int4 (AWQ/GPTQ)"}  # as cost/serve.py prices them
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServeLaunch:
@@ -72,20 +84,34 @@ def place(line: str, engine: Engine, replicas: int, *, first_gpu: int, port: int
     return out, first_gpu + replicas * engine.gpus
 
 
+def weights_note(dep: Deployment) -> tuple[str, ...]:
+    """What MODEL must hold for the deployment's --weights (nothing for bf16)."""
+    w = dep.weights
+    if w == "bf16":
+        return ()
+    if QUANTIZE_ON_LOAD.get(dep.framework) == w:
+        return (f"# --weights {w}: --quantization {w} quantizes a bf16 MODEL on load; drop it if MODEL is "
+                f"an {w} checkpoint of another format (compressed-tensors, ModelOpt): the server reads that "
+                "from its config and refuses a mismatch",)
+    return (f"# --weights {w}: MODEL must be {CHECKPOINT[w]} checkpoint, whose config the server reads; "
+            "this line does not quantize a bf16 one on load",)
+
+
 def server_lines(dep: Deployment, *, line: Callable[[Engine, str | None], str], port: int,
                  front: str) -> tuple[str, ...]:
     """One server line per engine, from `line(engine, role)` (role None, "prefill" or "decode").
 
     Aggregated: the replicas on ports port, port+1, ... Disaggregated: a note saying what
     `front` (the router or proxy on `port`) must do, the prefill engines from port+100 and
-    the decode engines from port+200, on the GPUs after them."""
+    the decode engines from port+200, on the GPUs after them. Quantized weights: first, a note
+    on what MODEL must be (weights_note)."""
     if dep.prefill is None:
-        return tuple(place(line(dep.engine, None), dep.engine, dep.replicas, first_gpu=0, port=port)[0])
+        return (*weights_note(dep), *place(line(dep.engine, None), dep.engine, dep.replicas, first_gpu=0, port=port)[0])
     pre, first = place(line(dep.prefill, "prefill"), dep.prefill, dep.prefill_replicas, first_gpu=0, port=port + 100)
     dec, _ = place(line(dep.engine, "decode"), dep.engine, dep.replicas, first_gpu=first, port=port + 200)
     note = (f"# prefill engines on ports {port + 100}+, decode engines on {port + 200}+; {front} on port {port} "
             "(GPU numbers continue across nodes)")
-    return (note, *pre, *dec)
+    return (*weights_note(dep), note, *pre, *dec)
 
 
 def _per_replica(one: str, wl: Workload, *, port: int, replicas: int) -> str:

@@ -10,7 +10,7 @@ attention data-parallel ranks (attention TP = tp-size / dp-size), and
 from __future__ import annotations
 
 from autopar.cost.serve_frameworks import for_deployment
-from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_lines, sglang_bench
+from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, ServeLaunch, per_engine, server_lines, sglang_bench
 from autopar.spec.serve import Deployment, Engine, Workload
 
 SGLANG_FLAGS = frozenset({"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
@@ -30,8 +30,8 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
         words += ["--pp-size", str(engine.pp)]
     if engine.ep > 1:
         words += ["--ep-size", str(engine.ep)]
-    if dep.weights == "fp8":
-        words += ["--quantization", "fp8"]
+    if dep.weights == QUANTIZE_ON_LOAD["sglang"]:
+        words += ["--quantization", dep.weights]
     if dep.kv_dtype == "fp8":
         words += ["--kv-cache-dtype", "fp8_e4m3"]
     words += ["--mem-fraction-static", str(fw.memory_fraction), "--max-running-requests", str(batch),

@@ -13,7 +13,7 @@ import json
 import shlex
 
 from autopar.cost.serve_frameworks import for_deployment
-from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_lines, vllm_bench
+from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, ServeLaunch, per_engine, server_lines, vllm_bench
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Engine, Workload
 
@@ -39,8 +39,8 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
         words += ["--data-parallel-size", str(engine.dp)]
     if engine.ep > 1:
         words.append("--enable-expert-parallel")
-    if dep.weights == "fp8":
-        words += ["--quantization", "fp8"]
+    if dep.weights == QUANTIZE_ON_LOAD["vllm"]:
+        words += ["--quantization", dep.weights]
     if dep.kv_dtype == "fp8":
         words += ["--kv-cache-dtype", "fp8"]
     words += ["--gpu-memory-utilization", str(fw.memory_fraction), "--max-num-seqs", str(batch),
