@@ -333,6 +333,15 @@ def test_gb200_is_one_72_gpu_nvlink_domain() -> None:
     assert gb200.peak("bf16") > b200.peak("bf16") and gb200.memory_bytes > b200.memory_bytes
 
 
+def test_gb200_hosts_hold_4_gpus_of_the_72_gpu_node() -> None:
+    """A GB200 NVL72 compute tray (one host) holds 4 of the rack's 72 GPUs (aiconfigurator systems/gb200.yaml at
+    095f58a51c4c: num_gpus_per_node 4, '18 compute trays x 4 GPUs each'); the cost model's node stays 72."""
+    gb200 = load_hardware("gb200")
+    assert (gb200.gpus_per_node, gb200.gpus_per_host, gb200.host_gpus) == (72, 4, 4)
+    assert all(load_hardware(name).host_gpus == load_hardware(name).gpus_per_node
+               for name in EXPECTED_PROFILES - {"gb200"})
+
+
 def test_h20_trades_compute_for_bandwidth() -> None:
     """H20: 15% of H100's BF16 peak, 1.19x its HBM bandwidth, more of its peak reached (torch.mm
     142.25 of 148 TFLOPS, zzc0721/torch-performance-test-data#77)."""

@@ -87,6 +87,12 @@ def test_corrupt_profile_file(tmp_path: Path) -> None:
 
 
 def test_datasheet_profiles_need_citations() -> None:
+    d = toy_profile_dict()
+    d["node"]["gpus_per_host"] = 3  # the toy node has 8 GPUs
+    with pytest.raises(ProfileError, match=r"node.gpus_per_host: must divide gpus_per_node \(8\), got 3"):
+        parse_profile(d, where="x.yaml")
+    d["node"]["gpus_per_host"] = 4
+    assert parse_profile(d, where="x.yaml").host_gpus == 4
     d = toy_profile_dict(source="datasheet")
     with pytest.raises(ProfileError, match="citations: missing required field"):
         parse_profile(d, where="x.yaml")

@@ -172,6 +172,24 @@ def test_int4_launch_says_what_model_must_be(command: str) -> None:
     ]
 
 
+def test_gb200_launch_lines_stop_at_a_4_gpu_host() -> None:
+    """gb200's node is the 72-GPU NVLink domain, a host (one CUDA_VISIBLE_DEVICES numbering) a 4-GPU tray:
+    an engine of more than 4 GPUs has no launch line; replicas of up to 4 continue across hosts."""
+    r = runner.invoke(app, ["serve", "estimate", "llama3.1-405b", "--hardware", "gb200", "--gpus", "72", "--tp", "8",
+                            "--pp", "9", "--emit", "trtllm"])
+    assert r.exit_code == 2
+    assert "an engine of 72 GPUs (tp x pp x attention-dp) spans more than one gb200 host (4 GPUs)" in " ".join(
+        r.output.split())
+    assert "CUDA_VISIBLE_DEVICES=" not in r.output
+    r = runner.invoke(app, ["serve", "estimate", "llama3.1-8b", "--hardware", "gb200", "--gpus", "8", "--tp", "4",
+                            "--dp", "2", "--emit", "vllm", "--json"])
+    assert r.exit_code == 0, r.output
+    servers = json.loads(r.output)["launch"]["servers"]
+    assert servers[0] == ("# GPU numbers continue across hosts (4 per host): start each engine on the host that "
+                          "holds its GPUs, numbered from 0 there, and point its client at that host")
+    assert [s.split()[0] for s in servers[1:]] == ["CUDA_VISIBLE_DEVICES=0,1,2,3", "CUDA_VISIBLE_DEVICES=4,5,6,7"]
+
+
 def test_vllm_line() -> None:
     dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=4), replicas=2, weights="fp8")
     launched = vllm.launch(dep, WL)

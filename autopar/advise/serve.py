@@ -223,11 +223,14 @@ def launch(ctx: ServeContext, target: str, est: ServeEstimate) -> ServeLaunch:
         raise SpecError(f"--emit {target}: the deployment does not fit (the weights and one request's KV cache "
                         "exceed the memory the framework gives them), so there is no launch line; run without "
                         "--emit to see its memory, or use more GPUs per engine")
-    dep, node = est.deployment, ctx.hw.gpus_per_node
+    # A launch line starts on one host (one OS numbering its GPUs for CUDA_VISIBLE_DEVICES): the node,
+    # or fewer GPUs where the profile's node is a wider NVLink domain (gb200: 4 of 72; HardwareProfile.host_gpus)
+    dep, node = est.deployment, ctx.hw.host_gpus
+    where = "node" if node == ctx.hw.gpus_per_node else "host"
     if (big := max(e.gpus for e in (dep.engine, dep.prefill) if e is not None)) > node:
         raise SpecError(f"--emit {target}: an engine of {big} GPUs (tp x pp x attention-dp) spans more than one "
-                        f"{ctx.hw.name} node ({node} GPUs); the launch lines autopar writes start each engine on "
-                        "one node (CUDA_VISIBLE_DEVICES), so there is none for it: run without --emit, or `serve "
+                        f"{ctx.hw.name} {where} ({node} GPUs); the launch lines autopar writes start each engine on "
+                        f"one {where} (CUDA_VISIBLE_DEVICES), so there is none for it: run without --emit, or `serve "
                         f"estimate` a layout of at most {node} GPUs per engine")
 
     emitters = {"vllm": vllm.launch, "sglang": sglang.launch, "trtllm": trtllm.launch}
@@ -238,7 +241,7 @@ def launch(ctx: ServeContext, target: str, est: ServeEstimate) -> ServeLaunch:
                         f"{est.deployment.framework}; pass --framework {target}")
     launched = emitters[target](dep, est.workload)
     if dep.prefill is None and dep.gpus > node:  # (disaggregated launches say so in their own note)
-        note = (f"# GPU numbers continue across nodes ({node} per node): start each engine on the node that holds "
-                "its GPUs, numbered from 0 there, and point its client at that node")
+        note = (f"# GPU numbers continue across {where}s ({node} per {where}): start each engine on the {where} "
+                f"that holds its GPUs, numbered from 0 there, and point its client at that {where}")
         launched = replace(launched, servers=(note, *launched.servers))
     return launched

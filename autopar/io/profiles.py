@@ -143,6 +143,9 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
         raise fail("gpu.peak_tflops", "must give bf16")
     if p.source == "datasheet" and p.citations is None:
         raise fail("citations", "missing required field")
+    if p.node.gpus_per_host is not None and p.node.gpus_per_node % p.node.gpus_per_host:
+        raise fail("node.gpus_per_host", f"must divide gpus_per_node ({p.node.gpus_per_node}), "
+                   f"got {p.node.gpus_per_host}")
     return HardwareProfile(
         name=p.name,
         description=p.description,
@@ -155,6 +158,7 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
         gemm_eff=_curves(p.gpu.gemm_efficiency, "gpu.gemm_efficiency", fail),
         attn_eff=_curves(p.gpu.attention_efficiency, "gpu.attention_efficiency", fail),
         gpus_per_node=p.node.gpus_per_node,
+        gpus_per_host=p.node.gpus_per_host,
         intra=_collectives(p.node.intra),
         inter=_collectives(p.cluster.inter),
         compute_slowdown=p.overlap.compute_slowdown,

@@ -195,6 +195,7 @@ class GpuFile(_Strict):
 
 class NodeFile(_Strict):
     gpus_per_node: NodeSize
+    gpus_per_host: NodeSize | None = None  # GPUs one host (one OS) holds, for launch lines; default: the node
     intra: CollectivesFile
 
 

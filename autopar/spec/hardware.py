@@ -23,6 +23,7 @@ gpu:
     bf16: [[1024, 0.45], [8192, 0.60]]
 node:
   gpus_per_node: 8
+  # gpus_per_host: 4              # optional: GPUs one host (OS) holds when fewer than the node (GB200 NVL72)
   intra:                          # within a node; bus bandwidth as nccl-tests defines it
     all_reduce: [{group_size: 8, latency_us: 25, bw_gbps: 360}]
     all_gather: [...]
@@ -140,6 +141,7 @@ class HardwareProfile:
     gemm_eff: dict[str, Curve]  # per dtype: GEMM FLOPs -> achieved/peak
     attn_eff: dict[str, Curve]  # per dtype: sequence length -> achieved/peak (flash attention fwd+bwd)
     gpus_per_node: int  # GPUs sharing the fast intra-node fabric
+    gpus_per_host: int | None = None  # GPUs one host (one OS) holds, when fewer than the node (GB200 NVL72: 4)
     intra: dict[str, tuple[CollectiveFit, ...]]  # per collective, fits by group size, inside a node
     inter: dict[str, tuple[CollectiveFit, ...]]  # per collective, fits by group size, one rank per node
     compute_slowdown: float  # compute time multiplier while overlapped with communication
@@ -148,6 +150,12 @@ class HardwareProfile:
     citations: dict[str, str] = field(default_factory=dict)  # field path -> source
     path: str = ""  # file it was read from
     corrections: tuple[Correction, ...] = ()  # measured by `autopar calibrate --save`; the cost model applies them
+
+    @property
+    def host_gpus(self) -> int:
+        """GPUs one launch line's host holds: the node unless the profile says otherwise. Only launch
+        lines use it (CUDA_VISIBLE_DEVICES numbers one host's GPUs); the cost model keeps the node."""
+        return self.gpus_per_host or self.gpus_per_node
 
     def correction(self, name: str) -> float:
         """The factor of correction `name`, 1.0 when the profile has none."""
