@@ -188,10 +188,14 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
     # whether a refusal holds the batch full until a request ends
     ratio, full = (sched.ratio_min if staggered else sched.ratio_init), False
     host = 0.0  # when the serving process has sent every token of the steps run so far
+    paced = sched.host_token_s > 0  # the serving process may fall behind (else it sends a step's tokens at its end)
+    by_room = sched.kv_tokens > 0  # admission by KV room, which alone reads the ratio
+    waves = sched.policy == "prefill_first" and not sched.mixed  # a step with prompt tokens holds no decodes
+    lag = 1 if sched.overlap else 0  # steps between a request reaching the scheduler and the step it joins
     pending: deque[list[float]] = deque()  # sent after `t` (the process was behind): [count, arrival]
     while ended < prompts:
         # waiting is in arrival order, and so in order of the step each cohort may join: the ready ones lead
-        cut = bisect_right(waiting, float(steps), key=_joins)
+        cut = bisect_right(waiting, float(steps), key=_joins) if waiting else 0
         ready, later = waiting[:cut], waiting[cut:]
         if not ready and not decoding and not prefilling:  # an idle engine takes them as they come
             if not later and pending:  # it waits for the first one the process sends
@@ -201,18 +205,20 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
             ready, later = [[count, arrival, steps] for count, arrival, _ in later], []  # all have reached it
             ratio = sched.ratio_init
         slots = cap - n_dec - n_pre
-        if sched.kv_tokens > 0 and ready:
+        if by_room and ready:
             room = 0 if full else admissible(sched, decoding, n_dec=n_dec, n_pre=n_pre, isl=isl, osl=osl,
                                              ratio=ratio, dsteps=dsteps, start_sum=start_sum)
             if room < slots and room < sum(w[0] for w in ready):  # the sum only when room is short
                 full = True
             slots = min(slots, room)
-        d = n_dec
-        if sched.policy == "prefill_first" and not sched.mixed and (prefilling or (ready and slots > 0)):
-            d = 0  # a prefill step holds no decode tokens
-        inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
-        items, p, prefilling, ready = _plan(sched, prefilling, ready, isl=isl, room=max(0, sched.budget - d),
-                                            slots=slots, inputs=inputs)
+        has_prompts = prefilling or (ready and slots > 0)  # the step may hold prompt tokens
+        d = 0 if waves and has_prompts else n_dec
+        if has_prompts:
+            inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
+            items, p, prefilling, ready = _plan(sched, prefilling, ready, isl=isl, room=max(0, sched.budget - d),
+                                                slots=slots, inputs=inputs)
+        else:  # no prompt to run: a decode-only step (what _plan returns then)
+            items, p = [], 0
         waiting = ready + later
         if p == 0:  # only decodes until the oldest cohort ends (or a request becomes ready): one jump
             if not decoding:
@@ -224,13 +230,15 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                 k = min(k, max(1, int((pending[0][1] - t) / c) + 1))
             host = _sent(sched, host, t, c, d, k)
             t, steps, dsteps = t + k * c, steps + k, dsteps + k
-            ratio = _decayed(sched, ratio, k)
+            ratio = _decayed(sched, ratio, k) if by_room else ratio
         else:
             c = cost(d, p)
-            host = _sent(sched, host, t, c, d + sum(count for count, _, done in items if done >= isl), 1)
+            # the step's tokens: its decodes and its first tokens (counted only for a process that may lag)
+            tokens = d + sum(count for count, _, done in items if done >= isl) if paced else d
+            host = _sent(sched, host, t, c, tokens, 1)
             t, steps = t + c, steps + 1
             dsteps += 1 if d else 0
-            ratio = _decayed(sched, ratio, 1) if d else ratio
+            ratio = _decayed(sched, ratio, 1) if d and by_room else ratio
         firsts = 0
         for count, arrival, done in items:
             if done >= isl:
@@ -242,7 +250,7 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                 firsts_all += count
             else:
                 prefilling.append([count, arrival, done])
-        n_pre = int(sum(c[0] for c in prefilling))
+        n_pre = int(sum(c[0] for c in prefilling)) if prefilling else 0
         n = 0
         while decoding and decoding[0][2] + last <= dsteps:  # its osl - 1 decode steps are done
             size, first, start = decoding.popleft()
@@ -264,7 +272,6 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                 decoding.append([firsts, host, dsteps])
                 n_dec += firsts
                 start_sum += firsts * dsteps
-        lag = 1 if sched.overlap else 0
         while pending and pending[0][1] < t:  # sent during the step just run: joins the next but `lag`
             waiting.append([pending[0][0], pending.popleft()[1], steps + lag])
         new = min(n, prompts - sent) if not staggered else n
@@ -344,13 +351,14 @@ def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[fl
     left_pre: list[list[float]] = []
     for i, (count, arrival, done) in enumerate(prefilling):
         full, part, room = _take(sched, int(count), isl - int(done), room, first=not items)
-        items += [(full, arrival, isl)] if full else []
-        items += [(1, arrival, int(done) + part)] if part else []
+        if full:
+            items.append((full, arrival, isl))
+        if part:
+            items.append((1, arrival, int(done) + part))
         tokens += full * (isl - int(done)) + part
         rest = int(count) - full - (1 if part else 0)
-        left_pre += [[rest, arrival, done]] if rest else []
         if rest:  # the budget is spent: the others wait their turn
-            left_pre += prefilling[i + 1:]
+            left_pre += [[rest, arrival, done], *prefilling[i + 1:]]
             return items, tokens, left_pre, waiting
     if inputs is not None:
         inputs -= tokens
@@ -362,8 +370,10 @@ def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[fl
         else:
             full, part, room = _take_capped(sched, can, isl, room, inputs=inputs, first=not items)
             inputs -= full * isl + part
-        items += [(full, arrival, isl)] if full else []
-        items += [(1, arrival, part)] if part else []
+        if full:
+            items.append((full, arrival, isl))
+        if part:
+            items.append((1, arrival, part))
         tokens += full * isl + part
         taken = full + (1 if part else 0)
         slots -= taken
