@@ -85,10 +85,13 @@ def test_request_checks_slurm_time_as_sbatch_reads_it(time: str, ok: bool) -> No
             ask()
 
 
-@pytest.mark.parametrize(("gpus", "per_node", "layout"), [(64, 8, (8, 8)), (8, 8, (1, 8)), (4, 8, (1, 4)), (16, 4, (4, 4))])
-def test_node_layout(gpus: int, per_node: int, layout: tuple[int, int]) -> None:
+@pytest.mark.parametrize(("gpus", "per_node", "per_host", "layout"),
+                         [(64, 8, 8, (8, 8)), (8, 8, 8, (1, 8)), (4, 8, 8, (1, 4)), (16, 4, 4, (4, 4)),
+                          (16, 72, 4, (4, 4)), (4, 72, 4, (1, 4)), (144, 72, 4, (36, 4))])
+def test_node_layout(gpus: int, per_node: int, per_host: int, layout: tuple[int, int]) -> None:
+    # a GB200 NVL72 node (72 GPUs on NVLink) is 18 hosts of 4: torchrun runs once per host
     job = Job(gpus=gpus, gpus_per_node=per_node, global_batch=64, seq_len=2048)
-    assert launch.node_layout(job) == layout
+    assert launch.node_layout(job, per_host) == layout
 
 
 def test_job_name_is_a_safe_sbatch_value() -> None:

@@ -7,8 +7,8 @@ Glue between the CLI's ``--emit`` options and the pure string builders of ``auto
 - ``slurm``             an sbatch script running the Megatron-LM command once per node
 - ``slurm-torchtitan``  the same with the torchtitan command
 
-One torchrun per node: nnodes = gpus / gpus_per_node and nproc_per_node = gpus_per_node, or one
-node with all the GPUs when the job fits in one. Every node meets at a c10d rendezvous on
+One torchrun per host: nnodes = gpus / host GPUs and nproc_per_node = host GPUs (the node, or a
+GB200 tray of 4), or one host with all the GPUs when the job fits in one. Every node meets at a c10d rendezvous on
 ``$MASTER_ADDR:29500`` (``localhost:29500`` for a single node outside SLURM).
 
 The launch follows the execution stack: ``--emit torchtitan`` without ``--stack`` costs and
@@ -104,20 +104,21 @@ def request(kind: str | None, *, out: Path | None, torchtitan_config: str | None
     return LaunchRequest(kind=kind, out=out, titan_config=torchtitan_config, extra=words, slurm=slurm)
 
 
-def node_layout(job: Job) -> tuple[int, int]:
-    """(nnodes, nproc_per_node) for the job: whole nodes, or one node holding every GPU."""
-    if job.gpus <= job.gpus_per_node:
+def node_layout(job: Job, host_gpus: int) -> tuple[int, int]:
+    """(nnodes, nproc_per_node) for the job: whole hosts of `host_gpus` GPUs (HardwareProfile.host_gpus:
+    the node, or a GB200 NVL72 tray of 4 inside its 72-GPU NVLink node), or one host holding every GPU."""
+    if job.gpus <= host_gpus:
         return 1, job.gpus
-    if job.gpus % job.gpus_per_node:
-        raise SpecError(f"--gpus ({job.gpus}) is not a whole number of {job.gpus_per_node}-GPU nodes; "
-                        "torchrun starts the same number of processes on every node")
-    return job.gpus // job.gpus_per_node, job.gpus_per_node
+    if job.gpus % host_gpus:
+        raise SpecError(f"--gpus ({job.gpus}) is not a whole number of {host_gpus}-GPU hosts; "
+                        "torchrun starts the same number of processes on every host")
+    return job.gpus // host_gpus, host_gpus
 
 
 def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, multiline: bool,
              extra_args: Sequence[str] = ()) -> str:
     """``extra_args`` (words the answer adds, e.g. hybrid CP) go before the user's --emit-extra words."""
-    nnodes, nproc = node_layout(ctx.job)
+    nnodes, nproc = node_layout(ctx.job, ctx.hw.host_gpus)
     words = [*extra_args, *req.extra]
     if FRAMEWORK[req.kind] == "torchtitan":
         return torchtitan.torchtitan_command(ctx.model, plan, ctx.job, config=req.titan_config, nnodes=nnodes,
@@ -218,7 +219,7 @@ def _notes(req: LaunchRequest, ctx: Context, plan: Plan) -> tuple[str, ...]:
 def build(req: LaunchRequest, ctx: Context, plans: Sequence[Plan], *, extra_args: Sequence[str] = ()) -> Launch:
     """The launch text for the best of ``plans`` the framework runs, without writing anything."""
     plan, chosen = choose(req, ctx, plans)
-    nnodes, nproc = node_layout(ctx.job)
+    nnodes, nproc = node_layout(ctx.job, ctx.hw.host_gpus)
     notes = chosen + _notes(req, ctx, plan)
     if req.kind.startswith("slurm"):
         # the command one flag a line inside srun's `bash -c '...'`: the inner shell joins the lines

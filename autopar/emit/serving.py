@@ -110,7 +110,7 @@ def server_lines(dep: Deployment, *, line: Callable[[Engine, str | None], str], 
     pre, first = place(line(dep.prefill, "prefill"), dep.prefill, dep.prefill_replicas, first_gpu=0, port=port + 100)
     dec, _ = place(line(dep.engine, "decode"), dep.engine, dep.replicas, first_gpu=first, port=port + 200)
     note = (f"# prefill engines on ports {port + 100}+, decode engines on {port + 200}+; {front} on port {port} "
-            "(GPU numbers continue across nodes)")
+            "(GPU numbers continue across hosts)")
     return (*weights_note(dep), note, *pre, *dec)
 
 

@@ -75,7 +75,6 @@ class Engine:
             raise SpecError(f"{model.name}: ffn_hidden_size ({model.ffn_hidden_size}) must be divisible by "
                             f"{flag}tp ({self.tp})")
 
-
     def check_framework(self, framework: str, *, flag: str = "--") -> None:
         """Layouts a framework cannot express: vLLM's experts are TP-split (ep 1) or EP over all tp x dp GPUs;
         TensorRT-LLM's attention-DP runs attention on one GPU per rank."""
