@@ -12,6 +12,8 @@ from autopar.errors import AutoparError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from autopar.advise.serve import ServeContext
+
 serve_app = typer.Typer(
     name="serve",
     help="Inference: plan a serving deployment (TP/PP/DP/EP, attention-DP, disaggregated) and its TTFT/TPOT.",
@@ -64,6 +66,23 @@ def _console() -> Console:
     return console()
 
 
+def _context(model: str, *, hardware: str | None, gpus: int | None, framework: str | None, emit: str | None,
+             weights: str, kv_dtype: str, framework_version: str, max_num_tokens: int | None,
+             max_batch_size: int | None, memory_fraction: float | None, mixed_chunk: bool,
+             max_prefill_tokens: int | None) -> ServeContext:
+    """The serve commands' shared options: --framework defaults to the --emit target, else vllm; the
+    engine's launch settings (a flag not given keeps the framework's default)."""
+    from autopar.advise import serve as advise
+    from autopar.spec.serve import EngineArgs
+
+    advise.check_emit(emit)
+    return advise.context(model, hardware=hardware, gpus=gpus, framework=(emit or "vllm") if framework is None else framework,
+                          weights=weights, kv_dtype=kv_dtype, framework_version=framework_version,
+                          engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
+                                                 memory_fraction=memory_fraction, mixed_chunk=mixed_chunk or None,
+                                                 max_prefill_tokens=max_prefill_tokens))
+
+
 @serve_app.command("estimate")
 def estimate_cmd(
     model: Model,
@@ -110,15 +129,13 @@ def estimate_cmd(
     """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory."""
     from autopar.advise import serve as advise
     from autopar.render import serve as render
-    from autopar.spec.serve import EngineArgs, Workload
+    from autopar.spec.serve import Workload
 
     try:
-        advise.check_emit(emit)
-        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=emit or "vllm" if framework is None else framework,
-                             weights=weights, kv_dtype=kv_dtype, framework_version=framework_version,
-                             engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
-                                                    memory_fraction=memory_fraction, mixed_chunk=mixed_chunk or None,
-                                                    max_prefill_tokens=max_prefill_tokens))
+        ctx = _context(model, hardware=hardware, gpus=gpus, framework=framework, emit=emit, weights=weights,
+                       kv_dtype=kv_dtype, framework_version=framework_version, max_num_tokens=max_num_tokens,
+                       max_batch_size=max_batch_size, memory_fraction=memory_fraction, mixed_chunk=mixed_chunk,
+                       max_prefill_tokens=max_prefill_tokens)
         wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
         dep = advise.deployment(
             ctx, mode=mode, agg=advise.PoolArgs(tp=tp, pp=pp, dp=dp, ep=ep, attention_dp=attention_dp),
@@ -165,15 +182,12 @@ def suggest_cmd(
     from autopar.render import serve as render
     from autopar.render.progress import progress_after
     from autopar.search.serve import DEFAULT_TARGETS_TEXT
-    from autopar.spec.serve import EngineArgs
 
     try:
-        advise.check_emit(emit)
-        ctx = advise.context(model, hardware=hardware, gpus=gpus, framework=emit or "vllm" if framework is None else framework,
-                             weights=weights, kv_dtype="auto" if kv_dtype is None else kv_dtype, framework_version=framework_version,
-                             engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
-                                                    memory_fraction=memory_fraction, mixed_chunk=mixed_chunk or None,
-                                                    max_prefill_tokens=max_prefill_tokens))
+        ctx = _context(model, hardware=hardware, gpus=gpus, framework=framework, emit=emit, weights=weights,
+                       kv_dtype="auto" if kv_dtype is None else kv_dtype, framework_version=framework_version,
+                       max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
+                       memory_fraction=memory_fraction, mixed_chunk=mixed_chunk, max_prefill_tokens=max_prefill_tokens)
         kv = ("auto", "fp8") if kv_dtype is None else (kv_dtype,)
         with progress_after("pricing deployments", enabled=not json_out) as tick:
             result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,

@@ -8,8 +8,8 @@ Glue between the CLI's ``--emit`` options and the pure string builders of ``auto
 - ``slurm-torchtitan``  the same with the torchtitan command
 
 One torchrun per host: nnodes = gpus / host GPUs and nproc_per_node = host GPUs (the node, or a
-GB200 tray of 4), or one host with all the GPUs when the job fits in one. Every node meets at a c10d rendezvous on
-``$MASTER_ADDR:29500`` (``localhost:29500`` for a single node outside SLURM).
+GB200 tray of 4), or one host with all the GPUs when the job fits in one. Every host meets at a
+c10d rendezvous on ``$MASTER_ADDR:29500`` (``localhost:29500`` for a single host outside SLURM).
 
 The launch follows the execution stack: ``--emit torchtitan`` without ``--stack`` costs and
 searches as the torchtitan stack (``stack_for``), and a launch on another framework than the
