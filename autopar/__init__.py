@@ -1,3 +1,79 @@
-"""autopar: a parallelism advisor for training large models on many GPUs."""
+"""autopar: a parallelism advisor for training and serving large models on many GPUs.
 
-__version__ = "0.1.0"
+The command line is `autopar`; the same questions as functions (docs/python.md):
+suggest, estimate, serve_suggest and serve_estimate, loaded on first use so that
+`import autopar` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from autopar.errors import AutoparError, InfeasibleError, OutputError, ProfileError, SpecError
+
+if TYPE_CHECKING:
+    from autopar.api import (
+        EstimateResult,
+        PlanResult,
+        ServeEstimateResult,
+        ServePoint,
+        ServeSuggestResult,
+        SuggestResult,
+        estimate,
+        serve_estimate,
+        serve_suggest,
+        suggest,
+    )
+
+_API = (
+    "suggest",
+    "estimate",
+    "serve_suggest",
+    "serve_estimate",
+    "SuggestResult",
+    "EstimateResult",
+    "PlanResult",
+    "ServeSuggestResult",
+    "ServeEstimateResult",
+    "ServePoint",
+)
+
+__all__ = [
+    "AutoparError",
+    "EstimateResult",
+    "InfeasibleError",
+    "OutputError",
+    "PlanResult",
+    "ProfileError",
+    "ServeEstimateResult",
+    "ServePoint",
+    "ServeSuggestResult",
+    "SpecError",
+    "SuggestResult",
+    "__version__",
+    "estimate",
+    "serve_estimate",
+    "serve_suggest",
+    "suggest",
+]
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), or "unknown" when run from a tree not installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("autopar")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from autopar import api
+
+        return getattr(api, name)
+    if name == "__version__":
+        return version()
+    raise AttributeError(f"module 'autopar' has no attribute {name!r}")

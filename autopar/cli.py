@@ -28,6 +28,22 @@ app = typer.Typer(
 app.add_typer(serve_app, name="serve")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from autopar import version
+
+        print(f"autopar {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print autopar's version (its package metadata) and exit.",
+                                          callback=_print_version, is_eager=True)] = False,
+) -> None:
+    """Parallelism advisor: how to split a training job across GPUs, how fast it runs, whether it fits."""
+
+
 def _fail(exc: AutoparError) -> NoReturn:
     from autopar.render.text import error
 

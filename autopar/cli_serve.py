@@ -75,12 +75,11 @@ def _context(model: str, *, hardware: str | None, gpus: int | None, framework: s
     from autopar.advise import serve as advise
     from autopar.spec.serve import EngineArgs
 
-    advise.check_emit(emit)
-    return advise.context(model, hardware=hardware, gpus=gpus, framework=(emit or "vllm") if framework is None else framework,
-                          weights=weights, kv_dtype=kv_dtype, framework_version=framework_version,
-                          engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
-                                                 memory_fraction=memory_fraction, mixed_chunk=mixed_chunk or None,
-                                                 max_prefill_tokens=max_prefill_tokens))
+    return advise.options_context(model, hardware=hardware, gpus=gpus, framework=framework, emit=emit, weights=weights,
+                                  kv_dtype=kv_dtype, framework_version=framework_version,
+                                  engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
+                                                         memory_fraction=memory_fraction, mixed_chunk=mixed_chunk or None,
+                                                         max_prefill_tokens=max_prefill_tokens))
 
 
 @serve_app.command("estimate")
@@ -188,10 +187,9 @@ def suggest_cmd(
                        kv_dtype="auto" if kv_dtype is None else kv_dtype, framework_version=framework_version,
                        max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
                        memory_fraction=memory_fraction, mixed_chunk=mixed_chunk, max_prefill_tokens=max_prefill_tokens)
-        kv = ("auto", "fp8") if kv_dtype is None else (kv_dtype,)
         with progress_after("pricing deployments", enabled=not json_out) as tick:
             result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                                    modes=tuple(m.strip() for m in modes.split(",") if m.strip()), kv_dtypes=kv,
+                                    modes=advise.parse_modes(modes), kv_dtypes=advise.kv_dtypes(kv_dtype),
                                     progress=tick)
         launched = advise.launch(ctx, emit, result.best) if emit and result.best is not None else None
     except AutoparError as exc:

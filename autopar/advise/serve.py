@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from autopar.cost.serve_frameworks import constants
@@ -71,6 +71,27 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
                 raise SpecError(f"{flag} is an SGLang setting (--framework sglang), got --framework {framework}")
     return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, framework=framework, weights=weights,
                         kv_dtype=kv_dtype, framework_version=version, engine_args=engine_args)
+
+
+def options_context(model: str, *, hardware: str | None, gpus: int | None, framework: str | None, emit: str | None,
+                    weights: str, kv_dtype: str, framework_version: str = "",
+                    engine_args: EngineArgs = DEFAULT_ARGS) -> ServeContext:
+    """context() from the serve commands' options (CLI and Python API): the framework defaults to the
+    --emit target, else vllm; an --emit target is checked before any work."""
+    check_emit(emit)
+    return context(model, hardware=hardware, gpus=gpus, framework=(emit or "vllm") if framework is None else framework,
+                   weights=weights, kv_dtype=kv_dtype, framework_version=framework_version, engine_args=engine_args)
+
+
+def parse_modes(modes: str | Sequence[str]) -> tuple[str, ...]:
+    """--modes "agg,disagg" (or a sequence of names) -> ("agg", "disagg"); suggest() checks the names."""
+    names = modes.split(",") if isinstance(modes, str) else modes
+    return tuple(m.strip() for m in names if m.strip())
+
+
+def kv_dtypes(kv_dtype: str | None) -> tuple[str, ...]:
+    """The KV dtypes serve suggest sweeps: the one given, else the model's own (auto) and fp8."""
+    return ("auto", "fp8") if kv_dtype is None else (kv_dtype,)
 
 
 def _engine(args: PoolArgs, *, flag: str) -> Engine:

@@ -69,23 +69,33 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
     return doc
 
 
-def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
+def suggestion_dict(s: Suggestion, top: int, *, launch: Launch | None = None,
+                    plot: PlotSummary | None = None) -> dict[str, Any]:
+    """`suggest --json`'s document (also the Python API's to_dict)."""
     plans = [plan_dict(e) for e in s.result.ranked[:top]]
     doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
            "plans": plans, "warnings": list(s.warnings), **launch_dict(launch)}
     if plot is not None:
         doc["plot_file"] = str(plot.path)
-    return json.dumps(doc, indent=2)
+    return doc
+
+
+def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
+    return json.dumps(suggestion_dict(s, top, launch=launch, plot=plot), indent=2)
+
+
+def explained_dict(x: Explained, *, launch: Launch | None = None) -> dict[str, Any]:
+    """`estimate --json`'s document (also the Python API's to_dict)."""
+    e = x.estimate
+    return {**context_dict(x.ctx), **plan_dict(e),
+            "time_breakdown_s": e.time.as_dict(),
+            "memory_breakdown_gib": e.memory.as_gib(),
+            "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints],
+            **launch_dict(launch)}
 
 
 def explained_json(x: Explained, *, launch: Launch | None = None) -> str:
-    e = x.estimate
-    doc = {**context_dict(x.ctx), **plan_dict(e),
-           "time_breakdown_s": e.time.as_dict(),
-           "memory_breakdown_gib": e.memory.as_gib(),
-           "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints],
-           **launch_dict(launch)}
-    return json.dumps(doc, indent=2)
+    return json.dumps(explained_dict(x, launch=launch), indent=2)
 
 
 def render_launch(console: Console, launch: Launch | None) -> None:

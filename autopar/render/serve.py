@@ -170,16 +170,21 @@ def _point_dict(est: ServeEstimate) -> dict[str, Any]:
             "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()}}
 
 
-def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
+def suggestion_dict(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> dict[str, Any]:
+    """`serve suggest --json`'s document (also the Python API's to_dict)."""
     if result.best is None:
-        raise ValueError("suggestion_json needs a recommended deployment")
+        raise ValueError("suggestion_dict needs a recommended deployment")
     doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "recommended_by": result.rule,
            "recommendation_rule": RULES[result.rule], "pareto": [_point_dict(p) for p in result.pareto],
            "deployments_tried": result.layouts, "points_priced": len(result.points) + result.skipped,
            "points_bounded": result.skipped,
            "tpot_definition": TPOT_DEFINITION}
     doc["recommended"].update(launch_dict(launched))
-    return json.dumps(doc, indent=2)
+    return doc
+
+
+def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
+    return json.dumps(suggestion_dict(ctx, result, launched), indent=2)
 
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
