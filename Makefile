@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine (see README):
 #   make suggest   set up .venv and run the main job
-#   make test      set up .venv and run lint, types and the test suite
+#   make test      set up .venv and run lint, types, the test suite and autopar under the lowest Typer allowed
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
@@ -16,14 +16,25 @@ SGLANG_WHEEL := $(VENV)/wheels/sglang-0.5.6.post2-py3-none-any.whl
 $(SGLANG_WHEEL): | $(VENV)/.installed
 	-$(PY) -m pip download -q --no-deps --only-binary :all: --retries 1 --timeout 10 -d $(VENV)/wheels sglang==0.5.6.post2
 
+# autopar under the lowest Typer pyproject.toml allows, in a venv of its own with only the runtime dependencies
+TYPER_FLOOR := $(shell sed -n 's/.*"typer>=\([0-9.]*\),.*/\1/p' pyproject.toml)
+FLOOR_VENV := $(VENV)-typer-floor
+$(FLOOR_VENV)/.installed: pyproject.toml
+	python3 -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/pip install -q "typer==$(TYPER_FLOOR)" -e .
+	touch $@
+
+typer-floor: $(FLOOR_VENV)/.installed
+	$(FLOOR_VENV)/bin/python tests/typer_floor.py
+
 setup: $(VENV)/.installed
 
 suggest: $(VENV)/.installed
 	$(VENV)/bin/autopar suggest llama3-70b --hardware h100-sxm --gpus 64
 
-test: $(VENV)/.installed $(SGLANG_WHEEL)
+test: $(VENV)/.installed $(SGLANG_WHEEL) typer-floor
 	$(VENV)/bin/ruff check autopar tests benchmarks
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
-.PHONY: setup suggest test
+.PHONY: setup suggest test typer-floor
