@@ -205,7 +205,7 @@ class ServeEstimateResult(_Document):
     tpot_breakdown_ms: Mapping[str, float]
     prefill: Mapping[str, Any] | None = None  # disaggregated: the prefill pool
     decode: Mapping[str, Any] | None = None  # disaggregated: the decode pool
-    launch: Mapping[str, Any] | None = None  # with emit=: servers, benchmark, notes (each command on one line)
+    launch: Mapping[str, Any] | None = None  # with emit=: framework, servers, files, benchmark (each command on one line)
     _json: str = field(default="", repr=False, compare=False)
 
     def to_pandas(self) -> Any:

@@ -1,4 +1,4 @@
-"""The README's sample outputs are what the commands print.
+"""The sample outputs of README.md and docs/*.md are what the commands print.
 
 A fenced block after the line ``<!-- sample: tests/test_readme_samples.py runs it -->`` holds one
 or more ``$ autopar ...`` commands, each followed by lines it must print: every line must appear in
@@ -28,8 +28,13 @@ SLOW = [pytest.mark.slow, pytest.mark.skipif(os.environ.get("AUTOPAR_SLOW_SAMPLE
                                              reason="a slow sample: set AUTOPAR_SLOW_SAMPLES=1")]
 
 
-def samples(mark: str = MARK) -> list[tuple[str, list[str]]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def pages() -> list[Path]:
+    """The pages whose samples run: the README, then docs/ in name order."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def samples(mark: str = MARK, files: list[Path] | None = None) -> list[tuple[str, list[str]]]:
+    text = "\n".join(page.read_text(encoding="utf-8") for page in (pages() if files is None else files))
     out: list[tuple[str, list[str]]] = []
     for block in re.findall(re.escape(mark) + r"(.*?)```", text, flags=re.S):
         lines = block.rstrip("\n").split("\n")
@@ -49,7 +54,7 @@ def samples(mark: str = MARK) -> list[tuple[str, list[str]]]:
 @pytest.mark.parametrize(("command", "expected"), [*samples(), *(pytest.param(*s, marks=SLOW) for s in samples(SLOW_MARK))],
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_readme_sample_is_what_the_command_prints(command: str, expected: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    assert samples(), "no checked samples in README.md"
+    assert samples(), "no checked samples in README.md or docs/"
     monkeypatch.chdir(ROOT)
     res = CliRunner().invoke(app, shlex.split(command)[1:])
     assert res.exit_code == 0, res.output
@@ -66,3 +71,19 @@ def test_the_samples_cover_every_command_family() -> None:
         assert any(c[:len(family)] == family for c in commands), family
     assert any("--seq-len-dist" in c for c, _ in samples())
     assert any(c.split()[1] == "calibrate" for c, _ in samples(SLOW_MARK))
+
+
+def test_the_readme_shows_a_suggest_and_a_serve_suggest() -> None:
+    """The README's two worked examples are checked samples, and the docs hold the rest."""
+    readme = [c.split()[1:3] for c, _ in samples(files=[ROOT / "README.md"])]
+    assert ["suggest", "llama3-70b"] in readme and ["serve", "suggest"] in readme
+    assert len(samples()) > len(readme)
+
+
+def test_every_sample_marker_opens_a_block() -> None:
+    """A marker not followed by a fenced block would silently check nothing."""
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for mark in (MARK, SLOW_MARK):
+            head = mark.split("\n")[0]
+            assert text.count(head + "\n") == text.count(mark), f"{page.name}: {head} without a ``` block after it"
