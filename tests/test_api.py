@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -181,3 +182,20 @@ def test_version_is_the_package_metadata() -> None:
     assert autopar.__version__ == version("autopar")
     with pytest.raises(AttributeError, match="no_such_name"):
         autopar.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+
+
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/python.md"])
+def test_the_python_samples_run(page: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every ```python block of the page runs as printed (the values in its comments are the CLI samples')."""
+    pytest.importorskip("pandas")
+    blocks = python_blocks(ROOT / page)
+    assert blocks
+    namespace: dict[str, object] = {}  # one page, one session: later blocks use the first one's import
+    for block in blocks:
+        exec(compile(block, page, "exec"), namespace)
+    if page == "docs/python.md":
+        assert capsys.readouterr().out.startswith("no plan fits: the smallest of 30 plans needs 6845.5 GiB per GPU")
