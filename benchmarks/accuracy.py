@@ -98,6 +98,18 @@ def published_rows(results: Sequence[published.RowResult]) -> list[str]:
     return lines
 
 
+def shipped(*, rank: bool = False) -> tuple[list[Any], list[Any], list[Any], list[str]]:
+    """The shipped files, costed: framework rows, published rows, held-out rows, and the published ids skipped."""
+    fw_runs = yaml.safe_load((DATA / "framework_runs.yaml").read_text())["runs"]
+    pub_runs = yaml.safe_load((DATA / "published_runs.yaml").read_text())["runs"]
+    fw = [framework.evaluate(r) for r in fw_runs]
+    pub = [published.evaluate(r, rank=rank) for r in pub_runs if published.usable(r)]
+    skipped = [r["id"] for r in pub_runs if not published.usable(r)]
+    held_path = DATA / "heldout_runs.yaml"  # validation only: no constant is set on these rows
+    held = [framework.evaluate(r) for r in yaml.safe_load(held_path.read_text())["runs"]] if held_path.exists() else []
+    return fw, pub, held, skipped
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="one JSON document")
@@ -106,13 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, action="append", default=[],
                     help="another file of runs in the framework_runs.yaml format (repeatable)")
     args = ap.parse_args(argv)
-    fw_runs = yaml.safe_load((DATA / "framework_runs.yaml").read_text())["runs"]
-    pub_runs = yaml.safe_load((DATA / "published_runs.yaml").read_text())["runs"]
-    fw = [framework.evaluate(r) for r in fw_runs]
-    pub = [published.evaluate(r, rank=args.rank) for r in pub_runs if published.usable(r)]
-    skipped = [r["id"] for r in pub_runs if not published.usable(r)]
-    held_path = DATA / "heldout_runs.yaml"  # validation only: no constant is set on these rows
-    held = [framework.evaluate(r) for r in yaml.safe_load(held_path.read_text())["runs"]] if held_path.exists() else []
+    fw, pub, held, skipped = shipped(rank=args.rank)
     stats = {"framework_runs": by_stack(fw), "published_runs": by_stack(pub)}
     if held:
         stats["heldout_runs"] = by_stack(held)

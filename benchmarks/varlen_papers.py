@@ -1,4 +1,4 @@
-"""Print the README's paper-vs-autopar table for the variable-length setups of examples/seqlen/papers.yaml.
+"""Print docs/varlen.md's paper-vs-autopar table for the variable-length setups of examples/seqlen/papers.yaml.
 
     python benchmarks/varlen_papers.py [--steps 64]
 """
@@ -15,18 +15,23 @@ from autopar.advise.papers import reproduce, setups
 from autopar.varlen import STRATEGY_INFO
 
 
+def table(steps: int = 64) -> list[str]:
+    """The markdown table: one row per (setup, strategy) the paper reports."""
+    lines = ["| setup | strategy | paper | autopar | autopar / paper |", "|---|---|---:|---:|---:|"]
+    for name in setups():
+        c = reproduce(name, steps=steps)
+        for strategy, paper in c.paper.items():
+            got = c.autopar[strategy]
+            lines.append(f"| {c.title} | `{strategy}` ({STRATEGY_INFO[strategy].label}) | {paper:.2f}x | {got:.2f}x "
+                         f"| {got / paper:.2f} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=64)
     args = ap.parse_args()
-    print("| setup | strategy | paper | autopar | autopar / paper |")
-    print("|---|---|---:|---:|---:|")
-    for name in setups():
-        c = reproduce(name, steps=args.steps)
-        for strategy, paper in c.paper.items():
-            got = c.autopar[strategy]
-            print(f"| {c.title} | `{strategy}` ({STRATEGY_INFO[strategy].label}) | {paper:.2f}x | {got:.2f}x "
-                  f"| {got / paper:.2f} |")
+    print("\n".join(table(args.steps)))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def test_formats_md_has_every_field_of_the_schemas() -> None:
 
 
 def test_rendered_replaces_only_the_generated_part() -> None:
-    begin = docs.BEGIN.format(source="x")
+    begin = docs.BEGIN.format(by="python -m autopar.docs", source="x")
     old = f"# Title\n\nprose\n\n{begin}\n\nold\n\n{docs.END}\n"
     assert docs.rendered(old, "x", "new") == f"# Title\n\nprose\n\n{begin}\n\nnew\n\n{docs.END}\n"
     assert docs.rendered("# Title\n", "x", "new") == f"# Title\n\n{begin}\n\nnew\n\n{docs.END}\n"
@@ -53,3 +53,12 @@ def test_check_exits_1_when_stale(tmp_path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(docs, "ROOT", tmp_path)
     assert docs.main(["--check"]) == 1
     assert docs.main([]) == 0 and docs.main(["--check"]) == 0
+
+
+def test_accuracy_tables_are_what_the_benchmarks_print() -> None:
+    """docs/accuracy.md and docs/varlen.md's tables come from the benchmarks (about 12 s of CPU)."""
+    from benchmarks import accuracy_docs
+
+    for name in accuracy_docs.PAGES:
+        text = (docs.ROOT / name).read_text(encoding="utf-8")
+        assert accuracy_docs.page(name) == text, f"{name} is stale: run python benchmarks/accuracy_docs.py"

@@ -1,0 +1,108 @@
+"""Write the accuracy tables of docs/ from the benchmarks that compute them.
+
+    python benchmarks/accuracy_docs.py           # rewrite the generated tables (about 15 s of CPU)
+    python benchmarks/accuracy_docs.py --check   # exit 1 if a page differs from what would be written
+
+docs/accuracy.md: training (benchmarks/accuracy.py) and serving (benchmarks/serving_accuracy.py);
+docs/varlen.md: the papers (benchmarks/varlen_papers.py --steps 64). Each table sits between the
+GENERATED markers of autopar.docs; the prose around them is written by hand.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import accuracy  # noqa: E402
+import serving_accuracy  # noqa: E402
+import varlen_papers  # noqa: E402
+
+from autopar.docs import rendered  # noqa: E402
+
+FILES = {"heldout_runs": "heldout_runs (validation)"}
+
+
+def _memory(s: dict[str, Any], *, detail: bool) -> str:
+    """Mean absolute memory error; per stack also its rows and the largest."""
+    if s["memory_mape"] is None:
+        return "-"
+    more = f" ({s['memory_rows']} rows, max {s['memory_max']:.1%})" if detail else ""
+    return f"{s['memory_mape']:.1%}{more}"
+
+
+def training_table() -> str:
+    """Per file and stack: rows, MAPE, bias, memory error, accepted and fitting plans."""
+    fw, pub, held, skipped = accuracy.shipped()
+    lines = ["| file | stack | rows | MAPE | bias | memory error | accepted | fit |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name, results in (("framework_runs", fw), ("published_runs", pub), ("heldout_runs", held)):
+        for stack, s in accuracy.by_stack(results).items():
+            lines.append(
+                f"| {FILES.get(name, name)} | {stack} | {s['rows']} | {accuracy._pct(s['mape'])} | "
+                f"{accuracy._pct(s['bias'], True)} | {_memory(s, detail=stack != 'all')} | {s['accepted']} | "
+                f"{s['fits']} |"
+            )
+    lines += ["", f"Published rows not scored (no throughput, no layout or no profile): {', '.join(skipped)}."]
+    return "\n".join(lines)
+
+
+def serving_table() -> str:
+    """Per framework, GPU and mode: scored rows, TTFT and TPOT MAPE; the rows set apart, counted."""
+    results = serving_accuracy.evaluate(serving_accuracy.load_rows(serving_accuracy.HERE / "data" / "serving_runs.csv", []))
+    apart = {kind: sum(k == kind for _, _, k in results) for kind in ("saturated", "not-reached")}
+    lines = ["| framework | GPU | mode | rows | TTFT MAPE | TPOT MAPE |", "|---|---|---|---:|---:|---:|"]
+    for (fw, gpu, mode), (n, ttft, tpot) in serving_accuracy.errors(results).items():
+        lines.append(f"| {fw} | {gpu} | {mode} | {n} | {ttft:.1%} | {tpot:.1%} |")
+    lines += [
+        "",
+        f"Not scored: {apart['saturated']} queue-saturated rows and {apart['not-reached']} rows whose stated "
+        "concurrency was not reached (`python benchmarks/serving_accuracy.py` lists them).",
+    ]
+    return "\n".join(lines)
+
+
+def papers_table() -> str:
+    return "\n".join(varlen_papers.table(steps=64))
+
+
+PAGES: dict[str, list[tuple[str, Callable[[], str]]]] = {
+    "docs/accuracy.md": [("`python benchmarks/accuracy.py`", training_table), ("`python benchmarks/serving_accuracy.py`", serving_table)],
+    "docs/varlen.md": [("`python benchmarks/varlen_papers.py --steps 64`", papers_table)],
+}
+
+
+def page(name: str) -> str:
+    """docs page `name` with its tables as the benchmarks print them now."""
+    text = (ROOT / name).read_text(encoding="utf-8")
+    for source, build in PAGES[name]:
+        text = rendered(text, source, build(), by="python benchmarks/accuracy_docs.py")
+    return text
+
+
+def main(argv: list[str]) -> int:
+    check = argv == ["--check"]
+    if argv and not check:
+        print("usage: python benchmarks/accuracy_docs.py [--check]", file=sys.stderr)
+        return 2
+    stale = []
+    for name in PAGES:
+        path = ROOT / name
+        old = path.read_text(encoding="utf-8")
+        new = page(name)
+        if new != old:
+            stale.append(name)
+            if not check:
+                path.write_text(new, encoding="utf-8")
+    if check and stale:
+        print(f"stale: {', '.join(stale)}; run python benchmarks/accuracy_docs.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
