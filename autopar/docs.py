@@ -39,11 +39,16 @@ def help_text(path: tuple[str, ...]) -> str:
 
     from autopar.cli import app
 
-    typer.rich_utils.MAX_WIDTH = WIDTH  # read from $TERMINAL_WIDTH at import; pinned so the file is the same anywhere
-    typer.rich_utils.FORCE_TERMINAL = False
-    res = CliRunner().invoke(
-        app, [*path, "--help"], env={"COLUMNS": str(WIDTH), "NO_COLOR": "1", "TERMINAL_WIDTH": None}, prog_name="autopar"
-    )
+    # read from $TERMINAL_WIDTH and $FORCE_COLOR when typer is imported: pinned so the file is the same anywhere,
+    # then put back for whatever else runs in this process (the tests)
+    saved = typer.rich_utils.MAX_WIDTH, typer.rich_utils.FORCE_TERMINAL
+    typer.rich_utils.MAX_WIDTH, typer.rich_utils.FORCE_TERMINAL = WIDTH, False
+    try:
+        res = CliRunner().invoke(
+            app, [*path, "--help"], env={"COLUMNS": str(WIDTH), "NO_COLOR": "1", "TERMINAL_WIDTH": None}, prog_name="autopar"
+        )
+    finally:
+        typer.rich_utils.MAX_WIDTH, typer.rich_utils.FORCE_TERMINAL = saved
     if res.exit_code != 0:
         raise RuntimeError(f"autopar {' '.join(path)} --help exited {res.exit_code}: {res.output}")
     return "\n".join(line.rstrip() for line in res.output.strip("\n").split("\n"))
