@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import autopar
@@ -199,3 +202,71 @@ def test_the_python_samples_run(page: str, capsys: pytest.CaptureFixture[str]) -
         exec(compile(block, page, "exec"), namespace)
     if page == "docs/python.md":
         assert capsys.readouterr().out.startswith("no plan fits: the smallest of 30 plans needs 6845.5 GiB per GPU")
+
+
+TINY = """\
+name: tiny
+layers: 8
+hidden_size: 1024
+num_attention_heads: 16
+num_kv_heads: 4
+ffn_hidden_size: 4096
+vocab_size: 32000
+seq_len: 2048
+"""
+
+
+@pytest.fixture(scope="module")
+def toy_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    import yaml
+    from conftest import toy_profile_dict
+
+    folder = tmp_path_factory.mktemp("api")
+    (folder / "tiny.yaml").write_text(TINY)
+    (folder / "toy.yaml").write_text(yaml.safe_dump(toy_profile_dict()))
+    return str(folder / "tiny.yaml"), str(folder / "toy.yaml")
+
+
+@settings(
+    max_examples=int(os.environ.get("AUTOPAR_EXAMPLES", "8")),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    gpus=st.sampled_from([1, 2, 4, 8, 16]),
+    seq_len=st.sampled_from([512, 1024, 2048]),
+    batch=st.one_of(st.none(), st.sampled_from([16, 24, 64])),
+    stack=st.sampled_from([None, "torchtitan", "deepspeed"]),
+    dtype=st.sampled_from(["bf16", "fp8"]),
+)
+def test_suggest_equals_the_cli_json_for_any_small_job(
+    toy_files: tuple[str, str], gpus: int, seq_len: int, batch: int | None, stack: str | None, dtype: str
+) -> None:
+    """Invariant: for the same inputs, the API's to_dict() is the CLI's --json, or both refuse with one message."""
+    model, hw = toy_files
+    args = [
+        "suggest",
+        model,
+        "--hardware",
+        hw,
+        "--gpus",
+        str(gpus),
+        "--seq-len",
+        str(seq_len),
+        "--dtype",
+        dtype,
+        "--top",
+        "3",
+        *(["--global-batch", str(batch)] if batch else []),
+        *(["--stack", stack] if stack else []),
+    ]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    try:
+        got = autopar.suggest(model, hardware=hw, gpus=gpus, seq_len=seq_len, dtype=dtype, top=3, global_batch=batch, stack=stack).to_dict()
+    except autopar.AutoparError as exc:
+        assert res.exit_code == exc.exit_code and str(exc) in " ".join(res.output.split()), res.output
+        return
+    assert res.exit_code == 0, res.output
+    assert got == json.loads(res.output)
