@@ -57,11 +57,11 @@ def broken(**changes: object) -> dict:
 BAD = [
     (broken(schema_version=2), "schema_version: profile is from a newer autopar (schema 2"),
     (broken(gpu__memory_gib=None), "gpu.memory_gib: missing required field"),
-    (broken(gpu__memory_gib=-1), "gpu.memory_gib: must be a positive number, got -1"),
+    (broken(gpu__memory_gib=-1), "gpu.memory_gib: must be >= 0.001, got -1"),
     (broken(gpu__hbm_bw_gbsp=5), "gpu.hbm_bw_gbsp: unknown field (did you mean 'hbm_bw_gbps'?)"),
     (broken(gpu__peak_tflops={"fp8": 1}), "gpu.peak_tflops: must give bf16"),
     (broken(gpu__memory_efficiency=1.5), "gpu.memory_efficiency: must be at most 1, got 1.5"),
-    (broken(gpu__gemm_efficiency={"bf16": [[1, 2]]}), "gpu.gemm_efficiency.bf16: bad point [1.0, 2.0]"),
+    (broken(gpu__gemm_efficiency={"bf16": [[1, 2]]}), "gpu.gemm_efficiency.bf16[0][1]: must be at most 1, got 2"),
     (broken(node__intra__all_to_all=None), "node.intra.all_to_all: missing required field"),
     (broken(node__intra__all_reduce=[{"group_size": 8, "latency_us": 1}]), "node.intra.all_reduce[0].bw_gbps: missing required"),
     (broken(overlap__compute_slowdown=0.5), "overlap.compute_slowdown: must be >= 1"),
