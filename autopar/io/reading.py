@@ -11,7 +11,8 @@ naming the file:
 - YAML is read with a safe loader that refuses tags that build Python objects,
   duplicate keys, nesting deeper than ``MAX_DEPTH`` and more than ``MAX_NODES``
   values once aliases are expanded (an alias bomb is refused, never expanded);
-- JSON likewise: duplicate keys, nesting and non-finite constants are refused;
+- JSON likewise: duplicate keys and nesting are refused; ``NaN`` and ``Infinity``
+  become :class:`JsonConstant` texts, refused as a number wherever one is read;
 - in both, a text that is not Unicode (a lone surrogate written as ``"\\udc80"``,
   which no output could print) is refused, naming its field.
 
@@ -213,8 +214,14 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class JsonConstant(str):
+    """NaN, Infinity or -Infinity in JSON text (not JSON, but transformers writes them: Mamba2Config's
+    time_step_limit). Kept as this marker, a text, so that a key nobody reads does not matter and a number
+    that is read is refused naming its field (autopar.io.schema.describe)."""
+
+
 def _no_constant(name: str) -> Any:
-    raise _Refused(f"{name} is not a number JSON allows")
+    return JsonConstant(name)
 
 
 def _check_shape(data: Any) -> None:
@@ -242,7 +249,7 @@ def _unicode(text: str) -> bool:
 
 
 def _texts(data: Any, *, paths: bool) -> str | None:
-    """The field of the first key or text value that is not Unicode (`paths`: its dotted path), or None."""
+    """The field (`paths`: its dotted path) of the first key or text that is not Unicode, or None."""
     stack: list[tuple[Any, str]] = [(data, "")]
     while stack:
         value, path = stack.pop()
@@ -263,8 +270,7 @@ def _texts(data: Any, *, paths: bool) -> str | None:
 
 def _check_unicode(data: Any) -> Any:
     if _texts(data, paths=False) is not None:  # the fast pass builds no names
-        field = _texts(data, paths=True)
-        raise _Refused(f"{field}: text is not valid Unicode (a lone surrogate such as \\udc80)")
+        raise _Refused(f"{_texts(data, paths=True)}: text is not valid Unicode (a lone surrogate such as \\udc80)")
     return data
 
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, ValidationError
 
 from autopar.errors import AutoparError
-from autopar.io.reading import did_you_mean, one_line, shown
+from autopar.io.reading import JsonConstant, did_you_mean, one_line, shown
 from autopar.spec import limits as lim
 from autopar.spec.hardware import COLLECTIVES, DTYPES
 from autopar.spec.model import NORMS, POSITIONS
@@ -476,6 +476,8 @@ def describe(cls: type[BaseModel], error: Any) -> str:
         "greater_than_equal": f"must be >= {_number(ctx.get('ge'))}, got {shown(value)}",
         "less_than_equal": f"must be at most {_number(ctx.get('le'))}, got {shown(value)}",
     }
+    if isinstance(value, JsonConstant) and kind in ("int_type", "float_type"):
+        return f"{path}: must be a finite number, got {value} (JSON has no {value})"
     if kind in messages:
         return f"{path}: {messages[kind]}"
     text = str(error.get("msg", kind)).removeprefix("Value error, ")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +9,7 @@ from rich.console import Console
 
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
+from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.text import say, shell_text, table
 
 if TYPE_CHECKING:
@@ -69,23 +69,30 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
     return doc
 
 
-def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
+def suggestion_doc(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> dict[str, Any]:
     plans = [plan_dict(e) for e in s.result.ranked[:top]]
     doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
            "plans": plans, "warnings": list(s.warnings), **launch_dict(launch)}
     if plot is not None:
         doc["plot_file"] = str(plot.path)
-    return json.dumps(doc, indent=2)
+    return doc
+
+
+def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
+    return dumps(suggestion_doc(s, top, launch=launch, plot=plot), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
+
+
+def explained_doc(x: Explained, *, launch: Launch | None = None) -> dict[str, Any]:
+    e = x.estimate
+    return {**context_dict(x.ctx), **plan_dict(e),
+            "time_breakdown_s": e.time.as_dict(),
+            "memory_breakdown_gib": e.memory.as_gib(),
+            "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints],
+            **launch_dict(launch)}
 
 
 def explained_json(x: Explained, *, launch: Launch | None = None) -> str:
-    e = x.estimate
-    doc = {**context_dict(x.ctx), **plan_dict(e),
-           "time_breakdown_s": e.time.as_dict(),
-           "memory_breakdown_gib": e.memory.as_gib(),
-           "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints],
-           **launch_dict(launch)}
-    return json.dumps(doc, indent=2)
+    return dumps(explained_doc(x, launch=launch), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
 
 
 def render_launch(console: Console, launch: Launch | None) -> None:
@@ -155,6 +162,7 @@ def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
 def render_suggestion(
     console: Console, s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None
 ) -> None:
+    checked(suggestion_doc(s, top), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
     _header(console, s.ctx)
     r = s.result
     for warning in s.warnings:
@@ -184,6 +192,7 @@ def render_suggestion(
 
 
 def render_explained(console: Console, x: Explained, *, explain: bool = False, launch: Launch | None = None) -> None:
+    checked(explained_doc(x), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
     _header(console, x.ctx)
     e = x.estimate
     p = e.plan

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from autopar.advise.serve import ServeContext
 from autopar.cost.serve_frameworks import for_deployment
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
 from autopar.emit.serving import ServeLaunch
+from autopar.render.answer import checked, dumps
 from autopar.render.text import say, shell_text, table
 from autopar.search.serve import RULES, ServeSweep
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
@@ -82,7 +82,7 @@ def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
 
 
 def estimate_json(ctx: ServeContext, est: ServeEstimate, launched: ServeLaunch | None = None) -> str:
-    return json.dumps({**estimate_dict(ctx, est), **launch_dict(launched)}, indent=2)
+    return dumps({**estimate_dict(ctx, est), **launch_dict(launched)})
 
 
 _TTFT_LABELS = {"prefill": "own prefill", "queue": "queued behind other prefills", "first_step": "step in progress",
@@ -110,6 +110,7 @@ def header(console: Console, ctx: ServeContext) -> None:
 
 
 def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, with_header: bool = True) -> None:
+    checked(estimate_dict(ctx, est))
     dep, wl = est.deployment, est.workload
     if with_header:
         header(console, ctx)
@@ -170,7 +171,7 @@ def _point_dict(est: ServeEstimate) -> dict[str, Any]:
             "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()}}
 
 
-def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
+def suggestion_doc(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> dict[str, Any]:
     if result.best is None:
         raise ValueError("suggestion_json needs a recommended deployment")
     doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "recommended_by": result.rule,
@@ -179,10 +180,16 @@ def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
            "points_bounded": result.skipped,
            "tpot_definition": TPOT_DEFINITION}
     doc["recommended"].update(launch_dict(launched))
-    return json.dumps(doc, indent=2)
+    return doc
+
+
+def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
+    return dumps(suggestion_doc(ctx, result, launched))
 
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
+    if result.best is not None:
+        checked(suggestion_doc(ctx, result))
     header(console, ctx)
     say(console, f"searched {result.layouts:,} deployments on {ctx.gpus:,} GPU{'' if ctx.gpus == 1 else 's'}, "
         f"{len(result.points) + result.skipped:,} (deployment, concurrency) points fit")
