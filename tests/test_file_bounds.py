@@ -225,3 +225,11 @@ def test_json_non_finite_literals_name_their_field(tmp_path: Path, value: str, s
     with pytest.raises(AutoparError) as err:
         load_model(str(file))
     assert "rope_scaling.factor" in str(err.value) and ("inf" in str(err.value).lower() or said in str(err.value))
+
+
+def test_json_non_finite_literals_in_unread_keys_are_ignored(tmp_path: Path) -> None:
+    """transformers writes Mamba2Config's time_step_limit (0.0, inf) as [0.0, Infinity]: a key autopar does not read."""
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(MAMBA2_2_7B_HF), encoding="utf-8")
+    assert "Infinity" in file.read_text(encoding="utf-8")
+    assert load_model(str(file)).mamba is not None

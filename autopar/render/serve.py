@@ -188,8 +188,7 @@ def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
 
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
-    if result.best is not None:
-        checked(suggestion_doc(ctx, result))
+    checked(suggestion_doc(ctx, result) if result.best is not None else [_point_dict(p) for p in result.pareto])
     header(console, ctx)
     say(console, f"searched {result.layouts:,} deployments on {ctx.gpus:,} GPU{'' if ctx.gpus == 1 else 's'}, "
         f"{len(result.points) + result.skipped:,} (deployment, concurrency) points fit")
