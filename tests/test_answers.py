@@ -176,3 +176,28 @@ def test_rates_at_their_bounds_give_finite_answers(tmp_path: Path, pick: dict[st
         assert checked(doc, mfu_max=2.0) is doc
     else:
         assert r.exit_code in (1, 2) and "Traceback" not in r.output, r.output[-500:]
+
+
+@pytest.mark.parametrize(
+    ("command", "key"),
+    [(["estimate", "--gpus", "8", "--tp", "8"], "step_time_s"), (["serve", "estimate", "--gpus", "8", "--tp", "8"], "ttft_ms")],
+    ids=["estimate", "serve-estimate"],
+)
+def test_a_model_at_every_ceiling_gives_finite_answers(tmp_path: Path, command: list[str], key: str) -> None:
+    """Layers, widths, heads, vocabulary and sequence at their limits: a training step is over
+    6 x 4096 x 12 x 2^40 x 2^25 = 1.1e25 FLOPs, about 1.4e9 s at 8 x 989 TFLOP/s; huge, and finite."""
+    model = {
+        "name": "huge",
+        "layers": lim.MAX_LAYERS,
+        "hidden_size": lim.MAX_WIDTH,
+        "num_attention_heads": lim.MAX_HEADS,
+        "ffn_hidden_size": lim.MAX_WIDTH,
+        "vocab_size": lim.MAX_VOCAB,
+        "seq_len": lim.MAX_SEQ,
+    }
+    verb, rest = (command[:2], command[2:]) if command[0] == "serve" else (command[:1], command[1:])
+    r = runner.invoke(app, [*verb, _write(tmp_path, "huge.yaml", model), "--hardware", "h100-sxm", *rest, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = _strict_json(r.stdout)
+    assert checked(doc) is doc
+    assert 1e6 < doc[key] < math.inf
