@@ -117,3 +117,14 @@ def test_gemm_time_never_falls_as_the_work_grows():
     assert curve.size_per_efficiency_floor(2e9) == pytest.approx(1e10)
     assert curve.size_per_efficiency_floor(5e8) == 0.0
     assert curve.size_per_efficiency_floor(1e10) == pytest.approx(2e10)
+
+
+def test_curve_points_are_pairs(tmp_path: Path) -> None:
+    for points, message in (
+        ([1e9], "gpu.gemm_efficiency.bf16[0]: expected a pair [size, value], got 1000000000.0"),
+        ([[1e9, 0.5, 3]], "gpu.gemm_efficiency.bf16[0]: expected at most 2 item(s)"),
+        ([[1e9, 1e-7]], "gpu.gemm_efficiency.bf16[0][1]: must be >= 1e-06, got 1e-07"),
+    ):
+        with pytest.raises(ProfileError) as err:
+            load_hardware(write(tmp_path, broken(gpu__gemm_efficiency={"bf16": points})))
+        assert message in str(err.value)

@@ -468,6 +468,7 @@ def describe(cls: type[BaseModel], error: Any) -> str:
         "dict_type": f"expected a mapping, got {type(value).__name__}",
         "model_type": f"expected a mapping, got {type(value).__name__}",
         "list_type": f"expected a list, got {type(value).__name__}",
+        "tuple_type": f"expected a pair [size, value], got {shown(value)}",
         "too_short": f"expected at least {_number(ctx.get('min_length'))} item(s), got {_number(ctx.get('actual_length'))}",
         "too_long": f"expected at most {_number(ctx.get('max_length'))} item(s)",
         "finite_number": f"must be a finite number, got {shown(value)}",
