@@ -233,3 +233,29 @@ def test_json_non_finite_literals_in_unread_keys_are_ignored(tmp_path: Path) -> 
     file.write_text(json.dumps(MAMBA2_2_7B_HF), encoding="utf-8")
     assert "Infinity" in file.read_text(encoding="utf-8")
     assert load_model(str(file)).mamba is not None
+
+
+def _npy_with_header(shape: str, data: bytes) -> bytes:
+    header = f"{{'descr': '<i8', 'fortran_order': False, 'shape': {shape}, }}"
+    header += " " * (117 - len(header)) + "\n"  # magic (10 bytes) + header: a multiple of 64
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + data
+
+
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [
+        ("(10**12,)", "the header claims 1,000,000,000,000 elements (8,000,000,000,000 bytes) but the file holds 32"),
+        ("(5,)", "the header claims 5 elements (40 bytes) but the file holds 32 bytes after it"),
+        ("(-5,)", "the header's shape (-5,) has a negative length"),
+        ("(2, 2)", "expected a one-dimensional array of lengths, got shape (2, 2)"),
+    ],
+)
+def test_npy_header_is_checked_before_anything_is_allocated(tmp_path: Path, shape: str, said: str) -> None:
+    """np.load allocates what the header claims (10^12 int64: 7.28 TiB) before reading; autopar compares it with the
+    bytes that follow first."""
+    file = tmp_path / "l.npy"
+    file.write_bytes(_npy_with_header(shape.replace("10**12", str(10**12)), bytes(32)))
+    assert file.stat().st_size == 160
+    with pytest.raises(AutoparError) as err:
+        load_distribution(file)
+    assert said in str(err.value) and err.value.exit_code == 2

@@ -258,7 +258,7 @@ def _texts(data: Any, *, paths: bool) -> str | None:
                 return path or "the top level"
         elif isinstance(value, dict):
             for key, item in value.items():
-                name = str(key).encode("utf-8", "backslashreplace").decode("ascii", "replace") if paths else ""
+                name = str(key).encode("ascii", "backslashreplace").decode("ascii") if paths else ""
                 name = f"{path}.{one_line(name, 60)}" if path else one_line(name, 60)
                 if isinstance(key, str) and not key.isascii() and not _unicode(key):
                     return name

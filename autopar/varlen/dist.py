@@ -268,6 +268,8 @@ def _npy_array(path: Path, raw: bytes) -> np.ndarray:
     if dtype.kind not in "iu":
         raise SpecError(f"{named(path)}: expected integer lengths, got dtype {dtype}")
     count, data = shape[0], len(raw) - fp.tell()
+    if count < 0:
+        raise SpecError(f"{named(path)}: the header's shape {shape} has a negative length")
     if count == 0:
         raise SpecError(f"{named(path)}: the array is empty")
     if count * dtype.itemsize > data:
