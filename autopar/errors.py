@@ -24,6 +24,12 @@ class InfeasibleError(AutoparError):
     exit_code = 1
 
 
+class AnswerError(AutoparError):
+    """An answer failed the check before rendering (a non-finite number, a negative time, MFU above 100%). Exit 1."""
+
+    exit_code = 1
+
+
 class OutputError(AutoparError):
     """The output could not be written: stdout closed, a broken pipe, a full disk, an encoding. Exit code 3."""
 

@@ -9,6 +9,7 @@ tests/test_hostile.py runs the table; the causes are numbered as in the issue.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Callable
@@ -145,6 +146,27 @@ def _saved_fifo(tmp: Path) -> str:
     return f"{{A}} suggest '{files(tmp, t__yaml=TINY)['t__yaml']}' --gpus 8"
 
 
+STACK = Path(__file__).resolve().parents[1] / "autopar" / "data" / "stacks" / "megatron.yaml"
+
+
+def stack_with(old: str, new: str) -> Callable[[Path], str]:
+    """suggest with the built-in megatron stack, one line of it replaced."""
+    def setup(tmp: Path) -> str:
+        text = STACK.read_text(encoding="utf-8")
+        assert old in text, old
+        return job(tmp, extra=f"--stack '{files(tmp, st__yaml=text.replace(old, new, 1))['st__yaml']}'")
+    return setup
+
+
+def _npy_header(tmp: Path, count: int) -> str:
+    """A .npy file whose header claims `count` int64 elements, followed by 32 bytes."""
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "<i8", "fortran_order": False, "shape": (count,)})
+    path = tmp / "lens.npy"
+    path.write_bytes(head.getvalue() + bytes(32))
+    return job(tmp, extra=f"--seq-len-dist '{path}'")
+
+
 EMIT = "--emit megatron --emit-out"
 LOGN = "lognormal: {median: %s, sigma: %s, max: 1024}\n"
 CASES = [
@@ -234,6 +256,41 @@ CASES = [
         {"group_size": 8, "latency_us": 1, "bw_gbps": 1e308}]), 2, "node.intra.all_reduce[0].bw_gbps: must be at most 100000"),
     Case("7 profile values", "provenance nested", profile_with(provenance={"notes": {"a": [1, 2]}}), 2,
          "provenance: notes: expected a text, got a dict"),
+    # issue 26.1: every number of every file format has a physical range, checked when read
+    Case("26.1 file bounds", "stack layer_overhead_us -1e9", stack_with("layer_overhead_us: 0", "layer_overhead_us: -1.0e+9"),
+         2, "kernels.layer_overhead_us: must be >= 0, got -1000000000.0"),
+    Case("26.1 file bounds", "stack logit_bytes 1e308", stack_with("logit_bytes: 6", "logit_bytes: 1.0e+308"), 2,
+         "kernels.logit_bytes: must be at most 64, got 1e+308"),
+    Case("26.1 file bounds", "stack fixed_overhead_gib inf", stack_with("fixed_overhead_gib: 2.0", "fixed_overhead_gib: .inf"),
+         2, "memory.fixed_overhead_gib: must be a finite number, got inf"),
+    Case("26.1 file bounds", "stack pp_stage_buffers 10^12", stack_with("pp_stage_buffers: 0", "pp_stage_buffers: 1000000000000"),
+         2, "memory.pp_stage_buffers: must be at most 1,024"),
+    Case("26.1 file bounds", "stack attention ratio nan", stack_with("[[512, 1.0],", "[[512, .nan],"), 2,
+         "kernels.attention_vs_fa3[0][1]: must be a finite number, got nan"),
+    Case("26.1 file bounds", "profile HBM 1e-300 GB/s", profile_with(gpu__hbm_bw_gbps=1e-300), 2,
+         "gpu.hbm_bw_gbps: must be >= 0.001, got 1e-300"),
+    # issue 26.2: no answer prints a non-finite number; rates have floors, so the slowest profile stays finite
+    Case("26.2 finite answers", "GEMM efficiency 1e-300", profile_with(gpu__gemm_efficiency={"bf16": [[1e9, 1e-300]]}), 2,
+         "gpu.gemm_efficiency.bf16[0][1]: must be >= 1e-06, got 1e-300"),
+    Case("26.2 finite answers", "every rate at its floor", lambda t: job(t, extra="--json").replace(
+        f"'{t}/hw.yaml'", f"'{hw(t, gpu__peak_tflops={'bf16': 1e-6}, gpu__hbm_bw_gbps=1e-3, gpu__memory_efficiency=1e-6)}'"),
+         0, '"step_time_s": '),
+    # issue 26.3 (numbers): no traceback from a value at the edge
+    Case("26.3 tracebacks", "power tdp 1e300 limit 1e-300", lambda t: job(t).replace(f"'{t}/hw.yaml'", "'" + files(
+        t, v__yaml="schema_version: 1\nname: v\nbase: h100-sxm\npower: {tdp_w: 1.0e+300, limit_w: 1.0e-300}\n")["v__yaml"]
+        + "'"), 2, "power.tdp_w: must be at most 100000, got 1e+300"),
+    Case("26.3 tracebacks", "npy header claims 1e12 elements", lambda t: _npy_header(t, 10**12), 2,
+         "the header claims 1,000,000,000,000 elements (8,000,000,000,000 bytes) but the file holds 32 bytes"),
+    # issue 26.5: config.json has the bounds of the YAML format
+    Case("26.5 config.json", "rope_scaling.factor 1e308", hf_with(json.dumps(
+        {**HF, "rope_scaling": {"rope_type": "llama3", "factor": 1e308}})), 2, "rope_scaling.factor: must be at most 1e+06"),
+    Case("26.5 config.json", "rope_parameters.rope_theta 1e300", hf_with(json.dumps(
+        {**HF, "rope_parameters": {"rope_theta": 1e300}})), 2, "rope_parameters.rope_theta: must be at most 1e+12"),
+    Case("26.5 config.json", "mamba_ssm head_dim 0", hf_with(json.dumps(
+        {"d_model": 256, "n_layer": 4, "vocab_size": 1000, "ssm_cfg": {"layer": "Mamba2"}, "attn_layer_idx": [1],
+         "attn_cfg": {"num_heads": 512}})), 2, "no attn_cfg.head_dim is given"),
+    Case("26.5 config.json", "lone surrogate in _name_or_path", hf_with(json.dumps({**HF, "_name_or_path": "\udc80x"})), 2,
+         "_name_or_path: text is not valid Unicode"),
     # 8. output side: one line on stderr, exit 3
     Case("8 output side", "ascii stdout", lambda t: job(t), 3, "set PYTHONIOENCODING=utf-8",
          env={"PYTHONIOENCODING": "ascii"}),

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from autopar.errors import AutoparError
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
+from autopar.io.stacks import load_stack
 from autopar.varlen.dist import load_distribution
 
 SECONDS = 2.0  # per input
@@ -100,6 +101,27 @@ def test_hf_config_reader(tmp_path: Path, doc: Any) -> None:
 def test_profile_reader(tmp_path: Path, doc: Any, as_json: bool) -> None:
     path = tmp_path / "hw.yaml"
     path.write_text(_text(doc, as_json), encoding="utf-8")
+    check(lambda p: load_hardware(str(p)), path)
+
+
+STACK = yaml.safe_load((Path(__file__).resolve().parents[1] / "autopar/data/stacks/torchtitan.yaml").read_text())
+VARIANT = {"schema_version": 1, "name": "v", "base": "h100-sxm", "overrides": {"gpu": {"memory_gib": 94.0}},
+           "power": {"tdp_w": 700, "limit_w": 500}}
+
+
+@FUZZ
+@given(doc=mutated(STACK))
+def test_stack_reader(tmp_path: Path, doc: Any) -> None:
+    path = tmp_path / "st.yaml"
+    path.write_text(_text(doc, False), encoding="utf-8")
+    check(lambda p: load_stack(str(p)), path)
+
+
+@FUZZ
+@given(doc=mutated(VARIANT))
+def test_derived_profile_reader(tmp_path: Path, doc: Any) -> None:
+    path = tmp_path / "v.yaml"
+    path.write_text(_text(doc, False), encoding="utf-8")
     check(lambda p: load_hardware(str(p)), path)
 
 

@@ -57,11 +57,11 @@ def broken(**changes: object) -> dict:
 BAD = [
     (broken(schema_version=2), "schema_version: profile is from a newer autopar (schema 2"),
     (broken(gpu__memory_gib=None), "gpu.memory_gib: missing required field"),
-    (broken(gpu__memory_gib=-1), "gpu.memory_gib: must be a positive number, got -1"),
+    (broken(gpu__memory_gib=-1), "gpu.memory_gib: must be >= 0.001, got -1"),
     (broken(gpu__hbm_bw_gbsp=5), "gpu.hbm_bw_gbsp: unknown field (did you mean 'hbm_bw_gbps'?)"),
     (broken(gpu__peak_tflops={"fp8": 1}), "gpu.peak_tflops: must give bf16"),
     (broken(gpu__memory_efficiency=1.5), "gpu.memory_efficiency: must be at most 1, got 1.5"),
-    (broken(gpu__gemm_efficiency={"bf16": [[1, 2]]}), "gpu.gemm_efficiency.bf16: bad point [1.0, 2.0]"),
+    (broken(gpu__gemm_efficiency={"bf16": [[1, 2]]}), "gpu.gemm_efficiency.bf16[0][1]: must be at most 1, got 2"),
     (broken(node__intra__all_to_all=None), "node.intra.all_to_all: missing required field"),
     (broken(node__intra__all_reduce=[{"group_size": 8, "latency_us": 1}]), "node.intra.all_reduce[0].bw_gbps: missing required"),
     (broken(overlap__compute_slowdown=0.5), "overlap.compute_slowdown: must be >= 1"),
@@ -117,3 +117,14 @@ def test_gemm_time_never_falls_as_the_work_grows():
     assert curve.size_per_efficiency_floor(2e9) == pytest.approx(1e10)
     assert curve.size_per_efficiency_floor(5e8) == 0.0
     assert curve.size_per_efficiency_floor(1e10) == pytest.approx(2e10)
+
+
+def test_curve_points_are_pairs(tmp_path: Path) -> None:
+    for points, message in (
+        ([1e9], "gpu.gemm_efficiency.bf16[0]: expected a pair [size, value], got 1000000000.0"),
+        ([[1e9, 0.5, 3]], "gpu.gemm_efficiency.bf16[0]: expected at most 2 item(s)"),
+        ([[1e9, 1e-7]], "gpu.gemm_efficiency.bf16[0][1]: must be >= 1e-06, got 1e-07"),
+    ):
+        with pytest.raises(ProfileError) as err:
+            load_hardware(write(tmp_path, broken(gpu__gemm_efficiency={"bf16": points})))
+        assert message in str(err.value)

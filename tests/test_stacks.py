@@ -43,7 +43,7 @@ def test_bad_stack_file_names_the_field(tmp_path: Path) -> None:
     text = Path(load_stack("torchtitan").path).read_text()
     bad = tmp_path / "bad.yaml"
     bad.write_text(text.replace("tp: 0.6", "tp: 1.6"))
-    with pytest.raises(SpecError, match=r"overlap\.tp: must be a fraction"):
+    with pytest.raises(SpecError, match=r"overlap\.tp: must be at most 1, got 1.6"):
         load_stack(str(bad))
     bad.write_text(text.replace("selective: op", "selective: some"))
     with pytest.raises(SpecError, match=r"memory\.selective: must be one of"):

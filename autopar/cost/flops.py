@@ -141,9 +141,17 @@ def ssd_scan_flops(model: ModelSpec, *, tokens: float, tp: int) -> float:
     return tokens * heads * (2.0 * q * (n + p) + 4.0 * n * p)
 
 
+def _matmul_part(model: ModelSpec, part: str) -> int:
+    if part == "mamba" and model.mamba is not None:
+        # the projections only: the time model prices the conv, dt, A, D and norm weights as memory
+        # traffic (cost/compute.py _mamba), so counting them as 6N FLOPs would lift MFU past what it times
+        return model.mamba.matmul_params(model.hidden_size)
+    return model.part_params(part, active=True)
+
+
 def matmul_params(model: ModelSpec) -> int:
     """Weights one token multiplies: active sub-layer projections plus the logits layer."""
-    per_layer = sum(model.part_params(p, active=True) for k in model.layer_kinds() for p in KIND_PARTS[k])
+    per_layer = sum(_matmul_part(model, p) for k in model.layer_kinds() for p in KIND_PARTS[k])
     return per_layer + model.vocab_size * model.hidden_size
 
 

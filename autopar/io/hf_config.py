@@ -102,16 +102,14 @@ class _Config:
         if self.kind == "gpt2":
             return {"norm": "layernorm", "position_embedding": "learned", "linear_bias": True}
         k: hf.Common = self.keys
-        theta: Any = k.rope_theta
-        if k.rope_parameters is not None and "rope_theta" in k.rope_parameters:  # newer transformers nest it
-            theta = k.rope_parameters["rope_theta"]
-            if isinstance(theta, bool) or not isinstance(theta, int | float) or not 0 < theta < float("inf"):
-                raise self.fail("rope_parameters.rope_theta", f"expected a positive number, got {shown(theta)}")
-        scaling = k.rope_scaling or {}
-        llama3 = scaling.get("rope_type", scaling.get("type")) == "llama3"  # Llama 3.1's frequency scaling
-        factor = scaling.get("factor", 1.0) if llama3 else 1.0
-        if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 1:
-            raise self.fail("rope_scaling", f"factor must be a number >= 1, got {shown(factor)}")
+        nested = k.rope_parameters.rope_theta if k.rope_parameters is not None else None  # newer transformers
+        theta = nested if nested is not None else k.rope_theta
+        scaling = k.rope_scaling
+        factor = 1.0
+        if scaling is not None and (scaling.rope_type or scaling.type) == "llama3":  # Llama 3.1's frequency scaling
+            factor = scaling.factor if scaling.factor is not None else 1.0
+            if factor < 1:
+                raise self.fail("rope_scaling.factor", f"must be >= 1 for llama3 scaling, got {shown(factor)}")
         return {"norm": "layernorm" if self.kind == "gpt_neox" else "rmsnorm", "rope_base": float(theta),
                 "rope_scaling": float(factor), "linear_bias": self.kind == "gpt_neox" or k.attention_bias or k.mlp_bias,
                 "qk_norm": self.kind in ("qwen3", "qwen3_moe")}
@@ -309,7 +307,7 @@ def _mamba_ssm(c: _Config) -> ModelSpec:
         attn = k.attn_cfg or hf_attn_cfg()
         heads = c.need(attn.num_heads, "attn_cfg.num_heads")
         widths.update(num_attention_heads=heads, num_kv_heads=attn.num_heads_kv or heads,
-                      head_dim=attn.head_dim or hidden // heads)
+                      head_dim=c.head_dim(hidden, heads, attn.head_dim, key="attn_cfg.head_dim"))
     if mlp:
         widths["ffn_hidden_size"] = mlp
     multiple = k.pad_vocab_size_multiple  # the embedding matrix is padded up to this multiple

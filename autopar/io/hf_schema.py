@@ -37,7 +37,8 @@ from autopar.spec import limits as lim
 __all__ = ["READERS_SCHEMA", "AttnCfg", "Common", "DeepSeek", "Gpt2", "GptOss", "Kind", "Llama", "Mamba2", "MambaSsm",
            "Mixtral", "NemotronH", "Qwen3Moe", "SsmCfg", "validate"]
 
-RopeTheta = Annotated[float, Field(gt=0, le=lim.MAX_ROPE_BASE, allow_inf_nan=False)]
+RopeTheta = Annotated[float, Field(ge=1, le=lim.MAX_ROPE_BASE, allow_inf_nan=False)]
+RopeFactor = Annotated[float, Field(gt=0, le=lim.MAX_ROPE_SCALING, allow_inf_nan=False)]  # >= 1 for llama3 (reader)
 Indices = Annotated[list[Annotated[int, Field(ge=0, le=lim.MAX_LAYERS)]], Field(max_length=lim.MAX_LAYERS)]
 
 
@@ -56,6 +57,15 @@ class Kind(_HF):
     model_type: Text
 
 
+class Rope(_HF):
+    """rope_scaling, or newer transformers' rope_parameters (which also nests rope_theta)."""
+
+    rope_type: Text | None = None
+    type: Text | None = None  # older configs
+    factor: RopeFactor | None = None
+    rope_theta: RopeTheta | None = None
+
+
 class Common(_HF):
     """Keys read for every transformers model type (arch(): norm, rotary base, biases)."""
 
@@ -64,8 +74,8 @@ class Common(_HF):
     attention_bias: bool = False
     mlp_bias: bool = False
     rope_theta: RopeTheta = 10000.0
-    rope_parameters: dict[str, Any] | None = None  # newer transformers: rope_theta nested here
-    rope_scaling: dict[str, Any] | None = None
+    rope_parameters: Rope | None = None
+    rope_scaling: Rope | None = None
 
 
 class Gpt2(Common):

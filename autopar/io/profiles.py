@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import ProfileError
-from autopar.io.strict import Fields, did_you_mean, load_mapping, named, shown
+from autopar.io.strict import did_you_mean, load_mapping, named, shown
 from autopar.spec.hardware import (
     COLLECTIVES,
     CORRECTIONS,
@@ -80,8 +80,10 @@ def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> Hardwa
     its full budget in training runs at (limit / tdp)^(1/3) of the clock it reaches at its
     rated board power; the peak FLOP/s scale with it, HBM and links do not.
     """
-    f = Fields(data, f"{where}: ", err=ProfileError)
-    ref = f.text("base")
+    from autopar.io.schema import VariantFile, validate  # pydantic: only once a file is read
+
+    v = validate(VariantFile, data, where=where, err=ProfileError)
+    ref = v.base
     base_path = folder / ref if folder is not None and (folder / ref).exists() else None
     if base_path is not None:
         base = load_mapping(base_path, err=ProfileError)
@@ -89,26 +91,23 @@ def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> Hardwa
         with resources.as_file(resources.files("autopar") / "data" / "profiles" / f"{ref}.yaml") as p:
             base = load_mapping(p, err=ProfileError)
     else:
-        raise f.fail("base", f"unknown base profile '{ref}'{did_you_mean(ref, builtin_names())}")
+        raise ProfileError(f"{where}: base: unknown base profile '{ref}'{did_you_mean(ref, builtin_names())}")
     if "base" in base:
-        raise f.fail("base", f"'{ref}' is itself a variant; derive from a full profile")
-    merged = _merge(base, f.mapping("overrides", required=False) or {})
-    merged["schema_version"] = f.integer("schema_version")
-    merged["name"] = f.text("name")
-    merged["description"] = f.text("description") if f.has("description") else f"{base.get('description', ref)} (variant)"
-    f.ignore("description")
-    merged["citations"] = {**(merged.get("citations") or {}), **(f.mapping("citations", required=False) or {})}
-    power = Fields(f.mapping("power", required=False) or {}, f.prefix("power"), err=ProfileError)
+        raise ProfileError(f"{where}: base: '{ref}' is itself a variant; derive from a full profile")
+    merged = _merge(base, data.get("overrides") or {})
+    merged["schema_version"] = v.schema_version
+    merged["name"] = v.name
+    merged["description"] = v.description or f"{base.get('description', ref)} (variant)"
+    merged["citations"] = {**(merged.get("citations") or {}), **(v.citations or {})}
     ratio = 1.0
-    if power.has("limit_w"):
-        tdp, limit = power.number("tdp_w"), power.number("limit_w")
+    if v.power is not None:
+        tdp, limit = v.power.tdp_w, v.power.limit_w
         if limit > tdp:
-            raise power.fail("limit_w", f"power limit ({limit:g} W) above the rated board power ({tdp:g} W)")
-        ratio = (limit / tdp) ** (1 / 3)
-    power.finish()
-    f.finish()
+            raise ProfileError(f"{where}: power.limit_w: power limit ({limit:g} W) above the rated board power "
+                               f"({tdp:g} W)")
+        ratio = (limit / tdp) ** (1 / 3)  # limit_w and tdp_w are in [MIN_POWER_W, MAX_POWER_W]: ratio >= 0.02
     profile = parse_profile(merged, where=where)
-    peaks = {k: v * ratio for k, v in profile.peak_flops.items()}
+    peaks = {dtype: flops * ratio for dtype, flops in profile.peak_flops.items()}
     return replace(profile, peak_flops=peaks)
 
 
@@ -181,18 +180,16 @@ def _corrections(raw: dict[str, Any], fail: Callable[[str, str], ProfileError]) 
     return tuple(out)
 
 
-def _curves(raw: Mapping[Any, list[list[float]]], key: str, fail: Callable[[str, str], ProfileError]) -> dict[str, Curve]:
+def _curves(raw: Mapping[Any, list[tuple[float, float]]], key: str,
+            fail: Callable[[str, str], ProfileError]) -> dict[str, Curve]:
+    """Each dtype's [size, efficiency] points (each number bounded by the schema), sorted by size."""
     if "bf16" not in raw:
         raise fail(key, "must give a bf16 curve")
     out = {}
     for dtype, points in raw.items():
-        name = f"{key}.{dtype}"
-        pairs = sorted((p[0], p[1]) for p in points)
-        bad = next((p for p in pairs if p[1] > 1), None)
-        if bad is not None:
-            raise fail(name, f"bad point {shown(list(bad))}: expected [size > 0, 0 < efficiency <= 1]")
+        pairs = sorted(points)
         if len({x for x, _ in pairs}) != len(pairs):
-            raise fail(name, "sizes must be distinct")
+            raise fail(f"{key}.{dtype}", "sizes must be distinct")
         out[str(dtype)] = Curve(xs=tuple(x for x, _ in pairs), ys=tuple(y for _, y in pairs))
     return out
 

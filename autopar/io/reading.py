@@ -11,7 +11,10 @@ naming the file:
 - YAML is read with a safe loader that refuses tags that build Python objects,
   duplicate keys, nesting deeper than ``MAX_DEPTH`` and more than ``MAX_NODES``
   values once aliases are expanded (an alias bomb is refused, never expanded);
-- JSON likewise: duplicate keys, nesting and non-finite constants are refused.
+- JSON likewise: duplicate keys and nesting are refused; ``NaN`` and ``Infinity``
+  become :class:`JsonConstant` texts, refused as a number wherever one is read;
+- in both, a text that is not Unicode (a lone surrogate written as ``"\\udc80"``,
+  which no output could print) is refused, naming its field.
 
 Values quoted in messages go through :func:`shown`, which bounds their length
 and escapes newlines, so a message stays one short line whatever the input.
@@ -211,8 +214,14 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class JsonConstant(str):
+    """NaN, Infinity or -Infinity in JSON text (not JSON, but transformers writes them: Mamba2Config's
+    time_step_limit). Kept as this marker, a text, so that a key nobody reads does not matter and a number
+    that is read is refused naming its field (autopar.io.schema.describe)."""
+
+
 def _no_constant(name: str) -> Any:
-    raise _Refused(f"{name} is not a number JSON allows")
+    return JsonConstant(name)
 
 
 def _check_shape(data: Any) -> None:
@@ -231,8 +240,46 @@ def _check_shape(data: Any) -> None:
             stack.extend((v, depth + 1) for v in value)
 
 
+def _unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _texts(data: Any, *, paths: bool) -> str | None:
+    """The field (`paths`: its dotted path) of the first key or text that is not Unicode, or None."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and not _unicode(value):
+                return path or "the top level"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                name = str(key).encode("ascii", "backslashreplace").decode("ascii") if paths else ""
+                name = f"{path}.{one_line(name, 60)}" if path else one_line(name, 60)
+                if isinstance(key, str) and not key.isascii() and not _unicode(key):
+                    return name
+                stack.append((item, name))
+        elif isinstance(value, list):
+            stack.extend((item, f"{path}[{i}]" if paths else "") for i, item in enumerate(value))
+    return None
+
+
+def _check_unicode(data: Any) -> Any:
+    if _texts(data, paths=False) is not None:  # the fast pass builds no names
+        raise _Refused(f"{_texts(data, paths=True)}: text is not valid Unicode (a lone surrogate such as \\udc80)")
+    return data
+
+
 def parse(text: str, *, json_text: bool) -> Any:
     """YAML or JSON text to plain values; raises ValueError with a one-line reason."""
+    return _check_unicode(_parse(text, json_text=json_text))
+
+
+def _parse(text: str, *, json_text: bool) -> Any:
     if json_text:
         try:
             data = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, ValidationError
 
 from autopar.errors import AutoparError
-from autopar.io.reading import did_you_mean, one_line, shown
+from autopar.io.reading import JsonConstant, did_you_mean, one_line, shown
 from autopar.spec import limits as lim
 from autopar.spec.hardware import COLLECTIVES, DTYPES
 from autopar.spec.model import NORMS, POSITIONS
+from autopar.spec.plan import CP_COMMS, RECOMPUTE_MODULES, ZERO_STAGES
+from autopar.spec.stack import ACTIVATION_SAVES, ATTENTION_KERNELS, DP_GRANULARITY, LAUNCHERS, SELECTIVE_POLICIES
 
-__all__ = ["DistFile", "ModelFile", "ProfileFile", "schemas", "validate"]
+__all__ = ["DistFile", "ModelFile", "ProfileFile", "StackFile", "VariantFile", "schemas", "validate"]
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -39,7 +41,13 @@ def _int(low: int, high: int) -> Any:
 
 
 def _num(high: float, *, low: float = 0.0, inclusive: bool = False) -> Any:
+    """A finite number in (low, high], or [low, high] when `inclusive`."""
     return Field(ge=low, le=high, allow_inf_nan=False) if inclusive else Field(gt=low, le=high, allow_inf_nan=False)
+
+
+def _rate(low: float, high: float) -> Any:
+    """A rate, size or efficiency in [low, high]: a time is work / rate, so a rate has a floor as well."""
+    return _num(high, low=low, inclusive=True)
 
 
 _I = BeforeValidator(_integral)
@@ -57,21 +65,23 @@ Small0 = Annotated[int, _int(0, lim.MAX_SMALL), _I]
 Group = Annotated[int, _int(2, lim.MAX_GPUS), _I]
 NodeSize = Annotated[int, _int(1, lim.MAX_GPUS_PER_NODE), _I]
 Version = Annotated[int, _int(1, 1_000_000), _I]
-Capacity = Annotated[float, _num(lim.MAX_CAPACITY_FACTOR)]
+Capacity = Annotated[float, _num(lim.MAX_CAPACITY_FACTOR, low=1.0, inclusive=True)]
 Latency = Annotated[float, _num(lim.MAX_LATENCY_US)]
-BusBw = Annotated[float, _num(lim.MAX_BUS_GBPS)]
-Memory = Annotated[float, _num(lim.MAX_MEMORY_GIB)]
-Hbm = Annotated[float, _num(lim.MAX_HBM_GBPS)]
-Fraction = Annotated[float, _num(1.0)]
-Tflops = Annotated[float, _num(lim.MAX_TFLOPS)]
+BusBw = Annotated[float, _rate(lim.MIN_BUS_GBPS, lim.MAX_BUS_GBPS)]
+Memory = Annotated[float, _rate(lim.MIN_MEMORY_GIB, lim.MAX_MEMORY_GIB)]
+Hbm = Annotated[float, _rate(lim.MIN_HBM_GBPS, lim.MAX_HBM_GBPS)]
+Efficiency = Annotated[float, _rate(lim.MIN_EFFICIENCY, 1.0)]
+Fraction = Annotated[float, _num(1.0, inclusive=True)]  # [0, 1]
+Tflops = Annotated[float, _rate(lim.MIN_TFLOPS, lim.MAX_TFLOPS)]
 CurveX = Annotated[float, _num(lim.MAX_CURVE_X)]
+Power = Annotated[float, _rate(lim.MIN_POWER_W, lim.MAX_POWER_W)]
 Slowdown = Annotated[float, _num(lim.MAX_SLOWDOWN, low=1.0, inclusive=True)]
 Factor = Annotated[float, _num(lim.MAX_SLOWDOWN)]
 Median = Annotated[float, _num(lim.MAX_SEQ, low=1.0, inclusive=True)]
 Sigma = Annotated[float, _num(lim.MAX_SIGMA)]
 Count = Annotated[float, _num(lim.MAX_COUNT, inclusive=True)]
 Weight = Annotated[float, _num(lim.MAX_COUNT)]
-RopeBase = Annotated[float, _num(lim.MAX_ROPE_BASE)]
+RopeBase = Annotated[float, _num(lim.MAX_ROPE_BASE, low=1.0, inclusive=True)]
 RopeScaling = Annotated[float, _num(lim.MAX_ROPE_SCALING, low=1.0, inclusive=True)]
 
 
@@ -166,8 +176,10 @@ class FitFile(_Strict):
     bw_gbps: BusBw
 
 
-Fits = Annotated[list[FitFile], Field(min_length=1)]
-Curve = Annotated[list[Annotated[list[CurveX], Field(min_length=2, max_length=2)]], Field(min_length=1)]
+Fits = Annotated[list[FitFile], Field(min_length=1, max_length=lim.MAX_HISTOGRAM_BINS)]
+# [size, achieved / peak]: a pair read as a tuple (strict pydantic takes only tuples), each number strict
+Point = Annotated[tuple[Annotated[CurveX, Strict()], Annotated[Efficiency, Strict()]], Strict(False)]
+Curve = Annotated[list[Point], Field(min_length=1, max_length=lim.MAX_HISTOGRAM_BINS)]
 
 
 class CollectivesFile(_Strict):
@@ -187,7 +199,7 @@ class GpuFile(_Strict):
     name: Text
     memory_gib: Memory
     hbm_bw_gbps: Hbm
-    memory_efficiency: Fraction
+    memory_efficiency: Efficiency
     peak_tflops: dict[Dtype, Tflops]  # must give bf16
     gemm_efficiency: dict[Dtype, Curve]  # [GEMM FLOPs, achieved/peak] pairs; must give bf16
     attention_efficiency: dict[Dtype, Curve]  # [sequence length, achieved/peak] pairs; must give bf16
@@ -229,6 +241,125 @@ class ProfileFile(_Strict):
     overlap: OverlapFile
     corrections: dict[str, CorrectionFile] | None = None
     raw: Any = None  # measured: the timings behind the fits, not read
+
+
+class PowerFile(_Strict):
+    tdp_w: Power  # rated board power
+    limit_w: Power  # the cap; at most tdp_w (checked by the loader)
+
+
+class VariantFile(_Strict):
+    """A profile derived from another (autopar.io.profiles._variant): the merged profile is a ProfileFile."""
+
+    schema_version: Version
+    name: Text
+    description: Text | None = None
+    base: Text
+    overrides: dict[str, Any] | None = None
+    citations: Texts | None = None
+    power: PowerFile | None = None
+
+
+# --- execution stack (autopar/io/stacks.py, autopar/spec/stack.py) ------------------
+
+Bytes = Annotated[float, _num(lim.MAX_ELEMENT_BYTES)]
+Bytes0 = Annotated[float, _num(lim.MAX_ELEMENT_BYTES, inclusive=True)]
+HostUs = Annotated[float, _num(lim.MAX_HOST_US, inclusive=True)]
+Ratio = Annotated[float, _rate(lim.MIN_ATTENTION_RATIO, lim.MAX_ATTENTION_RATIO)]
+SeqX = Annotated[float, _num(lim.MAX_SEQ)]
+RatioCurve = Annotated[list[Annotated[tuple[Annotated[SeqX, Strict()], Annotated[Ratio, Strict()]], Strict(False)]],
+                       Field(min_length=1, max_length=lim.MAX_HISTOGRAM_BINS)]
+Axis = Literal["dp", "tp", "pp", "cp", "ep"]
+Zero = Literal[0, 1, 2, 3]
+assert Zero.__args__ == ZERO_STAGES  # type: ignore[attr-defined]
+
+
+class StackKernels(_Strict):
+    attention: Literal["fa2", "fa3", "cudnn", "sdpa", "triton"]
+    attention_vs_fa3: RatioCurve  # [seq_len, throughput over FA3's] pairs
+    compiled: bool = False
+    elementwise_passes: Annotated[float, _num(lim.MAX_PASSES)]
+    layer_overhead_us: HostUs
+    fp8_cast_bytes: Bytes0
+    logit_bytes: Bytes
+    moe_host_us: HostUs = 0.0
+
+
+class StackOverlap(_Strict):
+    tp: Fraction
+    cp: bool = False
+    ep: bool = False
+    dp: Fraction
+
+
+class StackCollectives(_Strict):
+    dp_granularity: Literal["bucket", "layer"]
+    dp_bucket_params: Annotated[float, _num(lim.MAX_BUCKET_PARAMS, inclusive=True)] = 0.0
+    grad_reduce_bytes: Bytes
+    fp8_grad_reduce_bytes: Bytes
+
+
+class StackMemory(_Strict):
+    selective: Literal["attention", "op"]
+    fp8_weight_copy_bytes: Bytes0
+    fp8_weight_copy_sharded: bool = False
+    fp8_saves_fp8_inputs: bool = False
+    fp8_gather: bool = False
+    pp_reshard: bool = True
+    pp_stage_buffers: Annotated[int, _int(0, lim.MAX_STAGE_BUFFERS), _I] = 0
+    fixed_overhead_gib: Memory
+    allocator_fragmentation: Fraction
+    activation_saves: Literal["fused", "eager-torch"] = "fused"
+    fsdp_master: bool = False
+    gather_bytes: Bytes = 2.0
+    root_gathered: bool = False
+    logit_peak_bytes: Bytes0 = 0.0
+    logit_peak_bytes_tp: Bytes0 = 0.0
+    tp_saves_gathered: bool = False
+
+
+class StackRules(_Strict):
+    parallelisms: Annotated[list[Axis], Field(min_length=1, max_length=5)]  # must include dp (checked by the loader)
+    cp_comms: Annotated[list[Literal["ring", "allgather"]], Field(max_length=2)]
+    zero_stages: Annotated[list[Zero], Field(min_length=1, max_length=4)]
+    vpp: bool = False
+    equal_stages: bool = False
+    ep_over_tp: bool = False
+    pipeline_counts_embedding: bool = False
+    recompute_modules: Annotated[list[Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                                              "shared_experts"]], Field(max_length=7)] = []
+
+
+class StackFile(_Strict):
+    """An execution-stack YAML (format in autopar/io/stacks.py)."""
+
+    schema_version: Version
+    name: Text
+    description: str = ""
+    launcher: Literal["megatron", "torchtitan", "deepspeed", "none"]
+    source: Text | None = None  # the framework version the numbers describe
+    kernels: StackKernels
+    overlap: StackOverlap
+    collectives: StackCollectives
+    memory: StackMemory
+    plan_rules: StackRules
+    citations: Texts | None = None
+
+
+def _choices(cls: type[BaseModel], name: str) -> tuple[Any, ...]:
+    annotation = cls.model_fields[name].annotation
+    while getattr(annotation, "__origin__", None) is not Literal:
+        annotation = annotation.__args__[0]  # type: ignore[union-attr]
+    return tuple(annotation.__args__)  # type: ignore[union-attr]
+
+
+assert _choices(StackKernels, "attention") == ATTENTION_KERNELS
+assert _choices(StackCollectives, "dp_granularity") == DP_GRANULARITY
+assert _choices(StackMemory, "selective") == SELECTIVE_POLICIES
+assert _choices(StackMemory, "activation_saves") == ACTIVATION_SAVES
+assert _choices(StackFile, "launcher") == LAUNCHERS
+assert _choices(StackRules, "cp_comms") == CP_COMMS
+assert _choices(StackRules, "recompute_modules") == RECOMPUTE_MODULES
 
 
 # --- length distribution (autopar/varlen/dist.py) -----------------------------------
@@ -337,6 +468,7 @@ def describe(cls: type[BaseModel], error: Any) -> str:
         "dict_type": f"expected a mapping, got {type(value).__name__}",
         "model_type": f"expected a mapping, got {type(value).__name__}",
         "list_type": f"expected a list, got {type(value).__name__}",
+        "tuple_type": f"expected a pair [size, value], got {shown(value)}",
         "too_short": f"expected at least {_number(ctx.get('min_length'))} item(s), got {_number(ctx.get('actual_length'))}",
         "too_long": f"expected at most {_number(ctx.get('max_length'))} item(s)",
         "finite_number": f"must be a finite number, got {shown(value)}",
@@ -345,6 +477,8 @@ def describe(cls: type[BaseModel], error: Any) -> str:
         "greater_than_equal": f"must be >= {_number(ctx.get('ge'))}, got {shown(value)}",
         "less_than_equal": f"must be at most {_number(ctx.get('le'))}, got {shown(value)}",
     }
+    if isinstance(value, JsonConstant) and kind in ("int_type", "float_type"):
+        return f"{path}: must be a finite number, got {value} (JSON has no {value})"
     if kind in messages:
         return f"{path}: {messages[kind]}"
     text = str(error.get("msg", kind)).removeprefix("Value error, ")

@@ -23,6 +23,10 @@ plan_rules: {parallelisms: [dp, tp, pp, cp], cp_comms: [allgather], zero_stages:
              recompute_modules: []}   # optional: the modules --recompute-modules may name (Megatron's)
 citations: {kernels.attention: "...", ...}   # dotted field -> source; every number is cited
 ```
+
+Every number has a physical range (:class:`autopar.io.schema.StackFile`, bounds from
+:mod:`autopar.spec.limits`, listed in docs/limits-files.md); a value outside it is a
+one-line error naming the file, the field and the bound.
 """
 
 from __future__ import annotations
@@ -32,21 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import SpecError
-from autopar.io.strict import Fields, did_you_mean, load_mapping
+from autopar.io.strict import did_you_mean, load_mapping
 from autopar.spec.hardware import Curve
-from autopar.spec.plan import CP_COMMS, RECOMPUTE_MODULES, ZERO_STAGES
-from autopar.spec.stack import (
-    ACTIVATION_SAVES,
-    ATTENTION_KERNELS,
-    DP_GRANULARITY,
-    LAUNCHERS,
-    SELECTIVE_POLICIES,
-    StackProfile,
-)
+from autopar.spec.stack import StackProfile
 
 SCHEMA_VERSION = 1
 DEFAULT_STACK = "megatron"  # the stack of the published Megatron-Core runs the cost model was first checked on
-AXES = ("dp", "tp", "pp", "cp", "ep")
 
 
 def builtin_stacks() -> list[str]:
@@ -71,78 +66,38 @@ def load_stack(ref: str | None) -> StackProfile:
 
 
 def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
-    top = Fields(data, f"{where}: ")
-    version = top.integer("schema_version")
-    if version > SCHEMA_VERSION:
-        raise top.fail("schema_version", f"stack is from a newer autopar (schema {version}, this one reads {SCHEMA_VERSION})")
-    k, o, c, m, r = (Fields(top.mapping(key) or {}, top.prefix(key))
-                     for key in ("kernels", "overlap", "collectives", "memory", "plan_rules"))
-    stack = StackProfile(
-        name=top.text("name"), description=top.text("description", ""), launcher=top.text("launcher", choices=LAUNCHERS),
-        attention_kernel=k.text("attention", choices=ATTENTION_KERNELS),
-        attention_vs_fa3=_ratio_curve(k, "attention_vs_fa3"), compiled=k.flag("compiled", False),
-        elementwise_passes=k.number("elementwise_passes"), layer_overhead_us=k.number("layer_overhead_us", positive=False),
-        fp8_cast_bytes=k.number("fp8_cast_bytes", positive=False), logit_bytes=k.number("logit_bytes"),
-        tp_overlap=_fraction(o, "tp"), cp_overlap=o.flag("cp", False), ep_overlap=o.flag("ep", False),
-        dp_overlap=_fraction(o, "dp"),
-        dp_granularity=c.text("dp_granularity", choices=DP_GRANULARITY),
-        dp_bucket_params=c.number("dp_bucket_params", 0.0, positive=False),
-        grad_reduce_bytes=c.number("grad_reduce_bytes"), fp8_grad_reduce_bytes=c.number("fp8_grad_reduce_bytes"),
-        selective=m.text("selective", choices=SELECTIVE_POLICIES),
-        fp8_weight_copy_bytes=m.number("fp8_weight_copy_bytes", positive=False),
-        fp8_weight_copy_sharded=m.flag("fp8_weight_copy_sharded", False),
-        fp8_saves_fp8_inputs=m.flag("fp8_saves_fp8_inputs", False), fp8_gather=m.flag("fp8_gather", False),
-        pp_reshard=m.flag("pp_reshard", True), pp_stage_buffers=m.integer("pp_stage_buffers", 0, minimum=0),
-        fixed_overhead_gib=m.number("fixed_overhead_gib"), allocator_fragmentation=_fraction(m, "allocator_fragmentation"),
-        activation_saves=m.text("activation_saves", "fused", choices=ACTIVATION_SAVES),
-        fsdp_master=m.flag("fsdp_master", False), gather_bytes=m.number("gather_bytes", 2.0),
-        root_gathered=m.flag("root_gathered", False),
-        logit_peak_bytes=m.number("logit_peak_bytes", 0.0, positive=False),
-        logit_peak_bytes_tp=m.number("logit_peak_bytes_tp", 0.0, positive=False),
-        tp_saves_gathered=m.flag("tp_saves_gathered", False),
-        moe_host_us=k.number("moe_host_us", 0.0, positive=False),
-        parallelisms=_choices(r, "parallelisms", AXES), cp_comms=_choices(r, "cp_comms", CP_COMMS),
-        zero_stages=tuple(int(z) for z in _choices(r, "zero_stages", ZERO_STAGES)),
-        vpp=r.flag("vpp", False), equal_stages=r.flag("equal_stages", False), ep_over_tp=r.flag("ep_over_tp", False),
-        pipeline_counts_embedding=r.flag("pipeline_counts_embedding", False),
-        recompute_modules=_choices(r, "recompute_modules", RECOMPUTE_MODULES, required=False),
-        citations=tuple((str(a), str(b)) for a, b in (top.mapping("citations") or {}).items()),
-        path=where,
+    """A stack mapping (autopar.io.schema.StackFile, every number bounded) as a StackProfile."""
+    from autopar.io.schema import StackFile, validate  # pydantic: only once a file is read
+
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise SpecError(f"{where}: schema_version: stack is from a newer autopar (schema {version}, this one reads "
+                        f"{SCHEMA_VERSION})")
+    s = validate(StackFile, data, where=where, err=SpecError)
+    k, o, c, m, r = s.kernels, s.overlap, s.collectives, s.memory, s.plan_rules
+    if "dp" not in r.parallelisms:
+        raise SpecError(f"{where}: plan_rules.parallelisms: must include dp")
+    xs = [x for x, _ in k.attention_vs_fa3]
+    if len(set(xs)) != len(xs):
+        raise SpecError(f"{where}: kernels.attention_vs_fa3: expected distinct [seq_len, ratio] pairs")
+    pairs = sorted(k.attention_vs_fa3)
+    return StackProfile(
+        name=s.name, description=s.description, launcher=s.launcher,
+        attention_kernel=k.attention, attention_vs_fa3=Curve(xs=tuple(x for x, _ in pairs), ys=tuple(y for _, y in pairs)),
+        compiled=k.compiled, elementwise_passes=k.elementwise_passes, layer_overhead_us=k.layer_overhead_us,
+        fp8_cast_bytes=k.fp8_cast_bytes, logit_bytes=k.logit_bytes, moe_host_us=k.moe_host_us,
+        tp_overlap=o.tp, cp_overlap=o.cp, ep_overlap=o.ep, dp_overlap=o.dp,
+        dp_granularity=c.dp_granularity, dp_bucket_params=c.dp_bucket_params, grad_reduce_bytes=c.grad_reduce_bytes,
+        fp8_grad_reduce_bytes=c.fp8_grad_reduce_bytes,
+        selective=m.selective, fp8_weight_copy_bytes=m.fp8_weight_copy_bytes,
+        fp8_weight_copy_sharded=m.fp8_weight_copy_sharded, fp8_saves_fp8_inputs=m.fp8_saves_fp8_inputs,
+        fp8_gather=m.fp8_gather, pp_reshard=m.pp_reshard, pp_stage_buffers=m.pp_stage_buffers,
+        fixed_overhead_gib=m.fixed_overhead_gib, allocator_fragmentation=m.allocator_fragmentation,
+        activation_saves=m.activation_saves, fsdp_master=m.fsdp_master, gather_bytes=m.gather_bytes,
+        root_gathered=m.root_gathered, logit_peak_bytes=m.logit_peak_bytes, logit_peak_bytes_tp=m.logit_peak_bytes_tp,
+        tp_saves_gathered=m.tp_saves_gathered,
+        parallelisms=tuple(r.parallelisms), cp_comms=tuple(r.cp_comms), zero_stages=tuple(r.zero_stages),
+        vpp=r.vpp, equal_stages=r.equal_stages, ep_over_tp=r.ep_over_tp,
+        pipeline_counts_embedding=r.pipeline_counts_embedding, recompute_modules=tuple(r.recompute_modules),
+        citations=tuple((s.citations or {}).items()), path=where,
     )
-    top.ignore("source")
-    for f in (top, k, o, c, m, r):
-        f.finish()
-    if "dp" not in stack.parallelisms:
-        raise r.fail("parallelisms", "must include dp")
-    if not stack.zero_stages:
-        raise r.fail("zero_stages", "must give at least one stage")
-    return stack
-
-
-def _fraction(f: Fields, key: str) -> float:
-    value = f.number(key, positive=False)
-    if not 0 <= value <= 1:
-        raise f.fail(key, f"must be a fraction in [0, 1], got {value}")
-    return value
-
-
-def _choices(f: Fields, key: str, allowed: tuple[Any, ...], *, required: bool = True) -> tuple[Any, ...]:
-    items = f.sequence(key, required=required) or []
-    for item in items:
-        if item not in allowed:
-            raise f.fail(key, f"unknown value {item!r}; expected some of {', '.join(map(str, allowed))}")
-    return tuple(items)
-
-
-def _ratio_curve(f: Fields, key: str) -> Curve:
-    points = f.sequence(key) or []
-    pairs = []
-    for p in points:
-        ok = isinstance(p, list) and len(p) == 2 and all(isinstance(v, int | float) and not isinstance(v, bool) for v in p)
-        if not ok or not (p[0] > 0 and 0 < p[1] <= 2):
-            raise f.fail(key, f"bad point {p!r}: expected [seq_len > 0, 0 < ratio <= 2]")
-        pairs.append((float(p[0]), float(p[1])))
-    if not pairs or len({x for x, _ in pairs}) != len(pairs):
-        raise f.fail(key, "expected distinct [seq_len, ratio] pairs")
-    pairs.sort()
-    return Curve(xs=tuple(x for x, _ in pairs), ys=tuple(y for _, y in pairs))

@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from autopar.errors import OutputError
+from autopar.errors import AutoparError, OutputError
 from autopar.io.reading import one_line
 
 EXIT_USAGE = 2
@@ -91,6 +91,9 @@ def run(app: Any) -> NoReturn:
         _silence_stdout()
         say(f"autopar: error: {exc}")
         code = EXIT_OUTPUT
+    except AutoparError as exc:  # raised while rendering, outside a command's own handler (render/answer.py)
+        say(f"autopar: error: {exc}")
+        code = exc.exit_code
     except usage_error as exc:
         code = _usage(exc)
     except (Abort, KeyboardInterrupt):

@@ -1,7 +1,8 @@
-"""Typed access to the mappings of internal tables (stack profiles, paper setups, profile extras).
+"""Typed access to the mappings of internal tables (the paper setups of benchmarks).
 
-The strict file formats (model specs, hardware profiles, length distributions)
-are pydantic models in :mod:`autopar.io.schema`, Hugging Face ``config.json``
+The file formats users give (model specs, hardware profiles and derived ones,
+stacks, length distributions) are pydantic models in :mod:`autopar.io.schema`,
+every number bounded there; Hugging Face ``config.json``
 keys in :mod:`autopar.io.hf_schema`. Reading itself (regular files
 only, size caps, safe YAML/JSON with bounded depth and aliases, no duplicate
 keys) is :mod:`autopar.io.reading`, re-exported here. Every failure is a

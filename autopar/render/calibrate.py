@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from autopar.calibrate.compare import Row, step_stats
+from autopar.render.answer import dumps
 from autopar.render.text import WIDTH, wrap
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def as_json(runs: tuple[Calibration, ...], saved: Saved | None = None) -> str:
         c = saved.correction
         doc["saved"] = {"path": str(saved.path), "name": c.name, "factor": c.factor, "raw_factor": saved.raw_factor,
                         "stack": c.stack, "source": c.source}
-    return json.dumps(doc, indent=2)
+    return dumps(doc)
 
 
 def _doc(c: Calibration) -> dict[str, Any]:

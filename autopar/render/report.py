@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +9,7 @@ from rich.console import Console
 
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
+from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.text import say, shell_text, table
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def suggestion_dict(s: Suggestion, top: int, *, launch: Launch | None = None,
 
 
 def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
-    return json.dumps(suggestion_dict(s, top, launch=launch, plot=plot), indent=2)
+    return dumps(suggestion_dict(s, top, launch=launch, plot=plot), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
 
 
 def explained_dict(x: Explained, *, launch: Launch | None = None) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def explained_dict(x: Explained, *, launch: Launch | None = None) -> dict[str, A
 
 
 def explained_json(x: Explained, *, launch: Launch | None = None) -> str:
-    return json.dumps(explained_dict(x, launch=launch), indent=2)
+    return dumps(explained_dict(x, launch=launch), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
 
 
 def render_launch(console: Console, launch: Launch | None) -> None:
@@ -165,6 +165,7 @@ def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
 def render_suggestion(
     console: Console, s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None
 ) -> None:
+    checked(suggestion_dict(s, top), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
     _header(console, s.ctx)
     r = s.result
     for warning in s.warnings:
@@ -194,6 +195,7 @@ def render_suggestion(
 
 
 def render_explained(console: Console, x: Explained, *, explain: bool = False, launch: Launch | None = None) -> None:
+    checked(explained_dict(x), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
     _header(console, x.ctx)
     e = x.estimate
     p = e.plan

@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
 
 from autopar.advise.questions import Scaling
+from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.report import context_dict, plan_dict, plan_label
 from autopar.render.text import say, table
 
 GIB = 2**30
 
 
-def scaling_json(s: Scaling) -> str:
+def scaling_doc(s: Scaling) -> dict[str, Any]:
     first = s.points[0].suggestion
     curve: list[dict[str, Any]] = []
     for p in s.points:
         best = p.suggestion.result.ranked[0]
         curve.append({"gpus": p.gpus, "global_batch": p.suggestion.ctx.job.global_batch,
                       "scaling_efficiency": s.efficiency(p), **plan_dict(best)})
-    doc = {**context_dict(first.ctx), "min_gpus": s.min_gpus, "tried_gpus": list(s.tried), "curve": curve}
-    return json.dumps(doc, indent=2)
+    return {**context_dict(first.ctx), "min_gpus": s.min_gpus, "tried_gpus": list(s.tried), "curve": curve}
+
+
+def scaling_json(s: Scaling) -> str:
+    ctx = s.points[0].suggestion.ctx
+    return dumps(scaling_doc(s), mfu_max=mfu_ceiling(ctx.hw, ctx.job.dtype))
 
 
 def render_scaling(console: Console, s: Scaling) -> None:
+    ctx = s.points[0].suggestion.ctx
+    checked(scaling_doc(s), mfu_max=mfu_ceiling(ctx.hw, ctx.job.dtype))
     first = s.points[0].suggestion
     m, hw = first.ctx.model, first.ctx.hw
     below = f" ({', '.join(map(str, s.tried))} fit no plan)" if s.tried else ""

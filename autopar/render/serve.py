@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from autopar.advise.serve import ServeContext
 from autopar.cost.serve_frameworks import for_deployment
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
 from autopar.emit.serving import ServeLaunch
+from autopar.render.answer import checked, dumps
 from autopar.render.text import say, shell_text, table
 from autopar.search.serve import RULES, ServeSweep
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
@@ -82,7 +82,7 @@ def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
 
 
 def estimate_json(ctx: ServeContext, est: ServeEstimate, launched: ServeLaunch | None = None) -> str:
-    return json.dumps({**estimate_dict(ctx, est), **launch_dict(launched)}, indent=2)
+    return dumps({**estimate_dict(ctx, est), **launch_dict(launched)})
 
 
 _TTFT_LABELS = {"prefill": "own prefill", "queue": "queued behind other prefills", "first_step": "step in progress",
@@ -110,6 +110,7 @@ def header(console: Console, ctx: ServeContext) -> None:
 
 
 def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, with_header: bool = True) -> None:
+    checked(estimate_dict(ctx, est))
     dep, wl = est.deployment, est.workload
     if with_header:
         header(console, ctx)
@@ -184,10 +185,11 @@ def suggestion_dict(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
 
 
 def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
-    return json.dumps(suggestion_dict(ctx, result, launched), indent=2)
+    return dumps(suggestion_dict(ctx, result, launched))
 
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
+    checked(suggestion_dict(ctx, result) if result.best is not None else [_point_dict(p) for p in result.pareto])
     header(console, ctx)
     say(console, f"searched {result.layouts:,} deployments on {ctx.gpus:,} GPU{'' if ctx.gpus == 1 else 's'}, "
         f"{len(result.points) + result.skipped:,} (deployment, concurrency) points fit")

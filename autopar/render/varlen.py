@@ -6,13 +6,13 @@ naive baseline; the strategy table (one plan, every strategy) follows it.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
 
 from autopar import varlen
 from autopar.advise.varlen import VarlenCandidate, VarlenExplained, VarlenSuggestion
+from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.report import context_dict, plan_dict, plan_label
 from autopar.render.text import say, table
 
@@ -44,7 +44,7 @@ def _plan_doc(p: VarlenCandidate, strategy: str, gpus: int) -> dict[str, Any]:
     return doc
 
 
-def suggestion_json(v: VarlenSuggestion, top: int, launch: dict[str, Any] | None = None) -> str:
+def suggestion_dict(v: VarlenSuggestion, top: int, launch: dict[str, Any] | None = None) -> dict[str, Any]:
     gpus = v.fixed.ctx.job.gpus
     plans = [_plan_doc(p, v.strategy, gpus) for p in v.plans[:top]]
     fixed_best = v.fixed.result.ranked[0].plan
@@ -53,7 +53,11 @@ def suggestion_json(v: VarlenSuggestion, top: int, launch: dict[str, Any] | None
            "fixed_length_recommendation": {"dp": fixed_best.dp, "tp": fixed_best.tp, "pp": fixed_best.pp,
                                            "cp": fixed_best.cp},
            "plans": plans, **(launch or {})}
-    return json.dumps(doc, indent=2)
+    return doc
+
+
+def suggestion_json(v: VarlenSuggestion, top: int, launch: dict[str, Any] | None = None) -> str:
+    return dumps(suggestion_dict(v, top, launch), mfu_max=mfu_ceiling(v.fixed.ctx.hw, v.fixed.ctx.job.dtype))
 
 
 def _rows(console: Console, p: VarlenCandidate, chosen: str) -> None:
@@ -81,6 +85,7 @@ def launch_note(strategy: str) -> str:
 
 
 def render_suggestion(console: Console, v: VarlenSuggestion, top: int) -> None:
+    checked(suggestion_dict(v, top), mfu_max=mfu_ceiling(v.fixed.ctx.hw, v.fixed.ctx.job.dtype))
     ctx = v.fixed.ctx
     info = varlen.STRATEGY_INFO[v.strategy]
     say(console, f"[bold]{ctx.model.name}[/] on {ctx.job.gpus} x {ctx.hw.gpu_name}; hardware: {ctx.hw.name} "
@@ -124,6 +129,7 @@ def _spark(values: list[float], width: int = 48) -> str:
 
 
 def render_explained(console: Console, x: VarlenExplained) -> None:
+    checked(explained_dict(x), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
     p = x.plan
     r = p.results[x.strategy]
     info = varlen.STRATEGY_INFO[x.strategy]
@@ -144,7 +150,10 @@ def render_explained(console: Console, x: VarlenExplained) -> None:
     say(console, launch_note(x.strategy) + ".", markup=False)
 
 
+def explained_dict(x: VarlenExplained, launch: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {**context_dict(x.ctx), **_plan_doc(x.plan, x.strategy, x.ctx.job.gpus), "seq_len_dist": x.dist.source,
+            "sequences_per_step": x.sequences_per_step, "rank_loads_s": x.rank_loads, **(launch or {})}
+
+
 def explained_json(x: VarlenExplained, launch: dict[str, Any] | None = None) -> str:
-    doc = {**context_dict(x.ctx), **_plan_doc(x.plan, x.strategy, x.ctx.job.gpus), "seq_len_dist": x.dist.source,
-           "sequences_per_step": x.sequences_per_step, "rank_loads_s": x.rank_loads, **(launch or {})}
-    return json.dumps(doc, indent=2)
+    return dumps(explained_dict(x, launch), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))

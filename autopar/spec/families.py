@@ -117,7 +117,12 @@ class MambaSpec:
         """z and x (2 d_inner), B and C (2 G N), dt (one per head)."""
         return 2 * self.inner(hidden) + 2 * self.num_groups * self.state_size + self.heads(hidden)
 
+    def matmul_params(self, hidden: int) -> int:
+        """The in and out projections: the weights a token multiplies (the time model's two GEMMs)."""
+        return hidden * self.in_proj_width(hidden) + self.inner(hidden) * hidden
+
     def params(self, hidden: int) -> int:
+        """Projections, causal conv (weights and bias), dt bias, A, D and the gated norm."""
         di = self.inner(hidden)
         conv_channels = di + 2 * self.num_groups * self.state_size
         return (hidden * self.in_proj_width(hidden) + conv_channels * (self.conv_kernel + 1) + 3 * self.heads(hidden)

@@ -25,13 +25,31 @@ MAX_BATCH = 2**24  # sequences per optimizer step
 MAX_VARLEN_SEQUENCES = 2**16  # sequences per simulated step (about 30 s of simulation on one core at the limit)
 
 # --- hardware profile -------------------------------------------------------------
+# Rates have a floor as well as a ceiling: a time is work / rate, and a rate near 0 (1e-300) makes it
+# infinite. The floors sit far below a CPU measured by `autopar profile --device cpu`.
+MIN_MEMORY_GIB = 1e-3  # device memory: about 1 MiB
 MAX_MEMORY_GIB = 2.0**16  # device memory (B200: 192 GB)
+MIN_TFLOPS = 1e-6  # dense peak per GPU and dtype: 1 MFLOP/s
 MAX_TFLOPS = 1e6  # dense peak per GPU and dtype (B200 fp8: about 4,500)
+MIN_EFFICIENCY = 1e-6  # achieved / peak on an efficiency curve, and memory_efficiency (built-ins: 0.009 and up)
+MIN_HBM_GBPS = 1e-3  # memory bandwidth: 1 MB/s
 MAX_HBM_GBPS = 1e6  # memory bandwidth (B200: 8,000 GB/s)
+MIN_BUS_GBPS = 1e-6  # collective bus bandwidth: 1 kB/s
 MAX_BUS_GBPS = 1e5  # collective bus bandwidth (NVLink 5: 900 GB/s)
 MAX_LATENCY_US = 1e7  # a collective's start-up time: 10 s
 MAX_SLOWDOWN = 100.0  # overlap slowdown factors (measured: 1.0 to 1.3)
 MAX_CURVE_X = 1e30  # sizes on efficiency curves (FLOPs of one GEMM, tokens)
+MIN_POWER_W = 1.0  # a derived profile's rated board power and power cap (H100 SXM: 700 W)
+MAX_POWER_W = 1e5
+
+# --- execution stack ----------------------------------------------------------------
+MAX_ELEMENT_BYTES = 64.0  # bytes per element or per vocabulary entry in a stack (logits at the loss: up to 18)
+MAX_PASSES = 100.0  # HBM passes of elementwise work per fused kernel (eager PyTorch: about 6)
+MAX_HOST_US = 1e6  # host or launch time per layer, microseconds: 1 s
+MAX_BUCKET_PARAMS = 1e13  # parameters per DP bucket (Megatron: 40M)
+MAX_STAGE_BUFFERS = 1024  # activations a pipeline stage keeps per in-flight micro-batch (built-ins: 0 to 2)
+MIN_ATTENTION_RATIO = 1e-3  # a stack's attention throughput over FA3's (built-ins: 0.5 to 1)
+MAX_ATTENTION_RATIO = 2.0
 
 # --- length distributions -----------------------------------------------------------
 MAX_COUNT = 1e15  # a histogram count or a mixture weight

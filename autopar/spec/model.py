@@ -47,6 +47,8 @@ class ModelSpec:
     qk_norm: bool = False  # a norm on each query and key head (Qwen3, OLMo 2)
 
     def __post_init__(self) -> None:
+        if self.head_dim < 1:
+            raise SpecError(f"{self.name}: head_dim must be >= 1, got {self.head_dim}")
         if self.num_attention_heads % self.num_kv_heads:
             raise SpecError(
                 f"{self.name}: num_attention_heads ({self.num_attention_heads}) must be divisible "

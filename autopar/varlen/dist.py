@@ -237,16 +237,7 @@ def _read_npy(path: Path) -> np.ndarray:
     raw = read_bytes(path, cap=MAX_LENGTH_BYTES)
     if not raw:
         raise SpecError(f"{named(path)}: file is empty")
-    try:
-        arr = np.load(io.BytesIO(raw), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise SpecError(f"{named(path)}: not a readable .npy array ({one_line(str(exc), 120)})") from None
-    if not isinstance(arr, np.ndarray) or arr.ndim != 1:
-        raise SpecError(f"{named(path)}: expected a one-dimensional array of lengths, got shape {getattr(arr, 'shape', '?')}")
-    if arr.size == 0:
-        raise SpecError(f"{named(path)}: the array is empty")
-    if arr.dtype.kind not in "iu":
-        raise SpecError(f"{named(path)}: expected integer lengths, got dtype {arr.dtype}")
+    arr = _npy_array(path, raw)
     bad = np.flatnonzero(arr <= 0)
     if bad.size:
         raise SpecError(f"{named(path)}: lengths must be positive; element {bad[0]} is {arr[bad[0]]}")
@@ -255,6 +246,36 @@ def _read_npy(path: Path) -> np.ndarray:
         raise SpecError(f"{named(path)}: lengths must be at most {MAX_SEQ:,} tokens (autopar's limit); "
                         f"element {big[0]} is {arr[big[0]]}")
     return arr.astype(np.int64)
+
+
+def _npy_array(path: Path, raw: bytes) -> np.ndarray:
+    """The 1-D integer array of a .npy file's bytes. The header's shape is checked against the bytes that
+    follow it before anything is allocated: np.load trusts it (a 160-byte file claiming 10^12 elements
+    makes numpy allocate 7 TiB)."""
+    fp = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(fp)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(fp)
+        else:
+            raise ValueError(f".npy format version {version[0]}.{version[1]}; autopar reads 1.0 and 2.0")
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise SpecError(f"{named(path)}: not a readable .npy array ({one_line(str(exc), 120)})") from None
+    if len(shape) != 1:
+        raise SpecError(f"{named(path)}: expected a one-dimensional array of lengths, got shape {shape}")
+    if dtype.kind not in "iu":
+        raise SpecError(f"{named(path)}: expected integer lengths, got dtype {dtype}")
+    count, data = shape[0], len(raw) - fp.tell()
+    if count < 0:
+        raise SpecError(f"{named(path)}: the header's shape {shape} has a negative length")
+    if count == 0:
+        raise SpecError(f"{named(path)}: the array is empty")
+    if count * dtype.itemsize > data:
+        raise SpecError(f"{named(path)}: the header claims {count:,} elements ({count * dtype.itemsize:,} bytes) but "
+                        f"the file holds {data:,} bytes after it")
+    return np.frombuffer(raw, dtype=dtype, count=count, offset=fp.tell())
 
 
 def _positive_int(value: Any, where: str) -> int:
