@@ -149,7 +149,8 @@ StrategyOpt = Annotated[str | None, typer.Option(
          "(default megatron_dynamic_cp).",
     autocompletion=complete_strategy)]
 EmitOpt = Annotated[str | None, typer.Option(
-    help="Also give the launch: megatron | torchtitan (torchrun lines) | slurm | slurm-torchtitan (sbatch scripts).",
+    help="Also give the launch: megatron | torchtitan | megatron-bridge (torchrun lines) | deepspeed (a line and "
+         "ds_config.json) | slurm | slurm-torchtitan (sbatch scripts).",
     autocompletion=complete_emit)]
 EmitOutOpt = Annotated[Path | None, typer.Option(help="Write the --emit launch to this file instead of printing it.")]
 TitanOpt = Annotated[str | None, typer.Option(

@@ -48,7 +48,8 @@ def one_line_error(result: Any, message: str) -> None:
     (None, Path("x.sh"), None, "--emit-out needs --emit"),
     (None, None, "llama3_70b", "--torchtitan-config needs --emit"),
     ("megatron", None, "llama3_70b", "--torchtitan-config needs --emit torchtitan"),
-    ("deepspeed", None, None, "--emit must be one of megatron, torchtitan, slurm, slurm-torchtitan, got 'deepspeed'"),
+    ("nemo", None, None, "--emit must be one of megatron, torchtitan, slurm, slurm-torchtitan, deepspeed, "
+                      "megatron-bridge, got 'nemo'"),
     ("torchtitan", None, "llama3 70b", "expected NAME or MODULE:NAME"),
     ("torchtitan", None, "llama3:", "expected NAME or MODULE:NAME"),
 ])

@@ -66,6 +66,8 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
     doc: dict[str, Any] = {"launch": launch.line, "launch_kind": launch.kind, "launch_notes": list(launch.notes)}
     if launch.path is not None:
         doc["launch_file"] = str(launch.path)
+    if launch.files:
+        doc["launch_files"] = dict(launch.files)  # name -> text, e.g. DeepSpeed's ds_config.json
     return doc
 
 
@@ -92,7 +94,8 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     """The launch after the tables: the command itself, or where it was written."""
     if launch is None:
         return
-    what = "sbatch script" if launch.kind.startswith("slurm") else "torchrun command"
+    what = ("sbatch script" if launch.kind.startswith("slurm")
+            else "deepspeed command" if launch.line.startswith("deepspeed ") else "torchrun command")
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs" if launch.nnodes > 1
              else f"1 node, {launch.nproc_per_node} GPUs")
     for note in launch.notes:
@@ -105,6 +108,9 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     if launch.nnodes > 1 and not launch.kind.startswith("slurm"):
         say(console, "run it on every node with MASTER_ADDR set to the first node's address")
     console.print(shell_text(launch.text, width=console.width), markup=False, highlight=False)
+    for name, text in launch.files:
+        say(console, f"{name} (the command reads it from the folder it runs in):", markup=False)
+        console.print(text.rstrip("\n"), markup=False, highlight=False)
 
 
 def _header(console: Console, ctx: Context) -> None:
