@@ -196,7 +196,8 @@ def suggest(
     slurm_time: TimeOpt = None,
     slurm_account: AccountOpt = None,
     slurm_qos: QosOpt = None,
-    plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs autopar[plot]).")]
+    plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs the \\[plot] "
+                                              "extra: matplotlib).")]
     = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,

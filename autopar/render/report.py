@@ -11,6 +11,7 @@ from rich.console import Console
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
 from autopar.render.text import say, shell_text, table
+from autopar.search.planner import Candidate
 
 if TYPE_CHECKING:
     from autopar.advise.launch import Launch
@@ -129,7 +130,8 @@ def _header(console: Console, ctx: Context) -> None:
             f"({ctx.memory_fraction:.0%}, --max-memory-fraction)")
 
 
-def plan_label(est: Estimate) -> str:
+def plan_label(est: Estimate | Candidate) -> str:
+    """The layout as the tables show it: dp8 tp4+sp pp2 vpp2 cp2(ag) ep4."""
     p = est.plan
     bits = [f"dp{p.dp}", f"tp{p.tp}" + ("+sp" if p.sp else ""), f"pp{p.pp}"]
     if p.vpp > 1:
@@ -141,6 +143,12 @@ def plan_label(est: Estimate) -> str:
     if p.etp > 1:
         bits.append(f"etp{p.etp}")
     return " ".join(bits)
+
+
+def plan_text(est: Estimate | Candidate) -> str:
+    """The whole plan in one line, as "recommended:" says it: the layout, mbs, recompute (with its modules), ZeRO."""
+    p = est.plan
+    return f"{plan_label(est)}, mbs {p.mbs}, recompute {p.recompute_label}, ZeRO-{p.zero}"
 
 
 def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
@@ -178,14 +186,13 @@ def render_suggestion(
                   f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
     console.print(t)
     best = r.ranked[0]
-    say(console, f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute "
-        f"{best.plan.recompute_label}, ZeRO-{best.plan.zero}")
+    say(console, f"[bold green]recommended:[/] {plan_text(best)}")
     say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s ({best.tokens_per_s_per_gpu:,.0f} "
         f"per GPU), MFU {best.mfu:.1%}, peak {best.memory.total / GIB:.1f} GiB/GPU")
     say(console, "MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, bf16 dense peak")
     if plot is not None:
-        say(console, f"plot: {plot.plans} feasible plans, {plot.pareto} on the Pareto front, written to {plot.path}",
-            markup=False)
+        say(console, f"plot: {plot.plans} feasible plans ({plot.drawn} timed and drawn), {plot.pareto} on the Pareto "
+            f"front, written to {plot.path}", markup=False)
     render_launch(console, launch)
 
 
