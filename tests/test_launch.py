@@ -227,7 +227,7 @@ def test_slurm_script_goes_to_a_file_atomically(tmp_path: Path) -> None:
     assert "#SBATCH" not in r.stdout
     script = target.read_text()
     assert script.startswith("#!/bin/bash\n#SBATCH --job-name=autopar-llama3-8b\n#SBATCH --nodes=2\n")
-    assert "srun --nodes=2 --ntasks-per-node=1 bash -c " in script and "--rdzv-endpoint" in script
+    assert "srun --nodes=2 --ntasks-per-node=1 --cpus-per-task=64 bash -c " in script and "--rdzv-endpoint" in script
     assert os.listdir(tmp_path) == ["train.sbatch"]  # no temporary file left behind
     assert os.access(target, os.X_OK)
     doc = json.loads(runner.invoke(app, [*SUGGEST_2N, "--json", "--emit", "slurm", "--emit-out", str(target)]).stdout)
