@@ -161,6 +161,9 @@ PartitionOpt = Annotated[str | None, typer.Option(help="SLURM partition for --em
 TimeOpt = Annotated[str | None, typer.Option(help="SLURM time limit for --emit slurm*, e.g. 04:00:00.")]
 AccountOpt = Annotated[str | None, typer.Option(help="SLURM account for --emit slurm*.")]
 QosOpt = Annotated[str | None, typer.Option(help="SLURM quality of service for --emit slurm*.")]
+SaveDirOpt = Annotated[Path | None, typer.Option(
+    help="Also write the plans (plans.csv, plans.jsonl), the --json document and the --emit launch files into "
+         "this folder.")]
 
 
 def _console() -> Console:
@@ -202,6 +205,7 @@ def suggest(
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
     max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
+    save_dir: SaveDirOpt = None,
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
     from autopar.advise import launch, questions
@@ -216,8 +220,8 @@ def suggest(
         if auto:
             _gpus_auto(model, hardware=hardware, stack=stack, nodes=nodes, global_batch=global_batch, seq_len=seq_len,
                        dtype=dtype, json_out=json_out, max_memory_fraction=max_memory_fraction,
-                       refused=[name for name, given in (("--emit", emit), ("--plot", plot), ("--seq-len-dist", seq_len_dist))
-                                if given is not None])
+                       refused=[name for name, given in (("--emit", emit), ("--plot", plot), ("--seq-len-dist", seq_len_dist),
+                                                         ("--save-dir", save_dir)) if given is not None])
             return
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,
                               slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
@@ -230,8 +234,9 @@ def suggest(
             from autopar.render import varlen as report_varlen
             from autopar.render.text import say
 
-            if plot is not None:
-                raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
+            if plot is not None or save_dir is not None:
+                raise SpecError(f"{'--plot' if plot else '--save-dir'} takes fixed-length plans; it cannot be combined "
+                                "with --seq-len-dist")
             dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
             varlen_result = advise_varlen.suggest_varlen(ctx, dist, sequences=global_batch, strategy=varlen_strategy)
             best = varlen_result.plans[0].estimate
@@ -255,12 +260,18 @@ def suggest(
             from autopar.render.plot import write_plot
 
             plotted = write_plot(plot, result)
+        saved = None
+        if save_dir is not None:
+            from autopar.io.savedir import save_files
+            from autopar.render.export import suggestion_files
+
+            saved = save_files(save_dir, suggestion_files(result, top, launch=launched), executable=frozenset({"launch.sh"}))
     except AutoparError as exc:
         _fail(exc)
     if json_out:
-        print(report.suggestion_json(result, top, launch=launched, plot=plotted))
+        print(report.suggestion_json(result, top, launch=launched, plot=plotted, saved=saved))
     else:
-        report.render_suggestion(_console(), result, top, launch=launched, plot=plotted)
+        report.render_suggestion(_console(), result, top, launch=launched, plot=plotted, saved=saved)
 
 
 def _gpus_auto(model: str, *, hardware: str | None, stack: str | None, nodes: int | None, global_batch: int | None,

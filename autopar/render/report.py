@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -72,12 +73,15 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
     return doc
 
 
-def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
+def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None,
+                    saved: Sequence[Path] | None = None) -> str:
     plans = [plan_dict(e) for e in s.result.ranked[:top]]
     doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
            "plans": plans, "warnings": list(s.warnings), **launch_dict(launch)}
     if plot is not None:
         doc["plot_file"] = str(plot.path)
+    if saved is not None:
+        doc["saved_files"] = [str(p) for p in saved]
     return json.dumps(doc, indent=2)
 
 
@@ -167,7 +171,8 @@ def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
 
 
 def render_suggestion(
-    console: Console, s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None
+    console: Console, s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None,
+    saved: Sequence[Path] | None = None,
 ) -> None:
     _header(console, s.ctx)
     r = s.result
@@ -193,7 +198,14 @@ def render_suggestion(
     if plot is not None:
         say(console, f"plot: {plot.plans} feasible plans ({plot.drawn} timed and drawn), {plot.pareto} on the Pareto "
             f"front, written to {plot.path}", markup=False)
+    render_saved(console, saved)
     render_launch(console, launch)
+
+
+def render_saved(console: Console, saved: Sequence[Path] | None) -> None:
+    """--save-dir: what was written where, on one line."""
+    if saved:
+        say(console, f"saved in {saved[0].parent}: {', '.join(p.name for p in saved)}", markup=False)
 
 
 def render_explained(console: Console, x: Explained, *, explain: bool = False, launch: Launch | None = None) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -15,6 +17,9 @@ from autopar.emit.serving import ServeLaunch
 from autopar.render.text import say, shell_text, table
 from autopar.search.serve import RULES, ServeSweep
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
+
+if TYPE_CHECKING:
+    from autopar.render.plot import PlotSummary
 
 GIB = 2**30
 
@@ -170,7 +175,8 @@ def _point_dict(est: ServeEstimate) -> dict[str, Any]:
             "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()}}
 
 
-def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
+def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None, *,
+                    saved: Sequence[Path] | None = None, plot: PlotSummary | None = None) -> str:
     if result.best is None:
         raise ValueError("suggestion_json needs a recommended deployment")
     doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "recommended_by": result.rule,
@@ -179,6 +185,10 @@ def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
            "points_bounded": result.skipped,
            "tpot_definition": TPOT_DEFINITION}
     doc["recommended"].update(launch_dict(launched))
+    if saved is not None:
+        doc["saved_files"] = [str(p) for p in saved]
+    if plot is not None:
+        doc["plot_file"] = str(plot.path)
     return json.dumps(doc, indent=2)
 
 
