@@ -131,6 +131,16 @@ CASES = {
         Plan(dp=1, tp=8, pp=16, recompute="full", mbs=1),
         Job(gpus=128, gpus_per_node=8, global_batch=64, seq_len=8192),
     ),
+    "llama3-8b uneven vpp": (
+        "llama3-8b",
+        Plan(dp=1, tp=2, pp=3, vpp=2, zero=1),
+        Job(gpus=6, gpus_per_node=8, global_batch=12, seq_len=8192),
+    ),
+    "deepseek-v3 ep": (
+        "deepseek-v3",
+        Plan(dp=32, tp=2, pp=8, ep=32, etp=1, recompute="full"),
+        Job(gpus=512, gpus_per_node=8, global_batch=1024, seq_len=4096),
+    ),
     "qwen3 moe ep": ("qwen3-30b-a3b", Plan(dp=8, tp=1, pp=2, ep=8, zero=1), Job(gpus=16, gpus_per_node=8, global_batch=64, seq_len=4096)),
 }
 
@@ -242,6 +252,17 @@ def test_the_overrides_follow_the_plan() -> None:
     # 126 layers on 16 stages: the estimate's chunk_sizes, 8 layers on the first 14 and 7 on the last 2
     assert values["model.pipeline_model_parallel_layout"] == "E(t*8|)*14t*7|t*7L"
     assert (values["model.recompute_method"], values["model.recompute_num_layers"]) == ("uniform", 1)
+    assert values["model.mtp_num_layers"] is None
+    # a recipe's own split (llama3_70b accounts for embedding and loss) is overridden, not combined
+    assert (values["model.account_for_embedding_in_pipeline_split"], values["model.account_for_loss_in_pipeline_split"]) == (
+        False,
+        False,
+    )
+    *_, words = emitted("llama3-8b uneven vpp")
+    values = parsed(words)
+    # 32 layers in 6 chunks: 6, 6, 5, 5, 5, 5; interleaved chunk c on rank c % 3
+    assert values["model.pipeline_model_parallel_layout"] == "Et*6|t*6|t*5|t*5|t*5|t*5L"
+    assert values["model.virtual_pipeline_model_parallel_size"] == 2
 
 
 def test_a_model_without_a_recipe_is_refused_in_one_line() -> None:

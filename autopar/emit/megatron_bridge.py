@@ -76,17 +76,22 @@ def recipe_for(model: ModelSpec) -> str:
 
 
 def pipeline_fields(model: ModelSpec, plan: Plan) -> dict[str, object]:
-    """Virtual stages and the estimate's per-stage layer counts, as megatron.pipeline_items says them."""
-    fields: dict[str, object] = {"model.virtual_pipeline_model_parallel_size": plan.vpp if plan.vpp > 1 else None}
+    """Virtual stages and the estimate's per-stage layer counts, as megatron.pipeline_items says them.
+
+    Every split field is set, since recipes set their own (llama3_70b: account for the embedding and
+    the loss; deepseek_v3: a layout string), which would otherwise cut the stages another way.
+    """
     slots = end_slots(model.layers, plan.pp * plan.vpp)
     counts = stage_layout(model.layers, plan.pp, plan.vpp)
-    if slots:
-        fields["model.account_for_loss_in_pipeline_split"] = True
-        if slots == 2:
-            fields["model.account_for_embedding_in_pipeline_split"] = True
-    elif len(set(counts)) > 1:
-        fields["model.pipeline_model_parallel_layout"] = layout_string(counts)
-    return fields
+    uneven = not slots and len(set(counts)) > 1
+    return {
+        "model.virtual_pipeline_model_parallel_size": plan.vpp if plan.vpp > 1 else None,  # the layout agrees
+        "model.pipeline_model_parallel_layout": layout_string(counts) if uneven else None,
+        "model.account_for_embedding_in_pipeline_split": slots == 2,
+        "model.account_for_loss_in_pipeline_split": slots >= 1,
+        "model.num_layers_in_first_pipeline_stage": None,
+        "model.num_layers_in_last_pipeline_stage": None,
+    }
 
 
 def overrides(model: ModelSpec, plan: Plan, job: Job, *, stack: StackProfile | None = None) -> dict[str, object]:
@@ -106,6 +111,7 @@ def overrides(model: ModelSpec, plan: Plan, job: Job, *, stack: StackProfile | N
         out["model.expert_model_parallel_size"] = plan.ep
         out["model.expert_tensor_parallel_size"] = plan.etp
     out["model.sequence_parallel"] = plan.sp and plan.tp > 1
+    out["model.mtp_num_layers"] = None  # the estimate has no multi-token prediction (deepseek_v3's recipe sets 1)
     if plan.recompute == "selective":
         out["model.recompute_granularity"] = "selective"
         out["model.recompute_modules"] = list(plan.recompute_modules) or ["core_attn"]
