@@ -83,18 +83,18 @@ def hover(e: Estimate | Candidate) -> str:
     return f"{plan_text(e)}: {e.tokens_per_s:,.0f} tokens/s, {e.memory_bytes / GIB:.1f} GiB"
 
 
-def _distinct(estimates: Sequence[Candidate]) -> list[tuple[float, float, str]]:
-    """Points (GiB, tokens/s, hover text), one per (0.01 GiB, 4 significant digits of tokens/s) cell:
-    thousands of plans share a few hundred distinguishable positions, and the SVG stays small. A
-    cell's text names its fastest plan and how many more share it."""
+def _distinct(estimates: Sequence[Candidate]) -> list[tuple[float, float, Candidate, int]]:
+    """Points (GiB, tokens/s, fastest plan there, plans there), one per (0.01 GiB, 4 significant digits of
+    tokens/s) cell: thousands of plans share a few hundred distinguishable positions, and the SVG stays small."""
     cells: dict[tuple[float, float], list[Candidate]] = {}
     for e in estimates:
         cells.setdefault((round(e.memory_bytes / GIB, 2), float(f"{e.tokens_per_s:.4g}")), []).append(e)
-    out = []
-    for (gib, tps), group in sorted(cells.items()):
-        more = f" (and {len(group) - 1} more plans here)" if len(group) > 1 else ""
-        out.append((gib, tps, hover(max(group, key=lambda c: c.tokens_per_s)) + more))
-    return out
+    return [(gib, tps, max(group, key=lambda c: c.tokens_per_s), len(group)) for (gib, tps), group in sorted(cells.items())]
+
+
+def cell_title(fastest: Candidate, plans: int) -> str:
+    """A grey point's hover text: its fastest plan, and how many more share the position."""
+    return hover(fastest) + (f" (and {plans - 1} more plans here)" if plans > 1 else "")
 
 
 def _titled(svg: str, gid: str, titles: Sequence[str]) -> str:
@@ -120,8 +120,8 @@ def _title_groups(svg: str, titles: dict[str, str]) -> str:
     return svg
 
 
-def figure(s: Suggestion) -> Figure:
-    """The chart as a matplotlib Figure (drawn, not saved)."""
+def figure(s: Suggestion, points: Sequence[tuple[float, float, Candidate, int]] | None = None) -> Figure:
+    """The chart as a matplotlib Figure (drawn, not saved); ``points``: ``_distinct`` of the ranking."""
     try:
         from matplotlib.figure import Figure
         from matplotlib.ticker import StrMethodFormatter
@@ -133,7 +133,7 @@ def figure(s: Suggestion) -> Figure:
     cap = s.ctx.hw.memory_bytes / GIB
     fig = Figure(figsize=(9, 5.5))
     ax = fig.add_subplot()
-    points = _distinct(ranked.candidates)
+    points = _distinct(ranked.candidates) if points is None else points
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     ax.scatter(xs, ys, s=9, color="#9aa5b1", alpha=0.6, linewidths=0,
                label=f"plans timed ({len(ranked)} of {s.result.feasible} that fit)",
@@ -168,12 +168,15 @@ def svg_chart(s: Suggestion) -> str:
         import matplotlib
     except ImportError:
         raise SpecError(f"--plot needs matplotlib, an optional extra: {INSTALL_HINT}") from None
+    points = _distinct(s.result.ranked.candidates)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autopar", "font.size": 9}):
-        fig = figure(s)
+        fig = figure(s, points)
         out = io.StringIO()
         fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight", dpi=120)
     front = _front(s)
-    svg = _titled(out.getvalue(), "plans", [t for *_, t in _distinct(s.result.ranked.candidates)])
+    svg = out.getvalue()
+    if len(points) <= RASTER_ABOVE:  # above, the cloud is one image: only the front and the star are titled
+        svg = _titled(svg, "plans", [cell_title(best, n) for *_, best, n in points])
     titles = {f"pareto-{i}-{plan_slug(e)}": "Pareto: " + hover(e) for i, e in enumerate(front)}
     return _title_groups(svg, {**titles, "recommended": "recommended: " + hover(s.result.ranked[0])})
 
