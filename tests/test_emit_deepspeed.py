@@ -75,6 +75,8 @@ def read_config(cls: type, doc: dict, dp: int, monkeypatch: pytest.MonkeyPatch) 
 def test_deepspeed_reads_the_config(
     deepspeed_config: type, monkeypatch: pytest.MonkeyPatch, plan: Plan, job: Job, want: tuple[int, int, int, int, int]
 ) -> None:
+    import torch
+
     doc = json.loads(ds.config_text(model(), plan, job))
     cfg = read_config(deepspeed_config, doc, plan.dp, monkeypatch)
     got = (
@@ -88,6 +90,19 @@ def test_deepspeed_reads_the_config(
     assert cfg.bfloat16_config.enabled == (job.dtype == "bf16")
     assert cfg.float16_config.enabled == (job.dtype == "fp16")
     assert cfg.zero_config.overlap_comm == (plan.zero >= 1)
+    assert cfg.communication_data_type == torch.float32  # the deepspeed stack's 4-byte gradient reduce
+
+
+def test_the_reduce_precision_follows_the_stack() -> None:
+    from dataclasses import replace
+
+    from autopar.io.stacks import load_stack
+
+    plan = Plan(dp=8, tp=1, pp=1, zero=1)
+    stack = load_stack("deepspeed")
+    assert stack.grad_reduce_bytes == 4 and ds.ds_config(model(), plan, JOB8, stack)["communication_data_type"] == "fp32"
+    halved = replace(stack, grad_reduce_bytes=2.0)
+    assert ds.ds_config(model(), plan, JOB8, halved)["communication_data_type"] == "bf16"
 
 
 def test_deepspeed_refuses_a_wrong_batch_so_the_check_can_fail(deepspeed_config: type, monkeypatch: pytest.MonkeyPatch) -> None:

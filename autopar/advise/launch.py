@@ -257,7 +257,7 @@ def build(req: LaunchRequest, ctx: Context, plans: Sequence[Plan], *, extra_args
         return Launch(kind=req.kind, framework=FRAMEWORK[req.kind], text=text, line=text, nnodes=nnodes,
                       nproc_per_node=nproc, path=None, plan=plan, notes=notes)
     endpoint = "localhost:29500" if nnodes == 1 else "$MASTER_ADDR:29500"
-    files = ((deepspeed.CONFIG_NAME, deepspeed.config_text(ctx.model, plan, ctx.job)),) if req.kind == "deepspeed" else ()
+    files = ((deepspeed.CONFIG_NAME, deepspeed.config_text(ctx.model, plan, ctx.job, ctx.stack)),) if req.kind == "deepspeed" else ()
     return Launch(kind=req.kind, framework=FRAMEWORK[req.kind],
                   text=_command(req, ctx, plan, endpoint=endpoint, multiline=True, extra_args=extra_args),
                   line=_command(req, ctx, plan, endpoint=endpoint, multiline=False, extra_args=extra_args),

@@ -55,8 +55,12 @@ def unsupported(model: ModelSpec, plan: Plan, job: Job) -> str | None:
     return None
 
 
-def ds_config(model: ModelSpec, plan: Plan, job: Job) -> dict[str, Any]:
-    """The ``ds_config.json`` document for ``plan``, or SpecError where DeepSpeed cannot run it."""
+def ds_config(model: ModelSpec, plan: Plan, job: Job, stack: StackProfile | None = None) -> dict[str, Any]:
+    """The ``ds_config.json`` document for ``plan``, or SpecError where DeepSpeed cannot run it.
+
+    Gradients are reduced in the precision the stack costs (``communication_data_type``: fp32 for
+    4 bytes an element, as the deepspeed stack's BF16_Optimizer; fp32 without a stack).
+    """
     reason = unsupported(model, plan, job)
     if reason is not None:
         raise SpecError(f"{DEEPSPEED_PIN} cannot run this plan: {reason}")
@@ -69,15 +73,16 @@ def ds_config(model: ModelSpec, plan: Plan, job: Job) -> dict[str, Any]:
         "gradient_accumulation_steps": plan.microbatches(job),
         _PRECISION[job.dtype]: {"enabled": True},
         "zero_optimization": zero,
+        "communication_data_type": "fp32" if stack is None or stack.grad_bytes(job.dtype) >= 4 else job.dtype,
     }
     if plan.tp > 1:
         doc["tensor_parallel"] = {"autotp_size": plan.tp}
     return doc
 
 
-def config_text(model: ModelSpec, plan: Plan, job: Job) -> str:
+def config_text(model: ModelSpec, plan: Plan, job: Job, stack: StackProfile | None = None) -> str:
     """The config as the file holds it: sorted keys, two-space indent, a final newline."""
-    return json.dumps(ds_config(model, plan, job), indent=2, sort_keys=True) + "\n"
+    return json.dumps(ds_config(model, plan, job, stack), indent=2, sort_keys=True) + "\n"
 
 
 def notes(model: ModelSpec, plan: Plan) -> list[str]:
