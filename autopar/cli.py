@@ -161,6 +161,7 @@ PartitionOpt = Annotated[str | None, typer.Option(help="SLURM partition for --em
 TimeOpt = Annotated[str | None, typer.Option(help="SLURM time limit for --emit slurm*, e.g. 04:00:00.")]
 AccountOpt = Annotated[str | None, typer.Option(help="SLURM account for --emit slurm*.")]
 QosOpt = Annotated[str | None, typer.Option(help="SLURM quality of service for --emit slurm*.")]
+CpusOpt = Annotated[int | None, typer.Option(help="CPUs per node for --emit slurm* (default 8 per GPU).", min=1)]
 SaveDirOpt = Annotated[Path | None, typer.Option(
     help="Also write the plans (plans.csv, plans.jsonl), the --json document and the --emit launch files into "
          "this folder.")]
@@ -199,6 +200,7 @@ def suggest(
     slurm_time: TimeOpt = None,
     slurm_account: AccountOpt = None,
     slurm_qos: QosOpt = None,
+    slurm_cpus_per_task: CpusOpt = None,
     plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs the \\[plot] "
                                               "extra: matplotlib).")]
     = None,
@@ -225,7 +227,7 @@ def suggest(
             return
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,
                               slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
-                                                 qos=slurm_qos))
+                                                 qos=slurm_qos, cpus_per_task=slurm_cpus_per_task))
         ctx = advise.context(model, hardware=hardware, gpus=count, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
                              stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)
@@ -329,6 +331,7 @@ def estimate(
     slurm_time: TimeOpt = None,
     slurm_account: AccountOpt = None,
     slurm_qos: QosOpt = None,
+    slurm_cpus_per_task: CpusOpt = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
     max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
@@ -347,7 +350,7 @@ def estimate(
         varlen_strategy = _varlen_strategy(varlen_strategy, seq_len_dist)
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,
                               slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
-                                                 qos=slurm_qos))
+                                                 qos=slurm_qos, cpus_per_task=slurm_cpus_per_task))
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
                              stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)

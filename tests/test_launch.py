@@ -260,3 +260,12 @@ def test_megatron_launches_ep_over_tp_plans() -> None:
     assert value(argv, "--expert-model-parallel-size") == "16" and value(argv, "--expert-tensor-parallel-size") == "1"
     assert value(argv, "--context-parallel-size") == "2"  # dp = 256 / (2 * 16 * 2) = 4: ep 16 spans dp x cp x tp
 
+
+
+def test_slurm_cpus_per_task_option(tmp_path: Path) -> None:
+    r = runner.invoke(app, [*SUGGEST_2N, "--emit", "slurm", "--slurm-cpus-per-task", "96", "--json"])
+    assert r.exit_code == 0, r.output
+    script = json.loads(r.stdout)["launch"]
+    assert "#SBATCH --cpus-per-task=96\n" in script and "srun --nodes=2 --ntasks-per-node=1 --cpus-per-task=96 " in script
+    r = runner.invoke(app, [*SUGGEST_2N, "--emit", "megatron", "--slurm-cpus-per-task", "96"])
+    assert r.exit_code == 2 and "--slurm-* options need --emit slurm" in r.stderr
