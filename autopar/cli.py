@@ -236,9 +236,10 @@ def suggest(
             from autopar.render import varlen as report_varlen
             from autopar.render.text import say
 
-            if plot is not None or save_dir is not None:
-                raise SpecError(f"{'--plot' if plot else '--save-dir'} takes fixed-length plans; it cannot be combined "
-                                "with --seq-len-dist")
+            if plot is not None:
+                raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
+            if save_dir is not None:
+                raise SpecError("--save-dir saves fixed-length plans; it cannot be combined with --seq-len-dist")
             dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
             varlen_result = advise_varlen.suggest_varlen(ctx, dist, sequences=global_batch, strategy=varlen_strategy)
             best = varlen_result.plans[0].estimate
