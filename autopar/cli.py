@@ -165,7 +165,8 @@ StrategyOpt = Annotated[str | None, typer.Option(
          "(default megatron_dynamic_cp).",
     autocompletion=complete_strategy)]
 EmitOpt = Annotated[str | None, typer.Option(
-    help="Also give the launch: megatron | torchtitan (torchrun lines) | slurm | slurm-torchtitan (sbatch scripts).",
+    help="Also give the launch: megatron | torchtitan | megatron-bridge (torchrun lines) | deepspeed (a line and "
+         "ds_config.json) | slurm | slurm-torchtitan (sbatch scripts).",
     autocompletion=complete_emit)]
 EmitOutOpt = Annotated[Path | None, typer.Option(help="Write the --emit launch to this file instead of printing it.")]
 TitanOpt = Annotated[str | None, typer.Option(
@@ -176,6 +177,10 @@ PartitionOpt = Annotated[str | None, typer.Option(help="SLURM partition for --em
 TimeOpt = Annotated[str | None, typer.Option(help="SLURM time limit for --emit slurm*, e.g. 04:00:00.")]
 AccountOpt = Annotated[str | None, typer.Option(help="SLURM account for --emit slurm*.")]
 QosOpt = Annotated[str | None, typer.Option(help="SLURM quality of service for --emit slurm*.")]
+CpusOpt = Annotated[int | None, typer.Option(help="CPUs per node for --emit slurm* (default 8 per GPU).", min=1)]
+SaveDirOpt = Annotated[Path | None, typer.Option(
+    help="Also write the plans (plans.csv, plans.jsonl), the --json document and the --emit launch files into "
+         "this folder.")]
 
 
 def _console() -> Console:
@@ -211,11 +216,14 @@ def suggest(
     slurm_time: TimeOpt = None,
     slurm_account: AccountOpt = None,
     slurm_qos: QosOpt = None,
-    plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs autopar[plot]).")]
+    slurm_cpus_per_task: CpusOpt = None,
+    plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs the \\[plot] "
+                                              "extra: matplotlib).")]
     = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
     max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
+    save_dir: SaveDirOpt = None,
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
     from autopar.advise import launch, questions
@@ -230,12 +238,12 @@ def suggest(
         if auto:
             _gpus_auto(model, hardware=hardware, stack=stack, nodes=nodes, global_batch=global_batch, seq_len=seq_len,
                        dtype=dtype, json_out=json_out, max_memory_fraction=max_memory_fraction,
-                       refused=[name for name, given in (("--emit", emit), ("--plot", plot), ("--seq-len-dist", seq_len_dist))
-                                if given is not None])
+                       refused=[name for name, given in (("--emit", emit), ("--plot", plot), ("--seq-len-dist", seq_len_dist),
+                                                         ("--save-dir", save_dir)) if given is not None])
             return
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,
                               slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
-                                                 qos=slurm_qos))
+                                                 qos=slurm_qos, cpus_per_task=slurm_cpus_per_task))
         ctx = advise.context(model, hardware=hardware, gpus=count, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
                              stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)
@@ -246,6 +254,8 @@ def suggest(
 
             if plot is not None:
                 raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
+            if save_dir is not None:
+                raise SpecError("--save-dir saves fixed-length plans; it cannot be combined with --seq-len-dist")
             dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
             varlen_result = advise_varlen.suggest_varlen(ctx, dist, sequences=global_batch, strategy=varlen_strategy)
             best = varlen_result.plans[0].estimate
@@ -269,12 +279,18 @@ def suggest(
             from autopar.render.plot import write_plot
 
             plotted = write_plot(plot, result)
+        saved = None
+        if save_dir is not None:
+            from autopar.io.savedir import save_files
+            from autopar.render.export import suggestion_files
+
+            saved = save_files(save_dir, suggestion_files(result, top, launch=launched), executable=frozenset({"launch.sh"}))
     except AutoparError as exc:
         _fail(exc)
     if json_out:
-        print(report.suggestion_json(result, top, launch=launched, plot=plotted))
+        print(report.suggestion_json(result, top, launch=launched, plot=plotted, saved=saved))
     else:
-        report.render_suggestion(_console(), result, top, launch=launched, plot=plotted)
+        report.render_suggestion(_console(), result, top, launch=launched, plot=plotted, saved=saved)
 
 
 def _gpus_auto(model: str, *, hardware: str | None, stack: str | None, nodes: int | None, global_batch: int | None,
@@ -332,6 +348,7 @@ def estimate(
     slurm_time: TimeOpt = None,
     slurm_account: AccountOpt = None,
     slurm_qos: QosOpt = None,
+    slurm_cpus_per_task: CpusOpt = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
     max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
@@ -350,7 +367,7 @@ def estimate(
         varlen_strategy = _varlen_strategy(varlen_strategy, seq_len_dist)
         want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra,
                               slurm=SlurmOptions(partition=slurm_partition, time=slurm_time, account=slurm_account,
-                                                 qos=slurm_qos))
+                                                 qos=slurm_qos, cpus_per_task=slurm_cpus_per_task))
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
                              stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)

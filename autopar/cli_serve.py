@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
@@ -175,6 +176,11 @@ def suggest_cmd(
     max_prefill_tokens: MaxPrefillOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
+    save_dir: Annotated[Path | None, typer.Option(
+        help="Also write the Pareto front (front.csv, front.jsonl), the --json document and the --emit launch "
+             "files into this folder.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write a chart of every point that fits, tok/s/GPU against "
+                                              "tok/s/user (.svg or .html; needs the \\[plot] extra: matplotlib).")] = None,
 ) -> None:
     """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""
     from autopar.advise import serve as advise
@@ -192,13 +198,32 @@ def suggest_cmd(
                                     modes=advise.parse_modes(modes), kv_dtypes=advise.kv_dtypes(kv_dtype),
                                     progress=tick)
         launched = advise.launch(ctx, emit, result.best) if emit and result.best is not None else None
+        saved = None
+        if save_dir is not None and result.best is not None:
+            from autopar.io.savedir import save_files
+            from autopar.render.export import serve_files
+
+            saved = save_files(save_dir, serve_files(ctx, result, launched))
+        plotted = None
+        if plot is not None and result.best is not None:
+            from autopar.render.serve_plot import write_serve_plot
+
+            plotted = write_serve_plot(plot, ctx, result)
     except AutoparError as exc:
         _fail(exc)
     targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None) or (
         DEFAULT_TARGETS_TEXT)
     if json_out:
-        print(render.suggestion_json(ctx, result, launched))
+        print(render.suggestion_json(ctx, result, launched, saved=saved, plot=plotted))
     else:
+        from autopar.render.report import render_saved
+
         render.render_suggestion(_console(), ctx, result, targets=targets)
+        render_saved(_console(), saved)
+        if plotted is not None:
+            from autopar.render.text import say
+
+            say(_console(), f"plot: {plotted.plans:,} points fit ({plotted.drawn:,} priced and drawn), {plotted.pareto} "
+                f"on the Pareto front, written to {plotted.path}", markup=False)
         if launched is not None:
             render.render_launch(_console(), launched)

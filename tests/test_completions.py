@@ -94,7 +94,8 @@ def test_model_completion_lists_presets_then_spec_files(tmp_path: Path, monkeypa
 def test_hardware_and_emit_completion() -> None:
     assert [n for n, _ in completions.complete_hardware("")][: len(builtin_names())] == builtin_names()
     assert completions.complete_hardware("h100-s") == [("h100-sxm", "built-in profile")]
-    assert [n for n, _ in completions.complete_emit("")] == ["megatron", "torchtitan", "slurm", "slurm-torchtitan"]
+    assert [n for n, _ in completions.complete_emit("")] == ["megatron", "torchtitan", "slurm", "slurm-torchtitan",
+                                                             "deepspeed", "megatron-bridge"]
     assert completions.complete_emit("t") == [("torchtitan", "torchrun, torchtitan")]
 
 

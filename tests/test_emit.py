@@ -337,7 +337,8 @@ def test_slurm_runs_the_same_command_on_every_node() -> None:
                           options=SlurmOptions(partition="gpu", time="04:00:00", account="proj-1", qos="high"))
     assert "#SBATCH --partition=gpu\n#SBATCH --time=04:00:00\n#SBATCH --account=proj-1\n#SBATCH --qos=high\n" in script
     srun = next(line for line in script.splitlines() if line.startswith("srun "))
-    assert shlex.split(srun) == ["srun", "--nodes=8", "--ntasks-per-node=1", "bash", "-c", cmd]
+    assert shlex.split(srun) == ["srun", "--nodes=8", "--ntasks-per-node=1", "--cpus-per-task=64", "bash", "-c", cmd]
+    assert "#SBATCH --gpus-per-node=8\n#SBATCH --cpus-per-task=64\n" in script  # 8 CPUs per GPU
     assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in script
     if shutil.which("bash"):
         subprocess.run(["bash", "-n"], input=script, text=True, check=True)
@@ -372,3 +373,10 @@ def test_errors_are_one_line_spec_errors() -> None:
         with pytest.raises(SpecError) as err:
             call()
         assert "\n" not in str(err.value)
+
+
+def test_slurm_cpus_per_task_follows_the_gpus_or_the_option() -> None:
+    four = slurm_script("true", nnodes=2, nproc_per_node=4, job_name="j")
+    assert "#SBATCH --cpus-per-task=32\n" in four and "srun --nodes=2 --ntasks-per-node=1 --cpus-per-task=32 " in four
+    given = slurm_script("true", nnodes=1, nproc_per_node=8, job_name="j", options=SlurmOptions(cpus_per_task=96))
+    assert "#SBATCH --cpus-per-task=96\n" in given and "--cpus-per-task=96 bash" in given

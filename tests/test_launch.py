@@ -48,7 +48,8 @@ def one_line_error(result: Any, message: str) -> None:
     (None, Path("x.sh"), None, "--emit-out needs --emit"),
     (None, None, "llama3_70b", "--torchtitan-config needs --emit"),
     ("megatron", None, "llama3_70b", "--torchtitan-config needs --emit torchtitan"),
-    ("deepspeed", None, None, "--emit must be one of megatron, torchtitan, slurm, slurm-torchtitan, got 'deepspeed'"),
+    ("nemo", None, None, "--emit must be one of megatron, torchtitan, slurm, slurm-torchtitan, deepspeed, "
+                      "megatron-bridge, got 'nemo'"),
     ("torchtitan", None, "llama3 70b", "expected NAME or MODULE:NAME"),
     ("torchtitan", None, "llama3:", "expected NAME or MODULE:NAME"),
 ])
@@ -226,7 +227,7 @@ def test_slurm_script_goes_to_a_file_atomically(tmp_path: Path) -> None:
     assert "#SBATCH" not in r.stdout
     script = target.read_text()
     assert script.startswith("#!/bin/bash\n#SBATCH --job-name=autopar-llama3-8b\n#SBATCH --nodes=2\n")
-    assert "srun --nodes=2 --ntasks-per-node=1 bash -c " in script and "--rdzv-endpoint" in script
+    assert "srun --nodes=2 --ntasks-per-node=1 --cpus-per-task=64 bash -c " in script and "--rdzv-endpoint" in script
     assert os.listdir(tmp_path) == ["train.sbatch"]  # no temporary file left behind
     assert os.access(target, os.X_OK)
     doc = json.loads(runner.invoke(app, [*SUGGEST_2N, "--json", "--emit", "slurm", "--emit-out", str(target)]).stdout)
@@ -259,3 +260,12 @@ def test_megatron_launches_ep_over_tp_plans() -> None:
     assert value(argv, "--expert-model-parallel-size") == "16" and value(argv, "--expert-tensor-parallel-size") == "1"
     assert value(argv, "--context-parallel-size") == "2"  # dp = 256 / (2 * 16 * 2) = 4: ep 16 spans dp x cp x tp
 
+
+
+def test_slurm_cpus_per_task_option(tmp_path: Path) -> None:
+    r = runner.invoke(app, [*SUGGEST_2N, "--emit", "slurm", "--slurm-cpus-per-task", "96", "--json"])
+    assert r.exit_code == 0, r.output
+    script = json.loads(r.stdout)["launch"]
+    assert "#SBATCH --cpus-per-task=96\n" in script and "srun --nodes=2 --ntasks-per-node=1 --cpus-per-task=96 " in script
+    r = runner.invoke(app, [*SUGGEST_2N, "--emit", "megatron", "--slurm-cpus-per-task", "96"])
+    assert r.exit_code == 2 and "--slurm-* options need --emit slurm" in r.stderr

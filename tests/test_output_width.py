@@ -116,7 +116,7 @@ def test_a_printed_sbatch_script_runs_the_one_line_command(tmp_path: Path) -> No
     inner = shlex.split(shlex.split(srun)[-1])
     stubs = tmp_path / "bin"
     stubs.mkdir()
-    for name, body in (("srun", 'shift 2; exec "$@"'), ("torchrun", 'printf "%s\\0" "$@"'), ("scontrol", "echo node0")):
+    for name, body in (("srun", 'shift 3; exec "$@"'), ("torchrun", 'printf "%s\\0" "$@"'), ("scontrol", "echo node0")):
         (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
         (stubs / name).chmod(0o755)
     out = subprocess.run(["bash", "-c", script], capture_output=True, check=True, text=True,

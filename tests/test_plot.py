@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from autopar.advise import train as advise
 from autopar.advise.train import Suggestion
 from autopar.cli import app
-from autopar.render import plot
+from autopar.render import plot, report
 
 needs_matplotlib = pytest.mark.skipif(find_spec("matplotlib") is None, reason="needs the plot extra (matplotlib)")
 
@@ -67,7 +67,9 @@ def test_svg_holds_every_pareto_point_and_the_recommended_plan(tmp_path: Path) -
     s = suggestion()
     front = plot.pareto_front(s.result.ranked)
     said = " ".join(r.stdout.split())  # prose wraps at 80 columns
-    assert f"plot: {len(s.result.ranked)} feasible plans, {len(front)} on the Pareto front, written to {target}" in said
+    assert (f"plot: {s.result.feasible} feasible plans ({len(s.result.ranked)} timed and drawn), {len(front)} on the "
+            f"Pareto front, written to {target}") in said
+    assert f"searched {s.result.considered} plans in" in said and f"; {s.result.feasible} fit in" in said
     root = ET.parse(target).getroot()
     ids = [g.get("id", "") for g in root.iter(f"{SVG_NS}g")]
     assert [i for i in ids if i.startswith("pareto-") and i != "pareto-front"] == \
@@ -75,7 +77,7 @@ def test_svg_holds_every_pareto_point_and_the_recommended_plan(tmp_path: Path) -
     assert "recommended" in ids and "plans" in ids
     text = " ".join(t.text or "" for t in root.iter(f"{SVG_NS}text"))
     best = s.result.ranked[0]
-    assert f"recommended: {best.plan.label()} mbs{best.plan.mbs}" in text
+    assert f"recommended: {report.plan_text(best)};" in text
     assert "peak memory per GPU (GiB)" in text
     assert os.listdir(tmp_path) == ["plans.svg"]
 
@@ -112,10 +114,75 @@ def test_missing_matplotlib_is_one_line_with_the_install_command(tmp_path: Path,
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     r = runner.invoke(app, [*SUGGEST, "--plot", str(tmp_path / "p.svg")])
     assert r.exit_code == 2
-    assert r.stderr == "autopar: error: --plot needs matplotlib, an optional extra: pip install 'autopar[plot]'\n"
+    assert r.stderr == ("autopar: error: --plot needs matplotlib, an optional extra: pip install matplotlib (in a clone "
+                        "of autopar: pip install -e '.[plot]')\n")
     assert r.stdout == "" and os.listdir(tmp_path) == []
 
 
 def test_plot_needs_svg_or_html(tmp_path: Path) -> None:
     r = runner.invoke(app, [*SUGGEST, "--plot", str(tmp_path / "p.png")])
     assert r.exit_code == 2 and "must end in .svg or .html" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_install_hint_names_an_extra_this_project_has() -> None:
+    import tomllib
+
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "pip install -e '.[plot]'" in plot.INSTALL_HINT and any(d.startswith("matplotlib") for d in extras["plot"])
+
+
+def test_help_prints_the_extra_in_brackets() -> None:
+    r = runner.invoke(app, ["suggest", "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert r.exit_code == 0
+    assert "needs the [plot] extra" in " ".join(r.stdout.replace("│", " ").split())
+
+
+@needs_matplotlib
+def test_page_count_is_the_texts_and_the_label_is_the_tables(tmp_path: Path) -> None:
+    """llama3-8b on 24 GPUs: the search times fewer plans than fit (higher-ZeRO and more-recompute variants
+    are counted, not timed); the page says the count the text says, and names the plan as the table does."""
+    target = tmp_path / "p.html"
+    r = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "24", "--json", "--plot",
+                            str(target)])
+    doc = json.loads(r.stdout)
+    page = target.read_text()
+    ranked = advise.suggest(advise.context("llama3-8b", hardware="h100-sxm", gpus=24, nodes=None, global_batch=None,
+                                           seq_len=None, dtype="bf16")).result.ranked
+    assert len(ranked) < doc["feasible"]
+    assert f"<p>{doc['feasible']} feasible plans of {doc['considered']} searched ({len(ranked)} timed and drawn;" in page
+    best = report.plan_text(ranked[0])
+    assert "+sp" in best and f"recommended: {best}, " in page
+
+
+@needs_matplotlib
+def test_recommended_label_sits_outside_the_plot_area() -> None:
+    fig = plot.figure(suggestion())
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    (label,) = [t for t in fig.findobj() if getattr(t, "get_gid", lambda: None)() == "recommended-label"]
+    ax = fig.axes[0]
+    box, area = label.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert box.y0 >= area.y1  # above the axes: no point, no front line, whatever the data
+    assert label.get_text().startswith(f"\u2605 recommended: {report.plan_text(suggestion().result.ranked[0])};")
+
+
+@needs_matplotlib
+def test_every_point_names_its_plan_on_hover(tmp_path: Path) -> None:
+    target = tmp_path / "p.svg"
+    plot.write_plot(target, suggestion())
+    root = ET.parse(target).getroot()
+    groups = {g.get("id"): g for g in root.iter(f"{SVG_NS}g") if g.get("id")}
+    cloud = groups["plans"]
+    uses = list(cloud.iter(f"{SVG_NS}use"))
+    titled = [g for g in cloud.iter(f"{SVG_NS}g") if g.find(f"{SVG_NS}title") is not None]
+    assert len(uses) == len(titled) > 10
+    names = {(t.text or "").split(":")[0].split(" (and")[0] for t in cloud.iter(f"{SVG_NS}title")}
+    ranked = suggestion().result.ranked
+    assert names <= {report.plan_text(c) for c in ranked.candidates}
+    front = plot.pareto_front(ranked)
+    for i, e in enumerate(front):
+        title = groups[f"pareto-{i}-{plot.plan_slug(e)}"].find(f"{SVG_NS}title")
+        assert title is not None and title.text == f"Pareto: {plot.hover(e)}"
+    rec = groups["recommended"].find(f"{SVG_NS}title")
+    assert rec is not None and rec.text == f"recommended: {plot.hover(ranked[0])}"

@@ -146,6 +146,7 @@ def test_unknown_strategy() -> None:
 @pytest.mark.parametrize(("extra", "message"), [
     (["--seq-len", "4096"], "give --seq-len or --seq-len-dist, not both"),
     (["--plot", "x.svg"], "--plot charts fixed-length plans; it cannot be combined with --seq-len-dist"),
+    (["--save-dir", "out"], "--save-dir saves fixed-length plans; it cannot be combined with --seq-len-dist"),
 ])
 def test_options_that_do_not_combine(extra: list[str], message: str) -> None:
     r = runner.invoke(app, ["suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "8", "--seq-len-dist", LONG, *extra])

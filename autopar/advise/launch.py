@@ -6,6 +6,10 @@ Glue between the CLI's ``--emit`` options and the pure string builders of ``auto
 - ``torchtitan``        torchrun + ``torchtitan.train`` (its config function: from the preset, or --torchtitan-config)
 - ``slurm``             an sbatch script running the Megatron-LM command once per node
 - ``slurm-torchtitan``  the same with the torchtitan command
+- ``deepspeed``         a ``ds_config.json`` for the plan and the ``deepspeed`` (one host) or torchrun line
+                        starting the training script on it
+- ``megatron-bridge``   torchrun + Megatron-Bridge's ``run_recipe.py``: the model's recipe with the plan as
+                        config overrides
 
 One torchrun per host: nnodes = gpus / host GPUs and nproc_per_node = host GPUs (the node, or a
 GB200 tray of 4), or one host with all the GPUs when the job fits in one. Every host meets at a
@@ -27,16 +31,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autopar.advise.train import Context
-from autopar.emit import megatron, torchtitan
+from autopar.emit import deepspeed, megatron, megatron_bridge, torchtitan
 from autopar.emit.slurm import SlurmOptions, slurm_script
 from autopar.errors import SpecError
 from autopar.io.files import write_atomic
 from autopar.spec.job import Job
 from autopar.spec.plan import Plan, validate
 
-EMIT_KINDS = ("megatron", "torchtitan", "slurm", "slurm-torchtitan")
+EMIT_KINDS = ("megatron", "torchtitan", "slurm", "slurm-torchtitan", "deepspeed", "megatron-bridge")
 FRAMEWORK = {"megatron": "Megatron-LM", "torchtitan": "torchtitan", "slurm": "Megatron-LM",
-             "slurm-torchtitan": "torchtitan"}
+             "slurm-torchtitan": "torchtitan", "deepspeed": "DeepSpeed", "megatron-bridge": "Megatron-Bridge"}
+# the execution stack (autopar/data/stacks) that costs each framework as it runs a plan
+LAUNCHER = {"Megatron-LM": "megatron", "torchtitan": "torchtitan", "DeepSpeed": "deepspeed", "Megatron-Bridge": "megatron"}
+PIN = {"Megatron-LM": f"Megatron-LM {megatron.MEGATRON_PIN}", "torchtitan": torchtitan.TORCHTITAN_PIN,
+       "DeepSpeed": deepspeed.DEEPSPEED_PIN, "Megatron-Bridge": megatron_bridge.BRIDGE_PIN}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 # sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes",
@@ -60,7 +68,7 @@ class Launch:
     """A launch for one plan, ready to print, save or put in JSON."""
 
     kind: str  # one of EMIT_KINDS
-    framework: str  # Megatron-LM | torchtitan
+    framework: str  # Megatron-LM | torchtitan | DeepSpeed | Megatron-Bridge
     text: str  # for people and files: one flag per line, or the sbatch script
     line: str  # for programs: the command on one line (shlex.split reads it back), or the sbatch script
     nnodes: int  # torchrun agents, one per node
@@ -68,6 +76,7 @@ class Launch:
     path: Path | None  # where text was written, if anywhere
     plan: Plan  # the plan launched
     notes: tuple[str, ...] = ()  # where the launch differs from what was asked or costed
+    files: tuple[tuple[str, str], ...] = ()  # (name, text) the command reads beside it: DeepSpeed's ds_config.json
 
 
 def request(kind: str | None, *, out: Path | None, torchtitan_config: str | None, extra: str | None = None,
@@ -77,7 +86,7 @@ def request(kind: str | None, *, out: Path | None, torchtitan_config: str | None
     if kind is None:
         for given, name in ((out, "--emit-out"), (extra, "--emit-extra"), (torchtitan_config, "--torchtitan-config")):
             if given is not None:
-                raise SpecError(f"{name} needs --emit megatron|torchtitan|slurm|slurm-torchtitan")
+                raise SpecError(f"{name} needs --emit {'|'.join(EMIT_KINDS)}")
         if slurm != SlurmOptions():
             raise SpecError("--slurm-* options need --emit slurm or --emit slurm-torchtitan")
         return None
@@ -124,6 +133,14 @@ def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, mul
         return torchtitan.torchtitan_command(ctx.model, plan, ctx.job, config=req.titan_config, nnodes=nnodes,
                                              nproc_per_node=nproc, rdzv_endpoint=endpoint, extra_args=words,
                                              multiline=multiline, stack=ctx.stack)
+    if req.kind == "deepspeed":
+        return deepspeed.deepspeed_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc,
+                                           rdzv_endpoint=endpoint, extra_args=words, multiline=multiline,
+                                           stack=ctx.stack)
+    if req.kind == "megatron-bridge":
+        return megatron_bridge.bridge_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc,
+                                              rdzv_endpoint=endpoint, extra_args=words, multiline=multiline,
+                                              stack=ctx.stack)
     return megatron.megatron_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc,
                                      rdzv_endpoint=endpoint, extra_args=words, multiline=multiline, stack=ctx.stack)
 
@@ -137,6 +154,10 @@ def unsupported(kind: str, ctx: Context, plan: Plan) -> str | None:
     """Why the framework of ``kind`` cannot run ``plan`` as costed, or None."""
     if FRAMEWORK[kind] == "torchtitan":
         return torchtitan.unsupported(ctx.model, plan, ctx.job)
+    if kind == "deepspeed":
+        return deepspeed.unsupported(ctx.model, plan, ctx.job)
+    if kind == "megatron-bridge":
+        return megatron_bridge.unsupported(ctx.model, plan, ctx.job)
     return megatron.unsupported(ctx.model, plan)
 
 
@@ -145,6 +166,8 @@ def _variants(plan: Plan) -> list[Plan]:
     other = "allgather" if plan.cp_comm == "ring" else "ring"
     out = [replace(plan, cp_comm=other), replace(plan, etp=plan.tp if plan.ep == 1 else 1)]
     out += [replace(plan, vpp=v) for v in range(plan.vpp - 1, 0, -1)]
+    if plan.zero >= 2:  # DeepSpeed's pipeline engine runs ZeRO-0 and 1 only
+        out.append(replace(plan, zero=1))
     out += [replace(plan, pp=p, dp=plan.dp * plan.pp // p, vpp=1) for p in range(plan.pp - 1, 0, -1)
             if (plan.dp * plan.pp) % p == 0]
     if plan.zero == 0:
@@ -178,9 +201,11 @@ def choose(req: LaunchRequest, ctx: Context, plans: Sequence[Plan]) -> tuple[Pla
 
     When none of them runs (``estimate`` passes one plan), the error names the nearest plan that does.
     """
-    name = torchtitan.TORCHTITAN_PIN if FRAMEWORK[req.kind] == "torchtitan" else f"Megatron-LM {megatron.MEGATRON_PIN}"
+    name = PIN[FRAMEWORK[req.kind]]
     if FRAMEWORK[req.kind] == "torchtitan":
         torchtitan.config_for(ctx.model, req.titan_config)  # a model torchtitan cannot build fails here, once
+    if req.kind == "megatron-bridge":
+        megatron_bridge.recipe_for(ctx.model)  # likewise a model with no recipe
     first = unsupported(req.kind, ctx, plans[0])
     if first is None:
         return plans[0], ()
@@ -201,15 +226,18 @@ def describe(plan: Plan) -> str:
 
 
 def stack_for(kind: str | None, stack: str | None) -> str | None:
-    """The execution stack to cost with: --stack, else the --emit framework's own (torchtitan), else the default."""
-    if stack is None and kind in FRAMEWORK and FRAMEWORK[kind] == "torchtitan":
-        return "torchtitan"
+    """The execution stack to cost with: --stack, else the --emit framework's own (torchtitan, deepspeed), else
+    the default."""
+    if stack is None and kind in FRAMEWORK and FRAMEWORK[kind] in ("torchtitan", "DeepSpeed"):
+        return LAUNCHER[FRAMEWORK[kind]]
     return stack
 
 
 def _notes(req: LaunchRequest, ctx: Context, plan: Plan) -> tuple[str, ...]:
     out = list(megatron.notes(ctx.model, plan, stack=ctx.stack)) if FRAMEWORK[req.kind] == "Megatron-LM" else []
-    launcher = {"Megatron-LM": "megatron", "torchtitan": "torchtitan"}[FRAMEWORK[req.kind]]
+    if req.kind == "deepspeed":
+        out += deepspeed.notes(ctx.model, plan)
+    launcher = LAUNCHER[FRAMEWORK[req.kind]]
     if ctx.stack.launcher != launcher:
         out.append(f"costed for stack {ctx.stack.name}, launched on {FRAMEWORK[req.kind]}: its speed and memory may "
                    f"differ (--stack {launcher} costs it as that framework runs it)")
@@ -229,10 +257,11 @@ def build(req: LaunchRequest, ctx: Context, plans: Sequence[Plan], *, extra_args
         return Launch(kind=req.kind, framework=FRAMEWORK[req.kind], text=text, line=text, nnodes=nnodes,
                       nproc_per_node=nproc, path=None, plan=plan, notes=notes)
     endpoint = "localhost:29500" if nnodes == 1 else "$MASTER_ADDR:29500"
+    files = ((deepspeed.CONFIG_NAME, deepspeed.config_text(ctx.model, plan, ctx.job, ctx.stack)),) if req.kind == "deepspeed" else ()
     return Launch(kind=req.kind, framework=FRAMEWORK[req.kind],
                   text=_command(req, ctx, plan, endpoint=endpoint, multiline=True, extra_args=extra_args),
                   line=_command(req, ctx, plan, endpoint=endpoint, multiline=False, extra_args=extra_args),
-                  nnodes=nnodes, nproc_per_node=nproc, path=None, plan=plan, notes=notes)
+                  nnodes=nnodes, nproc_per_node=nproc, path=None, plan=plan, notes=notes, files=files)
 
 
 def script_text(launch: Launch) -> str:
@@ -242,8 +271,10 @@ def script_text(launch: Launch) -> str:
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs: run this on every node, with MASTER_ADDR set "
              "to the first node's address" if launch.nnodes > 1 else f"one node, {launch.nproc_per_node} GPUs")
     notes = "".join(f"# note: {n}\n" for n in launch.notes)
+    # the files the command reads, written next to where it runs (a quoted here-document expands nothing)
+    files = "".join(f"cat > {name} <<'AUTOPAR_EOF'\n{text}AUTOPAR_EOF\n\n" for name, text in launch.files)
     return (f"#!/bin/bash\n# {launch.framework} ({where}); written by autopar\n{notes}"
-            f"set -euo pipefail\n\n{launch.text}\n")
+            f"set -euo pipefail\n\n{files}{launch.text}\n")
 
 
 def prepare(req: LaunchRequest | None, ctx: Context, plans: Plan | Sequence[Plan], *,

@@ -74,19 +74,26 @@ def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None
     measurements = launch(settings, nproc=nproc, console=Console(stderr=True))
     if measurements is None:
         return
+    from autopar.probe.nvml import read_nvml
     from autopar.probe.report import print_compare, print_summary
     from autopar.probe.writer import build_profile, write_profile
 
     hostname = socket.gethostname()
+    nvml = read_nvml() if kind == "cuda" else (None, f"not read: a {kind} run")
     doc = build_profile(
         measurements,
         name=profile_name(path, hostname),
         hostname=hostname,
         date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        nvml=nvml,
     )
     write_profile(path, doc)
     written = load_hardware(str(path))
     console = Console()
     print_summary(console, written, str(path))
+    if nvml[0] is not None:
+        said = nvml[0].as_provenance()
+        console.print(f"NVML: {said['nvml_gpus']}, {said['nvml_memory_gib']} GiB, power limit "
+                      f"{said['nvml_power_limit_w']} W; {said['nvml_topology']}", markup=False, highlight=False)
     if reference is not None:
         print_compare(console, written, reference)

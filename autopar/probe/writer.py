@@ -29,6 +29,7 @@ from autopar.io.files import write_atomic
 from autopar.io.profiles import load_hardware, parse_profile
 from autopar.probe import peaks
 from autopar.probe.fit import bus_factor, efficiency_curve, fit_alpha_beta, sig
+from autopar.probe.nvml import NvmlInfo
 from autopar.probe.results import Measurements
 from autopar.probe.yamlio import Flow, FlowMap, dump_yaml
 from autopar.spec.hardware import COLLECTIVES, SCHEMA_VERSION, HardwareProfile
@@ -105,8 +106,10 @@ def _curves(points: list[tuple[str, float, float]], peak_tflops: dict[str, float
     return out
 
 
-def build_profile(meas: Measurements, *, name: str, hostname: str, date: str) -> dict[str, Any]:
-    """The profile document (plain dicts and lists) for ``meas``."""
+def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
+                  nvml: tuple[NvmlInfo | None, str] | None = None) -> dict[str, Any]:
+    """The profile document (plain dicts and lists) for ``meas``; ``nvml``: probe.nvml.read_nvml's answer,
+    whose GPU name, memory, power limit and topology go in the provenance beside the timings."""
     dev, topo = meas.compute.device, meas.topology
     sheet = peaks.lookup(dev.name, dev.memory_bytes / 2**30) if dev.kind == "cuda" else None
     prov: dict[str, str] = {
@@ -125,6 +128,11 @@ def build_profile(meas: Measurements, *, name: str, hostname: str, date: str) ->
         "quick": str(meas.quick).lower(),
         "duration_s": f"{meas.duration_s:.1f}",
     }
+    if nvml is not None:
+        info, how = nvml
+        prov["nvml"] = how
+        if info is not None:
+            prov.update(info.as_provenance())
     raw: dict[str, Any] = {"collectives": {}, "fit_quality": {}}
     peak_tflops = _peaks(meas, sheet, prov)
     gemm_pts = [(p.dtype, p.flops, p.flops_per_s) for p in meas.compute.gemm]

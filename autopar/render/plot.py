@@ -1,13 +1,19 @@
 """``suggest --plot``: every feasible plan as tokens/s against peak memory per GPU.
 
 The chart marks the Pareto front (the plans that no other beats on both axes: more tokens/s
-for no more memory) and labels the recommended plan. It is drawn with matplotlib, an optional
-extra (``pip install 'autopar[plot]'``) so that the core install stays small; matplotlib is
-imported only here, only when a plot is asked for. ``.svg`` writes the chart; ``.html`` writes a
-self-contained page with the same SVG inline and a table of the Pareto plans.
+for no more memory) and names the recommended plan above the axes, clear of the points, with the
+label the text table uses (``report.plan_text``). It is drawn with matplotlib, an optional extra
+(INSTALL_HINT) so that the core install stays small; matplotlib is imported only here, only when
+a plot is asked for. ``.svg`` writes the chart; ``.html`` writes a self-contained page with the
+same SVG inline and a table of the Pareto plans.
 
-The SVG is reproducible (no date, fixed id salt) and keeps text as text, and every Pareto point
-is its own element with id ``pareto-<i>-<plan>``, so a test or a script can find them.
+Counts: the page and the text say the search's number of feasible plans; the chart draws the
+plans the search timed. The others are variants of a drawn layout at a higher ZeRO stage or with
+more recompute, which the search counts as fitting without timing them (search/planner.py).
+
+The SVG is reproducible (no date, fixed id salt) and keeps text as text; every Pareto point is
+its own element with id ``pareto-<i>-<plan>``, so a test or a script can find them, and every
+point carries an SVG ``<title>`` naming its plan, which a browser shows on hover.
 """
 
 from __future__ import annotations
@@ -18,17 +24,21 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from autopar.advise.train import Suggestion
 from autopar.cost.step import Estimate
 from autopar.errors import SpecError
 from autopar.io.files import write_atomic
+from autopar.render.report import plan_text
 from autopar.search.planner import Candidate
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 GIB = 2**30
 P = TypeVar("P", Candidate, Estimate)
-INSTALL_HINT = "pip install 'autopar[plot]'"
+INSTALL_HINT = "pip install matplotlib (in a clone of autopar: pip install -e '.[plot]')"
 FORMATS = (".svg", ".html", ".htm")
 RASTER_ABOVE = 2000  # more points than this are drawn as one embedded image (the SVG stays ~100 KB)
 
@@ -38,7 +48,8 @@ class PlotSummary:
     """What --plot wrote."""
 
     path: Path  # the file
-    plans: int  # feasible plans drawn
+    plans: int  # feasible plans, as the text counts them (SearchResult.feasible)
+    drawn: int  # plans timed and drawn
     pareto: int  # plans on the Pareto front
 
 
@@ -67,23 +78,51 @@ def plan_slug(e: Estimate) -> str:
     return "-".join([*bits, f"mbs{p.mbs}", p.recompute, f"z{p.zero}"])
 
 
-def _describe(e: Estimate) -> str:
-    p = e.plan
-    return f"{p.label()} mbs{p.mbs} {p.recompute} ZeRO-{p.zero}"
+def hover(e: Estimate | Candidate) -> str:
+    """What a point says on hover: the whole plan, its tokens/s and memory."""
+    return f"{plan_text(e)}: {e.tokens_per_s:,.0f} tokens/s, {e.memory_bytes / GIB:.1f} GiB"
 
 
-def _distinct(estimates: Sequence[Candidate]) -> tuple[list[float], list[float]]:
-    """Point coordinates, one per (0.01 GiB, 4 significant digits of tokens/s) cell: thousands of
-    plans share a few hundred distinguishable positions, and the SVG stays small."""
-    seen = {(round(e.memory_bytes / GIB, 2), float(f"{e.tokens_per_s:.4g}")) for e in estimates}
-    pts = sorted(seen)
-    return [m for m, _ in pts], [t for _, t in pts]
+def _distinct(estimates: Sequence[Candidate]) -> list[tuple[float, float, Candidate, int]]:
+    """Points (GiB, tokens/s, fastest plan there, plans there), one per (0.01 GiB, 4 significant digits of
+    tokens/s) cell: thousands of plans share a few hundred distinguishable positions, and the SVG stays small."""
+    cells: dict[tuple[float, float], list[Candidate]] = {}
+    for e in estimates:
+        cells.setdefault((round(e.memory_bytes / GIB, 2), float(f"{e.tokens_per_s:.4g}")), []).append(e)
+    return [(gib, tps, max(group, key=lambda c: c.tokens_per_s), len(group)) for (gib, tps), group in sorted(cells.items())]
 
 
-def svg_chart(s: Suggestion) -> str:
-    """The chart as SVG text."""
+def cell_title(fastest: Candidate, plans: int) -> str:
+    """A grey point's hover text: its fastest plan, and how many more share the position."""
+    return hover(fastest) + (f" (and {plans - 1} more plans here)" if plans > 1 else "")
+
+
+def _titled(svg: str, gid: str, titles: Sequence[str]) -> str:
+    """Give the i-th ``<use>`` marker inside the group ``gid`` the i-th title; unchanged if the counts differ."""
+    lines = svg.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.strip() == f'<g id="{gid}">'), None)
+    if start is None:
+        return svg
+    close = lines[start][: len(lines[start]) - len(lines[start].lstrip())] + "</g>"
+    end = next(i for i in range(start + 1, len(lines)) if lines[i] == close)
+    uses = [i for i in range(start, end) if lines[i].lstrip().startswith("<use ")]
+    if len(uses) != len(titles):
+        return svg
+    for i, title in zip(uses, titles, strict=True):
+        lines[i] = f"<g><title>{html.escape(title)}</title>{lines[i].strip()}</g>"
+    return "\n".join(lines)
+
+
+def _title_groups(svg: str, titles: dict[str, str]) -> str:
+    """A ``<title>`` as the first child of each group whose id is a key."""
+    for gid, title in titles.items():
+        svg = svg.replace(f'<g id="{gid}">', f'<g id="{gid}">\n<title>{html.escape(title)}</title>', 1)
+    return svg
+
+
+def figure(s: Suggestion, points: Sequence[tuple[float, float, Candidate, int]] | None = None) -> Figure:
+    """The chart as a matplotlib Figure (drawn, not saved); ``points``: ``_distinct`` of the ranking."""
     try:
-        import matplotlib
         from matplotlib.figure import Figure
         from matplotlib.ticker import StrMethodFormatter
     except ImportError:
@@ -92,36 +131,54 @@ def svg_chart(s: Suggestion) -> str:
     front = _front(s)
     best = ranked[0]
     cap = s.ctx.hw.memory_bytes / GIB
+    fig = Figure(figsize=(9, 5.5))
+    ax = fig.add_subplot()
+    points = _distinct(ranked.candidates) if points is None else points
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    ax.scatter(xs, ys, s=9, color="#9aa5b1", alpha=0.6, linewidths=0,
+               label=f"plans timed ({len(ranked)} of {s.result.feasible} that fit)",
+               gid="plans", rasterized=len(xs) > RASTER_ABOVE)
+    fx = [e.memory.total / GIB for e in front]
+    fy = [e.tokens_per_s for e in front]
+    ax.plot(fx, fy, drawstyle="steps-post", color="#d62728", linewidth=1, label=f"Pareto front ({len(front)})",
+            gid="pareto-front")
+    for i, e in enumerate(front):
+        ax.plot([fx[i]], [fy[i]], marker="o", markersize=4, color="#d62728", gid=f"pareto-{i}-{plan_slug(e)}")
+    bx, by = best.memory.total / GIB, best.tokens_per_s
+    ax.plot([bx], [by], marker="*", markersize=13, color="#2ca02c", linestyle="none", gid="recommended",
+            label="recommended")
+    # above the axes, left-aligned: never on a point or the front, whatever their shape
+    ax.text(0, 1.015, f"\u2605 recommended: {plan_text(best)}; {by:,.0f} tokens/s, {bx:.1f} GiB",
+            transform=ax.transAxes, ha="left", va="bottom", color="#2ca02c", gid="recommended-label")
+    ax.axvline(cap, color="#444444", linestyle="--", linewidth=0.8, label=f"GPU memory ({cap:.1f} GiB)")
+    ax.set_xlabel("peak memory per GPU (GiB)")
+    ax.set_ylabel("tokens/s (whole job)")
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    j = s.ctx.job
+    ax.set_title(f"{s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}: global batch {j.global_batch} x "
+                 f"{j.seq_len} tokens, {j.dtype}", pad=22)
+    ax.grid(True, linewidth=0.3, alpha=0.5)
+    ax.legend(loc="lower right")
+    return fig
+
+
+def svg_chart(s: Suggestion) -> str:
+    """The chart as SVG text, each point titled with its plan."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SpecError(f"--plot needs matplotlib, an optional extra: {INSTALL_HINT}") from None
+    points = _distinct(s.result.ranked.candidates)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autopar", "font.size": 9}):
-        fig = Figure(figsize=(9, 5.5))
-        ax = fig.add_subplot()
-        xs, ys = _distinct(ranked.candidates)
-        ax.scatter(xs, ys, s=9, color="#9aa5b1", alpha=0.6, linewidths=0, label=f"feasible plans ({len(ranked)})",
-                   gid="plans", rasterized=len(xs) > RASTER_ABOVE)
-        fx = [e.memory.total / GIB for e in front]
-        fy = [e.tokens_per_s for e in front]
-        ax.plot(fx, fy, drawstyle="steps-post", color="#d62728", linewidth=1, label=f"Pareto front ({len(front)})",
-                gid="pareto-front")
-        for i, e in enumerate(front):
-            ax.plot([fx[i]], [fy[i]], marker="o", markersize=4, color="#d62728", gid=f"pareto-{i}-{plan_slug(e)}")
-        bx, by = best.memory.total / GIB, best.tokens_per_s
-        ax.plot([bx], [by], marker="*", markersize=13, color="#2ca02c", linestyle="none", gid="recommended",
-                label="recommended")
-        ax.annotate(f"recommended: {_describe(best)}\n{by:,.0f} tokens/s, {bx:.1f} GiB", xy=(bx, by),
-                    xytext=(-12, -28), textcoords="offset points", ha="right", va="top",
-                    arrowprops={"arrowstyle": "->", "color": "#2ca02c"}, gid="recommended-label")
-        ax.axvline(cap, color="#444444", linestyle="--", linewidth=0.8, label=f"GPU memory ({cap:.1f} GiB)")
-        ax.set_xlabel("peak memory per GPU (GiB)")
-        ax.set_ylabel("tokens/s (whole job)")
-        ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-        j = s.ctx.job
-        ax.set_title(f"{s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}: global batch {j.global_batch} x "
-                     f"{j.seq_len} tokens, {j.dtype}")
-        ax.grid(True, linewidth=0.3, alpha=0.5)
-        ax.legend(loc="lower right")
+        fig = figure(s, points)
         out = io.StringIO()
         fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight", dpi=120)
-    return out.getvalue()
+    front = _front(s)
+    svg = out.getvalue()
+    if len(points) <= RASTER_ABOVE:  # above, the cloud is one image: only the front and the star are titled
+        svg = _titled(svg, "plans", [cell_title(best, n) for *_, best, n in points])
+    titles = {f"pareto-{i}-{plan_slug(e)}": "Pareto: " + hover(e) for i, e in enumerate(front)}
+    return _title_groups(svg, {**titles, "recommended": "recommended: " + hover(s.result.ranked[0])})
 
 
 def html_page(s: Suggestion, svg: str) -> str:
@@ -132,7 +189,7 @@ def html_page(s: Suggestion, svg: str) -> str:
     rows = []
     for e in front:
         mark = " (recommended)" if e is best else ""
-        rows.append(f"<tr><td>{html.escape(_describe(e))}{mark}</td><td>{e.tokens_per_s:,.0f}</td>"
+        rows.append(f"<tr><td>{html.escape(plan_text(e))}{mark}</td><td>{e.tokens_per_s:,.0f}</td>"
                     f"<td>{e.mfu:.1%}</td><td>{e.memory.total / GIB:.1f}</td></tr>")
     j = s.ctx.job
     title = html.escape(f"autopar: {s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}")
@@ -142,8 +199,10 @@ def html_page(s: Suggestion, svg: str) -> str:
         "<style>body{font-family:sans-serif;max-width:60rem;margin:2rem auto}"
         "table{border-collapse:collapse}td,th{padding:.2rem .6rem;border-bottom:1px solid #ddd;text-align:right}"
         "td:first-child,th:first-child{text-align:left}</style>\n</head>\n<body>\n"
-        f"<h1>{title}</h1>\n<p>{len(s.result.ranked)} feasible plans of {s.result.considered} searched; "
-        f"recommended: {html.escape(_describe(best))}, {best.tokens_per_s:,.0f} tokens/s.</p>\n"
+        f"<h1>{title}</h1>\n<p>{s.result.feasible} feasible plans of {s.result.considered} searched "
+        f"({len(s.result.ranked)} timed and drawn; the rest are slower variants of a drawn layout, at a higher ZeRO "
+        f"stage or with more recompute); recommended: {html.escape(plan_text(best))}, "
+        f"{best.tokens_per_s:,.0f} tokens/s. Hover over a point for its plan.</p>\n"
         f"{inline}\n<h2>Pareto front: tokens/s against peak memory per GPU</h2>\n"
         "<table>\n<tr><th>plan</th><th>tokens/s</th><th>MFU</th><th>GiB per GPU</th></tr>\n"
         + "\n".join(rows) + "\n</table>\n</body>\n</html>\n"
@@ -156,7 +215,8 @@ def write_plot(path: Path, s: Suggestion) -> PlotSummary:
         raise SpecError(f"--plot {path}: the file name must end in .svg or .html")
     svg = svg_chart(s)
     write_atomic(path, svg if path.suffix.lower() == ".svg" else html_page(s, svg), option="--plot")
-    return PlotSummary(path=path, plans=len(s.result.ranked), pareto=len(pareto_front(s.result.ranked.candidates)))
+    return PlotSummary(path=path, plans=s.result.feasible, drawn=len(s.result.ranked),
+                       pareto=len(pareto_front(s.result.ranked.candidates)))
 
 
 def _front(s: Suggestion) -> list[Estimate]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -11,6 +12,7 @@ from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
 from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.text import say, shell_text, table
+from autopar.search.planner import Candidate
 
 if TYPE_CHECKING:
     from autopar.advise.launch import Launch
@@ -66,22 +68,28 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
     doc: dict[str, Any] = {"launch": launch.line, "launch_kind": launch.kind, "launch_notes": list(launch.notes)}
     if launch.path is not None:
         doc["launch_file"] = str(launch.path)
+    if launch.files:
+        doc["launch_files"] = dict(launch.files)  # name -> text, e.g. DeepSpeed's ds_config.json
     return doc
 
 
 def suggestion_dict(s: Suggestion, top: int, *, launch: Launch | None = None,
-                    plot: PlotSummary | None = None) -> dict[str, Any]:
+                    plot: PlotSummary | None = None, saved: Sequence[Path] | None = None) -> dict[str, Any]:
     """`suggest --json`'s document (also the Python API's to_dict)."""
     plans = [plan_dict(e) for e in s.result.ranked[:top]]
     doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
            "plans": plans, "warnings": list(s.warnings), **launch_dict(launch)}
     if plot is not None:
         doc["plot_file"] = str(plot.path)
+    if saved is not None:
+        doc["saved_files"] = [str(p) for p in saved]
     return doc
 
 
-def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None) -> str:
-    return dumps(suggestion_dict(s, top, launch=launch, plot=plot), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
+def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None,
+                    saved: Sequence[Path] | None = None) -> str:
+    return dumps(suggestion_dict(s, top, launch=launch, plot=plot, saved=saved),
+                 mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
 
 
 def explained_dict(x: Explained, *, launch: Launch | None = None) -> dict[str, Any]:
@@ -102,7 +110,8 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     """The launch after the tables: the command itself, or where it was written."""
     if launch is None:
         return
-    what = "sbatch script" if launch.kind.startswith("slurm") else "torchrun command"
+    what = ("sbatch script" if launch.kind.startswith("slurm")
+            else "deepspeed command" if launch.line.startswith("deepspeed ") else "torchrun command")
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs" if launch.nnodes > 1
              else f"1 node, {launch.nproc_per_node} GPUs")
     for note in launch.notes:
@@ -115,6 +124,9 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     if launch.nnodes > 1 and not launch.kind.startswith("slurm"):
         say(console, "run it on every node with MASTER_ADDR set to the first node's address")
     console.print(shell_text(launch.text, width=console.width), markup=False, highlight=False)
+    for name, text in launch.files:
+        say(console, f"{name} (the command reads it from the folder it runs in):", markup=False)
+        console.print(text.rstrip("\n"), markup=False, highlight=False)
 
 
 def _header(console: Console, ctx: Context) -> None:
@@ -133,7 +145,8 @@ def _header(console: Console, ctx: Context) -> None:
             f"({ctx.memory_fraction:.0%}, --max-memory-fraction)")
 
 
-def plan_label(est: Estimate) -> str:
+def plan_label(est: Estimate | Candidate) -> str:
+    """The layout as the tables show it: dp8 tp4+sp pp2 vpp2 cp2(ag) ep4."""
     p = est.plan
     bits = [f"dp{p.dp}", f"tp{p.tp}" + ("+sp" if p.sp else ""), f"pp{p.pp}"]
     if p.vpp > 1:
@@ -145,6 +158,12 @@ def plan_label(est: Estimate) -> str:
     if p.etp > 1:
         bits.append(f"etp{p.etp}")
     return " ".join(bits)
+
+
+def plan_text(est: Estimate | Candidate) -> str:
+    """The whole plan in one line, as "recommended:" says it: the layout, mbs, recompute (with its modules), ZeRO."""
+    p = est.plan
+    return f"{plan_label(est)}, mbs {p.mbs}, recompute {p.recompute_label}, ZeRO-{p.zero}"
 
 
 def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
@@ -163,7 +182,8 @@ def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
 
 
 def render_suggestion(
-    console: Console, s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None
+    console: Console, s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None,
+    saved: Sequence[Path] | None = None,
 ) -> None:
     checked(suggestion_dict(s, top), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
     _header(console, s.ctx)
@@ -183,15 +203,21 @@ def render_suggestion(
                   f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
     console.print(t)
     best = r.ranked[0]
-    say(console, f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute "
-        f"{best.plan.recompute_label}, ZeRO-{best.plan.zero}")
+    say(console, f"[bold green]recommended:[/] {plan_text(best)}")
     say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s ({best.tokens_per_s_per_gpu:,.0f} "
         f"per GPU), MFU {best.mfu:.1%}, peak {best.memory.total / GIB:.1f} GiB/GPU")
     say(console, "MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, bf16 dense peak")
     if plot is not None:
-        say(console, f"plot: {plot.plans} feasible plans, {plot.pareto} on the Pareto front, written to {plot.path}",
-            markup=False)
+        say(console, f"plot: {plot.plans} feasible plans ({plot.drawn} timed and drawn), {plot.pareto} on the Pareto "
+            f"front, written to {plot.path}", markup=False)
+    render_saved(console, saved)
     render_launch(console, launch)
+
+
+def render_saved(console: Console, saved: Sequence[Path] | None) -> None:
+    """--save-dir: what was written where, on one line."""
+    if saved:
+        say(console, f"saved in {saved[0].parent}: {', '.join(p.name for p in saved)}", markup=False)
 
 
 def render_explained(console: Console, x: Explained, *, explain: bool = False, launch: Launch | None = None) -> None:

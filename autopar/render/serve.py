@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -15,6 +17,9 @@ from autopar.render.answer import checked, dumps
 from autopar.render.text import say, shell_text, table
 from autopar.search.serve import RULES, ServeSweep
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
+
+if TYPE_CHECKING:
+    from autopar.render.plot import PlotSummary
 
 GIB = 2**30
 
@@ -171,7 +176,8 @@ def _point_dict(est: ServeEstimate) -> dict[str, Any]:
             "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()}}
 
 
-def suggestion_dict(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> dict[str, Any]:
+def suggestion_dict(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None, *,
+                    saved: Sequence[Path] | None = None, plot: PlotSummary | None = None) -> dict[str, Any]:
     """`serve suggest --json`'s document (also the Python API's to_dict)."""
     if result.best is None:
         raise ValueError("suggestion_dict needs a recommended deployment")
@@ -181,11 +187,16 @@ def suggestion_dict(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
            "points_bounded": result.skipped,
            "tpot_definition": TPOT_DEFINITION}
     doc["recommended"].update(launch_dict(launched))
+    if saved is not None:
+        doc["saved_files"] = [str(p) for p in saved]
+    if plot is not None:
+        doc["plot_file"] = str(plot.path)
     return doc
 
 
-def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None) -> str:
-    return dumps(suggestion_dict(ctx, result, launched))
+def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None, *,
+                    saved: Sequence[Path] | None = None, plot: PlotSummary | None = None) -> str:
+    return dumps(suggestion_dict(ctx, result, launched, saved=saved, plot=plot))
 
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
