@@ -38,7 +38,8 @@ def _fail(exc: AutoparError) -> NoReturn:
 
 @app.command()
 def profile(
-    out: Annotated[Path | None, typer.Option(help="Where to write the profile (default: the saved-profile path).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write the profile (default: the saved-profile path; "
+                                             "profile-cpu.yaml beside it for a CPU run).")] = None,
     quick: Annotated[bool, typer.Option(help="Fewer sizes and repetitions: about 30 s on an 8-GPU node.")] = False,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
     nproc: Annotated[int | None, typer.Option(help="Processes to start (default: one per local GPU; 2 gloo processes on CPU).")] = None,

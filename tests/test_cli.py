@@ -141,6 +141,20 @@ def test_saved_profile_is_used_by_default(files: dict[str, str], monkeypatch: py
     assert doc["hardware"] == "toy" and "saved by `autopar profile`" in doc["hardware_source"]
 
 
+def test_no_plan_fits_names_the_profile_it_used(files: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # issue 25: a saved profile (a CPU one, say) silently became the hardware and "no plan fits" did not say so
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "profile.yaml").write_text(Path(files["hw"]).read_text())
+    monkeypatch.setenv("AUTOPAR_HOME", str(home))
+    code, _, err = run("suggest", "llama3-70b", "--gpus", "1")
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("autopar: error: no plan fits: ")
+    assert err.rstrip().endswith(f"; hardware: profile saved by `autopar profile` ({home / 'profile.yaml'})")
+    code, _, err = run("suggest", "llama3-70b", "--gpus", "1", "--hardware", "h100-sxm")
+    assert code == 1 and err.rstrip().endswith("; hardware: --hardware h100-sxm")
+
+
 def test_suggest_and_estimate_never_import_torch(files: dict[str, str]) -> None:
     code = (
         "import sys\n"

@@ -102,6 +102,22 @@ def test_suggest_reads_the_measured_profile(cpu_run: tuple[Path, subprocess.Comp
 
 
 @needs_torch
+@pytest.mark.skipif(HAS_TORCH and __import__("torch").cuda.is_available(), reason="a GPU is visible")
+def test_a_cpu_profile_never_becomes_the_default(tmp_path: Path) -> None:
+    # issue 25: `profile --quick` without a GPU saved the CPU as every later suggest's hardware
+    res = autopar("profile", "--quick", "--nproc", "2", tmp_path=tmp_path)  # --device auto: cpu here
+    assert res.returncode == 0, res.stderr
+    home = tmp_path / "home"
+    assert not (home / "profile.yaml").exists()
+    cpu = home / "profile-cpu.yaml"
+    assert load_hardware(str(cpu)).name.endswith("-cpu")
+    assert f"pass--hardware{cpu}touseit" in "".join(res.stdout.split())  # rich wraps the long path anywhere
+    res = autopar("suggest", "llama3-8b", "--gpus", "8", "--json", "--top", "1", tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert '"hardware": "h100-sxm"' in res.stdout
+
+
+@needs_torch
 def test_dead_rank_ends_the_run_and_keeps_the_earlier_profile(tmp_path: Path) -> None:
     out = tmp_path / "profile.yaml"
     out.write_text("earlier: profile\n")
