@@ -74,7 +74,8 @@ def calibrate(
         autocompletion=complete_hardware)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     save: Annotated[bool, typer.Option("--save", help="Write the measured corrections into the saved profile; "
-                                       "suggest and estimate then apply them and say so.")] = False,
+                                       "suggest and estimate then apply them to eager stacks (deepspeed, "
+                                       "llm-foundry) and say so.")] = False,
 ) -> None:
     """Run a few real steps of a plan with torch-native parallelism; print predicted vs measured."""
     saved = None

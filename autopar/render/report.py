@@ -44,7 +44,8 @@ def context_dict(ctx: Context) -> dict[str, Any]:
         "params": ctx.model.total_params(),
         "hardware": ctx.hw.name,
         "hardware_source": ctx.hw_reason,
-        "corrections": {c.name: {"factor": c.factor, "stack": c.stack, "source": c.source} for c in ctx.hw.corrections},
+        "corrections": {c.name: {"factor": c.factor, "stack": c.stack, "source": c.source} for c in ctx.hw.corrections
+                        if ctx.stack.takes_eager_corrections},
         "stack": ctx.stack.name,
         "stack_source": ctx.stack_reason,
         "memory_gib_capacity": ctx.hw.memory_bytes / GIB,
@@ -113,7 +114,10 @@ def _header(console: Console, ctx: Context) -> None:
     say(console, f"[bold]{m.name}[/] ({m.total_params() / 1e9:.1f}B parameters) on {j.gpus} x {ctx.hw.gpu_name}")
     say(console, f"hardware: {ctx.hw.name} — {ctx.hw_reason}")
     for c in ctx.hw.corrections:
-        say(console, f"corrected by autopar calibrate: {c.describe()}")
+        if ctx.stack.takes_eager_corrections:
+            say(console, f"corrected by autopar calibrate: {c.describe()}")
+        else:  # measured on eager PyTorch: says nothing of a stack with fused kernels
+            say(console, f"not applied to stack {ctx.stack.name} (fused kernels): autopar calibrate's {c.describe()}")
     say(console, f"stack: {ctx.stack.name} — {ctx.stack_reason}")
     say(console, f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, "
         f"{j.dtype}")
