@@ -180,7 +180,9 @@ def choose(req: LaunchRequest, ctx: Context, plans: Sequence[Plan]) -> tuple[Pla
     """
     name = torchtitan.TORCHTITAN_PIN if FRAMEWORK[req.kind] == "torchtitan" else f"Megatron-LM {megatron.MEGATRON_PIN}"
     if FRAMEWORK[req.kind] == "torchtitan":
-        torchtitan.config_for(ctx.model, req.titan_config)  # a model torchtitan cannot build fails here, once
+        module, config = torchtitan.config_for(ctx.model, req.titan_config)  # a model torchtitan cannot build fails here
+        if req.titan_config is not None:
+            torchtitan.check_config(ctx.model, module, config)  # and a config of another shape (issue 25)
     first = unsupported(req.kind, ctx, plans[0])
     if first is None:
         return plans[0], ()
