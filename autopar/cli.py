@@ -9,7 +9,7 @@ import typer
 
 from autopar.cli_serve import serve_app
 from autopar.completions import complete_emit, complete_hardware, complete_model, complete_stack, complete_strategy
-from autopar.errors import AutoparError, SpecError
+from autopar.errors import AutoparError, InfeasibleError, SpecError
 from autopar.spec.job import DEFAULT_MEMORY_FRACTION
 
 if TYPE_CHECKING:
@@ -358,6 +358,8 @@ def estimate(
                 if launched is not None:
                     report.render_launch(_console(), launched)
                     say(_console(), f"launch: {note}", markup=False)
+            if not explained.plan.estimate.fits:
+                raise typer.Exit(InfeasibleError.exit_code)
             return
         result = explain_plan(ctx)
         launched = launch.prepare(want, result.ctx, result.estimate.plan)
@@ -367,6 +369,8 @@ def estimate(
         print(report.explained_json(result, launch=launched))
     else:
         report.render_explained(_console(), result, explain=explain, launch=launched)
+    if not result.estimate.fits:  # as suggest's "no plan fits": exit 1, after the breakdown that says by how much
+        raise typer.Exit(InfeasibleError.exit_code)
 
 
 @app.command("models")

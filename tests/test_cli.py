@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ from typer.testing import CliRunner
 
 from autopar.cli import app
 
+ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 PLAN_KEYS = {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "memory_gib_per_gpu",
@@ -82,8 +85,13 @@ def test_estimate_over_budget_says_what_fits(files: dict[str, str], tmp_path: Pa
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(small))
     code, out, _ = run("estimate", files["model"], "--hardware", str(tmp_path / "small.yaml"), "--gpus", "8",
                        "--mbs", "8", "--global-batch", "64", "--zero", "0")
-    assert code == 0
-    assert "does not fit" in out and "what would fit" in out
+    assert code == 1  # as suggest's "no plan fits" (issue 25: it was 0), with the breakdown still printed
+    assert "does not fit" in out and "what would fit" in out and "memory" in out
+    code, out, _ = run("estimate", files["model"], "--hardware", str(tmp_path / "small.yaml"), "--gpus", "8",
+                       "--mbs", "8", "--global-batch", "64", "--zero", "0", "--json")
+    assert code == 1 and json.loads(out)["fits"] is False
+    code, out, _ = run("estimate", files["model"], "--hardware", files["hw"], "--gpus", "8", "--global-batch", "64")
+    assert code == 0 and "does not fit" not in out
 
 
 def test_suggest_infeasible_exit_1_with_reason(files: dict[str, str], tmp_path: Path) -> None:
@@ -153,6 +161,16 @@ def test_no_plan_fits_names_the_profile_it_used(files: dict[str, str], monkeypat
     assert err.rstrip().endswith(f"; hardware: profile saved by `autopar profile` ({home / 'profile.yaml'})")
     code, _, err = run("suggest", "llama3-70b", "--gpus", "1", "--hardware", "h100-sxm")
     assert code == 1 and err.rstrip().endswith("; hardware: --hardware h100-sxm")
+
+
+@pytest.mark.parametrize("args", [["suggest", "llama3-8b", "--gpus", "8"], ["suggest", "llama3-8b", "--gpus", "8", "--json"],
+                                  ["estimate", "llama3-8b", "--gpus", "8", "--tp", "2"], ["models"]])
+def test_a_reader_that_stops_early_gets_no_error_line(args: list[str]) -> None:
+    # issue 25: `| head` printed "autopar: error: the output was closed early (broken pipe)" and exited 3
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    cmd = f"{shlex.quote(sys.executable)} -m autopar {shlex.join(args)} | head -n 1; exit ${{PIPESTATUS[0]}}"
+    res = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert (res.returncode, res.stderr) == (0, "") and res.stdout.count("\n") == 1
 
 
 def test_suggest_and_estimate_never_import_torch(files: dict[str, str]) -> None:

@@ -117,3 +117,13 @@ def test_gemm_time_never_falls_as_the_work_grows():
     assert curve.size_per_efficiency_floor(2e9) == pytest.approx(1e10)
     assert curve.size_per_efficiency_floor(5e8) == 0.0
     assert curve.size_per_efficiency_floor(1e10) == pytest.approx(2e10)
+
+
+def test_a_derived_profile_does_not_keep_its_base_gpus_name(tmp_path: Path) -> None:
+    # issue 25: a 64 GiB variant of h100-sxm still said "on 8 x NVIDIA H100 80GB HBM3"
+    path = tmp_path / "my-h100.yaml"
+    path.write_text("schema_version: 1\nname: my-h100\nbase: h100-sxm\noverrides:\n  gpu:\n    memory_gib: 64\n"
+                    "citations:\n  schema_version: format number\n  overrides.gpu.memory_gib: test\n")
+    hw = load_hardware(str(path))
+    assert hw.gpu_name == "NVIDIA H100 80GB HBM3 (my-h100)" and hw.memory_bytes == 64 * 2**30
+    assert load_hardware("h100-96g-500w").gpu_name == "NVIDIA H100 96GB HBM2e (500 W)"  # a name it gives is kept

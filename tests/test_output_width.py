@@ -76,7 +76,8 @@ def too_wide(text: str) -> list[str]:
 def test_every_line_fits_80_columns(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     r = runner.invoke(app, shlex.split(command))
-    assert r.exit_code == 0, r.output
+    over = command.startswith("estimate") and r.exit_code == 1 and "does not fit" in r.stdout  # exit 1, still shown
+    assert r.exit_code == 0 or over, r.output
     assert not too_wide(r.stdout), "\n".join(too_wide(r.stdout))
     assert not too_wide(r.stderr), "\n".join(too_wide(r.stderr))
 

@@ -92,9 +92,13 @@ def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> Hardwa
         raise f.fail("base", f"unknown base profile '{ref}'{did_you_mean(ref, builtin_names())}")
     if "base" in base:
         raise f.fail("base", f"'{ref}' is itself a variant; derive from a full profile")
-    merged = _merge(base, f.mapping("overrides", required=False) or {})
+    overrides = f.mapping("overrides", required=False) or {}
+    merged = _merge(base, overrides)
     merged["schema_version"] = f.integer("schema_version")
     merged["name"] = f.text("name")
+    gpu = overrides.get("gpu") if isinstance(overrides.get("gpu"), dict) else {}
+    if "name" not in gpu and isinstance(merged.get("gpu"), dict):  # not the base's GPU: say which variant it is
+        merged["gpu"] = {**merged["gpu"], "name": f"{merged['gpu'].get('name', ref)} ({merged['name']})"}
     merged["description"] = f.text("description") if f.has("description") else f"{base.get('description', ref)} (variant)"
     f.ignore("description")
     merged["citations"] = {**(merged.get("citations") or {}), **(f.mapping("citations", required=False) or {})}

@@ -5,9 +5,11 @@ Exit codes (README, "Exit codes"):
     0  success
     1  no plan fits the job (the message says what the smallest plan needs)
     2  bad input: a usage error, a bad file, a bad value (one line naming it)
-    3  the output could not be written: stdout closed, a broken pipe
-       (``| head``), a full disk, or a terminal encoding that cannot show
-       the text (set PYTHONIOENCODING=utf-8)
+    3  the output could not be written: stdout closed, a full disk, or a
+       terminal encoding that cannot show the text (set PYTHONIOENCODING=utf-8)
+
+A reader that stops early (``| head``) is not an error: the rest is dropped
+without a word and the exit code is 0, as head's own upstream commands behave.
   130  interrupted (Ctrl-C)
 
 Usage errors (an unknown option, a bad number) are one line too, not the boxed
@@ -39,8 +41,9 @@ BROKEN_PIPE = "the output was closed early (broken pipe); the rest was not writt
 
 
 def broken_pipe() -> NoReturn:
-    """For rich's Console.on_broken_pipe, which would exit 1 without a word."""
-    raise OutputError(BROKEN_PIPE)
+    """For rich's Console.on_broken_pipe, which would exit 1; run() below ends quietly with 0 instead
+    (a BrokenPipeError, which no command's AutoparError handler takes for its own)."""
+    raise BrokenPipeError(BROKEN_PIPE)
 
 
 def _silence_stdout() -> None:
@@ -85,8 +88,7 @@ def run(app: Any) -> NoReturn:
         if type(sys.stdout).__name__ != "PacifyFlushWrapper":  # Click's own handling of a broken pipe (exit 1)
             raise
         _silence_stdout()
-        say(f"autopar: error: {BROKEN_PIPE}")
-        code = EXIT_OUTPUT
+        code = 0  # the reader stopped early (| head)
     except OutputError as exc:
         _silence_stdout()
         say(f"autopar: error: {exc}")
@@ -98,8 +100,7 @@ def run(app: Any) -> NoReturn:
         code = EXIT_INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()
-        say(f"autopar: error: {BROKEN_PIPE}")
-        code = EXIT_OUTPUT
+        code = 0
     except UnicodeEncodeError as exc:
         _silence_stdout()
         say(f"autopar: error: the output encoding ({exc.encoding}) cannot show {exc.object[exc.start:exc.end]!a}; "

@@ -30,7 +30,7 @@ def console(*, stderr: bool = False) -> Console:
 
     out = Console(highlight=False, soft_wrap=True, stderr=stderr)
     out.width = min(out.width, WIDTH) if out.is_terminal else WIDTH
-    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; io/streams.py says why, exit 3  # noqa: B010
+    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1; io/streams.py ends with 0  # noqa: B010
     return out
 
 
