@@ -113,7 +113,7 @@ def top_plans_for(model: str, k: int, *, nproc: int | None, device: str, hardwar
     from autopar.io.models import load_model
     from autopar.probe.runtime import require_torch, resolve_device
 
-    kind = resolve_device(require_torch(), device)
+    kind = resolve_device(require_torch("autopar calibrate"), device)
     world = world_size(kind, nproc)
     texts, hw = top_plans(load_model(model), k, world=world, hardware=hardware, scale=scale, kind=kind)
     from autopar.render.text import console, say

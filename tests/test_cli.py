@@ -200,3 +200,29 @@ def test_suggest_and_estimate_never_import_torch(files: dict[str, str]) -> None:
 def test_bad_family_plans_exit_2(args: list[str], message: str) -> None:
     code, out, err = run(*args)
     assert code == 2 and message in err and out == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["suggest", "llama3-8b", "--gpus", "8", "--top", "0"], "Invalid value for '--top': must be at least 1, got 0"),
+    (["suggest", "llama3-8b", "--gpus", "8", "--top", "many"], "Invalid value for '--top': expected a whole number, got 'many'"),
+    (["serve", "suggest", "llama3-8b", "--gpus", "auto"], "Invalid value for '--gpus': expected a whole number, got 'auto'"),
+    (["estimate", "llama3-8b", "--gpus", "8", "--max-memory-fraction", "x"],
+     "Invalid value for '--max-memory-fraction': expected a number, got 'x'"),
+])
+def test_option_values_are_refused_in_our_words(args: list[str], message: str) -> None:
+    # issue 25: Typer's pydantic coercion printed "Input should be greater than or equal to 1"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    res = subprocess.run([sys.executable, "-m", "autopar", *args], env=env, capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(f"autopar: error: {message} (see `autopar ") and "Input should" not in res.stderr
+
+
+def test_counts_of_one_are_singular() -> None:
+    # issue 25: "top 1 layouts by tokens/s", "launch: Megatron-LM torchrun command (1 node, 1 GPUs)"
+    out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "1", "--top", "1",
+                              "--emit", "megatron"]).stdout
+    assert "the best layout by tokens/s (its best variant; --json keeps the variants):" in out
+    assert "(1 node, 1 GPU)" in out and "1 GPUs" not in out and "top 1 layouts" not in out
+    out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "2", "--top", "2"]).stdout
+    assert "top 2 layouts by tokens/s (the best variant of each; --json keeps the variants):" in out

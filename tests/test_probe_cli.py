@@ -162,6 +162,17 @@ def test_without_torch_one_line_error_with_the_fix(tmp_path: Path) -> None:
     assert "needs PyTorch" in res.stderr and "pip install torch==2.13.0" in res.stderr and "autopar[profile]" in res.stderr
 
 
+@pytest.mark.parametrize("args", [["calibrate", "llama3.1-8b", "--plan", "dp1", "--device", "cpu"],
+                                  ["calibrate", "llama3.1-8b", "--top", "1", "--device", "cpu"]])
+def test_calibrate_without_torch_names_calibrate(tmp_path: Path, args: list[str]) -> None:
+    # issue 25: calibrate said "autopar profile needs PyTorch"
+    code = f"import sys; sys.modules['torch'] = None; sys.argv = ['autopar', *{args!r}]; from autopar.cli import main; main()"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTOPAR_HOME": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
+    assert res.stderr.startswith("autopar: error: autopar calibrate needs PyTorch, which is not installed")
+
+
 @needs_torch
 @pytest.mark.skipif(HAS_TORCH and __import__("torch").cuda.is_available(), reason="a GPU is visible")
 def test_device_cuda_without_a_gpu(tmp_path: Path) -> None:

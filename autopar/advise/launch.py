@@ -31,6 +31,7 @@ from autopar.emit import megatron, torchtitan
 from autopar.emit.slurm import SlurmOptions, slurm_script
 from autopar.errors import SpecError
 from autopar.io.files import write_atomic
+from autopar.io.reading import counted
 from autopar.spec.job import Job
 from autopar.spec.plan import Plan, validate
 
@@ -242,7 +243,7 @@ def script_text(launch: Launch) -> str:
     if launch.kind.startswith("slurm"):
         return launch.text
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs: run this on every node, with MASTER_ADDR set "
-             "to the first node's address" if launch.nnodes > 1 else f"one node, {launch.nproc_per_node} GPUs")
+             "to the first node's address" if launch.nnodes > 1 else f"one node, {counted(launch.nproc_per_node, 'GPU')}")
     notes = "".join(f"# note: {n}\n" for n in launch.notes)
     return (f"#!/bin/bash\n# {launch.framework} ({where}); written by autopar\n{notes}"
             f"set -euo pipefail\n\n{launch.text}\n")

@@ -61,13 +61,37 @@ def _usage_error() -> type[Exception]:
     return next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
+# pydantic's error types (Typer >= 0.22 coerces option values with a TypeAdapter) -> our words
+_PYDANTIC = {
+    "int_parsing": "expected a whole number, got {input!r}", "int_from_float": "expected a whole number, got {input!r}",
+    "float_parsing": "expected a number, got {input!r}", "bool_parsing": "expected true or false, got {input!r}",
+    "greater_than_equal": "must be at least {ge}, got {input}", "less_than_equal": "must be at most {le}, got {input}",
+    "greater_than": "must be more than {gt}, got {input}", "less_than": "must be less than {lt}, got {input}",
+}
+
+
+def _message(exc: Any) -> str:
+    """Click's message, with a pydantic validation text (``Input should be greater than or equal to 1``)
+    said as the other messages are (``must be at least 1, got 0``)."""
+    text = str(exc.format_message())
+    raw, errors = getattr(exc, "message", None), getattr(exc.__cause__, "errors", None)
+    try:
+        first = errors()[0] if callable(errors) else {}
+        form = _PYDANTIC.get(first.get("type", ""))
+        if form is not None and raw and raw in text:
+            return text.replace(raw, form.format(input=first.get("input"), **(first.get("ctx") or {})), 1)
+    except (KeyError, IndexError, TypeError, ValueError):  # another pydantic shape: its own words, as given
+        pass
+    return text
+
+
 def _usage(exc: Any) -> int:
     if type(exc).__name__ == "NoArgsIsHelpError":  # plain `autopar`: the help, as before
         exc.show()
         return EXIT_USAGE
     ctx = getattr(exc, "ctx", None)
     where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-    say(f"autopar: error: {exc.format_message()}{where}")
+    say(f"autopar: error: {_message(exc)}{where}")
     return EXIT_USAGE
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
+from autopar.io.reading import counted
 from autopar.render.text import say, shell_text, table
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def render_launch(console: Console, launch: Launch | None) -> None:
         return
     what = "sbatch script" if launch.kind.startswith("slurm") else "torchrun command"
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs" if launch.nnodes > 1
-             else f"1 node, {launch.nproc_per_node} GPUs")
+             else f"1 node, {counted(launch.nproc_per_node, 'GPU')}")
     for note in launch.notes:
         say(console, f"note: {note}", markup=False)
     if launch.path is not None:
@@ -167,7 +168,9 @@ def render_suggestion(
         f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
     shown = distinct_layouts(r.ranked, top)
     # tokens/s and TFLOP/s per GPU are tok/s/GPU x GPUs and MFU x peak: in --json and `estimate`, not here
-    say(console, f"top {len(shown)} layouts by tokens/s (the best variant of each; --json keeps the variants):")
+    best = "the best layout by tokens/s (its best variant" if len(shown) == 1 else (
+        f"top {len(shown)} layouts by tokens/s (the best variant of each")
+    say(console, f"{best}; --json keeps the variants):")
     t = table("#", "plan", "mbs", "recompute", "ZeRO", "step s", "tok/s/GPU", "MFU", "GiB", left=("plan", "recompute"),
               wrap=("plan", "recompute"))
     for i, e in enumerate(shown, 1):
