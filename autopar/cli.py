@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from autopar.cli_serve import serve_app
-from autopar.completions import complete_emit, complete_hardware, complete_model, complete_stack, complete_strategy
+from autopar.completions import (
+    complete_emit,
+    complete_hardware,
+    complete_model,
+    complete_recompute,
+    complete_schema,
+    complete_stack,
+    complete_strategy,
+)
 from autopar.errors import AutoparError, InfeasibleError, SpecError
 from autopar.spec.job import DEFAULT_MEMORY_FRACTION
 
@@ -298,7 +306,7 @@ def estimate(
     etp: Annotated[int, typer.Option(help="Expert tensor-parallel degree: 1 or tp (MoE only).")] = 1,
     cp_comm: Annotated[str, typer.Option(help="CP K/V exchange: ring | allgather.")] = "ring",
     mbs: Annotated[int, typer.Option(help="Micro-batch size, sequences.")] = 1,
-    recompute: Annotated[str, typer.Option(help="none | selective | full")] = "none",
+    recompute: Annotated[str, typer.Option(help="none | selective | full", autocompletion=complete_recompute)] = "none",
     recompute_modules: Annotated[str | None, typer.Option(
         help="With --recompute selective: Megatron's modules to recompute, comma-separated (core_attn, moe_act, "
              "layernorm, mla_up_proj, mlp, moe, shared_experts).")] = None,
@@ -447,7 +455,7 @@ def stacks_cmd() -> None:
 
 @app.command("schema")
 def schema_cmd(
-    kind: Annotated[str, typer.Argument(help="model | hardware | distribution")],
+    kind: Annotated[str, typer.Argument(help="model | hardware | distribution", autocompletion=complete_schema)],
 ) -> None:
     """Print the JSON Schema of a model spec, hardware profile or length-distribution file (for editors)."""
     import json

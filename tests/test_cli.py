@@ -226,3 +226,14 @@ def test_counts_of_one_are_singular() -> None:
     assert "(1 node, 1 GPU)" in out and "1 GPUs" not in out and "top 1 layouts" not in out
     out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "2", "--top", "2"]).stdout
     assert "top 2 layouts by tokens/s (the best variant of each; --json keeps the variants):" in out
+
+
+def test_the_plan_notation_is_explained_where_it_is_used() -> None:
+    # issue 25: "+sp", "cp2(ag)", "adp" were never explained
+    from autopar.render.report import legend
+
+    assert legend(["dp4 tp2+sp pp1", "dp1 tp1 pp1 cp8(ag)"]) == (
+        "+sp: sequence parallelism with tp; cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)")
+    assert legend(["dp8 tp1 pp1"]) is None
+    out = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16", "--top", "3"]).stdout
+    assert "\n+sp: sequence parallelism with tp\nrecommended: " in out and "cpN(ag)" not in out  # only what is shown

@@ -142,6 +142,18 @@ def plan_label(est: Estimate) -> str:
     return " ".join(bits)
 
 
+LEGEND = (("+sp", "+sp: sequence parallelism with tp"),
+          ("(ag)", "cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)"),
+          ("vpp", "vppN: interleaved pipeline stages per rank"),
+          ("etp", "etpN: expert tensor parallelism"))
+
+
+def legend(labels: Sequence[str]) -> str | None:
+    """One line explaining the plan notations that `labels` use (plan_label's), or None."""
+    found = [text for mark, text in LEGEND if any(mark in label for label in labels)]
+    return "; ".join(found) if found else None
+
+
 def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
     """The first `top` plans with distinct degrees (dp, tp, pp, cp, ep): interleaving depth, micro-batch,
     recompute and ZeRO variants of a layout already shown are left out."""
@@ -179,6 +191,9 @@ def render_suggestion(
                   f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
     console.print(t)
     best = r.ranked[0]
+    notes = legend([plan_label(e) for e in (*shown, best)])
+    if notes:
+        say(console, notes, markup=False)
     say(console, f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute "
         f"{best.plan.recompute_label}, ZeRO-{best.plan.zero}")
     say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s ({best.tokens_per_s_per_gpu:,.0f} "
