@@ -96,8 +96,8 @@ def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> Hardwa
     merged = _merge(base, overrides)
     merged["schema_version"] = f.integer("schema_version")
     merged["name"] = f.text("name")
-    gpu = overrides.get("gpu") if isinstance(overrides.get("gpu"), dict) else {}
-    if "name" not in gpu and isinstance(merged.get("gpu"), dict):  # not the base's GPU: say which variant it is
+    given = overrides.get("gpu")
+    if not (isinstance(given, dict) and "name" in given) and isinstance(merged.get("gpu"), dict):  # not the base's GPU: say which variant it is
         merged["gpu"] = {**merged["gpu"], "name": f"{merged['gpu'].get('name', ref)} ({merged['name']})"}
     merged["description"] = f.text("description") if f.has("description") else f"{base.get('description', ref)} (variant)"
     f.ignore("description")

@@ -180,9 +180,9 @@ def render_suggestion(
         f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
     shown = distinct_layouts(r.ranked, top)
     # tokens/s and TFLOP/s per GPU are tok/s/GPU x GPUs and MFU x peak: in --json and `estimate`, not here
-    best = "the best layout by tokens/s (its best variant" if len(shown) == 1 else (
+    heading = "the best layout by tokens/s (its best variant" if len(shown) == 1 else (
         f"top {len(shown)} layouts by tokens/s (the best variant of each")
-    say(console, f"{best}; --json keeps the variants):")
+    say(console, f"{heading}; --json keeps the variants):")
     t = table("#", "plan", "mbs", "recompute", "ZeRO", "step s", "tok/s/GPU", "MFU", "GiB", left=("plan", "recompute"),
               wrap=("plan", "recompute"))
     for i, e in enumerate(shown, 1):
