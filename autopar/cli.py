@@ -330,7 +330,7 @@ def estimate(
     varlen_strategy: StrategyOpt = None,
     max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
 ) -> None:
-    """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
+    """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp). Exits 1 if it does not fit."""
     from autopar.advise import launch
     from autopar.advise import train as advise
     from autopar.emit.slurm import SlurmOptions

@@ -97,7 +97,8 @@ def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> Hardwa
     merged["schema_version"] = f.integer("schema_version")
     merged["name"] = f.text("name")
     given = overrides.get("gpu")
-    if not (isinstance(given, dict) and "name" in given) and isinstance(merged.get("gpu"), dict):  # not the base's GPU: say which variant it is
+    # not the base's GPU: unless the variant names it, say which variant it is
+    if not (isinstance(given, dict) and "name" in given) and isinstance(merged.get("gpu"), dict):
         merged["gpu"] = {**merged["gpu"], "name": f"{merged['gpu'].get('name', ref)} ({merged['name']})"}
     merged["description"] = f.text("description") if f.has("description") else f"{base.get('description', ref)} (variant)"
     f.ignore("description")

@@ -3,7 +3,8 @@
 Exit codes (README, "Exit codes"):
 
     0  success
-    1  no plan fits the job (the message says what the smallest plan needs)
+    1  no plan fits the job (the message says what the smallest plan needs), or the plan
+       `estimate` was given does not fit (after its breakdown, which says by how much)
     2  bad input: a usage error, a bad file, a bad value (one line naming it)
     3  the output could not be written: stdout closed, a full disk, or a
        terminal encoding that cannot show the text (set PYTHONIOENCODING=utf-8)
