@@ -8,10 +8,10 @@ Exit codes (README, "Exit codes"):
     2  bad input: a usage error, a bad file, a bad value (one line naming it)
     3  the output could not be written: stdout closed, a full disk, or a
        terminal encoding that cannot show the text (set PYTHONIOENCODING=utf-8)
+  130  interrupted (Ctrl-C)
 
 A reader that stops early (``| head``) is not an error: the rest is dropped
-without a word and the exit code is 0, as head's own upstream commands behave.
-  130  interrupted (Ctrl-C)
+without a word and the exit code is 0.
 
 Usage errors (an unknown option, a bad number) are one line too, not the boxed
 panel Click and Typer draw by default.
