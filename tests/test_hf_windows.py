@@ -23,25 +23,72 @@ from autopar.io.models import hf_cache_dir, load_model
 
 runner = CliRunner()
 
-GEMMA2_9B = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "attn_logit_softcapping": 50.0,
-             "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
-             "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584, "intermediate_size": 14336,
-             "max_position_embeddings": 8192, "num_attention_heads": 16, "num_hidden_layers": 42, "num_key_value_heads": 8,
-             "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096,
-             "vocab_size": 256000}
-GEMMA3_4B = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "mm_tokens_per_image": 256,
-             "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
-                             "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
-                             "sliding_window": 1024},
-             "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model", "num_hidden_layers": 27}}
-PHI3_MINI = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_act": "silu", "hidden_size": 3072,
-             "intermediate_size": 8192, "max_position_embeddings": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
-             "num_key_value_heads": 32, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 2047,
-             "tie_word_embeddings": False, "vocab_size": 32064}
-MISTRAL_7B = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu", "hidden_size": 4096,
-              "intermediate_size": 14336, "max_position_embeddings": 32768, "num_attention_heads": 32,
-              "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
-              "sliding_window": 4096, "tie_word_embeddings": False, "vocab_size": 32000}
+GEMMA2_9B = {
+    "architectures": ["Gemma2ForCausalLM"],
+    "model_type": "gemma2",
+    "attn_logit_softcapping": 50.0,
+    "final_logit_softcapping": 30.0,
+    "head_dim": 256,
+    "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh",
+    "hidden_size": 3584,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "num_attention_heads": 16,
+    "num_hidden_layers": 42,
+    "num_key_value_heads": 8,
+    "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 10000.0,
+    "sliding_window": 4096,
+    "vocab_size": 256000,
+}
+GEMMA3_4B = {
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3",
+    "mm_tokens_per_image": 256,
+    "text_config": {
+        "hidden_size": 2560,
+        "intermediate_size": 10240,
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 34,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
+    },
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model", "num_hidden_layers": 27},
+}
+PHI3_MINI = {
+    "architectures": ["Phi3ForCausalLM"],
+    "model_type": "phi3",
+    "hidden_act": "silu",
+    "hidden_size": 3072,
+    "intermediate_size": 8192,
+    "max_position_embeddings": 4096,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 32,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 10000.0,
+    "sliding_window": 2047,
+    "tie_word_embeddings": False,
+    "vocab_size": 32064,
+}
+MISTRAL_7B = {
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 10000.0,
+    "sliding_window": 4096,
+    "tie_word_embeddings": False,
+    "vocab_size": 32000,
+}
 
 
 def read(data: dict) -> object:
@@ -85,8 +132,7 @@ def test_window_shares_by_hand() -> None:
     g2 = read(GEMMA2_9B)  # half the layers: 1 - 0.5 + 0.5 x 0.75
     assert g2.causal_attention_share(8192) == pytest.approx(0.875)
     full = replace(m, sliding_window=0, window_layers=0)
-    ratio = attention_fwd_flops(m, seq_len=32768, batch=1, tp=1, cp=1) / attention_fwd_flops(full, seq_len=32768, batch=1,
-                                                                                              tp=1, cp=1)
+    ratio = attention_fwd_flops(m, seq_len=32768, batch=1, tp=1, cp=1) / attention_fwd_flops(full, seq_len=32768, batch=1, tp=1, cp=1)
     assert ratio == pytest.approx(2 * 4096 / 32768 - (4096 / 32768) ** 2)  # 0.234375
 
 
@@ -98,8 +144,23 @@ def test_windows_in_the_training_and_serving_estimates(tmp_path: Path) -> None:
     args = ["estimate", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "8", "--seq-len", "32768", "--json"]
     w, f = (json.loads(runner.invoke(app, [args[0], str(p), *args[1:]]).stdout) for p in (windowed, full))
     assert w["step_time_s"] < 0.8 * f["step_time_s"]  # attention is most of a 32K step; the window cuts it to 23%
-    serve = ["serve", "estimate", "--hardware", "h100-sxm", "--gpus", "1", "--tp", "1", "--isl", "16384", "--osl", "1024",
-             "--concurrency", "8", "--json"]
+    serve = [
+        "serve",
+        "estimate",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "1",
+        "--tp",
+        "1",
+        "--isl",
+        "16384",
+        "--osl",
+        "1024",
+        "--concurrency",
+        "8",
+        "--json",
+    ]
     w, f = (json.loads(runner.invoke(app, [serve[0], serve[1], str(p), *serve[2:]]).stdout) for p in (windowed, full))
     assert w["kv_cache_tokens"] == f["kv_cache_tokens"]  # the same pool, in tokens of one layer
     # a request keeps 4096 of its 17,408 tokens in every layer: 17408 / 4096 = 4.25x the requests
@@ -139,14 +200,25 @@ def test_repo_ids_read_from_the_hugging_face_cache(tmp_path: Path, monkeypatch: 
     m = load_model("mistralai/Mistral-7B-v0.1")
     assert (m.name, m.layers, m.sliding_window) == ("mistral-7b-v0.1", 32, 4096)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub2"))  # HF_HUB_CACHE wins over HF_HOME
-    _cache(tmp_path / "hub2", "Qwen/Qwen2.5-72B-Instruct", {**MISTRAL_7B, "model_type": "qwen2", "num_hidden_layers": 80,
-                                                              "hidden_size": 8192, "num_attention_heads": 64,
-                                                              "intermediate_size": 29568, "vocab_size": 152064},
-           ref=False)  # no refs/main: the snapshot there is
+    _cache(
+        tmp_path / "hub2",
+        "Qwen/Qwen2.5-72B-Instruct",
+        {
+            **MISTRAL_7B,
+            "model_type": "qwen2",
+            "num_hidden_layers": 80,
+            "hidden_size": 8192,
+            "num_attention_heads": 64,
+            "intermediate_size": 29568,
+            "vocab_size": 152064,
+        },
+        ref=False,
+    )  # no refs/main: the snapshot there is
     assert load_model("Qwen/Qwen2.5-72B-Instruct").layers == 80
     assert load_model("meta-llama/Llama-3.1-8B-Instruct").name == "llama3.1-8b"  # not cached: the preset
     r = runner.invoke(app, ["suggest", "mistralai/Mistral-7B-v0.1", "--gpus", "8"])  # not in this cache
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
-    assert r.stderr.startswith("autopar: error: unknown model 'mistralai/Mistral-7B-v0.1': its config.json is not in "
-                               f"the Hugging Face cache ({tmp_path / 'hub2'})")
+    assert r.stderr.startswith(
+        f"autopar: error: unknown model 'mistralai/Mistral-7B-v0.1': its config.json is not in the Hugging Face cache ({tmp_path / 'hub2'})"
+    )
     assert "get it with `huggingface-cli download mistralai/Mistral-7B-v0.1 config.json`, or pass a config.json" in r.stderr
