@@ -8,8 +8,16 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from autopar.cli_serve import serve_app
-from autopar.completions import complete_emit, complete_hardware, complete_model, complete_stack, complete_strategy
-from autopar.errors import AutoparError, SpecError
+from autopar.completions import (
+    complete_emit,
+    complete_hardware,
+    complete_model,
+    complete_recompute,
+    complete_schema,
+    complete_stack,
+    complete_strategy,
+)
+from autopar.errors import AutoparError, InfeasibleError, SpecError
 from autopar.spec.job import DEFAULT_MEMORY_FRACTION
 
 if TYPE_CHECKING:
@@ -54,7 +62,8 @@ def _fail(exc: AutoparError) -> NoReturn:
 
 @app.command()
 def profile(
-    out: Annotated[Path | None, typer.Option(help="Where to write the profile (default: the saved-profile path).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write the profile (default: the saved-profile path; "
+                                             "profile-cpu.yaml beside it for a CPU run).")] = None,
     quick: Annotated[bool, typer.Option(help="Fewer sizes and repetitions: about 30 s on an 8-GPU node.")] = False,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
     nproc: Annotated[int | None, typer.Option(help="Processes to start (default: one per local GPU; 2 gloo processes on CPU).")] = None,
@@ -89,7 +98,8 @@ def calibrate(
         autocompletion=complete_hardware)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     save: Annotated[bool, typer.Option("--save", help="Write the measured corrections into the saved profile; "
-                                       "suggest and estimate then apply them and say so.")] = False,
+                                       "suggest and estimate then apply them to eager stacks (deepspeed, "
+                                       "llm-foundry) and say so.")] = False,
 ) -> None:
     """Run a few real steps of a plan with torch-native parallelism; print predicted vs measured."""
     saved = None
@@ -127,7 +137,7 @@ def top_plans_for(model: str, k: int, *, nproc: int | None, device: str, hardwar
     from autopar.io.models import load_model
     from autopar.probe.runtime import require_torch, resolve_device
 
-    kind = resolve_device(require_torch(), device)
+    kind = resolve_device(require_torch("autopar calibrate"), device)
     world = world_size(kind, nproc)
     texts, hw = top_plans(load_model(model), k, world=world, hardware=hardware, scale=scale, kind=kind)
     from autopar.render.text import console, say
@@ -328,7 +338,7 @@ def estimate(
     etp: Annotated[int, typer.Option(help="Expert tensor-parallel degree: 1 or tp (MoE only).")] = 1,
     cp_comm: Annotated[str, typer.Option(help="CP K/V exchange: ring | allgather.")] = "ring",
     mbs: Annotated[int, typer.Option(help="Micro-batch size, sequences.")] = 1,
-    recompute: Annotated[str, typer.Option(help="none | selective | full")] = "none",
+    recompute: Annotated[str, typer.Option(help="none | selective | full", autocompletion=complete_recompute)] = "none",
     recompute_modules: Annotated[str | None, typer.Option(
         help="With --recompute selective: Megatron's modules to recompute, comma-separated (core_attn, moe_act, "
              "layernorm, mla_up_proj, mlp, moe, shared_experts).")] = None,
@@ -353,7 +363,7 @@ def estimate(
     varlen_strategy: StrategyOpt = None,
     max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
 ) -> None:
-    """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp)."""
+    """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp). Exits 1 if it does not fit."""
     from autopar.advise import launch
     from autopar.advise import train as advise
     from autopar.emit.slurm import SlurmOptions
@@ -389,6 +399,8 @@ def estimate(
                 if launched is not None:
                     report.render_launch(_console(), launched)
                     say(_console(), f"launch: {note}", markup=False)
+            if not explained.plan.estimate.fits:
+                raise typer.Exit(InfeasibleError.exit_code)
             return
         result = explain_plan(ctx)
         launched = launch.prepare(want, result.ctx, result.estimate.plan)
@@ -398,6 +410,8 @@ def estimate(
         print(report.explained_json(result, launch=launched))
     else:
         report.render_explained(_console(), result, explain=explain, launch=launched)
+    if not result.estimate.fits:  # as suggest's "no plan fits": exit 1, after the breakdown that says by how much
+        raise typer.Exit(InfeasibleError.exit_code)
 
 
 @app.command("models")
@@ -474,7 +488,7 @@ def stacks_cmd() -> None:
 
 @app.command("schema")
 def schema_cmd(
-    kind: Annotated[str, typer.Argument(help="model | hardware | distribution")],
+    kind: Annotated[str, typer.Argument(help="model | hardware | distribution", autocompletion=complete_schema)],
 ) -> None:
     """Print the JSON Schema of a model spec, hardware profile or length-distribution file (for editors)."""
     import json

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from autopar.completions import complete_hardware, complete_model
+from autopar.completions import complete_framework, complete_hardware, complete_model, complete_weights
 from autopar.errors import AutoparError
 
 if TYPE_CHECKING:
@@ -30,12 +30,14 @@ HardwareOpt = Annotated[str | None, typer.Option(
 GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs of the deployment.")]
 IslOpt = Annotated[int, typer.Option(help="Input (prompt) tokens per request.")]
 OslOpt = Annotated[int, typer.Option(help="Output tokens per request.")]
-FrameworkOpt = Annotated[str | None, typer.Option(help="vllm | sglang | trtllm (default: the --emit target, else vllm)")]
+FrameworkOpt = Annotated[str | None, typer.Option(help="vllm | sglang | trtllm (default: the --emit target, else vllm)",
+                                                   autocompletion=complete_framework)]
 VersionOpt = Annotated[str, typer.Option(
     help="Framework version whose fitted constants to use (default: the newest fitted: vllm 0.12, sglang 0.5.6, "
          "trtllm 1.0).")]
-EmitOpt = Annotated[str | None, typer.Option(help="Also print the launch lines and a benchmark: vllm | sglang | trtllm.")]
-WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)")]
+EmitOpt = Annotated[str | None, typer.Option(help="Also print the launch lines and a benchmark: vllm | sglang | trtllm.",
+                                              autocompletion=complete_framework)]
+WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)", autocompletion=complete_weights)]
 KvOpt = Annotated[str, typer.Option(help="auto | bf16 | fp8")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 MixedOpt = Annotated[bool, typer.Option(

@@ -85,6 +85,34 @@ def complete_strategy(incomplete: str) -> list[tuple[str, str]]:
     return [(name, info.label) for name, info in STRATEGY_INFO.items() if name.startswith(incomplete)]
 
 
+def complete_framework(incomplete: str) -> list[tuple[str, str]]:
+    """serve --framework and serve --emit: the serving engines."""
+    from autopar.spec.serve import FRAMEWORKS
+
+    return [(name, "serving engine") for name in FRAMEWORKS if name.startswith(incomplete)]
+
+
+def complete_weights(incomplete: str) -> list[tuple[str, str]]:
+    """serve --weights: the weight formats."""
+    from autopar.spec.serve import WEIGHT_DTYPES
+
+    return [(name, "weights") for name in WEIGHT_DTYPES if name.startswith(incomplete)]
+
+
+def complete_recompute(incomplete: str) -> list[tuple[str, str]]:
+    """--recompute: the activation-recompute modes."""
+    from autopar.spec.plan import RECOMPUTE
+
+    return [(name, "recompute") for name in RECOMPUTE if name.startswith(incomplete)]
+
+
+def complete_schema(incomplete: str) -> list[tuple[str, str]]:
+    """schema KIND: the file kinds with a JSON Schema."""
+    from autopar.io.schema import schemas
+
+    return [(name, "file kind") for name in schemas() if name.startswith(incomplete)]
+
+
 def script(shell: str) -> str:
     """The completion script Typer writes for `shell` (bash, zsh or fish), newline-terminated."""
     from typer._completion_shared import get_completion_script

@@ -70,5 +70,6 @@ def llama70b() -> ModelSpec:
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Never read or write the user's real saved profile."""
+    """Never read or write the user's real saved profile, nor read their Hugging Face cache."""
     monkeypatch.setenv("AUTOPAR_HOME", str(tmp_path_factory.mktemp("autopar_home")))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("hf_hub_cache")))

@@ -296,8 +296,8 @@ CASES = [
          env={"PYTHONIOENCODING": "ascii"}),
     Case("8 output side", "--json > /dev/full", lambda t: job(t, extra="--json > /dev/full"), 3, "No space left on device",
          shell=True),
-    Case("8 output side", "broken pipe", lambda t: job(t, extra="| head -n 0; exit ${PIPESTATUS[0]}"), 3, "broken pipe",
-         shell=True),
+    Case("8 output side", "broken pipe", lambda t: job(t, extra="| head -n 0; exit ${PIPESTATUS[0]}"), 0, "",
+         shell=True),  # the reader stopped early: no error line, exit 0 (issue 25)
     Case("8 output side", "stdout closed", lambda t: job(t, extra=">&-"), 3, "stdout is closed", shell=True),
     # 10. contract deviations
     Case("10 contract", "usage error", lambda t: job(t, extra="--gpu 8"), 2, "No such option: --gpu"),

@@ -119,7 +119,7 @@ def test_step_times_are_reported(runs) -> None:
 
 def test_one_process_run_fits_80_columns_and_saves_the_correction(tmp_path: Path) -> None:
     """--save writes activation_bytes_per_block = measured / fused formula into the saved profile;
-    estimate then applies it and says so."""
+    estimate then applies it to an eager stack and says so, and says it does not to a fused one."""
     if not HAS_TORCH:
         pytest.skip("torch is not installed")
     home = tmp_path / "home"
@@ -136,16 +136,25 @@ def test_one_process_run_fits_80_columns_and_saves_the_correction(tmp_path: Path
     (corr,) = saved.corrections
     assert corr.name == "activation_bytes_per_block"
     assert corr.factor == round(3_221_504 / 2_228_224, 4) == 1.4458  # eager / fused, hand-derived bytes
-    est = autopar("estimate", "llama3-8b", "--gpus", "8", "--tp", "8", "--json", tmp_path=tmp_path)
-    ref = autopar("estimate", "llama3-8b", "--gpus", "8", "--tp", "8", "--json", "--hardware", "h100-sxm",
-                  tmp_path=tmp_path)
+    # an eager-torch measurement corrects a stack that runs eagerly with the fused formula (deepspeed) ...
+    eager = ("estimate", "llama3-8b", "--gpus", "8", "--tp", "8", "--stack", "deepspeed")
+    est = autopar(*eager, "--json", tmp_path=tmp_path)
+    ref = autopar(*eager, "--json", "--hardware", "h100-sxm", tmp_path=tmp_path)
     doc, base = json.loads(est.stdout), json.loads(ref.stdout)
     assert doc["corrections"]["activation_bytes_per_block"]["factor"] == 1.4458
     assert base["corrections"] == {}
     acts, acts0 = doc["memory_breakdown_gib"]["activations"], base["memory_breakdown_gib"]["activations"]
     assert acts == pytest.approx(1.4458 * acts0, rel=1e-9)
-    text = autopar("estimate", "llama3-8b", "--gpus", "8", "--tp", "8", "--no-explain", tmp_path=tmp_path)
+    text = autopar(*eager, "--no-explain", tmp_path=tmp_path)
     assert "corrected by autopar calibrate: activation bytes per block x1.45" in text.stdout
+    # ... not Megatron's fused TE kernels (the default stack; issue 25: it took the 1.45x) nor torchtitan's compile
+    for stack, zero in (("megatron", "1"), ("torchtitan", "2")):
+        fused = ("estimate", "llama3-8b", "--gpus", "8", "--tp", "8", "--zero", zero, "--stack", stack)
+        doc = json.loads(autopar(*fused, "--json", tmp_path=tmp_path).stdout)
+        base = json.loads(autopar(*fused, "--json", "--hardware", "h100-sxm", tmp_path=tmp_path).stdout)
+        assert doc["corrections"] == {} and doc["memory_breakdown_gib"] == base["memory_breakdown_gib"], stack
+        text = autopar(*fused, "--no-explain", tmp_path=tmp_path)
+        assert f"not applied to stack {stack} (fused kernels): autopar calibrate's" in " ".join(text.stdout.split())
 
 
 def test_save_without_a_saved_profile_is_refused_before_running(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ from typer.testing import CliRunner
 
 from autopar.cli import app
 
+ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 PLAN_KEYS = {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "memory_gib_per_gpu",
@@ -82,8 +85,13 @@ def test_estimate_over_budget_says_what_fits(files: dict[str, str], tmp_path: Pa
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(small))
     code, out, _ = run("estimate", files["model"], "--hardware", str(tmp_path / "small.yaml"), "--gpus", "8",
                        "--mbs", "8", "--global-batch", "64", "--zero", "0")
-    assert code == 0
-    assert "does not fit" in out and "what would fit" in out
+    assert code == 1  # as suggest's "no plan fits" (issue 25: it was 0), with the breakdown still printed
+    assert "does not fit" in out and "what would fit" in out and "memory" in out
+    code, out, _ = run("estimate", files["model"], "--hardware", str(tmp_path / "small.yaml"), "--gpus", "8",
+                       "--mbs", "8", "--global-batch", "64", "--zero", "0", "--json")
+    assert code == 1 and json.loads(out)["fits"] is False
+    code, out, _ = run("estimate", files["model"], "--hardware", files["hw"], "--gpus", "8", "--global-batch", "64")
+    assert code == 0 and "does not fit" not in out
 
 
 def test_suggest_infeasible_exit_1_with_reason(files: dict[str, str], tmp_path: Path) -> None:
@@ -141,6 +149,30 @@ def test_saved_profile_is_used_by_default(files: dict[str, str], monkeypatch: py
     assert doc["hardware"] == "toy" and "saved by `autopar profile`" in doc["hardware_source"]
 
 
+def test_no_plan_fits_names_the_profile_it_used(files: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # issue 25: a saved profile (a CPU one, say) silently became the hardware and "no plan fits" did not say so
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "profile.yaml").write_text(Path(files["hw"]).read_text())
+    monkeypatch.setenv("AUTOPAR_HOME", str(home))
+    code, _, err = run("suggest", "llama3-70b", "--gpus", "1")
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("autopar: error: no plan fits: ")
+    assert err.rstrip().endswith(f"; hardware: profile saved by `autopar profile` ({home / 'profile.yaml'})")
+    code, _, err = run("suggest", "llama3-70b", "--gpus", "1", "--hardware", "h100-sxm")
+    assert code == 1 and err.rstrip().endswith("; hardware: --hardware h100-sxm")
+
+
+@pytest.mark.parametrize("args", [["suggest", "llama3-8b", "--gpus", "8"], ["suggest", "llama3-8b", "--gpus", "8", "--json"],
+                                  ["estimate", "llama3-8b", "--gpus", "8", "--tp", "2"], ["models"]])
+def test_a_reader_that_stops_early_gets_no_error_line(args: list[str]) -> None:
+    # issue 25: `| head` printed "autopar: error: the output was closed early (broken pipe)" and exited 3
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    cmd = f"{shlex.quote(sys.executable)} -m autopar {shlex.join(args)} | head -n 1; exit ${{PIPESTATUS[0]}}"
+    res = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert (res.returncode, res.stderr) == (0, "") and res.stdout.count("\n") == 1
+
+
 def test_suggest_and_estimate_never_import_torch(files: dict[str, str]) -> None:
     code = (
         "import sys\n"
@@ -168,3 +200,40 @@ def test_suggest_and_estimate_never_import_torch(files: dict[str, str]) -> None:
 def test_bad_family_plans_exit_2(args: list[str], message: str) -> None:
     code, out, err = run(*args)
     assert code == 2 and message in err and out == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["suggest", "llama3-8b", "--gpus", "8", "--top", "0"], "Invalid value for '--top': must be at least 1, got 0"),
+    (["suggest", "llama3-8b", "--gpus", "8", "--top", "many"], "Invalid value for '--top': expected a whole number, got 'many'"),
+    (["serve", "suggest", "llama3-8b", "--gpus", "auto"], "Invalid value for '--gpus': expected a whole number, got 'auto'"),
+    (["estimate", "llama3-8b", "--gpus", "8", "--max-memory-fraction", "x"],
+     "Invalid value for '--max-memory-fraction': expected a number, got 'x'"),
+])
+def test_option_values_are_refused_in_our_words(args: list[str], message: str) -> None:
+    # issue 25: Typer's pydantic coercion printed "Input should be greater than or equal to 1"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    res = subprocess.run([sys.executable, "-m", "autopar", *args], env=env, capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(f"autopar: error: {message} (see `autopar ") and "Input should" not in res.stderr
+
+
+def test_counts_of_one_are_singular() -> None:
+    # issue 25: "top 1 layouts by tokens/s", "launch: Megatron-LM torchrun command (1 node, 1 GPUs)"
+    out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "1", "--top", "1",
+                              "--emit", "megatron"]).stdout
+    assert "the best layout by tokens/s (its best variant; --json keeps the variants):" in out
+    assert "(1 node, 1 GPU)" in out and "1 GPUs" not in out and "top 1 layouts" not in out
+    out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "2", "--top", "2"]).stdout
+    assert "top 2 layouts by tokens/s (the best variant of each; --json keeps the variants):" in out
+
+
+def test_the_plan_notation_is_explained_where_it_is_used() -> None:
+    # issue 25: "+sp", "cp2(ag)", "adp" were never explained
+    from autopar.render.report import legend
+
+    assert legend(["dp4 tp2+sp pp1", "dp1 tp1 pp1 cp8(ag)"]) == (
+        "+sp: sequence parallelism with tp; cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)")
+    assert legend(["dp8 tp1 pp1"]) is None
+    out = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16", "--top", "3"]).stdout
+    assert "\n+sp: sequence parallelism with tp\nrecommended: " in out and "cpN(ag)" not in out  # only what is shown

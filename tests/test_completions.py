@@ -58,6 +58,12 @@ def test_bash_script_loads_in_a_real_bash() -> None:
     ("autopar estimate llama3-8b --hardware h", [n for n in builtin_names() if n.startswith("h")]),
     ("autopar suggest llama3-8b --emit slurm", ["slurm", "slurm-torchtitan"]),
     ("autopar sugg", ["suggest"]),
+    # issue 25: these completed nothing
+    ("autopar serve suggest llama3-8b --emit s", ["sglang"]),
+    ("autopar serve estimate llama3-8b --framework t", ["trtllm"]),
+    ("autopar serve suggest llama3-8b --weights f", ["fp8", "fp4"]),
+    ("autopar estimate llama3-8b --recompute s", ["selective"]),
+    ("autopar schema h", ["hardware"]),
 ])
 def test_bash_completes_through_the_installed_command(tmp_path: Path, line: str, expected: list[str]) -> None:
     shim = tmp_path / "autopar"  # what `pip install` puts on PATH

@@ -104,3 +104,31 @@ def test_plans_torchtitan_refuses_are_refused_by_autopar_first() -> None:
     assert "etp" in (tt.unsupported(model, Plan(dp=8, tp=2, pp=1, ep=8, etp=2), job) or "")
     assert "mamba" in (tt.unsupported(load_model("nemotron-h-8b"), Plan(dp=8, tp=1, pp=1), Job(
         gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192)) or "").lower()
+
+
+@pytest.mark.parametrize(("module", "config"), sorted(tt.TITAN_SHAPES))
+def test_torchtitan_config_shapes_are_torchtitans(module: str, config: str) -> None:
+    """TITAN_SHAPES (what --torchtitan-config is checked against) is what each config function builds."""
+    import importlib
+
+    import torch
+
+    registry = importlib.import_module(f"torchtitan.models.{module}.config_registry")
+    try:
+        model = getattr(registry, config)().model_spec.model
+        with torch.device("meta"):
+            params = sum(p.numel() for p in model.build().parameters())
+    except (ImportError, RuntimeError, AssertionError) as exc:  # float8 / nvfp4 need torchao; the EP variants CUDA
+        pytest.skip(f"{config}: {exc}")
+    assert (len(model.layers), model.dim, model.vocab_size, params) == tt.TITAN_SHAPES[module, config]
+
+
+@pytest.mark.parametrize("module", sorted({m for m, _ in tt.TITAN_SHAPES}))
+def test_torchtitan_config_table_lists_every_config(module: str) -> None:
+    import importlib
+    import inspect
+
+    registry = importlib.import_module(f"torchtitan.models.{module}.config_registry")
+    names = {n for n, f in inspect.getmembers(registry, inspect.isfunction) if f.__module__ == registry.__name__
+             and not n.startswith("_") and "debug" not in n and "model_registry(" in inspect.getsource(f)}
+    assert names - {n for m, n in tt.TITAN_SHAPES if m == module} <= {"qwen3_moe_deepep"}  # a debug model's flavor

@@ -148,7 +148,13 @@ def without(data: dict[str, Any], key: str) -> dict[str, Any]:
 def test_config_reads_into_the_preset(preset: str, config: dict[str, Any]) -> None:
     want = load_model(preset)
     got = read(config)
-    # Name, citation and default training length are not in a config.json; everything else must agree.
+    # Name, citation and default training length are not in a config.json; everything else must agree, but
+    # the windows of gpt-oss, which the config states and the preset leaves out (docs/first-hour.md, item 5:
+    # with them, the accuracy rows of Megatron-Bridge's gpt-oss-120b runs would move from +6.5% / +10.8% to
+    # +12.0% / +15.2%: left for a calibration of the banded-attention kernel)
+    if preset.startswith("gpt-oss"):
+        assert (got.sliding_window, got.window_layers) == (128, got.layers // 2)
+        got = dataclasses.replace(got, sliding_window=0, window_layers=0)
     assert dataclasses.replace(got, name=want.name, source=want.source, seq_len=want.seq_len) == want
     assert got.total_params() == want.total_params()
     assert got.active_params() == want.active_params()
@@ -157,7 +163,8 @@ def test_config_reads_into_the_preset(preset: str, config: dict[str, Any]) -> No
 
 def test_supported_model_types() -> None:
     assert set(SUPPORTED_MODEL_TYPES) >= {"llama", "mistral", "qwen2", "qwen3", "gpt2", "gpt_neox", "mixtral",
-                                          "qwen3_moe", "deepseek_v3", "gpt_oss", "mamba2", "nemotron_h"}
+                                          "qwen3_moe", "deepseek_v3", "gpt_oss", "mamba2", "nemotron_h", "gemma2",
+                                          "gemma3_text", "phi3"}
 
 
 def test_unknown_keys_are_ignored_and_nulls_are_absent() -> None:

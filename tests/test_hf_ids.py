@@ -62,5 +62,7 @@ def test_a_repo_id_without_a_preset_is_a_one_line_error(hf_id: str) -> None:
 
 def test_a_missing_file_is_named_as_missing_too() -> None:
     assert preset_for_hf_id("org/") is None
-    with pytest.raises(SpecError, match=r"^unknown model 'models/missing': no file by that name, and no built-in"):
+    with pytest.raises(SpecError, match=r"^unknown model 'models/missing': its config.json is not in the Hugging Face "
+                       r"cache \(.*\) and no built-in preset has this architecture .*`huggingface-cli download "
+                       r"models/missing config.json`"):
         load_model("models/missing")

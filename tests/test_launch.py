@@ -144,6 +144,33 @@ def test_torchtitan_without_a_known_config_is_one_line_exit_2() -> None:
     one_line_error(r, "torchtitan has no known config for gpt3-175b: give --torchtitan-config")
 
 
+QWEN25_7B = {  # Qwen/Qwen2.5-7B config.json (the fields autopar reads)
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
+    "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+    "max_position_embeddings": 131072, "rope_theta": 1000000.0, "tie_word_embeddings": False, "hidden_act": "silu",
+    "rms_norm_eps": 1e-06, "use_sliding_window": False, "torch_dtype": "bfloat16"}
+
+
+def test_torchtitan_config_of_another_shape_is_refused(tmp_path: Path) -> None:
+    # issue 25: qwen3:qwen3_8b on Qwen2.5-7B was emitted silently; torchtitan builds the model the name says
+    path = tmp_path / "qwen2.5-7b" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(QWEN25_7B))
+    base = ["suggest", str(path), "--gpus", "8", "--top", "1", "--emit", "torchtitan", "--torchtitan-config"]
+    one_line_error(runner.invoke(app, [*base, "qwen3:qwen3_8b"]),
+                   "--torchtitan-config qwen3:qwen3_8b: torchtitan 0.3.0 has no config qwen3_8b in qwen3 (it has qwen3_0_6b, ")
+    one_line_error(runner.invoke(app, [*base, "qwen3:qwen3_14b"]),
+                   "--torchtitan-config qwen3:qwen3_14b builds torchtitan's 40 layers, hidden 5120, vocabulary 151,936, "
+                   "14.8B parameters; qwen2.5-7b has 28 layers, hidden 3584, vocabulary 152,064, 7.6B (torchtitan has "
+                   "no config of its shape)")
+    r = runner.invoke(app, ["suggest", "qwen3-14b", "--gpus", "8", "--top", "1", "--emit", "torchtitan",
+                            "--torchtitan-config", "qwen3:qwen3_32b"])
+    one_line_error(r, "qwen3-14b has 40 layers, hidden 5120, vocabulary 151,936, 14.8B; qwen3:qwen3_14b has qwen3-14b's shape")
+    r = runner.invoke(app, ["suggest", "qwen3-14b", "--gpus", "8", "--top", "1", "--emit", "torchtitan",
+                            "--torchtitan-config", "qwen3:qwen3_14b"])
+    assert r.exit_code == 0 and "--module qwen3 --config qwen3_14b" in " ".join(r.stdout.replace("\\\n", " ").split())
+
+
 def test_spec_error_from_emit_is_one_line_exit_2() -> None:
     r = runner.invoke(app, [*ESTIMATE_70B, "--zero", "3", "--dtype", "fp16", "--emit", "torchtitan", "--torchtitan-config",
                             "llama3_70b"])

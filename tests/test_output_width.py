@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -76,7 +77,8 @@ def too_wide(text: str) -> list[str]:
 def test_every_line_fits_80_columns(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     r = runner.invoke(app, shlex.split(command))
-    assert r.exit_code == 0, r.output
+    over = command.startswith("estimate") and r.exit_code == 1 and "does not fit" in r.stdout  # exit 1, still shown
+    assert r.exit_code == 0 or over, r.output
     assert not too_wide(r.stdout), "\n".join(too_wide(r.stdout))
     assert not too_wide(r.stderr), "\n".join(too_wide(r.stderr))
 
@@ -90,6 +92,23 @@ def test_a_printed_megatron_command_pastes_to_the_json_one() -> None:
     args = ["estimate", "deepseek-v3", "--hardware", "h100-sxm", "--gpus", "256", "--tp", "2", "--pp", "16", "--cp", "2",
             "--ep", "8", "--no-explain", "--emit", "megatron", "--emit-extra", "--save '/ck pt' --log-interval 1"]
     printed = runner.invoke(app, args).stdout.split("first node's address\n", 1)[1]
+    assert pasted(printed) == shlex.split(json.loads(runner.invoke(app, [*args, "--json"]).stdout)["launch"])
+
+
+def test_a_long_pipeline_layout_stays_indented(tmp_path: Path) -> None:
+    # issue 25: a layout too long for its flag's line printed "--pipeline-model-parallel-layout \\" at column 0
+    preset = ROOT / "autopar" / "data" / "presets" / "llama3-8b.yaml"
+    model = tmp_path / "odd.yaml"
+    model.write_text(re.sub(r"(?m)^layers: .*$", "layers: 119", preset.read_text()))  # 12 uneven chunks: 60 characters
+    args = ["estimate", str(model), "--hardware", "h100-sxm", "--gpus", "24", "--tp", "8", "--pp", "3", "--vpp", "4",
+            "--no-explain", "--emit", "megatron"]
+    out = runner.invoke(app, args).stdout
+    lines = out.split("\n")
+    flag = next(i for i, line in enumerate(lines) if "--pipeline-model-parallel-layout" in line)
+    assert lines[flag] == "    --pipeline-model-parallel-layout \\"
+    assert lines[flag + 1] == "        'Et*10|t*10|t*10|t*10|t*10|t*10|t*10|t*10|t*10|t*10|t*10|t*9L' \\"
+    assert not too_wide(out)
+    printed = out.split("first node's address\n", 1)[1] if "first node's address" in out else out.split("GPU)\n", 1)[1]
     assert pasted(printed) == shlex.split(json.loads(runner.invoke(app, [*args, "--json"]).stdout)["launch"])
 
 

@@ -102,6 +102,22 @@ def test_suggest_reads_the_measured_profile(cpu_run: tuple[Path, subprocess.Comp
 
 
 @needs_torch
+@pytest.mark.skipif(HAS_TORCH and __import__("torch").cuda.is_available(), reason="a GPU is visible")
+def test_a_cpu_profile_never_becomes_the_default(tmp_path: Path) -> None:
+    # issue 25: `profile --quick` without a GPU saved the CPU as every later suggest's hardware
+    res = autopar("profile", "--quick", "--nproc", "2", tmp_path=tmp_path)  # --device auto: cpu here
+    assert res.returncode == 0, res.stderr
+    home = tmp_path / "home"
+    assert not (home / "profile.yaml").exists()
+    cpu = home / "profile-cpu.yaml"
+    assert load_hardware(str(cpu)).name.endswith("-cpu")
+    assert f"pass--hardware{cpu}touseit" in "".join(res.stdout.split())  # rich wraps the long path anywhere
+    res = autopar("suggest", "llama3-8b", "--gpus", "8", "--json", "--top", "1", tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert '"hardware": "h100-sxm"' in res.stdout
+
+
+@needs_torch
 def test_dead_rank_ends_the_run_and_keeps_the_earlier_profile(tmp_path: Path) -> None:
     out = tmp_path / "profile.yaml"
     out.write_text("earlier: profile\n")
@@ -144,6 +160,17 @@ def test_without_torch_one_line_error_with_the_fix(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0
     assert "needs PyTorch" in res.stderr and "pip install torch==2.13.0" in res.stderr and "autopar[profile]" in res.stderr
+
+
+@pytest.mark.parametrize("args", [["calibrate", "llama3.1-8b", "--plan", "dp1", "--device", "cpu"],
+                                  ["calibrate", "llama3.1-8b", "--top", "1", "--device", "cpu"]])
+def test_calibrate_without_torch_names_calibrate(tmp_path: Path, args: list[str]) -> None:
+    # issue 25: calibrate said "autopar profile needs PyTorch"
+    code = f"import sys; sys.modules['torch'] = None; sys.argv = ['autopar', *{args!r}]; from autopar.cli import main; main()"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTOPAR_HOME": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
+    assert res.stderr.startswith("autopar: error: autopar calibrate needs PyTorch, which is not installed")
 
 
 @needs_torch

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from autopar.advise import train as advise
@@ -12,7 +14,7 @@ from autopar.advise.questions import gpu_counts, parse_gpus
 from autopar.advise.train import batch_warning, fit_hints
 from autopar.cli import app
 from autopar.errors import SpecError
-from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job
+from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job, default_global_batch
 from autopar.spec.plan import Plan, validate
 
 runner = CliRunner()
@@ -33,6 +35,30 @@ def test_batch_that_limits_data_parallelism_is_named() -> None:
     assert batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=528, seq_len=8192)) is None
     assert batch_warning(Job(gpus=64, gpus_per_node=8, global_batch=96, seq_len=8192)) is None  # dp 32 of 64: not poor
     assert batch_warning(Job(gpus=64, gpus_per_node=8, global_batch=8, seq_len=8192)) is None  # 8 sequences: dp 8 is all
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from([1, 2, 4, 8, 16, 72]), st.integers(1, 4096), st.sampled_from([512, 2048, 4096, 8192, 32768, 131072]))
+def test_the_default_batch_never_limits_data_parallelism(per_node: int, nodes: int, seq: int) -> None:
+    gpus = per_node * nodes
+    batch = default_global_batch(gpus, per_node, seq)
+    assert batch_warning(Job(gpus=gpus, gpus_per_node=per_node, global_batch=batch, seq_len=seq)) is None
+    want = 4 * 2**20 // seq
+    if gpus <= want:  # every dp that divides the GPUs divides the batch, about 4M tokens
+        assert batch % gpus == 0 and abs(batch - want) <= gpus / 2
+    # the largest natural dp (nodes x a divisor of the node size) that 4M tokens can feed divides the batch
+    natural = [nodes * k for k in range(1, per_node + 1) if per_node % k == 0]
+    assert batch % max([d for d in natural if d <= want], default=nodes) == 0
+
+
+def test_the_default_batch_lets_24_gpus_run_dp12() -> None:
+    # issue 25: the default 513 sequences (3^3 x 19) allowed dp 1 or 3 and warned about itself; 504 = 24 x 21
+    res = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "24", "--json", "--top", "1"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["warnings"] == [] and out["global_batch"] == 504
+    best = out["plans"][0]
+    assert (best["dp"], best["tp"], best["pp"], best["cp"]) == (12, 1, 1, 2)
 
 
 def test_suggest_json_carries_the_warning() -> None:

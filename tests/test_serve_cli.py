@@ -254,3 +254,10 @@ def test_sglang_mixed_chunk_and_max_prefill_tokens_reach_the_json_and_the_launch
     assert (doc["engine_args"]["mixed_chunk"], doc["engine_args"]["max_prefill_tokens"]) == (True, 2524)
     assert "--chunked-prefill-size 8192 --enable-mixed-chunk --max-prefill-tokens 2524" in doc["launch"]["servers"][0]
     assert "mixed_chunk" not in _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "8"])["engine_args"]
+
+
+def test_attention_data_parallelism_is_explained_where_shown() -> None:
+    # issue 25: "tp1 adp8" was never explained
+    out = runner.invoke(app, ["serve", "suggest", "qwen3-30b-a3b", "--gpus", "8", "--hardware", "h200-sxm"]).stdout
+    assert " adp" in out and "adpN: attention data parallelism, N ranks each with its own requests and KV cache" in " ".join(
+        out.split())

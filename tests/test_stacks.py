@@ -22,7 +22,7 @@ from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware, parse_profile
 from autopar.io.stacks import builtin_stacks, load_stack
 from autopar.search.planner import enumerate_plans, search
-from autopar.spec.hardware import HardwareProfile
+from autopar.spec.hardware import Correction, HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.plan import Plan, validate
 from autopar.spec.stack import NEUTRAL
@@ -37,6 +37,21 @@ def test_builtin_stacks_load_and_cite_their_kernels() -> None:
         cited = dict(stack.citations)
         assert "kernels.attention" in cited and "kernels.attention_vs_fa3" in cited, name
     assert load_stack(None).name == "megatron"  # the default
+
+
+def test_calibrate_corrections_apply_to_eager_stacks_only(toy_hw: HardwareProfile) -> None:
+    # calibrate --save measures eager PyTorch over the fused formula: deepspeed and llm-foundry run eagerly
+    # (kernels.compiled false) and are counted with the fused formula; Megatron's TE kernels and torchtitan's
+    # torch.compile are fused (issue 25: the 1.45x applied to --stack megatron)
+    takes = {name: load_stack(name).takes_eager_corrections for name in builtin_stacks()}
+    assert takes == {"deepspeed": True, "llm-foundry": True, "megatron": False, "torchtitan": False}
+    corr = Correction(name="activation_bytes_per_block", factor=1.5, stack="eager-torch", source="test")
+    hw = replace(toy_hw, corrections=(corr,))
+    m, job = gpt_like(), Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=1024)
+    for name, zero in (("deepspeed", 1), ("megatron", 1)):
+        plan = Plan(dp=8, tp=1, pp=1, cp=1, mbs=1, zero=zero)
+        acts = [estimate(m, h, job, plan, stack=load_stack(name)).memory.activations for h in (hw, toy_hw)]
+        assert acts[0] == pytest.approx((1.5 if takes[name] else 1.0) * acts[1]), name
 
 
 def test_bad_stack_file_names_the_field(tmp_path: Path) -> None:

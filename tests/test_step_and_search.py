@@ -94,6 +94,13 @@ def test_job_validation_and_default_batch() -> None:
     assert default_global_batch(64, 8, 8192) == 512  # 4M tokens
     assert default_global_batch(16384, 8, 8192) == 2048  # one sequence per node at least
     assert default_global_batch(4, 8, 4096) == 1024
+    # a multiple of the GPU count nearest 4M tokens (issue 25: the node-count rounding gave 513, 516, 625)
+    assert default_global_batch(24, 8, 8192) == 504  # 24 x 21 (512 / 24 = 21.3)
+    assert default_global_batch(96, 8, 8192) == 480  # 96 x 5 (5.33)
+    assert default_global_batch(48, 8, 8192) == 528  # 48 x 11 (10.67)
+    # more GPUs than 4M tokens have sequences: the largest nodes x k (k | 8) up to 512, once
+    assert default_global_batch(1000, 8, 8192) == 500  # 125 nodes x 4
+    assert default_global_batch(1536, 8, 8192) == 384  # 192 nodes x 2
 
 
 def test_enumeration_respects_framework_rules() -> None:

@@ -98,6 +98,8 @@ def test_estimate_reports_the_strategy_asked_for(strategy: str) -> None:
     text = runner.invoke(app, ["estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "16", "--tp", "2", "--cp", "8",
                                "--seq-len-dist", LONG, "--global-batch", "64"])
     assert "per-rank load in one sampled step" in text.stdout and "Megatron DCP *" in text.stdout
+    # the header suggest prints: model, GPUs, hardware and why (issue 25: estimate began at "stack:")
+    assert text.stdout.startswith("llama3.1-8b on 16 x NVIDIA H100 80GB HBM3; hardware: h100-sxm — --hardware")
     assert all(len(line) <= 80 for line in text.stdout.splitlines() if line[:1] in "┏┃┡│└")  # the table
 
 

@@ -35,6 +35,7 @@ from autopar.emit import deepspeed, megatron, megatron_bridge, torchtitan
 from autopar.emit.slurm import SlurmOptions, slurm_script
 from autopar.errors import SpecError
 from autopar.io.files import write_atomic
+from autopar.io.reading import counted
 from autopar.spec.job import Job
 from autopar.spec.plan import Plan, validate
 
@@ -203,7 +204,9 @@ def choose(req: LaunchRequest, ctx: Context, plans: Sequence[Plan]) -> tuple[Pla
     """
     name = PIN[FRAMEWORK[req.kind]]
     if FRAMEWORK[req.kind] == "torchtitan":
-        torchtitan.config_for(ctx.model, req.titan_config)  # a model torchtitan cannot build fails here, once
+        module, config = torchtitan.config_for(ctx.model, req.titan_config)  # a model torchtitan cannot build fails here
+        if req.titan_config is not None:
+            torchtitan.check_config(ctx.model, module, config)  # and a config of another shape (issue 25)
     if req.kind == "megatron-bridge":
         megatron_bridge.recipe_for(ctx.model)  # likewise a model with no recipe
     first = unsupported(req.kind, ctx, plans[0])
@@ -269,7 +272,7 @@ def script_text(launch: Launch) -> str:
     if launch.kind.startswith("slurm"):
         return launch.text
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs: run this on every node, with MASTER_ADDR set "
-             "to the first node's address" if launch.nnodes > 1 else f"one node, {launch.nproc_per_node} GPUs")
+             "to the first node's address" if launch.nnodes > 1 else f"one node, {counted(launch.nproc_per_node, 'GPU')}")
     notes = "".join(f"# note: {n}\n" for n in launch.notes)
     # the files the command reads, written next to where it runs (a quoted here-document expands nothing)
     files = "".join(f"cat > {name} <<'AUTOPAR_EOF'\n{text}AUTOPAR_EOF\n\n" for name, text in launch.files)

@@ -79,7 +79,8 @@ def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS,
         if len(found) == points:
             break
     if not found:
-        raise InfeasibleError(f"no plan for {ctx.model.name} fits on up to {counts[-1]} x {ctx.hw.gpu_name}")
+        raise InfeasibleError(f"no plan for {ctx.model.name} fits on up to {counts[-1]} x {ctx.hw.gpu_name}; "
+                              f"hardware: {ctx.hw_reason}")
     return Scaling(min_gpus=found[0].gpus, tried=tuple(tried), points=tuple(found))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from autopar.cost.memory import memory_breakdown
 from autopar.cost.step import Estimate, estimate
-from autopar.errors import SpecError
+from autopar.errors import InfeasibleError, SpecError
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
 from autopar.io.stacks import DEFAULT_STACK, load_stack
@@ -107,8 +107,12 @@ def context(
 
 def suggest(ctx: Context, *, progress: Callable[[int, int], None] | None = None) -> Suggestion:
     start = time.perf_counter()
-    result = search(ctx.model, ctx.hw, ctx.job, stack=ctx.stack, progress=progress)
-    warning = batch_warning(ctx.job)
+    try:
+        result = search(ctx.model, ctx.hw, ctx.job, stack=ctx.stack, progress=progress)
+    except InfeasibleError as exc:  # name the profile: a saved one is easy to forget (issue 25)
+        raise InfeasibleError(f"{exc}; hardware: {ctx.hw_reason}") from None
+    # the default batch is built for the natural dp degrees (spec/job.py default_global_batch): no warning about it
+    warning = None if ctx.batch_defaulted else batch_warning(ctx.job)
     return Suggestion(ctx=ctx, result=result, search_s=time.perf_counter() - start,
                       warnings=(warning,) if warning else ())
 

@@ -177,7 +177,7 @@ def run_calibrate(model_ref: str, *, plan_texts: list[str], scale: bool, nproc: 
     check_family(spec)
     for text in plan_texts:
         parse_plan(text)  # bad tokens before torch is imported
-    torch = require_torch()
+    torch = require_torch("autopar calibrate")
     kind = resolve_device(torch, device)
     world = _world(kind, nproc, torch.cuda.device_count() if kind == "cuda" else 0)
     capacity = (torch.cuda.get_device_properties(0).total_memory if kind == "cuda"

@@ -3,7 +3,10 @@
 One correction today, ``activation_bytes_per_block``: the bytes a block saved
 for backward on this node's stack (the meter) over the fused formula that
 `suggest` and `estimate` use (cost/memory.py), averaged over the plans run,
-clipped to ``spec.hardware.CORRECTIONS``. Parameter, gradient, optimizer and
+clipped to ``spec.hardware.CORRECTIONS``. The run is eager PyTorch, so the cost
+model applies it only to stacks that run eagerly with the fused formula
+(spec/stack.py ``takes_eager_corrections``: deepspeed, llm-foundry), never to
+Megatron's fused kernels or torchtitan's compiled ones. Parameter, gradient, optimizer and
 collective bytes need no correction: the models match them exactly.
 
 The profile's other sections stay as written: any earlier top-level

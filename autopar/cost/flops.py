@@ -123,7 +123,8 @@ def attention_fwd_flops(model: ModelSpec, *, seq_len: int, batch: int, tp: int, 
     s keys: 2*b*(s/cp)*s*(a/tp)*(d_qk + d_v) / 2 (= 4*b*s^2*a*d/2 for GQA/MHA).
     """
     heads = model.num_attention_heads / tp
-    return 2.0 * batch * (seq_len / cp) * seq_len * heads * attention_head_width(model) / 2.0
+    full = 2.0 * batch * (seq_len / cp) * seq_len * heads * attention_head_width(model) / 2.0
+    return full * model.causal_attention_share(seq_len)  # sliding-window layers see at most the window
 
 
 def ssd_scan_flops(model: ModelSpec, *, tokens: float, tp: int) -> float:
@@ -156,11 +157,12 @@ def matmul_params(model: ModelSpec) -> int:
 
 
 def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
-    """PaLM MFU convention: 6*N_active + 6*s*a*(d_qk + d_v) per attention layer (no recompute, not halved)
-    + 3 x the SSD scan for Mamba layers."""
+    """PaLM MFU convention: 6*N_active + 6*s*a*(d_qk + d_v) per attention layer (no recompute, not halved;
+    sliding-window layers over their window) + 3 x the SSD scan for Mamba layers."""
     kinds = model.layer_kinds()
     attn_layers = sum(1 for k in kinds if k in ("dense", "moe", "attention"))
     attention = 6.0 * attn_layers * model.num_attention_heads * attention_head_width(model) * seq_len
+    attention *= model.causal_attention_share(seq_len)  # a windowed layer's work ends at its window
     scan = 3.0 * sum(1 for k in kinds if k == "mamba") * ssd_scan_flops(model, tokens=1, tp=1)
     return 6.0 * matmul_params(model) + attention + scan
 

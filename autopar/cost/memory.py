@@ -266,8 +266,9 @@ def _stage_activations(memo: Memo, key: tuple[ActPlan, tuple[tuple[str, int], ..
     rises from none to selective to full recompute, for any layer count.
     """
     act, first, last = key
-    # a profile that `autopar calibrate --save` corrected: what this node's stack saves over the formula
-    factor = memo.hw.correction("activation_bytes_per_block") if memo.hw is not None else 1.0
+    # a profile that `autopar calibrate --save` corrected: what this node's eager stack saves over the formula
+    takes = memo.hw is not None and memo.stack.takes_eager_corrections  # spec/stack.py: eager stacks only
+    factor = memo.hw.correction("activation_bytes_per_block") if memo.hw is not None and takes else 1.0
     per = memo.get(_kind_bytes, act)
     out = []
     for kinds in (first, last):

@@ -176,8 +176,9 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
         dense, expert = _part_weight_params(model, part, engine)
         kv = 0.0
         if part == "attn":
-            kv = b * context * kv_tok
-            attn_flops = 2.0 * b * context * model.num_attention_heads / engine.tp * attention_head_width(model)
+            seen = context * model.kv_share(context)  # tokens a layer reads on average: windowed layers their window
+            kv = b * seen * kv_tok
+            attn_flops = 2.0 * b * seen * model.num_attention_heads / engine.tp * attention_head_width(model)
             # QK^T and AV over the cached context, counted as one GEMM of the same FLOPs
             gemms = (*part_gemms(model, "attn", tokens=b, tp=engine.tp), Gemm(name="attn_core", m=attn_flops / 2, n=1, k=1))
         elif part == "mamba":
@@ -255,6 +256,7 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
     ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * chunk * model.hidden_size, tp_group) if engine.tp > 1 else 0.0
     attn_rate = hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len) * cal.SUSTAINED_TENSOR_EFFICIENCY
     attn_flops = 2.0 * chunk * seq_len * model.num_attention_heads / engine.tp * attention_head_width(model) / 2
+    attn_flops *= model.causal_attention_share(seq_len)  # windowed layers attend to their window only
     w_sum = comp_sum = tp_sum = ep_sum = 0.0
     for part, count in _part_counts(model).items():
         dense, expert = _part_weight_params(model, part, engine)

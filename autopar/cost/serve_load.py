@@ -117,7 +117,8 @@ def _pool(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, 
     fw = for_deployment(dep, role)
     pool = kv_pool_bytes(model, hw, engine, weights=dep.weights, fw=fw)
     per_token = kv_bytes_per_token(model, engine, dep.kv_bytes)
-    per_request = (wl.isl + wl.osl) * per_token + state_bytes_per_request(model, engine)
+    context = wl.isl + wl.osl  # a windowed layer keeps its window of it (ModelSpec.kv_share)
+    per_request = context * model.kv_share(context) * per_token + state_bytes_per_request(model, engine)
     tokens = max(0, int(pool / per_token)) * engine.dp if per_token > 0 else 0
     held = max(0, int(pool / per_request)) if per_request > 0 else 10**9
     weights = weight_bytes_per_gpu(model, engine, dep.weights)
@@ -149,7 +150,7 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
                        context=wl.isl + wl.osl / 2, fw=fw)
     alone = prefill_time(model, hw, engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
     loop = closed_loop(model, hw, dep, wl, step=step, alone=alone, running=running,
-                       kv_tokens=probe.kv_cache_tokens // engine.dp)
+                       kv_tokens=int(probe.kv_cache_tokens / model.kv_share(wl.isl + wl.osl)) // engine.dp)  # request tokens
     # the loop's steps price a prompt at the profile's rate (the TPOT rows measure that rate for the
     # prompts riding in decode steps); a request's own prompt waits the fitted serving slowdown more
     extra = (fw.prefill_slowdown - 1.0) * alone.total
@@ -229,7 +230,8 @@ def kv_transfer_time(model: ModelSpec, hw: HardwareProfile, dep: Deployment, *, 
     """
     if dep.prefill is None:
         return 0.0
-    shard = isl * kv_bytes_per_token(model, dep.prefill, dep.kv_bytes) + state_bytes_per_request(model, dep.prefill)
+    shard = (isl * model.kv_share(isl) * kv_bytes_per_token(model, dep.prefill, dep.kv_bytes)
+             + state_bytes_per_request(model, dep.prefill))
     return collective_time(hw, "send_recv", shard, Group(size=2, per_node=1))
 
 

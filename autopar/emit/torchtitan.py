@@ -35,6 +35,34 @@ PRESET_CONFIGS = {
     "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b"),
 }
 
+# torchtitan 0.3.0's config functions of the modules above (models/<module>/config_registry.py, debug
+# models left out) -> (layers, hidden, vocabulary, parameters) of the model each builds (model_registry
+# flavor, built on the meta device; tests/test_framework_torchtitan.py checks every entry against it).
+# --torchtitan-config must name one of these of the model's shape: torchtitan builds its own model from
+# the name, whatever config.json autopar costed.
+TITAN_SHAPES: dict[tuple[str, str], tuple[int, int, int, int]] = {
+    ("llama3", "llama3_8b"): (32, 4096, 128256, 8_030_261_248),
+    ("llama3", "llama3_8b_mxfp8"): (32, 4096, 128256, 8_030_261_248),
+    ("llama3", "llama3_8b_first_85_pct_layers_nvfp4"): (32, 4096, 128256, 8_030_261_248),
+    ("llama3", "llama3_70b"): (80, 8192, 128256, 70_553_706_496),
+    ("llama3", "llama3_405b"): (126, 16384, 128256, 405_853_388_800),
+    ("qwen3", "qwen3_0_6b"): (28, 1024, 151936, 596_049_920),
+    ("qwen3", "qwen3_1_7b"): (28, 2048, 151936, 1_720_574_976),
+    ("qwen3", "qwen3_8b_first_85_pct_layers_nvfp4"): (36, 4096, 151936, 8_190_735_360),
+    ("qwen3", "sft_qwen3_8b_math"): (36, 4096, 151936, 8_190_735_360),
+    ("qwen3", "qwen3_14b"): (40, 5120, 151936, 14_768_307_200),
+    ("qwen3", "qwen3_30b_a3b"): (48, 2048, 151936, 30_532_122_624),
+    ("qwen3", "qwen3_32b"): (64, 5120, 151936, 32_762_123_264),
+    ("deepseek_v3", "deepseek_v3_16b"): (27, 2048, 102400, 15_706_484_224),
+    ("deepseek_v3", "deepseek_v3_16b_hybridep"): (27, 2048, 102400, 15_706_484_224),
+    ("deepseek_v3", "deepseek_v3_16b_minimal_async_ep"): (27, 2048, 102400, 15_706_484_224),
+    ("deepseek_v3", "deepseek_v3_671b"): (61, 7168, 129280, 671_026_404_352),
+    ("deepseek_v3", "deepseek_v3_671b_float8"): (61, 7168, 129280, 671_026_404_352),
+    ("gpt_oss", "gpt_oss_20b"): (24, 2880, 201088, 20_914_757_184),
+    ("gpt_oss", "gpt_oss_120b"): (36, 2880, 201088, 116_829_156_672),
+}
+PARAMS_TOLERANCE = 0.01  # autopar's count and torchtitan's built model agree within 0.5% for the presets
+
 AC_SUBCOMMANDS = {mode: f"activation-checkpoint:{mode}" for mode in ("none", "selective", "full")}
 
 
@@ -83,6 +111,26 @@ def config_for(model: ModelSpec, config: str | None) -> tuple[str, str]:
         return PRESET_CONFIGS[model.name]
     raise SpecError(f"torchtitan has no known config for {model.name}: give --torchtitan-config NAME or MODULE:NAME "
                     f"(known: {', '.join(sorted(PRESET_CONFIGS))})")
+
+
+def check_config(model: ModelSpec, module: str, name: str) -> None:
+    """Refuse a config function of a known module that torchtitan 0.3.0 lacks or that builds another shape."""
+    known = sorted(n for m, n in TITAN_SHAPES if m == module)
+    if not known:
+        return  # a module autopar has no table for: torchtitan itself checks the name
+    flag = f"--torchtitan-config {module}:{name}"
+    ours = (model.layers, model.hidden_size, model.vocab_size)
+    same = [n for n in known if TITAN_SHAPES[module, n][:3] == ours]
+    hint = f"; {module}:{same[0]} has {model.name}'s shape" if same else ""
+    if (module, name) not in TITAN_SHAPES:
+        raise SpecError(f"{flag}: {TORCHTITAN_PIN} has no config {name} in {module} (it has {', '.join(known)}){hint}")
+    layers, hidden, vocab, params = TITAN_SHAPES[module, name]
+    if (layers, hidden, vocab) != ours or abs(model.total_params() - params) > PARAMS_TOLERANCE * params:
+        raise SpecError(
+            f"{flag} builds torchtitan's {layers} layers, hidden {hidden}, vocabulary {vocab:,}, "
+            f"{params / 1e9:.1f}B parameters; {model.name} has {model.layers} layers, hidden {model.hidden_size}, "
+            f"vocabulary {model.vocab_size:,}, {model.total_params() / 1e9:.1f}B"
+            f"{hint or ' (torchtitan has no config of its shape)'}")
 
 
 def torchtitan_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:

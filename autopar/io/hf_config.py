@@ -10,8 +10,14 @@ the file.
 
 What the readers leave out, by family:
 
-- gpt_oss: alternating sliding-window attention is read as full attention;
-  attention sinks and linear-layer biases are ignored.
+- sliding windows (``sliding_window`` with ``layer_types``, Gemma 2's alternation,
+  Gemma 3's ``sliding_window_pattern``, Qwen's ``use_sliding_window`` from
+  ``max_window_layers``, Mistral / Phi-3 on every layer) are read as how many
+  layers are windowed, not which (``ModelSpec.window_layers``).
+- gemma2 / gemma3: the gated GELU MLP is costed as SwiGLU (the same three
+  matrices); logit soft-capping, the extra norms and Gemma 3's vision tower are
+  left out (a multimodal config is read through its ``text_config``).
+- gpt_oss: attention sinks and linear-layer biases are ignored.
 - deepseek_v2/v3: the multi-token-prediction module (``num_nextn_predict_layers``)
   is not modelled; ``moe_layer_freq`` must be 1 (MoE on every layer after the
   first ``first_k_dense_replace``).
@@ -93,6 +99,9 @@ class _Config:
     def spec(self, **fields: Any) -> ModelSpec:
         max_seq = fields.pop("max_seq_len")
         fields.setdefault("seq_len", min(max_seq, _DEFAULT_SEQ_CAP))
+        if isinstance(self.keys, _attention_keys()):
+            window, windowed = _windows(self, fields["layers"])
+            fields.update(sliding_window=window, window_layers=windowed)
         return ModelSpec(name=self.name, max_seq_len=max_seq, source=self.where, **self.arch(), **fields)
 
     def arch(self) -> dict[str, Any]:
@@ -112,7 +121,44 @@ class _Config:
                 raise self.fail("rope_scaling.factor", f"must be >= 1 for llama3 scaling, got {shown(factor)}")
         return {"norm": "layernorm" if self.kind == "gpt_neox" else "rmsnorm", "rope_base": float(theta),
                 "rope_scaling": float(factor), "linear_bias": self.kind == "gpt_neox" or k.attention_bias or k.mlp_bias,
-                "qk_norm": self.kind in ("qwen3", "qwen3_moe")}
+                "qk_norm": self.kind in ("qwen3", "qwen3_moe", "gemma3_text")}
+
+
+def _attention_keys() -> type:
+    from autopar.io.hf_schema import _Attention
+
+    return _Attention
+
+
+_ALL_WINDOWED = ("mistral", "mixtral", "phi3")  # sliding_window, when set, applies to every layer
+_LAYER_KINDS = ("full_attention", "sliding_attention")
+
+
+def _windows(c: _Config, layers: int) -> tuple[int, int]:
+    """(sliding_window, windowed layers) as transformers' config class for the type places the windows."""
+    k = c.keys
+    window = k.sliding_window or 0
+    if k.layer_types is not None:  # transformers >= 4.53 writes every layer's kind
+        bad = sorted(set(k.layer_types) - set(_LAYER_KINDS))
+        if bad:
+            raise c.fail("layer_types", f"unsupported kind(s) {', '.join(map(shown, bad))}; autopar reads "
+                         f"{' and '.join(_LAYER_KINDS)}")
+        if len(k.layer_types) != layers:
+            raise c.fail("layer_types", f"has {len(k.layer_types)} entries but num_hidden_layers is {layers}")
+        windowed = k.layer_types.count("sliding_attention")
+        if windowed and not window:
+            raise c.fail("sliding_window", f"missing: layer_types has {windowed} sliding_attention layers")
+    elif not window:  # the families below state no window without it
+        windowed = 0
+    elif c.kind in ("gemma2", "gpt_oss"):  # layer i windowed iff (i + 1) % 2: the even-indexed layers
+        windowed = (layers + 1) // 2
+    elif c.kind == "gemma3_text":  # (i + 1) % pattern: all but every pattern-th layer (Gemma 3: 5 of 6)
+        windowed = layers - layers // (k.sliding_window_pattern or 6)
+    elif c.kind in ("qwen2", "qwen3", "qwen3_moe"):  # Qwen2Config: layers from max_window_layers, if enabled
+        windowed = layers - min(layers, k.max_window_layers or 0) if k.use_sliding_window else 0
+    else:
+        windowed = layers if c.kind in _ALL_WINDOWED else 0
+    return (window, windowed) if windowed else (0, 0)
 
 
 # --- dense transformers ------------------------------------------------------------
@@ -137,6 +183,13 @@ def _attention(c: _Config) -> dict[str, Any]:
         "num_kv_heads": k.num_key_value_heads or heads, "head_dim": c.head_dim(hidden, heads, k.head_dim),
         "vocab_size": k.vocab_size, "max_seq_len": k.max_position_embeddings, "tie_embeddings": k.tie_word_embeddings,
     }
+
+
+def _gemma(c: _Config) -> ModelSpec:
+    """Gemma 2 and the Gemma 3 text stack: a gated GELU MLP (gate, up, down), costed as SwiGLU's three matrices."""
+    k: hf.Gemma2 = c.keys
+    c.activation("hidden_activation", k.hidden_activation)  # refused if unknown
+    return c.spec(ffn_hidden_size=k.intermediate_size, ffn_activation="swiglu", **_attention(c))
 
 
 def _llama_like(c: _Config) -> ModelSpec:
@@ -327,7 +380,9 @@ _SSM_KINDS = ("mamba2", "nemotron_h", "mamba_ssm")
 
 _READERS: dict[str, Callable[[_Config], ModelSpec]] = {
     "gpt2": _gpt2,
-    **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gpt_neox"), _llama_like),
+    **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gpt_neox", "phi3"), _llama_like),
+    "gemma2": _gemma,
+    "gemma3_text": _gemma,
     "mixtral": _mixtral,
     "qwen3_moe": _qwen3_moe,
     "deepseek_v2": _deepseek,
@@ -337,7 +392,7 @@ _READERS: dict[str, Callable[[_Config], ModelSpec]] = {
     "nemotron_h": _nemotron_h,
 }
 
-SUPPORTED_MODEL_TYPES = tuple(sorted(_READERS))
+SUPPORTED_MODEL_TYPES = tuple(sorted([*_READERS, "gemma3"]))  # gemma3: read through its text_config
 
 
 def from_hf_config(data: dict[str, Any], *, where: str) -> ModelSpec:
@@ -346,6 +401,12 @@ def from_hf_config(data: dict[str, Any], *, where: str) -> ModelSpec:
 
     reader: Callable[[_Config], ModelSpec] = _mamba_ssm
     kind = "mamba_ssm"
+    if data.get("model_type") == "gemma3":  # Gemma 3 4B-27B: the language model is the text_config
+        text = data.get("text_config")
+        if not isinstance(text, dict):
+            raise SpecError(f"{where}: text_config: a gemma3 config holds its language model here; missing")
+        data = {"model_type": "gemma3_text", **{k: v for k, v in data.items() if k == "_name_or_path"}, **text,
+                **({"tie_word_embeddings": data["tie_word_embeddings"]} if "tie_word_embeddings" in data else {})}
     if "model_type" in data or "ssm_cfg" not in data or "d_model" not in data:
         kind = hf.validate(hf.Kind, data, where=where, err=SpecError).model_type
         if kind not in _READERS:

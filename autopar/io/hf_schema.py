@@ -34,7 +34,8 @@ from autopar.io.schema import (
 )
 from autopar.spec import limits as lim
 
-__all__ = ["READERS_SCHEMA", "AttnCfg", "Common", "DeepSeek", "Gpt2", "GptOss", "Kind", "Llama", "Mamba2", "MambaSsm",
+__all__ = ["READERS_SCHEMA", "AttnCfg", "Common", "DeepSeek", "Gemma2", "Gemma3Text", "Gpt2", "GptOss", "Kind", "Llama",
+           "Mamba2", "MambaSsm",
            "Mixtral", "NemotronH", "Qwen3Moe", "SsmCfg", "validate"]
 
 RopeTheta = Annotated[float, Field(ge=1, le=lim.MAX_ROPE_BASE, allow_inf_nan=False)]
@@ -98,10 +99,35 @@ class _Attention(Common):
     num_hidden_layers: Layers
     vocab_size: Vocab
     max_position_embeddings: Tokens
+    # sliding-window attention, as each family states it (hf_config._windows)
+    sliding_window: Tokens | None = None
+    layer_types: Annotated[list[Text], Field(max_length=lim.MAX_LAYERS)] | None = None
+    use_sliding_window: bool = False  # qwen2 / qwen3: windows on the layers from max_window_layers
+    max_window_layers: Layers0 | None = None
+    sliding_window_pattern: Small | None = None  # gemma3 (before layer_types): one full layer in this many
 
 
 class Llama(_Attention):
     intermediate_size: Width
+
+
+class Gemma2(Llama):
+    """transformers Gemma2Config: a gated GELU MLP, tied embeddings, every other layer windowed."""
+
+    hidden_activation: Text = "gelu_pytorch_tanh"
+    tie_word_embeddings: bool = True
+    head_dim: Width = 256
+    sliding_window: Tokens = 4096
+
+
+class Gemma3Text(Gemma2):
+    """transformers Gemma3TextConfig, whose defaults a multimodal config's text_config leaves out."""
+
+    num_attention_heads: Heads = 8
+    num_key_value_heads: Heads = 4
+    vocab_size: Vocab = 262208
+    max_position_embeddings: Tokens = 131072
+    rope_theta: RopeTheta = 1_000_000.0
 
 
 class Mixtral(_Attention):
@@ -224,7 +250,9 @@ class MambaSsm(_HF):
 
 READERS_SCHEMA: dict[str, type[_HF]] = {
     "gpt2": Gpt2,
-    **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gpt_neox"), Llama),
+    **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gpt_neox", "phi3"), Llama),
+    "gemma2": Gemma2,
+    "gemma3_text": Gemma3Text,
     "mixtral": Mixtral,
     "qwen3_moe": Qwen3Moe,
     "deepseek_v2": DeepSeek,

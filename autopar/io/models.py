@@ -3,6 +3,7 @@ config.json, or a folder holding one; all become a :class:`ModelSpec`."""
 
 from __future__ import annotations
 
+import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -37,10 +38,16 @@ def load_model(ref: str) -> ModelSpec:
         return from_yaml_mapping(load_mapping(path), where=named(path))
     names = preset_names()
     if re.fullmatch(r"[\w-][\w.-]*/[\w.-]+", ref) and ref not in names:  # a Hugging Face repo id
+        cached = hf_cached_config(ref)
+        if cached is not None:  # the repo's own config.json, read as a file is
+            data = dict(load_mapping(cached))
+            data["_name_or_path"] = ref.rsplit("/", 1)[-1].lower()
+            return from_hf_config(data, where=f"{ref} ({named(cached)})")
         found = preset_for_hf_id(ref)
         if found is None:
-            raise SpecError(f"unknown model '{named(ref)}': no file by that name, and no built-in preset has this architecture (see "
-                            "`autopar models`); pass the repo's config.json (or its folder) instead")
+            raise SpecError(f"unknown model '{named(ref)}': its config.json is not in the Hugging Face cache "
+                            f"({named(hf_cache_dir())}) and no built-in preset has this architecture (see `autopar "
+                            f"models`); get it with `huggingface-cli download {ref} config.json`, or pass a config.json")
         ref = found
     if ref in names:
         preset = resources.files("autopar") / "data" / "presets" / f"{ref}.yaml"
@@ -73,6 +80,34 @@ def _stem(name: str) -> str:
         name = name[: m.start()]
     stem = re.sub(r"[^a-z0-9]", "", name.lower())
     return stem.removeprefix("meta") if stem.startswith("metallama") else stem
+
+
+def hf_cache_dir() -> Path:
+    """The Hugging Face hub cache, as huggingface_hub finds it: HF_HUB_CACHE (or the older
+    HUGGINGFACE_HUB_CACHE), else HF_HOME/hub, else ~/.cache/huggingface/hub (huggingface_hub constants.py)."""
+    hub = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if hub:
+        return Path(hub).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def hf_cached_config(repo: str) -> Path | None:
+    """A repo's config.json in the local Hugging Face cache, without the network: the snapshot refs/main
+    names (the cache layout: models--ORG--NAME/{refs/main, snapshots/COMMIT/config.json}), else the most
+    recent snapshot holding one; None when the cache has none."""
+    folder = hf_cache_dir() / f"models--{repo.replace('/', '--')}"
+    try:
+        commit = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
+        if commit and (folder / "snapshots" / commit / "config.json").is_file():
+            return folder / "snapshots" / commit / "config.json"
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        found = [p for p in (folder / "snapshots").glob("*/config.json") if p.is_file()]
+    except OSError:
+        return None
+    return max(found, key=lambda p: (p.stat().st_mtime, str(p))) if found else None
 
 
 def preset_for_hf_id(hf_id: str) -> str | None:
@@ -111,6 +146,8 @@ def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
         rope_scaling=m.rope_scaling,
         linear_bias=m.linear_bias,
         qk_norm=m.qk_norm,
+        sliding_window=m.sliding_window,
+        window_layers=m.window_layers,
         moe=MoESpec(**m.moe.model_dump()) if m.moe else None,
         mla=MLASpec(**m.mla.model_dump()) if m.mla else None,
         mamba=MambaSpec(**m.mamba.model_dump()) if m.mamba else None,

@@ -94,9 +94,14 @@ def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> Hardwa
         raise ProfileError(f"{where}: base: unknown base profile '{ref}'{did_you_mean(ref, builtin_names())}")
     if "base" in base:
         raise ProfileError(f"{where}: base: '{ref}' is itself a variant; derive from a full profile")
-    merged = _merge(base, data.get("overrides") or {})
+    overrides = data.get("overrides") or {}
+    merged = _merge(base, overrides)
     merged["schema_version"] = v.schema_version
     merged["name"] = v.name
+    given = overrides.get("gpu")
+    # not the base's GPU: unless the variant names it, say which variant it is
+    if not (isinstance(given, dict) and "name" in given) and isinstance(merged.get("gpu"), dict):
+        merged["gpu"] = {**merged["gpu"], "name": f"{merged['gpu'].get('name', ref)} ({merged['name']})"}
     merged["description"] = v.description or f"{base.get('description', ref)} (variant)"
     merged["citations"] = {**(merged.get("citations") or {}), **(v.citations or {})}
     ratio = 1.0

@@ -55,6 +55,11 @@ def shown(value: Any) -> str:
     return one_line(text)
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 GPU``, ``8 GPUs``: a count and its noun, plural unless one (nouns taking -s)."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def one_line(text: str, limit: int = 300) -> str:
     """`text` with line breaks escaped, cut to `limit` characters."""
     text = text.replace("\r", "\\r").replace("\n", "\\n")

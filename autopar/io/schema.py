@@ -58,6 +58,7 @@ Width0 = Annotated[int, _int(0, lim.MAX_WIDTH), _I]
 Heads = Annotated[int, _int(1, lim.MAX_HEADS), _I]
 Vocab = Annotated[int, _int(1, lim.MAX_VOCAB), _I]
 Tokens = Annotated[int, _int(1, lim.MAX_SEQ), _I]
+Tokens0 = Annotated[int, _int(0, lim.MAX_SEQ), _I]
 Experts = Annotated[int, _int(1, lim.MAX_EXPERTS), _I]
 Experts0 = Annotated[int, _int(0, lim.MAX_EXPERTS), _I]
 Small = Annotated[int, _int(1, lim.MAX_SMALL), _I]
@@ -162,6 +163,8 @@ class ModelFile(_Strict):
     rope_scaling: RopeScaling = 1.0  # Llama 3.1 rotary frequency scaling (1 = none)
     linear_bias: bool = False
     qk_norm: bool = False
+    sliding_window: Tokens0 = 0  # tokens a windowed attention layer sees (0: none)
+    window_layers: Layers0 = 0  # how many attention layers have the window
     moe: MoEFile | None = None
     mla: MLAFile | None = None
     mamba: MambaFile | None = None

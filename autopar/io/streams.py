@@ -3,12 +3,15 @@
 Exit codes (README, "Exit codes"):
 
     0  success
-    1  no plan fits the job (the message says what the smallest plan needs)
+    1  no plan fits the job (the message says what the smallest plan needs), or the plan
+       `estimate` was given does not fit (after its breakdown, which says by how much)
     2  bad input: a usage error, a bad file, a bad value (one line naming it)
-    3  the output could not be written: stdout closed, a broken pipe
-       (``| head``), a full disk, or a terminal encoding that cannot show
-       the text (set PYTHONIOENCODING=utf-8)
+    3  the output could not be written: stdout closed, a full disk, or a
+       terminal encoding that cannot show the text (set PYTHONIOENCODING=utf-8)
   130  interrupted (Ctrl-C)
+
+A reader that stops early (``| head``) is not an error: the rest is dropped
+without a word and the exit code is 0.
 
 Usage errors (an unknown option, a bad number) are one line too, not the boxed
 panel Click and Typer draw by default.
@@ -39,8 +42,9 @@ BROKEN_PIPE = "the output was closed early (broken pipe); the rest was not writt
 
 
 def broken_pipe() -> NoReturn:
-    """For rich's Console.on_broken_pipe, which would exit 1 without a word."""
-    raise OutputError(BROKEN_PIPE)
+    """For rich's Console.on_broken_pipe, which would exit 1; run() below ends quietly with 0 instead
+    (a BrokenPipeError, which no command's AutoparError handler takes for its own)."""
+    raise BrokenPipeError(BROKEN_PIPE)
 
 
 def _silence_stdout() -> None:
@@ -58,13 +62,37 @@ def _usage_error() -> type[Exception]:
     return next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
+# pydantic's error types (Typer >= 0.22 coerces option values with a TypeAdapter) -> our words
+_PYDANTIC = {
+    "int_parsing": "expected a whole number, got {input!r}", "int_from_float": "expected a whole number, got {input!r}",
+    "float_parsing": "expected a number, got {input!r}", "bool_parsing": "expected true or false, got {input!r}",
+    "greater_than_equal": "must be at least {ge}, got {input}", "less_than_equal": "must be at most {le}, got {input}",
+    "greater_than": "must be more than {gt}, got {input}", "less_than": "must be less than {lt}, got {input}",
+}
+
+
+def _message(exc: Any) -> str:
+    """Click's message, with a pydantic validation text (``Input should be greater than or equal to 1``)
+    said as the other messages are (``must be at least 1, got 0``)."""
+    text = str(exc.format_message())
+    raw, errors = getattr(exc, "message", None), getattr(exc.__cause__, "errors", None)
+    try:
+        first = errors()[0] if callable(errors) else {}
+        form = _PYDANTIC.get(first.get("type", ""))
+        if form is not None and raw and raw in text:
+            return text.replace(raw, form.format(input=first.get("input"), **(first.get("ctx") or {})), 1)
+    except (KeyError, IndexError, TypeError, ValueError):  # another pydantic shape: its own words, as given
+        pass
+    return text
+
+
 def _usage(exc: Any) -> int:
     if type(exc).__name__ == "NoArgsIsHelpError":  # plain `autopar`: the help, as before
         exc.show()
         return EXIT_USAGE
     ctx = getattr(exc, "ctx", None)
     where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-    say(f"autopar: error: {exc.format_message()}{where}")
+    say(f"autopar: error: {_message(exc)}{where}")
     return EXIT_USAGE
 
 
@@ -85,8 +113,7 @@ def run(app: Any) -> NoReturn:
         if type(sys.stdout).__name__ != "PacifyFlushWrapper":  # Click's own handling of a broken pipe (exit 1)
             raise
         _silence_stdout()
-        say(f"autopar: error: {BROKEN_PIPE}")
-        code = EXIT_OUTPUT
+        code = 0  # the reader stopped early (| head)
     except OutputError as exc:
         _silence_stdout()
         say(f"autopar: error: {exc}")
@@ -101,8 +128,7 @@ def run(app: Any) -> NoReturn:
         code = EXIT_INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()
-        say(f"autopar: error: {BROKEN_PIPE}")
-        code = EXIT_OUTPUT
+        code = 0
     except UnicodeEncodeError as exc:
         _silence_stdout()
         say(f"autopar: error: the output encoding ({exc.encoding}) cannot show {exc.object[exc.start:exc.end]!a}; "

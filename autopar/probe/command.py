@@ -28,10 +28,12 @@ from autopar.probe.settings import settings_for
 
 
 def profile_name(path: Path, hostname: str) -> str:
-    """The profile's ``name``: the file's stem, or ``measured-HOST`` for the default file."""
-    if path.stem and path.stem != "profile":
+    """The profile's ``name``: the file's stem, or ``measured-HOST`` for the default file
+    (``measured-HOST-cpu`` for the CPU one beside it)."""
+    if path.stem and path.stem not in ("profile", "profile-cpu"):
         return path.stem
-    return "measured-" + (re.sub(r"[^A-Za-z0-9_.-]+", "-", hostname.split(".")[0]) or "host")
+    suffix = "-cpu" if path.stem == "profile-cpu" else ""
+    return "measured-" + (re.sub(r"[^A-Za-z0-9_.-]+", "-", hostname.split(".")[0]) or "host") + suffix
 
 
 def check_writable(path: Path) -> None:
@@ -59,12 +61,20 @@ def check_writable(path: Path) -> None:
         raise ProfileError(f"--out {named(path)}: cannot create folders in {named(folder)} (permission denied)")
 
 
+def default_output(kind: str) -> Path:
+    """Where a run without --out writes: the saved profile that suggest reads when no --hardware is given,
+    but only for a GPU measurement. A CPU one (no CUDA device: --device auto picks cpu) goes beside it, so
+    that it never becomes every later suggest's hardware (issue 25: "11.2 GiB of a Intel(R) Xeon(R)")."""
+    saved = saved_profile_path()
+    return saved if kind == "cuda" else saved.with_name("profile-cpu.yaml")
+
+
 def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None, compare: str | None) -> None:
     reference = load_hardware(compare) if compare else None
     torch = require_torch()
     kind = resolve_device(torch, device)
     settings = settings_for(kind, quick)
-    path = out if out is not None else saved_profile_path()
+    path = out if out is not None else default_output(kind)
     from autopar.probe.launch import launch, torchrun_topology  # imports torch.distributed: only now
 
     topo = torchrun_topology()
@@ -95,5 +105,8 @@ def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None
         said = nvml[0].as_provenance()
         console.print(f"NVML: {said['nvml_gpus']}, {said['nvml_memory_gib']} GiB, power limit "
                       f"{said['nvml_power_limit_w']} W; {said['nvml_topology']}", markup=False, highlight=False)
+    if out is None and kind != "cuda":
+        console.print(f"a CPU profile is not saved as the default hardware: pass --hardware {path} to use it",
+                      markup=False, highlight=False)
     if reference is not None:
         print_compare(console, written, reference)

@@ -47,12 +47,12 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="autopar-parent-watch", daemon=True).start()
 
 
-def require_torch() -> ModuleType:
-    """Import torch or raise a ProfileError that says how to install it."""
+def require_torch(command: str = "autopar profile") -> ModuleType:
+    """Import torch or raise a ProfileError that names the command and says how to install it."""
     try:
         import torch
     except ImportError as exc:
-        raise ProfileError(f"autopar profile needs PyTorch, which is not installed ({exc.name or 'torch'}): {TORCH_FIX}") from None
+        raise ProfileError(f"{command} needs PyTorch, which is not installed ({exc.name or 'torch'}): {TORCH_FIX}") from None
     return torch
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
+from autopar.io.reading import counted
 from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.text import say, shell_text, table
 from autopar.search.planner import Candidate
@@ -46,7 +47,8 @@ def context_dict(ctx: Context) -> dict[str, Any]:
         "params": ctx.model.total_params(),
         "hardware": ctx.hw.name,
         "hardware_source": ctx.hw_reason,
-        "corrections": {c.name: {"factor": c.factor, "stack": c.stack, "source": c.source} for c in ctx.hw.corrections},
+        "corrections": {c.name: {"factor": c.factor, "stack": c.stack, "source": c.source} for c in ctx.hw.corrections
+                        if ctx.stack.takes_eager_corrections},
         "stack": ctx.stack.name,
         "stack_source": ctx.stack_reason,
         "memory_gib_capacity": ctx.hw.memory_bytes / GIB,
@@ -113,7 +115,7 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     what = ("sbatch script" if launch.kind.startswith("slurm")
             else "deepspeed command" if launch.line.startswith("deepspeed ") else "torchrun command")
     where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs" if launch.nnodes > 1
-             else f"1 node, {launch.nproc_per_node} GPUs")
+             else f"1 node, {counted(launch.nproc_per_node, 'GPU')}")
     for note in launch.notes:
         say(console, f"note: {note}", markup=False)
     if launch.path is not None:
@@ -135,7 +137,10 @@ def _header(console: Console, ctx: Context) -> None:
     say(console, f"[bold]{m.name}[/] ({m.total_params() / 1e9:.1f}B parameters) on {j.gpus} x {ctx.hw.gpu_name}")
     say(console, f"hardware: {ctx.hw.name} — {ctx.hw_reason}")
     for c in ctx.hw.corrections:
-        say(console, f"corrected by autopar calibrate: {c.describe()}")
+        if ctx.stack.takes_eager_corrections:
+            say(console, f"corrected by autopar calibrate: {c.describe()}")
+        else:  # measured on eager PyTorch: says nothing of a stack with fused kernels
+            say(console, f"not applied to stack {ctx.stack.name} (fused kernels): autopar calibrate's {c.describe()}")
     say(console, f"stack: {ctx.stack.name} — {ctx.stack_reason}")
     say(console, f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, "
         f"{j.dtype}")
@@ -166,6 +171,18 @@ def plan_text(est: Estimate | Candidate) -> str:
     return f"{plan_label(est)}, mbs {p.mbs}, recompute {p.recompute_label}, ZeRO-{p.zero}"
 
 
+LEGEND = (("+sp", "+sp: sequence parallelism with tp"),
+          ("(ag)", "cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)"),
+          ("vpp", "vppN: interleaved pipeline stages per rank"),
+          ("etp", "etpN: expert tensor parallelism"))
+
+
+def legend(labels: Sequence[str]) -> str | None:
+    """One line explaining the plan notations that `labels` use (plan_label's), or None."""
+    found = [text for mark, text in LEGEND if any(mark in label for label in labels)]
+    return "; ".join(found) if found else None
+
+
 def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
     """The first `top` plans with distinct degrees (dp, tp, pp, cp, ep): interleaving depth, micro-batch,
     recompute and ZeRO variants of a layout already shown are left out."""
@@ -194,7 +211,9 @@ def render_suggestion(
         f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
     shown = distinct_layouts(r.ranked, top)
     # tokens/s and TFLOP/s per GPU are tok/s/GPU x GPUs and MFU x peak: in --json and `estimate`, not here
-    say(console, f"top {len(shown)} layouts by tokens/s (the best variant of each; --json keeps the variants):")
+    heading = "the best layout by tokens/s (its best variant" if len(shown) == 1 else (
+        f"top {len(shown)} layouts by tokens/s (the best variant of each")
+    say(console, f"{heading}; --json keeps the variants):")
     t = table("#", "plan", "mbs", "recompute", "ZeRO", "step s", "tok/s/GPU", "MFU", "GiB", left=("plan", "recompute"),
               wrap=("plan", "recompute"))
     for i, e in enumerate(shown, 1):
@@ -203,6 +222,9 @@ def render_suggestion(
                   f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
     console.print(t)
     best = r.ranked[0]
+    notes = legend([plan_label(e) for e in (*shown, best)])
+    if notes:
+        say(console, notes, markup=False)
     say(console, f"[bold green]recommended:[/] {plan_text(best)}")
     say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s ({best.tokens_per_s_per_gpu:,.0f} "
         f"per GPU), MFU {best.mfu:.1%}, peak {best.memory.total / GIB:.1f} GiB/GPU")

@@ -208,6 +208,10 @@ def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *
     say(console, "Pareto front: output tokens/s per GPU against tokens/s per user")
     if any(p.deployment.mode == "disagg" for p in result.pareto):
         say(console, "xP(engine) + yD(engine): disaggregated, x prefill and y decode engines")
+    if any(p.deployment.engine.dp > 1 or (p.deployment.prefill is not None and p.deployment.prefill.dp > 1)
+           for p in result.pareto):
+        say(console, "adpN: attention data parallelism, N ranks each with its own requests and KV cache (the MoE "
+            "layers span them by ep)")
     t = table("layout", "KV", "conc", "TTFT ms", "TPOT ms", "tok/s/GPU", "tok/s/user", left=("layout", "KV"), wrap=("layout",))
     shown = shown_front(result.pareto)
     for r in shown:

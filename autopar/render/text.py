@@ -30,7 +30,7 @@ def console(*, stderr: bool = False) -> Console:
 
     out = Console(highlight=False, soft_wrap=True, stderr=stderr)
     out.width = min(out.width, WIDTH) if out.is_terminal else WIDTH
-    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; io/streams.py says why, exit 3  # noqa: B010
+    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1; io/streams.py ends with 0  # noqa: B010
     return out
 
 
@@ -169,18 +169,19 @@ def shell_lines(line: str, *, width: int = WIDTH) -> list[str]:
         return [line]
     if line.startswith("#"):
         return ["# " + t.plain for t in wrap(line[1:].lstrip(), width=width - 2, indent=0, markup=False)]
-    items = _items(shell_words(line), width - 2 - len(SHELL_INDENT))
+    lead = line[:len(line) - len(line.lstrip(" "))]  # a continued line of a script keeps its own indent
+    items = _items(shell_words(line), width - 2 - len(lead) - len(SHELL_INDENT))
     out: list[str] = []
     current = ""
     for i, item in enumerate(items):
-        room = width - (len(SHELL_INDENT) if out else 0) - (2 if i < len(items) - 1 else 0)  # 2: " \\" ends a line
+        room = width - len(lead) - (len(SHELL_INDENT) if out else 0) - (2 if i < len(items) - 1 else 0)  # 2: " \\"
         if current and cell_len(current) + 1 + cell_len(item) > room:
             out.append(current)
             current = item
         else:
             current = f"{current} {item}" if current else item
     out.append(current)
-    return [(SHELL_INDENT if i else "") + part + (" \\" if i < len(out) - 1 else "") for i, part in enumerate(out)]
+    return [lead + (SHELL_INDENT if i else "") + part + (" \\" if i < len(out) - 1 else "") for i, part in enumerate(out)]
 
 
 def shell_text(text: str, *, width: int = WIDTH) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from autopar import varlen
+from autopar.advise.train import Context
 from autopar.advise.varlen import VarlenCandidate, VarlenExplained, VarlenSuggestion
 from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.report import context_dict, plan_dict, plan_label
@@ -84,13 +85,18 @@ def launch_note(strategy: str) -> str:
             "which runs as naive")
 
 
+def _head(console: Console, ctx: Context) -> None:
+    """The model, GPUs, hardware and stack lines that suggest and estimate both open with."""
+    say(console, f"[bold]{ctx.model.name}[/] on {ctx.job.gpus} x {ctx.hw.gpu_name}; hardware: {ctx.hw.name} "
+        f"— {ctx.hw_reason}")
+    say(console, f"stack: {ctx.stack.name} — {ctx.stack_reason}")
+
+
 def render_suggestion(console: Console, v: VarlenSuggestion, top: int) -> None:
     checked(suggestion_dict(v, top), mfu_max=mfu_ceiling(v.fixed.ctx.hw, v.fixed.ctx.job.dtype))
     ctx = v.fixed.ctx
     info = varlen.STRATEGY_INFO[v.strategy]
-    say(console, f"[bold]{ctx.model.name}[/] on {ctx.job.gpus} x {ctx.hw.gpu_name}; hardware: {ctx.hw.name} "
-        f"— {ctx.hw_reason}")
-    say(console, f"stack: {ctx.stack.name} — {ctx.stack_reason}")
+    _head(console, ctx)
     say(console, f"lengths: {v.dist.source}: mean {v.dist.mean_len:,.0f}, max {v.dist.max_len:,} tokens; "
         f"{v.sequences_per_step:,} sequences per step, window {ctx.job.seq_len:,} tokens")
     say(console, f"{len(v.plans)} leading layouts of the fixed-length search, ranked by [bold]{info.label}[/]: "
@@ -133,7 +139,7 @@ def render_explained(console: Console, x: VarlenExplained) -> None:
     p = x.plan
     r = p.results[x.strategy]
     info = varlen.STRATEGY_INFO[x.strategy]
-    say(console, f"stack: {x.ctx.stack.name} — {x.ctx.stack_reason}")
+    _head(console, x.ctx)  # the header suggest prints (issue 25: estimate dropped it)
     say(console, f"lengths: {x.dist.source}: mean {x.dist.mean_len:,.0f}, max {x.dist.max_len:,}; "
         f"{x.sequences_per_step:,} sequences per step")
     say(console, f"plan: {plan_label(p.estimate)}, room {p.max_tokens_per_rank:,} tokens per GPU per micro-batch")

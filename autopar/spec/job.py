@@ -47,12 +47,21 @@ class Job:
 
 
 def default_global_batch(gpus: int, gpus_per_node: int, seq_len: int) -> int:
-    """About 4M tokens per step, rounded up to a multiple of the node count.
+    """About 4M tokens per step, as a multiple of the largest data-parallel degree it can feed.
 
-    One sequence per node at least, so that data parallelism across nodes always
-    has work: 16,384 GPUs at 8K tokens get 2,048 sequences (16M tokens, as Llama 3
-    405B used); 64 GPUs get 512.
+    dp x mbs must divide the batch (spec/plan.py), and the natural data-parallel degrees
+    are the node count times a divisor of the node size (tp, cp inside a node): nodes x k
+    for k | gpus per node. Their lcm is the GPU count, so when 4M tokens hold at least one
+    sequence per GPU the batch is the multiple of the GPU count nearest 4M tokens and every
+    dp that divides the GPUs divides it (24 GPUs at 8K tokens: 504 = 24 x 21, where the
+    old node-count rounding gave 513, which only dp 1 and 3 divide). Beyond that it is a
+    multiple of the largest such degree that fits in 4M tokens (1,000 GPUs: 500), and one
+    sequence per node at least: 16,384 GPUs at 8K tokens get 2,048 sequences (16M tokens,
+    as Llama 3 405B used, Dubey et al. 2024 section 3.4.1).
     """
     want = max(1, DEFAULT_TOKENS_PER_STEP // seq_len)
     nodes = max(1, gpus // gpus_per_node)
-    return nodes * -(-want // nodes)
+    per_node = gpus // nodes
+    degrees = [nodes * k for k in range(1, per_node + 1) if per_node % k == 0 and nodes * k <= want]
+    unit = max(degrees, default=nodes)
+    return unit * max(1, (2 * want + unit) // (2 * unit))  # the nearest multiple, halves up

@@ -45,10 +45,23 @@ class ModelSpec:
     rope_scaling: float = 1.0  # Llama 3.1 rotary frequency scaling factor (rope_type llama3); 1 = none
     linear_bias: bool = False  # biases on the attention and MLP linears (GPT-2/3, BLOOM)
     qk_norm: bool = False  # a norm on each query and key head (Qwen3, OLMo 2)
+    # Sliding-window attention: `window_layers` of the attention layers attend to the last `sliding_window`
+    # tokens only (Mistral 7B v0.1, Phi-3: all; Gemma 2: every other; Gemma 3: 5 of 6; gpt-oss: half), the
+    # rest to the whole sequence. Counted in the attention FLOPs and the KV cache; which layers are windowed
+    # is not kept (a pipeline stage holds the stack's share of each).
+    sliding_window: int = 0  # tokens a windowed layer attends to; 0: no windowed layer
+    window_layers: int = 0  # attention layers with the window
 
     def __post_init__(self) -> None:
         if self.head_dim < 1:
             raise SpecError(f"{self.name}: head_dim must be >= 1, got {self.head_dim}")
+        if self.sliding_window < 0 or self.window_layers < 0:
+            raise SpecError(f"{self.name}: sliding_window and window_layers must be >= 0")
+        if bool(self.sliding_window) != bool(self.window_layers):
+            raise SpecError(f"{self.name}: sliding_window ({self.sliding_window}) and window_layers "
+                            f"({self.window_layers}) must both be 0 or both positive")
+        if self.window_layers > self.layers:
+            raise SpecError(f"{self.name}: window_layers ({self.window_layers}) exceeds layers ({self.layers})")
         if self.num_attention_heads % self.num_kv_heads:
             raise SpecError(
                 f"{self.name}: num_attention_heads ({self.num_attention_heads}) must be divisible "
@@ -78,6 +91,28 @@ class ModelSpec:
                                 f"by mamba.head_dim ({self.mamba.head_dim})")
         if self.moe is not None and self.moe.first_dense_layers > self.layers:
             raise SpecError(f"{self.name}: moe.first_dense_layers ({self.moe.first_dense_layers}) exceeds layers ({self.layers})")
+
+    # --- sliding windows ----------------------------------------------------------
+    def _windowed_share(self) -> float:
+        attention = sum(1 for k in self.layer_kinds() if k in ("dense", "moe", "attention"))
+        return min(1.0, self.window_layers / attention) if attention else 0.0
+
+    def kv_share(self, context: float) -> float:
+        """Cached K/V of a request of `context` tokens over that of full attention on every layer: a
+        windowed layer keeps the last `sliding_window` tokens (vLLM and SGLang free the rest)."""
+        if not self.sliding_window or context <= self.sliding_window:
+            return 1.0
+        share = self._windowed_share()
+        return 1.0 - share + share * self.sliding_window / context
+
+    def causal_attention_share(self, seq_len: float) -> float:
+        """Causal attention work over a sequence of `seq_len` tokens over that of full attention: a windowed
+        layer's query i sees min(i, w) keys, s*w - w^2/2 pairs against s^2/2 (for s > w)."""
+        w = self.sliding_window
+        if not w or seq_len <= w:
+            return 1.0
+        share = self._windowed_share()
+        return 1.0 - share + share * (2.0 * w / seq_len - (w / seq_len) ** 2)
 
     # --- derived sizes ---------------------------------------------------------
     @property

@@ -108,6 +108,15 @@ class StackProfile:
             return f"stack {self.name} exchanges CP K/V by {' or '.join(self.cp_comms)}, not {plan.cp_comm}"
         return None
 
+    @property
+    def takes_eager_corrections(self) -> bool:
+        """Whether a profile's `autopar calibrate --save` corrections apply to this stack. They are eager
+        PyTorch's activation bytes over the fused formula (calibrate runs an eager block), so they describe
+        a stack that runs eagerly and is counted with the fused formula (deepspeed, llm-foundry), not one
+        with fused or compiled kernels (Megatron's TE, torchtitan's torch.compile), nor one whose formula
+        already counts eager saves (activation_saves: eager-torch)."""
+        return not self.compiled and self.activation_saves == "fused"
+
     def logit_peak(self, tp: int) -> float:
         """Bytes held per vocabulary entry per token at the loss, under `tp`."""
         peak = self.logit_peak_bytes_tp if tp > 1 else self.logit_peak_bytes
