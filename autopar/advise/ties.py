@@ -22,7 +22,7 @@ from autopar.search.ranking import TIE_BAND, RankedPlans, simplicity
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 
-SCAN = 64  # plans of the search's ranking read for ties at most (each read builds an Estimate)
+SCAN = 256  # plans of the search's ranking read for ties at most (each read builds an Estimate, ~0.1 ms)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +33,7 @@ class Ties:
     spread: float  # the band's half-width, over the fastest's tokens/s
     fastest: Estimate  # the search's first plan
     chosen: Estimate  # the first after re-ranking: the recommendation
+    more: bool  # the scan stopped at SCAN plans (or at the search's exactly ranked ones): count is a floor
 
 
 def convention(plan: Plan, model: ModelSpec) -> tuple[int, ...]:
@@ -109,29 +110,38 @@ class _Plans(Sequence[Plan]):
             return tuple(self[j] for j in range(*i.indices(len(self))))
         if i < 0:
             i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return self._outer.plan(i)
+            if i < 0:
+                raise IndexError(i)
+        return self._outer.plan(i)  # IndexError past the end, without reading the length
 
 
 def rerank(
     ranked: Sequence[Estimate], *, bands: Callable[[Estimate], TrainingBands], model: ModelSpec, limit: int | None = None
 ) -> tuple[Sequence[Estimate], Ties | None]:
     """The search's ranking with its error band re-ranked, and the ties (None: one plan, or no band)."""
-    if not ranked:
+    try:
+        fastest = ranked[0]  # not len(ranked), which completes a pruned ranking
+    except IndexError:
         return ranked, None
-    fastest = ranked[0]
     band = bands(fastest).tokens_per_s_per_gpu
     if band is None:
         return ranked, None
     spread = max(band.spread, TIE_BAND)
     top = fastest.tokens_per_s
-    scan = min(len(ranked) if limit is None else limit, SCAN, getattr(ranked, "exact", len(ranked)))
+    # a pruned search ranks its first `exact` plans without completing (search/ranking.py RankedPlans)
+    exact = ranked.exact if isinstance(ranked, RankedPlans) else len(ranked)
+    scan = min(exact, SCAN if limit is None else limit)
     tied: list[Estimate] = []
+    more = True
     for i in range(scan):
-        e = ranked[i]
+        try:
+            e = ranked[i]
+        except IndexError:
+            more = False
+            break
         top = max(top, e.tokens_per_s)
         if e.tokens_per_s < top * (1 - spread):
+            more = False
             break
         tied.append(e)
     if len(tied) < 2:
@@ -142,4 +152,4 @@ def rerank(
         return (fit_rank.get(bands(e).fit_confidence or "", len(FIT_CONFIDENCE)), convention(e.plan, model), -e.tokens_per_s)
 
     head = tuple(sorted(tied, key=key))
-    return Reranked(head, ranked, len(tied)), Ties(count=len(tied), spread=spread, fastest=fastest, chosen=head[0])
+    return Reranked(head, ranked, len(tied)), Ties(count=len(tied), spread=spread, fastest=fastest, chosen=head[0], more=more)

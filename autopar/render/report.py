@@ -103,7 +103,8 @@ def ties_dict(s: Suggestion) -> dict[str, Any] | None:
     t = s.ties
     if t is None:
         return None
-    return {"within_error": t.count, "spread": t.spread, "fastest": plan_label(t.fastest),
+    return {"within_error": t.count, "within_error_at_least": t.more, "spread": t.spread,
+            "fastest": plan_label(t.fastest),
             "fastest_tokens_per_s_per_gpu": t.fastest.tokens_per_s_per_gpu}
 
 
@@ -216,14 +217,16 @@ def render_suggestion(
     say(console, f"error bands (p10-p90 of measured/predicted on held-out rows): tokens/s {b.speed.note()}; "
         f"memory {b.memory.note()}" + ("; GiB~ likely fit, GiB! borderline" if b.memory_gib else ""), markup=False)
     if s.ties is not None:
-        say(console, f"{s.ties.count} plans are within the model's error (±{s.ties.spread:.0%}) of the best "
+        say(console, f"{'at least ' if s.ties.more else ''}{s.ties.count} plans are within the model's error "
+            f"(±{s.ties.spread:.0%}) of the best "
             f"({plan_label(s.ties.fastest)}, {s.ties.fastest.tokens_per_s_per_gpu:,.0f} tok/s/GPU); the most "
             f"conventional: {plan_label(s.ties.chosen)}, ZeRO-{s.ties.chosen.plan.zero}", markup=False)
     say(console, f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute "
         f"{best.plan.recompute_label}, ZeRO-{best.plan.zero}")
     say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s "
-        f"({figure(best.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu)} per GPU), MFU {best.mfu:.1%}, "
-        f"peak {best.memory.total / GIB:.1f} GiB/GPU" + (f", fit {b.fit_confidence}" if b.fit_confidence else ""))
+        f"({figure(best.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu)} per GPU), MFU {best.mfu:.1%}")
+    say(console, f"  peak {best.memory.total / GIB:.1f} GiB/GPU, {b.fit_margin_gib:.1f} GiB to spare, "
+        f"fit {b.fit_confidence}")
     say(console, "MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, bf16 dense peak")
     if plot is not None:
         say(console, f"plot: {plot.plans} feasible plans, {plot.pareto} on the Pareto front, written to {plot.path}",
