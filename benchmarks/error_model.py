@@ -53,12 +53,12 @@ from autopar.spec.error_model import METRICS, MIN_ROWS, Band, ErrorModel, build 
 
 DATA = ROOT / "benchmarks" / "data"
 OUT = ROOT / "autopar" / "data" / "error_model.yaml"
-COMMAND = "python benchmarks/error_model.py --write"
+COMMAND = "python benchmarks/error_model.py --write"  # with the --fit-* flags the sources line names
 SOURCES = {
     "tokens_per_s": "benchmarks/data/heldout_runs.yaml: published tokens/s per GPU over autopar's",
     "memory": "benchmarks/data/heldout_runs.yaml: published peak memory per GPU over autopar's",
-    "ttft": "benchmarks/data/serving_runs.csv, constants refitted without the row's (GPU, model) group",
-    "tpot": "benchmarks/data/serving_runs.csv, constants refitted without the row's (GPU, model) group",
+    "ttft": "benchmarks/data/serving_runs.csv: measured TTFT over autopar's, constants refitted without the row's group",
+    "tpot": "benchmarks/data/serving_runs.csv: measured TPOT over autopar's, constants refitted without the row's group",
 }
 
 
@@ -133,8 +133,9 @@ def classes(residuals: Sequence[Residual]) -> dict[str, dict[str, Band]]:
     return {m: build([(r.keys, r.ratio) for r in residuals if r.metric == m], min_rows=MIN_ROWS) for m in METRICS}
 
 
-def render(residuals: Sequence[Residual]) -> str:
-    """The error model file: header, provenance, every class with its rows and band."""
+def render(residuals: Sequence[Residual], *, fit: str = "") -> str:
+    """The error model file: header, provenance, every class with its rows and band; `fit` says how the
+    serving refits were run."""
     table = classes(residuals)
     counts = {m: sum(r.metric == m for r in residuals) for m in METRICS}
     lines = [
@@ -146,7 +147,8 @@ def render(residuals: Sequence[Residual]) -> str:
         f"min_rows: {MIN_ROWS}",
         "sources:",
     ]
-    lines += [f'  {m}: "{SOURCES[m]} ({counts[m]} rows)"' for m in METRICS]
+    fits = {"ttft": fit, "tpot": fit}
+    lines += [f'  {m}: "{SOURCES[m]} ({counts[m]} rows{fits.get(m, "")})"' for m in METRICS]
     lines.append("classes:")
     for m in METRICS:
         lines.append(f"  {m}:" + ("" if table[m] else " []"))
@@ -208,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         residuals = training_residuals() + serving_residuals(args.jobs, args.fit_passes, args.fit_every)
         if args.residuals is not None:
             write_residuals(args.residuals, residuals)
-    text = render(residuals)
+    text = render(residuals, fit=f"; refits: {args.fit_passes} coordinate pass(es) on 1 in {args.fit_every} of the fold rows")
     if args.write:
         OUT.write_text(text)
         print(f"wrote {OUT.relative_to(ROOT)}")

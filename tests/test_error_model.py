@@ -358,3 +358,32 @@ def test_rerank_prefers_a_sure_fit_then_convention_within_the_band() -> None:
     # no band: the search's order
     same, none = rerank(ranked, bands=lambda e: SimpleNamespace(tokens_per_s_per_gpu=None), model=model)
     assert same is ranked and none is None
+
+
+def test_suggest_prefers_a_sure_fit_and_marks_borderline_plans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wide = {**HAND, "memory": [{"class": "megatron", "rows": 9, "p10": 0.97, "p90": 1.6}]}
+    monkeypatch.setenv(ENV, str(model_file(tmp_path, wide)))
+    r = runner.invoke(app, ["suggest", "llama3-8b", "--gpus", "8", "--json", "--top", "40"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    capacity = doc["memory_gib_capacity"]
+    # at p90 = 1.6 x the prediction only plans under 75.7 / 1.6 = 47.3 GiB are sure fits
+    assert doc["fit_confidence"] == "sure" and doc["memory_gib_per_gpu"] * 1.6 <= capacity
+    kinds = {p["fit_confidence"] for p in doc["plans"]}
+    assert "borderline" in kinds  # kept, not dropped
+    for p in doc["plans"]:
+        lo, hi = p["memory_gib_per_gpu_range"]
+        assert lo <= p["memory_gib_per_gpu"] <= hi == pytest.approx(p["memory_gib_per_gpu"] * 1.6)
+    table = runner.invoke(app, ["suggest", "llama3-8b", "--gpus", "8", "--top", "10"], env={"COLUMNS": "80"})
+    assert "!" in table.stdout and "GiB~ likely fit, GiB! borderline" in words(table)
+
+
+def test_serve_suggest_json_has_ranges(hand: Path) -> None:
+    r = runner.invoke(app, ["serve", "suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "2", "--modes", "agg", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    rec = doc["recommended"]
+    lo, hi = rec["ttft_ms_range"]
+    assert lo <= rec["ttft_ms"] <= hi
+    for point in doc["pareto"]:
+        assert "ttft_ms_range" in point and point["tpot_ms_range"] is None  # vllm TPOT: 4 rows, no band
