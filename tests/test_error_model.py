@@ -170,6 +170,10 @@ def test_builtin_file_is_generated_packaged_and_reads() -> None:
     assert model.min_rows == 8
     counts = {m: c["all"].rows for m, c in model.classes.items() if "all" in c}
     assert counts["tokens_per_s"] == 40 and counts["memory"] == 7  # heldout_runs.yaml
+    # serving_runs.csv: 810 rows less 27 not reached, each with a TTFT and a TPOT residual
+    assert counts["ttft"] == counts["tpot"] == 783
+    assert model.classes["memory"]["torchtitan"].p10 is None  # 7 rows, under min_rows: no band
+    assert model.lookup("tokens_per_s", ("megatron", "bf16", "dense", "gpus<=8")).band.name == "all"  # type: ignore[union-attr]
     assert f"tokens_per_s {counts['tokens_per_s']}" in head
     assert "data/error_model.yaml" in (ROOT / "pyproject.toml").read_text()
 
