@@ -259,7 +259,7 @@ def test_estimate_json_and_table_carry_the_bands(hand: Path) -> None:
         "memory": {"class": "megatron", "rows": 9},
     }
     table = words(runner.invoke(app, ["estimate", "llama3-8b", "--gpus", "8", "--tp", "2"], env={"COLUMNS": "80"}))
-    assert f"{tps:,.0f} ±6% per GPU" in table
+    assert f"{tps:,.0f} (±6%) per GPU" in table
     assert f"tokens/s megatron bf16 dense, 12 rows; memory megatron, 9 rows (p10-p90 {mem * 0.97:.1f}-" in table
     assert "fits in memory: 18.9 GiB to spare, fit sure" in table
 

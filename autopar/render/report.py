@@ -140,9 +140,12 @@ def render_launch(console: Console, launch: Launch | None) -> None:
 FIT_MARK = {"likely": "~", "borderline": "!"}  # after GiB in the suggest table; a sure fit has none
 
 
-def figure(value: float, band: Interval | None) -> str:
-    """1,082 ±6% (the band's half-width over the value; --json has its two ends), or 1,082."""
-    return f"{value:,.0f}" if band is None else f"{value:,.0f} ±{band.spread:.0%}"
+def figure(value: float, band: Interval | None, *, column: bool = False) -> str:
+    """1,082 (±6%), the band's half-width over the value (--json has its two ends); in a table column
+    1,082 ±6%; 1,082 without a band."""
+    if band is None:
+        return f"{value:,.0f}"
+    return f"{value:,.0f} ±{band.spread:.0%}" if column else f"{value:,.0f} (±{band.spread:.0%})"
 
 
 def _header(console: Console, ctx: Context) -> None:
@@ -209,7 +212,7 @@ def render_suggestion(
         b = s.bands(e)
         modules = f" ({', '.join(e.plan.recompute_modules)})" if e.plan.recompute_modules else ""  # wraps at words
         t.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute + modules, str(e.plan.zero), f"{e.step_time_s:.2f}",
-                  figure(e.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu), f"{e.mfu:.1%}",
+                  figure(e.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, column=True), f"{e.mfu:.1%}",
                   f"{e.memory.total / GIB:.1f}{FIT_MARK.get(b.fit_confidence or '', '') if b.memory_gib else ''}")
     console.print(t)
     best = s.plans[0]
@@ -223,8 +226,8 @@ def render_suggestion(
             f"conventional: {plan_label(s.ties.chosen)}, ZeRO-{s.ties.chosen.plan.zero}", markup=False)
     say(console, f"[bold green]recommended:[/] {plan_label(best)}, mbs {best.plan.mbs}, recompute "
         f"{best.plan.recompute_label}, ZeRO-{best.plan.zero}")
-    say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s "
-        f"({figure(best.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu)} per GPU), MFU {best.mfu:.1%}")
+    say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s, "
+        f"{figure(best.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu)} per GPU, MFU {best.mfu:.1%}")
     say(console, f"  peak {best.memory.total / GIB:.1f} GiB/GPU, {b.fit_margin_gib:.1f} GiB to spare, "
         f"fit {b.fit_confidence}")
     say(console, "MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, bf16 dense peak")
