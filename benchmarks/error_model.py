@@ -1,6 +1,6 @@
 """Out-of-sample error bands: writes autopar/data/error_model.yaml and measures how often they hold.
 
-    python benchmarks/error_model.py [--write] [--residuals FILE] [--jobs N]
+    python benchmarks/error_model.py [--refit [--fit-passes N --fit-every N --jobs N]] [--write]
 
 Residuals (measured / predicted) on rows that set no constant of the figure they test:
 
@@ -15,8 +15,9 @@ Residuals (measured / predicted) on rows that set no constant of the figure they
   and are evaluated with the shipped constants. Rows whose run did not hold the stated
   concurrency ("not-reached") are left out: they measure another workload.
 
-The refits take many minutes; --residuals FILE keeps the residuals (written when the file is
-missing, read when present). The classes and their fallback are spec/error_model.py's.
+The refits take many minutes: --refit writes the residuals to benchmarks/data/error_residuals.csv,
+from which --write renders the error model (and which every run reads for its coverage figures).
+The classes and their fallback are spec/error_model.py's.
 
 Coverage: each source (a benchmark table or measurement file) is left out of the error model
 in turn and its rows are tested against the band of their class set by the other sources
@@ -53,7 +54,8 @@ from autopar.spec.error_model import METRICS, MIN_ROWS, Band, ErrorModel, build 
 
 DATA = ROOT / "benchmarks" / "data"
 OUT = ROOT / "autopar" / "data" / "error_model.yaml"
-COMMAND = "python benchmarks/error_model.py --write"  # with the --fit-* flags the sources line names
+RESIDUALS = DATA / "error_residuals.csv"  # generated with --refit: every residual the error model is set on
+COMMAND = "python benchmarks/error_model.py --write"  # from RESIDUALS (--refit, with the settings it names, first)
 SOURCES = {
     "tokens_per_s": "benchmarks/data/heldout_runs.yaml: published tokens/s per GPU over autopar's",
     "memory": "benchmarks/data/heldout_runs.yaml: published peak memory per GPU over autopar's",
@@ -116,14 +118,19 @@ def serving_residuals(jobs: int, passes: int, every: int) -> list[Residual]:
     return out
 
 
-def read_residuals(path: Path) -> list[Residual]:
+def read_residuals(path: Path) -> tuple[list[Residual], str]:
+    """The residuals of a file write_residuals wrote, and how its serving refits were run."""
     with path.open() as f:
-        return [Residual(r["metric"], r["group"], r["id"], tuple(r["keys"].split(" ")), float(r["ratio"])) for r in csv.DictReader(f)]
+        fit = f.readline().removeprefix("# ").rstrip("\n")
+        rows = [Residual(r["metric"], r["group"], r["id"], tuple(r["keys"].split(" ")), float(r["ratio"])) for r in csv.DictReader(f)]
+    return rows, fit
 
 
-def write_residuals(path: Path, residuals: Sequence[Residual]) -> None:
+def write_residuals(path: Path, residuals: Sequence[Residual], fit: str) -> None:
+    """One comment line (the refit settings), then a CSV row per residual."""
     with path.open("w", newline="") as f:
-        w = csv.writer(f)
+        f.write(f"# {fit}\n")
+        w = csv.writer(f, lineterminator="\n")
         w.writerow(["metric", "group", "id", "keys", "ratio"])
         for r in residuals:
             w.writerow([r.metric, r.group, r.id, " ".join(r.keys), repr(r.ratio)])
@@ -198,21 +205,20 @@ def report(residuals: Sequence[Residual]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
-    ap.add_argument("--residuals", type=Path, help="residuals CSV: read when present, else computed and written")
+    ap.add_argument("--refit", action="store_true", help="recompute the residuals (minutes) into --residuals")
+    ap.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(ROOT)} from the residuals")
+    ap.add_argument("--residuals", type=Path, default=RESIDUALS, help="the residuals CSV (default: %(default)s)")
     ap.add_argument("--jobs", type=int, default=2, help="processes for the serving refits")
     ap.add_argument("--fit-passes", type=int, default=3, help="coordinate passes of each serving refit")
-    ap.add_argument("--fit-every", type=int, default=1, help="each serving refit on every N-th of its rows")
+    ap.add_argument("--fit-every", type=int, default=1, help="each serving refit on 1 in N of its rows")
     args = ap.parse_args(argv)
-    if args.residuals is not None and args.residuals.exists():
-        residuals = read_residuals(args.residuals)
-    else:
+    if args.refit:
+        fit = f"refits: {args.fit_passes} coordinate pass(es) on 1 in {args.fit_every} of the fold rows"
         residuals = training_residuals() + serving_residuals(args.jobs, args.fit_passes, args.fit_every)
-        if args.residuals is not None:
-            write_residuals(args.residuals, residuals)
-    text = render(residuals, fit=f"; refits: {args.fit_passes} coordinate pass(es) on 1 in {args.fit_every} of the fold rows")
+        write_residuals(args.residuals, residuals, fit)
+    residuals, fit = read_residuals(args.residuals)
     if args.write:
-        OUT.write_text(text)
+        OUT.write_text(render(residuals, fit=f"; {fit}"))
         print(f"wrote {OUT.relative_to(ROOT)}")
     print("\n".join(report(residuals)))
     return 0

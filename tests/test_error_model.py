@@ -429,3 +429,11 @@ def test_coverage_leaves_each_group_out_by_hand() -> None:
     # g2 out: g1's 9 rows, ranks 1 and 9: [1.00, 1.08]; 9 of g2's 10 inside (not 2.0)
     assert (c.rows, c.banded, c.inside) == (19, 19, 18)
     assert c.median_width == pytest.approx(0.08)  # 10 widths of 0.08, 9 of 0.908
+
+
+def test_the_shipped_file_is_the_rendering_of_the_committed_residuals() -> None:
+    bench = _bench()
+    residuals, fit = bench.read_residuals(ROOT / "benchmarks" / "data" / "error_residuals.csv")
+    assert fit == "refits: 1 coordinate pass(es) on 1 in 2 of the fold rows"
+    assert (ROOT / "autopar" / "data" / "error_model.yaml").read_text() == bench.render(residuals, fit=f"; {fit}")
+    assert len({r.group for r in residuals if r.metric == "ttft"}) == 14  # measurement files
