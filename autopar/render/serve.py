@@ -128,7 +128,7 @@ def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, 
     say(console, f"workload: {wl.concurrency} request{'' if wl.concurrency == 1 else 's'} in flight, "
                  f"{wl.isl} in / {wl.osl} out tokens")
     b = serving_bands(ctx.errors, est)
-    console.print(_breakdown(f"TTFT {est.ttft_s * 1e3:,.0f} ms{_spread(b.ttft_ms)}", est.ttft_parts, _TTFT_LABELS))
+    console.print(_breakdown(f"TTFT {est.ttft_s * 1e3:.0f} ms{_spread(b.ttft_ms)}", est.ttft_parts, _TTFT_LABELS))
     console.print(_breakdown(f"TPOT {est.tpot_s * 1e3:.1f} ms{_spread(b.tpot_ms)}", est.tpot_parts, _TPOT_LABELS))
     say(console, f"error bands (p10-p90 of measured/predicted, out of sample): "
         f"TTFT {b.ttft_class.note()}; TPOT {b.tpot_class.note()}", markup=False)
