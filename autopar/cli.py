@@ -283,7 +283,7 @@ def suggest(
             return
         with progress_after("searching plans", enabled=not json_out) as tick:
             result = advise.suggest(ctx, progress=tick)
-        launched = launch.prepare(want, result.ctx, result.result.ranked.plans)
+        launched = launch.prepare(want, result.ctx, result.plan_order)
         plotted = None
         if plot is not None:
             from autopar.render.plot import write_plot

@@ -36,7 +36,7 @@ import dataclasses
 import itertools
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from autopar.cost import calibration as cal
@@ -283,6 +283,16 @@ def leave_one_group_out(rows: list[Row]) -> list[tuple[str, str, int, float, flo
     then scored on that group: (version, held-out group, rows, TTFT MAPE, TPOT MAPE). A version measured
     on one (GPU, model) only (SGLang 0.5.1) is split by input length instead."""
     out = []
+    for key, group, results in held_out_results(rows):
+        for _, (n, ttft, tpot) in errors(results).items():
+            out.append((f"{key[0]}@{key[1]}", " ".join(group), n, ttft, tpot))
+    return out
+
+
+def folds(rows: list[Row]) -> list[tuple[tuple[str, str], tuple[str, ...], list[Row], list[Row]]]:
+    """leave_one_group_out's folds: (framework version, held-out group, rows fitted on, rows held out), for
+    each version with two groups or more."""
+    out = []
     for key in list(serve_frameworks.FITTED):
         mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"]
         by_isl = len({(r.key[1], r.model.name) for r in mine}) < 2
@@ -293,14 +303,23 @@ def leave_one_group_out(rows: list[Row]) -> list[tuple[str, str, int, float, flo
         groups = sorted({group_of(r) for r in mine})
         if len(groups) < 2:
             continue
-        saved = serve_frameworks.FITTED[key]
         for group in groups:
-            fit([r for r in mine if group_of(r) != group], key)
-            held = [r for r in mine if group_of(r) == group]
-            for _, (n, ttft, tpot) in errors(evaluate(held)).items():
-                out.append((f"{key[0]}@{key[1]}", " ".join(group), n, ttft, tpot))
-            serve_frameworks.FITTED[key] = saved
+            out.append((key, group, [r for r in mine if group_of(r) != group], [r for r in mine if group_of(r) == group]))
     return out
+
+
+def held_out_results(rows: list[Row], only: int | None = None, *, passes: int = 3, every: int = 1) -> Iterator[
+        tuple[tuple[str, str], tuple[str, ...], list[tuple[Row, ServeEstimate, str]]]]:
+    """Each fold (or the `only`-th): the version's constants fitted (`passes` coordinate passes, on every
+    `every`-th of the fold's other rows) and the held-out group evaluated with them. The fitted constants are
+    restored after each fold."""
+    for i, (key, group, train, held) in enumerate(folds(rows)):
+        if only is not None and i != only:
+            continue
+        saved = serve_frameworks.FITTED[key]
+        fit(train[::every], key, passes=passes)
+        yield key, group, evaluate(held)
+        serve_frameworks.FITTED[key] = saved
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,18 @@ max_seq_len: 2048
 """
 HF = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
       "num_hidden_layers": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 2048}
+# an error model file edited by hand: a band whose p10 exceeds its p90
+BAD_ERROR_MODEL = """schema_version: 1
+command: python benchmarks/error_model.py --write
+min_rows: 8
+sources: {tokens_per_s: x, memory: x, ttft: x, tpot: x}
+classes:
+  tokens_per_s:
+  - {class: all, rows: 40, p10: 1.2, p90: 0.9}
+  memory: []
+  ttft: []
+  tpot: []
+"""
 # 10 levels of 10 aliases each: 10^10 values once expanded
 BOMB = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10))
@@ -336,6 +348,10 @@ CASES = [
     Case("10 contract", "BOM in lengths", lambda t: dist(t, "l.txt", "\ufeff100\n300\n", extra="--json --global-batch 64"),
          0, '"tokens_per_s"', seconds=60),
     Case("10 contract", "BOM in YAML", model_with("\ufeff" + TINY), 0, "tokens/s"),
+    Case("10 contract", "hand-edited error model", lambda t: (files(t, em__yaml=BAD_ERROR_MODEL), job(t, extra="--json"))[1],
+         2, "em.yaml: classes.tokens_per_s[0].p10: (1.2) exceeds p90 (0.9)", env={"AUTOPAR_ERROR_MODEL": "{T}/em.yaml"}),
+    Case("10 contract", "error model not YAML", lambda t: (files(t, em__yaml="classes: [\n"), f"{{A}} serve {SERVE['estimate']}")[1],
+         2, "em.yaml: malformed YAML", env={"AUTOPAR_ERROR_MODEL": "{T}/em.yaml"}),
     # 11. `autopar serve` flags: each refused on one line that names the flag
     *(Case("11 serve flags", f"{cmd} {flags}", lambda t, c=cmd, f=flags: f"{{A}} serve {SERVE[c]} {f}", code, fragment)
       for cmd, flags, code, fragment in (

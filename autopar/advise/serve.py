@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from autopar.cost.serve_frameworks import constants
 from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.emit.serving import ServeLaunch
 from autopar.errors import InfeasibleError, SpecError
+from autopar.io.error_model import error_model
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
 from autopar.search.serve import DEFAULT_TARGETS, ServeSweep, Targets, sweep
+from autopar.spec.error_model import ErrorModel
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.limits import MAX_SERVE_GPUS
 from autopar.spec.model import ModelSpec
@@ -32,6 +34,7 @@ class ServeContext:
     kv_dtype: str  # auto | bf16 | fp8
     framework_version: str = ""  # whose fitted constants apply ("" = the newest fitted)
     engine_args: EngineArgs = DEFAULT_ARGS  # launch settings given on the command line (every engine)
+    errors: ErrorModel = field(default_factory=lambda: ErrorModel(min_rows=1, classes={}))  # TTFT and TPOT bands
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,7 +73,7 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
             if value is not None:
                 raise SpecError(f"{flag} is an SGLang setting (--framework sglang), got --framework {framework}")
     return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, framework=framework, weights=weights,
-                        kv_dtype=kv_dtype, framework_version=version, engine_args=engine_args)
+                        kv_dtype=kv_dtype, framework_version=version, engine_args=engine_args, errors=error_model())
 
 
 def options_context(model: str, *, hardware: str | None, gpus: int | None, framework: str | None, emit: str | None,

@@ -7,17 +7,21 @@ and return frozen results that report.py renders. No torch, no printing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
+from autopar.advise.bands import TrainingBands, training_bands
+from autopar.advise.ties import Reranked, Ties, rerank
 from autopar.cost.memory import memory_breakdown
 from autopar.cost.step import Estimate, estimate
 from autopar.errors import InfeasibleError, SpecError
+from autopar.io.error_model import error_model
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
 from autopar.io.stacks import DEFAULT_STACK, load_stack
 from autopar.search.planner import SearchResult, search
 from autopar.search.space import divisors
+from autopar.spec.error_model import ErrorModel
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job, default_global_batch
 from autopar.spec.model import ModelSpec
@@ -46,6 +50,22 @@ class Suggestion:
     result: SearchResult  # ranked plans
     search_s: float  # wall time of the search
     warnings: tuple[str, ...] = ()  # what the user should know about the job (a batch that limits dp)
+    errors: ErrorModel = field(default_factory=lambda: ErrorModel(min_rows=1, classes={}))  # the error bands
+    reranked: Reranked | None = None  # result.ranked with its error band re-ranked (advise/ties.py)
+    ties: Ties | None = None  # the plans within the error band of the fastest
+
+    @property
+    def plans(self) -> Sequence[Estimate]:
+        """Best first: the recommendation, then the others."""
+        return self.result.ranked if self.reranked is None else self.reranked
+
+    @property
+    def plan_order(self) -> Sequence[Plan]:
+        """The plans alone, in that order (read lazily)."""
+        return self.result.ranked.plans if self.reranked is None else self.reranked.plans
+
+    def bands(self, est: Estimate) -> TrainingBands:
+        return bands_of(self.ctx, self.errors, est)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +73,7 @@ class Explained:
     ctx: Context  # inputs
     estimate: Estimate  # the plan's time and memory
     hints: tuple[tuple[str, float], ...]  # when it does not fit: (change, GiB per GPU after it) that would
+    bands: TrainingBands | None = None  # its error bands and fit confidence
 
 
 def context(
@@ -105,16 +126,24 @@ def context(
                    gpu_memory_bytes=whole)
 
 
+def bands_of(ctx: Context, errors: ErrorModel, est: Estimate) -> TrainingBands:
+    return training_bands(errors, stack=ctx.stack.name, dtype=ctx.job.dtype, model=ctx.model, est=est)
+
+
 def suggest(ctx: Context, *, progress: Callable[[int, int], None] | None = None) -> Suggestion:
+    """The search's plans, those within the model's error of the fastest re-ranked (advise/ties.py)."""
+    errors = error_model()  # a corrupt file fails before the search
     start = time.perf_counter()
     try:
         result = search(ctx.model, ctx.hw, ctx.job, stack=ctx.stack, progress=progress)
     except InfeasibleError as exc:  # name the profile: a saved one is easy to forget (issue 25)
         raise InfeasibleError(f"{exc}; hardware: {ctx.hw_reason}") from None
+    search_s = time.perf_counter() - start
     # the default batch is built for the natural dp degrees (spec/job.py default_global_batch): no warning about it
     warning = None if ctx.batch_defaulted else batch_warning(ctx.job)
-    return Suggestion(ctx=ctx, result=result, search_s=time.perf_counter() - start,
-                      warnings=(warning,) if warning else ())
+    order, ties = rerank(result.ranked, bands=lambda e: bands_of(ctx, errors, e), model=ctx.model)
+    return Suggestion(ctx=ctx, result=result, search_s=search_s, warnings=(warning,) if warning else (),
+                      errors=errors, reranked=order if isinstance(order, Reranked) else None, ties=ties)
 
 
 def batch_warning(job: Job) -> str | None:
@@ -158,9 +187,10 @@ def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: 
     refused = ctx.stack.refusal(plan)
     if refused:
         raise SpecError(f"{refused}; see `autopar stacks`")
+    errors = error_model()
     est = estimate(ctx.model, ctx.hw, ctx.job, plan, stack=ctx.stack)
     hints = () if est.fits else fit_hints(ctx, plan)
-    return Explained(ctx=ctx, estimate=est, hints=hints)
+    return Explained(ctx=ctx, estimate=est, hints=hints, bands=bands_of(ctx, errors, est))
 
 
 def fit_hints(ctx: Context, plan: Plan) -> tuple[tuple[str, float], ...]:

@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from autopar.advise.bands import TrainingBands, pair
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
 from autopar.io.reading import counted
 from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.text import say, shell_text, table
 from autopar.search.planner import Candidate
+from autopar.spec.error_model import Interval, Lookup
 
 if TYPE_CHECKING:
     from autopar.advise.launch import Launch
@@ -22,8 +24,25 @@ if TYPE_CHECKING:
 GIB = 2**30
 
 
-def plan_dict(est: Estimate) -> dict[str, Any]:
-    """The DESIGN.md JSON contract for one plan."""
+def lookup_dict(found: Lookup) -> dict[str, Any]:
+    """The class whose rows set a band: {"class", "rows"}, or no class, the rows of the wanted one and why."""
+    if found.band is None:
+        return {"class": None, "rows": found.rows, "wanted": found.wanted, "note": found.note()}
+    return {"class": found.band.name, "rows": found.band.rows}
+
+
+def bands_dict(b: TrainingBands) -> dict[str, Any]:
+    """[p10, p90] of each figure (null: too few rows), the fit's margin and confidence, and the classes."""
+    return {
+        "tokens_per_s_range": pair(b.tokens_per_s), "tokens_per_s_per_gpu_range": pair(b.tokens_per_s_per_gpu),
+        "step_time_s_range": pair(b.step_time_s), "memory_gib_per_gpu_range": pair(b.memory_gib),
+        "fit_margin_gib": b.fit_margin_gib, "fit_confidence": b.fit_confidence,
+        "error_classes": {"tokens_per_s": lookup_dict(b.speed), "memory": lookup_dict(b.memory)},
+    }
+
+
+def plan_dict(est: Estimate, bands: TrainingBands | None = None) -> dict[str, Any]:
+    """The DESIGN.md JSON contract for one plan (with its error bands when given)."""
     p = est.plan
     return {
         "dp": p.dp, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "cp_comm": p.cp_comm,
@@ -37,6 +56,7 @@ def plan_dict(est: Estimate) -> dict[str, Any]:
         "mfu": est.mfu,
         "memory_gib_per_gpu": est.memory.total / GIB,
         "fits": est.fits,
+        **({} if bands is None else bands_dict(bands)),
     }
 
 
@@ -78,9 +98,9 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
 def suggestion_dict(s: Suggestion, top: int, *, launch: Launch | None = None,
                     plot: PlotSummary | None = None, saved: Sequence[Path] | None = None) -> dict[str, Any]:
     """`suggest --json`'s document (also the Python API's to_dict)."""
-    plans = [plan_dict(e) for e in s.result.ranked[:top]]
+    plans = [plan_dict(e, s.bands(e)) for e in s.plans[:top]]
     doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
-           "plans": plans, "warnings": list(s.warnings), **launch_dict(launch)}
+           "plans": plans, "warnings": list(s.warnings), "ties": ties_dict(s), **launch_dict(launch)}
     if plot is not None:
         doc["plot_file"] = str(plot.path)
     if saved is not None:
@@ -97,11 +117,21 @@ def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, pl
 def explained_dict(x: Explained, *, launch: Launch | None = None) -> dict[str, Any]:
     """`estimate --json`'s document (also the Python API's to_dict)."""
     e = x.estimate
-    return {**context_dict(x.ctx), **plan_dict(e),
+    return {**context_dict(x.ctx), **plan_dict(e, x.bands),
             "time_breakdown_s": e.time.as_dict(),
             "memory_breakdown_gib": e.memory.as_gib(),
             "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints],
             **launch_dict(launch)}
+
+
+def ties_dict(s: Suggestion) -> dict[str, Any] | None:
+    """The plans within the model's error of the fastest: how many, the band, the fastest."""
+    t = s.ties
+    if t is None:
+        return None
+    return {"within_error": t.count, "within_error_at_least": t.more, "spread": t.spread,
+            "fastest": plan_label(t.fastest),
+            "fastest_tokens_per_s_per_gpu": t.fastest.tokens_per_s_per_gpu}
 
 
 def explained_json(x: Explained, *, launch: Launch | None = None) -> str:
@@ -129,6 +159,17 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     for name, text in launch.files:
         say(console, f"{name} (the command reads it from the folder it runs in):", markup=False)
         console.print(text.rstrip("\n"), markup=False, highlight=False)
+
+
+FIT_MARK = {"likely": "~", "borderline": "!"}  # after GiB in the suggest table; a sure fit has none
+
+
+def figure(value: float, band: Interval | None, *, column: bool = False) -> str:
+    """1,082 (±6%), the band's half-width over the value (--json has its two ends); in a table column
+    1,082 ±6%; 1,082 without a band."""
+    if band is None:
+        return f"{value:,.0f}"
+    return f"{value:,.0f} ±{band.spread:.0%}" if column else f"{value:,.0f} (±{band.spread:.0%})"
 
 
 def _header(console: Console, ctx: Context) -> None:
@@ -209,25 +250,38 @@ def render_suggestion(
         say(console, f"[yellow]warning:[/] {warning}")
     say(console, f"searched {r.considered} plans in {s.search_s:.2f} s; {r.feasible} fit in "
         f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
-    shown = distinct_layouts(r.ranked, top)
+    shown = distinct_layouts(s.plans, top)
     # tokens/s and TFLOP/s per GPU are tok/s/GPU x GPUs and MFU x peak: in --json and `estimate`, not here
-    heading = "the best layout by tokens/s (its best variant" if len(shown) == 1 else (
-        f"top {len(shown)} layouts by tokens/s (the best variant of each")
+    order = "by tokens/s" if s.ties is None else "by tokens/s, the most conventional first within the model's error"
+    heading = f"the best layout {order} (its best variant" if len(shown) == 1 else (
+        f"top {len(shown)} layouts {order} (the best variant of each")
     say(console, f"{heading}; --json keeps the variants):")
     t = table("#", "plan", "mbs", "recompute", "ZeRO", "step s", "tok/s/GPU", "MFU", "GiB", left=("plan", "recompute"),
               wrap=("plan", "recompute"))
     for i, e in enumerate(shown, 1):
+        b = s.bands(e)
         modules = f" ({', '.join(e.plan.recompute_modules)})" if e.plan.recompute_modules else ""  # wraps at words
         t.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute + modules, str(e.plan.zero), f"{e.step_time_s:.2f}",
-                  f"{e.tokens_per_s_per_gpu:,.0f}", f"{e.mfu:.1%}", f"{e.memory.total / GIB:.1f}")
+                  figure(e.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, column=True), f"{e.mfu:.1%}",
+                  f"{e.memory.total / GIB:.1f}{FIT_MARK.get(b.fit_confidence or '', '') if b.memory_gib else ''}")
     console.print(t)
-    best = r.ranked[0]
+    best = s.plans[0]
+    b = s.bands(best)
+    say(console, f"error bands (p10-p90 of measured/predicted on held-out rows): tokens/s {b.speed.note()}; "
+        f"memory {b.memory.note()}" + ("; GiB~ likely fit, GiB! borderline" if b.memory_gib else ""), markup=False)
+    if s.ties is not None:
+        say(console, f"{'at least ' if s.ties.more else ''}{s.ties.count} plans are within the model's error "
+            f"(±{s.ties.spread:.0%}) of the best "
+            f"({plan_label(s.ties.fastest)}, {s.ties.fastest.tokens_per_s_per_gpu:,.0f} tok/s/GPU); the most "
+            f"conventional: {plan_label(s.ties.chosen)}, ZeRO-{s.ties.chosen.plan.zero}", markup=False)
     notes = legend([plan_label(e) for e in (*shown, best)])
     if notes:
         say(console, notes, markup=False)
     say(console, f"[bold green]recommended:[/] {plan_text(best)}")
-    say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s ({best.tokens_per_s_per_gpu:,.0f} "
-        f"per GPU), MFU {best.mfu:.1%}, peak {best.memory.total / GIB:.1f} GiB/GPU")
+    say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s, "
+        f"{figure(best.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu)} per GPU, MFU {best.mfu:.1%}")
+    say(console, f"  peak {best.memory.total / GIB:.1f} GiB/GPU, {b.fit_margin_gib:.1f} GiB to spare, "
+        f"fit {b.fit_confidence}")
     say(console, "MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, bf16 dense peak")
     if plot is not None:
         say(console, f"plot: {plot.plans} feasible plans ({plot.drawn} timed and drawn), {plot.pareto} on the Pareto "
@@ -249,7 +303,10 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
     p = e.plan
     say(console, f"plan: {plan_label(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute "
         f"{p.recompute_label}, ZeRO-{p.zero}")
-    t = table("component", "seconds", "share", title=f"step time {e.step_time_s:.3f} s", left=("component",), wrap=("component",))
+    b = x.bands
+    step = "" if b is None or b.step_time_s is None else f" (p10-p90 {b.step_time_s.lo:.3f}-{b.step_time_s.hi:.3f} s)"
+    t = table("component", "seconds", "share", title=f"step time {e.step_time_s:.3f} s{step}", left=("component",),
+              wrap=("component",))
     labels = {"compute": "compute", "tp_comm": "exposed TP comm", "cp_comm": "exposed CP comm",
               "ep_comm": "exposed EP all-to-all", "pp_comm": "exposed PP p2p", "dp_comm": "exposed DP sync",
               "bubble": "pipeline bubble", "optimizer": "optimizer step", "overlap": "overlap slowdown"}
@@ -267,10 +324,16 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
 
         render_explain(console, x)
         console.print()
-    say(console, f"throughput: {e.tokens_per_s:,.0f} tokens/s, {e.tokens_per_s_per_gpu:,.0f} per GPU, "
+    per_gpu = figure(e.tokens_per_s_per_gpu, None if b is None else b.tokens_per_s_per_gpu)
+    say(console, f"throughput: {e.tokens_per_s:,.0f} tokens/s, {per_gpu} per GPU, "
         f"{e.model_tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {e.mfu:.1%} (PaLM convention, bf16 peak)")
+    if b is not None:
+        ends = "" if b.memory_gib is None else f" (p10-p90 {b.memory_gib.lo:.1f}-{b.memory_gib.hi:.1f} GiB)"
+        say(console, f"error bands (p10-p90 of measured/predicted on held-out rows): tokens/s {b.speed.note()}; "
+            f"memory {b.memory.note()}{ends}", markup=False)
     if e.fits:
-        console.print("[green]fits in memory[/]")
+        how = "" if b is None else f": {b.fit_margin_gib:.1f} GiB to spare, fit {b.fit_confidence}"
+        console.print(f"[green]fits in memory{how}[/]")
     else:
         over = (e.memory.total - e.memory_capacity_bytes) / GIB
         if x.hints:

@@ -9,13 +9,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from autopar.advise.bands import ServingBands, pair, serving_bands
 from autopar.advise.serve import ServeContext
 from autopar.cost.serve_frameworks import for_deployment
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
 from autopar.emit.serving import ServeLaunch
 from autopar.render.answer import checked, dumps
+from autopar.render.report import lookup_dict
 from autopar.render.text import say, shell_text, table
 from autopar.search.serve import RULES, ServeSweep
+from autopar.spec.error_model import Interval
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
 
 if TYPE_CHECKING:
@@ -60,17 +63,24 @@ def pool_dict(dep: Deployment, pool: PoolEstimate) -> dict[str, Any]:
             "weights_gib_per_gpu": pool.weights_gib, "memory_gib_per_gpu": pool.memory_gib_per_gpu, "fits": pool.fits}
 
 
+def bands_dict(b: ServingBands) -> dict[str, Any]:
+    """TTFT and TPOT [p10, p90] (null: too few rows) and the classes that set them."""
+    return {"ttft_ms_range": pair(b.ttft_ms), "tpot_ms_range": pair(b.tpot_ms),
+            "error_classes": {"ttft": lookup_dict(b.ttft_class), "tpot": lookup_dict(b.tpot_class)}}
+
+
 def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
     """The DESIGN.md JSON contract of `autopar serve estimate`."""
     dep, wl = est.deployment, est.workload
     decode = est.pools[-1]
+    bands = serving_bands(ctx.errors, est)
     doc: dict[str, Any] = {
         "model": ctx.model.name, "hardware": ctx.hw.name, "hardware_source": ctx.hw_reason,
         "framework": dep.framework, "framework_constants": est.framework_label,
         "weights": dep.weights, "kv_dtype": dep.kv_dtype, "gpus": dep.gpus,
         "mode": dep.mode, **_degrees(dep, decode), "concurrency": wl.concurrency, "isl": wl.isl, "osl": wl.osl,
-        "ttft_ms": est.ttft_s * 1e3, "tpot_ms": est.tpot_s * 1e3, "latency_ms": est.latency_s * 1e3,
-        "output_tokens_per_s": est.output_tokens_per_s,
+        "ttft_ms": est.ttft_s * 1e3, "tpot_ms": est.tpot_s * 1e3, **bands_dict(bands),
+        "latency_ms": est.latency_s * 1e3, "output_tokens_per_s": est.output_tokens_per_s,
         "output_tokens_per_s_per_gpu": est.output_tokens_per_s / dep.gpus,
         "tokens_per_s_per_user": 1.0 / est.tpot_s, "requests_per_s": est.requests_per_s,
         "kv_cache_tokens": decode.kv_cache_tokens, "max_concurrency": decode.max_concurrency,
@@ -123,8 +133,11 @@ def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, 
                  f"{est.framework_label}")
     say(console, f"workload: {wl.concurrency} request{'' if wl.concurrency == 1 else 's'} in flight, "
                  f"{wl.isl} in / {wl.osl} out tokens")
-    console.print(_breakdown(f"TTFT {est.ttft_s * 1e3:.0f} ms", est.ttft_parts, _TTFT_LABELS))
-    console.print(_breakdown(f"TPOT {est.tpot_s * 1e3:.1f} ms", est.tpot_parts, _TPOT_LABELS))
+    b = serving_bands(ctx.errors, est)
+    console.print(_breakdown(f"TTFT {est.ttft_s * 1e3:.0f} ms{_spread(b.ttft_ms)}", est.ttft_parts, _TTFT_LABELS))
+    console.print(_breakdown(f"TPOT {est.tpot_s * 1e3:.1f} ms{_spread(b.tpot_ms)}", est.tpot_parts, _TPOT_LABELS))
+    say(console, f"error bands (p10-p90 of measured/predicted, out of sample): "
+        f"TTFT {b.ttft_class.note()}; TPOT {b.tpot_class.note()}", markup=False)
     say(console, f"throughput: {est.output_tokens_per_s:,.0f} output tokens/s, "
         f"{est.output_tokens_per_s / dep.gpus:,.0f} per GPU, {1 / est.tpot_s:.1f} tokens/s per user, "
         f"{est.requests_per_s:.2f} requests/s")
@@ -141,6 +154,11 @@ def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, 
         say(console, "[yellow]queue-saturated: the prefill engines set the rate; the requests the decode "
             "engines do not hold wait in the prefill queue[/]")
     say(console, TPOT_DEFINITION, markup=False)
+
+
+def _spread(band: Interval | None) -> str:
+    """' (±6%)', or nothing (too few rows)."""
+    return "" if band is None else f" (±{band.spread:.0%})"
 
 
 def kv_full(est: ServeEstimate) -> bool:
@@ -169,9 +187,11 @@ def shown_front(front: tuple[ServeEstimate, ...]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def _point_dict(est: ServeEstimate) -> dict[str, Any]:
-    """A Pareto point for JSON: the table row plus both breakdowns."""
-    return {**_point_row(est), "queue_saturated": est.saturated,
+def _point_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
+    """A Pareto point for JSON: the table row, its TTFT and TPOT bands and both breakdowns."""
+    b = serving_bands(ctx.errors, est)
+    return {**_point_row(est), "ttft_ms_range": pair(b.ttft_ms), "tpot_ms_range": pair(b.tpot_ms),
+            "queue_saturated": est.saturated,
             "ttft_breakdown_ms": {k: v * 1e3 for k, v in est.ttft_parts.items()},
             "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()}}
 
@@ -182,7 +202,7 @@ def suggestion_dict(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
     if result.best is None:
         raise ValueError("suggestion_dict needs a recommended deployment")
     doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "recommended_by": result.rule,
-           "recommendation_rule": RULES[result.rule], "pareto": [_point_dict(p) for p in result.pareto],
+           "recommendation_rule": RULES[result.rule], "pareto": [_point_dict(ctx, p) for p in result.pareto],
            "deployments_tried": result.layouts, "points_priced": len(result.points) + result.skipped,
            "points_bounded": result.skipped,
            "tpot_definition": TPOT_DEFINITION}
@@ -200,7 +220,7 @@ def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
 
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
-    checked(suggestion_dict(ctx, result) if result.best is not None else [_point_dict(p) for p in result.pareto])
+    checked(suggestion_dict(ctx, result) if result.best is not None else [_point_dict(ctx, p) for p in result.pareto])
     header(console, ctx)
     say(console, f"searched {result.layouts:,} deployments on {ctx.gpus:,} GPU{'' if ctx.gpus == 1 else 's'}, "
         f"{len(result.points) + result.skipped:,} (deployment, concurrency) points fit")

@@ -1,0 +1,153 @@
+"""How far off a prediction may be: per-class bands of measured / predicted, set out of sample.
+
+An error model holds, for each metric autopar predicts (training tokens/s and
+memory, serving TTFT and TPOT), classes of predictions (``megatron bf16
+dense``) with the 10th and 90th percentiles of the ratio measured / predicted
+over the benchmark rows of that class that no constant was set on. The file
+is written by benchmarks/error_model.py (autopar/data/error_model.yaml).
+
+A prediction's class is looked up from the most specific to the coarsest
+(``megatron bf16 dense gpus<=8``, ``megatron bf16 dense``, ``megatron bf16``,
+``megatron``, ``all``); the first class with at least ``min_rows`` rows gives
+the band, and when none has, there is no band ("too few rows").
+
+The percentiles are prediction quantiles (Hyndman and Fan 1996, definition 6,
+the order statistic at rank q x (n + 1)): for rows that are exchangeable, a new
+row falls in [p10, p90] with probability 0.8, where the usual definition 7 gives
+0.8 x (n - 1) / (n + 1) (60% at n = 8).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+# metric -> the key parts of its classes, most significant first
+LEVELS: Mapping[str, tuple[str, ...]] = {
+    "tokens_per_s": ("stack", "dtype", "family", "scale"),  # training tokens/s per GPU
+    "memory": ("stack",),  # training peak memory per GPU
+    "ttft": ("engine", "mode", "load"),  # serving time to first token
+    "tpot": ("engine", "mode", "load"),  # serving time per output token
+}
+METRICS = tuple(LEVELS)
+COARSEST = "all"  # the class of every row of a metric
+MIN_ROWS = 8  # fewer rows than this give no band
+
+
+def prediction_quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile of `values` by Hyndman and Fan's definition 6: rank q x (n + 1), linear between
+    order statistics, clamped to the smallest and largest value outside ranks 1..n."""
+    if not values:
+        raise ValueError("no values")
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    xs = sorted(values)
+    h = q * (len(xs) + 1)
+    if h <= 1:
+        return xs[0]
+    if h >= len(xs):
+        return xs[-1]
+    lo = math.floor(h)
+    return xs[lo - 1] + (h - lo) * (xs[lo] - xs[lo - 1])
+
+
+def candidates(keys: Sequence[str]) -> tuple[str, ...]:
+    """Class names from the most specific to the coarsest: 'a b c', 'a b', 'a', 'all'."""
+    return (*(" ".join(keys[:k]) for k in range(len(keys), 0, -1)), COARSEST)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Band:
+    """One class of one metric: how many rows set it and, with enough rows, its band."""
+
+    name: str  # the class, e.g. "megatron bf16 dense"
+    rows: int  # benchmark rows in the class
+    p10: float | None  # 10th percentile of measured / predicted; None: fewer than min_rows rows
+    p90: float | None  # 90th percentile of measured / predicted
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interval:
+    """A prediction's band: where the measurement is expected, [lo, hi], in the prediction's unit."""
+
+    value: float  # the prediction
+    lo: float  # lower end; lo <= value
+    hi: float  # upper end; hi >= value
+    name: str  # the class whose rows set it
+    rows: int  # how many
+
+    @property
+    def spread(self) -> float:
+        """Half the band's width over the prediction: 0.06 prints as ±6%."""
+        return (self.hi - self.lo) / 2 / self.value if self.value > 0 else 0.0
+
+    def inverse(self) -> Interval:
+        """The band of 1 / value (tokens/s -> step time)."""
+        return Interval(value=1 / self.value, lo=1 / self.hi, hi=1 / self.lo, name=self.name, rows=self.rows)
+
+    def scaled(self, factor: float) -> Interval:
+        return Interval(value=self.value * factor, lo=self.lo * factor, hi=self.hi * factor, name=self.name, rows=self.rows)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lookup:
+    """The band a prediction gets, or why it gets none."""
+
+    band: Band | None  # the class used; None: no class has min_rows rows
+    wanted: str  # the most specific class of the prediction
+    rows: int  # rows of the most specific class (0: none)
+    all_rows: int = 0  # rows of the coarsest class
+
+    def interval(self, value: float) -> Interval | None:
+        """[p10, p90] x value, widened to hold the value itself (a biased class's band may not)."""
+        b = self.band
+        if b is None or b.p10 is None or b.p90 is None or not math.isfinite(value) or value <= 0:
+            return None
+        return Interval(value=value, lo=min(value, value * b.p10), hi=max(value, value * b.p90), name=b.name, rows=b.rows)
+
+    def note(self) -> str:
+        """'megatron bf16 dense, 12 rows', or 'too few rows (megatron fp8 moe: 3)'."""
+        if self.band is None:
+            return f"too few rows ({self.wanted}: {self.rows}, {COARSEST}: {self.all_rows})"
+        return f"{self.band.name}, {self.band.rows} rows"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorModel:
+    """Every metric's classes, as read from the file."""
+
+    min_rows: int  # a class needs this many rows for a band
+    classes: Mapping[str, Mapping[str, Band]]  # metric -> class name -> band
+    where: str = ""  # the file it was read from
+
+    def lookup(self, metric: str, keys: Sequence[str]) -> Lookup:
+        """The first class of `keys` (candidates) with a band."""
+        mine = self.classes.get(metric, {})
+        names = candidates(keys)
+        found = next((mine[n] for n in names if n in mine and mine[n].p10 is not None), None)
+        return Lookup(band=found, wanted=names[0], rows=_rows(mine, names[0]), all_rows=_rows(mine, COARSEST))
+
+
+def _rows(classes: Mapping[str, Band], name: str) -> int:
+    band = classes.get(name)
+    return 0 if band is None else band.rows
+
+
+def build(rows: Sequence[tuple[Sequence[str], float]], *, min_rows: int = MIN_ROWS) -> dict[str, Band]:
+    """Every class of a metric from its rows (keys, measured / predicted): each prefix of the keys and 'all'."""
+    members: dict[str, list[float]] = {}
+    for keys, ratio in rows:
+        for name in candidates(keys):
+            members.setdefault(name, []).append(ratio)
+    out = {}
+    for name in sorted(members):
+        xs = members[name]
+        enough = len(xs) >= min_rows
+        out[name] = Band(
+            name=name,
+            rows=len(xs),
+            p10=prediction_quantile(xs, 0.1) if enough else None,
+            p90=prediction_quantile(xs, 0.9) if enough else None,
+        )
+    return out
