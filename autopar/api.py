@@ -43,6 +43,15 @@ def _frozen(value: Any) -> Any:
     return value
 
 
+def _thawed(value: Any) -> Any:
+    """_frozen undone, for to_dict: mappings back to dicts, tuples to lists."""
+    if isinstance(value, tuple):
+        return [_thawed(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _thawed(v) for k, v in value.items()}
+    return value
+
+
 def _build(cls: type[T], doc: Mapping[str, Any], **given: Any) -> T:
     """cls from the fields of a --json document that it names (absent optional keys take the field default)."""
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
@@ -97,10 +106,18 @@ class PlanResult:
     memory_gib_per_gpu: float  # peak, worst stage
     fits: bool  # within the usable share of the GPU's memory
     recompute_modules: tuple[str, ...] = ()  # Megatron's --recompute-modules, when the plan names some
+    # error bands (docs/error-bars.md): [p10, p90] of each figure, None where the class has too few rows
+    tokens_per_s_range: tuple[float, float] | None = None
+    tokens_per_s_per_gpu_range: tuple[float, float] | None = None
+    step_time_s_range: tuple[float, float] | None = None
+    memory_gib_per_gpu_range: tuple[float, float] | None = None
+    fit_margin_gib: float | None = None  # GiB left on the GPU at the predicted peak
+    fit_confidence: str | None = None  # sure | likely | borderline; None when it does not fit
+    error_classes: Mapping[str, Any] | None = None  # the class each band was read from
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "recompute_modules"}
-        return {**doc, **({"recompute_modules": list(self.recompute_modules)} if self.recompute_modules else {})}
+        return json.loads(json.dumps({f.name: _thawed(getattr(self, f.name)) for f in fields(self)
+                                      if f.name != "recompute_modules" or self.recompute_modules}))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -303,7 +320,7 @@ def suggest(
         emit=emit,
     )
     result = advise.suggest(ctx)
-    launched = launch.prepare(want, result.ctx, result.result.ranked.plans)
+    launched = launch.prepare(want, result.ctx, result.plan_order)
     doc = suggestion_dict(result, top, launch=launched)
     return _build(SuggestResult, doc, recommended=_plan(doc), plans=tuple(_plan(p) for p in doc["plans"]), _json=json.dumps(doc, indent=2))
 
