@@ -23,7 +23,7 @@ from autopar.errors import ProfileError
 from autopar.io.files import output_target
 from autopar.io.profiles import load_hardware, saved_profile_path
 from autopar.io.reading import named
-from autopar.probe.runtime import require_torch, resolve_device
+from autopar.probe.runtime import processes, require_torch, resolve_device
 from autopar.probe.settings import settings_for
 
 
@@ -60,11 +60,14 @@ def check_writable(path: Path) -> None:
 
 
 def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None, compare: str | None) -> None:
-    reference = load_hardware(compare) if compare else None
+    if compare is not None and not compare.strip():
+        raise ProfileError("--compare is empty: give a built-in profile name (see `autopar hardware`) or a profile .yaml")
+    processes(nproc, kind="cpu" if device == "cpu" else None)  # before torch is imported, and before any work
+    reference = load_hardware(compare) if compare is not None else None
+    path = out if out is not None else saved_profile_path()
     torch = require_torch()
     kind = resolve_device(torch, device)
     settings = settings_for(kind, quick)
-    path = out if out is not None else saved_profile_path()
     from autopar.probe.launch import launch, torchrun_topology  # imports torch.distributed: only now
 
     topo = torchrun_topology()
@@ -86,7 +89,9 @@ def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None
     )
     write_profile(path, doc)
     written = load_hardware(str(path))
-    console = Console()
+    from autopar.render.text import console as escaping_console
+
+    console = escaping_console()  # names (the GPU, a --compare profile's) printed escaped, at most 80 columns
     print_summary(console, written, str(path))
     if reference is not None:
         print_compare(console, written, reference)
