@@ -82,7 +82,7 @@ def calibrate(
         from autopar.calibrate.command import check_run, run_calibrate
         from autopar.calibrate.save import target
 
-        check_run(steps=steps, warmup=warmup, nproc=nproc, device=device)  # every check before any work
+        check_run(steps=steps, warmup=warmup, nproc=nproc, device=device, top=top)  # every check before any work
         where = target() if save else None
         plans, note = list(plan or []), None
         if top is not None:
@@ -462,8 +462,12 @@ def schema_cmd(
 
 
 def main() -> None:
-    from autopar.io.streams import run
-    from autopar.render.text import floor_columns
+    import os
 
-    floor_columns()
+    from autopar.io.streams import run
+
+    if os.environ.get("COLUMNS", "").strip().isdigit():  # rich only then: start-up and completion stay fast
+        from autopar.render.text import floor_columns
+
+        floor_columns()
     run(app)  # also under `python -m autopar`, so completion finds _AUTOPAR_COMPLETE; exit codes in io/streams.py

@@ -389,6 +389,10 @@ CASES = [
          "built-in default h100-sxm (no --hardware, no saved profile)"),
     Case("26.3 no home", "profile has nowhere to save", lambda t: f"{NO_HOME} profile --device cpu", 2,
          "no folder for the saved profile: HOME is not set and uid"),
+    Case("26.3 no home", "calibrate --save has nowhere to save", lambda t: f"{NO_HOME} calibrate llama3.1-8b --plan dp1 "
+         "--save", 2, "no folder for the saved profile", seconds=5),
+    Case("26.3 no home", "--install-completion", lambda t: f"{NO_HOME} --install-completion bash", 2,
+         "no home folder (HOME is not set"),
     Case("26.3 no home", "XDG_CONFIG_HOME is enough", lambda t: f"XDG_CONFIG_HOME='{t}/xdg' {NO_HOME} serve suggest "
          "llama3.1-8b --gpus 2 --modes agg", 0, "TTFT"),
     # 4. a terminal 0 or 1 column wide: laid out 40 wide (TTY_COMPATIBLE makes rich take the pipe for a terminal)
@@ -445,6 +449,8 @@ CASES = [
     Case("26.8 checks first", "calibrate --save of a broken profile", lambda t: (
         f"mkdir -p '{t}/home' && printf 'name: x\\n' > '{t}/home/profile.yaml' && {{A}} calibrate llama3.1-8b "
         "--plan dp1 --device cpu --nproc 1 --scale-to-fit --save"), 2, "profile.yaml", seconds=8, shell=True),
+    Case("26.8 checks first", "calibrate --top 0", lambda t: "{A} calibrate llama3.1-8b --top 0", 2,
+         "--top must be >= 1, got 0", seconds=5),
     Case("26.8 checks first", "calibrate --top then --steps 0", lambda t: "{A} calibrate llama3.1-8b --top 2 --steps 0",
          2, "--steps must be from 1 to 1,000", seconds=5),
     # 9. messages name what was given; exit codes are the documented ones

@@ -70,8 +70,10 @@ def _world(kind: str, nproc: int | None, torch_cuda_count: int) -> int:
     return processes(nproc, kind=kind, gpus=torch_cuda_count)
 
 
-def check_run(*, steps: int, warmup: int, nproc: int | None, device: str) -> None:
-    """What bounds a run, checked before torch is imported: steps, warm-up steps, processes."""
+def check_run(*, steps: int, warmup: int, nproc: int | None, device: str, top: int | None = None) -> None:
+    """What bounds a run, checked before torch is imported: steps, warm-up steps, processes, --top."""
+    if top is not None and top < 1:
+        raise SpecError(f"--top must be >= 1, got {top}")
     if not 1 <= steps <= MAX_STEPS or not 0 <= warmup <= MAX_WARMUP:
         raise SpecError(f"--steps must be from 1 to {MAX_STEPS:,} and --warmup from 0 to {MAX_WARMUP:,}, got {steps:,} "
                         f"and {warmup:,}")

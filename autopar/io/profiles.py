@@ -52,12 +52,13 @@ def saved_profile() -> Path | None:
     return path if path is not None and path.exists() else None
 
 
-def saved_profile_path() -> Path:
-    """Where `autopar profile` saves by default; with no home, an error saying how to name one."""
+def saved_profile_path(*, instead: str = "") -> Path:
+    """Where `autopar profile` saves by default; with no home, an error saying how to name one (and `instead`,
+    what else the command takes)."""
     folder = config_dir()
     if folder is None:
         raise ProfileError(f"no folder for the saved profile: HOME is not set and uid {os.getuid()} has no passwd "
-                           "entry; set AUTOPAR_HOME or XDG_CONFIG_HOME (or give the file: --out)")
+                           f"entry; set AUTOPAR_HOME or XDG_CONFIG_HOME to a folder{instead}")
     return folder / "profile.yaml"
 
 

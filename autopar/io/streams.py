@@ -133,6 +133,12 @@ def run(app: Any) -> NoReturn:
         say(f"autopar: error: the output encoding ({exc.encoding}) cannot show {exc.object[exc.start:exc.end]!a}; "
             "set PYTHONIOENCODING=utf-8 or a UTF-8 locale")
         code = EXIT_OUTPUT
+    except RuntimeError as exc:  # pathlib's Path.home(), in Typer's --install-completion
+        if "home directory" not in str(exc):
+            raise
+        say("autopar: error: no home folder (HOME is not set and this uid has no passwd entry): set HOME to install "
+            "shell completion")
+        code = EXIT_USAGE
     except OSError as exc:  # writing stdout: a full disk, an I/O error
         _silence_stdout()
         say(f"autopar: error: cannot write the output: {exc.strerror or exc}")

@@ -64,7 +64,7 @@ def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None
         raise ProfileError("--compare is empty: give a built-in profile name (see `autopar hardware`) or a profile .yaml")
     processes(nproc, kind="cpu" if device == "cpu" else None)  # before torch is imported, and before any work
     reference = load_hardware(compare) if compare is not None else None
-    path = out if out is not None else saved_profile_path()
+    path = out if out is not None else saved_profile_path(instead=", or give --out FILE")
     torch = require_torch()
     kind = resolve_device(torch, device)
     settings = settings_for(kind, quick)
