@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -104,15 +105,17 @@ def calibrate(
     """Run a few real steps of a plan with torch-native parallelism; print predicted vs measured."""
     saved = None
     try:
-        from autopar.calibrate.command import run_calibrate
+        from autopar.calibrate.command import check_run, run_calibrate
         from autopar.calibrate.save import target
 
+        check_run(steps=steps, warmup=warmup, nproc=nproc, device=device, top=top)  # every check before any work
         where = target() if save else None
-        plans = list(plan or [])
+        plans, note = list(plan or []), None
         if top is not None:
-            plans += top_plans_for(model, top, nproc=nproc, device=device, hardware=hardware, scale=scale_to_fit)
+            texts, note = top_plans_for(model, top, nproc=nproc, device=device, hardware=hardware, scale=scale_to_fit)
+            plans += texts
         done = run_calibrate(model, plan_texts=plans, scale=scale_to_fit, nproc=nproc, device=device, steps=steps,
-                             warmup=warmup, hardware=hardware)
+                             warmup=warmup, hardware=hardware, before_run=note)
         if done is not None and where is not None:
             from autopar.calibrate.save import save as save_corrections
 
@@ -131,8 +134,9 @@ def calibrate(
             print("\n" + saved_line(saved))
 
 
-def top_plans_for(model: str, k: int, *, nproc: int | None, device: str, hardware: str | None, scale: bool) -> list[str]:
-    """--top K: suggest's best plans for this many processes, said on stderr."""
+def top_plans_for(model: str, k: int, *, nproc: int | None, device: str, hardware: str | None,
+                  scale: bool) -> tuple[list[str], Callable[[], None]]:
+    """--top K: suggest's best plans for this many processes, and what says them on stderr (once all is checked)."""
     from autopar.calibrate.command import top_plans, world_size
     from autopar.io.models import load_model
     from autopar.probe.runtime import require_torch, resolve_device
@@ -140,11 +144,14 @@ def top_plans_for(model: str, k: int, *, nproc: int | None, device: str, hardwar
     kind = resolve_device(require_torch("autopar calibrate"), device)
     world = world_size(kind, nproc)
     texts, hw = top_plans(load_model(model), k, world=world, hardware=hardware, scale=scale, kind=kind)
-    from autopar.render.text import console, say
 
-    say(console(stderr=True), f"--top {k}: suggest's best plans for {world} processes on {hw}: {'; '.join(texts)}",
-        markup=False)
-    return texts
+    def note() -> None:
+        from autopar.render.text import console, say
+
+        say(console(stderr=True), f"--top {k}: suggest's best plans for {world} processes on {hw}: "
+            f"{'; '.join(texts)}", markup=False)
+
+    return texts, note
 
 
 Model = Annotated[str, typer.Argument(help="Preset name (see `autopar models`), model .yaml, or Hugging Face config.json.",
@@ -502,6 +509,12 @@ def schema_cmd(
 
 
 def main() -> None:
+    import os
+
     from autopar.io.streams import run
 
+    if os.environ.get("COLUMNS", "").strip().isdigit():  # rich only then: start-up and completion stay fast
+        from autopar.render.text import floor_columns
+
+        floor_columns()
     run(app)  # also under `python -m autopar`, so completion finds _AUTOPAR_COMPLETE; exit codes in io/streams.py

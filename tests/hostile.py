@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ class Case:
     shell: bool = False  # run through bash (pipes, redirections, closed stdout)
     env: dict[str, str] = field(default_factory=dict)
     torch: bool = False  # needs torch (autopar profile)
+    absent: str = ""  # must not appear in stdout or stderr (a raw control sequence)
 
 
 def files(tmp: Path, **contents: str | bytes) -> dict[str, str]:
@@ -177,6 +179,43 @@ def _npy_header(tmp: Path, count: int) -> str:
     path = tmp / "lens.npy"
     path.write_bytes(head.getvalue() + bytes(32))
     return job(tmp, extra=f"--seq-len-dist '{path}'")
+
+
+# issue 26, the third round: helpers of its rows (at the end of CASES)
+ESC = "\x1b"
+TITLE = ESC + "]0;pwned" + "\x07"  # OSC 0: sets the terminal's window title
+CLEAR = ESC + "[2J"  # CSI: clears the screen
+# Runs autopar with no HOME and a uid that has no passwd entry (a container's random uid): Path.home() raises.
+NO_HOME = (f"env -u HOME -u XDG_CONFIG_HOME -u AUTOPAR_HOME '{sys.executable}' -c 'import pwd, runpy\n"
+           "def nobody(uid): raise KeyError(uid)\n"
+           "pwd.getpwuid = nobody\n"
+           "runpy.run_module(\"autopar\", run_name=\"__main__\")'")
+# Runs autopar as if Ctrl-C were pressed while it reads the model (SIGINT to itself, then a second to wait in).
+CTRL_C = (f"'{sys.executable}' -c 'import os, runpy, signal, time\n"
+          "import autopar.io.models as m\n"
+          "load = m.load_model\n"
+          "def slow(*a, **k):\n"
+          "    os.kill(os.getpid(), signal.SIGINT)\n"
+          "    time.sleep(5)\n"
+          "    return load(*a, **k)\n"
+          "m.load_model = slow\n"
+          "runpy.run_module(\"autopar\", run_name=\"__main__\")'")
+
+
+def _yaml_name(name: str) -> str:
+    return json.dumps(name)  # a JSON string is a YAML double-quoted scalar, escapes included
+
+
+def _big(tmp: Path, name: str, size: int, line: bytes) -> str:
+    path = tmp / name
+    path.write_bytes(line * (size // len(line) + 1))
+    return str(path)
+
+
+def _linked(tmp: Path, command: str, target: str, link: str, *, symbolic: bool = False) -> str:
+    """`command`, once `link` in `tmp` names the file `target` (a hard link, or a symlink)."""
+    (os.symlink if symbolic else os.link)(tmp / target, tmp / link)
+    return command
 
 
 EMIT = "--emit megatron --emit-out"
@@ -416,4 +455,103 @@ CASES = [
           ("disagg", "--decode-attention-dp --decode-dp 2 --decode-ep 3 --gpus 6", 2,
            "--decode-ep (3) must divide --decode-tp x --decode-dp (2 x 2)"),
       )),
+    # --- issue 26 -------------------------------------------------------------------------------------
+    # 3. no HOME and a uid without a passwd entry: only saving needs a folder, and then the message says how
+    Case("26.3 no home", "suggest runs", lambda t: job(t).replace("{A}", NO_HOME), 0, "recommended:"),
+    Case("26.3 no home", "default hardware", lambda t: f"{NO_HOME} suggest llama3-8b --gpus 8", 0,
+         "built-in default h100-sxm (no --hardware, no saved profile)"),
+    Case("26.3 no home", "profile has nowhere to save", lambda t: f"{NO_HOME} profile --device cpu", 2,
+         "no folder for the saved profile: HOME is not set and uid"),
+    Case("26.3 no home", "calibrate --save has nowhere to save", lambda t: f"{NO_HOME} calibrate llama3.1-8b --plan dp1 "
+         "--save", 2, "no folder for the saved profile", seconds=5),
+    Case("26.3 no home", "--install-completion", lambda t: f"{NO_HOME} --install-completion bash", 2,
+         "no home folder (HOME is not set", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}),  # bash as given
+    Case("26.3 no home", "XDG_CONFIG_HOME is enough", lambda t: f"XDG_CONFIG_HOME='{t}/xdg' {NO_HOME} serve suggest "
+         "llama3.1-8b --gpus 2 --modes agg", 0, "TTFT"),
+    # 4. a terminal 0 or 1 column wide: laid out 40 wide (TTY_COMPATIBLE makes rich take the pipe for a terminal)
+    *(Case("26.4 narrow terminal", f"COLUMNS={c} {what}", lambda t, w=what: job(t, extra=w), 0, "recommended:",
+           env={"COLUMNS": c, "TTY_COMPATIBLE": "1"})
+      for c in ("0", "1") for what in ("", "--emit megatron")),
+    Case("26.4 narrow terminal", "COLUMNS=1 serve", lambda t: f"{{A}} serve {SERVE['suggest']}", 0, "TTFT",
+         env={"COLUMNS": "1", "TTY_COMPATIBLE": "1"}),
+    Case("26.4 narrow terminal", "COLUMNS=0 estimate", lambda t: job(t, extra="--tp 2").replace(" suggest ", " estimate "),
+         0, "step", env={"COLUMNS": "0", "TTY_COMPATIBLE": "1"}),
+    # 6. terminal control sequences in names are printed escaped, in tables, notes and errors alike
+    Case("26.6 control sequences", "model name in the table", model_with(TINY.replace("name: tiny", "name: "
+         + _yaml_name(f"t{TITLE}{CLEAR}"))), 0, "t\\x1b]0;pwned\\x07\\x1b[2J", absent=ESC),
+    Case("26.6 control sequences", "model name in an error", model_with(TINY.replace("name: tiny", "name: "
+         + _yaml_name(f"t{TITLE}")).replace("num_kv_heads: 2", "num_kv_heads: 3")), 2,
+         "t\\x1b]0;pwned\\x07: num_attention_heads (8) must be divisible", absent=ESC),
+    Case("26.6 control sequences", "_name_or_path", hf_with(json.dumps({**HF, "_name_or_path": f"m{TITLE}"})), 0,
+         "m\\x1b]0;pwned\\x07", absent=ESC),
+    Case("26.6 control sequences", "GPU name", profile_with(gpu__name=f"G{CLEAR}\x9b2J\u202e"), 0,
+         "G\\x1b[2J\\x9b2J\\u202e", absent=ESC),
+    Case("26.6 control sequences", "unknown option", lambda t: job(t, extra=f"'--x{TITLE}'"), 2,
+         "No such option: --x\\x1b]0;pwned\\x07", absent=ESC),
+    Case("26.6 control sequences", "file name", lambda t: job(t, str(t / f"m{CLEAR}.yaml")), 2,
+         "m\\x1b[2J.yaml: file not found", absent=ESC),
+    # 7. what a node can run is bounded, and checked before any work (no worker starts, no file is parsed)
+    Case("26.7 bounded work", "profile --nproc 100000", lambda t: "{A} profile --nproc 100000", 2,
+         "--nproc must be at most", seconds=5),
+    Case("26.7 bounded work", "profile --device cpu --nproc 100000", lambda t: "{A} profile --device cpu --nproc 100000",
+         2, "CPU cores here: one gloo process per core), got 100,000", seconds=5),
+    Case("26.7 bounded work", "calibrate dp1024 --nproc 1024", lambda t: "{A} calibrate llama3.1-8b --plan dp1024 "
+         "--device cpu --nproc 1024", 2, "--nproc must be at most", seconds=5),
+    Case("26.7 bounded work", "calibrate --steps 10^9", lambda t: "{A} calibrate llama3.1-8b --plan dp1 --steps "
+         "1000000000", 2, "--steps must be from 1 to 1,000 and --warmup from 0 to 100, got 1,000,000,000", seconds=5),
+    Case("26.7 bounded work", "calibrate --warmup 10^6", lambda t: "{A} calibrate llama3.1-8b --plan dp1 --warmup "
+         "1000000", 2, "--warmup from 0 to 100", seconds=5),
+    Case("26.7 bounded work", "serve --max-num-tokens 1 (vLLM)", lambda t: f"{{A}} serve {SERVE['suggest']} "
+         "--max-num-tokens 1", 2, "--max-num-tokens (1) must be at least --max-batch-size", seconds=5),
+    Case("26.7 bounded work", "serve --max-num-tokens 1 (SGLang)", lambda t: f"{{A}} serve {SERVE['suggest']} "
+         "--framework sglang --max-num-tokens 1", 2, "--max-num-tokens (1) must be at least 128 with SGLang", seconds=5),
+    Case("26.7 bounded work", "serve estimate --max-num-tokens 64 (vLLM, --max-batch-size 64)", lambda t: (
+        f"{{A}} serve {SERVE['estimate']} --max-num-tokens 64 --max-batch-size 64"), 2,
+         "--max-num-tokens (64) must be at least 128 with vLLM", seconds=5),
+    Case("26.7 bounded work", "64 MiB of .jsonl lengths", lambda t: job(t, extra="--seq-len-dist '"
+         + _big(t, "l.jsonl", 64 * 2**20, b'{"length": 1000}\n') + "'"), 2, "the limit is 8,388,608 bytes", seconds=5),
+    Case("26.7 bounded work", "9 MiB of .txt lengths", lambda t: job(t, extra="--seq-len-dist '"
+         + _big(t, "l.txt", 9 * 2**20, b"1000\n") + "'"), 2, "the limit is 8,388,608 bytes", seconds=5),
+    Case("26.7 bounded work", "200,001 YAML values", model_with("a: [" + ", ".join(["1"] * 200_001) + "]\n"), 2,
+         "more than 200,000 values", seconds=5),
+    Case("26.7 bounded work", "varlen past its sequences", lambda t: dist(t, "l.txt", "100\n", extra="--global-batch 65537"),
+         2, "at most 65,536 sequences per step", seconds=5),
+    # 8. every check before the work: no run, no note, then a refusal
+    Case("26.8 checks first", "calibrate --hardware typo", lambda t: "{A} calibrate llama3.1-8b --plan dp1 --device cpu "
+         "--nproc 1 --scale-to-fit --hardware h100x", 2, "unknown hardware 'h100x'", seconds=8),
+    Case("26.8 checks first", "calibrate --save of a broken profile", lambda t: (
+        f"mkdir -p '{t}/home' && printf 'name: x\\n' > '{t}/home/profile.yaml' && {{A}} calibrate llama3.1-8b "
+        "--plan dp1 --device cpu --nproc 1 --scale-to-fit --save"), 2, "profile.yaml", seconds=8, shell=True),
+    Case("26.8 checks first", "calibrate --top 0", lambda t: "{A} calibrate llama3.1-8b --top 0", 2,
+         "--top must be >= 1, got 0", seconds=5),
+    Case("26.8 checks first", "calibrate --top then --steps 0", lambda t: "{A} calibrate llama3.1-8b --top 2 --steps 0",
+         2, "--steps must be from 1 to 1,000", seconds=5),
+    # 9. messages name what was given; exit codes are the documented ones
+    Case("26.9 messages", "--nodes past its bound", lambda t: job(t).replace("--gpus 8", "--nodes 1000000"), 2,
+         "--nodes must be at most 131,072 (8 GPUs per node; autopar's limit is 1,048,576 GPUs), got 1,000,000"),
+    Case("26.9 messages", "estimate --nodes past its bound", lambda t: job(t).replace("--gpus 8", "--nodes 200000").replace(
+        " suggest ", " estimate "), 2, "--nodes must be at most 131,072"),
+    Case("26.9 messages", "calibrate --nproc 100000 --top", lambda t: "{A} calibrate llama3.1-8b --nproc 100000 --top 2",
+         2, "--nproc must be at most", seconds=5),
+    Case("26.9 messages", "profile --compare ''", lambda t: "{A} profile --compare ''", 2, "--compare is empty", seconds=5),
+    Case("26.9 messages", "stderr on /dev/full keeps exit 2", lambda t: job(t, extra="--stack nope 2>/dev/full; "
+         "echo exit $?"), 0, "exit 2", shell=True),
+    Case("26.9 messages", "usage error, stderr on /dev/full", lambda t: job(t, extra="--gpu 8 2>/dev/full; echo exit $?"),
+         0, "exit 2", shell=True),
+    Case("26.9 messages", "help, stderr on /dev/full", lambda t: "{A} 2>/dev/full >/dev/null; echo exit $?", 0,
+         "exit 2", shell=True),
+    Case("26.9 messages", "success, stderr on /dev/full", lambda t: job(t, extra="2>/dev/full; echo exit $?"), 0,
+         "exit 0", shell=True),
+    Case("26.9 messages", "broken pipe under --gpus auto, once", lambda t: job(t, extra="| true; exit ${PIPESTATUS[0]}")
+         .replace("--gpus 8", "--gpus auto"), 3, "broken pipe", shell=True),
+    Case("26.9 messages", "Ctrl-C", lambda t: job(t).replace("{A}", CTRL_C), 130, "autopar: interrupted"),
+    Case("26.9 messages", "--emit-out is the model", lambda t: job(t, extra=f"{EMIT} '{t}/tiny.yaml'"), 2,
+         "this command reads that file (as"),
+    Case("26.9 messages", "--emit-out is a hard link to the profile", lambda t: _linked(t, job(t, extra=f"{EMIT} "
+         f"'{t}/link.sh'"), "hw.yaml", "link.sh"), 2, "this command reads that file (as"),
+    Case("26.9 messages", "--emit-out through a symlink to the lengths", lambda t: _linked(t, dist(
+        t, "l.txt", "100\n", extra=f"{EMIT} '{t}/l.sh' --global-batch 8"), "l.txt", "l.sh", symbolic=True), 2,
+         "this command reads that file (as"),
+    Case("26.9 messages", "profile --out is the --compare profile", lambda t: f"{{A}} profile --device cpu --quick "
+         f"--compare '{hw(t)}' --out '{t}/hw.yaml'", 2, "--out", seconds=30, torch=True),
 ]

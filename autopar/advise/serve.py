@@ -16,7 +16,7 @@ from autopar.io.profiles import resolve_hardware
 from autopar.search.serve import DEFAULT_TARGETS, ServeSweep, Targets, sweep
 from autopar.spec.error_model import ErrorModel
 from autopar.spec.hardware import HardwareProfile
-from autopar.spec.limits import MAX_SERVE_GPUS
+from autopar.spec.limits import MAX_SERVE_GPUS, MIN_STEP_TOKENS
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import DEFAULT_ARGS, FRAMEWORKS, MODES, Deployment, Engine, EngineArgs, Workload
 
@@ -187,10 +187,28 @@ def check_workload(ctx: ServeContext, wl: Workload) -> None:
                         f"(max_seq_len {ctx.model.max_seq_len:,} tokens)")
     fw = constants(ctx.framework, ctx.framework_version)
     budget = fw.chunk_tokens if ctx.engine_args.max_num_tokens is None else ctx.engine_args.max_num_tokens
+    _check_step_tokens(ctx, fw.name, fw.label, fw.chunked, fw.max_seqs)
     if not fw.chunked and wl.isl > budget:
         raise SpecError(f"--isl ({wl.isl:,}) exceeds the {budget:,} tokens one {fw.label} step holds "
                         f"(--max-num-tokens{'' if ctx.engine_args.max_num_tokens else ', its default'}): without "
                         "chunked context it refuses a longer prompt; give --max-num-tokens of at least --isl")
+
+
+def _check_step_tokens(ctx: ServeContext, name: str, label: str, chunked: bool, default_seqs: int) -> None:
+    """A --max-num-tokens the framework starts with, and that autopar simulates in seconds: vLLM refuses fewer
+    batched tokens than running requests (vllm/config/scheduler.py SchedulerConfig._verify_args,
+    "max_num_batched_tokens ... must be greater than or equal to max_num_seqs"); a chunking engine's steps
+    (vLLM, SGLang) grow as 1 / --max-num-tokens, so below MIN_STEP_TOKENS a sweep would run for minutes."""
+    tokens, seqs = ctx.engine_args.max_num_tokens, ctx.engine_args.max_batch_size
+    if tokens is None:
+        return
+    if name == "vllm" and tokens < (seqs or default_seqs):
+        given = f"{seqs:,}" if seqs is not None else f"{default_seqs:,}, its default"
+        raise SpecError(f"--max-num-tokens ({tokens:,}) must be at least --max-batch-size ({given}): {label} refuses "
+                        "fewer batched tokens than running requests")
+    if chunked and tokens < MIN_STEP_TOKENS:
+        raise SpecError(f"--max-num-tokens ({tokens:,}) must be at least {MIN_STEP_TOKENS} with {label} (autopar's "
+                        "limit: a prompt cut into smaller chunks makes the step simulation run for minutes)")
 
 
 def explain(ctx: ServeContext, dep: Deployment, wl: Workload) -> ServeEstimate:

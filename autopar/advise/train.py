@@ -24,6 +24,7 @@ from autopar.search.space import divisors
 from autopar.spec.error_model import ErrorModel
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job, default_global_batch
+from autopar.spec.limits import MAX_GPUS
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import RECOMPUTE_MODULES, Plan, searched_modules, validate
 from autopar.spec.stack import StackProfile
@@ -105,6 +106,9 @@ def context(
     if nodes is not None:
         if nodes < 1:
             raise SpecError(f"--nodes must be positive, got {nodes}")
+        if nodes > MAX_GPUS // hw.gpus_per_node:  # named as --nodes, not as the --gpus it makes
+            raise SpecError(f"--nodes must be at most {MAX_GPUS // hw.gpus_per_node:,} ({hw.gpus_per_node} GPUs per "
+                            f"node; autopar's limit is {MAX_GPUS:,} GPUs), got {nodes:,}")
         if gpus is not None and gpus != nodes * hw.gpus_per_node:
             raise SpecError(f"--gpus ({gpus}) disagrees with --nodes ({nodes}) x {hw.gpus_per_node} GPUs per node")
         gpus = nodes * hw.gpus_per_node

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -24,10 +25,12 @@ from autopar.calibrate.results import RunResult
 from autopar.cost.habits import dense_block_activation_bytes
 from autopar.errors import AutoparError, ProfileError, SpecError
 from autopar.io.models import load_model
-from autopar.io.profiles import load_hardware, saved_profile_path
-from autopar.probe.runtime import physical_memory_bytes, require_torch, resolve_device
+from autopar.io.profiles import load_hardware, saved_profile, saved_profile_path
+from autopar.probe.runtime import physical_memory_bytes, processes, require_torch, resolve_device
 from autopar.probe.settings import step_timeout
+from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
+from autopar.spec.limits import MAX_STEPS, MAX_WARMUP
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 
@@ -64,11 +67,17 @@ def _world(kind: str, nproc: int | None, torch_cuda_count: int) -> int:
             return int(os.environ["WORLD_SIZE"])
         except ValueError:
             raise SpecError("WORLD_SIZE must be an integer (set by torchrun)") from None
-    if nproc is not None:
-        if nproc < 1:
-            raise SpecError(f"--nproc: must be >= 1, got {nproc}")
-        return nproc
-    return torch_cuda_count if kind == "cuda" else 2
+    return processes(nproc, kind=kind, gpus=torch_cuda_count)
+
+
+def check_run(*, steps: int, warmup: int, nproc: int | None, device: str, top: int | None = None) -> None:
+    """What bounds a run, checked before torch is imported: steps, warm-up steps, processes, --top."""
+    if top is not None and top < 1:
+        raise SpecError(f"--top must be >= 1, got {top}")
+    if not 1 <= steps <= MAX_STEPS or not 0 <= warmup <= MAX_WARMUP:
+        raise SpecError(f"--steps must be from 1 to {MAX_STEPS:,} and --warmup from 0 to {MAX_WARMUP:,}, got {steps:,} "
+                        f"and {warmup:,}")
+    processes(nproc, kind="cpu" if device == "cpu" else None)
 
 
 def _check_fits(model: ModelSpec, plan: Plan, job: Job, *, capacity: float) -> None:
@@ -81,19 +90,23 @@ def _check_fits(model: ModelSpec, plan: Plan, job: Job, *, capacity: float) -> N
                         f"{capacity / 2**30:.1f} GiB per rank: add --scale-to-fit")
 
 
-def _step_time(model: ModelSpec, plan: Plan, job: Job, hardware: str | None, kind: str) -> tuple[float | None, str]:
-    """The cost model's step time on --hardware, else on the saved profile if it was measured on this kind of device."""
+def _saved_hardware(kind: str) -> tuple[HardwareProfile | None, str]:
+    """The saved profile for the step-time prediction if it was measured on this kind of device; None and why."""
+    path = saved_profile()
+    if path is None:
+        return None, f"no saved profile: run `autopar profile --device {kind}` for a step-time prediction"
+    hw = load_hardware(str(path))
+    if hw.provenance.get("device", "cuda") != kind:
+        return None, f"the saved profile was not measured on {kind}; give --hardware"
+    return hw, f"saved profile {path}"
+
+
+def _step_time(model: ModelSpec, plan: Plan, job: Job, hw: HardwareProfile | None, why: str) -> tuple[float | None, str]:
+    """The cost model's step time on `hw` (None: no prediction, `why` says so)."""
     from autopar.cost.step import estimate
 
-    if hardware is not None:
-        hw, why = load_hardware(hardware), f"--hardware {hardware}"
-    else:
-        path = saved_profile_path()
-        if not path.exists():
-            return None, f"no saved profile: run `autopar profile --device {kind}` for a step-time prediction"
-        hw, why = load_hardware(str(path)), f"saved profile {path}"
-        if hw.provenance.get("device", "cuda") != kind:
-            return None, f"the saved profile was not measured on {kind}; give --hardware"
+    if hw is None:
+        return None, why
     try:
         per_node = max(hw.gpus_per_node, plan.tp)
         est = estimate(model, hw, Job(gpus=job.gpus, gpus_per_node=per_node, global_batch=job.global_batch,
@@ -167,18 +180,21 @@ def top_plans(spec: ModelSpec, k: int, *, world: int, hardware: str | None, scal
 
 
 def run_calibrate(model_ref: str, *, plan_texts: list[str], scale: bool, nproc: int | None, device: str, steps: int,
-                  warmup: int, hardware: str | None) -> tuple[Calibration, ...] | None:
-    """Run the plans, one after the other in one process group; rank 0's process gets the results, others None."""
-    if steps < 1 or warmup < 0:
-        raise SpecError(f"--steps must be >= 1 and --warmup >= 0, got {steps} and {warmup}")
+                  warmup: int, hardware: str | None,
+                  before_run: Callable[[], None] | None = None) -> tuple[Calibration, ...] | None:
+    """Run the plans, one after the other in one process group; rank 0's process gets the results, others None.
+    `before_run` is called once every input is checked, just before the processes start."""
+    check_run(steps=steps, warmup=warmup, nproc=nproc, device=device)
     if not plan_texts:
         raise SpecError("give at least one --plan (e.g. --plan dp1,tp2,pp1)")
     spec = load_model(model_ref)
     check_family(spec)
     for text in plan_texts:
         parse_plan(text)  # bad tokens before torch is imported
+    given = (load_hardware(hardware), f"--hardware {hardware}") if hardware is not None else None  # before any run
     torch = require_torch("autopar calibrate")
     kind = resolve_device(torch, device)
+    hw, why = given or _saved_hardware(kind)
     world = _world(kind, nproc, torch.cuda.device_count() if kind == "cuda" else 0)
     capacity = (torch.cuda.get_device_properties(0).total_memory if kind == "cuda"
                 else physical_memory_bytes() / max(1, world))
@@ -190,13 +206,15 @@ def run_calibrate(model_ref: str, *, plan_texts: list[str], scale: bool, nproc: 
                          seq_len=p.job.seq_len) for p in prepared)
     work = Work(runs=runs, warmup=warmup, steps=steps, device=kind)
     task = Task(work=run_calibration, payload=work, device=kind, timeout_s=step_timeout(120.0))
+    if before_run is not None:
+        before_run()
     results = run_task(task, nproc=nproc, console=Console(stderr=True))
     if results is None:
         return None
     out = []
     for p, run in zip(prepared, results, strict=True):
-        step_s, why = _step_time(p.scaling.model, p.plan, p.job, hardware, kind)
-        pred = predict(p.scaling.model, p.plan, p.job, step_time_s=step_s, hardware=why)
+        step_s, said = _step_time(p.scaling.model, p.plan, p.job, hw, why)
+        pred = predict(p.scaling.model, p.plan, p.job, step_time_s=step_s, hardware=said)
         out.append(Calibration(model_name=spec.name, model=p.scaling.model, scaling=p.scaling, plan=p.plan, job=p.job,
                                prediction=pred, run=run, rows=compare(pred, run, p.plan)))
     return tuple(out)

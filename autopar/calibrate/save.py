@@ -26,8 +26,8 @@ import yaml
 
 from autopar.calibrate.command import Calibration
 from autopar.errors import ProfileError
-from autopar.io.files import write_atomic
-from autopar.io.profiles import parse_profile, saved_profile_path
+from autopar.io.files import output_target, write_atomic
+from autopar.io.profiles import load_hardware, parse_profile, saved_profile_path
 from autopar.io.strict import read_text
 from autopar.spec.hardware import CORRECTIONS, Correction
 
@@ -49,6 +49,8 @@ def target(path: Path | None = None) -> Path:
     if not path.is_file():
         raise ProfileError(f"--save: no saved profile at {path}: run `autopar profile` first "
                            "(corrections are kept in the node's profile)")
+    output_target(path, option="calibrate --save", err=ProfileError, updates_input=True)
+    load_hardware(str(path))  # a profile that will not validate is refused now, not after the run
     return path
 
 
@@ -95,5 +97,5 @@ def save(runs: tuple[Calibration, ...], path: Path) -> Saved:
     if not isinstance(doc, dict):
         raise ProfileError(f"--save {path}: not a profile mapping; it was left unchanged")
     parse_profile(doc, where=str(path))
-    write_atomic(path, text, option="calibrate --save", err=ProfileError)
+    write_atomic(path, text, option="calibrate --save", err=ProfileError, updates_input=True)
     return Saved(path=path, correction=corr, raw_factor=raw)

@@ -7,7 +7,9 @@ write leaves the old one in place. The new file gets the usual permissions (0666
 
 Only regular files are written: a target that is a device (``/dev/null``,
 ``/dev/full``), a FIFO, a socket or a directory, or a symlink to one, is refused
-before anything is written (exit 2), so autopar never replaces a special file.
+before anything is written (exit 2), so autopar never replaces a special file;
+so is a file the command read as an input (the model, a profile, a length file:
+the same file by device and inode, through any path or link).
 A symlink to a regular file (or to a new path) is followed, and the file it
 points to is replaced. A full disk or an I/O error is an :class:`OutputError`
 (exit 3); any earlier file is left as it was.
@@ -22,15 +24,16 @@ import tempfile
 from pathlib import Path
 
 from autopar.errors import AutoparError, OutputError, SpecError
-from autopar.io.reading import named
+from autopar.io.reading import input_named, named
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG}  # the disk, not the user's choice of path
 _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-def output_target(path: Path, *, option: str, err: type[AutoparError] = SpecError) -> Path:
-    """The regular file (existing or new) that writing `path` replaces; special files are refused."""
+def output_target(path: Path, *, option: str, err: type[AutoparError] = SpecError, updates_input: bool = False) -> Path:
+    """The regular file (existing or new) that writing `path` replaces; special files are refused, and so is a
+    file this command read as an input (unless `updates_input`: calibrate --save rewrites the profile it read)."""
     try:
         mode = os.stat(path).st_mode  # follows symlinks, /proc/self/fd/N included
     except FileNotFoundError:
@@ -38,6 +41,10 @@ def output_target(path: Path, *, option: str, err: type[AutoparError] = SpecErro
     except OSError as exc:
         raise err(f"{option} {named(path)}: cannot check the target ({exc.strerror or exc})") from None
     if stat.S_ISREG(mode):
+        read_as = None if updates_input else input_named(path)
+        if read_as is not None:
+            raise err(f"{option} {named(path)}: this command reads that file (as {named(read_as)}); autopar does "
+                      "not overwrite its inputs")
         return Path(os.path.realpath(path))
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
     via = " (through a symlink)" if os.path.islink(path) else ""
@@ -51,7 +58,7 @@ def _umask() -> int:
 
 
 def write_atomic(path: Path, data: str | bytes, *, option: str, executable: bool = False,
-                 err: type[AutoparError] = SpecError, make_parents: bool = False) -> None:
+                 err: type[AutoparError] = SpecError, make_parents: bool = False, updates_input: bool = False) -> None:
     """Write `data` to `path` atomically; an OSError becomes one line naming `option`.
 
     `make_parents` creates the folder first (the saved-profile location);
@@ -62,7 +69,7 @@ def write_atomic(path: Path, data: str | bytes, *, option: str, executable: bool
     """
     payload = data.encode() if isinstance(data, str) else data
     shown = path
-    path = output_target(path, option=option, err=err)
+    path = output_target(path, option=option, err=err, updates_input=updates_input)
     folder = path.parent
     tmp = None
     try:

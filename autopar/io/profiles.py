@@ -29,13 +29,37 @@ def builtin_names() -> list[str]:
     return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
 
 
-def saved_profile_path() -> Path:
-    """Where `autopar profile` saves by default (honours AUTOPAR_HOME, then XDG_CONFIG_HOME)."""
+def config_dir() -> Path | None:
+    """autopar's folder, the one place for it: $AUTOPAR_HOME, else $XDG_CONFIG_HOME/autopar, else
+    ~/.config/autopar (XDG Base Directory spec); None when there is no home (HOME unset and a uid with no
+    passwd entry, as in a container run with a random uid)."""
     home = os.environ.get("AUTOPAR_HOME")
     if home:
-        return Path(home) / "profile.yaml"
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "autopar" / "profile.yaml"
+        return Path(home)
+    base = os.environ.get("XDG_CONFIG_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".config")
+        except (RuntimeError, KeyError, OSError):  # Path.home(): "Could not determine home directory"
+            return None
+    return Path(base) / "autopar"
+
+
+def saved_profile() -> Path | None:
+    """The profile saved by `autopar profile`, if there is one (no home: none)."""
+    folder = config_dir()
+    path = None if folder is None else folder / "profile.yaml"
+    return path if path is not None and path.exists() else None
+
+
+def saved_profile_path(*, instead: str = "") -> Path:
+    """Where `autopar profile` saves by default; with no home, an error saying how to name one (and `instead`,
+    what else the command takes)."""
+    folder = config_dir()
+    if folder is None:
+        raise ProfileError(f"no folder for the saved profile: HOME is not set and uid {os.getuid()} has no passwd "
+                           f"entry; set AUTOPAR_HOME or XDG_CONFIG_HOME to a folder{instead}")
+    return folder / "profile.yaml"
 
 
 def resolve_hardware(ref: str | None) -> tuple[HardwareProfile, str]:
@@ -44,8 +68,8 @@ def resolve_hardware(ref: str | None) -> tuple[HardwareProfile, str]:
         if not ref.strip():
             raise ProfileError("--hardware is empty: give a built-in name (see `autopar hardware`) or a profile .yaml")
         return load_hardware(ref), f"--hardware {ref}"
-    saved = saved_profile_path()
-    if saved.exists():
+    saved = saved_profile()
+    if saved is not None:
         return load_hardware(str(saved)), f"profile saved by `autopar profile` ({saved})"
     return load_hardware(DEFAULT_HARDWARE), f"built-in default {DEFAULT_HARDWARE} (no --hardware, no saved profile)"
 

@@ -17,7 +17,9 @@ naming the file:
   which no output could print) is refused, naming its field.
 
 Values quoted in messages go through :func:`shown`, which bounds their length
-and escapes newlines, so a message stays one short line whatever the input.
+and escapes newlines, so a message stays one short line whatever the input;
+:func:`printable` is the one escaping of terminal control characters, for
+everything autopar prints (render/text.py applies it to every console line).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import difflib
 import errno
 import json
 import os
+import re
 import reprlib
 import stat
 from pathlib import Path
@@ -60,9 +63,26 @@ def counted(n: int, noun: str) -> str:
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
+# Characters a terminal acts on instead of showing: C0 controls but newline and tab, DEL, C1 controls (0x9b is an
+# 8-bit CSI), and the bidirectional overrides and isolates that reorder what is shown (Unicode TR9, "Trojan Source").
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every terminal control character written as an escape (ESC as \\x1b): nothing read from an
+    input (a model, GPU or file name, a value) can set the window title, clear the screen or reach the clipboard.
+    Newlines and tabs are kept; the result has no control character left, so escaping twice changes nothing."""
+    return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
+
+
 def one_line(text: str, limit: int = 300) -> str:
-    """`text` with line breaks escaped, cut to `limit` characters."""
-    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    """`text` with line breaks and control characters escaped, cut to `limit` characters."""
+    text = printable(text.replace("\r", "\\r").replace("\n", "\\n"))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -77,6 +97,24 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character de
 
 def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+_INPUTS: dict[tuple[int, int], str] = {}  # (device, inode) of every file read by this command -> as named
+
+
+def forget_inputs() -> None:
+    """Start a new command: no file has been read yet (io/streams.py `run`)."""
+    _INPUTS.clear()
+
+
+def input_named(path: Path | str) -> str | None:
+    """The name under which this command read the file at `path` (the same file by device and inode, whatever
+    path, symlink or hard link names it), or None if it read no such file."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return _INPUTS.get((info.st_dev, info.st_ino))
 
 
 def read_bytes(path: Path, *, cap: int = MAX_SPEC_BYTES, err: type[AutoparError] = SpecError) -> bytes:
@@ -98,7 +136,9 @@ def read_bytes(path: Path, *, cap: int = MAX_SPEC_BYTES, err: type[AutoparError]
             raise err(f"{where}: is a directory, expected a file")
         if not stat.S_ISREG(mode):
             raise err(f"{where}: is {_kind(mode)}; autopar reads only regular files")
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        size = info.st_size
+        _INPUTS[(info.st_dev, info.st_ino)] = str(path)
         if size > cap:
             raise err(f"{where}: file is {size:,} bytes; the limit is {cap:,} bytes")
         chunks, total = [], 0
@@ -194,7 +234,36 @@ def _expanded(node: Any) -> int:
     return size(node)  # depth is bounded by the composer, so this recursion is too
 
 
+_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+_VALUE = (yaml.ScalarEvent, yaml.AliasEvent, *_OPEN)
+
+
+def _precheck(text: str) -> None:
+    """Depth and values counted on libyaml's events (C, about 20 times faster than the pure-Python composer),
+    so that an over-large file is refused before the slow parse; the parse below checks the same bounds
+    again, and says what else is wrong (a syntax error stops this count and is left to it)."""
+    if not getattr(yaml, "__with_libyaml__", False):
+        return
+    depth = nodes = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+            if isinstance(event, _VALUE):
+                nodes += 1
+            if isinstance(event, _OPEN):
+                depth += 1
+            elif isinstance(event, _CLOSE):
+                depth -= 1
+            if depth > MAX_DEPTH or nodes > MAX_NODES:
+                what = f"nested deeper than {MAX_DEPTH} levels" if depth > MAX_DEPTH else f"more than {MAX_NODES:,} values"
+                mark = event.start_mark
+                raise _Refused(f"{what}" + (f" (at line {mark.line + 1})" if mark is not None else ""))
+    except yaml.YAMLError:
+        return
+
+
 def _load_yaml(text: str) -> Any:
+    _precheck(text)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()

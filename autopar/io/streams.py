@@ -13,6 +13,9 @@ Exit codes (README, "Exit codes"):
 A reader that stops early (``| head``) is not an error: the rest is dropped
 without a word and the exit code is 0.
 
+stderr is best effort: a message that cannot be written there (``2>/dev/full``,
+a closed pipe) is lost, and the exit code stays the command's own.
+
 Usage errors (an unknown option, a bad number) are one line too, not the boxed
 panel Click and Typer draw by default.
 """
@@ -25,7 +28,7 @@ import sys
 from typing import Any, NoReturn
 
 from autopar.errors import AutoparError, OutputError
-from autopar.io.reading import one_line
+from autopar.io.reading import forget_inputs, one_line
 
 EXIT_USAGE = 2
 EXIT_OUTPUT = OutputError.exit_code
@@ -53,6 +56,26 @@ def _silence_stdout() -> None:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
         os.close(null)
+
+
+class _BestEffort:
+    """sys.stderr that never raises: a line that cannot be written is dropped (see the module docstring)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ... for rich and Click
+        return getattr(self._stream, name)
 
 
 def _usage_error() -> type[Exception]:
@@ -105,9 +128,14 @@ def run(app: Any) -> NoReturn:
     if sys.stdout is None:  # started with stdout closed (`autopar ... >&-`): nothing could be shown
         say("autopar: error: stdout is closed; nothing can be printed")
         sys.exit(EXIT_OUTPUT)
+    if sys.stderr is not None and not isinstance(sys.stderr, _BestEffort):
+        sys.stderr = _BestEffort(sys.stderr)
+    forget_inputs()
     try:
         rv = app(prog_name="autopar", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
+        if code == EXIT_INTERRUPTED:  # Typer turns Ctrl-C into Exit(130) before it reaches the handler below
+            say("autopar: interrupted")
         sys.stdout.flush()
     except SystemExit:
         if type(sys.stdout).__name__ != "PacifyFlushWrapper":  # Click's own handling of a broken pipe (exit 1)
@@ -134,6 +162,12 @@ def run(app: Any) -> NoReturn:
         say(f"autopar: error: the output encoding ({exc.encoding}) cannot show {exc.object[exc.start:exc.end]!a}; "
             "set PYTHONIOENCODING=utf-8 or a UTF-8 locale")
         code = EXIT_OUTPUT
+    except RuntimeError as exc:  # pathlib's Path.home(), in Typer's --install-completion
+        if "home directory" not in str(exc):
+            raise
+        say("autopar: error: no home folder (HOME is not set and this uid has no passwd entry): set HOME to install "
+            "shell completion")
+        code = EXIT_USAGE
     except OSError as exc:  # writing stdout: a full disk, an I/O error
         _silence_stdout()
         say(f"autopar: error: cannot write the output: {exc.strerror or exc}")

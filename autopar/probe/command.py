@@ -23,7 +23,7 @@ from autopar.errors import ProfileError
 from autopar.io.files import output_target
 from autopar.io.profiles import load_hardware, saved_profile_path
 from autopar.io.reading import named
-from autopar.probe.runtime import require_torch, resolve_device
+from autopar.probe.runtime import processes, require_torch, resolve_device
 from autopar.probe.settings import settings_for
 
 
@@ -65,12 +65,17 @@ def default_output(kind: str) -> Path:
     """Where a run without --out writes: the saved profile that suggest reads when no --hardware is given,
     but only for a GPU measurement. A CPU one (no CUDA device: --device auto picks cpu) goes beside it, so
     that it never becomes every later suggest's hardware (issue 25: "11.2 GiB of a Intel(R) Xeon(R)")."""
-    saved = saved_profile_path()
+    saved = saved_profile_path(instead=", or give --out FILE")
     return saved if kind == "cuda" else saved.with_name("profile-cpu.yaml")
 
 
 def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None, compare: str | None) -> None:
-    reference = load_hardware(compare) if compare else None
+    if compare is not None and not compare.strip():
+        raise ProfileError("--compare is empty: give a built-in profile name (see `autopar hardware`) or a profile .yaml")
+    processes(nproc, kind="cpu" if device == "cpu" else None)  # before torch is imported, and before any work
+    reference = load_hardware(compare) if compare is not None else None
+    if out is None:
+        saved_profile_path(instead=", or give --out FILE")  # with no home, say so before any work
     torch = require_torch()
     kind = resolve_device(torch, device)
     settings = settings_for(kind, quick)
@@ -99,7 +104,9 @@ def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None
     )
     write_profile(path, doc)
     written = load_hardware(str(path))
-    console = Console()
+    from autopar.render.text import console as escaping_console
+
+    console = escaping_console()  # names (the GPU, a --compare profile's) printed escaped, at most 80 columns
     print_summary(console, written, str(path))
     if nvml[0] is not None:
         said = nvml[0].as_provenance()

@@ -128,15 +128,7 @@ def run_task(task: Task, *, nproc: int | None, console: Console) -> Any:
         if nproc is not None and topo.rank == 0:
             console.print("[yellow]--nproc is ignored under torchrun (it sets the ranks)[/]")
         return _in_process(task, topo, console)
-    if nproc is not None and nproc < 1:
-        raise ProfileError(f"--nproc: must be >= 1, got {nproc}")
-    if task.device == "cuda":
-        gpus = torch.cuda.device_count()
-        if nproc is not None and nproc > gpus:
-            raise ProfileError(f"--nproc {nproc}: only {gpus} GPU(s) visible; NCCL needs one GPU per process")
-        n = nproc or gpus
-    else:
-        n = nproc or 2
+    n = runtime.processes(nproc, kind=task.device, gpus=torch.cuda.device_count() if task.device == "cuda" else 0)
     if n == 1:
         return _in_process(task, Topology(rank=0, world_size=1, local_rank=0, local_world_size=1, launcher="single"), console)
     return _spawn(task, n, console)

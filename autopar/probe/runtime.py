@@ -19,7 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from autopar.errors import ProfileError
+from autopar.errors import ProfileError, SpecError
+from autopar.spec.limits import MAX_GPUS_PER_NODE
 
 TORCH_FIX = "pip install torch==2.13.0 (or pip install 'autopar[profile]')"
 
@@ -54,6 +55,33 @@ def require_torch(command: str = "autopar profile") -> ModuleType:
     except ImportError as exc:
         raise ProfileError(f"{command} needs PyTorch, which is not installed ({exc.name or 'torch'}): {TORCH_FIX}") from None
     return torch
+
+
+def cores() -> int:
+    """CPU cores this process may run on (its affinity: a container's cpuset), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def processes(nproc: int | None, *, kind: str | None, gpus: int = 0) -> int:
+    """The processes a run starts on this node, checked before any is started: --nproc, else one per visible
+    GPU (2 gloo processes on CPU). At most one per visible GPU on cuda (NCCL), one per core on CPU (at least
+    2); while the device is not known yet (kind None: before torch is imported), at most the larger of the
+    cores and MAX_GPUS_PER_NODE. Returns 0 for the default while the device is not known."""
+    if nproc is None:
+        return 0 if kind is None else gpus if kind == "cuda" else 2
+    if nproc < 1:
+        raise SpecError(f"--nproc: must be >= 1, got {nproc}")
+    if kind == "cuda" and nproc > gpus:
+        raise SpecError(f"--nproc {nproc}: only {gpus} GPU(s) visible; NCCL needs one GPU per process")
+    n = cores()
+    bound = max(2, n) if kind == "cpu" else max(n, MAX_GPUS_PER_NODE) if kind is None else gpus
+    if nproc > bound:
+        what = f"{n} CPU cores here: one gloo process per core" if kind == "cpu" else "the GPUs of one node"
+        raise SpecError(f"--nproc must be at most {bound:,} ({what}), got {nproc:,}")
+    return nproc
 
 
 def resolve_device(torch: ModuleType, requested: str) -> str:

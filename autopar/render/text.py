@@ -5,40 +5,90 @@ WIDTH columns wide; on a terminal, the terminal's width up to WIDTH. Prose wraps
 boundaries with its continuation lines indented; tables are compact (no vertical rules, one
 space of padding) and numeric columns never wrap; shell commands break before an option with
 `` \\`` and an indented continuation, so that a printed command still pastes and runs.
+Below MIN_WIDTH columns (COLUMNS=0 or 1, a tiny pane) lines are laid out MIN_WIDTH wide and the
+terminal wraps them. Terminal control characters in anything printed are escaped
+(io/reading.py's `printable`), so an input's name cannot drive the terminal.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from autopar.io.reading import printable
+
 WIDTH = 80
+MIN_WIDTH = 40  # the narrowest layout: a narrower terminal wraps it (a width of 0 or 1 would never end a wrap)
 INDENT = 2  # continuation lines of wrapped prose
 SHELL_INDENT = "    "  # continuation lines of a wrapped command
+
+
+def columns(terminal: int | None) -> int:
+    """The width output is laid out to: WIDTH piped (None), else the terminal's between MIN_WIDTH and WIDTH."""
+    return WIDTH if terminal is None else max(MIN_WIDTH, min(terminal, WIDTH))
+
+
+def floor_columns() -> None:
+    """Raise a COLUMNS below MIN_WIDTH to MIN_WIDTH, for the consoles autopar does not make (Typer's --help)."""
+    value = os.environ.get("COLUMNS", "")
+    if value.strip().isdigit() and int(value) < MIN_WIDTH:
+        os.environ["COLUMNS"] = str(MIN_WIDTH)
+
+
+def _escaped(cell: RenderableType | None) -> RenderableType | None:
+    """A table cell with its control characters escaped before the table measures it (a `str`, or a `Text`
+    rebuilt in its base style: only input with control characters loses its inner styles)."""
+    if isinstance(cell, str):
+        return printable(cell)
+    if isinstance(cell, Text) and printable(cell.plain) != cell.plain:
+        return Text(printable(cell.plain), style=cell.style)
+    return cell
+
+
+class _Table(Table):
+    """A Table whose cells are escaped when added, so that widths are measured on what is printed."""
+
+    def add_row(self, *renderables: RenderableType | None, **kwargs: Any) -> None:
+        super().add_row(*(_escaped(r) for r in renderables), **kwargs)
+
+
+class _Escaping(Console):
+    """A Console whose text segments go through `printable`: every table cell, line and command it prints."""
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for seg in super().render(renderable, options):
+            yield seg if seg.control or not seg.text else Segment(printable(seg.text), seg.style)
 
 
 def console(*, stderr: bool = False) -> Console:
     """A console WIDTH columns wide (narrower on a narrower terminal), with no soft wrapping of its own."""
     from autopar.io.streams import broken_pipe
 
-    out = Console(highlight=False, soft_wrap=True, stderr=stderr)
-    out.width = min(out.width, WIDTH) if out.is_terminal else WIDTH
-    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1; io/streams.py ends with 0  # noqa: B010
+    out = _Escaping(highlight=False, soft_wrap=True, stderr=stderr)
+    out.width = columns(out.width if out.is_terminal else None)
+    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; io/streams.py ends with 0  # noqa: B010
     return out
 
 
 def wrap(text: str | Text, *, width: int = WIDTH, indent: int = INDENT, markup: bool = True) -> list[Text]:
     """`text` broken at spaces into lines of at most `width` cells; lines after the first indented by `indent`.
 
-    A word longer than a line is cut where the line ends. Styles (rich markup) survive the cuts.
+    A word longer than a line is cut where the line ends. Styles (rich markup) survive the cuts. Control
+    characters in a `str` are escaped first. Every line has room for a character, so the wrap ends.
     """
+    width = max(width, indent + 1)
+    if isinstance(text, str):
+        text = printable(text)
     t = text if isinstance(text, Text) else (Text.from_markup(text) if markup else Text(text))
     plain = t.plain
     if "\n" in plain:
@@ -90,7 +140,7 @@ def error(message: str, *, terminal: bool | None = None) -> None:
     """`autopar: error: MESSAGE` on stderr: one line when stderr is piped (logs and scripts read one line
     per error), wrapped at words to the width on a terminal. Newlines in the message are escaped."""
     err = console(stderr=True)
-    text = "autopar: error: " + message.replace("\r", "\\r").replace("\n", "\\n")
+    text = "autopar: error: " + printable(message.replace("\r", "\\r").replace("\n", "\\n"))
     if err.is_terminal if terminal is None else terminal:
         say(err, text, markup=False)
     else:
@@ -103,7 +153,7 @@ def table(*columns: str, title: str | None = None, left: Iterable[str] = (), wra
     Columns named in `left` are left-justified, the others (numbers) right-justified; only columns named
     in `wrap` may wrap their cells when the table would be wider than the console."""
     lefts, wraps = set(left), set(wrap)
-    t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+    t = _Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
               collapse_padding=True, title_justify="left", title_style="", header_style="bold")
     for name in columns:
         t.add_column(name, justify="left" if name in lefts else "right", no_wrap=name not in wraps,

@@ -20,9 +20,15 @@ MAX_SMALL = 2**16  # Mamba state size, groups, convolution kernel, chunk length,
 MAX_GPUS = 2**20  # GPUs in one job (the largest clusters hold about 2^17)
 MAX_GPUS_PER_NODE = 1024  # GPUs sharing one fast fabric (NVL72 racks: 72)
 MAX_SERVE_GPUS = 1024  # GPUs of one `autopar serve` plan (at the limit: Llama-3.1-70B 3 s, MoE models minutes)
+MIN_STEP_TOKENS = 128  # --max-num-tokens of a chunking engine (vLLM, SGLang); its defaults: 8,192 (SGLang 1 token: 5 min)
 MAX_SERVE_CONCURRENCY = 2**24  # requests in flight in one `autopar serve estimate` (a fleet of 1,024 GPUs holds 10^5-10^6)
 MAX_BATCH = 2**24  # sequences per optimizer step
 MAX_VARLEN_SEQUENCES = 2**16  # sequences per simulated step (about 30 s of simulation on one core at the limit)
+
+# --- runs on this node (`autopar profile`, `autopar calibrate`) -----------------------
+# processes: at most one per visible GPU, or one per CPU core (probe/runtime.py `processes`)
+MAX_STEPS = 1000  # measured steps of one calibrate plan (the default is 10; a step of a scaled model: about 1 s)
+MAX_WARMUP = 100  # untimed steps first (the default is 2)
 
 # --- hardware profile -------------------------------------------------------------
 # Rates have a floor as well as a ceiling: a time is work / rate, and a rate near 0 (1e-300) makes it
@@ -54,7 +60,8 @@ MAX_ATTENTION_RATIO = 2.0
 # --- length distributions -----------------------------------------------------------
 MAX_COUNT = 1e15  # a histogram count or a mixture weight
 MAX_SIGMA = 10.0  # lognormal sigma of log(length): e^10 is a factor of 22,000 per deviation
-MAX_LENGTH_BYTES = 64 * 2**20  # a file of lengths (.txt, .jsonl, .npy): about 8M lengths
+MAX_LENGTH_BYTES = 64 * 2**20  # a .npy file of lengths: 8M int64 lengths, read in well under a second
+MAX_LENGTH_TEXT_BYTES = 8 * 2**20  # a .txt or .jsonl file of lengths: about 1.5M or 400K of them, a few seconds to parse
 
 MAX_ROPE_BASE = 1e12  # RoPE base frequency (Llama 3: 500,000)
 MAX_ROPE_SCALING = 1e6  # RoPE frequency scaling factor (Llama 3.1: 8)

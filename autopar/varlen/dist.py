@@ -36,7 +36,7 @@ import numpy as np
 from autopar.errors import SpecError
 from autopar.io.reading import parse, read_bytes
 from autopar.io.strict import load_mapping, named, one_line, read_text, shown
-from autopar.spec.limits import MAX_LENGTH_BYTES, MAX_SEQ
+from autopar.spec.limits import MAX_LENGTH_BYTES, MAX_LENGTH_TEXT_BYTES, MAX_SEQ
 
 LENGTH_FIELDS = ("length", "len", "seq_len", "num_tokens")
 MAPPING_SUFFIXES = (".yaml", ".yml", ".json")
@@ -201,11 +201,12 @@ def _empirical(path: Path, lengths: np.ndarray) -> LengthDist:
 
 def _read_text_lengths(path: Path) -> np.ndarray:
     values: list[int] = []
-    for lineno, line in enumerate(read_text(path, cap=MAX_LENGTH_BYTES).splitlines(), start=1):
+    name = named(path)
+    for lineno, line in enumerate(read_text(path, cap=MAX_LENGTH_TEXT_BYTES).splitlines(), start=1):
         token = line.split("#", 1)[0].strip()
         if not token:
             continue
-        values.append(_positive_int(token, f"{named(path)}:{lineno}"))
+        values.append(_positive_int(token, f"{name}:{lineno}"))
     if not values:
         raise SpecError(f"{named(path)}: no lengths found (only blank lines and comments)")
     return np.asarray(values, dtype=np.int64)
@@ -213,10 +214,11 @@ def _read_text_lengths(path: Path) -> np.ndarray:
 
 def _read_jsonl(path: Path) -> np.ndarray:
     values: list[int] = []
-    for lineno, line in enumerate(read_text(path, cap=MAX_LENGTH_BYTES).splitlines(), start=1):
+    name = named(path)
+    for lineno, line in enumerate(read_text(path, cap=MAX_LENGTH_TEXT_BYTES).splitlines(), start=1):
         if not line.strip():
             continue
-        where = f"{named(path)}:{lineno}"
+        where = f"{name}:{lineno}"
         try:
             record = parse(line, json_text=True)
         except ValueError as exc:
