@@ -202,3 +202,13 @@ def test_a_model_at_every_ceiling_gives_finite_answers(tmp_path: Path, command: 
     assert r.exit_code == (1 if command[0] == "estimate" and not doc["fits"] else 0), r.output
     assert checked(doc) is doc
     assert 1e6 < doc[key] < math.inf
+
+
+def test_a_plan_that_does_not_fit_reports_its_negative_margin() -> None:
+    """fit_margin_gib is a difference (GiB left at the peak): negative when the plan does not fit, and the
+    answer check lets it through (llama3-70b on one node: about 106 GiB predicted of 79.7)."""
+    r = runner.invoke(app, ["estimate", "llama3-70b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "8", "--json"])
+    assert r.exit_code == 1, r.output
+    doc = _strict_json(r.stdout)
+    assert doc["fits"] is False and doc["fit_margin_gib"] < 0 and doc["fit_confidence"] is None
+    assert doc["fit_margin_gib"] == pytest.approx(doc["memory_gib_capacity"] - doc["memory_gib_per_gpu"], abs=0.01)

@@ -2,7 +2,7 @@
 
 An answer is the document ``--json`` prints (text output renders the same
 values). Every number in it is finite; times, rates, sizes and counts are not
-negative (none of them is signed); MFU is at most 100% of the peak its GEMMs
+negative (but differences: SIGNED); MFU is at most 100% of the peak its GEMMs
 run against (:func:`mfu_ceiling`).
 The inputs are bounded when read (:mod:`autopar.io.schema`), so a violation is
 a defect of the cost model or a corner the bounds missed: the command prints
@@ -20,7 +20,7 @@ from autopar.errors import AnswerError
 if TYPE_CHECKING:
     from autopar.spec.hardware import HardwareProfile
 
-SIGNED = frozenset({"error", "error_pct", "delta"})  # keys whose numbers may be negative (differences)
+SIGNED = frozenset({"error", "error_pct", "delta", "fit_margin_gib"})  # keys whose numbers may be negative (differences)
 
 
 def mfu_ceiling(hw: HardwareProfile, dtype: str) -> float:
