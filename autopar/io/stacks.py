@@ -25,7 +25,7 @@ citations: {kernels.attention: "...", ...}   # dotted field -> source; every num
 ```
 
 Every number has a physical range (:class:`autopar.io.schema.StackFile`, bounds from
-:mod:`autopar.spec.limits`, listed in docs/limits-files.md); a value outside it is a
+:mod:`autopar.spec.limits`, listed in docs/limits.md); a value outside it is a
 one-line error naming the file, the field and the bound.
 """
 
