@@ -34,13 +34,13 @@ from __future__ import annotations
 import bisect
 import gc
 import heapq
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from autopar.cost.memo import Memo
 from autopar.cost.memory import peak_bytes, variant_peaks
-from autopar.cost.step import step_floors, step_parts, variant_step_seconds
+from autopar.cost.step import class_floors, step_floors, step_parts, variant_step_seconds
 from autopar.errors import InfeasibleError
 from autopar.search.ranking import TIE_BAND, Candidate, RankedPlans, dominated, rank, simplicity
 from autopar.search.space import (
@@ -197,18 +197,35 @@ class _Bar:
 
 def _time_jobs(memo: Memo, jobs: list[tuple[Plan, str, int, float]], bar: _Bar) -> list[float | None]:
     """Tokens/s of each job, None for those a pruned search skips: jobs are timed from the highest
-    upper bound (cost/step.py step_floor) down, until the bound falls below the bar."""
+    upper bound (cost/step.py step_floor) down, until the bound falls below the bar.
+
+    Two levels: each job starts at its layer class's bound (step.py class_floors, looser, shared by
+    every ep and etp) and is refined to its step_floor only when it reaches the top of the heap, so a
+    job whose class bound falls below the bar is never refined. Every bound held is at least the
+    job's step_floor bound, so jobs are timed in the order of that bound (ties by index, as a stable
+    sort would), and the search stops where timing every bound in order would."""
     tokens = memo.job.tokens_per_step
     out: list[float | None] = [None] * len(jobs)
-    order: Sequence[int] = range(len(jobs))
-    bounds: list[float] = []
-    if bar.active:
-        bounds = [tokens / f if f > 0 else float("inf") for f in step_floors(memo, [(s, r) for s, r, _, _ in jobs])]
-        order = sorted(order, key=bounds.__getitem__, reverse=True)
-    for j in order:
-        if bar.active and bar.skips(bounds[j]):
+    if not bar.active:
+        for j, (skeleton, recompute, zero, _) in enumerate(jobs):
+            (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
+            out[j] = tokens / step
+        return out
+    pairs = [(s, r) for s, r, _, _ in jobs]
+    exact = memo.model.moe is None  # without experts a layer class is one plan's layers: its bound is the step_floor
+    floors = (step_floors if exact else class_floors)(memo, pairs)
+    heap = [(-(tokens / f) if f > 0 else float("-inf"), j, exact) for j, f in enumerate(floors)]
+    heapq.heapify(heap)
+    while heap:
+        neg, j, refined = heap[0]
+        if bar.skips(-neg):
             break
         skeleton, recompute, zero, _ = jobs[j]
+        if not refined:
+            (f,) = step_floors(memo, [(skeleton, recompute)])
+            heapq.heapreplace(heap, (-(tokens / f) if f > 0 else float("-inf"), j, True))
+            continue
+        heapq.heappop(heap)
         (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
         out[j] = tokens / step
         bar.admit(tokens / step)
