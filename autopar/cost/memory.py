@@ -187,6 +187,20 @@ def state_bytes(params: float, *, zero: int, shards: int, grad_bytes: float = ca
     return w, g, o
 
 
+FLOOR_SHARE = 0.5  # memory_floor's share of an even split: the worse of the first and last rank may hold less
+# state than the average rank (dense first layers on rank 0, the extra layers on earlier ranks), never half
+
+
+def memory_floor(model: ModelSpec, job: Job, stack: StackProfile = NEUTRAL) -> float:
+    """Bytes per GPU below which no plan on job.gpus GPUs falls: FLOOR_SHARE of the leanest the model's
+    states can be (weights, gradients and optimizer of every parameter under ZeRO-3 over all GPUs, as
+    state_bytes counts them) plus the stack's fixed buffers; activations, logits and copies add to it.
+    `suggest --gpus auto` skips GPU counts whose floor is above the memory without searching them."""
+    w, g, o = state_bytes(model.total_params(), zero=3, shards=job.gpus, grad_bytes=stack.grad_bytes(job.dtype),
+                          fsdp_master=stack.fsdp_master, gather_bytes=stack.gather_bytes)
+    return FLOOR_SHARE * (w + g + o) + stack.fixed_overhead_gib * 2**30
+
+
 def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, memo: Memo | None = None,
                      stack: StackProfile = NEUTRAL) -> MemoryBreakdown:
     """Peak memory of the worse of the first stage (most activations) and the last (logits), as `stack` holds it.

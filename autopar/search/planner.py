@@ -156,10 +156,29 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
     if "cp_comm" not in fixed:
         timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
     ranked = rank(timed)
-    complete = (lambda: list(_search(model, hw, job, fixed, stack, keep=None).ranked.candidates)) if bar.pruned else None
+    complete = (lambda: _complete(memo, jobs, tps, deferred, pick="cp_comm" not in fixed)) if bar.pruned else None
     exact = sum(1 for c in ranked if c.tokens_per_s >= bar.floor)
     return SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered,
                         feasible=feasible)
+
+
+def _complete(memo: Memo, jobs: list[tuple[Plan, str, int, float]], tps: list[float | None],
+              deferred: list[tuple[Plan, tuple[str, int, float], int]], *, pick: bool) -> list[Candidate]:
+    """The ranking of the unpruned search (keep=None), from a pruned one's jobs: the jobs it skipped are
+    timed with its memo (the same values: cost functions are pure) and the rest runs as _search runs it."""
+    tokens = memo.job.tokens_per_step
+    full = list(tps)
+    for j, t in enumerate(full):
+        if t is None:
+            skeleton, recompute, zero, _ = jobs[j]
+            (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
+            full[j] = tokens / step
+    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][3], plan=with_knobs(*jobs[j][:3]))
+             for j, t in enumerate(full) if t is not None]
+    timed += _undominated(memo, timed, [(s, v, full[j]) for s, v, j in deferred], _Bar(None))
+    if pick:
+        timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
+    return rank(timed)
 
 
 class _Bar:
