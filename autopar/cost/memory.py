@@ -478,9 +478,9 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: 
     activation part once for a layout's expert-parallel variants.
     """
     s = skeleton
-    acts, logits0, logits1 = memo.get(_act_peaks, (LayoutKey(s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm,
-                                                             s.recompute_modules), tuple(recomputes)))
-    states = memo.get(_state_sums, (ParamPlan(s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)))
+    acts, logits0, logits1 = memo.get_by(_act_peaks, ((s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm,
+                                                       s.recompute_modules), tuple(recomputes)), _layout_key)
+    states = memo.get_by(_state_sums, ((s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)), _state_key)
     f = memo.stack.allocator_fragmentation
     out = []
     for acts0, acts1 in acts:
@@ -489,7 +489,17 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: 
             out.append([s0 + acts0 + logits0 + buffers + fa0 for s0, _, buffers in states])
             continue
         fa1 = f * acts1
-        # the worse of the first and last rank (the first on a tie)
-        out.append([max(s0 + acts0 + logits0 + buffers + fa0, s1 + acts1 + logits1 + buffers + fa1)
-                     for s0, s1, buffers in states])
+        row = []
+        for s0, s1, buffers in states:
+            first, last = s0 + acts0 + logits0 + buffers + fa0, s1 + acts1 + logits1 + buffers + fa1
+            row.append(first if first >= last else last)  # the worse of the first and last rank (the first on a tie)
+        out.append(row)
     return out
+
+
+def _layout_key(values: tuple[tuple, tuple[str, ...]]) -> tuple[LayoutKey, tuple[str, ...]]:
+    return LayoutKey(*values[0]), values[1]
+
+
+def _state_key(values: tuple[tuple, int, tuple[int, ...]]) -> tuple[ParamPlan, int, tuple[int, ...]]:
+    return ParamPlan(*values[0]), values[1], values[2]

@@ -331,9 +331,9 @@ def step_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
     """step_floor of each (skeleton, recompute), with what they share read once (the search's hot path)."""
     if memo.profile.compute_slowdown < 1:
         return [0.0] * len(jobs)
-    get, batch, keep = memo.get, memo.job.global_batch, 1 - FLOOR_SLACK
-    return [get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs,
-                                        p.recompute_modules if r == "selective" else ()))
+    get, batch, keep = memo.get_by, memo.job.global_batch, 1 - FLOOR_SLACK
+    return [get(_floor_stages, (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs,
+                                p.recompute_modules if r == "selective" else ()), FloorKey._make)
             * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * keep for p, r in jobs]
 
 
@@ -379,9 +379,9 @@ def class_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
     bound serves every ep and etp, so a search refines (step_floor) only the plans this bound keeps."""
     if memo.profile.compute_slowdown < 1:
         return [0.0] * len(jobs)
-    get, batch, keep = memo.get, memo.job.global_batch, 1 - 2 * FLOOR_SLACK
-    return [get(_class_stages, ClassKey(p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.mbs,
-                                        p.recompute_modules if r == "selective" else ()))
+    get, batch, keep = memo.get_by, memo.job.global_batch, 1 - 2 * FLOOR_SLACK
+    return [get(_class_stages, (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.mbs,
+                                p.recompute_modules if r == "selective" else ()), ClassKey._make)
             * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * keep for p, r in jobs]
 
 

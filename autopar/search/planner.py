@@ -110,8 +110,8 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
     cap = hw.memory_bytes
     considered = feasible = 0
     smallest: tuple[float, Plan, str, int] | None = None
-    recomputes = choices(fixed, "recompute", list(RECOMPUTE))
-    zeros = sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(stack)))
+    recomputes = tuple(choices(fixed, "recompute", list(RECOMPUTE)))
+    zeros = tuple(sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(stack))))
     per_skeleton = len(recomputes) * len(zeros)
     jobs: list[tuple[Plan, str, int, float]] = []  # plans to time: (skeleton, recompute, zero, memory)
     deferred: list[tuple[Plan, tuple[str, int, float], int]] = []  # (skeleton, variant, its layout's job)
