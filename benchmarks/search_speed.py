@@ -3,6 +3,7 @@
     python benchmarks/search_speed.py                     # the named cases, as a table
     python benchmarks/search_speed.py --sweep             # also every preset at 8 to 16,384 GPUs
     python benchmarks/search_speed.py --against /tmp/old  # the same, and another checkout's figures and ratios
+    python benchmarks/search_speed.py --against /tmp/old --rounds 3  # searches: medians of 3 alternate rounds
 
 Searches: `suggest`'s search in a fresh process per case (CPU seconds of the
 search alone, median of 3 in that process) for the largest dense models at the
@@ -139,6 +140,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", action="store_true", help="every preset at 8 to 16,384 GPUs as well")
     ap.add_argument("--against", type=Path, help="another checkout (e.g. git worktree of an older commit) to compare")
+    ap.add_argument("--rounds", type=int, default=1, help="searches: alternate rounds per case, medians reported")
     args = ap.parse_args()
     other: Path | None = args.against.resolve() if args.against else None
     ok = True
@@ -146,8 +148,13 @@ def main() -> int:
         head = f"{'model':<16} {'GPUs':>6} {'CPU s':>6}" + ("  before  ratio" if other else "")
         print(f"{head}  {'plans':>7} {'fit':>7} {'ranked':>6}  best")
         for name, gpus in CASES:
-            ((secs, line),) = time_searches(ROOT, [(name, gpus)], 3, cache)
-            old = time_searches(other, [(name, gpus)], 3, cache_other)[0][0] if other else None
+            news, olds = [], []
+            for _ in range(args.rounds):  # alternately, so that both see the same load
+                ((secs, line),) = time_searches(ROOT, [(name, gpus)], 3, cache)
+                news.append(secs)
+                if other:
+                    olds.append(time_searches(other, [(name, gpus)], 3, cache_other)[0][0])
+            secs, old = statistics.median(news), (statistics.median(olds) if olds else None)
             ok &= secs < SEARCH_TARGET_S
             print(f"{name:<16} {gpus:>6} {secs:>6.3f} {_ratio(secs, old)}  {line}")
         if args.sweep:
