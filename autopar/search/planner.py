@@ -24,7 +24,10 @@ Two facts of the cost model keep the search exact while timing few plans:
   timed from the highest such bound down, and once a bound falls below the KEEP-th
   fastest plan timed (and below the band of the fastest), the rest are skipped: the
   leading plans, all those at least that fast, rank exactly as with every plan
-  timed. Reading further (the whole ranking, a plot of every plan) times the rest.
+  timed. Reading further (the whole ranking, a plot of every plan) times the rest
+  with the same memo. The bound is found in two levels (_time_jobs): one per layer
+  class first (cost/step.py class_floors, any ep and etp), a plan's own only where
+  that one still clears the bar.
 
 Ranking: search/ranking.py.
 """
