@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from autopar import cli_coerce
 from autopar.cli_serve import serve_app
 from autopar.completions import (
     complete_emit,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 # Library modules are imported inside the commands, so that `autopar --help` and
 # shell completion start fast.
+cli_coerce.install()  # no pydantic adapter for an option left at its default
 
 app = typer.Typer(
     name="autopar",

@@ -19,6 +19,7 @@ from autopar.cost.flops import (
     megatron_flops_per_iteration,
     model_flops_per_token,
 )
+from autopar.cost.kernels import gemm_time, gemm_time_floor
 from autopar.cost.memory import block_activation_bytes, state_bytes
 from autopar.cost.pipeline import in_flight_microbatches
 from autopar.spec.hardware import HardwareProfile
@@ -196,3 +197,12 @@ def test_no_dropout_no_masks() -> None:
     # without dropout the two 1-byte masks go: 34 -> 32 s*b*h
     t = 2048
     assert block_activation_bytes(gpt_like(dropout=False), tokens=t, tp=1, sp=False, recompute="none") == 32 * t * 1024
+
+
+def test_gemm_time_floor_is_the_best_efficiency(toy_hw: HardwareProfile) -> None:
+    """kernels.gemm_time_floor: FLOPs / (peak x best efficiency x sustained); 1 TFLOP on the toy
+    profile (1000 TFLOP/s, flat 0.5, sustained 0.75) takes 1e12 / (1e15 * 0.5 * 0.75) = 2.67 ms, and
+    no split of those FLOPs into GEMMs runs faster (below 1 GFLOP efficiency falls with the size)."""
+    assert gemm_time_floor(toy_hw, "bf16", 1e12) == pytest.approx(1e12 / (1e15 * 0.5 * 0.75))
+    for pieces in (1, 10, 1000, 10**5):
+        assert pieces * gemm_time(toy_hw, "bf16", 1e12 / pieces) >= gemm_time_floor(toy_hw, "bf16", 1e12)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown
 from autopar.cost.pipeline import stage_layers
-from autopar.cost.step import estimate, step_floor
+from autopar.cost.step import class_floors, estimate, step_floor
 from autopar.emit.megatron import pipeline_items
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.profiles import parse_profile
@@ -264,3 +264,17 @@ def test_step_floor_never_exceeds_the_step(case: tuple[ModelSpec, Job, Plan], sl
     memo = Memo(model, hw, job)
     assume(_valid(plan, model, job))
     assert 0 < step_floor(memo, plan, plan.recompute) <= estimate(model, hw, job, plan, memo=memo).step_time_s
+
+
+@SETTINGS
+@given(plans(), st.sampled_from([1.0, 1.15]))
+def test_class_floor_never_exceeds_the_step_floor(case: tuple[ModelSpec, Job, Plan], slowdown: float) -> None:
+    """The search's first bound (one per layer class, any ep and etp) is below the plan's own, so refining
+    only the plans it keeps times the plans a search of step_floor alone would (planner.py _time_jobs)."""
+    model, job, plan = case
+    hw = parse_profile(toy_profile_dict(overlap={"compute_slowdown": slowdown, "comm_slowdown": 1.0}), where="toy.yaml")
+    job = replace(job, gpus_per_node=hw.gpus_per_node)
+    memo = Memo(model, hw, job, load_stack("megatron"))
+    assume(_valid(plan, model, job))
+    (coarse,) = class_floors(memo, [(plan, plan.recompute)])
+    assert 0 < coarse <= step_floor(memo, plan, plan.recompute)

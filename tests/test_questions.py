@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from autopar.advise import questions
 from autopar.advise import train as advise
 from autopar.advise.questions import gpu_counts, parse_gpus
 from autopar.advise.train import batch_warning, fit_hints
 from autopar.cli import app
-from autopar.errors import SpecError
+from autopar.cost.memory import memory_floor
+from autopar.errors import InfeasibleError, SpecError
+from autopar.search.planner import search
 from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job, default_global_batch
 from autopar.spec.plan import Plan, validate
 
@@ -121,3 +125,40 @@ def test_gpus_auto_finds_the_fewest_and_the_curve() -> None:
     assert all(c["fits"] for c in doc["curve"])
     refused = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "auto", "--plot", "x.svg"])
     assert refused.exit_code == 2 and "--gpus auto chooses the GPU count" in refused.output
+
+
+def test_memory_floor_is_half_the_fully_sharded_states() -> None:
+    """cost/memory.py memory_floor: FLOOR_SHARE (1/2) of 18 B per parameter (bf16 weight, fp32 grad, fp32
+    master + Adam m, v on Megatron) spread over every GPU, plus Megatron's 2 GiB of fixed buffers."""
+    ctx = _ctx("llama3-70b", gpus=4)
+    params = ctx.model.total_params()
+    assert memory_floor(ctx.model, ctx.job, ctx.stack) == pytest.approx(0.5 * 18 * params / 4 + 2 * GIB)
+
+
+@pytest.mark.parametrize("stack", ["megatron", "torchtitan"])
+@pytest.mark.parametrize("model", ["llama3-70b", "deepseek-v3", "nemotron-h-56b", "mixtral-8x22b", "qwen3-0.6b"])
+def test_memory_floor_rules_out_only_counts_where_nothing_fits(model: str, stack: str) -> None:
+    """Every GPU count --gpus auto skips by the floor is one where the search finds no plan."""
+    ctx = _ctx(model, gpus=8, stack=stack)
+    for gpus in gpu_counts(8, 64):
+        job = replace(ctx.job, gpus=gpus, global_batch=default_global_batch(gpus, 8, ctx.job.seq_len))
+        if memory_floor(ctx.model, job, ctx.stack) <= ctx.hw.memory_bytes:
+            break
+        with pytest.raises(InfeasibleError):
+            search(ctx.model, ctx.hw, job, stack=ctx.stack, keep=1)
+
+
+def test_gpus_auto_skips_counts_below_the_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSeek-V3 (671B): the floor rules out 1-64 H100s unsearched (64: 0.5 x 18 B x 671e9 / 64 + 2 GiB
+    = 89.9 GiB, over the 75.7 GiB plans may use); 128 is searched and is the fewest. All count as tried."""
+    searched: list[int] = []
+    real = questions.search
+
+    def counting(model, hw, job, **kw):  # type: ignore[no-untyped-def]
+        searched.append(job.gpus)
+        return real(model, hw, job, **kw)
+
+    monkeypatch.setattr(questions, "search", counting)
+    result = questions.scaling(_ctx("deepseek-v3", gpus=8), batch_given=False, points=1)
+    assert (result.min_gpus, result.tried) == (128, (1, 2, 4, 8, 16, 32, 64))
+    assert searched == [128]

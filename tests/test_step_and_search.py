@@ -142,3 +142,27 @@ def test_distinct_layouts_keep_the_best_variant_of_each(toy_hw: HardwareProfile)
         first = next(x for x in ranked if (x.plan.dp, x.plan.tp, x.plan.pp, x.plan.cp, x.plan.ep) == (
             e.plan.dp, e.plan.tp, e.plan.pp, e.plan.cp, e.plan.ep))
         assert first is e
+
+
+def test_memo_get_by_shares_the_key_built_from_its_values() -> None:
+    """cost/memo.py get_by: looked up by the key's field values (a NamedTuple equals their tuple), the value is
+    the one get() caches for the built key; a build that is not the values' key is refused."""
+    from typing import NamedTuple
+
+    from autopar.cost.memo import Memo
+
+    class Key(NamedTuple):
+        a: int
+        b: int
+
+    calls: list[Key] = []
+
+    def fn(memo: Memo, key: Key) -> int:
+        calls.append(key)
+        return key.a * 10 + key.b
+
+    memo = Memo(gpt_like(), None, Job(gpus=1, gpus_per_node=1, global_batch=1, seq_len=8))
+    assert memo.get_by(fn, (1, 2), Key._make) == 12 and memo.get(fn, Key(1, 2)) == 12
+    assert calls == [Key(1, 2)] and isinstance(calls[0], Key)
+    with pytest.raises(ValueError, match="is not the key of"):
+        memo.get_by(fn, (3, 4), lambda v: Key(v[1], v[0]))

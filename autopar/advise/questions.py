@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from autopar.advise.train import Context, Suggestion
+from autopar.cost.memory import memory_floor
 from autopar.errors import InfeasibleError, SpecError
 from autopar.search.planner import search
 from autopar.spec.job import default_global_batch
@@ -66,9 +67,14 @@ def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS,
         batch = ctx.job.global_batch if batch_given else default_global_batch(gpus, ctx.hw.gpus_per_node, ctx.job.seq_len)
         job = replace(ctx.job, gpus=gpus, global_batch=batch)
         here = replace(ctx, job=job)
+        if not found and memory_floor(here.model, job, here.stack) > here.hw.memory_bytes:
+            tried.append(gpus)  # no plan can fit: not searched
+            continue
         start = time.perf_counter()
         try:
-            result = search(here.model, here.hw, job, stack=here.stack)
+            # the curve reads each count's best plan alone: a search ranking one plan exactly ranks it
+            # as the full one does (search/planner.py)
+            result = search(here.model, here.hw, job, stack=here.stack, keep=1)
         except InfeasibleError:
             if found:
                 break  # a larger count that fits nothing (the batch no longer splits): the curve ends

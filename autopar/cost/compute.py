@@ -24,8 +24,17 @@ from autopar.cost.flops import (
     part_gemms,
     ssd_scan_flops,
 )
-from autopar.cost.kernels import elementwise_time, fp8_cast_time, gemm_time, gemms_time, hopper_or_later, memory_time, op_sac
-from autopar.spec.families import KIND_PARTS
+from autopar.cost.kernels import (
+    elementwise_time,
+    fp8_cast_time,
+    gemm_time,
+    gemm_time_floor,
+    gemms_time,
+    hopper_or_later,
+    memory_time,
+    op_sac,
+)
+from autopar.spec.families import KIND_PARTS, MoESpec
 from autopar.spec.hardware import HardwareProfile, fit_for
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
@@ -313,19 +322,14 @@ def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: in
     combine), forward and backward (_ep_exchange); exposed here, hidden by the
     paired micro-batch in pipelined plans (layer_time).
     """
-    moe = model.moe
-    if moe is None:
-        raise ValueError("MoE sub-layer on a model without moe")
+    moe = _moe_spec(model)
     tokens = shape.tokens(plan)
     expert_tokens = tokens * etp / plan.tp  # tokens one rank sees in expert space
     gemms = expert_gemms(model, tokens=expert_tokens, ep=ep, etp=etp)
     gemms += part_gemms(model, "moe", tokens=tokens, tp=plan.tp)  # router, shared experts
     gemm = gemms_time(hw, shape.dtype, gemms)
     copies = expert_tokens * moe.top_k * moe.capacity_factor
-    act_width = copies * moe.expert_ffn_hidden_size / etp + tokens * moe.shared_width / plan.tp
-    act = elementwise_time(hw, shape, cal.ACT_BYTES * _act_elems(model, 1) * act_width)
-    permute = memory_time(hw, cal.ACT_BYTES * 4 * copies * model.hidden_size)  # permute and unpermute, read + write
-    mem = elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens)) + act + permute
+    act, mem = _moe_memory(model, hw, shape, plan, tokens, expert_tokens, etp)
     cast = fp8_cast_time(hw, shape, gemms)
     fwd = gemm + mem + cast / 3
     a2a = 0.0
@@ -346,6 +350,44 @@ def _moe(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep: in
                    hw, shape, cal.ACT_BYTES * _act_elems(model, 1) * tokens * moe.shared_width / plan.tp)}
     return _assemble(hw, plan, fwd=fwd, bwd=bwd, selective=act, tp=tp, ep=a2a, op_sac=op_sac(shape, gemm, mem),
                      modules=modules)
+
+
+def _moe_memory(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, tokens: float, expert_tokens: float,
+                etp: int) -> tuple[float, float]:
+    """(activation, all memory-bound) forward seconds of the MoE sub-layer: norm and residual, the
+    experts' activation, and the permute and unpermute of every routed copy (read + write)."""
+    moe = _moe_spec(model)
+    copies = expert_tokens * moe.top_k * moe.capacity_factor
+    act_width = copies * moe.expert_ffn_hidden_size / etp + tokens * moe.shared_width / plan.tp
+    act = elementwise_time(hw, shape, cal.ACT_BYTES * _act_elems(model, 1) * act_width)
+    permute = memory_time(hw, cal.ACT_BYTES * 4 * copies * model.hidden_size)
+    return act, elementwise_time(hw, shape, _norm_residual_bytes(model, plan, tokens)) + act + permute
+
+
+def moe_floor(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims) -> float:
+    """A lower bound of _moe(...).total less its ep_exposed, at any ep and etp the rules allow.
+
+    The routed experts' FLOPs per rank do not depend on ep or etp (E/ep experts of
+    ep/E of the routed copies, each split etp ways over etp times the tokens); they
+    are bounded at the GEMM curve's best efficiency (kernels.gemm_time_floor). The
+    memory-bound work is least at etp = 1 (each copy permuted once); FP8 casts, TP
+    collectives and overlap slowdowns are at least 0, and full recompute redoes the
+    forward. The search prices this once per layer class instead of once per (ep, etp).
+    """
+    tokens = shape.tokens(plan)
+    expert_tokens = tokens / plan.tp
+    routed = sum(g.flops * g.count for g in expert_gemms(model, tokens=expert_tokens, ep=1, etp=1))
+    gemm = gemm_time_floor(hw, shape.dtype, routed) + gemms_time(hw, shape.dtype, part_gemms(model, "moe", tokens=tokens,
+                                                                                              tp=plan.tp))
+    mem = _moe_memory(model, hw, shape, plan, tokens, expert_tokens, 1)[1]
+    fwd = gemm + mem
+    return fwd + 2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + (fwd if plan.recompute == "full" else 0.0)
+
+
+def _moe_spec(model: ModelSpec) -> MoESpec:
+    if model.moe is None:
+        raise ValueError("MoE sub-layer on a model without moe")
+    return model.moe
 
 
 def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, ep: int, tokens: float, nbytes: int, *,

@@ -21,6 +21,14 @@ def gemm_time(hw: HardwareProfile, dtype: str, flops: float) -> float:
     return hw.gemm_flops_per_efficiency(dtype, flops) / (hw.peak(dtype) * cal.SUSTAINED_TENSOR_EFFICIENCY)
 
 
+def gemm_time_floor(hw: HardwareProfile, dtype: str, flops: float) -> float:
+    """A lower bound of the GEMM time of `flops` however they are split: at the curve's best efficiency
+    (gemm_time never runs faster; a curve's points below 1 FLOP would extrapolate above its best)."""
+    curve = hw.gemm_eff.get(dtype) or hw.gemm_eff["bf16"]
+    best = max(curve.ys) * max(1.0, 1.0 / curve.xs[0])
+    return flops / best / (hw.peak(dtype) * cal.SUSTAINED_TENSOR_EFFICIENCY)
+
+
 def gemms_time(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...]) -> float:
     return sum(gemm_time(hw, dtype, g.flops) * g.count for g in gemms)
 

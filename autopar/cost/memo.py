@@ -51,6 +51,20 @@ class Memo:
             value = self._values[k] = fn(self, key)
         return value
 
+    def get_by(self, fn: Callable[[Memo, K], T], values: Hashable, build: Callable[[Any], K]) -> T:
+        """fn(self, build(values)), computed once per key, looked up by `values`: the key's fields as plain
+        tuples (a NamedTuple equals and hashes as the tuple of its fields), so that a hot loop builds the
+        key, whose constructor costs ten times a tuple's, only when the value is first computed."""
+        k = (fn, values)
+        try:
+            value: T = self._values[k]
+        except KeyError:
+            key = build(values)
+            if key != values:
+                raise ValueError(f"{key!r} is not the key of {values!r}") from None
+            value = self._values[k] = fn(self, key)
+        return value
+
     @property
     def profile(self) -> HardwareProfile:
         """The hardware profile; refused for a memory-only memo."""

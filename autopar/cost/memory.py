@@ -187,6 +187,20 @@ def state_bytes(params: float, *, zero: int, shards: int, grad_bytes: float = ca
     return w, g, o
 
 
+FLOOR_SHARE = 0.5  # memory_floor's share of an even split: the worse of the first and last rank may hold less
+# state than the average rank (dense first layers on rank 0, the extra layers on earlier ranks), never half
+
+
+def memory_floor(model: ModelSpec, job: Job, stack: StackProfile = NEUTRAL) -> float:
+    """Bytes per GPU below which no plan on job.gpus GPUs falls: FLOOR_SHARE of the leanest the model's
+    states can be (weights, gradients and optimizer of every parameter under ZeRO-3 over all GPUs, as
+    state_bytes counts them) plus the stack's fixed buffers; activations, logits and copies add to it.
+    `suggest --gpus auto` skips GPU counts whose floor is above the memory without searching them."""
+    w, g, o = state_bytes(model.total_params(), zero=3, shards=job.gpus, grad_bytes=stack.grad_bytes(job.dtype),
+                          fsdp_master=stack.fsdp_master, gather_bytes=stack.gather_bytes)
+    return FLOOR_SHARE * (w + g + o) + stack.fixed_overhead_gib * 2**30
+
+
 def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, memo: Memo | None = None,
                      stack: StackProfile = NEUTRAL) -> MemoryBreakdown:
     """Peak memory of the worse of the first stage (most activations) and the last (logits), as `stack` holds it.
@@ -465,9 +479,9 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: 
     activation part once for a layout's expert-parallel variants.
     """
     s = skeleton
-    acts, logits0, logits1 = memo.get(_act_peaks, (LayoutKey(s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm,
-                                                             s.recompute_modules), tuple(recomputes)))
-    states = memo.get(_state_sums, (ParamPlan(s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)))
+    acts, logits0, logits1 = memo.get_by(_act_peaks, ((s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm,
+                                                       s.recompute_modules), tuple(recomputes)), _layout_key)
+    states = memo.get_by(_state_sums, ((s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)), _state_key)
     f = memo.stack.allocator_fragmentation
     out = []
     for acts0, acts1 in acts:
@@ -476,7 +490,17 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: 
             out.append([s0 + acts0 + logits0 + buffers + fa0 for s0, _, buffers in states])
             continue
         fa1 = f * acts1
-        # the worse of the first and last rank (the first on a tie)
-        out.append([max(s0 + acts0 + logits0 + buffers + fa0, s1 + acts1 + logits1 + buffers + fa1)
-                     for s0, s1, buffers in states])
+        row = []
+        for s0, s1, buffers in states:
+            first, last = s0 + acts0 + logits0 + buffers + fa0, s1 + acts1 + logits1 + buffers + fa1
+            row.append(first if first >= last else last)  # the worse of the first and last rank (the first on a tie)
+        out.append(row)
     return out
+
+
+def _layout_key(values: tuple[tuple, tuple[str, ...]]) -> tuple[LayoutKey, tuple[str, ...]]:
+    return LayoutKey(*values[0]), values[1]
+
+
+def _state_key(values: tuple[tuple, int, tuple[int, ...]]) -> tuple[ParamPlan, int, tuple[int, ...]]:
+    return ParamPlan(*values[0]), values[1], values[2]

@@ -42,13 +42,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from autopar.cost.comm import collective_time
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.plan import END_SLOTS
 from autopar.spec.topology import Group
+
+if TYPE_CHECKING:  # the two variable-length helpers take arrays; the fixed-length path never imports numpy
+    import numpy as np
 
 # --- stage layout ---------------------------------------------------------------------
 

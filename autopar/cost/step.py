@@ -23,7 +23,18 @@ from typing import NamedTuple
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
-from autopar.cost.compute import BlockTime, Dims, LayerPlan, Shape, combine_parts, loss_time, memory_time, part_args, part_time
+from autopar.cost.compute import (
+    BlockTime,
+    Dims,
+    LayerPlan,
+    Shape,
+    combine_parts,
+    loss_time,
+    memory_time,
+    moe_floor,
+    part_args,
+    part_time,
+)
 from autopar.cost.flops import model_flops_per_token
 from autopar.cost.memo import Memo, memo_for
 from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown, pipe_kinds
@@ -320,9 +331,57 @@ def step_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
     """step_floor of each (skeleton, recompute), with what they share read once (the search's hot path)."""
     if memo.profile.compute_slowdown < 1:
         return [0.0] * len(jobs)
-    get, batch, keep = memo.get, memo.job.global_batch, 1 - FLOOR_SLACK
-    return [get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs,
-                                        p.recompute_modules if r == "selective" else ()))
+    get, batch, keep = memo.get_by, memo.job.global_batch, 1 - FLOOR_SLACK
+    return [get(_floor_stages, (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs,
+                                p.recompute_modules if r == "selective" else ()), FloorKey._make)
+            * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * keep for p, r in jobs]
+
+
+class ClassKey(NamedTuple):
+    """A layer class: what every layer's time reads of a plan but its experts' placement (ep, etp) and
+    pipelining (which only hides the EP all-to-all)."""
+
+    tp: int
+    cp: int
+    sp: bool  # in effect (tp > 1)
+    recompute: str
+    cp_comm: str
+    mbs: int
+    modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules
+
+
+def _class_stages(memo: Memo, key: ClassKey) -> float:
+    """A lower bound of _all_stages for every plan of this layer class: layers without experts as they are
+    timed, the MoE sub-layer at compute.moe_floor, its exposed all-to-all at 0 (the pipelined pairing
+    only hides it, at an overlap slowdown of at least 1)."""
+    stack, hw = memo.stack, memo.profile
+    dims = Dims(tp=key.tp, cp=key.cp, sp=key.sp, recompute=key.recompute, modules=key.modules)
+    lp = LayerPlan(dims=dims, cp_comm=key.cp_comm, ep=1, etp=1, pipelined=False)
+    shape = Shape(dtype=memo.job.dtype, seq_len=memo.job.seq_len, mbs=key.mbs, stack=stack)
+    total = 0.0
+    for kind, n in memo.get(_kind_counts, None):
+        names = KIND_PARTS[kind]
+        parts = [memo.get(_part, (p, shape, part_args(p, lp))) for p in names if p != "moe"]
+        if "moe" not in names:
+            total += n * combine_parts(hw, parts, pipelined=False, stack=stack).total
+            continue
+        host_s = (stack.layer_overhead_us + stack.moe_host_us) * 1e-6
+        total += n * (sum(t.total for t in parts) + memo.get(_moe_floor, (shape, dims)) + host_s)
+    return total + memo.get(_loss, (key.tp, key.cp, key.mbs))
+
+
+def _moe_floor(memo: Memo, key: tuple[Shape, Dims]) -> float:
+    return moe_floor(memo.model, memo.profile, *key)
+
+
+def class_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
+    """A lower bound of step_floor of each (skeleton, recompute), from its layer class (ClassKey): one
+    bound serves every ep and etp, so a search refines (step_floor) only the plans this bound keeps."""
+    if memo.profile.compute_slowdown < 1:
+        return [0.0] * len(jobs)
+    get, batch, keep = memo.get_by, memo.job.global_batch, 1 - 2 * FLOOR_SLACK
+    return [get(_class_stages, (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.mbs,
+                                p.recompute_modules if r == "selective" else ()), ClassKey._make)
             * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * keep for p, r in jobs]
 
 

@@ -24,7 +24,10 @@ Two facts of the cost model keep the search exact while timing few plans:
   timed from the highest such bound down, and once a bound falls below the KEEP-th
   fastest plan timed (and below the band of the fastest), the rest are skipped: the
   leading plans, all those at least that fast, rank exactly as with every plan
-  timed. Reading further (the whole ranking, a plot of every plan) times the rest.
+  timed. Reading further (the whole ranking, a plot of every plan) times the rest
+  with the same memo. The bound is found in two levels (_time_jobs): one per layer
+  class first (cost/step.py class_floors, any ep and etp), a plan's own only where
+  that one still clears the bar.
 
 Ranking: search/ranking.py.
 """
@@ -34,13 +37,13 @@ from __future__ import annotations
 import bisect
 import gc
 import heapq
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from autopar.cost.memo import Memo
 from autopar.cost.memory import peak_bytes, variant_peaks
-from autopar.cost.step import step_floors, step_parts, variant_step_seconds
+from autopar.cost.step import class_floors, step_floors, step_parts, variant_step_seconds
 from autopar.errors import InfeasibleError
 from autopar.search.ranking import TIE_BAND, Candidate, RankedPlans, dominated, rank, simplicity
 from autopar.search.space import (
@@ -110,8 +113,8 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
     cap = hw.memory_bytes
     considered = feasible = 0
     smallest: tuple[float, Plan, str, int] | None = None
-    recomputes = choices(fixed, "recompute", list(RECOMPUTE))
-    zeros = sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(stack)))
+    recomputes = tuple(choices(fixed, "recompute", list(RECOMPUTE)))
+    zeros = tuple(sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(stack))))
     per_skeleton = len(recomputes) * len(zeros)
     jobs: list[tuple[Plan, str, int, float]] = []  # plans to time: (skeleton, recompute, zero, memory)
     deferred: list[tuple[Plan, tuple[str, int, float], int]] = []  # (skeleton, variant, its layout's job)
@@ -156,10 +159,29 @@ def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, ob
     if "cp_comm" not in fixed:
         timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
     ranked = rank(timed)
-    complete = (lambda: list(_search(model, hw, job, fixed, stack, keep=None).ranked.candidates)) if bar.pruned else None
+    complete = (lambda: _complete(memo, jobs, tps, deferred, pick="cp_comm" not in fixed)) if bar.pruned else None
     exact = sum(1 for c in ranked if c.tokens_per_s >= bar.floor)
     return SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered,
                         feasible=feasible)
+
+
+def _complete(memo: Memo, jobs: list[tuple[Plan, str, int, float]], tps: list[float | None],
+              deferred: list[tuple[Plan, tuple[str, int, float], int]], *, pick: bool) -> list[Candidate]:
+    """The ranking of the unpruned search (keep=None), from a pruned one's jobs: the jobs it skipped are
+    timed with its memo (the same values: cost functions are pure) and the rest runs as _search runs it."""
+    tokens = memo.job.tokens_per_step
+    full = list(tps)
+    for j, t in enumerate(full):
+        if t is None:
+            skeleton, recompute, zero, _ = jobs[j]
+            (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
+            full[j] = tokens / step
+    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][3], plan=with_knobs(*jobs[j][:3]))
+             for j, t in enumerate(full) if t is not None]
+    timed += _undominated(memo, timed, [(s, v, full[j]) for s, v, j in deferred], _Bar(None))
+    if pick:
+        timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
+    return rank(timed)
 
 
 class _Bar:
@@ -197,18 +219,35 @@ class _Bar:
 
 def _time_jobs(memo: Memo, jobs: list[tuple[Plan, str, int, float]], bar: _Bar) -> list[float | None]:
     """Tokens/s of each job, None for those a pruned search skips: jobs are timed from the highest
-    upper bound (cost/step.py step_floor) down, until the bound falls below the bar."""
+    upper bound (cost/step.py step_floor) down, until the bound falls below the bar.
+
+    Two levels: each job starts at its layer class's bound (step.py class_floors, looser, shared by
+    every ep and etp) and is refined to its step_floor only when it reaches the top of the heap, so a
+    job whose class bound falls below the bar is never refined. Every bound held is at least the
+    job's step_floor bound, so jobs are timed in the order of that bound (ties by index, as a stable
+    sort would), and the search stops where timing every bound in order would."""
     tokens = memo.job.tokens_per_step
     out: list[float | None] = [None] * len(jobs)
-    order: Sequence[int] = range(len(jobs))
-    bounds: list[float] = []
-    if bar.active:
-        bounds = [tokens / f if f > 0 else float("inf") for f in step_floors(memo, [(s, r) for s, r, _, _ in jobs])]
-        order = sorted(order, key=bounds.__getitem__, reverse=True)
-    for j in order:
-        if bar.active and bar.skips(bounds[j]):
+    if not bar.active:
+        for j, (skeleton, recompute, zero, _) in enumerate(jobs):
+            (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
+            out[j] = tokens / step
+        return out
+    pairs = [(s, r) for s, r, _, _ in jobs]
+    exact = memo.model.moe is None  # without experts a layer class is one plan's layers: its bound is the step_floor
+    floors = (step_floors if exact else class_floors)(memo, pairs)
+    heap = [(-(tokens / f) if f > 0 else float("-inf"), j, exact) for j, f in enumerate(floors)]
+    heapq.heapify(heap)
+    while heap:
+        neg, j, refined = heap[0]
+        if bar.skips(-neg):
             break
         skeleton, recompute, zero, _ = jobs[j]
+        if not refined:
+            (f,) = step_floors(memo, [(skeleton, recompute)])
+            heapq.heapreplace(heap, (-(tokens / f) if f > 0 else float("-inf"), j, True))
+            continue
+        heapq.heappop(heap)
         (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
         out[j] = tokens / step
         bar.admit(tokens / step)
