@@ -129,7 +129,7 @@ def figure(s: Suggestion, points: Sequence[tuple[float, float, Candidate, int]] 
         raise SpecError(f"--plot needs matplotlib, an optional extra: {INSTALL_HINT}") from None
     ranked = s.result.ranked
     front = _front(s)
-    best = ranked[0]
+    best = s.plans[0]  # the recommendation: the re-ranked first (advise/ties.py), as the text says
     cap = s.ctx.hw.memory_bytes / GIB
     fig = Figure(figsize=(9, 5.5))
     ax = fig.add_subplot()
@@ -178,13 +178,13 @@ def svg_chart(s: Suggestion) -> str:
     if len(points) <= RASTER_ABOVE:  # above, the cloud is one image: only the front and the star are titled
         svg = _titled(svg, "plans", [cell_title(best, n) for *_, best, n in points])
     titles = {f"pareto-{i}-{plan_slug(e)}": "Pareto: " + hover(e) for i, e in enumerate(front)}
-    return _title_groups(svg, {**titles, "recommended": "recommended: " + hover(s.result.ranked[0])})
+    return _title_groups(svg, {**titles, "recommended": "recommended: " + hover(s.plans[0])})
 
 
 def html_page(s: Suggestion, svg: str) -> str:
     """A self-contained page: the chart inline and the Pareto plans as a table."""
     front = _front(s)
-    best = s.result.ranked[0]
+    best = s.plans[0]
     inline = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", "", svg)
     rows = []
     for e in front:
