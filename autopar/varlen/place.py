@@ -30,6 +30,10 @@ seconds. Two knobs (``Greedy``) make it fast while keeping the answer close:
   room). LPT places such small items last and they level the cells to within
   one small item, so pouring differs from LPT by at most one small item per cell.
 
+With a single row (a dp 1 fixed-CP plan, a one-rank pool) LPT only chooses
+among micro-batches, and a FAST round takes up to ``ROW_ITEMS`` items at once
+while one-by-one LPT would place them the same way (``_place_column_rounds``).
+
 Every array has the steps on axis 0, so one call simulates many steps.
 ``tests/test_varlen_assign.py`` checks FAST against EXACT (within 1.5% of the
 mean step time; 0.3% or less measured on the long-context example) and EXACT
