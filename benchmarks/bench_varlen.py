@@ -1,6 +1,7 @@
 """Time the variable-length simulation: 1,000 sampled steps of a 4,096-sequence batch, one plan.
 
     python benchmarks/bench_varlen.py [--steps 1000] [--batch 4096] [--dist examples/seqlen/long_context.yaml]
+    python benchmarks/bench_varlen.py --all [--steps 128]   # CPU of simulate on every example distribution
 
 Prints the wall and CPU seconds of ``simulate`` (every strategy, FAST
 greedy), the same with the convergence check (``rel_sem=0.005``), the cost of
@@ -60,7 +61,11 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=3, help="time the full run this many times, report the best")
     ap.add_argument("--dist", default=str(Path(__file__).resolve().parent.parent / "examples/seqlen/long_context.yaml"))
+    ap.add_argument("--all", action="store_true", help="only the CPU of simulate on every examples/seqlen distribution")
     args = ap.parse_args()
+    if args.all:
+        every_distribution(args.steps, args.batch, args.repeat)
+        return
     dist = load_distribution(args.dist)
     print(f"distribution {args.dist}: mean {dist.mean_len:.0f} tokens, max {dist.max_len}")
     print(f"plan {PLAN}, global batch {args.batch} sequences")
@@ -100,6 +105,17 @@ def main() -> None:
         print(f"{name:<19} {r.step_time_mean_s:8.2f} {r.step_time_p99_s:8.2f} {r.imbalance_mean:6.3f} "
               f"{r.stall_frac_mean:6.1%} {r.bubble_frac_mean:6.1%} {r.tokens_per_s / 1e6:7.3f} "
               f"{base / r.step_time_mean_s:7.2f}x {r.mean_group_size:6.2f} {r.longest_fit_tokens:>11,}")
+
+
+def every_distribution(steps: int, batch: int, repeat: int) -> None:
+    """simulate (FAST, every strategy) on each example distribution: best CPU seconds of ``repeat`` runs."""
+    print(f"plan {PLAN}, {steps} steps x {batch} sequences, best of {repeat}")
+    for path in sorted((Path(__file__).resolve().parent.parent / "examples" / "seqlen").glob("*.yaml")):
+        if path.name == "papers.yaml":  # the paper setups, not a distribution
+            continue
+        dist = load_distribution(str(path))
+        cpus = [timed(simulate, dist, COST, global_batch=batch, steps=steps, **PLAN)[2] for _ in range(repeat)]
+        print(f"{path.name:<18} {min(cpus):7.3f} s CPU")
 
 
 if __name__ == "__main__":

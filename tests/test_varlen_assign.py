@@ -342,3 +342,27 @@ def test_pipeline_fill_levels_the_rows_pipeline_time() -> None:
         for r in np.flatnonzero(took & ~full):
             partial = (fill[s, r] > 1e-9) & (fill[s, r] < cap[s, r] - 1e-9)
             assert np.ptp(new[s, r][partial]) < 1e-6 if partial.any() else True
+
+
+@pytest.mark.parametrize(("example", "pp", "cap"), [("chat_short.yaml", 4, 16384), ("long_context.yaml", 1, 131072),
+                                                    ("chat_short.yaml", 2, 4000)])
+def test_one_row_rounds_place_as_lpt_one_item_at_a_time(example: str, pp: int, cap: int) -> None:
+    """FAST on a single row takes many items per round: the micro-batches get what one-by-one LPT gives them."""
+    from autopar.varlen import place as pl
+
+    dist = load_distribution(f"examples/seqlen/{example}")
+    lengths = -np.sort(-dist.sample((6, 400), np.random.default_rng(5)), axis=1)
+    cost = REALISTIC.time(lengths, 1)
+    m = np.full(6, 12)
+
+    def cells() -> pl.Cells:
+        return pl.Cells(steps=6, rows=1, open_cols=m, cap_tokens=cap, hard_cap_tokens=cap,
+                        big_s=10.0 * cost.sum(axis=1) + 1.0, pp=pp)
+
+    fast, one = cells(), cells()
+    pl.place(fast, cost, lengths.astype(np.float64), 1, FAST)
+    pl._place_rounds(one, cost, lengths.astype(np.float64), 1, EXACT)
+    for got, want in ((fast.load, one.load), (fast.tokens, one.tokens)):
+        assert np.sort(got, axis=2) == pytest.approx(np.sort(want, axis=2), rel=1e-12, abs=1e-12)
+    assert fast.overflow_tokens == pytest.approx(one.overflow_tokens)
+    assert fast.work == pytest.approx(one.work) and fast.peak == pytest.approx(one.peak)

@@ -39,6 +39,12 @@ def test_seqcost_is_the_layer_model_for_one_sequence() -> None:
     a = cost.attention(np.array([16384, 32768]), 1)
     assert 3.9 < a[1] / a[0] < 4.1
     assert cost.linear(np.array([3000]), 2)[0] == pytest.approx(1.5 * cost.linear(np.array([1000]), 1)[0])
+    # many integer lengths are read from a table of every length: the same numbers as one by one
+    lengths = np.random.default_rng(0).integers(0, 20000, size=(4, 5000))
+    for cp in (1, 4):
+        table = cost.attention(lengths, cp)
+        assert np.array_equal(table, cost.attention(lengths.astype(np.float64), cp))
+        assert table[0, 7] == cost.attention(np.array([lengths[0, 7]]), cp)[0]
 
 
 def test_packed_exchange_is_one_ring_of_the_micro_batch() -> None:

@@ -127,3 +127,19 @@ def test_bad_arguments(kw: dict[str, object], message: str) -> None:
     with pytest.raises(SpecError) as err:
         simulate(dist, COST, **args)
     assert message in str(err.value)
+
+
+def test_packing_is_remembered_across_plans() -> None:
+    """simulate packs a sampled block once per budget: the same ids as next_fit, read-only, reused."""
+    from autopar.varlen import next_fit
+    from autopar.varlen.simulate import _packed
+
+    block = np.random.default_rng(4).integers(1, 5000, size=(6, 300))
+    first = _packed(block, 8192)
+    assert np.array_equal(first, next_fit(block, 8192)) and not first.flags.writeable
+    assert _packed(block.copy(), 8192) is first
+    other = _packed(block, 4096)
+    assert other is not first and np.array_equal(other, next_fit(block, 4096))
+    changed = block.copy()
+    changed[0, 0] += 1
+    assert _packed(changed, 8192) is not first

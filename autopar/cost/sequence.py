@@ -135,8 +135,13 @@ class ModelSeqCost:
         return np.asarray(self.linear_s_per_tok * np.asarray(tokens, dtype=np.float64) / np.asarray(cp), dtype=np.float64)
 
     def attention(self, lengths: np.ndarray, cp: np.ndarray | int) -> np.ndarray:
-        length = np.asarray(lengths, dtype=np.float64)
+        raw = np.asarray(lengths)
         c = np.asarray(cp, dtype=np.float64)
+        if raw.dtype.kind in "iu" and c.ndim == 0 and raw.size >= 4096 and raw.min() >= 0 and raw.max() < raw.size:
+            # integer lengths, one group size, fewer distinct values than lengths: a table of every length
+            # up to the longest, read per length (the same numbers, computed once per value)
+            return self.attention(np.arange(int(raw.max()) + 1, dtype=np.float64), cp)[raw]
+        length = np.asarray(raw, dtype=np.float64)
         fwd = self.attn_coef * length * length / c / (self.attn_peak * self._efficiency(length / c))
         return np.asarray(self.attn_layers * self.attn_mult * fwd, dtype=np.float64)
 
