@@ -21,7 +21,7 @@ def test_fixed_length_suggest_and_estimate_never_import_numpy() -> None:
         "from typer.testing import CliRunner\n"
         "from autopar.cli import app\n"
         "for args in (['suggest', 'llama3-8b', '--gpus', '8', '--json'],\n"
-        "             ['estimate', 'deepseek-v3', '--gpus', '64', '--tp', '8', '--pp', '8', '--ep', '8', '--json']):\n"
+        "             ['estimate', 'deepseek-v3', '--gpus', '512', '--tp', '8', '--pp', '8', '--ep', '64', '--json']):\n"
         "    r = CliRunner().invoke(app, [*args, '--hardware', 'h100-sxm'])\n"
         "    assert r.exit_code == 0, r.output\n"
         "print('numpy' in sys.modules)\n"
