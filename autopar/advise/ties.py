@@ -18,7 +18,7 @@ from typing import overload
 
 from autopar.advise.bands import FIT_CONFIDENCE, TrainingBands
 from autopar.cost.step import Estimate
-from autopar.search.ranking import TIE_BAND, RankedPlans, simplicity
+from autopar.search.ranking import TIE_BAND, PlanView, RankedPlans, simplicity
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 
@@ -83,36 +83,13 @@ class Reranked(Sequence[Estimate]):
     @property
     def plans(self) -> Sequence[Plan]:
         """The plans alone, in this order (launch.prepare takes the first that its framework runs)."""
-        return _Plans(self)
+        return PlanView(self)
 
     def plan(self, i: int) -> Plan:
         if 0 <= i < len(self._head):
             return self._head[i].plan
         rest, j = self._rest, self._start + i - len(self._head)
         return rest.plan(j) if isinstance(rest, RankedPlans) else rest[j].plan
-
-
-class _Plans(Sequence[Plan]):
-    def __init__(self, outer: Reranked) -> None:
-        self._outer = outer
-
-    def __len__(self) -> int:
-        return len(self._outer)
-
-    @overload
-    def __getitem__(self, i: int) -> Plan: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> tuple[Plan, ...]: ...
-
-    def __getitem__(self, i: int | slice) -> Plan | tuple[Plan, ...]:
-        if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(len(self))))
-        if i < 0:
-            i += len(self)
-            if i < 0:
-                raise IndexError(i)
-        return self._outer.plan(i)  # IndexError past the end, without reading the length
 
 
 def rerank(

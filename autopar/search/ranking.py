@@ -59,7 +59,7 @@ class RankedPlans(Sequence[Estimate]):
     @property
     def plans(self) -> Sequence[Plan]:
         """The ranked plans alone, read lazily (no Estimate is built)."""
-        return _PlanView(self)
+        return PlanView(self)
 
     def plan(self, i: int) -> Plan:
         """The i-th plan, without building its Estimate."""
@@ -100,8 +100,18 @@ class RankedPlans(Sequence[Estimate]):
         return self._built[i]
 
 
-class _PlanView(Sequence[Plan]):
-    def __init__(self, ranked: RankedPlans) -> None:
+class IndexedPlans(Protocol):
+    """A ranking that gives its i-th plan without building the rest (RankedPlans, advise/ties.Reranked)."""
+
+    def __len__(self) -> int: ...
+
+    def plan(self, i: int) -> Plan: ...
+
+
+class PlanView(Sequence[Plan]):
+    """The plans of a ranking, read lazily: launch.prepare takes the first its framework runs."""
+
+    def __init__(self, ranked: IndexedPlans) -> None:
         self._ranked = ranked
 
     def __len__(self) -> int:
@@ -116,7 +126,11 @@ class _PlanView(Sequence[Plan]):
     def __getitem__(self, i: int | slice) -> Plan | tuple[Plan, ...]:
         if isinstance(i, slice):
             return tuple(self._ranked.plan(j) for j in range(*i.indices(len(self))))
-        return self._ranked.plan(i)
+        if i < 0:
+            i += len(self)
+            if i < 0:
+                raise IndexError(i)
+        return self._ranked.plan(i)  # IndexError past the end, without reading the length
 
 
 class _Ranks(Protocol):
