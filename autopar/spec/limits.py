@@ -23,7 +23,7 @@ MAX_SERVE_GPUS = 1024  # GPUs of one `autopar serve` plan (at the limit: Llama-3
 MIN_STEP_TOKENS = 128  # --max-num-tokens of a chunking engine (vLLM, SGLang); its defaults: 8,192 (SGLang 1 token: 5 min)
 MAX_SERVE_CONCURRENCY = 2**24  # requests in flight in one `autopar serve estimate` (a fleet of 1,024 GPUs holds 10^5-10^6)
 MAX_BATCH = 2**24  # sequences per optimizer step
-MAX_VARLEN_SEQUENCES = 2**16  # sequences per simulated step (about 30 s of simulation on one core at the limit)
+MAX_VARLEN_SEQUENCES = 2**16  # sequences per simulated step; at the limit a search simulates for minutes (docs/performance-varlen.md)
 
 # --- runs on this node (`autopar profile`, `autopar calibrate`) -----------------------
 # processes: at most one per visible GPU, or one per CPU core (probe/runtime.py `processes`)
