@@ -222,10 +222,10 @@ def test_counts_of_one_are_singular() -> None:
     # issue 25: "top 1 layouts by tokens/s", "launch: Megatron-LM torchrun command (1 node, 1 GPUs)"
     out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "1", "--top", "1",
                               "--emit", "megatron"]).stdout
-    assert "the best layout by tokens/s (its best variant; --json keeps the variants):" in out
+    assert "the best layout by tokens/s" in out and "(its best variant; --json keeps the variants):" in out
     assert "(1 node, 1 GPU)" in out and "1 GPUs" not in out and "top 1 layouts" not in out
     out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "2", "--top", "2"]).stdout
-    assert "top 2 layouts by tokens/s (the best variant of each; --json keeps the variants):" in out
+    assert "top 2 layouts by tokens/s" in out and "(the best variant of each; --json keeps the variants):" in out
 
 
 def test_the_plan_notation_is_explained_where_it_is_used() -> None:

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 
 def csv_text(rows: Sequence[dict[str, Any]]) -> str:
-    """Rows as CSV with a header: every key seen, in first-seen order; lists joined with '+'."""
+    """Rows as CSV with a header: every key seen, in first-seen order; lists joined with '+' (a [p10, p90]
+    range as p10+p90), mappings as JSON."""
     keys: dict[str, None] = {}
     for row in rows:
         keys.update(dict.fromkeys(row))
@@ -36,7 +37,8 @@ def csv_text(rows: Sequence[dict[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=list(keys), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "+".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()})
+        writer.writerow({k: "+".join(map(str, v)) if isinstance(v, list) else json.dumps(v) if isinstance(v, dict) else v
+                         for k, v in row.items()})
     return out.getvalue()
 
 
@@ -54,7 +56,7 @@ def suggestion_files(s: Suggestion, top: int, *, launch: Launch | None = None) -
     from autopar.advise.launch import script_text
     from autopar.render.report import plan_dict, plan_text, suggestion_json
 
-    files = table_files("plans", [{"plan": plan_text(e), **plan_dict(e)} for e in s.result.ranked[:top]])
+    files = table_files("plans", [{"plan": plan_text(e), **plan_dict(e, s.bands(e))} for e in s.plans[:top]])
     files["suggestion.json"] = suggestion_json(s, top, launch=launch) + "\n"
     if launch is not None:
         files["launch.sh"] = script_text(launch)
