@@ -22,7 +22,8 @@ The classes, their fallback and the weight of a source (at most min_rows rows) a
 Coverage: each source (a benchmark table or measurement file) is left out of the error model
 in turn and its rows are tested against the band of their class set by the other sources
 (memory rows, all from one table, one row at a time). Printed: rows with a band, the share
-inside [p10, p90] and the median width of the band (p90 - p10, over the prediction).
+inside [p10, p90], its mean over the sources (each source weighing the same) and the median width of the
+band (p90 - p10, over the prediction).
 """
 
 from __future__ import annotations
@@ -175,34 +176,41 @@ class Coverage:
     banded: int  # rows whose class had a band without their source
     inside: int  # rows inside it
     median_width: float | None  # median of (hi - lo) / prediction
+    per_group: float | None  # the share inside, each group (with a band) weighing the same
 
 
 def coverage(residuals: Sequence[Residual], metric: str, group: Callable[[Residual], str]) -> Coverage:
     """Each group left out of the error model in turn; its rows tested against the others' bands."""
     mine = [r for r in residuals if r.metric == metric]
     inside = banded = 0
-    widths = []
+    widths, shares = [], []
     for g in sorted({group(r) for r in mine}):
         rest = [r for r in mine if group(r) != g]
         model = ErrorModel(min_rows=MIN_ROWS, classes={metric: classes(rest)[metric]})
-        for r in (r for r in mine if group(r) == g):
-            band = model.lookup(metric, r.keys).interval(1.0)
-            if band is None:
-                continue
-            banded += 1
-            inside += band.lo <= r.ratio <= band.hi
-            widths.append(band.hi - band.lo)
-    return Coverage(rows=len(mine), banded=banded, inside=inside, median_width=statistics.median(widths) if widths else None)
+        held = [(r, model.lookup(metric, r.keys).interval(1.0)) for r in mine if group(r) == g]
+        hits = [band.lo <= r.ratio <= band.hi for r, band in held if band is not None]
+        banded += len(hits)
+        inside += sum(hits)
+        widths += [band.hi - band.lo for _, band in held if band is not None]
+        shares += [sum(hits) / len(hits)] if hits else []
+    return Coverage(
+        rows=len(mine),
+        banded=banded,
+        inside=inside,
+        median_width=statistics.median(widths) if widths else None,
+        per_group=statistics.fmean(shares) if shares else None,
+    )
 
 
 def report(residuals: Sequence[Residual]) -> list[str]:
-    lines = [f"{'metric':13} {'left out':10} {'rows':>5} {'banded':>6} {'inside':>7} {'median width':>12}"]
+    lines = [f"{'metric':13} {'left out':10} {'rows':>5} {'banded':>6} {'inside':>7} {'per source':>10} {'median width':>12}"]
     for metric in METRICS:
         for how, group in (("source", lambda r: r.group), ("row", lambda r: r.id)):
             c = coverage(residuals, metric, group)
             share = f"{c.inside / c.banded:.1%}" if c.banded else "-"
             width = f"{c.median_width:.1%}" if c.median_width is not None else "-"
-            lines.append(f"{metric:13} {how:10} {c.rows:5} {c.banded:6} {share:>7} {width:>12}")
+            each = f"{c.per_group:.1%}" if c.per_group is not None and how == "source" else "-"
+            lines.append(f"{metric:13} {how:10} {c.rows:5} {c.banded:6} {share:>7} {each:>10} {width:>12}")
     return lines
 
 

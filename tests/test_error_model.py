@@ -472,6 +472,7 @@ def test_coverage_leaves_each_group_out_by_hand() -> None:
     # (past rank 9: 1.08); 9 of g2's 10 inside [1.00, 1.08] (not 2.0)
     assert (c.rows, c.banded, c.inside) == (19, 19, 18)
     assert c.median_width == pytest.approx(0.08)  # 10 widths of 0.08, 9 of 1.0
+    assert c.per_group == pytest.approx((9 / 9 + 9 / 10) / 2)  # each group weighing the same
 
 
 def test_the_shipped_file_is_the_rendering_of_the_committed_residuals() -> None:
