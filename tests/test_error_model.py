@@ -136,6 +136,20 @@ def test_sources_within_min_rows_weigh_as_pooled_rows(rows: list[tuple[float, st
     assert build(pairs, min_rows=cap, sources=[s for _, s in rows]) == build(pairs, min_rows=cap)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(min_value=0.05, max_value=20.0), st.floats(min_value=0.01, max_value=1.0)), min_size=1, max_size=30),
+    st.floats(min_value=0.01, max_value=0.99),
+    st.floats(min_value=0.01, max_value=0.99),
+)
+def test_weighted_quantiles_are_monotone_and_within_the_values(pairs: list[tuple[float, float]], q1: float, q2: float) -> None:
+    xs, ws = [x for x, _ in pairs], [w for _, w in pairs]
+    lo, hi = sorted((q1, q2))
+    a, b = prediction_quantile(xs, lo, ws), prediction_quantile(xs, hi, ws)
+    assert min(xs) <= a <= b <= max(xs)
+    assert prediction_quantile(list(reversed(xs)), lo, list(reversed(ws))) == a  # the order of the rows does not matter
+
+
 def test_interval_holds_the_value_and_inverts() -> None:
     model = ErrorModel(min_rows=1, classes={"tokens_per_s": build([(("a",), 1.05), (("a",), 1.2)], min_rows=1)})
     band = model.lookup("tokens_per_s", ("a",)).interval(100.0)
