@@ -15,11 +15,19 @@ The percentiles are prediction quantiles (Hyndman and Fan 1996, definition 6,
 the order statistic at rank q x (n + 1)): for rows that are exchangeable, a new
 row falls in [p10, p90] with probability 0.8, where the usual definition 7 gives
 0.8 x (n - 1) / (n + 1) (60% at n = 8).
+
+Rows of one source (a measurement file, a benchmark table) are not
+exchangeable with a new user's deployment, which is one draw of a *source*: a
+source counts as at most ``min_rows`` rows (each of its n rows weighs
+min(1, min_rows / n)), so a large file does not set the band alone, and n in
+the rank is the sum of the weights. Past the rows a band needs, more rows of a
+file say more about that file, not about the next deployment.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,21 +43,33 @@ COARSEST = "all"  # the class of every row of a metric
 MIN_ROWS = 8  # fewer rows than this give no band
 
 
-def prediction_quantile(values: Sequence[float], q: float) -> float:
+def prediction_quantile(values: Sequence[float], q: float, weights: Sequence[float] | None = None) -> float:
     """The q-quantile of `values` by Hyndman and Fan's definition 6: rank q x (n + 1), linear between
-    order statistics, clamped to the smallest and largest value outside ranks 1..n."""
+    order statistics, clamped to the smallest and largest value outside their ranks.
+
+    With `weights` (each in (0, 1], a row's share of a row), n is their sum and the i-th smallest value's
+    rank is its cumulative weight less half its own plus one half: with every weight 1 that is i, the
+    unweighted rule; the ranks stay symmetric, a heavy value sits mid-way in its span of weight."""
     if not values:
         raise ValueError("no values")
     if not 0.0 < q < 1.0:
         raise ValueError(f"q must be in (0, 1), got {q}")
-    xs = sorted(values)
-    h = q * (len(xs) + 1)
-    if h <= 1:
-        return xs[0]
-    if h >= len(xs):
-        return xs[-1]
-    lo = math.floor(h)
-    return xs[lo - 1] + (h - lo) * (xs[lo] - xs[lo - 1])
+    ws = [1.0] * len(values) if weights is None else list(weights)
+    if len(ws) != len(values) or not all(0.0 < w <= 1.0 for w in ws):
+        raise ValueError("weights must be one in (0, 1] per value")
+    pairs = sorted(zip(values, ws, strict=True))
+    ranks, total = [], 0.0
+    for _, w in pairs:
+        ranks.append(total + w / 2 + 0.5)
+        total += w
+    h = q * (total + 1)
+    if h <= ranks[0]:
+        return pairs[0][0]
+    if h >= ranks[-1]:
+        return pairs[-1][0]
+    hi = next(i for i, r in enumerate(ranks) if r > h)
+    (x0, _), (x1, _) = pairs[hi - 1], pairs[hi]
+    return x0 + (h - ranks[hi - 1]) / (ranks[hi] - ranks[hi - 1]) * (x1 - x0)
 
 
 def candidates(keys: Sequence[str]) -> tuple[str, ...]:
@@ -134,20 +154,33 @@ def _rows(classes: Mapping[str, Band], name: str) -> int:
     return 0 if band is None else band.rows
 
 
-def build(rows: Sequence[tuple[Sequence[str], float]], *, min_rows: int = MIN_ROWS) -> dict[str, Band]:
-    """Every class of a metric from its rows (keys, measured / predicted): each prefix of the keys and 'all'."""
-    members: dict[str, list[float]] = {}
-    for keys, ratio in rows:
+def source_weights(sources: Sequence[str], cap: int) -> list[float]:
+    """Each row's weight: its source's n rows count as min(n, cap) rows (module docstring)."""
+    counts = Counter(sources)
+    return [min(1.0, cap / counts[s]) for s in sources]
+
+
+def build(
+    rows: Sequence[tuple[Sequence[str], float]], *, min_rows: int = MIN_ROWS, sources: Sequence[str] | None = None
+) -> dict[str, Band]:
+    """Every class of a metric from its rows (keys, measured / predicted): each prefix of the keys and 'all'.
+    `sources[i]` names row i's source, which counts as at most min_rows rows of each class; None: every row
+    its own source (all weigh 1)."""
+    if sources is not None and len(sources) != len(rows):
+        raise ValueError("one source per row")
+    members: dict[str, list[tuple[float, str]]] = {}
+    for i, (keys, ratio) in enumerate(rows):
         for name in candidates(keys):
-            members.setdefault(name, []).append(ratio)
+            members.setdefault(name, []).append((ratio, str(i) if sources is None else sources[i]))
     out = {}
     for name in sorted(members):
-        xs = members[name]
+        xs = [x for x, _ in members[name]]
+        ws = source_weights([s for _, s in members[name]], max(min_rows, 1))
         enough = len(xs) >= min_rows
         out[name] = Band(
             name=name,
             rows=len(xs),
-            p10=prediction_quantile(xs, 0.1) if enough else None,
-            p90=prediction_quantile(xs, 0.9) if enough else None,
+            p10=prediction_quantile(xs, 0.1, ws) if enough else None,
+            p90=prediction_quantile(xs, 0.9, ws) if enough else None,
         )
     return out
