@@ -345,13 +345,15 @@ def estimate(
     cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1,
     ep: Annotated[int, typer.Option(help="Expert-parallel degree (MoE only).")] = 1,
     etp: Annotated[int, typer.Option(help="Expert tensor-parallel degree: 1 or tp (MoE only).")] = 1,
-    cp_comm: Annotated[str, typer.Option(help="CP K/V exchange: ring | allgather.")] = "ring",
+    cp_comm: Annotated[str | None, typer.Option(
+        help="CP K/V exchange: ring | allgather (default: the stack's first; megatron ring).")] = None,
     mbs: Annotated[int, typer.Option(help="Micro-batch size, sequences.")] = 1,
     recompute: Annotated[str, typer.Option(help="none | selective | full", autocompletion=complete_recompute)] = "none",
     recompute_modules: Annotated[str | None, typer.Option(
         help="With --recompute selective: Megatron's modules to recompute, comma-separated (core_attn, moe_act, "
              "layernorm, mla_up_proj, mlp, moe, shared_experts).")] = None,
-    zero: Annotated[int, typer.Option(help="0 | 1 | 2 | 3 (1 = distributed optimizer)")] = 1,
+    zero: Annotated[int | None, typer.Option(
+        help="0 | 1 | 2 | 3 (1 = distributed optimizer; default: 1 where the stack has it, else 3).")] = None,
     sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism with TP.")] = True,
     global_batch: BatchOpt = None,
     seq_len: SeqOpt = None,

@@ -361,3 +361,25 @@ def test_megatron_fp8_recipe_keeps_bf16_gradients() -> None:
     bf16 = memory_breakdown(m, Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192), plan, stack=mega)
     fp8 = memory_breakdown(m, Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192, dtype="fp8"), plan, stack=mega)
     assert bf16.grads == pytest.approx(4 * m.total_params()) and fp8.grads == pytest.approx(2 * m.total_params())
+
+
+def test_estimate_defaults_follow_the_stack() -> None:
+    """Issue 27: `estimate --stack torchtitan` failed on its own defaults (--zero 1: "no ZeRO stage 1";
+    --cp-comm ring: "exchanges CP K/V by allgather, not ring"). Unnamed, both are the stack's: ZeRO 1 where
+    it has it (megatron), else its fullest sharding (FSDP2: 3); the first CP exchange it lists."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from autopar.cli import app
+
+    runner = CliRunner()
+    base = ["estimate", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "2", "--cp", "2", "--json"]
+    for stack, zero, comm in (("torchtitan", 3, "allgather"), ("megatron", 1, "ring")):
+        r = runner.invoke(app, [*base, "--stack", stack])
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert (doc["zero"], doc["cp_comm"]) == (zero, comm)
+    r = runner.invoke(app, [*base, "--stack", "torchtitan", "--zero", "1"])  # typed: still refused, named
+    assert r.exit_code == 2 and "stack torchtitan has no ZeRO stage 1" in r.stderr
+    assert load_stack("llm-foundry").default_zero == 3 and load_stack("deepspeed").default_zero == 1

@@ -175,8 +175,12 @@ def parse_modules(text: str | None) -> tuple[str, ...]:
     return tuple(sorted(names, key=lambda m: RECOMPUTE_MODULES.index(m) if m in RECOMPUTE_MODULES else len(names)))
 
 
-def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: int, recompute: str, zero: int, sp: bool,
-            etp: int = 1, cp_comm: str = "ring", recompute_modules: str | None = None) -> Explained:
+def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: int, recompute: str, zero: int | None,
+            sp: bool, etp: int = 1, cp_comm: str | None = None, recompute_modules: str | None = None) -> Explained:
+    """One plan, costed and explained; ZeRO stage and CP exchange default to the stack's (issue 27: a user who
+    names only --stack torchtitan is not refused for a --zero 1 they did not type)."""
+    zero = ctx.stack.default_zero if zero is None else zero
+    cp_comm = ctx.stack.default_cp_comm if cp_comm is None else cp_comm
     for flag, value in (("--tp", tp), ("--pp", pp), ("--cp", cp)):
         if value < 1:
             raise SpecError(f"{flag} must be >= 1, got {value}")

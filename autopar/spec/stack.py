@@ -91,6 +91,18 @@ class StackProfile:
     citations: tuple[tuple[str, str], ...] = ()  # (field, source) pairs, as the profile file gives them
     path: str = ""  # file it was read from
 
+    @property
+    def default_zero(self) -> int:
+        """The ZeRO stage of a plan that names none: 1 where the stack offers it (Megatron's distributed
+        optimizer, DeepSpeed stage 1), else its fullest sharding (FSDP2 fully_shard's default
+        reshard_after_forward=True, Composer's default FULL_SHARD: both 3)."""
+        return 1 if 1 in self.zero_stages else max(self.zero_stages)
+
+    @property
+    def default_cp_comm(self) -> str:
+        """The CP K/V exchange of a plan that names none: the stack's first (Megatron ring, torchtitan allgather)."""
+        return self.cp_comms[0]
+
     def refusal(self, plan: Plan) -> str | None:
         """Why this stack cannot launch `plan` (an axis it lacks, a ZeRO stage, interleaving, a CP variant), or None."""
         for axis in ("tp", "pp", "cp", "ep"):
