@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -142,24 +142,32 @@ def rendered(text: str, source: str, body: str, *, by: str = "python -m autopar.
     return text.rstrip("\n") + "\n\n" + block
 
 
-def main(argv: list[str]) -> int:
+def refresh(pages: Mapping[str, Callable[[str], str]], argv: list[str], *, command: str) -> int:
+    """Write each page as `pages[name](its text now)` renders it, or with ``--check`` only say which are
+    stale (exit 1); shared by ``python -m autopar.docs`` and ``benchmarks/accuracy_docs.py``."""
     check = argv == ["--check"]
     if argv and not check:
-        print("usage: python -m autopar.docs [--check]", file=sys.stderr)
+        print(f"usage: {command} [--check]", file=sys.stderr)
         return 2
     stale = []
-    for name, (source, build) in FILES.items():
+    for name, build in pages.items():
         path = ROOT / name
         old = path.read_text(encoding="utf-8") if path.exists() else ""
-        new = rendered(old, source, build())
+        new = build(old)
         if new != old:
             stale.append(name)
             if not check:
                 path.write_text(new, encoding="utf-8")
     if check and stale:
-        print(f"stale: {', '.join(stale)}; run python -m autopar.docs", file=sys.stderr)
+        print(f"stale: {', '.join(stale)}; run {command}", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: list[str]) -> int:
+    pages = {name: (lambda old, source=source, build=build: rendered(old, source, build()))
+             for name, (source, build) in FILES.items()}
+    return refresh(pages, argv, command="python -m autopar.docs")
 
 
 if __name__ == "__main__":

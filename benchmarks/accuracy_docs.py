@@ -23,7 +23,7 @@ import accuracy  # noqa: E402
 import serving_accuracy  # noqa: E402
 import varlen_papers  # noqa: E402
 
-from autopar.docs import rendered  # noqa: E402
+from autopar.docs import refresh, rendered  # noqa: E402
 
 FILES = {"heldout_runs": "heldout_runs (validation)"}
 
@@ -85,23 +85,8 @@ def page(name: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    check = argv == ["--check"]
-    if argv and not check:
-        print("usage: python benchmarks/accuracy_docs.py [--check]", file=sys.stderr)
-        return 2
-    stale = []
-    for name in PAGES:
-        path = ROOT / name
-        old = path.read_text(encoding="utf-8")
-        new = page(name)
-        if new != old:
-            stale.append(name)
-            if not check:
-                path.write_text(new, encoding="utf-8")
-    if check and stale:
-        print(f"stale: {', '.join(stale)}; run python benchmarks/accuracy_docs.py", file=sys.stderr)
-        return 1
-    return 0
+    return refresh({name: (lambda _old, name=name: page(name)) for name in PAGES}, argv,
+                   command="python benchmarks/accuracy_docs.py")
 
 
 if __name__ == "__main__":
