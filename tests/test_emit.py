@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from autopar.cost.pipeline import chunk_sizes
 from autopar.emit import megatron as mg
 from autopar.emit import torchtitan as tt
 from autopar.emit.common import quote
@@ -24,6 +23,7 @@ from autopar.emit.slurm import SlurmOptions, slurm_script
 from autopar.errors import SpecError
 from autopar.spec.families import MoESpec
 from autopar.spec.job import Job
+from autopar.spec.layout import chunk_sizes
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 
@@ -249,7 +249,7 @@ def test_hybrid_cp_words_where_the_pin_has_them() -> None:
 
 def test_launched_pipeline_layout_is_the_estimated_one() -> None:
     """Every uneven split up to 130 layers: Megatron's stages from our flags equal cost.pipeline's stages."""
-    from autopar.cost.pipeline import stage_layers as estimated
+    from autopar.spec.layout import stage_layers as estimated
 
     for layers in range(2, 131):
         for pp in (p for p in range(2, min(layers, 16) + 1) if layers % p):

@@ -14,13 +14,13 @@ from conftest import llama70b
 from autopar.cost.compute import Shape, layer_time
 from autopar.cost.flops import attention_fwd_flops, expert_gemms, model_flops_per_token, ssd_scan_flops
 from autopar.cost.memory import layer_activation_bytes, memory_breakdown
-from autopar.cost.pipeline import chunk_sizes, rank_kinds
 from autopar.cost.step import estimate
 from autopar.errors import SpecError
 from autopar.search.planner import enumerate_plans, search
 from autopar.spec.families import MambaSpec, MLASpec, MoESpec
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
+from autopar.spec.layout import chunk_sizes, rank_kinds
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan, validate
 

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from autopar.cost.memo import Memo
 from autopar.cost.memory import ParamPlan, end_kinds, end_params, rank_params
-from autopar.cost.pipeline import chunk_sizes, end_slots, peak_rank, rank_groups, rank_kinds, stage_layers
 from autopar.cost.step import estimate
 from autopar.emit import megatron
 from autopar.errors import SpecError
@@ -28,6 +27,7 @@ from autopar.io.profiles import load_hardware
 from autopar.io.stacks import load_stack
 from autopar.search.space import enumerate_skeletons, virtual_stages
 from autopar.spec.job import Job
+from autopar.spec.layout import chunk_sizes, end_slots, peak_rank, rank_groups, rank_kinds, stage_layers
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan, plan_errors, validate
 

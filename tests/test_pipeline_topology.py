@@ -1,4 +1,4 @@
-"""The one pipeline model (cost/pipeline.py) and the rank grid (spec/topology.py)."""
+"""The one pipeline model (spec/layout.py, cost/pipeline.py) and the rank grid (spec/topology.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from autopar.cost.pipeline import (
     bubble_fraction,
     pipeline_time,
     schedule_time,
-    stage_layers,
     varlen_time,
 )
 from autopar.render.schedule import timeline
+from autopar.spec.layout import stage_layers
 from autopar.spec.topology import Group, RankGrid, span
 from autopar.varlen.pipeline import row_times
 

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown
-from autopar.cost.pipeline import stage_layers
 from autopar.cost.step import class_floors, estimate, step_floor
 from autopar.emit.megatron import pipeline_items
 from autopar.errors import InfeasibleError, SpecError
@@ -30,6 +29,7 @@ from autopar.search.space import MICRO_BATCH_SIZES, SEARCHED_ZERO, divisors, enu
 from autopar.spec.families import MambaSpec, MoESpec
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
+from autopar.spec.layout import stage_layers
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import END_SLOTS, RECOMPUTE, Plan, searched_modules, validate
 from autopar.spec.stack import NEUTRAL, StackProfile

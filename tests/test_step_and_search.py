@@ -8,12 +8,12 @@ import pytest
 from conftest import gpt_like, llama70b
 
 from autopar.cost.compute import block_time, loss_time
-from autopar.cost.pipeline import chunk_sizes
 from autopar.cost.step import estimate
 from autopar.errors import InfeasibleError, SpecError
 from autopar.search.planner import enumerate_plans, search
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job, default_global_batch
+from autopar.spec.layout import chunk_sizes
 from autopar.spec.plan import Plan, validate
 
 

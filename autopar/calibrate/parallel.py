@@ -38,8 +38,8 @@ from torch.distributed.tensor.parallel import (
 
 from autopar.calibrate.llama import Block, Llama
 from autopar.calibrate.request import cp_positions
-from autopar.cost.pipeline import chunk_sizes
 from autopar.cost.traffic import rank_chunks
+from autopar.spec.layout import chunk_sizes
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 

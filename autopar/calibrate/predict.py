@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from autopar.cost import habits
 from autopar.cost.memory import rank_params
-from autopar.cost.pipeline import in_flight_microbatches, rank_kinds
+from autopar.cost.pipeline import in_flight_microbatches
 from autopar.cost.traffic import step_traffic
 from autopar.spec.job import Job
+from autopar.spec.layout import rank_kinds
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 

@@ -11,7 +11,7 @@ bytes / (HBM bandwidth * streaming efficiency). Communication inside the layer
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from autopar.cost import calibration as cal
@@ -34,6 +34,7 @@ from autopar.cost.kernels import (
     memory_time,
     op_sac,
 )
+from autopar.cost.shape import Dims, Shape
 from autopar.spec.families import KIND_PARTS, MoESpec
 from autopar.spec.hardware import HardwareProfile, fit_for
 from autopar.spec.model import ModelSpec
@@ -73,31 +74,6 @@ class BlockTime:
             tp_exposed=self.tp_exposed + other.tp_exposed, cp_exposed=self.cp_exposed + other.cp_exposed,
             ep_exposed=self.ep_exposed + other.ep_exposed, overlap_penalty=self.overlap_penalty + other.overlap_penalty,
         )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Shape:
-    """What one rank computes for one micro-batch: the inputs every sub-layer needs."""
-
-    dtype: str  # GEMM dtype (bf16 | fp16 | fp8)
-    seq_len: int  # tokens per sequence
-    mbs: int  # sequences per micro-batch
-    # the framework that runs it (kernels, fusion, overlaps); one per Memo, so not part of the cache key
-    stack: StackProfile = field(default=NEUTRAL, compare=False)
-
-    def tokens(self, d: Dims) -> int:
-        """Tokens on one rank after the CP split."""
-        return self.mbs * self.seq_len // d.cp
-
-
-class Dims(NamedTuple):
-    """What every sub-layer reads of a plan."""
-
-    tp: int  # tensor-parallel degree
-    cp: int  # context-parallel degree
-    sp: bool  # sequence parallelism in effect (asked for, and tp > 1)
-    recompute: str  # none | selective | full
-    modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules (Plan.recompute_modules)
 
 
 class LayerPlan(NamedTuple):

@@ -40,7 +40,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.cost import calibration as cal
+from autopar.cost.activations import part_activation_bytes
+from autopar.spec.families import KIND_PARTS
 from autopar.spec.model import ModelSpec
+from autopar.spec.plan import Plan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,10 +81,9 @@ def dense_block_activation_bytes(model: ModelSpec, saves: ActivationSaves, *, to
     `tokens` are this rank's (after the CP split). Under all-gather CP eager attention keeps the
     gathered K and V, cp times its own (the fused formula counts them as a transient instead).
     """
-    if not saves.eager:
-        from autopar.cost.memory import block_activation_bytes  # memory.py reads this module
-
-        return block_activation_bytes(model, tokens=tokens, tp=tp, sp=sp, recompute="none")
+    if not saves.eager:  # cost/memory.py's block_activation_bytes with no recompute
+        plan = Plan(dp=1, tp=tp, pp=1, sp=sp, recompute="none")
+        return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan) for p in KIND_PARTS["dense"])
     return eager_block_bytes(model, tokens=tokens, tp=tp, sp=sp, cp=cp)
 
 

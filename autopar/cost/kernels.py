@@ -7,14 +7,10 @@ casts) and what selective recompute redoes. cost/compute.py builds layers from t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from autopar.cost import calibration as cal
 from autopar.cost.flops import Gemm
+from autopar.cost.shape import Shape
 from autopar.spec.hardware import HardwareProfile
-
-if TYPE_CHECKING:
-    from autopar.cost.compute import Shape
 
 
 def gemm_time(hw: HardwareProfile, dtype: str, flops: float) -> float:

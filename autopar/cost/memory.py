@@ -24,13 +24,15 @@ from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
 from autopar.cost import calibration as cal
+from autopar.cost.activations import ActPlan, part_activation_bytes
 from autopar.cost.compute import kv_bytes_per_token
 from autopar.cost.habits import FSDP2_STATE, eager_block_bytes
 from autopar.cost.memo import Memo
-from autopar.cost.pipeline import in_flight_microbatches, peak_rank, rank_kinds
+from autopar.cost.pipeline import in_flight_microbatches
 from autopar.cost.recompute import module_dropped_bytes, op_sac_bytes
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
+from autopar.spec.layout import peak_rank, rank_kinds
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import NEUTRAL, StackProfile
@@ -56,49 +58,6 @@ class MemoryBreakdown:
         out = {f.name: getattr(self, f.name) / 2**30 for f in fields(self)}
         out["total"] = self.total / 2**30
         return out
-
-
-def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False) -> float:
-    """Bytes one sub-layer keeps for backward for `tokens` tokens on one rank (no recompute, or selective).
-
-    Under FP8 (Transformer Engine) the tensors a GEMM saves for its weight
-    gradient are kept in FP8, 1 byte: the sub-layer input, the attention output,
-    the MLP activation output, the dispatched tokens of an MoE.
-    """
-    h, t, b = model.hidden_size, plan.tp, cal.ACT_BYTES
-    g = 1 if fp8 else b  # bytes of a saved GEMM input
-    sp = plan.sp and t > 1
-    mask = 1 if model.dropout else 0  # the dropout mask after the sub-layer, 1 byte
-    outside = tokens * h * (b + g + mask) / (t if sp else 1)  # norm input, sub-layer input, dropout mask
-    selective = plan.recompute == "selective"
-    if part == "attn":
-        if model.mla is not None:
-            mla, a = model.mla, model.num_attention_heads
-            latent = b * tokens * (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim)  # replicated across TP
-            heads = tokens * a * (b * (2 * mla.qk_head_dim + mla.v_head_dim) + g * mla.v_head_dim) / t  # Q, K, V, output
-            return outside + latent + heads
-        return outside + tokens * (b * (model.q_width + 2 * model.kv_width) + g * model.q_width) / t  # Q, K, V, output
-    if part == "mlp":
-        f = model.ffn_hidden_size
-        inputs = 2 if model.ffn_activation == "swiglu" else 1  # what the activation function reads back
-        act = tokens * f * (b * inputs + (0 if selective else g)) / t
-        return outside + act
-    if part == "moe" and model.moe is not None:
-        moe = model.moe
-        copies = tokens * plan.etp / t * moe.top_k * moe.capacity_factor
-        inputs = 2 if model.ffn_activation == "swiglu" else 1
-        per_width = b * inputs + (0 if selective else g)
-        experts = copies * (g * h + b * h + moe.expert_ffn_hidden_size * per_width / plan.etp)  # dispatched in, expert out
-        shared = tokens * moe.shared_width * per_width / t
-        router = 4 * tokens * moe.num_experts / (t if sp else 1)  # fp32 routing probabilities
-        return outside + experts + shared + router
-    if part == "mamba" and model.mamba is not None:
-        mamba = model.mamba
-        di, gn = mamba.inner(h), mamba.num_groups * mamba.state_size
-        saved = b * tokens * (mamba.in_proj_width(h) + di + 2 * gn + (3 - selective) * di) / t
-        states = 4 * tokens / mamba.chunk_size * mamba.heads(h) / t * mamba.head_dim * mamba.state_size  # fp32
-        return outside + saved + states
-    raise ValueError(f"{model.name} has no {part} sub-layer")
 
 
 def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False,
@@ -217,23 +176,6 @@ def peak_bytes(memo: Memo, plan: Plan) -> float:
     return sum(_peak_parts(memo, plan))
 
 
-class ActPlan(NamedTuple):
-    """What activation sizes read of a plan (with the micro-batch and CP split that set the tokens)."""
-
-    tp: int  # tensor-parallel degree
-    sp: bool  # sequence parallelism asked for (in effect when tp > 1)
-    recompute: str  # none | selective | full
-    etp: int  # expert tensor-parallel degree
-    mbs: int  # sequences per micro-batch
-    cp: int  # context-parallel degree
-    recompute_modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules
-
-    @classmethod
-    def of(cls, plan: Plan) -> ActPlan:
-        return cls(tp=plan.tp, sp=plan.sp and plan.tp > 1, recompute=plan.recompute, etp=plan.etp, mbs=plan.mbs, cp=plan.cp,
-                   recompute_modules=plan.recompute_modules)
-
-
 class ParamPlan(NamedTuple):
     """What the per-rank parameter counts read of a plan."""
 
@@ -251,7 +193,7 @@ def pipe_kinds(memo: Memo, key: tuple[int, int]) -> tuple[Counter[str], ...]:
 
 def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
     """(dense, expert) parameters of the first and of the last pipeline rank. Where the embedding holds
-    rank 0's first chunk alone (cost/pipeline.py peak_rank), the first is the larger of rank 0 (with the
+    rank 0's first chunk alone (spec/layout.py peak_rank), the first is the larger of rank 0 (with the
     embedding) and rank 1, whose activations the first rank's are."""
     ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
     last = key.pp - 1
@@ -263,7 +205,7 @@ def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[f
 
 
 def end_kinds(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
-    """The (kind, layers) of the first (cost/pipeline.py peak_rank) and of the last pipeline rank, for key (pp, vpp)."""
+    """The (kind, layers) of the first (spec/layout.py peak_rank) and of the last pipeline rank, for key (pp, vpp)."""
     ranks = memo.get(pipe_kinds, key)
     return tuple(ranks[peak_rank(memo.model.layers, *key)].items()), tuple(ranks[-1].items())
 

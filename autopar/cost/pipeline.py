@@ -1,22 +1,8 @@
-"""The pipeline model: which layers each stage holds, and how long a schedule takes.
+"""The pipeline model: how long a schedule takes, over the stage layout of spec/layout.py.
 
-One model, used by the fixed-length cost (cost/step.py), the variable-length
-simulation (varlen/pipeline.py), the schedule picture (render/schedule.py) and
-the launch commands (emit/), so that what is launched is what was estimated.
-
-Stage layout. The layers are cut into pp * vpp chunks in model order, as evenly
-as possible, the earlier chunks taking the extra layer (so the last stage,
-which also holds the loss, is never the heavier one); rank r holds chunks r,
-r + pp, r + 2pp, ... (Megatron-LM's interleaved assignment; one contiguous
-stage per rank when vpp = 1). Megatron expresses any such layout with
---pipeline-model-parallel-layout. Where there are more chunks than layers (one
-or two more: stacks that count the embedding and the loss as pipeline layers,
-StackProfile.pipeline_counts_embedding), every chunk holds one slot: the last
-chunk the loss alone, and with two more the first the embedding alone
-(Megatron-Core's --account-for-loss-in-pipeline-split and
---account-for-embedding-in-pipeline-split: the split counts L + 1 or L + 2
-layers, and get_num_layers_to_build gives the end chunks one decoder layer
-fewer; megatron/core/transformer/transformer_block.py at core_v0.16.1).
+One model, used by the fixed-length cost (cost/step.py) and the variable-length
+simulation (varlen/pipeline.py). Which layers each rank holds is spec/layout.py's,
+shared with the schedule picture and the launch commands (emit/).
 
 Schedule time. Let t[i, j] be the forward + backward seconds of micro-batch j
 on pipeline rank i (all of its chunks), m micro-batches, v chunks per rank.
@@ -39,91 +25,16 @@ bubble (p - 1) / (v * m) of the busy time). Two special cases are used:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autopar.cost.comm import collective_time
 from autopar.spec.hardware import HardwareProfile
-from autopar.spec.plan import END_SLOTS
 from autopar.spec.topology import Group
 
 if TYPE_CHECKING:  # the two variable-length helpers take arrays; the fixed-length path never imports numpy
     import numpy as np
-
-# --- stage layout ---------------------------------------------------------------------
-
-
-def end_slots(layers: int, chunks: int) -> int:
-    """Slots the embedding and the loss take in the split: 0 while every chunk can hold a decoder layer,
-    else one per chunk too many (the loss first, then the embedding)."""
-    return max(0, chunks - layers)
-
-
-def chunk_sizes(layers: int, chunks: int) -> list[int]:
-    """Decoder layers per chunk, in model order: as even as possible, the earlier chunks take the extra
-    layer. With one or two chunks more than layers, the last chunk holds the loss alone and (two more)
-    the first the embedding alone; more than that no stack can lay out (ValueError)."""
-    ends = end_slots(layers, chunks)
-    if ends > END_SLOTS:
-        raise ValueError(f"{chunks} pipeline chunks for {layers} layers: at most {END_SLOTS} more "
-                         "(the embedding and the loss)")
-    if ends:
-        return [0] * (ends - 1) + [1] * layers + [0]
-    q, r = divmod(layers, chunks)
-    return [q + 1] * r + [q] * (chunks - r)
-
-
-def peak_rank(layers: int, pp: int, vpp: int = 1) -> int:
-    """The first pipeline rank the memory peak can sit on: rank 0, the one with the most micro-batches in
-    flight, unless the embedding takes its first chunk alone (two end slots): then rank 1, which holds a
-    decoder layer in every chunk and only two chunk forwards fewer in flight (Megatron-Core's interleaved
-    warm-up, 2(p - r - 1) + (v - 1)p forwards on rank r), while rank 0's first-chunk forwards keep no
-    layer's activations. With pp 2, rank 1 is the last rank, which the memory model counts on its own."""
-    return 1 if pp > 2 and end_slots(layers, pp * vpp) == 2 else 0
-
-
-def chunk_rank(chunk: int, pp: int) -> int:
-    """Pipeline rank that holds model chunk `chunk` (0-based, in model order)."""
-    return chunk % pp
-
-
-def virtual_stage(*, rank: int, chunk: int, pp: int) -> int:
-    """Position in model order of a rank's `chunk`-th chunk (0-based): chunk * pp + rank."""
-    return chunk * pp + rank
-
-
-def stage_layers(layers: int, pp: int, vpp: int = 1) -> tuple[tuple[int, ...], ...]:
-    """Per pipeline rank, the layer counts of its chunks (in its own order)."""
-    sizes = chunk_sizes(layers, pp * vpp)
-    return tuple(tuple(sizes[virtual_stage(rank=r, chunk=c, pp=pp)] for c in range(vpp)) for r in range(pp))
-
-
-def rank_kinds(kinds: Sequence[str], pp: int, vpp: int = 1) -> tuple[Counter[str], ...]:
-    """Per pipeline rank: how many layers of each kind it holds, for layer kinds `kinds` in model order."""
-    ranks: list[Counter[str]] = [Counter() for _ in range(pp)]
-    start = 0
-    for chunk, size in enumerate(chunk_sizes(len(kinds), pp * vpp)):
-        ranks[chunk_rank(chunk, pp)].update(kinds[start:start + size])
-        start += size
-    return tuple(ranks)
-
-
-def rank_groups(kinds: Sequence[str], pp: int, vpp: int = 1) -> tuple[tuple[Counter[str], int], ...]:
-    """rank_kinds with equal ranks merged: (kinds, how many ranks), in order of first rank; the last
-    rank (which also holds the loss) is always its own group, the last one."""
-    ranks = rank_kinds(kinds, pp, vpp)
-    groups: list[tuple[Counter[str], int]] = []
-    for r in ranks[:-1]:
-        for i, (c, n) in enumerate(groups):
-            if c == r:
-                groups[i] = (c, n + 1)
-                break
-        else:
-            groups.append((r, 1))
-    return (*groups, (ranks[-1], 1))
-
 
 def in_flight_microbatches(*, pp: int, vpp: int, microbatches: int) -> float:
     """Micro-batches whose activations the first rank holds at the peak.

@@ -16,14 +16,10 @@ Two policies differ from Korthikanti et al.'s accounting in memory.py:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from autopar.cost import calibration as cal
+from autopar.cost.activations import ActPlan
 from autopar.spec.model import ModelSpec
-
-if TYPE_CHECKING:  # memory.py imports this module
-    from autopar.cost.memory import ActPlan
-    from autopar.spec.plan import Plan
+from autopar.spec.plan import Plan
 
 
 def op_sac_bytes(model: ModelSpec, parts: tuple[str, ...], *, tokens: float, plan: Plan | ActPlan) -> float | None:

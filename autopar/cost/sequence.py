@@ -38,9 +38,10 @@ from autopar.cost import calibration as cal
 from autopar.cost.comm import Group, collective_time
 from autopar.cost.compute import Shape, kv_bytes_per_token, layer_time
 from autopar.cost.flops import FLASH_BWD_OVER_FWD, attention_fwd_flops
-from autopar.cost.pipeline import P2PTime, p2p_time, rank_kinds
+from autopar.cost.pipeline import P2PTime, p2p_time
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
+from autopar.spec.layout import rank_kinds
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.topology import RankGrid

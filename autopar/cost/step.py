@@ -38,10 +38,11 @@ from autopar.cost.compute import (
 from autopar.cost.flops import model_flops_per_token
 from autopar.cost.memo import Memo, memo_for
 from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown, pipe_kinds
-from autopar.cost.pipeline import P2PTime, p2p_time, rank_groups, schedule_time_of
+from autopar.cost.pipeline import P2PTime, p2p_time, schedule_time_of
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
+from autopar.spec.layout import rank_groups
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan, validate
 from autopar.spec.stack import NEUTRAL, StackProfile

@@ -36,7 +36,7 @@ activation forward and its gradient back, 2Th (2Th/tp under SP).
 
 from __future__ import annotations
 
-from autopar.cost.pipeline import chunk_sizes
+from autopar.spec.layout import chunk_sizes
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 

@@ -9,7 +9,7 @@ build the model from the emitted words with megatron-core's own ``TransformerCon
 The words say everything the estimate assumed: the architecture (norm, positions and rotary base,
 biases, dropout, activation, GQA, MoE with its dispatcher and grouped GEMM, MLA, the hybrid
 pattern), numerics (FP8 recipe), recompute, the CP exchange, the pipeline layout (from
-``cost.pipeline.chunk_sizes``, the function the estimate uses) and the overlaps the cost model counts
+``spec.layout.chunk_sizes``, the function the estimate uses) and the overlaps the cost model counts
 as hidden: DP gradient reduce and parameter gather, TP communication under SP, and the MoE
 all-to-all where Megatron can hide it. What Megatron cannot run as costed comes back as notes.
 """
@@ -19,10 +19,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from autopar.cost.pipeline import chunk_sizes, end_slots
 from autopar.emit.common import check_launch, extra_items, opt, quote, render, torchrun_items
 from autopar.errors import SpecError
 from autopar.spec.job import Job
+from autopar.spec.layout import chunk_sizes, end_slots
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import StackProfile
@@ -96,7 +96,7 @@ def pipeline_items(model: ModelSpec, plan: Plan) -> list[str]:
 
     Even chunks need only the virtual-stage count; uneven ones an explicit layout string (GPT) or
     first/last-stage counts (the Mamba stack at the pin, which has no layout string and no vpp). More
-    chunks than layers (one slot each, cost.pipeline.chunk_sizes) is Megatron's
+    chunks than layers (one slot each, spec.layout.chunk_sizes) is Megatron's
     --account-for-loss-in-pipeline-split (and --account-for-embedding-in-pipeline-split with two more):
     TransformerConfig splits L + 1 (or L + 2) layers evenly and builds one decoder layer fewer in the
     last (and first) chunk (get_num_layers_to_build at the pin).

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autopar.cost.pipeline import end_slots
 from autopar.emit.common import check_launch, extra_items, quote, render, torchrun_items
 from autopar.emit.megatron import _CP_COMM, _FSDP_STRATEGY, ep_overlap, layout_string, stage_layout
 from autopar.errors import SpecError
 from autopar.spec.job import Job
+from autopar.spec.layout import end_slots
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import StackProfile

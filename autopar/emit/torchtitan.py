@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autopar.cost.pipeline import chunk_sizes
 from autopar.emit.common import check_launch, extra_items, opt, render, torchrun_items
 from autopar.errors import SpecError
 from autopar.spec.job import Job
+from autopar.spec.layout import chunk_sizes
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import StackProfile

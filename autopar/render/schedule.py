@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar.cost.pipeline import virtual_stage
 from autopar.errors import SpecError
+from autopar.spec.layout import virtual_stage
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from autopar.errors import SpecError
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
-
-if TYPE_CHECKING:  # spec/stack.py imports Plan
-    from autopar.spec.stack import StackProfile
+from autopar.spec.stack import RECOMPUTE_MODULES, StackProfile
 
 RECOMPUTE = ("none", "selective", "full")
-# Megatron-Core's module-level recompute (--recompute-modules; TransformerConfig.recompute_modules at core_v0.16.1)
-RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 # what the search's selective variant recomputes on a stack with module-level recompute, for MoE models:
 # the MoE activation and the norms, output-discarding recomputes of elementwise ops (no GEMM is redone;
 # TransformerConfig.recompute_modules at core_v0.16.1), as the Megatron-Bridge gpt-oss recipes
@@ -124,7 +119,7 @@ def gpus_rule(job: Job, *, dp: int, tp: int, pp: int, cp: int) -> str | None:
 
 def end_slots_allowed(stack: StackProfile | None) -> int:
     """Pipeline chunks a plan may have beyond the decoder layers on `stack`: END_SLOTS where it counts the
-    embedding and the loss as pipeline layers (cost/pipeline.py chunk_sizes), else 0."""
+    embedding and the loss as pipeline layers (spec/layout.py chunk_sizes), else 0."""
     return END_SLOTS if stack is not None and stack.pipeline_counts_embedding else 0
 
 

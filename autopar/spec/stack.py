@@ -14,15 +14,39 @@ logits): unit tests of the formulas use it; the CLI always names a real stack.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from autopar.spec.hardware import Curve
-from autopar.spec.plan import RECOMPUTE_MODULES, Plan
+
+# Megatron-Core's module-level recompute (--recompute-modules; TransformerConfig.recompute_modules at core_v0.16.1)
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 
 ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "sdpa", "triton")
 SELECTIVE_POLICIES = ("attention", "op")
 DP_GRANULARITY = ("bucket", "layer")
 LAUNCHERS = ("megatron", "torchtitan", "deepspeed", "none")
 ACTIVATION_SAVES = ("fused", "eager-torch")  # what a dense block keeps for backward (cost/habits.py)
+
+
+class Launch(Protocol):
+    """What a stack checks of a plan (spec/plan.py's Plan, which imports this module for its rules)."""
+
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def vpp(self) -> int: ...
+    @property
+    def zero(self) -> int: ...
+    @property
+    def cp_comm(self) -> str: ...
+    @property
+    def recompute_modules(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +127,7 @@ class StackProfile:
         """The CP K/V exchange of a plan that names none: the stack's first (Megatron ring, torchtitan allgather)."""
         return self.cp_comms[0]
 
-    def refusal(self, plan: Plan) -> str | None:
+    def refusal(self, plan: Launch) -> str | None:
         """Why this stack cannot launch `plan` (an axis it lacks, a ZeRO stage, interleaving, a CP variant), or None."""
         for axis in ("tp", "pp", "cp", "ep"):
             if getattr(plan, axis) > 1 and axis not in self.parallelisms:

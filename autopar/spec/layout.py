@@ -1,0 +1,96 @@
+"""The stage layout: which decoder layers each pipeline rank holds.
+
+One layout, used by the cost model (cost/pipeline.py, cost/memory.py), the schedule picture
+(render/schedule.py) and the launch commands (emit/), so that what is launched is what was
+estimated.
+
+Stage layout. The layers are cut into pp * vpp chunks in model order, as evenly
+as possible, the earlier chunks taking the extra layer (so the last stage,
+which also holds the loss, is never the heavier one); rank r holds chunks r,
+r + pp, r + 2pp, ... (Megatron-LM's interleaved assignment; one contiguous
+stage per rank when vpp = 1). Megatron expresses any such layout with
+--pipeline-model-parallel-layout. Where there are more chunks than layers (one
+or two more: stacks that count the embedding and the loss as pipeline layers,
+StackProfile.pipeline_counts_embedding), every chunk holds one slot: the last
+chunk the loss alone, and with two more the first the embedding alone
+(Megatron-Core's --account-for-loss-in-pipeline-split and
+--account-for-embedding-in-pipeline-split: the split counts L + 1 or L + 2
+layers, and get_num_layers_to_build gives the end chunks one decoder layer
+fewer; megatron/core/transformer/transformer_block.py at core_v0.16.1).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from autopar.spec.plan import END_SLOTS
+
+
+def end_slots(layers: int, chunks: int) -> int:
+    """Slots the embedding and the loss take in the split: 0 while every chunk can hold a decoder layer,
+    else one per chunk too many (the loss first, then the embedding)."""
+    return max(0, chunks - layers)
+
+
+def chunk_sizes(layers: int, chunks: int) -> list[int]:
+    """Decoder layers per chunk, in model order: as even as possible, the earlier chunks take the extra
+    layer. With one or two chunks more than layers, the last chunk holds the loss alone and (two more)
+    the first the embedding alone; more than that no stack can lay out (ValueError)."""
+    ends = end_slots(layers, chunks)
+    if ends > END_SLOTS:
+        raise ValueError(f"{chunks} pipeline chunks for {layers} layers: at most {END_SLOTS} more (the embedding and the loss)")
+    if ends:
+        return [0] * (ends - 1) + [1] * layers + [0]
+    q, r = divmod(layers, chunks)
+    return [q + 1] * r + [q] * (chunks - r)
+
+
+def peak_rank(layers: int, pp: int, vpp: int = 1) -> int:
+    """The first pipeline rank the memory peak can sit on: rank 0, the one with the most micro-batches in
+    flight, unless the embedding takes its first chunk alone (two end slots): then rank 1, which holds a
+    decoder layer in every chunk and only two chunk forwards fewer in flight (Megatron-Core's interleaved
+    warm-up, 2(p - r - 1) + (v - 1)p forwards on rank r), while rank 0's first-chunk forwards keep no
+    layer's activations. With pp 2, rank 1 is the last rank, which the memory model counts on its own."""
+    return 1 if pp > 2 and end_slots(layers, pp * vpp) == 2 else 0
+
+
+def chunk_rank(chunk: int, pp: int) -> int:
+    """Pipeline rank that holds model chunk `chunk` (0-based, in model order)."""
+    return chunk % pp
+
+
+def virtual_stage(*, rank: int, chunk: int, pp: int) -> int:
+    """Position in model order of a rank's `chunk`-th chunk (0-based): chunk * pp + rank."""
+    return chunk * pp + rank
+
+
+def stage_layers(layers: int, pp: int, vpp: int = 1) -> tuple[tuple[int, ...], ...]:
+    """Per pipeline rank, the layer counts of its chunks (in its own order)."""
+    sizes = chunk_sizes(layers, pp * vpp)
+    return tuple(tuple(sizes[virtual_stage(rank=r, chunk=c, pp=pp)] for c in range(vpp)) for r in range(pp))
+
+
+def rank_kinds(kinds: Sequence[str], pp: int, vpp: int = 1) -> tuple[Counter[str], ...]:
+    """Per pipeline rank: how many layers of each kind it holds, for layer kinds `kinds` in model order."""
+    ranks: list[Counter[str]] = [Counter() for _ in range(pp)]
+    start = 0
+    for chunk, size in enumerate(chunk_sizes(len(kinds), pp * vpp)):
+        ranks[chunk_rank(chunk, pp)].update(kinds[start : start + size])
+        start += size
+    return tuple(ranks)
+
+
+def rank_groups(kinds: Sequence[str], pp: int, vpp: int = 1) -> tuple[tuple[Counter[str], int], ...]:
+    """rank_kinds with equal ranks merged: (kinds, how many ranks), in order of first rank; the last
+    rank (which also holds the loss) is always its own group, the last one."""
+    ranks = rank_kinds(kinds, pp, vpp)
+    groups: list[tuple[Counter[str], int]] = []
+    for r in ranks[:-1]:
+        for i, (c, n) in enumerate(groups):
+            if c == r:
+                groups[i] = (c, n + 1)
+                break
+        else:
+            groups.append((r, 1))
+    return (*groups, (ranks[-1], 1))
