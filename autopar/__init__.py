@@ -61,13 +61,9 @@ __all__ = [
 
 def version() -> str:
     """The installed distribution's version (pyproject.toml), or "unknown" when run from a tree not installed."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
+    from autopar.io.installed import version as installed
 
-    try:
-        return dist_version("autopar")
-    except PackageNotFoundError:
-        return "unknown"
+    return installed()
 
 
 def __getattr__(name: str) -> Any:

@@ -76,7 +76,7 @@ def profile(
     try:
         from autopar.probe.command import run_profile
 
-        run_profile(out=out, quick=quick, device=device, nproc=nproc, compare=compare)
+        run_profile(out=out, quick=quick, device=device, nproc=nproc, compare=compare, console=_console())
     except AutoparError as exc:
         _fail(exc)
 
@@ -247,7 +247,7 @@ def suggest(
     """Search every parallel plan for a job and rank them by tokens/s."""
     from autopar.advise import launch, questions
     from autopar.advise import train as advise
-    from autopar.emit.slurm import SlurmOptions
+    from autopar.advise.launch import SlurmOptions
     from autopar.render import report
     from autopar.render.progress import progress_after
 
@@ -295,9 +295,11 @@ def suggest(
         launched = launch.prepare(want, result.ctx, result.plan_order)
         plotted = None
         if plot is not None:
-            from autopar.render.plot import write_plot
+            from autopar.io.files import write_atomic
+            from autopar.render.plot import plot_file
 
-            plotted = write_plot(plot, result)
+            text, plotted = plot_file(plot, result)
+            write_atomic(plot, text, option="--plot")
         saved = None
         if save_dir is not None:
             from autopar.io.savedir import save_files
@@ -377,7 +379,7 @@ def estimate(
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp). Exits 1 if it does not fit."""
     from autopar.advise import launch
     from autopar.advise import train as advise
-    from autopar.emit.slurm import SlurmOptions
+    from autopar.advise.launch import SlurmOptions
     from autopar.render import report
 
     def explain_plan(ctx: advise.Context) -> advise.Explained:

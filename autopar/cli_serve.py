@@ -186,9 +186,9 @@ def suggest_cmd(
 ) -> None:
     """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""
     from autopar.advise import serve as advise
+    from autopar.advise.serve import DEFAULT_TARGETS_TEXT
     from autopar.render import serve as render
     from autopar.render.progress import progress_after
-    from autopar.search.serve import DEFAULT_TARGETS_TEXT
 
     try:
         ctx = _context(model, hardware=hardware, gpus=gpus, framework=framework, emit=emit, weights=weights,
@@ -208,9 +208,11 @@ def suggest_cmd(
             saved = save_files(save_dir, serve_files(ctx, result, launched))
         plotted = None
         if plot is not None and result.best is not None:
-            from autopar.render.serve_plot import write_serve_plot
+            from autopar.io.files import write_atomic
+            from autopar.render.serve_plot import serve_plot_file
 
-            plotted = write_serve_plot(plot, ctx, result)
+            text, plotted = serve_plot_file(plot, ctx, result)
+            write_atomic(plot, text, option="--plot")
     except AutoparError as exc:
         _fail(exc)
     targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None) or (

@@ -80,7 +80,7 @@ def complete_emit(incomplete: str) -> list[tuple[str, str]]:
 
 def complete_strategy(incomplete: str) -> list[tuple[str, str]]:
     """--varlen-strategy: the variable-length strategies and what each models."""
-    from autopar.varlen.strategies import STRATEGY_INFO
+    from autopar.advise.varlen import STRATEGY_INFO
 
     return [(name, info.label) for name, info in STRATEGY_INFO.items() if name.startswith(incomplete)]
 

@@ -1,7 +1,12 @@
 """Error types. Every error a user can cause is an AutoparError; the CLI prints
-its message on one line and exits with its ``exit_code``."""
+its message on one line and exits with its ``exit_code``. A closed stdout is a
+BrokenPipeError (``broken_pipe``), which the CLI ends quietly with 0."""
 
 from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: `import autopar` imports this module
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 class AutoparError(Exception):
@@ -34,3 +39,12 @@ class OutputError(AutoparError):
     """The output could not be written: stdout closed, a broken pipe, a full disk, an encoding. Exit code 3."""
 
     exit_code = 3
+
+
+BROKEN_PIPE = "the output was closed early (broken pipe); the rest was not written"
+
+
+def broken_pipe() -> NoReturn:
+    """For rich's Console.on_broken_pipe, which would exit 1; io/streams.py's run() ends quietly with 0 instead
+    (a BrokenPipeError, which no command's AutoparError handler takes for its own)."""
+    raise BrokenPipeError(BROKEN_PIPE)

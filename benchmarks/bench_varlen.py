@@ -25,6 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from autopar.io.distributions import load_distribution
 from autopar.varlen import (
     EXACT,
     FAST,
@@ -33,7 +34,6 @@ from autopar.varlen import (
     VarlenPlan,
     balanced_packing,
     hdp,
-    load_distribution,
     megatron_dynamic_cp,
     naive_packing,
     simulate,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autopar.advise.papers import reproduce, setups
 from autopar.varlen import STRATEGY_INFO
+from benchmarks.papers import reproduce, setups
 
 
 def table(steps: int = 64) -> list[str]:

@@ -30,10 +30,10 @@ from test_hf_config import DEEPSEEK_V3, GPT_OSS_120B, MAMBA2_2_7B_HF, MAMBA2_2_7
 
 from autopar.errors import AutoparError
 from autopar.io import hf_schema
+from autopar.io.distributions import load_distribution
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
 from autopar.io.stacks import load_stack
-from autopar.varlen.dist import load_distribution
 
 DATA = Path(__file__).resolve().parents[1] / "autopar" / "data"
 OUT_OF_RANGE: list[Any] = [-1, -0.5, 1e308, 10**40, math.nan, math.inf, -math.inf]

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autopar.errors import AutoparError
+from autopar.io.distributions import load_distribution
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
 from autopar.io.stacks import load_stack
-from autopar.varlen.dist import load_distribution
 
 SECONDS = 2.0  # per input
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -27,6 +27,13 @@ SUGGEST = ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--t
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
 
+def write_plot(path: Path, s: Suggestion) -> plot.PlotSummary:
+    """What `suggest --plot PATH` does: render/ makes the text, the CLI writes it."""
+    text, summary = plot.plot_file(path, s)
+    path.write_text(text)
+    return summary
+
+
 def point(name: str, gib: float, tokens_per_s: float) -> Any:
     """A stand-in for an Estimate: pareto_front reads only memory.total and tokens_per_s."""
     return SimpleNamespace(name=name, memory_bytes=gib * 2**30, tokens_per_s=tokens_per_s)
@@ -85,15 +92,15 @@ def test_svg_holds_every_pareto_point_and_the_recommended_plan(tmp_path: Path) -
 @needs_matplotlib
 def test_svg_is_reproducible(tmp_path: Path) -> None:
     a, b = tmp_path / "a.svg", tmp_path / "b.svg"
-    plot.write_plot(a, suggestion())
-    plot.write_plot(b, suggestion())
+    write_plot(a, suggestion())
+    write_plot(b, suggestion())
     assert a.read_bytes() == b.read_bytes()
 
 
 @needs_matplotlib
 def test_html_page_has_the_chart_and_a_row_per_pareto_plan(tmp_path: Path) -> None:
     target = tmp_path / "plans.html"
-    summary = plot.write_plot(target, suggestion())
+    summary = write_plot(target, suggestion())
     page = target.read_text()
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 1 and "<?xml" not in page
     front = plot.pareto_front(suggestion().result.ranked)
@@ -171,7 +178,7 @@ def test_recommended_label_sits_outside_the_plot_area() -> None:
 @needs_matplotlib
 def test_every_point_names_its_plan_on_hover(tmp_path: Path) -> None:
     target = tmp_path / "p.svg"
-    plot.write_plot(target, suggestion())
+    write_plot(target, suggestion())
     root = ET.parse(target).getroot()
     groups = {g.get("id"): g for g in root.iter(f"{SVG_NS}g") if g.get("id")}
     cloud = groups["plans"]

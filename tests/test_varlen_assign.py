@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from autopar.errors import SpecError
+from autopar.io.distributions import load_distribution
 from autopar.varlen import (
     EXACT,
     FAST,
@@ -19,7 +20,6 @@ from autopar.varlen import (
     balanced_packing,
     hdp,
     hdp_no_balance,
-    load_distribution,
     megatron_dynamic_cp,
     naive_packing,
     next_fit,

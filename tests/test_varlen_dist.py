@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from autopar.errors import SpecError
-from autopar.varlen import check_max, load_distribution
+from autopar.io.distributions import load_distribution
+from autopar.varlen import check_max
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "seqlen"
 
@@ -60,7 +61,7 @@ def test_histogram_samples_uniformly_inside_bins(tmp_path: Path) -> None:
 
 def test_large_histogram_draws_are_the_plain_inverse_cdf_draws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Block by block (two streams read side by side) gives the very numbers of one whole draw, and the same state."""
-    import autopar.varlen.dist as dist_module
+    import autopar.spec.distribution as dist_module
 
     path = write(tmp_path, "h.yaml", "bin_edges: [1, 512, 4096, 131073]\ncounts: [5, 3, 1]\n")
     dist = load_distribution(path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from autopar.advise.papers import reproduce, setups
+from benchmarks.papers import reproduce, setups
 
 TOLERANCE = 0.30  # the bar: within +-30% of the paper's speed-up
 

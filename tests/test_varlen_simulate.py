@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from autopar.errors import SpecError
-from autopar.varlen import STRATEGIES, Overheads, QuadraticSeqCost, load_distribution, simulate
+from autopar.io.distributions import load_distribution
+from autopar.varlen import STRATEGIES, Overheads, QuadraticSeqCost, simulate
 from autopar.varlen import strategies as st
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "seqlen"

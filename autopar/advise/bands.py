@@ -13,8 +13,8 @@ from autopar.cost.serve_load import ServeEstimate
 from autopar.cost.step import Estimate
 from autopar.spec.error_model import ErrorModel, Interval, Lookup
 from autopar.spec.model import ModelSpec
+from autopar.spec.units import GIB
 
-GIB = 2**30
 # Scale buckets by GPU count: one node; up to 16 nodes of 8; beyond
 SCALES = ((8, "gpus<=8"), (128, "gpus<=128"))
 SCALE_BEYOND = "gpus>128"

@@ -35,9 +35,9 @@ from autopar.emit import deepspeed, megatron, megatron_bridge, torchtitan
 from autopar.emit.slurm import SlurmOptions, slurm_script
 from autopar.errors import SpecError
 from autopar.io.files import write_atomic
-from autopar.io.reading import counted
 from autopar.spec.job import Job
 from autopar.spec.plan import Plan, validate
+from autopar.spec.text import counted
 
 EMIT_KINDS = ("megatron", "torchtitan", "slurm", "slurm-torchtitan", "deepspeed", "megatron-bridge")
 FRAMEWORK = {"megatron": "Megatron-LM", "torchtitan": "torchtitan", "slurm": "Megatron-LM",

@@ -14,6 +14,10 @@ from autopar.io.error_model import error_model
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
 from autopar.search.serve import DEFAULT_TARGETS, ServeSweep, Targets, sweep
+
+# what render/ and the CLI show of a sweep, re-exported so that they need not reach into search/
+from autopar.search.serve import DEFAULT_TARGETS_TEXT as DEFAULT_TARGETS_TEXT
+from autopar.search.serve import RULES as RULES
 from autopar.spec.error_model import ErrorModel
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.limits import MAX_SERVE_GPUS, MIN_STEP_TOKENS

@@ -19,6 +19,7 @@ from autopar.io.error_model import error_model
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
 from autopar.io.stacks import DEFAULT_STACK, load_stack
+from autopar.search.planner import Candidate as Candidate  # a ranked plan, as render/ shows it
 from autopar.search.planner import SearchResult, search
 from autopar.search.space import divisors
 from autopar.spec.error_model import ErrorModel

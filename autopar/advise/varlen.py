@@ -27,9 +27,11 @@ from autopar.cost.sequence import ModelSeqCost
 from autopar.cost.step import Estimate
 from autopar.emit.megatron import megatron_hybrid_cp_args
 from autopar.errors import InfeasibleError, SpecError
+from autopar.io.distributions import load_distribution
 from autopar.spec.hardware import fit_for
 from autopar.spec.job import DEFAULT_TOKENS_PER_STEP, Job
 from autopar.spec.limits import MAX_VARLEN_SEQUENCES
+from autopar.varlen.strategies import STRATEGY_INFO as STRATEGY_INFO  # the names the CLI completes
 
 CANDIDATES = 8  # distinct layouts of the fixed-length ranking that are simulated
 STEPS = 128  # sampled steps per candidate (at most; stops earlier once converged)
@@ -60,7 +62,7 @@ class VarlenSuggestion:
 
 
 def load(path: str, ctx_model_max: int, model_name: str) -> varlen.LengthDist:
-    dist = varlen.load_distribution(path)
+    dist = load_distribution(path)
     varlen.check_max(dist, ctx_model_max, model_name)
     return dist
 

@@ -54,8 +54,8 @@ from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
 from autopar.spec.topology import Group
+from autopar.spec.units import GIB
 
-GIB = 2**30
 # requests the benchmark client sends per request in flight (emit/serving.py PROMPTS_PER_SLOT: the
 # --num-prompts of the benchmark command autopar prints)
 PROMPTS_PER_REQUEST = 10

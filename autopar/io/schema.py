@@ -365,7 +365,7 @@ assert _choices(StackRules, "cp_comms") == CP_COMMS
 assert _choices(StackRules, "recompute_modules") == RECOMPUTE_MODULES
 
 
-# --- length distribution (autopar/varlen/dist.py) -----------------------------------
+# --- length distribution (autopar/io/distributions.py) -----------------------------------
 
 
 class LognormalFile(_Strict):

@@ -41,15 +41,6 @@ def say(text: str) -> None:
         os.write(2, (one_line(text, 2000) + "\n").encode("utf-8", "backslashreplace"))
 
 
-BROKEN_PIPE = "the output was closed early (broken pipe); the rest was not written"
-
-
-def broken_pipe() -> NoReturn:
-    """For rich's Console.on_broken_pipe, which would exit 1; run() below ends quietly with 0 instead
-    (a BrokenPipeError, which no command's AutoparError handler takes for its own)."""
-    raise BrokenPipeError(BROKEN_PIPE)
-
-
 def _silence_stdout() -> None:
     """Point fd 1 at /dev/null, so that the interpreter's last flush cannot fail again."""
     with contextlib.suppress(OSError):

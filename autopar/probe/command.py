@@ -69,7 +69,9 @@ def default_output(kind: str) -> Path:
     return saved if kind == "cuda" else saved.with_name("profile-cpu.yaml")
 
 
-def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None, compare: str | None) -> None:
+def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None, compare: str | None,
+                console: Console) -> None:
+    """`console`: where the summary goes, the CLI's (render/text.py: names escaped, at most 80 columns)."""
     if compare is not None and not compare.strip():
         raise ProfileError("--compare is empty: give a built-in profile name (see `autopar hardware`) or a profile .yaml")
     processes(nproc, kind="cpu" if device == "cpu" else None)  # before torch is imported, and before any work
@@ -104,9 +106,6 @@ def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None
     )
     write_profile(path, doc)
     written = load_hardware(str(path))
-    from autopar.render.text import console as escaping_console
-
-    console = escaping_console()  # names (the GPU, a --compare profile's) printed escaped, at most 80 columns
     print_summary(console, written, str(path))
     if nvml[0] is not None:
         said = nvml[0].as_provenance()

@@ -23,9 +23,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from autopar import __version__
 from autopar.errors import ProfileError
 from autopar.io.files import write_atomic
+from autopar.io.installed import version
 from autopar.io.profiles import load_hardware, parse_profile
 from autopar.probe import peaks
 from autopar.probe.fit import bus_factor, efficiency_curve, fit_alpha_beta, sig
@@ -120,7 +120,7 @@ def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
         "cuda": dev.cuda,
         "torch": dev.torch,
         "nccl": dev.nccl,
-        "tool_version": __version__,
+        "tool_version": version(),
         "device": dev.kind,
         "launcher": topo.launcher,
         "world_size": str(topo.world_size),
@@ -234,5 +234,5 @@ def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
 def write_profile(path: Path, doc: dict[str, Any]) -> None:
     """Validate ``doc`` as a profile, then write it to ``path`` atomically."""
     parse_profile(doc, where=str(path))
-    text = f"# written by autopar {__version__} `autopar profile`; schema: autopar/hardware.py\n" + dump_yaml(doc)
+    text = f"# written by autopar {version()} `autopar profile`; schema: autopar/hardware.py\n" + dump_yaml(doc)
     write_atomic(path, text, option="autopar profile --out", err=ProfileError, make_parents=True)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autopar.errors import AnswerError
@@ -62,3 +64,13 @@ def checked(doc: Any, *, mfu_max: float = 1.0) -> Any:
 def dumps(doc: Any, *, mfu_max: float = 1.0) -> str:
     """The JSON text of a checked answer (never NaN or Infinity)."""
     return json.dumps(checked(doc, mfu_max=mfu_max), indent=2, allow_nan=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlotSummary:
+    """What --plot wrote (the answer's "plot" key)."""
+
+    path: Path  # the file
+    plans: int  # feasible plans, as the text counts them (SearchResult.feasible)
+    drawn: int  # plans timed and drawn
+    pareto: int  # plans on the Pareto front

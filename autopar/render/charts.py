@@ -16,8 +16,7 @@ from rich.text import Text
 from autopar.advise.train import Explained
 from autopar.render.schedule import Slot, timeline_ends
 from autopar.render.text import wrap
-
-GIB = 2**30
+from autopar.spec.units import GIB
 
 # key in TimeBreakdown -> (legend name, fill character, colour); other keys get a fallback look
 TIME_PARTS = {

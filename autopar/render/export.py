@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autopar.advise.launch import Launch
-    from autopar.advise.serve import ServeContext
+    from autopar.advise.serve import ServeContext, ServeSweep
     from autopar.advise.train import Suggestion
     from autopar.emit.serving import ServeLaunch
-    from autopar.search.serve import ServeSweep
 
 
 def csv_text(rows: Sequence[dict[str, Any]]) -> str:

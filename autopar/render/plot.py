@@ -22,35 +22,23 @@ import html
 import io
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from autopar.advise.train import Suggestion
+from autopar.advise.train import Candidate, Suggestion
 from autopar.cost.step import Estimate
 from autopar.errors import SpecError
-from autopar.io.files import write_atomic
+from autopar.render.answer import PlotSummary
 from autopar.render.report import plan_text
-from autopar.search.planner import Candidate
+from autopar.spec.units import GIB
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-GIB = 2**30
 P = TypeVar("P", Candidate, Estimate)
 INSTALL_HINT = "pip install matplotlib (in a clone of autopar: pip install -e '.[plot]')"
 FORMATS = (".svg", ".html", ".htm")
 RASTER_ABOVE = 2000  # more points than this are drawn as one embedded image (the SVG stays ~100 KB)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlotSummary:
-    """What --plot wrote."""
-
-    path: Path  # the file
-    plans: int  # feasible plans, as the text counts them (SearchResult.feasible)
-    drawn: int  # plans timed and drawn
-    pareto: int  # plans on the Pareto front
 
 
 def pareto_front(estimates: Iterable[P]) -> list[P]:
@@ -209,14 +197,14 @@ def html_page(s: Suggestion, svg: str) -> str:
     )
 
 
-def write_plot(path: Path, s: Suggestion) -> PlotSummary:
-    """Write the chart of `s` to `path` (.svg or .html), atomically."""
+def plot_file(path: Path, s: Suggestion) -> tuple[str, PlotSummary]:
+    """The text of the chart of `s` for `path` (.svg or .html), and what it shows; the CLI writes it."""
     if path.suffix.lower() not in FORMATS:
         raise SpecError(f"--plot {path}: the file name must end in .svg or .html")
     svg = svg_chart(s)
-    write_atomic(path, svg if path.suffix.lower() == ".svg" else html_page(s, svg), option="--plot")
-    return PlotSummary(path=path, plans=s.result.feasible, drawn=len(s.result.ranked),
-                       pareto=len(pareto_front(s.result.ranked.candidates)))
+    text = svg if path.suffix.lower() == ".svg" else html_page(s, svg)
+    return text, PlotSummary(path=path, plans=s.result.feasible, drawn=len(s.result.ranked),
+                             pareto=len(pareto_front(s.result.ranked.candidates)))
 
 
 def _front(s: Suggestion) -> list[Estimate]:

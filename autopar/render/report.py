@@ -9,20 +9,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from autopar.advise.bands import TrainingBands, pair
-from autopar.advise.train import Context, Explained, Suggestion
+from autopar.advise.train import Candidate, Context, Explained, Suggestion
 from autopar.cost.step import Estimate
-from autopar.io.reading import counted
-from autopar.render.answer import checked, dumps, mfu_ceiling
+from autopar.render.answer import PlotSummary, checked, dumps, mfu_ceiling
 from autopar.render.text import say, shell_text, table
-from autopar.search.planner import Candidate
 from autopar.spec.error_model import Interval, Lookup
+from autopar.spec.text import counted
+from autopar.spec.units import GIB
 
 if TYPE_CHECKING:
     from autopar.advise.launch import Launch
-    from autopar.render.plot import PlotSummary
-
-GIB = 2**30
-
 
 def lookup_dict(found: Lookup) -> dict[str, Any]:
     """The class whose rows set a band: {"class", "rows"}, or no class, the rows of the wanted one and why."""

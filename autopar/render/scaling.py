@@ -10,8 +10,7 @@ from autopar.advise.questions import Scaling
 from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.report import context_dict, plan_dict, plan_label
 from autopar.render.text import say, table
-
-GIB = 2**30
+from autopar.spec.units import GIB
 
 
 def scaling_doc(s: Scaling) -> dict[str, Any]:

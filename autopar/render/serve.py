@@ -4,27 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from autopar.advise.bands import ServingBands, pair, serving_bands
-from autopar.advise.serve import ServeContext
+from autopar.advise.serve import RULES, ServeContext, ServeSweep
 from autopar.cost.serve_frameworks import for_deployment
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
 from autopar.emit.serving import ServeLaunch
-from autopar.render.answer import checked, dumps
+from autopar.render.answer import PlotSummary, checked, dumps
 from autopar.render.report import lookup_dict
 from autopar.render.text import say, shell_text, table
-from autopar.search.serve import RULES, ServeSweep
 from autopar.spec.error_model import Interval
 from autopar.spec.serve import TPOT_DEFINITION, Deployment
-
-if TYPE_CHECKING:
-    from autopar.render.plot import PlotSummary
-
-GIB = 2**30
+from autopar.spec.units import GIB
 
 
 def _degrees(dep: Deployment, pool: PoolEstimate) -> dict[str, Any]:

@@ -15,13 +15,12 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from autopar.advise.serve import ServeContext
+from autopar.advise.serve import ServeContext, ServeSweep
 from autopar.cost.serve_load import ServeEstimate
 from autopar.errors import SpecError
-from autopar.io.files import write_atomic
-from autopar.render.plot import FORMATS, INSTALL_HINT, RASTER_ABOVE, PlotSummary, _title_groups, _titled
+from autopar.render.answer import PlotSummary
+from autopar.render.plot import FORMATS, INSTALL_HINT, RASTER_ABOVE, _title_groups, _titled
 from autopar.render.serve import layout_label
-from autopar.search.serve import ServeSweep
 
 
 def per_gpu(e: ServeEstimate) -> float:
@@ -147,9 +146,10 @@ def html_page(ctx: ServeContext, result: ServeSweep, svg: str) -> str:
     )
 
 
-def write_serve_plot(path: Path, ctx: ServeContext, result: ServeSweep) -> PlotSummary:
+def serve_plot_file(path: Path, ctx: ServeContext, result: ServeSweep) -> tuple[str, PlotSummary]:
+    """The text of the chart of `result` for `path` (.svg or .html), and what it shows; the CLI writes it."""
     if path.suffix.lower() not in FORMATS:
         raise SpecError(f"--plot {path}: the file name must end in .svg or .html")
     svg = svg_chart(ctx, result)
-    write_atomic(path, svg if path.suffix.lower() == ".svg" else html_page(ctx, result, svg), option="--plot")
-    return PlotSummary(path=path, plans=fit_count(result), drawn=len(result.points), pareto=len(result.pareto))
+    text = svg if path.suffix.lower() == ".svg" else html_page(ctx, result, svg)
+    return text, PlotSummary(path=path, plans=fit_count(result), drawn=len(result.points), pareto=len(result.pareto))

@@ -25,7 +25,8 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from autopar.io.reading import printable
+from autopar.errors import broken_pipe
+from autopar.spec.text import printable
 
 WIDTH = 80
 MIN_WIDTH = 40  # the narrowest layout: a narrower terminal wraps it (a width of 0 or 1 would never end a wrap)
@@ -72,8 +73,6 @@ class _Escaping(Console):
 
 def console(*, stderr: bool = False) -> Console:
     """A console WIDTH columns wide (narrower on a narrower terminal), with no soft wrapping of its own."""
-    from autopar.io.streams import broken_pipe
-
     out = _Escaping(highlight=False, soft_wrap=True, stderr=stderr)
     out.width = columns(out.width if out.is_terminal else None)
     setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; io/streams.py ends with 0  # noqa: B010

@@ -10,9 +10,10 @@ distribution and measures, for one plan, what each strategy makes of them.
 Public API (everything a caller needs is re-exported here)
 ----------------------------------------------------------
 
-Distributions (``dist.py``)::
+Distributions (``spec/distribution.py``; read from a file by ``io/distributions.py``, as this
+package reads no file)::
 
-    load_distribution(path) -> LengthDist          # .txt / .jsonl / .npy / .yaml|.yml|.json
+    autopar.io.distributions.load_distribution(path) -> LengthDist   # .txt / .jsonl / .npy / .yaml|.json
     check_max(dist, max_seq_len, model_name)       # SpecError if a length exceeds the model
 
 Cost (``seqcost.py``): ``SeqCost`` answers linear(T, c), attention(L, c),
@@ -37,6 +38,7 @@ Simulation (``simulate.py``)::
 greedy engine is ``place.py`` (``EXACT`` LPT or ``FAST`` rounds and pouring).
 """
 
+from autopar.spec.distribution import LengthDist, check_max
 from autopar.varlen.assign import (
     Assignment,
     VarlenPlan,
@@ -45,7 +47,6 @@ from autopar.varlen.assign import (
     next_fit,
     wlb_packing,
 )
-from autopar.varlen.dist import LengthDist, check_max, load_distribution
 from autopar.varlen.pipeline import StepMetrics, row_times, step_metrics
 from autopar.varlen.place import EXACT, FAST, Greedy
 from autopar.varlen.pool import hdp, hdp_no_balance, megatron_dynamic_cp, power_of_two_groups
@@ -72,7 +73,6 @@ __all__ = [
     "delay_outliers",
     "hdp",
     "hdp_no_balance",
-    "load_distribution",
     "megatron_dynamic_cp",
     "naive_packing",
     "next_fit",

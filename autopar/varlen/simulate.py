@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from autopar.errors import SpecError
+from autopar.spec.distribution import LengthDist
 from autopar.varlen import strategies as st
 from autopar.varlen.assign import (
     Assignment,
@@ -40,7 +41,6 @@ from autopar.varlen.assign import (
     steps_of,
     wlb_packing,
 )
-from autopar.varlen.dist import LengthDist
 from autopar.varlen.pipeline import StepMetrics, step_metrics
 from autopar.varlen.place import EXACT, FAST, Greedy
 from autopar.varlen.pool import hdp, hdp_no_balance, megatron_dynamic_cp

@@ -6,7 +6,8 @@ distribution and the speed-ups the paper measured over its naive baseline.
 same context, plan estimate, token room and per-sequence cost), simulates
 ``steps`` steps and returns autopar's speed-up for each strategy the paper
 reports, beside the paper's. The tests hold them within 30%; the README's
-variable-length table prints them.
+variable-length table prints them. It reads the repository's examples/, so it
+lives here and not in the package (an installed wheel has no examples/).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from autopar.advise import train
 from autopar.advise import varlen as advise_varlen
 from autopar.io.strict import Fields, load_mapping
 
-PAPERS = Path(__file__).resolve().parents[2] / "examples" / "seqlen" / "papers.yaml"
+PAPERS = Path(__file__).resolve().parents[1] / "examples" / "seqlen" / "papers.yaml"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

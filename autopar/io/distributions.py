@@ -1,4 +1,4 @@
-"""Sequence-length distributions: read from a file, sampled with numpy.
+"""Sequence-length distributions read from a file (the type and its sampling: spec/distribution.py).
 
 ``load_distribution(path)`` accepts five kinds of file, picked by extension:
 
@@ -24,10 +24,8 @@ field. Empirical files are resampled with replacement.
 
 from __future__ import annotations
 
-import copy
 import io
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,148 +34,11 @@ import numpy as np
 from autopar.errors import SpecError
 from autopar.io.reading import parse, read_bytes
 from autopar.io.strict import load_mapping, named, one_line, read_text, shown
+from autopar.spec.distribution import Component, LengthDist
 from autopar.spec.limits import MAX_LENGTH_BYTES, MAX_LENGTH_TEXT_BYTES, MAX_SEQ
 
 LENGTH_FIELDS = ("length", "len", "seq_len", "num_tokens")
 MAPPING_SUFFIXES = (".yaml", ".yml", ".json")
-SMALL_TABLE = 32  # histograms with at most this many bins are sampled by counting edges
-SAMPLE_BLOCK = 1 << 16  # large histogram draws run in blocks of this many numbers (they stay in the caches)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class _Component:
-    """One sampler: empirical values, a histogram, or a clipped lognormal."""
-
-    kind: str  # "empirical" | "histogram" | "lognormal"
-    values: np.ndarray  # empirical: the lengths; histogram: bin lower edges
-    upper: np.ndarray  # histogram: bin upper edges (exclusive); otherwise empty
-    probs: np.ndarray  # histogram: bin probabilities; otherwise empty
-    mu: float = 0.0  # lognormal: log of the median
-    sigma: float = 0.0  # lognormal: standard deviation of log(length)
-    lo: int = 1  # smallest length
-    hi: int = 1  # largest length
-
-    def sample(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        if self.kind == "empirical":
-            return self.values[rng.integers(0, self.values.size, size=shape)]
-        if self.kind == "histogram":
-            return self._histogram(shape, rng)
-        z = rng.standard_normal(shape, dtype=np.float32)
-        raw = np.exp(np.float32(self.mu) + np.float32(self.sigma) * z)
-        return np.clip(np.rint(raw), self.lo, self.hi).astype(np.int64)
-
-    def _histogram(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        """A bin by inverse CDF (n uniforms), then a uniform offset inside it (the next n uniforms).
-
-        Large draws from a PCG64 generator run block by block, reading the two
-        streams side by side (a copy of the generator advanced by n reads the
-        second): the same numbers, without arrays of the whole draw.
-        """
-        n = math.prod(shape)
-        bg = rng.bit_generator
-        if n <= SAMPLE_BLOCK or self.probs.size > SMALL_TABLE or not isinstance(bg, np.random.PCG64 | np.random.PCG64DXSM):
-            bins = _categorical(self.probs, shape, rng)
-            low = np.take(self.values, bins)
-            frac = rng.random(shape)
-            frac *= np.take(self.upper - self.values, bins)  # the bin's width
-            low += frac.astype(np.int64)
-            return low
-        before = bg.state
-        offsets = copy.deepcopy(bg)
-        offsets.advance(n)
-        second = np.random.Generator(offsets)
-        width = self.upper - self.values
-        cdf = np.cumsum(self.probs)
-        out = np.empty(n, dtype=np.int64)
-        for first in range(0, n, SAMPLE_BLOCK):
-            size = min(SAMPLE_BLOCK, n - first)
-            bins = _bins(cdf, rng.random(size))
-            low = np.take(self.values, bins)
-            frac = second.random(size)
-            frac *= np.take(width, bins)
-            low += frac.astype(np.int64)
-            out[first:first + size] = low
-        after = offsets.state  # both streams read: where one draw of 2n numbers would have left the generator
-        after["has_uint32"], after["uinteger"] = before["has_uint32"], before["uinteger"]
-        bg.state = after
-        return out.reshape(shape)
-
-    def mean(self) -> float:
-        if self.kind == "empirical":
-            return float(self.values.mean())
-        if self.kind == "histogram":
-            return float(np.dot(self.probs, (self.values + self.upper - 1) / 2.0))
-        return _clipped_lognormal_mean(self.mu, self.sigma, self.lo, self.hi)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class LengthDist:
-    """A distribution of sequence lengths in tokens; ``sample`` draws int64 arrays."""
-
-    source: str  # the file it was read from (named in every message about it)
-    components: tuple[_Component, ...]  # mixed with ``weights``
-    weights: np.ndarray  # component probabilities, summing to 1
-    name: str = ""  # optional display name from the file
-
-    @property
-    def max_len(self) -> int:
-        """The longest length the distribution can produce, tokens."""
-        return max(c.hi for c in self.components)
-
-    @property
-    def min_len(self) -> int:
-        """The shortest length the distribution can produce, tokens."""
-        return min(c.lo for c in self.components)
-
-    @property
-    def mean_len(self) -> float:
-        """Expected length, tokens (lognormal: of the clipped continuous form, within half a token)."""
-        return float(sum(w * c.mean() for w, c in zip(self.weights, self.components, strict=True)))
-
-    def sample(self, n: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        """Draw lengths of shape ``n`` (an int or a shape) as int64."""
-        shape = (n,) if isinstance(n, int) else tuple(n)
-        if len(self.components) == 1:
-            return self.components[0].sample(shape, rng)
-        which = _categorical(self.weights, shape, rng)
-        out = np.empty(shape, dtype=np.int64)
-        for k, comp in enumerate(self.components):
-            mask = which == k
-            out[mask] = comp.sample((int(mask.sum()),), rng)
-        return out
-
-
-def _categorical(probs: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Indices drawn with probabilities ``probs`` (inverse CDF on the cumulative table)."""
-    return _bins(np.cumsum(probs), rng.random(shape))
-
-
-def _bins(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Bin of each uniform ``u`` in [0, 1) for the cumulative table ``cdf`` (scaled by its last entry)."""
-    u *= cdf[-1]
-    if cdf.size > SMALL_TABLE:
-        return np.minimum(np.searchsorted(cdf, u, side="right"), cdf.size - 1)
-    # few bins: count the edges at or below u (what searchsorted returns), in one byte per draw; 3x faster
-    idx = np.zeros(u.shape, dtype=np.uint8)
-    below = np.empty(u.shape, dtype=bool)
-    for edge in cdf[:-1]:
-        np.greater_equal(u, edge, out=below)
-        idx += below
-    return idx
-
-
-def _clipped_lognormal_mean(mu: float, sigma: float, lo: int, hi: int) -> float:
-    """E[clip(X, lo, hi)] for log X ~ N(mu, sigma^2), in closed form."""
-
-    def phi(x: float) -> float:
-        return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
-
-    a, b = (math.log(lo) - mu) / sigma, (math.log(hi) - mu) / sigma
-    inner = math.exp(mu + sigma**2 / 2) * (phi(b - sigma) - phi(a - sigma))
-    return inner + lo * phi(a) + hi * (1.0 - phi(b))
-
-
-# --- loading ---------------------------------------------------------------------
 
 
 def load_distribution(path: str | Path) -> LengthDist:
@@ -194,8 +55,7 @@ def load_distribution(path: str | Path) -> LengthDist:
 
 
 def _empirical(path: Path, lengths: np.ndarray) -> LengthDist:
-    comp = _Component(kind="empirical", values=lengths, upper=np.empty(0), probs=np.empty(0),
-                      lo=int(lengths.min()), hi=int(lengths.max()))
+    comp = Component(kind="empirical", values=lengths, upper=np.empty(0), probs=np.empty(0), lo=int(lengths.min()), hi=int(lengths.max()))
     return LengthDist(source=named(path), components=(comp,), weights=np.ones(1))
 
 
@@ -245,8 +105,7 @@ def _read_npy(path: Path) -> np.ndarray:
         raise SpecError(f"{named(path)}: lengths must be positive; element {bad[0]} is {arr[bad[0]]}")
     big = np.flatnonzero(arr > MAX_SEQ)  # also uint64 values that int64 would wrap negative
     if big.size:
-        raise SpecError(f"{named(path)}: lengths must be at most {MAX_SEQ:,} tokens (autopar's limit); "
-                        f"element {big[0]} is {arr[big[0]]}")
+        raise SpecError(f"{named(path)}: lengths must be at most {MAX_SEQ:,} tokens (autopar's limit); element {big[0]} is {arr[big[0]]}")
     return arr.astype(np.int64)
 
 
@@ -275,8 +134,10 @@ def _npy_array(path: Path, raw: bytes) -> np.ndarray:
     if count == 0:
         raise SpecError(f"{named(path)}: the array is empty")
     if count * dtype.itemsize > data:
-        raise SpecError(f"{named(path)}: the header claims {count:,} elements ({count * dtype.itemsize:,} bytes) but "
-                        f"the file holds {data:,} bytes after it")
+        raise SpecError(
+            f"{named(path)}: the header claims {count:,} elements ({count * dtype.itemsize:,} bytes) but "
+            f"the file holds {data:,} bytes after it"
+        )
     return np.frombuffer(raw, dtype=dtype, count=count, offset=fp.tell())
 
 
@@ -312,7 +173,7 @@ def _from_mapping(path: Path, data: dict[str, Any]) -> LengthDist:
     return LengthDist(source=where, components=comps, weights=w / w.sum(), name=d.name or "")
 
 
-def _component(c: Any, where: str) -> _Component:
+def _component(c: Any, where: str) -> Component:
     """A histogram (bin_edges + counts) or ``lognormal:`` from one validated ComponentFile."""
     if c.lognormal is not None:
         if c.bin_edges is not None or c.counts is not None:
@@ -320,8 +181,16 @@ def _component(c: Any, where: str) -> _Component:
         g = c.lognormal
         if g.min > g.max:
             raise SpecError(f"{where}lognormal.min: ({g.min}) must not exceed max ({g.max})")
-        return _Component(kind="lognormal", values=np.empty(0), upper=np.empty(0), probs=np.empty(0),
-                          mu=math.log(g.median), sigma=g.sigma, lo=g.min, hi=g.max)
+        return Component(
+            kind="lognormal",
+            values=np.empty(0),
+            upper=np.empty(0),
+            probs=np.empty(0),
+            mu=math.log(g.median),
+            sigma=g.sigma,
+            lo=g.min,
+            hi=g.max,
+        )
     if c.bin_edges is None and c.counts is None:
         raise SpecError(f"{where}bin_edges: missing: give a histogram (bin_edges and counts), lognormal, or mixture")
     edges, counts = c.bin_edges or [], c.counts or []
@@ -329,8 +198,7 @@ def _component(c: Any, where: str) -> _Component:
         raise SpecError(f"{where}bin_edges: expected at least 2 edges, got {len(edges)}")
     for i in range(1, len(edges)):
         if edges[i] <= edges[i - 1]:
-            raise SpecError(f"{where}bin_edges: must be strictly increasing; edge {i} ({edges[i]}) <= edge {i - 1} "
-                            f"({edges[i - 1]})")
+            raise SpecError(f"{where}bin_edges: must be strictly increasing; edge {i} ({edges[i]}) <= edge {i - 1} ({edges[i - 1]})")
     if len(counts) != len(edges) - 1:
         raise SpecError(f"{where}counts: expected {len(edges) - 1} counts for {len(edges)} bin edges, got {len(counts)}")
     total = sum(counts)
@@ -339,14 +207,4 @@ def _component(c: Any, where: str) -> _Component:
     probs = np.asarray(counts, dtype=np.float64) / total
     nonzero = np.flatnonzero(probs > 0)
     lower, upper = np.asarray(edges[:-1], dtype=np.int64), np.asarray(edges[1:], dtype=np.int64)
-    return _Component(kind="histogram", values=lower, upper=upper, probs=probs,
-                      lo=int(lower[nonzero[0]]), hi=int(upper[nonzero[-1]] - 1))
-
-
-def check_max(dist: LengthDist, max_seq_len: int, model_name: str) -> None:
-    """Refuse a distribution whose longest sequence is beyond the model's position range."""
-    if dist.max_len > max_seq_len:
-        raise SpecError(
-            f"{dist.source}: longest sequence ({dist.max_len} tokens) exceeds {model_name}'s max_seq_len "
-            f"({max_seq_len}); lower the distribution's max or pick a model with a longer context"
-        )
+    return Component(kind="histogram", values=lower, upper=upper, probs=probs, lo=int(lower[nonzero[0]]), hi=int(upper[nonzero[-1]] - 1))
