@@ -16,7 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from rich import box
 from rich.cells import cell_len
@@ -70,13 +70,20 @@ class _Escaping(Console):
             yield seg if seg.control or not seg.text else Segment(printable(seg.text), seg.style)
 
 
+BROKEN_PIPE = "the output was closed early (broken pipe); the rest was not written"
+
+
+def broken_pipe() -> NoReturn:
+    """For rich's Console.on_broken_pipe, which would exit 1; the CLI's runner (cli/run.py) ends quietly with 0
+    instead (a BrokenPipeError, which no command's AutoparError handler takes for its own)."""
+    raise BrokenPipeError(BROKEN_PIPE)
+
+
 def console(*, stderr: bool = False) -> Console:
     """A console WIDTH columns wide (narrower on a narrower terminal), with no soft wrapping of its own."""
-    from autopar.io.streams import broken_pipe
-
     out = _Escaping(highlight=False, soft_wrap=True, stderr=stderr)
     out.width = columns(out.width if out.is_terminal else None)
-    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; io/streams.py ends with 0  # noqa: B010
+    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; cli/run.py ends with 0  # noqa: B010
     return out
 
 
