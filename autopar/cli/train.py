@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from autopar.cli import varlen
 from autopar.cli.options import (
-    DEFAULT_VARLEN_STRATEGY,
     AccountOpt,
     BatchOpt,
     CpusOpt,
@@ -41,20 +39,8 @@ from autopar.errors import InfeasibleError, SpecError
 from autopar.spec.job import DEFAULT_MEMORY_FRACTION
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from autopar.advise.launch import LaunchRequest
     from autopar.advise.train import Context
-    from autopar.cost.step import Estimate
-    from autopar.spec.plan import Plan
-    from autopar.varlen import LengthDist
-
-
-def _varlen_strategy(strategy: str | None, seq_len_dist: str | None) -> str:
-    """--varlen-strategy (default megatron_dynamic_cp); refused without the --seq-len-dist whose plans it ranks."""
-    if strategy is not None and seq_len_dist is None:
-        raise SpecError("--varlen-strategy needs --seq-len-dist (it ranks the plans of a length distribution)")
-    return DEFAULT_VARLEN_STRATEGY if strategy is None else strategy
 
 
 def _launch_request(
@@ -80,42 +66,6 @@ def _launch_request(
         extra=extra,
         slurm=SlurmOptions(partition=partition, time=time, account=account, qos=qos, cpus_per_task=cpus_per_task),
     )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Varlen:
-    """What suggest or estimate found under a length distribution, for the launch and the printing they share."""
-
-    ctx: Context  # the packed job the launch runs
-    best: Estimate  # the plan launched
-    plans: Plan | list[Plan]  # the plans the launch chooses from, best first
-    as_json: Callable[[dict[str, Any]], str]  # the --json document, given the launch's part of it
-    render: Callable[[Console], None]  # the text answer, without the launch
-    fits: bool  # whether the plan fits (estimate exits 1 when it does not)
-
-
-def _varlen(
-    ctx: Context, want: LaunchRequest | None, *, seq_len_dist: str, strategy: str, json_out: bool, answer: Callable[[LengthDist], _Varlen]
-) -> bool:
-    """The --seq-len-dist branch of suggest and estimate: read the distribution, let `answer` rank or explain
-    under it, launch its best plan with the strategy's words, print; whether the plan fits."""
-    from autopar.advise import launch
-    from autopar.advise import varlen as advise_varlen
-    from autopar.render import report
-    from autopar.render.text import say
-
-    dist = advise_varlen.load(seq_len_dist, ctx.model.max_seq_len, ctx.model.name)
-    found = answer(dist)
-    extra, note = advise_varlen.launch_args(want, strategy, found.best, found.ctx.job)
-    launched = launch.prepare(want, found.ctx, found.plans, extra_args=extra)
-    if json_out:
-        print(found.as_json({**report.launch_dict(launched), **({"launch_note": note} if note else {})}))
-    else:
-        found.render(console())
-        if launched is not None:
-            report.render_launch(console(), launched)
-            say(console(), f"launch: {note}", markup=False)
-    return found.fits
 
 
 def suggest(
@@ -149,10 +99,8 @@ def suggest(
     """Search every parallel plan for a job and rank them by tokens/s."""
     from autopar.advise import launch, questions
     from autopar.advise import train as advise
-    from autopar.render import report
-    from autopar.render.progress import progress_after
 
-    strategy = _varlen_strategy(varlen_strategy, seq_len_dist)
+    strategy = varlen.checked_strategy(varlen_strategy, seq_len_dist)
     count, auto = questions.parse_gpus(gpus)
     if auto:
         _gpus_auto(
@@ -200,15 +148,25 @@ def suggest(
             raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
         if save_dir is not None:
             raise SpecError("--save-dir saves fixed-length plans; it cannot be combined with --seq-len-dist")
-        _varlen(
+        varlen.answer(
             ctx,
             want,
             seq_len_dist=seq_len_dist,
             strategy=strategy,
             json_out=json_out,
-            answer=lambda dist: _ranked(ctx, dist, sequences=global_batch, strategy=strategy, top=top),
+            find=lambda dist: varlen.ranked(ctx, dist, sequences=global_batch, strategy=strategy, top=top),
         )
         return
+    _fixed(ctx, want, top=top, json_out=json_out, plot=plot, save_dir=save_dir)
+
+
+def _fixed(ctx: Context, want: LaunchRequest | None, *, top: int, json_out: bool, plot: Path | None, save_dir: Path | None) -> None:
+    """suggest at one fixed sequence length: search, launch, chart, save, print."""
+    from autopar.advise import launch
+    from autopar.advise import train as advise
+    from autopar.render import report
+    from autopar.render.progress import progress_after
+
     with progress_after("searching plans", enabled=not json_out) as tick:
         result = advise.suggest(ctx, progress=tick)
     launched = launch.prepare(want, result.ctx, result.plan_order)
@@ -227,22 +185,6 @@ def suggest(
         print(report.suggestion_json(result, top, launch=launched, plot=plotted, saved=saved))
     else:
         report.render_suggestion(console(), result, top, launch=launched, plot=plotted, saved=saved)
-
-
-def _ranked(ctx: Context, dist: LengthDist, *, sequences: int | None, strategy: str, top: int) -> _Varlen:
-    """suggest --seq-len-dist: the plans ranked under the distribution."""
-    from autopar.advise import varlen as advise_varlen
-    from autopar.render import varlen as report_varlen
-
-    result = advise_varlen.suggest_varlen(ctx, dist, sequences=sequences, strategy=strategy)
-    return _Varlen(
-        ctx=result.fixed.ctx,
-        best=result.plans[0].estimate,
-        plans=[p.estimate.plan for p in result.plans],
-        as_json=lambda launch: report_varlen.suggestion_json(result, top, launch=launch),
-        render=lambda out: report_varlen.render_suggestion(out, result, top),
-        fits=True,
-    )
 
 
 def _gpus_auto(
@@ -355,7 +297,7 @@ def estimate(
             recompute_modules=recompute_modules,
         )
 
-    strategy = _varlen_strategy(varlen_strategy, seq_len_dist)
+    strategy = varlen.checked_strategy(varlen_strategy, seq_len_dist)
     want = _launch_request(
         emit,
         out=emit_out,
@@ -380,13 +322,13 @@ def estimate(
         max_memory_fraction=max_memory_fraction,
     )
     if seq_len_dist is not None:
-        fits = _varlen(
+        fits = varlen.answer(
             ctx,
             want,
             seq_len_dist=seq_len_dist,
             strategy=strategy,
             json_out=json_out,
-            answer=lambda dist: _explained(ctx, dist, lambda c: explain_plan(c).estimate, sequences=global_batch, strategy=strategy),
+            find=lambda dist: varlen.explained(ctx, dist, lambda c: explain_plan(c).estimate, sequences=global_batch, strategy=strategy),
         )
     else:
         result = explain_plan(ctx)
@@ -398,20 +340,3 @@ def estimate(
         fits = result.estimate.fits
     if not fits:  # as suggest's "no plan fits": exit 1, after the breakdown that says by how much
         raise typer.Exit(InfeasibleError.exit_code)
-
-
-def _explained(ctx: Context, dist: LengthDist, est_for: Callable[[Context], Estimate], *, sequences: int | None, strategy: str) -> _Varlen:
-    """estimate --seq-len-dist: the one plan under the distribution."""
-    from autopar.advise import varlen as advise_varlen
-    from autopar.render import varlen as report_varlen
-
-    explained = advise_varlen.explain_varlen(ctx, dist, est_for, sequences=sequences, strategy=strategy)
-    est = explained.plan.estimate
-    return _Varlen(
-        ctx=explained.ctx,
-        best=est,
-        plans=est.plan,
-        as_json=lambda launch: report_varlen.explained_json(explained, launch=launch),
-        render=lambda out: report_varlen.render_explained(out, explained),
-        fits=est.fits,
-    )
