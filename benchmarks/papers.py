@@ -17,7 +17,10 @@ from pathlib import Path
 
 from autopar.advise import train
 from autopar.advise import varlen as advise_varlen
-from autopar.io.strict import Fields, load_mapping
+from autopar.errors import SpecError
+from autopar.io.reading import load_mapping, named, one_line
+from autopar.io.schema import validate
+from autopar.io.tables import PaperSetupFile
 
 PAPERS = Path(__file__).resolve().parents[1] / "examples" / "seqlen" / "papers.yaml"
 
@@ -33,25 +36,35 @@ class Comparison:
     steps: int  # steps simulated
 
 
-def setups(path: Path = PAPERS) -> dict[str, dict[str, object]]:
-    return load_mapping(path)
+def setups(path: Path = PAPERS) -> dict[str, PaperSetupFile]:
+    """Every setup of papers.yaml, by name, each checked by its file model (SpecError naming the field)."""
+    out = {}
+    for name, entry in load_mapping(path).items():
+        where = f"{named(path)}: {one_line(str(name), 60)}"
+        if not isinstance(entry, dict):
+            raise SpecError(f"{where}: expected a mapping, got {type(entry).__name__}")
+        out[str(name)] = validate(PaperSetupFile, entry, where=where, err=SpecError)
+    return out
 
 
 def reproduce(name: str, *, steps: int = 32, path: Path = PAPERS) -> Comparison:
     """Simulate one setup of papers.yaml; paths in it are relative to the repository root."""
     root = path.resolve().parents[2]
-    f = Fields(setups(path)[name], f"{path}: {name}.")
-    plan = Fields(f.mapping("plan") or {}, f"{path}: {name}.plan.")
-    paper = {str(k): float(v) for k, v in (f.mapping("speedups") or {}).items()}
-    seqs = f.integer("sequences_per_step")
-    ctx = train.context(str(root / f.text("model")), hardware=f.text("hardware"), gpus=f.integer("gpus"), nodes=None,
-                        global_batch=None, seq_len=None, dtype="bf16")
-    dist = advise_varlen.load(str(root / f.text("lengths")), ctx.model.max_seq_len, ctx.model.name)
-    packed, _ = advise_varlen.packed_context(ctx, dist, seqs)
-    est = train.explain(packed, tp=plan.integer("tp"), pp=plan.integer("pp"), cp=plan.integer("cp"), vpp=1, ep=1,
-                        mbs=1, recompute=plan.text("recompute"), zero=1, sp=True).estimate
-    cand = advise_varlen.simulate_plan(packed, dist, est, sequences=seqs, steps=steps, rel_sem=0.0)
+    s = setups(path)[name]
+    ctx = train.context(str(root / s.model), hardware=s.hardware, gpus=s.gpus, nodes=None, global_batch=None, seq_len=None, dtype="bf16")
+    dist = advise_varlen.load(str(root / s.lengths), ctx.model.max_seq_len, ctx.model.name)
+    packed, _ = advise_varlen.packed_context(ctx, dist, s.sequences_per_step)
+    est = train.explain(
+        packed, tp=s.plan.tp, pp=s.plan.pp, cp=s.plan.cp, vpp=1, ep=1, mbs=1, recompute=s.plan.recompute, zero=1, sp=True
+    ).estimate
+    cand = advise_varlen.simulate_plan(packed, dist, est, sequences=s.sequences_per_step, steps=steps, rel_sem=0.0)
     naive = cand.results["naive"].tokens_per_s
-    return Comparison(setup=name, title=f.text("title"), source=f.text("source"), paper=paper,
-                      autopar={k: cand.results[k].tokens_per_s / naive for k in paper}, naive_tokens_per_s=naive,
-                      steps=steps)
+    return Comparison(
+        setup=name,
+        title=s.title,
+        source=s.source,
+        paper=dict(s.speedups),
+        autopar={k: cand.results[k].tokens_per_s / naive for k in s.speedups},
+        naive_tokens_per_s=naive,
+        steps=steps,
+    )

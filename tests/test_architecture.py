@@ -66,10 +66,7 @@ TOP = {
     "autopar": "cli",  # the package root: the Python API, loaded lazily from api.py
     "autopar.__main__": "cli",
     "autopar.api": "cli",
-    "autopar.cli": "cli",
-    "autopar.cli_coerce": "cli",
-    "autopar.cli_serve": "cli",
-    "autopar.completions": "cli",  # the callbacks behind the CLI's options; cli.py imports them
+    "autopar.completions": "cli",  # the callbacks behind the CLI's options; cli/ imports them
     "autopar.errors": "errors",
     "autopar.docs": "tools",
 }
@@ -330,7 +327,7 @@ def test_the_scan_sees_every_kind_of_import(tree: Tree) -> None:
     """Module level, function-local, TYPE_CHECKING and relative imports all count: read from this tree."""
     found = {(imp.source, imp.target) for imp in imports(tree)}
     assert ("autopar", "autopar.api") in found  # under `if TYPE_CHECKING:` and inside __getattr__
-    assert ("autopar.cli", "autopar.probe.command") in found  # inside a command function
+    assert ("autopar.cli.tools", "autopar.probe.command") in found  # inside a command function
 
 
 # A planted violation in a copy of the tree: (module, source text, the message it must give)
@@ -391,9 +388,9 @@ PLANTED = [
         "autopar.varlen.planted (line 1) imports autopar.io.reading: varlen/ reads no file",
     ),
     (
-        "cli_serve.py",
+        "cli/planted.py",
         "from autopar.search.serve import sweep\n",
-        "autopar.cli_serve (line 1) imports autopar.search.serve: the CLI goes through advise/ [reach]",
+        "autopar.cli.planted (line 1) imports autopar.search.serve: the CLI goes through advise/ [reach]",
     ),
     (
         "render/planted.py",

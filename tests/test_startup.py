@@ -1,5 +1,5 @@
 """What `suggest` and `estimate` load: no numpy on the fixed-length path, no pydantic adapter per option
-left at its default (autopar/cli_coerce.py). Speed itself is measured in benchmarks/search_speed.py."""
+left at its default (autopar/cli/coerce.py). Speed itself is measured in benchmarks/search_speed.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from autopar import cli_coerce
 from autopar.cli import app
+from autopar.cli import coerce as cli_coerce
 
 
 def test_fixed_length_suggest_and_estimate_never_import_numpy() -> None:

@@ -9,9 +9,12 @@ The figures (each number's source is in papers.yaml and the distribution files):
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from benchmarks.papers import reproduce, setups
+from autopar.errors import SpecError
+from benchmarks.papers import PAPERS, reproduce, setups
 
 TOLERANCE = 0.30  # the bar: within +-30% of the paper's speed-up
 
@@ -34,4 +37,26 @@ def test_the_papers_orderings_hold() -> None:
 
 def test_every_setup_names_its_sources() -> None:
     for name, setup in setups().items():
-        assert {"title", "source", "model", "hardware", "gpus", "plan", "lengths", "speedups"} <= set(setup), name
+        assert setup.title.strip() and setup.source.strip() and setup.speedups, name  # each checked by PaperSetupFile
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"source": None}, "papers.yaml: wlb_7b_128k: source: missing required field"),
+        ({"gpus": "64"}, "papers.yaml: wlb_7b_128k: gpus: expected an integer, got '64'"),
+        ({"plan": {"tp": 8, "pp": 0, "cp": 2, "recompute": "none"}}, "wlb_7b_128k: plan.pp: must be >= 1, got 0"),
+        ({"speedups": {"wlb": -1}}, "wlb_7b_128k: speedups.wlb: must be a positive number, got -1.0"),
+        ({"speedup": {}}, "wlb_7b_128k: speedup: unknown field (did you mean 'speedups'?)"),
+    ],
+)
+def test_a_bad_setup_names_file_setup_and_field(tmp_path: Path, change: dict[str, object], fragment: str) -> None:
+    import yaml
+
+    doc = yaml.safe_load(PAPERS.read_text())
+    doc["wlb_7b_128k"] = {k: v for k, v in {**doc["wlb_7b_128k"], **change}.items() if v is not None}
+    path = tmp_path / "papers.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError) as info:
+        setups(path)
+    assert fragment in str(info.value)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from autopar.advise.bands import TrainingBands, training_bands
 from autopar.advise.ties import Reranked, Ties, rerank
 from autopar.cost.memory import memory_breakdown
-from autopar.cost.step import Estimate, estimate
+from autopar.cost.step import Estimate as Estimate  # an estimate, as the CLI and render/ see it
+from autopar.cost.step import estimate
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.error_model import error_model
 from autopar.io.models import load_model

@@ -28,7 +28,7 @@ from autopar.calibrate.command import Calibration
 from autopar.errors import ProfileError
 from autopar.io.files import output_target, write_atomic
 from autopar.io.profiles import load_hardware, parse_profile, saved_profile_path
-from autopar.io.strict import read_text
+from autopar.io.reading import read_text
 from autopar.spec.hardware import CORRECTIONS, Correction
 
 NAME = "activation_bytes_per_block"

@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 
 from autopar.errors import SpecError
-from autopar.io.reading import parse, read_bytes
-from autopar.io.strict import load_mapping, named, one_line, read_text, shown
+from autopar.io.reading import load_mapping, named, one_line, parse, read_bytes, read_text, shown
 from autopar.spec.distribution import Component, LengthDist
 from autopar.spec.limits import MAX_LENGTH_BYTES, MAX_LENGTH_TEXT_BYTES, MAX_SEQ
 

@@ -2,7 +2,9 @@
 
 The file is written by benchmarks/error_model.py and never edited by hand, so
 everything is checked: a corrupt or hand-edited file is refused with one line
-naming the file and the field (exit 2), before any figure is printed.
+naming the file and the field (exit 2), before any figure is printed. Its format
+is the pydantic model ErrorModelFile (io/tables.py); pydantic is imported only
+when a file is read.
 """
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ import functools
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autopar.errors import SpecError
-from autopar.io.strict import Fields, load_mapping, named, shown
+from autopar.io.reading import load_mapping, named, shown
 from autopar.spec.error_model import COARSEST, LEVELS, METRICS, Band, ErrorModel
 
+if TYPE_CHECKING:
+    from autopar.io.tables import BandEntry
+
 ENV = "AUTOPAR_ERROR_MODEL"  # a file to read instead of the built-in one
-SCHEMA_VERSION = 1
-MAX_ROWS = 10**6  # rows of one class
 
 
 def error_model() -> ErrorModel:
@@ -38,58 +41,35 @@ def _builtin() -> ErrorModel:
 
 def read_error_model(path: Path) -> ErrorModel:
     """Read and check one error model file; SpecError naming the file and field on any fault."""
-    data = load_mapping(path)
-    where = f"{named(path)}: "
-    f = Fields(data, where)
-    version = f.integer("schema_version")
-    if version != SCHEMA_VERSION:
-        raise f.fail("schema_version", f"must be {SCHEMA_VERSION}, got {version}")
-    f.text("command")
-    min_rows = f.integer("min_rows", maximum=1000)
-    sources = Fields(f.mapping("sources") or {}, f.prefix("sources"))
-    for metric in METRICS:
-        sources.text(metric)
-    sources.finish()
-    table = f.mapping("classes") or {}
-    f.finish()
-    classes = Fields(table, f.prefix("classes"))
-    out: dict[str, dict[str, Band]] = {}
-    for metric in METRICS:
-        entries = classes.sequence(metric) or []
-        out[metric] = _classes(entries, metric, min_rows, where=f"{where}classes.{metric}")
-    classes.finish()
-    return ErrorModel(min_rows=min_rows, classes=out, where=named(path))
+    from autopar.io.schema import validate
+    from autopar.io.tables import ErrorModelFile
+
+    where = named(path)
+    doc = validate(ErrorModelFile, load_mapping(path), where=where, err=SpecError)
+    classes = {
+        metric: _classes(getattr(doc.classes, metric), metric, doc.min_rows, where=f"{where}: classes.{metric}") for metric in METRICS
+    }
+    return ErrorModel(min_rows=doc.min_rows, classes=classes, where=where)
 
 
-def _classes(entries: list[Any], metric: str, min_rows: int, *, where: str) -> dict[str, Band]:
+def _classes(entries: list[BandEntry], metric: str, min_rows: int, *, where: str) -> dict[str, Band]:
+    """One metric's classes as Bands; the checks across fields the file model cannot make alone."""
     out: dict[str, Band] = {}
-    for i, entry in enumerate(entries):
+    levels = LEVELS[metric]
+    for i, e in enumerate(entries):
         at = f"{where}[{i}]"
-        if not isinstance(entry, dict):
-            raise SpecError(f"{at}: expected a mapping, got {type(entry).__name__}")
-        e = Fields(entry, f"{at}.")
-        name = e.text("class")
-        parts = name.split(" ")
-        if name != COARSEST and (len(parts) > len(LEVELS[metric]) or "" in parts):
-            raise e.fail(
-                "class", f"must be {COARSEST!r} or up to {len(LEVELS[metric])} words ({' '.join(LEVELS[metric])}), got {shown(name)}"
-            )
-        if name in out:
-            raise e.fail("class", f"{shown(name)} is listed twice")
-        rows = e.integer("rows", maximum=MAX_ROWS)
-        banded = rows >= min_rows
-        p10, p90 = (_quantile(e, k, banded) for k in ("p10", "p90"))
-        e.finish()
-        if not banded and (p10 is not None or p90 is not None):
-            raise e.fail("p10", f"a class of {rows} rows (under min_rows {min_rows}) has no band")
-        if p10 is not None and p90 is not None and p10 > p90:
-            raise e.fail("p10", f"({p10:g}) exceeds p90 ({p90:g})")
-        out[name] = Band(name=name, rows=rows, p10=p10, p90=p90)
+        parts = e.name.split(" ")
+        if e.name != COARSEST and (len(parts) > len(levels) or "" in parts):
+            raise SpecError(f"{at}.class: must be {COARSEST!r} or up to {len(levels)} words ({' '.join(levels)}), got {shown(e.name)}")
+        if e.name in out:
+            raise SpecError(f"{at}.class: {shown(e.name)} is listed twice")
+        banded = e.rows >= min_rows
+        for key, value in (("p10", e.p10), ("p90", e.p90)):
+            if banded and value is None:
+                raise SpecError(f"{at}.{key}: missing required field")
+        if not banded and (e.p10 is not None or e.p90 is not None):
+            raise SpecError(f"{at}.p10: a class of {e.rows} rows (under min_rows {min_rows}) has no band")
+        if e.p10 is not None and e.p90 is not None and e.p10 > e.p90:
+            raise SpecError(f"{at}.p10: ({e.p10:g}) exceeds p90 ({e.p90:g})")
+        out[e.name] = Band(name=e.name, rows=e.rows, p10=e.p10, p90=e.p90)
     return out
-
-
-def _quantile(e: Fields, key: str, banded: bool) -> float | None:
-    if banded or e.has(key):
-        return e.number(key)
-    e.ignore(key)  # absent or null: no band
-    return None

@@ -11,7 +11,7 @@ from typing import Any
 
 from autopar.errors import SpecError
 from autopar.io.hf_config import from_hf_config
-from autopar.io.strict import did_you_mean, load_mapping, named
+from autopar.io.reading import did_you_mean, load_mapping, named
 from autopar.spec.families import MambaSpec, MLASpec, MoESpec
 from autopar.spec.model import ModelSpec
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import ProfileError
-from autopar.io.strict import did_you_mean, load_mapping, named, shown
+from autopar.io.reading import did_you_mean, load_mapping, named, shown
 from autopar.spec.hardware import (
     COLLECTIVES,
     CORRECTIONS,

@@ -81,7 +81,7 @@ _INPUTS: dict[tuple[int, int], str] = {}  # (device, inode) of every file read b
 
 
 def forget_inputs() -> None:
-    """Start a new command: no file has been read yet (io/streams.py `run`)."""
+    """Start a new command: no file has been read yet (cli/run.py `run`)."""
     _INPUTS.clear()
 
 

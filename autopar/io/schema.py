@@ -454,7 +454,7 @@ def describe(cls: type[BaseModel], error: Any) -> str:
         return f"{path}: missing required field"
     if kind == "extra_forbidden":
         holder = _model_at(cls, loc)
-        known = list(holder.model_fields) if holder is not None else []
+        known = [f.alias or name for name, f in holder.model_fields.items()] if holder is not None else []
         return f"{path}: unknown field{did_you_mean(str(loc[-1]), known)}"
     if kind == "literal_error":
         choices = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")

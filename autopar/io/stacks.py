@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import SpecError
-from autopar.io.strict import did_you_mean, load_mapping
+from autopar.io.reading import did_you_mean, load_mapping
 from autopar.spec.hardware import Curve
 from autopar.spec.stack import StackProfile
 

@@ -75,7 +75,7 @@ def console(*, stderr: bool = False) -> Console:
     """A console WIDTH columns wide (narrower on a narrower terminal), with no soft wrapping of its own."""
     out = _Escaping(highlight=False, soft_wrap=True, stderr=stderr)
     out.width = columns(out.width if out.is_terminal else None)
-    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; io/streams.py ends with 0  # noqa: B010
+    setattr(out, "on_broken_pipe", broken_pipe)  # rich would exit 1 silently; cli/run.py ends with 0  # noqa: B010
     return out
 
 

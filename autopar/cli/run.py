@@ -1,4 +1,4 @@
-"""Running the CLI so that every failure is one line on stderr with a documented exit code.
+"""The one runner of the CLI: every failure is one line on stderr with a documented exit code.
 
 Exit codes (README, "Exit codes"):
 
@@ -17,18 +17,27 @@ stderr is best effort: a message that cannot be written there (``2>/dev/full``,
 a closed pipe) is lost, and the exit code stays the command's own.
 
 Usage errors (an unknown option, a bad number) are one line too, not the boxed
-panel Click and Typer draw by default.
+panel Click and Typer draw by default. Inside a command, :func:`handled` turns a
+library error into its line and exit code; :func:`run` catches what is raised
+outside any command (Click's usage errors, Ctrl-C, a closed stdout).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 from autopar.errors import AutoparError, OutputError
-from autopar.io.reading import forget_inputs, one_line
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 EXIT_USAGE = 2
 EXIT_OUTPUT = OutputError.exit_code
@@ -37,8 +46,41 @@ EXIT_INTERRUPTED = 130
 
 def say(text: str) -> None:
     """One line on stderr, even when stderr itself is broken (then nothing)."""
+    from autopar.io.reading import one_line
+
     with contextlib.suppress(OSError, ValueError, AttributeError):
         os.write(2, (one_line(text, 2000) + "\n").encode("utf-8", "backslashreplace"))
+
+
+def fail(exc: AutoparError) -> NoReturn:
+    """A library error inside a command: its one line on stderr, then its exit code."""
+    import typer
+
+    from autopar.render.text import error
+
+    text = str(exc)
+    error(text if len(text) <= 2000 else text[:1999] + "…")  # one line piped, whatever a name or path holds
+    raise typer.Exit(exc.exit_code)
+
+
+def handled(command: Callable[P, R]) -> Callable[P, R]:
+    """`command` with every AutoparError it raises said by :func:`fail` (the signature and help stay its own)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except AutoparError as exc:
+            fail(exc)
+
+    return wrapper
+
+
+def console() -> Console:
+    """The stdout console of every command: 80 columns piped, at most 80 on a terminal."""
+    from autopar.render.text import console as make
+
+    return make()
 
 
 def _silence_stdout() -> None:
@@ -78,10 +120,14 @@ def _usage_error() -> type[Exception]:
 
 # pydantic's error types (Typer >= 0.22 coerces option values with a TypeAdapter) -> our words
 _PYDANTIC = {
-    "int_parsing": "expected a whole number, got {input!r}", "int_from_float": "expected a whole number, got {input!r}",
-    "float_parsing": "expected a number, got {input!r}", "bool_parsing": "expected true or false, got {input!r}",
-    "greater_than_equal": "must be at least {ge}, got {input}", "less_than_equal": "must be at most {le}, got {input}",
-    "greater_than": "must be more than {gt}, got {input}", "less_than": "must be less than {lt}, got {input}",
+    "int_parsing": "expected a whole number, got {input!r}",
+    "int_from_float": "expected a whole number, got {input!r}",
+    "float_parsing": "expected a number, got {input!r}",
+    "bool_parsing": "expected true or false, got {input!r}",
+    "greater_than_equal": "must be at least {ge}, got {input}",
+    "less_than_equal": "must be at most {le}, got {input}",
+    "greater_than": "must be more than {gt}, got {input}",
+    "less_than": "must be less than {lt}, got {input}",
 }
 
 
@@ -113,6 +159,8 @@ def _usage(exc: Any) -> int:
 def run(app: Any) -> NoReturn:
     """Call the Typer `app` and exit with the code the table above gives."""
     from typer import Abort
+
+    from autopar.io.reading import forget_inputs
 
     usage_error = _usage_error()
 
@@ -150,14 +198,15 @@ def run(app: Any) -> NoReturn:
         code = 0
     except UnicodeEncodeError as exc:
         _silence_stdout()
-        say(f"autopar: error: the output encoding ({exc.encoding}) cannot show {exc.object[exc.start:exc.end]!a}; "
-            "set PYTHONIOENCODING=utf-8 or a UTF-8 locale")
+        say(
+            f"autopar: error: the output encoding ({exc.encoding}) cannot show {exc.object[exc.start : exc.end]!a}; "
+            "set PYTHONIOENCODING=utf-8 or a UTF-8 locale"
+        )
         code = EXIT_OUTPUT
     except RuntimeError as exc:  # pathlib's Path.home(), in Typer's --install-completion
         if "home directory" not in str(exc):
             raise
-        say("autopar: error: no home folder (HOME is not set and this uid has no passwd entry): set HOME to install "
-            "shell completion")
+        say("autopar: error: no home folder (HOME is not set and this uid has no passwd entry): set HOME to install shell completion")
         code = EXIT_USAGE
     except OSError as exc:  # writing stdout: a full disk, an I/O error
         _silence_stdout()

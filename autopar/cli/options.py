@@ -1,0 +1,137 @@
+"""The options more than one command takes, each defined once: its flag, help text and completion.
+
+An option used by one command only stays with that command. Defaults are given
+where a command declares the option (``top: Top = 10``), so that the help shows
+them as the command has them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from autopar.completions import (
+    complete_emit,
+    complete_framework,
+    complete_hardware,
+    complete_model,
+    complete_stack,
+    complete_strategy,
+    complete_weights,
+)
+
+# --- every command ----------------------------------------------------------------------------------------------
+
+Model = Annotated[
+    str, typer.Argument(help="Preset name (see `autopar models`), model .yaml, or Hugging Face config.json.", autocompletion=complete_model)
+]
+HardwareOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--hardware",
+        help="Built-in profile name or profile .yaml (default: saved profile, else h100-sxm).",
+        autocompletion=complete_hardware,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+
+# --- training: suggest, estimate ----------------------------------------------------------------------------------
+
+StackOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--stack",
+        help="Execution stack: megatron | torchtitan | deepspeed | llm-foundry, or a stack "
+        ".yaml (default: megatron; see `autopar stacks`).",
+        autocompletion=complete_stack,
+    ),
+]
+GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs.")]
+GpusAutoOpt = Annotated[
+    str | None, typer.Option("--gpus", help="Total GPUs, or auto: the fewest GPUs that fit, and tokens/s as the count doubles.")
+]
+NodesOpt = Annotated[int | None, typer.Option(help="Nodes (GPUs = nodes x GPUs per node).")]
+BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (default: about 4M tokens).")]
+SeqOpt = Annotated[int | None, typer.Option(help="Sequence length in tokens (default: the model's).")]
+DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16 | fp8 (FP8 GEMMs; MFU still against the bf16 peak)")]
+MemFracOpt = Annotated[float, typer.Option(help="Share of each GPU's memory a plan may fill (headroom for the memory model's error).")]
+DistOpt = Annotated[
+    str | None, typer.Option(help="Sequence-length distribution: lengths (.txt/.jsonl/.npy), a histogram or a parametric form (.yaml).")
+]
+DEFAULT_VARLEN_STRATEGY = "megatron_dynamic_cp"
+StrategyOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="With --seq-len-dist: naive | balanced | wlb | megatron_dynamic_cp | hdp_no_balance | hdp (default megatron_dynamic_cp).",
+        autocompletion=complete_strategy,
+    ),
+]
+EmitOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Also give the launch: megatron | torchtitan | megatron-bridge (torchrun lines) | deepspeed (a line and "
+        "ds_config.json) | slurm | slurm-torchtitan (sbatch scripts).",
+        autocompletion=complete_emit,
+    ),
+]
+EmitOutOpt = Annotated[Path | None, typer.Option(help="Write the --emit launch to this file instead of printing it.")]
+TitanOpt = Annotated[
+    str | None, typer.Option(help="torchtitan config function, NAME or MODULE:NAME (e.g. llama3_70b); presets have a default.")
+]
+ExtraOpt = Annotated[str | None, typer.Option(help="Framework arguments appended to the --emit command, as one shell-quoted string.")]
+PartitionOpt = Annotated[str | None, typer.Option(help="SLURM partition for --emit slurm*.")]
+TimeOpt = Annotated[str | None, typer.Option(help="SLURM time limit for --emit slurm*, e.g. 04:00:00.")]
+AccountOpt = Annotated[str | None, typer.Option(help="SLURM account for --emit slurm*.")]
+QosOpt = Annotated[str | None, typer.Option(help="SLURM quality of service for --emit slurm*.")]
+CpusOpt = Annotated[int | None, typer.Option(help="CPUs per node for --emit slurm* (default 8 per GPU).", min=1)]
+SaveDirOpt = Annotated[
+    Path | None,
+    typer.Option(help="Also write the plans (plans.csv, plans.jsonl), the --json document and the --emit launch files into this folder."),
+]
+
+# --- serving: serve suggest, serve estimate -----------------------------------------------------------------------
+
+ServeGpusOpt = Annotated[int | None, typer.Option(help="Total GPUs of the deployment.")]
+IslOpt = Annotated[int, typer.Option(help="Input (prompt) tokens per request.")]
+OslOpt = Annotated[int, typer.Option(help="Output tokens per request.")]
+FrameworkOpt = Annotated[
+    str | None, typer.Option(help="vllm | sglang | trtllm (default: the --emit target, else vllm)", autocompletion=complete_framework)
+]
+VersionOpt = Annotated[
+    str,
+    typer.Option(help="Framework version whose fitted constants to use (default: the newest fitted: vllm 0.12, sglang 0.5.6, trtllm 1.0)."),
+]
+ServeEmitOpt = Annotated[
+    str | None, typer.Option(help="Also print the launch lines and a benchmark: vllm | sglang | trtllm.", autocompletion=complete_framework)
+]
+WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)", autocompletion=complete_weights)]
+KvOpt = Annotated[str, typer.Option(help="auto | bf16 | fp8")]
+MixedOpt = Annotated[
+    bool, typer.Option("--mixed-chunk", help="SGLang --enable-mixed-chunk: prefill steps also run the decodes (default: SGLang's, off).")
+]
+MaxPrefillOpt = Annotated[
+    int | None,
+    typer.Option(help="SGLang --max-prefill-tokens: new prompt tokens one step admits beyond its first prompt (default: SGLang's, 16384)."),
+]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Tokens one engine step holds (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size, "
+        "TensorRT-LLM --max_num_tokens; default: the framework's)."
+    ),
+]
+MaxBatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Requests one engine runs at once (--max-num-seqs, --max-running-requests, --max_batch_size; default: the framework's)."
+    ),
+]
+MemFractionOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="vLLM --gpu-memory-utilization, SGLang --mem-fraction-static (of total memory), TensorRT-LLM "
+        "--kv_cache_free_gpu_memory_fraction (of what the weights leave); default: the framework's."
+    ),
+]

@@ -1,0 +1,259 @@
+"""`autopar serve estimate` and `autopar serve suggest`: parse, call one serving use case, render. No maths here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from autopar.cli.options import (
+    FrameworkOpt,
+    HardwareOpt,
+    IslOpt,
+    JsonOpt,
+    KvOpt,
+    MaxBatchOpt,
+    MaxPrefillOpt,
+    MaxTokensOpt,
+    MemFractionOpt,
+    MixedOpt,
+    Model,
+    OslOpt,
+    ServeEmitOpt,
+    ServeGpusOpt,
+    VersionOpt,
+    WeightsOpt,
+)
+from autopar.cli.run import console
+
+if TYPE_CHECKING:
+    from autopar.advise.serve import ServeContext
+
+
+def _context(
+    model: str,
+    *,
+    hardware: str | None,
+    gpus: int | None,
+    framework: str | None,
+    emit: str | None,
+    weights: str,
+    kv_dtype: str,
+    framework_version: str,
+    max_num_tokens: int | None,
+    max_batch_size: int | None,
+    memory_fraction: float | None,
+    mixed_chunk: bool,
+    max_prefill_tokens: int | None,
+) -> ServeContext:
+    """The serve commands' shared options: --framework defaults to the --emit target, else vllm; the
+    engine's launch settings (a flag not given keeps the framework's default)."""
+    from autopar.advise import serve as advise
+    from autopar.spec.serve import EngineArgs
+
+    return advise.options_context(
+        model,
+        hardware=hardware,
+        gpus=gpus,
+        framework=framework,
+        emit=emit,
+        weights=weights,
+        kv_dtype=kv_dtype,
+        framework_version=framework_version,
+        engine_args=EngineArgs(
+            max_num_tokens=max_num_tokens,
+            max_batch_size=max_batch_size,
+            memory_fraction=memory_fraction,
+            mixed_chunk=mixed_chunk or None,
+            max_prefill_tokens=max_prefill_tokens,
+        ),
+    )
+
+
+def estimate_cmd(
+    model: Model,
+    gpus: ServeGpusOpt = None,
+    hardware: HardwareOpt = None,
+    tp: Annotated[int | None, typer.Option(help="Attention tensor parallelism (disagg: the decode TP).")] = None,
+    pp: Annotated[int | None, typer.Option(help="Pipeline stages (default 1).")] = None,
+    dp: Annotated[int | None, typer.Option(help="Replicas; with --attention-dp, attention data-parallel ranks inside one engine.")] = None,
+    ep: Annotated[int | None, typer.Option(help="Expert parallelism of the MoE layers (default 1).")] = None,
+    attention_dp: Annotated[bool, typer.Option("--attention-dp", help="--dp counts attention-DP ranks.")] = False,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight across the deployment.")] = 1,
+    isl: IslOpt = 1024,
+    osl: OslOpt = 1024,
+    framework: FrameworkOpt = None,
+    framework_version: VersionOpt = "",
+    weights: WeightsOpt = "bf16",
+    kv_dtype: KvOpt = "auto",
+    mode: Annotated[str, typer.Option(help="agg | disagg")] = "agg",
+    prefill_workers: Annotated[int | None, typer.Option(help="disagg: prefill engines.")] = None,
+    prefill_tp: Annotated[int | None, typer.Option(help="disagg: prefill TP (default 1).")] = None,
+    prefill_pp: Annotated[int | None, typer.Option(help="disagg: prefill pipeline stages (default 1).")] = None,
+    prefill_dp: Annotated[
+        int | None, typer.Option(help="disagg: attention-DP ranks per prefill engine (with --prefill-attention-dp).")
+    ] = None,
+    prefill_ep: Annotated[int | None, typer.Option(help="disagg: prefill EP (default 1).")] = None,
+    prefill_attention_dp: Annotated[
+        bool, typer.Option("--prefill-attention-dp", help="disagg: --prefill-dp counts attention-DP ranks.")
+    ] = False,
+    decode_workers: Annotated[int | None, typer.Option(help="disagg: decode engines.")] = None,
+    decode_tp: Annotated[int | None, typer.Option(help="disagg: decode TP (default --tp).")] = None,
+    decode_pp: Annotated[int | None, typer.Option(help="disagg: decode pipeline stages (default 1).")] = None,
+    decode_dp: Annotated[
+        int | None, typer.Option(help="disagg: attention-DP ranks per decode engine (with --decode-attention-dp).")
+    ] = None,
+    decode_ep: Annotated[int | None, typer.Option(help="disagg: decode EP (default 1).")] = None,
+    decode_attention_dp: Annotated[
+        bool, typer.Option("--decode-attention-dp", help="disagg: --decode-dp counts attention-DP ranks.")
+    ] = False,
+    max_num_tokens: MaxTokensOpt = None,
+    max_batch_size: MaxBatchOpt = None,
+    memory_fraction: MemFractionOpt = None,
+    mixed_chunk: MixedOpt = False,
+    max_prefill_tokens: MaxPrefillOpt = None,
+    emit: ServeEmitOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory."""
+    from autopar.advise import serve as advise
+    from autopar.render import serve as render
+    from autopar.spec.serve import Workload
+
+    ctx = _context(
+        model,
+        hardware=hardware,
+        gpus=gpus,
+        framework=framework,
+        emit=emit,
+        weights=weights,
+        kv_dtype=kv_dtype,
+        framework_version=framework_version,
+        max_num_tokens=max_num_tokens,
+        max_batch_size=max_batch_size,
+        memory_fraction=memory_fraction,
+        mixed_chunk=mixed_chunk,
+        max_prefill_tokens=max_prefill_tokens,
+    )
+    wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
+    dep = advise.deployment(
+        ctx,
+        mode=mode,
+        agg=advise.PoolArgs(tp=tp, pp=pp, dp=dp, ep=ep, attention_dp=attention_dp),
+        prefill=advise.PoolArgs(
+            tp=prefill_tp, pp=prefill_pp, dp=prefill_dp, ep=prefill_ep, attention_dp=prefill_attention_dp, workers=prefill_workers
+        ),
+        decode=advise.PoolArgs(
+            tp=decode_tp, pp=decode_pp, dp=decode_dp, ep=decode_ep, attention_dp=decode_attention_dp, workers=decode_workers
+        ),
+    )
+    est = advise.explain(ctx, dep, wl)
+    launched = advise.launch(ctx, emit, est) if emit else None
+    if json_out:
+        print(render.estimate_json(ctx, est, launched))
+    else:
+        render.render_estimate(console(), ctx, est)
+        if launched is not None:
+            render.render_launch(console(), launched)
+
+
+def suggest_cmd(
+    model: Model,
+    gpus: ServeGpusOpt = None,
+    hardware: HardwareOpt = None,
+    isl: IslOpt = 1024,
+    osl: OslOpt = 1024,
+    ttft_ms: Annotated[float | None, typer.Option(help="TTFT target, ms.")] = None,
+    tpot_ms: Annotated[float | None, typer.Option(help="TPOT target, ms (inter-token, after the first token).")] = None,
+    framework: FrameworkOpt = None,
+    framework_version: VersionOpt = "",
+    weights: WeightsOpt = "bf16",
+    kv_dtype: Annotated[str | None, typer.Option(help="auto | bf16 | fp8 (default: try auto and fp8).")] = None,
+    modes: Annotated[str, typer.Option(help="Comma-separated: agg, disagg.")] = "agg,disagg",
+    max_num_tokens: MaxTokensOpt = None,
+    max_batch_size: MaxBatchOpt = None,
+    memory_fraction: MemFractionOpt = None,
+    mixed_chunk: MixedOpt = False,
+    max_prefill_tokens: MaxPrefillOpt = None,
+    emit: ServeEmitOpt = None,
+    json_out: JsonOpt = False,
+    save_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the Pareto front (front.csv, front.jsonl), the --json document and the --emit launch files into this folder."
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write a chart of every point that fits, tok/s/GPU against "
+            "tok/s/user (.svg or .html; needs the \\[plot] extra: matplotlib)."
+        ),
+    ] = None,
+) -> None:
+    """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""
+    from autopar.advise import serve as advise
+    from autopar.advise.serve import DEFAULT_TARGETS_TEXT
+    from autopar.render import serve as render
+    from autopar.render.progress import progress_after
+
+    ctx = _context(
+        model,
+        hardware=hardware,
+        gpus=gpus,
+        framework=framework,
+        emit=emit,
+        weights=weights,
+        kv_dtype="auto" if kv_dtype is None else kv_dtype,
+        framework_version=framework_version,
+        max_num_tokens=max_num_tokens,
+        max_batch_size=max_batch_size,
+        memory_fraction=memory_fraction,
+        mixed_chunk=mixed_chunk,
+        max_prefill_tokens=max_prefill_tokens,
+    )
+    with progress_after("pricing deployments", enabled=not json_out) as tick:
+        result = advise.suggest(
+            ctx,
+            isl=isl,
+            osl=osl,
+            ttft_ms=ttft_ms,
+            tpot_ms=tpot_ms,
+            modes=advise.parse_modes(modes),
+            kv_dtypes=advise.kv_dtypes(kv_dtype),
+            progress=tick,
+        )
+    launched = advise.launch(ctx, emit, result.best) if emit and result.best is not None else None
+    saved = None
+    if save_dir is not None and result.best is not None:
+        from autopar.io.savedir import save_files
+        from autopar.render.export import serve_files
+
+        saved = save_files(save_dir, serve_files(ctx, result, launched))
+    plotted = None
+    if plot is not None and result.best is not None:
+        from autopar.io.files import write_atomic
+        from autopar.render.serve_plot import serve_plot_file
+
+        text, plotted = serve_plot_file(plot, ctx, result)
+        write_atomic(plot, text, option="--plot")
+    targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None) or (DEFAULT_TARGETS_TEXT)
+    if json_out:
+        print(render.suggestion_json(ctx, result, launched, saved=saved, plot=plotted))
+    else:
+        from autopar.render.report import render_saved
+
+        render.render_suggestion(console(), ctx, result, targets=targets)
+        render_saved(console(), saved)
+        if plotted is not None:
+            from autopar.render.text import say
+
+            say(
+                console(),
+                f"plot: {plotted.plans:,} points fit ({plotted.drawn:,} priced and drawn), {plotted.pareto} "
+                f"on the Pareto front, written to {plotted.path}",
+                markup=False,
+            )
+        if launched is not None:
+            render.render_launch(console(), launched)

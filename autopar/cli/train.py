@@ -1,0 +1,344 @@
+"""`autopar suggest` and `autopar estimate`: parse, call one training use case, render. No maths here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from autopar.cli import varlen
+from autopar.cli.options import (
+    AccountOpt,
+    BatchOpt,
+    CpusOpt,
+    DistOpt,
+    DtypeOpt,
+    EmitOpt,
+    EmitOutOpt,
+    ExtraOpt,
+    GpusAutoOpt,
+    GpusOpt,
+    HardwareOpt,
+    JsonOpt,
+    MemFracOpt,
+    Model,
+    NodesOpt,
+    PartitionOpt,
+    QosOpt,
+    SaveDirOpt,
+    SeqOpt,
+    StackOpt,
+    StrategyOpt,
+    TimeOpt,
+    TitanOpt,
+)
+from autopar.cli.run import console
+from autopar.completions import complete_recompute
+from autopar.errors import InfeasibleError, SpecError
+from autopar.spec.job import DEFAULT_MEMORY_FRACTION
+
+if TYPE_CHECKING:
+    from autopar.advise.launch import LaunchRequest
+    from autopar.advise.train import Context
+
+
+def _launch_request(
+    emit: str | None,
+    *,
+    out: Path | None,
+    torchtitan_config: str | None,
+    extra: str | None,
+    partition: str | None,
+    time: str | None,
+    account: str | None,
+    qos: str | None,
+    cpus_per_task: int | None,
+) -> LaunchRequest | None:
+    """The --emit options of suggest and estimate, checked together before any work."""
+    from autopar.advise import launch
+    from autopar.advise.launch import SlurmOptions
+
+    return launch.request(
+        emit,
+        out=out,
+        torchtitan_config=torchtitan_config,
+        extra=extra,
+        slurm=SlurmOptions(partition=partition, time=time, account=account, qos=qos, cpus_per_task=cpus_per_task),
+    )
+
+
+def suggest(
+    model: Model,
+    hardware: HardwareOpt = None,
+    stack: StackOpt = None,
+    gpus: GpusAutoOpt = None,
+    nodes: NodesOpt = None,
+    global_batch: BatchOpt = None,
+    seq_len: SeqOpt = None,
+    dtype: DtypeOpt = "bf16",
+    top: Annotated[int, typer.Option(help="Plans to show.", min=1)] = 10,
+    json_out: JsonOpt = False,
+    emit: EmitOpt = None,
+    emit_out: EmitOutOpt = None,
+    torchtitan_config: TitanOpt = None,
+    emit_extra: ExtraOpt = None,
+    slurm_partition: PartitionOpt = None,
+    slurm_time: TimeOpt = None,
+    slurm_account: AccountOpt = None,
+    slurm_qos: QosOpt = None,
+    slurm_cpus_per_task: CpusOpt = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs the \\[plot] extra: matplotlib).")
+    ] = None,
+    seq_len_dist: DistOpt = None,
+    varlen_strategy: StrategyOpt = None,
+    max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
+    save_dir: SaveDirOpt = None,
+) -> None:
+    """Search every parallel plan for a job and rank them by tokens/s."""
+    from autopar.advise import launch, questions
+    from autopar.advise import train as advise
+
+    strategy = varlen.checked_strategy(varlen_strategy, seq_len_dist)
+    count, auto = questions.parse_gpus(gpus)
+    if auto:
+        _gpus_auto(
+            model,
+            hardware=hardware,
+            stack=stack,
+            nodes=nodes,
+            global_batch=global_batch,
+            seq_len=seq_len,
+            dtype=dtype,
+            json_out=json_out,
+            max_memory_fraction=max_memory_fraction,
+            refused=[
+                name
+                for name, given in (("--emit", emit), ("--plot", plot), ("--seq-len-dist", seq_len_dist), ("--save-dir", save_dir))
+                if given is not None
+            ],
+        )
+        return
+    want = _launch_request(
+        emit,
+        out=emit_out,
+        torchtitan_config=torchtitan_config,
+        extra=emit_extra,
+        partition=slurm_partition,
+        time=slurm_time,
+        account=slurm_account,
+        qos=slurm_qos,
+        cpus_per_task=slurm_cpus_per_task,
+    )
+    ctx = advise.context(
+        model,
+        hardware=hardware,
+        gpus=count,
+        nodes=nodes,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        dtype=dtype,
+        seq_len_dist=seq_len_dist,
+        stack=launch.stack_for(emit, stack),
+        max_memory_fraction=max_memory_fraction,
+    )
+    if seq_len_dist is not None:
+        if plot is not None:
+            raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
+        if save_dir is not None:
+            raise SpecError("--save-dir saves fixed-length plans; it cannot be combined with --seq-len-dist")
+        varlen.answer(
+            ctx,
+            want,
+            seq_len_dist=seq_len_dist,
+            strategy=strategy,
+            json_out=json_out,
+            find=lambda dist: varlen.ranked(ctx, dist, sequences=global_batch, strategy=strategy, top=top),
+        )
+        return
+    _fixed(ctx, want, top=top, json_out=json_out, plot=plot, save_dir=save_dir)
+
+
+def _fixed(ctx: Context, want: LaunchRequest | None, *, top: int, json_out: bool, plot: Path | None, save_dir: Path | None) -> None:
+    """suggest at one fixed sequence length: search, launch, chart, save, print."""
+    from autopar.advise import launch
+    from autopar.advise import train as advise
+    from autopar.render import report
+    from autopar.render.progress import progress_after
+
+    with progress_after("searching plans", enabled=not json_out) as tick:
+        result = advise.suggest(ctx, progress=tick)
+    launched = launch.prepare(want, result.ctx, result.plan_order)
+    plotted = None
+    if plot is not None:
+        from autopar.io.files import write_atomic
+        from autopar.render.plot import plot_file
+
+        text, plotted = plot_file(plot, result)
+        write_atomic(plot, text, option="--plot")
+    saved = None
+    if save_dir is not None:
+        from autopar.io.savedir import save_files
+        from autopar.render.export import suggestion_files
+
+        saved = save_files(save_dir, suggestion_files(result, top, launch=launched), executable=frozenset({"launch.sh"}))
+    if json_out:
+        print(report.suggestion_json(result, top, launch=launched, plot=plotted, saved=saved))
+    else:
+        report.render_suggestion(console(), result, top, launch=launched, plot=plotted, saved=saved)
+
+
+def _gpus_auto(
+    model: str,
+    *,
+    hardware: str | None,
+    stack: str | None,
+    nodes: int | None,
+    global_batch: int | None,
+    seq_len: int | None,
+    dtype: str,
+    json_out: bool,
+    max_memory_fraction: float,
+    refused: list[str],
+) -> None:
+    """suggest --gpus auto: the fewest GPUs that fit and the throughput curve (errors raise AutoparError)."""
+    from autopar.advise import questions
+    from autopar.advise import train as advise
+    from autopar.render.progress import progress_after
+    from autopar.render.scaling import render_scaling, scaling_json
+
+    if refused or nodes is not None:
+        raise SpecError(f"--gpus auto chooses the GPU count; it cannot be combined with {', '.join(refused or ['--nodes'])}")
+    ctx = advise.context(
+        model,
+        hardware=hardware,
+        gpus=None,
+        nodes=1,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        dtype=dtype,
+        stack=stack,
+        max_memory_fraction=max_memory_fraction,
+    )
+    with progress_after("GPU counts", enabled=not json_out) as tick:
+        result = questions.scaling(ctx, batch_given=global_batch is not None, progress=tick)
+    if json_out:
+        print(scaling_json(result))
+    else:
+        render_scaling(console(), result)
+
+
+def estimate(
+    model: Model,
+    hardware: HardwareOpt = None,
+    stack: StackOpt = None,
+    gpus: GpusOpt = None,
+    nodes: NodesOpt = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline stages.")] = 1,
+    vpp: Annotated[int, typer.Option(help="Virtual stages per pipeline rank (interleaved 1F1B).")] = 1,
+    cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel degree (MoE only).")] = 1,
+    etp: Annotated[int, typer.Option(help="Expert tensor-parallel degree: 1 or tp (MoE only).")] = 1,
+    cp_comm: Annotated[
+        str | None, typer.Option(help="CP K/V exchange: ring | allgather (default: the stack's first; megatron ring).")
+    ] = None,
+    mbs: Annotated[int, typer.Option(help="Micro-batch size, sequences.")] = 1,
+    recompute: Annotated[str, typer.Option(help="none | selective | full", autocompletion=complete_recompute)] = "none",
+    recompute_modules: Annotated[
+        str | None,
+        typer.Option(
+            help="With --recompute selective: Megatron's modules to recompute, comma-separated (core_attn, moe_act, "
+            "layernorm, mla_up_proj, mlp, moe, shared_experts)."
+        ),
+    ] = None,
+    zero: Annotated[
+        int | None, typer.Option(help="0 | 1 | 2 | 3 (1 = distributed optimizer; default: 1 where the stack has it, else 3).")
+    ] = None,
+    sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism with TP.")] = True,
+    global_batch: BatchOpt = None,
+    seq_len: SeqOpt = None,
+    dtype: DtypeOpt = "bf16",
+    json_out: JsonOpt = False,
+    explain: Annotated[
+        bool, typer.Option("--explain/--no-explain", help="Draw the pipeline schedule, the step-time bar and the memory bar.")
+    ] = True,
+    emit: EmitOpt = None,
+    emit_out: EmitOutOpt = None,
+    torchtitan_config: TitanOpt = None,
+    emit_extra: ExtraOpt = None,
+    slurm_partition: PartitionOpt = None,
+    slurm_time: TimeOpt = None,
+    slurm_account: AccountOpt = None,
+    slurm_qos: QosOpt = None,
+    slurm_cpus_per_task: CpusOpt = None,
+    seq_len_dist: DistOpt = None,
+    varlen_strategy: StrategyOpt = None,
+    max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
+) -> None:
+    """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp). Exits 1 if it does not fit."""
+    from autopar.advise import launch
+    from autopar.advise import train as advise
+    from autopar.render import report
+
+    def explain_plan(ctx: advise.Context) -> advise.Explained:
+        return advise.explain(
+            ctx,
+            tp=tp,
+            pp=pp,
+            cp=cp,
+            vpp=vpp,
+            ep=ep,
+            etp=etp,
+            cp_comm=cp_comm,
+            mbs=mbs,
+            recompute=recompute,
+            zero=zero,
+            sp=sp,
+            recompute_modules=recompute_modules,
+        )
+
+    strategy = varlen.checked_strategy(varlen_strategy, seq_len_dist)
+    want = _launch_request(
+        emit,
+        out=emit_out,
+        torchtitan_config=torchtitan_config,
+        extra=emit_extra,
+        partition=slurm_partition,
+        time=slurm_time,
+        account=slurm_account,
+        qos=slurm_qos,
+        cpus_per_task=slurm_cpus_per_task,
+    )
+    ctx = advise.context(
+        model,
+        hardware=hardware,
+        gpus=gpus,
+        nodes=nodes,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        dtype=dtype,
+        seq_len_dist=seq_len_dist,
+        stack=launch.stack_for(emit, stack),
+        max_memory_fraction=max_memory_fraction,
+    )
+    if seq_len_dist is not None:
+        fits = varlen.answer(
+            ctx,
+            want,
+            seq_len_dist=seq_len_dist,
+            strategy=strategy,
+            json_out=json_out,
+            find=lambda dist: varlen.explained(ctx, dist, lambda c: explain_plan(c).estimate, sequences=global_batch, strategy=strategy),
+        )
+    else:
+        result = explain_plan(ctx)
+        launched = launch.prepare(want, result.ctx, result.estimate.plan)
+        if json_out:
+            print(report.explained_json(result, launch=launched))
+        else:
+            report.render_explained(console(), result, explain=explain, launch=launched)
+        fits = result.estimate.fits
+    if not fits:  # as suggest's "no plan fits": exit 1, after the breakdown that says by how much
+        raise typer.Exit(InfeasibleError.exit_code)

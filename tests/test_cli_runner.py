@@ -1,0 +1,69 @@
+"""The CLI package's one error path: every command is registered through run.handled, which says a library
+error as one line on stderr and exits with its code; the registration table is the order --help lists."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from autopar.cli import COMMANDS, app, serve_app
+from autopar.cli.run import handled
+from autopar.errors import AutoparError, InfeasibleError, OutputError, SpecError
+
+runner = CliRunner()
+
+
+def test_every_registered_command_goes_through_handled() -> None:
+    for group in (app, serve_app):
+        for info in group.registered_commands:
+            assert getattr(info.callback, "__wrapped__", None) is not None, info.name
+    assert [(g.info.name, n) for g, n, _ in COMMANDS] == [
+        ("autopar", n) for n in ("profile", "calibrate", "suggest", "estimate", "models", "hardware", "stacks", "schema")
+    ] + [("serve", "estimate"), ("serve", "suggest")]
+
+
+def test_help_lists_the_commands_in_the_tables_order() -> None:
+    out = runner.invoke(app, ["--help"], env={"COLUMNS": "100"}).stdout
+    listed = [line.split()[1] for line in out.splitlines() if line.startswith("│ ") and len(line.split()) > 2]
+    names = [n for g, n, _ in COMMANDS if g is app]
+    assert [n for n in listed if n in {*names, "serve"}] == [*names, "serve"]
+
+
+@pytest.mark.parametrize(("error", "code"), [(SpecError, 2), (InfeasibleError, 1), (OutputError, 3)])
+def test_a_library_error_is_one_line_and_its_exit_code(error: type[AutoparError], code: int, capsys: pytest.CaptureFixture[str]) -> None:
+    def command() -> None:
+        raise error("gpus (12) must be divisible by tp (8)\nsecond line")
+
+    with pytest.raises(typer.Exit) as info:
+        handled(command)()
+    assert info.value.exit_code == code
+    err = capsys.readouterr().err
+    assert err == "autopar: error: gpus (12) must be divisible by tp (8)\\nsecond line\n"
+
+
+def test_a_long_message_is_cut_to_2000_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    def command() -> None:
+        raise SpecError("x" * 5000)
+
+    with pytest.raises(typer.Exit):
+        handled(command)()
+    line = capsys.readouterr().err.rstrip("\n")
+    assert line == "autopar: error: " + "x" * 1999 + "…"
+
+
+def test_handled_keeps_the_commands_name_doc_and_result() -> None:
+    def command(n: int) -> int:
+        """Doubles."""
+        return 2 * n
+
+    wrapped = handled(command)
+    assert wrapped(4) == 8 and wrapped.__doc__ == "Doubles." and wrapped.__name__ == "command"
+
+
+def test_an_error_while_rendering_is_one_line_too() -> None:
+    """A --plot path with the wrong suffix is refused by render/ (after the search): exit 2, one line, no traceback."""
+    r = runner.invoke(app, ["suggest", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--plot", "chart.png"])
+    assert r.exit_code == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert lines == ["autopar: error: --plot chart.png: the file name must end in .svg or .html"]
