@@ -30,11 +30,9 @@ HardwareOpt = Annotated[str | None, typer.Option(
 GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs of the deployment.")]
 IslOpt = Annotated[int, typer.Option(help="Input (prompt) tokens per request.")]
 OslOpt = Annotated[int, typer.Option(help="Output tokens per request.")]
-FrameworkOpt = Annotated[str | None, typer.Option(help="vllm | sglang | trtllm (default: the --emit target, else vllm)",
-                                                   autocompletion=complete_framework)]
-VersionOpt = Annotated[str, typer.Option(
-    help="Framework version whose fitted constants to use (default: the newest fitted: vllm 0.12, sglang 0.5.6, "
-         "trtllm 1.0).")]
+FrameworkOpt = Annotated[str | None, typer.Option(
+    help="NAME[@VERSION]: vllm | sglang | trtllm, at a version (default: the --emit target, else vllm; the newest "
+         "version with data, see `autopar frameworks`), or a framework .yaml.", autocompletion=complete_framework)]
 EmitOpt = Annotated[str | None, typer.Option(help="Also print the launch lines and a benchmark: vllm | sglang | trtllm.",
                                               autocompletion=complete_framework)]
 WeightsOpt = Annotated[str, typer.Option(help="bf16 | fp8 | fp4 | int4 (weight-only)", autocompletion=complete_weights)]
@@ -70,7 +68,7 @@ def _console() -> Console:
 
 
 def _context(model: str, *, hardware: str | None, gpus: int | None, framework: str | None, emit: str | None,
-             weights: str, kv_dtype: str, framework_version: str, max_num_tokens: int | None,
+             weights: str, kv_dtype: str, max_num_tokens: int | None,
              max_batch_size: int | None, memory_fraction: float | None, mixed_chunk: bool,
              max_prefill_tokens: int | None) -> ServeContext:
     """The serve commands' shared options: --framework defaults to the --emit target, else vllm; the
@@ -79,8 +77,7 @@ def _context(model: str, *, hardware: str | None, gpus: int | None, framework: s
     from autopar.spec.serve import EngineArgs
 
     return advise.options_context(model, hardware=hardware, gpus=gpus, framework=framework, emit=emit, weights=weights,
-                                  kv_dtype=kv_dtype, framework_version=framework_version,
-                                  engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
+                                  kv_dtype=kv_dtype, engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
                                                          memory_fraction=memory_fraction, mixed_chunk=mixed_chunk or None,
                                                          max_prefill_tokens=max_prefill_tokens))
 
@@ -100,7 +97,6 @@ def estimate_cmd(
     isl: IslOpt = 1024,
     osl: OslOpt = 1024,
     framework: FrameworkOpt = None,
-    framework_version: VersionOpt = "",
     weights: WeightsOpt = "bf16",
     kv_dtype: KvOpt = "auto",
     mode: Annotated[str, typer.Option(help="agg | disagg")] = "agg",
@@ -135,7 +131,7 @@ def estimate_cmd(
 
     try:
         ctx = _context(model, hardware=hardware, gpus=gpus, framework=framework, emit=emit, weights=weights,
-                       kv_dtype=kv_dtype, framework_version=framework_version, max_num_tokens=max_num_tokens,
+                       kv_dtype=kv_dtype, max_num_tokens=max_num_tokens,
                        max_batch_size=max_batch_size, memory_fraction=memory_fraction, mixed_chunk=mixed_chunk,
                        max_prefill_tokens=max_prefill_tokens)
         wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
@@ -167,7 +163,6 @@ def suggest_cmd(
     ttft_ms: Annotated[float | None, typer.Option(help="TTFT target, ms.")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="TPOT target, ms (inter-token, after the first token).")] = None,
     framework: FrameworkOpt = None,
-    framework_version: VersionOpt = "",
     weights: WeightsOpt = "bf16",
     kv_dtype: Annotated[str | None, typer.Option(help="auto | bf16 | fp8 (default: try auto and fp8).")] = None,
     modes: Annotated[str, typer.Option(help="Comma-separated: agg, disagg.")] = "agg,disagg",
@@ -192,8 +187,8 @@ def suggest_cmd(
 
     try:
         ctx = _context(model, hardware=hardware, gpus=gpus, framework=framework, emit=emit, weights=weights,
-                       kv_dtype="auto" if kv_dtype is None else kv_dtype, framework_version=framework_version,
-                       max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
+                       kv_dtype="auto" if kv_dtype is None else kv_dtype, max_num_tokens=max_num_tokens,
+                       max_batch_size=max_batch_size,
                        memory_fraction=memory_fraction, mixed_chunk=mixed_chunk, max_prefill_tokens=max_prefill_tokens)
         with progress_after("pricing deployments", enabled=not json_out) as tick:
             result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
