@@ -117,11 +117,11 @@ def test_a_malformed_reference_is_refused_naming_it(ref: str, needle: str) -> No
         ("sglang", "0.5.1.post1", "0.5.1", ""),  # a patch release of a known version is that version
         ("trtllm", "1.0.0rc3", "1.0", ""),
         ("vllm", "0.12.0", "0.12", ""),
-        ("sglang", "0.5.3", "0.5.1", "no data file for sglang 0.5.3: using sglang 0.5.1, the newest before it"),
-        ("sglang", "0.5.8.post1", "0.5.6", "no data file for sglang 0.5.8.post1: using sglang 0.5.6, the newest before it"),
-        ("trtllm", "1.2.0rc6.post1", "1.0", "no data file for trtllm 1.2.0rc6.post1: using trtllm 1.0, the newest before it"),
-        ("sglang", "0.4.9", "0.5.1", "no data file for sglang 0.4.9: using sglang 0.5.1, the oldest known"),
-        ("vllm", "0.15.1", "0.12", "no data file for vllm 0.15.1: using vllm 0.12, the newest before it"),
+        ("sglang", "0.5.3", "0.5.1", "no data file for sglang 0.5.3: using 0.5.1, the newest before it"),
+        ("sglang", "0.5.8.post1", "0.5.6", "no data file for sglang 0.5.8.post1: using 0.5.6, the newest before it"),
+        ("trtllm", "1.2.0rc6.post1", "1.0", "no data file for trtllm 1.2.0rc6.post1: using 1.0, the newest before it"),
+        ("sglang", "0.4.9", "0.5.1", "no data file for sglang 0.4.9: using 0.5.1, the oldest known"),
+        ("vllm", "0.15.1", "0.12", "no data file for vllm 0.15.1: using 0.12, the newest before it"),
     ],
 )
 def test_a_version_without_its_own_file_uses_the_nearest_before_it(name: str, version: str, chosen: str, note: str) -> None:
@@ -202,10 +202,10 @@ def test_a_hand_edited_file_exits_2_naming_the_file_and_the_field(tmp_path: Path
 def test_the_output_says_which_version_a_version_without_a_file_uses() -> None:
     doc = json.loads(runner.invoke(app, [*ESTIMATE, "--framework", "vllm@0.15.1", "--json"]).stdout)
     assert doc["framework_constants"] == "vLLM 0.12"
-    assert doc["framework_note"] == "no data file for vllm 0.15.1: using vllm 0.12, the newest before it"
+    assert doc["framework_note"] == "no data file for vllm 0.15.1: using 0.12, the newest before it"
     text = runner.invoke(app, [*ESTIMATE, "--framework", "vllm@0.15.1"]).stdout
     assert [line for line in text.splitlines() if line.startswith("framework: ")] == [
-        "framework: no data file for vllm 0.15.1: using vllm 0.12, the newest before it"
+        "framework: no data file for vllm 0.15.1: using 0.12, the newest before it"
     ]
     # no version, or a version with its own file: no note, the figures of that file
     for ref in (None, "vllm@0.12.0"):
@@ -232,7 +232,7 @@ def test_suggest_takes_name_at_version_too() -> None:
     ]
     doc = json.loads(runner.invoke(app, args).stdout)
     assert doc["recommended"]["framework_constants"] == "SGLang 0.5.1"
-    assert doc["recommended"]["framework_note"] == "no data file for sglang 0.5.3: using sglang 0.5.1, the newest before it"
+    assert doc["recommended"]["framework_note"] == "no data file for sglang 0.5.3: using 0.5.1, the newest before it"
 
 
 def test_frameworks_lists_each_version_with_what_it_is_and_its_source() -> None:

@@ -121,4 +121,4 @@ def choose_version(name: str, version: str, known: Sequence[str], *, what: str =
     older = [v for v in known if keys[v].order < asked.order]
     chosen = max(older, key=lambda v: keys[v].order) if older else min(known, key=lambda v: keys[v].order)
     how = "the newest before it" if older else "the oldest known"
-    return Choice(version=chosen, note=f"no data file for {name} {version}: using {name} {chosen}, {how}")
+    return Choice(version=chosen, note=f"no data file for {name} {version}: using {chosen}, {how}")
