@@ -76,10 +76,10 @@ def _context(model: str, *, hardware: str | None, gpus: int | None, framework: s
     from autopar.advise import serve as advise
     from autopar.spec.serve import EngineArgs
 
+    args = EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size, memory_fraction=memory_fraction,
+                      mixed_chunk=mixed_chunk or None, max_prefill_tokens=max_prefill_tokens)
     return advise.options_context(model, hardware=hardware, gpus=gpus, framework=framework, emit=emit, weights=weights,
-                                  kv_dtype=kv_dtype, engine_args=EngineArgs(max_num_tokens=max_num_tokens, max_batch_size=max_batch_size,
-                                                         memory_fraction=memory_fraction, mixed_chunk=mixed_chunk or None,
-                                                         max_prefill_tokens=max_prefill_tokens))
+                                  kv_dtype=kv_dtype, engine_args=args)
 
 
 @serve_app.command("estimate")
@@ -188,8 +188,8 @@ def suggest_cmd(
     try:
         ctx = _context(model, hardware=hardware, gpus=gpus, framework=framework, emit=emit, weights=weights,
                        kv_dtype="auto" if kv_dtype is None else kv_dtype, max_num_tokens=max_num_tokens,
-                       max_batch_size=max_batch_size,
-                       memory_fraction=memory_fraction, mixed_chunk=mixed_chunk, max_prefill_tokens=max_prefill_tokens)
+                       max_batch_size=max_batch_size, memory_fraction=memory_fraction, mixed_chunk=mixed_chunk,
+                       max_prefill_tokens=max_prefill_tokens)
         with progress_after("pricing deployments", enabled=not json_out) as tick:
             result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                     modes=advise.parse_modes(modes), kv_dtypes=advise.kv_dtypes(kv_dtype),
