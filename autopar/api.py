@@ -223,6 +223,7 @@ class ServeEstimateResult(_Document):
     prefill: Mapping[str, Any] | None = None  # disaggregated: the prefill pool
     decode: Mapping[str, Any] | None = None  # disaggregated: the decode pool
     launch: Mapping[str, Any] | None = None  # with emit=: framework, servers, files, benchmark (each command on one line)
+    framework_note: str | None = None  # framework="NAME@VERSION" without its own data file: which version's data it uses
     _json: str = field(default="", repr=False, compare=False)
 
     def to_pandas(self) -> Any:
@@ -416,7 +417,6 @@ def serve_suggest(
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
     framework: str | None = None,
-    framework_version: str = "",
     weights: str = "bf16",
     kv_dtype: str | None = None,
     modes: str | Sequence[str] = "agg,disagg",
@@ -439,7 +439,6 @@ def serve_suggest(
         emit=emit,
         weights=weights,
         kv_dtype="auto" if kv_dtype is None else kv_dtype,
-        framework_version=framework_version,
         engine_args=_engine_args(max_num_tokens, max_batch_size, memory_fraction, mixed_chunk, max_prefill_tokens),
     )
     result = advise.suggest(
@@ -470,7 +469,6 @@ def serve_estimate(
     osl: int = 1024,
     hardware: str | None = None,
     framework: str | None = None,
-    framework_version: str = "",
     weights: str = "bf16",
     kv_dtype: str = "auto",
     mode: str = "agg",
@@ -506,7 +504,6 @@ def serve_estimate(
         emit=emit,
         weights=weights,
         kv_dtype=kv_dtype,
-        framework_version=framework_version,
         engine_args=_engine_args(max_num_tokens, max_batch_size, memory_fraction, mixed_chunk, max_prefill_tokens),
     )
     dep = advise.deployment(

@@ -87,7 +87,7 @@ def complete_strategy(incomplete: str) -> list[tuple[str, str]]:
 
 def complete_framework(incomplete: str) -> list[tuple[str, str]]:
     """serve --framework and serve --emit: the serving engines."""
-    from autopar.spec.serve import FRAMEWORKS
+    from autopar.spec.framework import FRAMEWORKS
 
     return [(name, "serving engine") for name in FRAMEWORKS if name.startswith(incomplete)]
 

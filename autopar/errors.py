@@ -45,6 +45,6 @@ BROKEN_PIPE = "the output was closed early (broken pipe); the rest was not writt
 
 
 def broken_pipe() -> NoReturn:
-    """For rich's Console.on_broken_pipe, which would exit 1; io/streams.py's run() ends quietly with 0 instead
+    """For rich's Console.on_broken_pipe, which would exit 1; cli/run.py's run() ends quietly with 0 instead
     (a BrokenPipeError, which no command's AutoparError handler takes for its own)."""
     raise BrokenPipeError(BROKEN_PIPE)

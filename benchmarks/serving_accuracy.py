@@ -24,9 +24,11 @@ autopar's serving model (autopar/cost/serve_load.py). Rows are then sorted into 
 `--logo` refits each framework version without one (GPU, model) group of its
 aggregated rows and scores the held-out group (leave-one-group-out).
 
-`--fit FRAMEWORK` re-runs the coordinate search that set the framework's fitted
-constants in autopar/cost/serve_frameworks.py on the scored aggregated rows
-(disaggregated rows are held out) and prints them.
+`--fit NAME@VERSION` re-runs the coordinate search that set the framework's fitted
+constants in autopar/data/frameworks/NAME-VERSION.yaml on the scored aggregated rows
+(disaggregated rows are held out) and prints their `value:` lines to paste into that
+file (the rest of the run scores the rows with them); docs/calibration.md keeps the
+history of each fit.
 """
 
 from __future__ import annotations
@@ -40,11 +42,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from autopar.cost import calibration as cal
-from autopar.cost import serve_frameworks
 from autopar.cost.flops import matmul_params
 from autopar.cost.serve import decode_step, gemm_dtype, prefill_time
 from autopar.cost.serve_load import ServeEstimate, estimate
+from autopar.io.frameworks import builtin_frameworks, load_framework
 from autopar.render.serve import kv_full
+from autopar.spec.framework import Framework
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -108,7 +111,7 @@ def decode_floor_s(row: Row) -> float:
     of fp8 weights and 0.8 ms of fp8 KV per step at the H100's 3.35 TB/s x 0.866, 16.3 ms against
     11.4 ms measured (the vLLM 1P 2D(tp4) Qwen3-32B row at 448 would need 13.8 ms against 8.7)."""
     dep, hw = row.dep, load_hardware(row.hw_name)
-    fw = dataclasses.replace(serve_frameworks.for_deployment(dep), moe_decode_reads="touched")
+    fw = dataclasses.replace(dep.framework_for(), moe_decode_reads="touched")
     decoding = row.wl.concurrency * (1 - row.ttft_ms / 1e3 / measured_latency_s(row))
     per_rank = min(decoding / (dep.replicas * dep.engine.dp), fw.max_seqs)
     step = decode_step(row.model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=per_rank,
@@ -137,7 +140,7 @@ def gpu_time_needed_s(row: Row, est: ServeEstimate) -> float:
     80 prompts alone, 64 x 32.8 MB = 9.7 ms each at 473 GB/s, comes to 7.8 ms a token), so their
     clients did not hold the stated concurrency."""
     dep = row.dep
-    fw = serve_frameworks.for_deployment(dep)
+    fw = dep.framework_for()
     step = est.pools[-1].step
     prompts = row.wl.concurrency * row.wl.isl * 2 * matmul_params(row.model) / (_best_flops(row) * dep.gpus)
     per_rank = row.wl.concurrency / (dep.replicas * dep.engine.dp)
@@ -163,7 +166,7 @@ def worst_queue_s(row: Row, est: ServeEstimate) -> float:
     per-request time. Disaggregated rows are left to the model's own test: the file's prefill
     layout for them is ambiguous."""
     hw, dep = load_hardware(row.hw_name), row.dep
-    fw = serve_frameworks.for_deployment(dep)
+    fw = dep.framework_for()
     prefill = prefill_time(row.model, hw, dep.engine, weights=dep.weights, tokens=row.wl.isl, seq_len=row.wl.isl, fw=fw)
     step = est.pools[-1].step
     per_rank = max(1.0, row.wl.concurrency / (dep.replicas * dep.engine.dp))
@@ -242,40 +245,58 @@ FIT_GRID = {
 }
 
 
-def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> serve_frameworks.Framework:
+def with_framework(rows: list[Row], fw: Framework) -> list[Row]:
+    """`rows` with the deployments of fw's name and version run on `fw` (the others unchanged)."""
+    key = (fw.name, fw.version)
+    return [dataclasses.replace(r, dep=dataclasses.replace(r.dep, fw=fw))
+            if (r.dep.framework, r.dep.framework_version) == key else r for r in rows]
+
+
+def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> Framework:
     """Coordinate search of one framework version's fitted constants: mean over its scored rows of the TTFT
     plus the TPOT relative error. Only aggregated rows are fitted; the disaggregated ones are held out.
-    The search starts from a coarse grid over the two constants that trade TTFT against TPOT."""
+    The search starts from a coarse grid over the two constants that trade TTFT against TPOT, from the
+    values of the version's data file."""
     name, version = key
     mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"]
 
-    def loss(fw: serve_frameworks.Framework) -> float:
-        serve_frameworks.FITTED[key] = fw
+    def loss(fw: Framework) -> float:
         errs = [abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms + abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms
-                for row, est, kind in evaluate(mine) if kind == "scored"]
+                for row, est, kind in evaluate(with_framework(mine, fw)) if kind == "scored"]
         return sum(errs) / max(1, len(errs))
 
-    start = serve_frameworks.FITTED[key]
+    start = load_framework(f"{name}@{version}")
     best, current = float("inf"), start
     for slow, over in itertools.product(FIT_GRID["prefill_slowdown"], FIT_GRID["ttft_overhead_s"]):
         trial = dataclasses.replace(start, prefill_slowdown=slow, ttft_overhead_s=over)
         score = loss(trial)
         if score < best:
             best, current = score, trial
-    for _, field in itertools.product(range(passes), FIT_GRID):
-        if ((field == "eager_layer_s" and not start.graph_sizes) or (field == "host_request_s" and name != "sglang")
-                or (field == "moe_decode_slowdown" and name != "vllm")):
-            # host_request_s: SGLang's per-request Python walk after each step; moe_decode_slowdown: vLLM 0.12's
-            # expert read, the other versions fitted at the profile's copy rate (serve_frameworks.py)
-            continue
+    for _, field in itertools.product(range(passes), fitted_fields(start)):
         for value in FIT_GRID[field]:
             trial = dataclasses.replace(current, **{field: value})
             score = loss(trial)
             if score < best:
                 best, current = score, trial
         print(f"  {name} {version} {field} = {getattr(current, field)}  (loss {best:.3f})", file=sys.stderr)
-    serve_frameworks.FITTED[key] = current
     return current
+
+
+def fitted_fields(fw: Framework) -> list[str]:
+    """The FIT_GRID fields fitted for fw's framework: eager_layer_s where it lists graph_sizes, host_request_s
+    for SGLang (its per-request Python walk after each step), moe_decode_slowdown for vLLM (its expert read;
+    the other frameworks read experts at the profile's copy rate)."""
+    skip = {"eager_layer_s": not fw.graph_sizes, "host_request_s": fw.name != "sglang",
+            "moe_decode_slowdown": fw.name != "vllm"}
+    return [field for field in FIT_GRID if not skip.get(field, False)]
+
+
+def fitted_yaml(fw: Framework) -> str:
+    """The `value:` lines of the fitted constants, to paste into autopar/data/frameworks/NAME-VERSION.yaml."""
+    lines = [f"# autopar/data/frameworks/{fw.name}-{fw.version}.yaml, fitted values:"]
+    for field in fitted_fields(fw):
+        lines += [f"{field}:", f"  value: {getattr(fw, field)!r}"]
+    return "\n".join(lines)
 
 
 def leave_one_group_out(rows: list[Row]) -> list[tuple[str, str, int, float, float]]:
@@ -293,7 +314,7 @@ def folds(rows: list[Row]) -> list[tuple[tuple[str, str], tuple[str, ...], list[
     """leave_one_group_out's folds: (framework version, held-out group, rows fitted on, rows held out), for
     each version with two groups or more."""
     out = []
-    for key in list(serve_frameworks.FITTED):
+    for key in builtin_frameworks():
         mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"]
         by_isl = len({(r.key[1], r.model.name) for r in mine}) < 2
 
@@ -316,17 +337,15 @@ def held_out_results(rows: list[Row], only: int | None = None, *, passes: int = 
     for i, (key, group, train, held) in enumerate(folds(rows)):
         if only is not None and i != only:
             continue
-        saved = serve_frameworks.FITTED[key]
-        fit(train[::every], key, passes=passes)
-        yield key, group, evaluate(held)
-        serve_frameworks.FITTED[key] = saved
+        fitted = fit(train[::every], key, passes=passes)
+        yield key, group, evaluate(with_framework(held, fitted))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", type=Path, default=HERE / "data" / "serving_runs.csv")
     ap.add_argument("--rows", action="store_true", help="print every row's prediction")
-    ap.add_argument("--fit", choices=sorted({f"{n}@{v}" for n, v in serve_frameworks.FITTED}), action="append",
+    ap.add_argument("--fit", choices=[f"{n}@{v}" for n, v in builtin_frameworks()], action="append",
                     default=[], help="refit one framework version's constants, e.g. sglang@0.5.1")
     ap.add_argument("--strata", action="store_true",
                     help="errors per framework, GPU, input length and concurrency (powers of two)")
@@ -341,9 +360,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rows not scored, autopar cannot describe them ({len(skipped)} reasons):")
         for line in skipped:
             print(f"  {line}")
-    for item in args.fit:
+    for item in args.fit:  # the fitted values, as YAML to paste; the rest of the run uses them
         name, version = item.split("@")
-        print(item, fit(rows, (name, version)))
+        fitted = fit(rows, (name, version))
+        print(fitted_yaml(fitted))
+        rows = with_framework(rows, fitted)
     if args.logo:
         print(f"{'fitted on all but':18} {'held-out group':28} {'rows':>4} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
         for version, group, n, ttft, tpot in leave_one_group_out(rows):

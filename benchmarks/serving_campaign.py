@@ -2,7 +2,7 @@
 
 The rows of benchmarks/data/serving_runs.csv were measured by a campaign that launched every
 engine with its own settings (serving_runs.SOURCE.md). autopar prices a deployment as it is
-launched (spec/serve.py EngineArgs, cost/serve_frameworks.py for_deployment), so the benchmark
+launched (spec/serve.py EngineArgs, spec/serve.py Deployment.framework_for), so the benchmark
 gives each row the settings its engines ran with. Every value here names the file and commit
 it is read from; a backend without a sourced setting runs at its framework's defaults.
 """
@@ -113,7 +113,7 @@ def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:
     one step (the budget exceeds isl by 1500 and more), so only the clients' first wave is cut into
     more steps (benchmark rule: tp4 1000/1000 c48 180 -> 196 ms, measured 176). None of these settings explains what the
     attention-DP rows leave (TTFT growing with the output length at a fixed input length;
-    cost/serve_frameworks.py): the KV pool holds every request in flight (tp1 dp2: 54k tokens a
+    docs/calibration.md, vLLM 0.12): the KV pool holds every request in flight (tp1 dp2: 54k tokens a
     rank, at most 24k asked), and --max-num-seqs at the concurrency is above the requests a rank
     holds. Nor the Llama-3.1-8B-FP8 rows set apart as not reached (measured TPOT 7.5-23.8 ms, 0.9-1.9x
     the bare decode step, while the prompts at the stated concurrency need 1.10-2.21x the measured

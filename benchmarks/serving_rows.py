@@ -19,12 +19,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from autopar.cost import serve_frameworks
 from autopar.cost.serve_load import estimate
 from autopar.errors import SpecError
+from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
 from autopar.io.profiles import builtin_names as builtin_profile_names
 from autopar.io.profiles import load_hardware as _load_hardware
+from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
 
@@ -79,12 +80,14 @@ def _engine(tp: int, moe_tp: int, ep: int, *, dp: int, model: ModelSpec) -> Engi
     return Engine(tp=tp, dp=dp, ep=ep if model.moe is not None else 1)
 
 
-def _fitted_version(name: str, version: str) -> str:
-    """The fitted constants a row's framework version uses: its own when fitted, else the newest."""
+@functools.cache
+def framework_of(name: str, version: str) -> Framework:
+    """The data a row's framework version uses: its own file, else the nearest (spec/framework.py choose_version);
+    the newest where the file's version is not one."""
     try:
-        return serve_frameworks.constants(name, version).version
+        return load_framework(f"{name}@{version}")
     except SpecError:
-        return serve_frameworks.DEFAULT_VERSION[name]
+        return load_framework(name)
 
 
 def disagg_concurrency(r: dict[str, str]) -> int:
@@ -116,7 +119,7 @@ def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
     with path.open() as f:
         for r in csv.DictReader(f):
             hw_name = profile_for_system(r["system"])
-            why = (f"framework {r['backend']!r} is not modelled" if r["backend"] not in serve_frameworks.DEFAULT_VERSION
+            why = (f"framework {r['backend']!r} is not modelled" if r["backend"] not in FRAMEWORKS
                    else f"no built-in profile for system {r['system']!r}" if hw_name is None else "")
             if not why and r["model_path"] not in models:
                 try:
@@ -129,13 +132,13 @@ def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
             assert hw_name is not None
             model = models[r["model_path"]]
             weights = "fp8" if r["gemm_quant_mode"] else "bf16"
-            version = _fitted_version(r["backend"], r["backend_version"])
+            fw = framework_of(r["backend"], r["backend_version"])
             if r["mode"] == "disagg":
                 pre = _engine(_int(r["prefill_tp_size"]), _int(r["prefill_moe_tp_size"]), _int(r["prefill_moe_ep_size"]),
                               dp=_int(r["prefill_attention_dp_size"]), model=model)
                 dec = _engine(_int(r["decode_tp_size"]), _int(r["decode_moe_tp_size"]), _int(r["decode_moe_ep_size"]),
                               dp=_int(r["decode_attention_dp_size"]), model=model)
-                dep = Deployment(framework=r["backend"], framework_version=version, mode="disagg", engine=dec,
+                dep = Deployment(fw=fw, mode="disagg", engine=dec,
                                  replicas=_int(r["decode_num_workers"]),
                                  prefill=pre, prefill_replicas=_int(r["prefill_num_workers"]), weights=weights,
                                  kv_dtype=kv_dtype(r), args=launch_args(r), prefill_args=launch_args(r, "prefill"))
@@ -144,7 +147,7 @@ def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
             else:
                 eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]),
                               dp=_int(r["attention_dp_size"]), model=model)
-                dep = Deployment(framework=r["backend"], framework_version=version, mode="agg", engine=eng, replicas=1,
+                dep = Deployment(fw=fw, mode="agg", engine=eng, replicas=1,
                                  weights=weights, kv_dtype=kv_dtype(r), args=launch_args(r))
                 conc = _int(r["batch_size"])
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"

@@ -71,14 +71,8 @@ TOP = {
     "autopar.docs": "tools",
 }
 TORCH_LAYERS = {"probe", "calibrate"}
-# Known reaches, each with the branch that removes it. The serving framework values live in
-# cost/serve_frameworks.py until they become spec/ + data files.
-ALLOWED = {
-    # removed when frameworks are data (i22fw)
-    ("autopar.emit.sglang", "autopar.cost.serve_frameworks"),
-    ("autopar.emit.trtllm", "autopar.cost.serve_frameworks"),
-    ("autopar.emit.vllm", "autopar.cost.serve_frameworks"),
-}
+# Known reaches, each with the branch that removes it (the list may only shrink)
+ALLOWED: set[tuple[str, str]] = set()  # none left
 WRITE_METHODS = {"write_text", "write_bytes", "mkdir", "touch"}
 WRITE_FUNCTIONS = {"write_atomic", "write_text_atomic", "atomic_write"}
 

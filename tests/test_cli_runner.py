@@ -19,7 +19,7 @@ def test_every_registered_command_goes_through_handled() -> None:
         for info in group.registered_commands:
             assert getattr(info.callback, "__wrapped__", None) is not None, info.name
     assert [(g.info.name, n) for g, n, _ in COMMANDS] == [
-        ("autopar", n) for n in ("profile", "calibrate", "suggest", "estimate", "models", "hardware", "stacks", "schema")
+        ("autopar", n) for n in ("profile", "calibrate", "suggest", "estimate", "models", "hardware", "stacks", "frameworks", "schema")
     ] + [("serve", "estimate"), ("serve", "suggest")]
 
 

@@ -148,15 +148,16 @@ def test_suggest_model_that_fits_nowhere_exits_1() -> None:
     assert r.exit_code == 1 and "does not fit" in r.stderr
 
 
-def test_framework_version_selects_fitted_constants() -> None:
-    base = ["serve", "estimate", "qwen3-32b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "8", "--framework",
-            "sglang", "--concurrency", "64", "--isl", "1024", "--osl", "128"]
-    old = _json([*base, "--framework-version", "0.5.1.post1"])
-    new = _json(base)
+def test_framework_version_selects_its_data_file() -> None:
+    base = ["serve", "estimate", "qwen3-32b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "8", "--concurrency", "64",
+            "--isl", "1024", "--osl", "128"]
+    old = _json([*base, "--framework", "sglang@0.5.1.post1"])
+    new = _json([*base, "--framework", "sglang"])
     assert old["framework_constants"] == "SGLang 0.5.1" and new["framework_constants"] == "SGLang 0.5.6"
     assert old["ttft_ms"] != new["ttft_ms"]
-    r = runner.invoke(app, [*base, "--framework-version", "0.4"])
-    assert r.exit_code == 2 and "--framework-version" in r.stderr
+    assert "framework_note" not in old and "framework_note" not in new  # each uses its own file
+    r = runner.invoke(app, [*base, "--framework", "sglang@0.4.x"])
+    assert r.exit_code == 2 and "--framework 'sglang@0.4.x': malformed version '0.4.x'" in r.stderr
 
 
 def test_suggest_without_targets_applies_mlperf_interactive_bounds() -> None:

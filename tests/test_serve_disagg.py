@@ -18,6 +18,7 @@ import pytest
 from autopar.cost.serve import StepTime
 from autopar.cost.serve_disagg import DisaggLoop
 from autopar.cost.serve_load import estimate
+from autopar.io.frameworks import load_framework
 from autopar.render.serve import kv_full
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.serve import Deployment, Engine, Workload
@@ -70,7 +71,7 @@ def test_a_full_decode_cache_stops_the_batch() -> None:
 
 def test_disagg_estimate_obeys_littles_law(toy_hw: HardwareProfile) -> None:
     m = gpt_like()
-    dep = Deployment(framework="vllm", mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
+    dep = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
                      prefill_replicas=1)
     for conc in (2, 16, 256):
         est = estimate(m, toy_hw, dep, Workload(isl=8192, osl=16, concurrency=conc))
@@ -90,7 +91,7 @@ def test_saturation_names_the_pool_that_sets_the_rate(toy_hw: HardwareProfile) -
     m = gpt_like(max_seq_len=131072)
     # one prefill engine for 256 requests of 8192 tokens: it sets the rate (rho >= 0.95), and the
     # requests it queues hold no decode KV, so the decode engines' cache is far from full
-    one = Deployment(framework="vllm", mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
+    one = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
                      prefill_replicas=1)
     paced = estimate(m, toy_hw, one, Workload(isl=8192, osl=16, concurrency=256))
     assert paced.saturated and not kv_full(paced)
@@ -109,18 +110,17 @@ def test_the_decode_engines_max_batch_caps_the_decode_batch(toy_hw: HardwareProf
     # loop's rate is X = R b / (osl t(2)) = 4 / (16 t(2)); the other 60 wait for a slot (Little's law:
     # C = X x latency, so the queue is 64 / X less the time in the pools).
     from autopar.cost.serve import decode_step
-    from autopar.cost.serve_frameworks import constants
     from autopar.spec.serve import EngineArgs
 
     m = gpt_like()
-    dep = Deployment(framework="vllm", mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
+    dep = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
                      prefill_replicas=64)
     wl = Workload(isl=1024, osl=16, concurrency=64)
     free = estimate(m, toy_hw, dep, wl)
     assert free.pools[1].requests_per_rank > 2
     capped = estimate(m, toy_hw, dataclasses.replace(dep, args=EngineArgs(max_batch_size=2)), wl)
     t2 = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=2, context=1024 + 8,
-                     fw=constants("vllm")).total
+                     fw=load_framework("vllm")).total
     assert capped.pools[1].requests_per_rank == pytest.approx(2)
     assert capped.tpot_s == pytest.approx(t2)
     assert capped.requests_per_s == pytest.approx(4 / (16 * t2))

@@ -33,6 +33,7 @@ from autopar.cli import app
 from autopar.emit import sglang, trtllm, vllm
 from autopar.emit.serving import SGLANG_BENCH_FLAGS, VLLM_BENCH_FLAGS, flags_of
 from autopar.errors import SpecError
+from autopar.io.frameworks import load_framework
 from autopar.spec.serve import Deployment, Engine, Workload
 
 runner = CliRunner()
@@ -96,7 +97,7 @@ def _servers(launched: object) -> list[str]:
 
 @pytest.mark.parametrize("engine", [Engine(tp=4), Engine(tp=2, pp=2), Engine(tp=1, dp=8, ep=8), Engine(tp=2, dp=4, ep=8)])
 def test_every_emitted_flag_is_defined(engine: Engine) -> None:
-    dep = Deployment(framework="vllm", mode="agg", engine=engine, replicas=1, weights="fp8", kv_dtype="fp8")
+    dep = Deployment(fw=load_framework("vllm"), mode="agg", engine=engine, replicas=1, weights="fp8", kv_dtype="fp8")
     for module, flags, bench in ((vllm, vllm.VLLM_FLAGS, VLLM_BENCH_FLAGS), (sglang, sglang.SGLANG_FLAGS,
                                                                              SGLANG_BENCH_FLAGS)):
         launched = module.launch(dep, WL)  # type: ignore[attr-defined]
@@ -105,7 +106,7 @@ def test_every_emitted_flag_is_defined(engine: Engine) -> None:
         assert set(flags_of(launched.benchmark)) <= bench
     if engine.dp > 1 and engine.tp > 1:
         return  # TensorRT-LLM's attention-DP runs one GPU a rank: refused (SpecError), no line
-    launched = trtllm.launch(dataclasses.replace(dep, framework="trtllm"), WL)
+    launched = trtllm.launch(dataclasses.replace(dep, fw=load_framework("trtllm")), WL)
     for line in _servers(launched):
         assert set(flags_of(line)) <= trtllm.TRTLLM_FLAGS, line
     assert set(flags_of(launched.benchmark)) <= VLLM_BENCH_FLAGS  # trtllm's benchmark is `vllm bench serve`
@@ -140,19 +141,19 @@ def _must_be(weights: str, what: str) -> str:
 def test_quantized_weights_say_what_the_checkpoint_must_be(framework: str, weights: str, note: str,
                                                            flag: str | None) -> None:
     module = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}[framework]
-    dep = Deployment(framework=framework, mode="agg", engine=Engine(tp=2), replicas=2, weights=weights)
+    dep = Deployment(fw=load_framework(framework), mode="agg", engine=Engine(tp=2), replicas=2, weights=weights)
     servers = module.launch(dep, WL).servers  # type: ignore[attr-defined]
     assert servers[0] == note and len(servers) == 3  # one note above both replicas' lines
     for line in servers[1:]:
         assert ("--quantization" in line) == (flag is not None) and (flag is None or flag in line)
-    disagg = Deployment(framework=framework, mode="disagg", engine=Engine(tp=2), replicas=1, weights=weights,
+    disagg = Deployment(fw=load_framework(framework), mode="disagg", engine=Engine(tp=2), replicas=1, weights=weights,
                         prefill=Engine(tp=2), prefill_replicas=1)
     assert module.launch(disagg, WL).servers[0] == note  # type: ignore[attr-defined]
 
 
 def test_bf16_weights_have_no_note() -> None:
     for module in (vllm, sglang, trtllm):
-        dep = Deployment(framework=module.__name__.rsplit(".", 1)[1], mode="agg", engine=Engine(tp=2), replicas=1)
+        dep = Deployment(fw=load_framework(module.__name__.rsplit(".", 1)[1]), mode="agg", engine=Engine(tp=2), replicas=1)
         (line,) = module.launch(dep, WL).servers  # type: ignore[attr-defined]
         assert line.startswith("CUDA_VISIBLE_DEVICES=0,1 ") and "--quantization" not in line
 
@@ -191,7 +192,7 @@ def test_gb200_launch_lines_stop_at_a_4_gpu_host() -> None:
 
 
 def test_vllm_line() -> None:
-    dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=4), replicas=2, weights="fp8")
+    dep = Deployment(fw=load_framework("vllm"), mode="agg", engine=Engine(tp=4), replicas=2, weights="fp8")
     launched = vllm.launch(dep, WL)
     assert launched.servers == (
         FP8_ON_LOAD,
@@ -205,12 +206,12 @@ def test_vllm_line() -> None:
     for words, port in zip(clients, (8000, 8001), strict=True):
         assert words[:3] == ["vllm", "bench", "serve"] and f"http://localhost:{port}" in words
         assert words[words.index("--max-concurrency") + 1] == "32" and words[words.index("--random-input-len") + 1] == "1000"
-    one = vllm.launch(Deployment(framework="vllm", mode="agg", engine=Engine(tp=8), replicas=1), WL).benchmark
+    one = vllm.launch(Deployment(fw=load_framework("vllm"), mode="agg", engine=Engine(tp=8), replicas=1), WL).benchmark
     assert "\n" not in one and "--max-concurrency 64 --num-prompts 640" in one
 
 
 def test_attention_dp_spellings() -> None:
-    dep = Deployment(framework="sglang", mode="agg", engine=Engine(tp=1, dp=8, ep=8), replicas=1, kv_dtype="fp8")
+    dep = Deployment(fw=load_framework("sglang"), mode="agg", engine=Engine(tp=1, dp=8, ep=8), replicas=1, kv_dtype="fp8")
     line = sglang.launch(dep, WL).servers[0]
     assert "--tp-size 8 --dp-size 8 --enable-dp-attention --ep-size 8" in line  # SGLang: tp-size spans the engine
     assert "--kv-cache-dtype fp8_e4m3" in line
@@ -223,7 +224,7 @@ def test_attention_dp_spellings() -> None:
 
 
 def test_disagg_roles() -> None:
-    dep = Deployment(framework="sglang", mode="disagg", engine=Engine(tp=4), replicas=1, prefill=Engine(tp=2),
+    dep = Deployment(fw=load_framework("sglang"), mode="disagg", engine=Engine(tp=4), replicas=1, prefill=Engine(tp=2),
                      prefill_replicas=2)
     servers = _servers(sglang.launch(dep, WL))
     assert len(servers) == 3
@@ -240,7 +241,7 @@ def test_trtllm_disagg() -> None:
     # (read at commit 013971245ed5ddb230f1917dd8ccce711a17280f); cache_transceiver_config backend
     # UCX and max_tokens_in_buffer >= the input length, disable_overlap_scheduler on context
     # servers (the same README at commit af3ea37176a035e3dee0aff52028c63db8f51c12, 2025-09-19)
-    dep = Deployment(framework="trtllm", mode="disagg", engine=Engine(tp=4), replicas=1, prefill=Engine(tp=2),
+    dep = Deployment(fw=load_framework("trtllm"), mode="disagg", engine=Engine(tp=4), replicas=1, prefill=Engine(tp=2),
                      prefill_replicas=2, kv_dtype="fp8")
     t = trtllm.launch(dep, WL)
     servers = _servers(t)
@@ -269,9 +270,9 @@ def test_trtllm_disagg() -> None:
 
 def test_refusals() -> None:
     with pytest.raises(SpecError, match="expert-parallel over all"):
-        vllm.launch(Deployment(framework="vllm", mode="agg", engine=Engine(tp=4, dp=2, ep=2), replicas=1), WL)
+        vllm.launch(Deployment(fw=load_framework("vllm"), mode="agg", engine=Engine(tp=4, dp=2, ep=2), replicas=1), WL)
     with pytest.raises(SpecError, match="one GPU per rank"):
-        trtllm.launch(Deployment(framework="trtllm", mode="agg", engine=Engine(tp=2, dp=4, ep=8), replicas=1), WL)
+        trtllm.launch(Deployment(fw=load_framework("trtllm"), mode="agg", engine=Engine(tp=2, dp=4, ep=8), replicas=1), WL)
 
 
 def test_cli_emit() -> None:

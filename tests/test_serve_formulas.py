@@ -20,9 +20,9 @@ from autopar.cost.serve import (
     prefill_time,
     weight_bytes_per_gpu,
 )
-from autopar.cost.serve_frameworks import constants
 from autopar.cost.serve_load import estimate
 from autopar.errors import SpecError
+from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
 from autopar.spec.families import MoESpec
 from autopar.spec.hardware import HardwareProfile
@@ -31,7 +31,7 @@ from tests.conftest import gpt_like
 
 BW = 1e12  # effective toy HBM bandwidth, B/s
 RATE = 1e15 * 0.5 * 0.75  # toy sustained GEMM rate, FLOP/s
-PLAIN = dataclasses.replace(constants("vllm"), step_overhead_s=0.0, moe_decode_slowdown=1.0)
+PLAIN = dataclasses.replace(load_framework("vllm"), step_overhead_s=0.0, moe_decode_slowdown=1.0)
 
 
 def test_kv_bytes_per_token_gqa_mla_and_replication() -> None:
@@ -83,7 +83,7 @@ def test_moe_decode_reads_only_touched_experts(toy_hw: HardwareProfile) -> None:
     attn = 4 * 1024**2 * 2
     lm_head = 32000 * 1024 * 2
     assert step.weights == pytest.approx((4 * (attn + router + touched * expert) + lm_head) / BW)
-    # vLLM 0.12 (moe_decode_reads "local", serve_frameworks.py): all 8 experts, and with ep 2 the 4 a GPU holds
+    # vLLM 0.12 (moe_decode_reads "local", data/frameworks/vllm-0.12.yaml): all 8 experts, and with ep 2 the 4 a GPU holds
     step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=PLAIN)
     assert step.weights == pytest.approx((4 * (attn + router + 8 * expert) + lm_head) / BW)
     step = decode_step(m, toy_hw, Engine(tp=1, dp=2, ep=2), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=PLAIN)
@@ -91,7 +91,7 @@ def test_moe_decode_reads_only_touched_experts(toy_hw: HardwareProfile) -> None:
 
 
 def test_moe_decode_slowdown_stretches_the_expert_read_only(toy_hw: HardwareProfile) -> None:
-    # vLLM 0.12 (serve_frameworks.py moe_decode_slowdown 1.5): a decode step's fused-MoE kernels stream
+    # vLLM 0.12 (data/frameworks/vllm-0.12.yaml moe_decode_slowdown 1.5): a decode step's fused-MoE kernels stream
     # the experts at 1 / 1.5 of the profile's copy rate; attention, router and LM head weights keep it,
     # and no time is added per MoE layer or to a prefill (compute-bound, cost/serve.py prefill_time).
     moe = MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512)
@@ -163,7 +163,7 @@ def test_kv_pool_memory_rules(toy_hw: HardwareProfile) -> None:
 
 def test_agg_closed_loop_identities(toy_hw: HardwareProfile) -> None:
     m = gpt_like()
-    dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=1), replicas=2)
+    dep = Deployment(fw=load_framework("vllm"), mode="agg", engine=Engine(tp=1), replicas=2)
     wl = Workload(isl=512, osl=64, concurrency=16)
     est = estimate(m, toy_hw, dep, wl)
     assert est.tpot_s == pytest.approx(sum(est.tpot_parts.values()))
@@ -176,9 +176,9 @@ def test_agg_one_request_per_rank(toy_hw: HardwareProfile) -> None:
     # one request per engine: it finds the engine idle, its prefill step costs the decode step (the weight
     # read, host time) plus its prefill less that weight read (prefill_in_step); then osl - 1 decode steps
     m, eng = gpt_like(), Engine(tp=1)
-    dep = Deployment(framework="vllm", mode="agg", engine=eng, replicas=2)
+    dep = Deployment(fw=load_framework("vllm"), mode="agg", engine=eng, replicas=2)
     est = estimate(m, toy_hw, dep, Workload(isl=512, osl=64, concurrency=2))
-    fw, step = constants("vllm"), est.pools[0].step
+    fw, step = load_framework("vllm"), est.pools[0].step
     alone = prefill_time(m, toy_hw, eng, weights="bf16", tokens=512, seq_len=512, fw=fw)
     riding = prefill_in_step(alone, step, chunks=1)  # 512 tokens fit one 8192-token chunk
     own = (fw.prefill_slowdown - 1) * alone.total  # the fitted serving slowdown of a request's own prompt
@@ -192,9 +192,9 @@ def test_agg_ttft_of_a_prefill_first_framework_is_a_wave(toy_hw: HardwareProfile
     # and the rest with step 2 (mean 1.5 steps); they decode together, end together, and the next wave does
     # the same. A prefill step costs the step's fixed part plus 8 prompts riding (cost/serve_load.closed_loop).
     m, eng = gpt_like(), Engine(tp=1)
-    fw = constants("sglang", "0.5.1")
+    fw = load_framework("sglang@0.5.1")
     assert fw.policy == "prefill_first" and fw.prefill_slowdown == 1.0
-    dep = Deployment(framework="sglang", framework_version="0.5.1", mode="agg", engine=eng, replicas=1)
+    dep = Deployment(fw=load_framework("sglang@0.5.1"), mode="agg", engine=eng, replicas=1)
     est = estimate(m, toy_hw, dep, Workload(isl=1024, osl=64, concurrency=16))
     step = est.pools[0].step
     one = decode_step(m, toy_hw, eng, weights="bf16", kv_bytes=2.0, batch=1, context=1024 + 32, fw=fw).total
@@ -206,7 +206,7 @@ def test_agg_ttft_of_a_prefill_first_framework_is_a_wave(toy_hw: HardwareProfile
 
 def test_saturation_when_kv_cannot_hold_the_concurrency(toy_hw: HardwareProfile) -> None:
     m = gpt_like()
-    dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=1), replicas=1)
+    dep = Deployment(fw=load_framework("vllm"), mode="agg", engine=Engine(tp=1), replicas=1)
     held = estimate(m, toy_hw, dep, Workload(isl=1024, osl=1024, concurrency=1)).pools[0].max_concurrency
     fine = estimate(m, toy_hw, dep, Workload(isl=1024, osl=1024, concurrency=held))
     over = estimate(m, toy_hw, dep, Workload(isl=1024, osl=1024, concurrency=2 * held))
@@ -225,20 +225,19 @@ def test_engine_rules() -> None:
 
 
 def test_for_deployment_applies_each_pools_launch_settings() -> None:
-    """cost/serve_frameworks.for_deployment: the fitted constants with Deployment.args (decode or agg engines)
+    """spec/serve.py for_deployment: the framework's values with Deployment.args (decode or agg engines)
     or prefill_args (a disaggregated deployment's prefill engines); unset settings keep the defaults."""
-    from autopar.cost.serve_frameworks import constants, for_deployment
-    from autopar.spec.serve import Deployment, Engine, EngineArgs
+    from autopar.spec.serve import Deployment, Engine, EngineArgs, for_deployment
 
-    dep = Deployment(framework="sglang", mode="disagg", engine=Engine(), replicas=1, prefill=Engine(),
+    dep = Deployment(fw=load_framework("sglang"), mode="disagg", engine=Engine(), replicas=1, prefill=Engine(),
                      prefill_replicas=1, args=EngineArgs(max_batch_size=64),
                      prefill_args=EngineArgs(max_num_tokens=2524, memory_fraction=0.7))
-    base = constants("sglang")
+    base = load_framework("sglang")
     dec, pre = for_deployment(dep), for_deployment(dep, "prefill")
     assert (dec.max_seqs, dec.chunk_tokens, dec.memory_fraction) == (64, base.chunk_tokens, base.memory_fraction)
     assert (pre.max_seqs, pre.chunk_tokens, pre.memory_fraction) == (base.max_seqs, 2524, 0.7)
     assert (dec.mixed_chunk, dec.max_prefill_tokens) == (False, 0)  # SGLang's defaults: off, its own 16384
-    mixed = Deployment(framework="sglang", mode="agg", engine=Engine(), replicas=1,
+    mixed = Deployment(fw=load_framework("sglang"), mode="agg", engine=Engine(), replicas=1,
                        args=EngineArgs(mixed_chunk=True, max_prefill_tokens=2500))
     assert (for_deployment(mixed).mixed_chunk, for_deployment(mixed).max_prefill_tokens) == (True, 2500)
 
@@ -257,4 +256,4 @@ def test_vllm_attention_dp_pads_the_moe_to_every_rank(toy_hw: HardwareProfile) -
     # 1 GFLOP so at the flat 0.5 efficiency; both sizes are past the 12.6 us read of the 8 experts
     extra = 4096 * 2 * 3 * 2 * 1024 * 256
     assert prefill(True) - prefill(False) == pytest.approx(4 * extra / RATE)
-    assert constants("vllm").dp_padding and not constants("sglang").dp_padding and not constants("trtllm").dp_padding
+    assert [load_framework(n).dp_padding for n in ("vllm", "sglang", "trtllm")] == [True, False, False]

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autopar.cost import serve_frameworks
 from autopar.cost.serve_load import estimate
+from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
 from autopar.search.serve import Targets, counts, sweep
+from autopar.spec.framework import Framework
 from autopar.spec.serve import Deployment, Engine, Workload
 
 MODEL = load_model("llama3.1-8b")
@@ -22,18 +21,11 @@ HW = load_hardware("h100-sxm")
 TOLERANCE = 0.02
 
 
-@contextlib.contextmanager
-def without_cuda_graph_sizes() -> Iterator[None]:
+def without_cuda_graph_sizes(name: str) -> Framework:
     """TensorRT-LLM replays CUDA graphs at captured batch sizes only (1-32, 64, 128, no padding), so a
     loop at 64 in flight can be faster than one at 63, as on the real engine; the properties below
     check the rest of the model with every step priced at its GPU time."""
-    key = ("trtllm", serve_frameworks.DEFAULT_VERSION["trtllm"])
-    saved = serve_frameworks.FITTED[key]
-    serve_frameworks.FITTED[key] = dataclasses.replace(saved, graph_sizes=())
-    try:
-        yield
-    finally:
-        serve_frameworks.FITTED[key] = saved
+    return dataclasses.replace(load_framework(name), graph_sizes=())
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -41,10 +33,9 @@ def without_cuda_graph_sizes() -> Iterator[None]:
        isl=st.integers(16, 8192), osl=st.integers(2, 4096), conc=st.integers(1, 512), extra=st.integers(1, 256))
 def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int, osl: int, conc: int,
                                               extra: int) -> None:
-    dep = Deployment(framework=framework, mode="agg", engine=Engine(tp=tp), replicas=8 // tp)
-    with without_cuda_graph_sizes():
-        low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
-        high = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc + extra))
+    dep = Deployment(fw=without_cuda_graph_sizes(framework), mode="agg", engine=Engine(tp=tp), replicas=8 // tp)
+    low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
+    high = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc + extra))
     # GEMM time is non-decreasing in the work (Curve.size_per_efficiency_floor); the closed loop is
     # simulated with whole requests per rank (cost/serve_sim.py), so a step's prompt count moves by whole
     # prompts and a few more requests can land their prompts in one step less: allowed within TOLERANCE
@@ -62,7 +53,7 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
 def test_kv_capacity_grows_with_tp_and_smaller_dtypes(tp: int, kv: str, weights: str) -> None:
     def cap(**kw: object) -> int:
         args = {"tp": tp, "kv": kv, "weights": weights} | kw
-        dep = Deployment(framework="vllm", mode="agg", engine=Engine(tp=int(args["tp"])), replicas=1,  # type: ignore[call-overload]
+        dep = Deployment(fw=load_framework("vllm"), mode="agg", engine=Engine(tp=int(args["tp"])), replicas=1,  # type: ignore[call-overload]
                          weights=str(args["weights"]), kv_dtype=str(args["kv"]))
         return estimate(MODEL, HW, dep, Workload(isl=1024, osl=1024, concurrency=1)).pools[0].kv_cache_tokens
 
@@ -83,7 +74,7 @@ def test_fleet_throughput_per_gpu_does_not_fall_with_its_size() -> None:
     model = load_model("llama3.1-8b")
     per_gpu = []
     for gpus in (8, 512):
-        best = sweep(model, HW, gpus=gpus, isl=1024, osl=256, framework="vllm", weights="bf16", kv_dtypes=("auto",),
+        best = sweep(model, HW, gpus=gpus, isl=1024, osl=256, framework=load_framework("vllm"), weights="bf16", kv_dtypes=("auto",),
                      modes=("agg",), targets=Targets(tpot_s=0.05)).best
         assert best is not None
         per_gpu.append(best.output_tokens_per_s / gpus)
@@ -92,7 +83,7 @@ def test_fleet_throughput_per_gpu_does_not_fall_with_its_size() -> None:
 
 def test_the_sweep_reports_each_deployment_it_prices() -> None:
     seen: list[tuple[int, int]] = []
-    result = sweep(MODEL, HW, gpus=8, isl=1024, osl=256, framework="vllm", weights="bf16", kv_dtypes=("auto",),
+    result = sweep(MODEL, HW, gpus=8, isl=1024, osl=256, framework=load_framework("vllm"), weights="bf16", kv_dtypes=("auto",),
                    modes=("agg",), targets=Targets(), progress=lambda done, total: seen.append((done, total)))
     # one call per deployment, in order, each with the number of deployments
     assert [d for d, _ in seen] == list(range(1, result.layouts + 1))
@@ -106,7 +97,7 @@ def test_the_sweep_shows_what_estimate_says(framework: str, isl: int, osl: int, 
     # the sweep prices each (deployment, concurrency) with the closed-loop simulation estimate runs: every
     # point it shows, the Pareto front and the recommendation included, is estimate's figure for that plan
     targets = Targets(tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
-    result = sweep(MODEL, HW, gpus=8, isl=isl, osl=osl, framework=framework, weights="bf16", kv_dtypes=("auto",),
+    result = sweep(MODEL, HW, gpus=8, isl=isl, osl=osl, framework=load_framework(framework), weights="bf16", kv_dtypes=("auto",),
                    modes=("agg",), targets=targets)
     shown = [*result.pareto, *([result.best] if result.best is not None else [])]
     for point in [*result.points[::7], *shown]:

@@ -11,6 +11,7 @@ from collections import deque
 import pytest
 
 from autopar.cost.serve_sim import Scheduler, StepCost, _sent, admissible, simulate
+from autopar.io.frameworks import load_framework
 
 ONE = StepCost(fixed=1.0, per_decode=0.0, per_token=0.0)  # every step takes 1 s
 
@@ -157,14 +158,15 @@ def test_steps_without_a_captured_cuda_graph_take_the_host_launch_time() -> None
 
 def test_trtllm_captures_cuda_graphs_at_its_default_batch_sizes_only() -> None:
     # TensorRT-LLM 1.0 CudaGraphConfig defaults: max_batch_size 128, no padding -> 1..31, 32, 64, 128
-    from autopar.cost.serve_frameworks import FITTED
+    from autopar.io.frameworks import builtin_frameworks
 
-    sizes = set(FITTED["trtllm", "1.0"].graph_sizes)
+    shipped = {key: load_framework("@".join(key)) for key in builtin_frameworks()}
+    sizes = set(shipped["trtllm", "1.0"].graph_sizes)
     assert sizes == set(range(1, 33)) | {64, 128}
-    assert all(not fw.graph_sizes and fw.eager_layer_s == 0 for (name, _), fw in FITTED.items() if name != "trtllm")
+    assert all(not fw.graph_sizes and fw.eager_layer_s == 0 for (name, _), fw in shipped.items() if name != "trtllm")
     # only TensorRT-LLM's serving process falls behind: 1 / 9.35k s a token, the most tokens/s its rows measure
-    assert 1 / FITTED["trtllm", "1.0"].host_token_s == pytest.approx(9350, rel=0.001)
-    assert all(fw.host_token_s == 0 for (name, _), fw in FITTED.items() if name != "trtllm")
+    assert 1 / shipped["trtllm", "1.0"].host_token_s == pytest.approx(9350, rel=0.001)
+    assert all(fw.host_token_s == 0 for (name, _), fw in shipped.items() if name != "trtllm")
 
 
 def test_the_overlap_scheduler_takes_a_new_request_one_step_later() -> None:
@@ -283,10 +285,10 @@ def test_the_estimate_names_the_wait_in_the_serving_process() -> None:
     from autopar.spec.serve import Deployment, Engine, Workload
 
     model, hw, wl = load_model("llama3.1-8b"), load_hardware("h100-sxm"), Workload(isl=1024, osl=512, concurrency=128)
-    trt = estimate(model, hw, Deployment(framework="trtllm", mode="agg", engine=Engine(tp=4), replicas=1), wl)
+    trt = estimate(model, hw, Deployment(fw=load_framework("trtllm"), mode="agg", engine=Engine(tp=4), replicas=1), wl)
     assert trt.ttft_s == pytest.approx(sum(trt.ttft_parts.values()))
     assert trt.ttft_parts["serving"] > 0.5 * trt.ttft_s
-    vllm = estimate(model, hw, Deployment(framework="vllm", mode="agg", engine=Engine(tp=4), replicas=1), wl)
+    vllm = estimate(model, hw, Deployment(fw=load_framework("vllm"), mode="agg", engine=Engine(tp=4), replicas=1), wl)
     assert vllm.ttft_parts["serving"] == 0.0
 
 
@@ -295,7 +297,6 @@ def test_each_disaggregated_decode_engine_streams_at_most_what_its_serving_proce
     # and 1 tp4 decode engine on H100, 128 requests of 1024 / 512: the decode step (5.7 ms at 128) would give
     # 22k tokens/s (vLLM's loop, with its own constants, 18k); TensorRT-LLM sends 1 / 1.07e-4 = 9,346 and
     # the rest waits before the first token (Little's law: requests/s x latency = 128); two engines twice
-    from autopar.cost.serve_frameworks import FITTED
     from autopar.cost.serve_load import estimate
     from autopar.io.models import load_model
     from autopar.io.profiles import load_hardware
@@ -304,14 +305,14 @@ def test_each_disaggregated_decode_engine_streams_at_most_what_its_serving_proce
     model, hw, wl = load_model("llama3.1-8b"), load_hardware("h100-sxm"), Workload(isl=1024, osl=512, concurrency=128)
 
     def disagg(framework: str, decoders: int) -> Deployment:
-        return Deployment(framework=framework, mode="disagg", engine=Engine(tp=4), replicas=decoders,
+        return Deployment(fw=load_framework(framework), mode="disagg", engine=Engine(tp=4), replicas=decoders,
                           prefill=Engine(tp=1), prefill_replicas=4)
 
     trt = estimate(model, hw, disagg("trtllm", 1), wl)
-    assert trt.requests_per_s * 512 == pytest.approx(1 / FITTED["trtllm", "1.0"].host_token_s)
+    assert trt.requests_per_s * 512 == pytest.approx(1 / load_framework("trtllm@1.0").host_token_s)
     assert trt.requests_per_s * trt.latency_s == pytest.approx(128)
     assert trt.ttft_s == pytest.approx(sum(trt.ttft_parts.values())) and trt.ttft_parts["serving"] > 1.0
     vllm = estimate(model, hw, disagg("vllm", 1), wl)
-    assert vllm.requests_per_s * 512 > 1.5 / FITTED["trtllm", "1.0"].host_token_s and vllm.ttft_parts["serving"] == 0
+    assert vllm.requests_per_s * 512 > 1.5 / load_framework("trtllm@1.0").host_token_s and vllm.ttft_parts["serving"] == 0
     two = estimate(model, hw, disagg("trtllm", 2), wl)
-    assert two.requests_per_s * 512 <= 2 / FITTED["trtllm", "1.0"].host_token_s * (1 + 1e-9)
+    assert two.requests_per_s * 512 <= 2 / load_framework("trtllm@1.0").host_token_s * (1 + 1e-9)

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autopar.cost.serve import decode_step, prefill_time
-from autopar.cost.serve_frameworks import constants
 from autopar.cost.serve_load import ServeEstimate
 from autopar.errors import SpecError
+from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
 from autopar.search.serve import DEFAULT_TARGETS, ServeSweep, Targets, sweep
@@ -19,7 +19,7 @@ from autopar.spec.serve import Engine
 
 MODEL = load_model("qwen3-30b-a3b")
 HW = load_hardware("h100-sxm")
-FW = constants("vllm", "")
+FW = load_framework("vllm")
 
 
 def test_a_cached_step_is_the_step_of_those_objects() -> None:
@@ -52,7 +52,7 @@ def test_the_decode_step_grows_with_the_batch_and_no_faster(model: str, hw: str,
         engine.check(spec)
     except SpecError:
         return
-    fw = constants(framework, "")
+    fw = load_framework(framework)
     bs = sorted({0.0, 1e-6, *batches})
     ts = [decode_step(spec, prof, engine, weights="fp8", kv_bytes=kv, batch=b, context=1536.0, fw=fw).total for b in bs]
     for (b1, t1), (b2, t2) in itertools.pairwise(zip(bs, ts, strict=True)):
@@ -76,7 +76,7 @@ def _same(a: ServeSweep, b: ServeSweep) -> None:
 def test_the_pruned_sweep_answers_as_the_whole_one(model: str, gpus: int, framework: str, isl: int, osl: int,
                                                    ttft: float | None, tpot: float | None, default: bool) -> None:
     targets = DEFAULT_TARGETS if default else Targets(ttft_s=ttft, tpot_s=tpot)
-    kw = {"gpus": gpus, "isl": isl, "osl": osl, "framework": framework, "weights": "fp8", "kv_dtypes": ("auto", "fp8"),
+    kw = {"gpus": gpus, "isl": isl, "osl": osl, "framework": load_framework(framework), "weights": "fp8", "kv_dtypes": ("auto", "fp8"),
           "modes": ("agg", "disagg"), "targets": targets}
     spec, prof = load_model(model), load_hardware("h100-sxm")
     pruned, whole = sweep(spec, prof, prune=True, **kw), sweep(spec, prof, prune=False, **kw)  # type: ignore[arg-type]
@@ -87,7 +87,7 @@ def test_the_pruned_sweep_answers_as_the_whole_one(model: str, gpus: int, framew
 def test_pruning_skips_points_on_a_moe_fleet() -> None:
     # Qwen3-30B-A3B on 8 H100, 1024 in / 256 out, default targets: 926 of the 5,083 points were not solved
     # when this was written (the count moves with the cost model; that some are skipped does not)
-    kw = {"gpus": 8, "isl": 1024, "osl": 256, "framework": "vllm", "weights": "fp8", "kv_dtypes": ("auto", "fp8"),
+    kw = {"gpus": 8, "isl": 1024, "osl": 256, "framework": load_framework("vllm"), "weights": "fp8", "kv_dtypes": ("auto", "fp8"),
           "modes": ("agg", "disagg"), "targets": DEFAULT_TARGETS}
     pruned, whole = sweep(MODEL, HW, prune=True, **kw), sweep(MODEL, HW, prune=False, **kw)  # type: ignore[arg-type]
     _same(pruned, whole)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
 from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload
 from benchmarks import serving_accuracy as sa
@@ -19,7 +20,7 @@ from benchmarks.serving_campaign import kv_dtype, launch_args
 
 def _row(*, tp: int, isl: int, concurrency: int, ttft_ms: float = 100.0, source: str = "") -> sr.Row:
     model = load_model("llama3.1-8b")
-    dep = Deployment(framework="vllm", framework_version="0.12", mode="agg", engine=Engine(tp=tp), replicas=1)
+    dep = Deployment(fw=load_framework("vllm@0.12"), mode="agg", engine=Engine(tp=tp), replicas=1)
     return sr.Row(key=("vllm", "h100_sxm", "agg"), label="test", model=model, model_key="meta-llama/Llama-3.1-8B-Instruct",
                   hw_name="h100-sxm", dep=dep, wl=Workload(isl=isl, osl=128, concurrency=concurrency),
                   ttft_ms=ttft_ms, tpot_ms=10.0, source=source)
@@ -92,7 +93,7 @@ def test_disaggregated_rows_are_reached_only_if_the_prefill_pool_keeps_up() -> N
     # 16 / 1.37 = 11.7 prompts/s: more than the one prefill GPU of 1P(tp1) 3D(tp1) sustains, though
     # less than all four GPUs would.
     model = load_model("llama3.1-8b")
-    dep = Deployment(framework="vllm", framework_version="0.12", mode="disagg", engine=Engine(tp=1), replicas=3,
+    dep = Deployment(fw=load_framework("vllm@0.12"), mode="disagg", engine=Engine(tp=1), replicas=3,
                      prefill=Engine(tp=1), prefill_replicas=1)
     row = sr.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
                  model_key="meta-llama/Llama-3.1-8B-Instruct", hw_name="h100-sxm", dep=dep,
@@ -132,7 +133,7 @@ def test_the_engine_time_a_row_needs_counts_the_prompts_tp_all_reduce() -> None:
 
 def _disagg_row(*, tpot_ms: float) -> sr.Row:
     model = load_model("llama3.1-8b")
-    dep = Deployment(framework="vllm", framework_version="0.12", mode="disagg", engine=Engine(tp=1), replicas=1,
+    dep = Deployment(fw=load_framework("vllm@0.12"), mode="disagg", engine=Engine(tp=1), replicas=1,
                      prefill=Engine(tp=1), prefill_replicas=2)
     return sr.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
                   model_key="meta-llama/Llama-3.1-8B-Instruct", hw_name="h100-sxm", dep=dep,
@@ -206,3 +207,19 @@ def test_sglang_rows_launched_with_mixed_chunks(version: str, mode: str, mixed: 
 
     args = launch_args({"backend": "sglang", "backend_version": version, "mode": mode, "isl": "1000"})
     assert (args.mixed_chunk, args.max_prefill_tokens, args.max_batch_size) == (mixed, None, None)
+
+
+def test_a_fit_runs_the_rows_on_the_values_tried_and_prints_them_as_yaml() -> None:
+    # --fit NAME@VERSION: each trial value runs the version's rows (with_framework), the others untouched;
+    # the result prints as the `value:` lines of that version's data file, only the fields fitted for it
+    vllm, other = _row(tp=1, isl=1024, concurrency=4), _row(tp=2, isl=1024, concurrency=4)
+    other = dataclasses.replace(other, dep=dataclasses.replace(other.dep, fw=load_framework("sglang@0.5.1")))
+    trial = dataclasses.replace(load_framework("vllm@0.12"), step_overhead_s=0.004)
+    moved = sa.with_framework([vllm, other], trial)
+    assert moved[0].dep.fw is trial and moved[1] is other
+    assert sa.fitted_fields(load_framework("trtllm@1.0")) == ["step_overhead_s", "ttft_overhead_s", "prefill_slowdown",
+                                                              "eager_layer_s"]
+    text = sa.fitted_yaml(trial)
+    assert text.splitlines()[:3] == ["# autopar/data/frameworks/vllm-0.12.yaml, fitted values:", "step_overhead_s:",
+                                     "  value: 0.004"]
+    assert "moe_decode_slowdown:\n  value: 1.5" in text and "host_request_s" not in text

@@ -6,11 +6,11 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from autopar.cost.serve_frameworks import constants
 from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.emit.serving import ServeLaunch
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.error_model import error_model
+from autopar.io.frameworks import resolve_framework
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
 from autopar.search.serve import DEFAULT_TARGETS, ServeSweep, Targets, sweep
@@ -19,10 +19,11 @@ from autopar.search.serve import DEFAULT_TARGETS, ServeSweep, Targets, sweep
 from autopar.search.serve import DEFAULT_TARGETS_TEXT as DEFAULT_TARGETS_TEXT
 from autopar.search.serve import RULES as RULES
 from autopar.spec.error_model import ErrorModel
+from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.limits import MAX_SERVE_GPUS, MIN_STEP_TOKENS
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import DEFAULT_ARGS, FRAMEWORKS, MODES, Deployment, Engine, EngineArgs, Workload
+from autopar.spec.serve import DEFAULT_ARGS, MODES, Deployment, Engine, EngineArgs, Workload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,12 +34,17 @@ class ServeContext:
     hw: HardwareProfile
     hw_reason: str  # why this profile (flag, saved profile, default)
     gpus: int  # GPUs of the deployment
-    framework: str  # vllm | sglang | trtllm
+    fw: Framework  # the serving framework at the version whose data applies
     weights: str  # bf16 | fp8 | fp4 | int4
     kv_dtype: str  # auto | bf16 | fp8
-    framework_version: str = ""  # whose fitted constants apply ("" = the newest fitted)
+    framework_note: str = ""  # which version's data a --framework NAME@VERSION without its own file uses ("": its own)
     engine_args: EngineArgs = DEFAULT_ARGS  # launch settings given on the command line (every engine)
     errors: ErrorModel = field(default_factory=lambda: ErrorModel(min_rows=1, classes={}))  # TTFT and TPOT bands
+
+    @property
+    def framework(self) -> str:
+        """vllm | sglang | trtllm"""
+        return self.fw.name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +65,8 @@ class PoolArgs:
 
 
 def context(model: str, *, hardware: str | None, gpus: int | None, framework: str, weights: str,
-            kv_dtype: str, framework_version: str = "", engine_args: EngineArgs = DEFAULT_ARGS) -> ServeContext:
+            kv_dtype: str, engine_args: EngineArgs = DEFAULT_ARGS) -> ServeContext:
+    """The serving inputs; `framework` is NAME[@VERSION] or a framework .yaml (autopar/io/frameworks.py)."""
     if gpus is None:
         raise SpecError("--gpus is required")
     if gpus < 1:
@@ -69,25 +76,25 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
                         f"grows with the GPU count; plan one fleet and replicate it), got {gpus:,}")
     spec = load_model(model)
     hw, reason = resolve_hardware(hardware)
+    resolved = resolve_framework(framework)
+    fw = resolved.framework
     # build a throwaway deployment to validate the names once, with the flags in the message
-    Deployment(framework=framework, mode="agg", engine=Engine(), replicas=1, weights=weights, kv_dtype=kv_dtype)
-    version = constants(framework, framework_version).version  # refuses a version without fitted constants
-    if framework != "sglang":
+    Deployment(fw=fw, mode="agg", engine=Engine(), replicas=1, weights=weights, kv_dtype=kv_dtype)
+    if fw.name != "sglang":
         for flag, value in (("--mixed-chunk", engine_args.mixed_chunk), ("--max-prefill-tokens", engine_args.max_prefill_tokens)):
             if value is not None:
-                raise SpecError(f"{flag} is an SGLang setting (--framework sglang), got --framework {framework}")
-    return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, framework=framework, weights=weights,
-                        kv_dtype=kv_dtype, framework_version=version, engine_args=engine_args, errors=error_model())
+                raise SpecError(f"{flag} is an SGLang setting (--framework sglang), got --framework {fw.name}")
+    return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, fw=fw, weights=weights, kv_dtype=kv_dtype,
+                        framework_note=resolved.note, engine_args=engine_args, errors=error_model())
 
 
 def options_context(model: str, *, hardware: str | None, gpus: int | None, framework: str | None, emit: str | None,
-                    weights: str, kv_dtype: str, framework_version: str = "",
-                    engine_args: EngineArgs = DEFAULT_ARGS) -> ServeContext:
+                    weights: str, kv_dtype: str, engine_args: EngineArgs = DEFAULT_ARGS) -> ServeContext:
     """context() from the serve commands' options (CLI and Python API): the framework defaults to the
     --emit target, else vllm; an --emit target is checked before any work."""
     check_emit(emit)
     return context(model, hardware=hardware, gpus=gpus, framework=(emit or "vllm") if framework is None else framework,
-                   weights=weights, kv_dtype=kv_dtype, framework_version=framework_version, engine_args=engine_args)
+                   weights=weights, kv_dtype=kv_dtype, engine_args=engine_args)
 
 
 def parse_modes(modes: str | Sequence[str]) -> tuple[str, ...]:
@@ -148,7 +155,7 @@ def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
     else:
         raise SpecError(f"--gpus ({ctx.gpus}) must be a multiple of one engine's GPUs "
                         f"(tp x pp x attention-dp = {engine.gpus})")
-    dep = Deployment(framework=ctx.framework, framework_version=ctx.framework_version, mode="agg",
+    dep = Deployment(fw=ctx.fw, mode="agg",
                      engine=engine, replicas=replicas, weights=ctx.weights,
                      kv_dtype=ctx.kv_dtype, args=ctx.engine_args)
     if dep.gpus != ctx.gpus:
@@ -171,7 +178,7 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
         engine.check(ctx.model, flag=flag)
         engine.check_framework(ctx.framework, flag=flag)
         engines.append(engine)
-    dep = Deployment(framework=ctx.framework, framework_version=ctx.framework_version, mode="disagg",
+    dep = Deployment(fw=ctx.fw, mode="disagg",
                      engine=engines[1], replicas=decode.workers, prefill=engines[0],
                      prefill_replicas=prefill.workers, weights=ctx.weights, kv_dtype=ctx.kv_dtype,
                      args=ctx.engine_args, prefill_args=ctx.engine_args)
@@ -189,7 +196,7 @@ def check_workload(ctx: ServeContext, wl: Workload) -> None:
     if wl.isl + wl.osl > ctx.model.max_seq_len:
         raise SpecError(f"--isl + --osl ({wl.isl:,} + {wl.osl:,}) exceeds {ctx.model.name}'s context window "
                         f"(max_seq_len {ctx.model.max_seq_len:,} tokens)")
-    fw = constants(ctx.framework, ctx.framework_version)
+    fw = ctx.fw
     budget = fw.chunk_tokens if ctx.engine_args.max_num_tokens is None else ctx.engine_args.max_num_tokens
     _check_step_tokens(ctx, fw.name, fw.label, fw.chunked, fw.max_seqs)
     if not fw.chunked and wl.isl > budget:
@@ -238,8 +245,8 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
     targets = Targets(ttft_s=None if ttft_ms is None else ttft_ms / 1e3, tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
     if ttft_ms is None and tpot_ms is None:
         targets = DEFAULT_TARGETS
-    result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.framework, weights=ctx.weights,
-                   kv_dtypes=kv_dtypes, version=ctx.framework_version, args=ctx.engine_args, modes=modes, targets=targets,
+    result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.fw, weights=ctx.weights,
+                   kv_dtypes=kv_dtypes, args=ctx.engine_args, modes=modes, targets=targets,
                    progress=progress)
     if not result.points:
         raise InfeasibleError(f"{ctx.model.name} with {ctx.weights} weights does not fit on {ctx.gpus} x {ctx.hw.name} "

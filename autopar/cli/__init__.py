@@ -58,6 +58,7 @@ COMMANDS: tuple[tuple[typer.Typer, str, Callable[..., Any]], ...] = (  # in the 
     (app, "models", tools.models_cmd),
     (app, "hardware", tools.hardware_cmd),
     (app, "stacks", tools.stacks_cmd),
+    (app, "frameworks", tools.frameworks_cmd),
     (app, "schema", tools.schema_cmd),
     (serve_app, "estimate", serve.estimate_cmd),
     (serve_app, "suggest", serve.suggest_cmd),

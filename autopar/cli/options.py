@@ -97,11 +97,12 @@ ServeGpusOpt = Annotated[int | None, typer.Option(help="Total GPUs of the deploy
 IslOpt = Annotated[int, typer.Option(help="Input (prompt) tokens per request.")]
 OslOpt = Annotated[int, typer.Option(help="Output tokens per request.")]
 FrameworkOpt = Annotated[
-    str | None, typer.Option(help="vllm | sglang | trtllm (default: the --emit target, else vllm)", autocompletion=complete_framework)
-]
-VersionOpt = Annotated[
-    str,
-    typer.Option(help="Framework version whose fitted constants to use (default: the newest fitted: vllm 0.12, sglang 0.5.6, trtllm 1.0)."),
+    str | None,
+    typer.Option(
+        help="NAME[@VERSION]: vllm | sglang | trtllm, at a version (default: the --emit target, else vllm; the newest "
+        "version with data, see `autopar frameworks`), or a framework .yaml.",
+        autocompletion=complete_framework,
+    ),
 ]
 ServeEmitOpt = Annotated[
     str | None, typer.Option(help="Also print the launch lines and a benchmark: vllm | sglang | trtllm.", autocompletion=complete_framework)

@@ -215,10 +215,50 @@ def stacks_cmd() -> None:
     say(out, "what each assumes, cited: autopar/data/stacks/NAME.yaml")
 
 
+def frameworks_cmd() -> None:
+    """List the serving frameworks and versions whose data autopar has, and what each one is."""
+    from autopar.io.frameworks import DEFAULT_FRAMEWORK, builtin_frameworks, load_framework
+    from autopar.render.text import say, table
+
+    t = table(
+        "name",
+        "version",
+        "what it is",
+        "source",
+        left=("name", "version", "what it is", "source"),
+        wrap=("what it is", "source"),
+    )
+    newest: dict[str, str] = {}
+    for name, version in builtin_frameworks():
+        fw = load_framework(f"{name}@{version}")
+        t.add_row(name, version, fw.description, fw.source)
+        newest[name] = load_framework(name).version
+    out = console()
+    out.print(t)
+    say(
+        out,
+        "--framework NAME uses its newest version ("
+        + ", ".join(f"{n} {v}" for n, v in newest.items())
+        + "); NAME@VERSION picks one, and a version "
+        "without its own file uses the newest one before it (the output says so)",
+        markup=False,
+    )
+    say(out, f"default when no --framework and no --emit: {DEFAULT_FRAMEWORK}")
+    say(
+        out,
+        "each value, its mechanism and source (or the rows and command that fitted it): "
+        "autopar/data/frameworks/NAME-VERSION.yaml",
+        markup=False,
+    )
+
+
 def schema_cmd(
-    kind: Annotated[str, typer.Argument(help="model | hardware | distribution", autocompletion=complete_schema)],
+    kind: Annotated[
+        str, typer.Argument(help="model | hardware | distribution | framework", autocompletion=complete_schema)
+    ],
 ) -> None:
-    """Print the JSON Schema of a model spec, hardware profile or length-distribution file (for editors)."""
+    """Print the JSON Schema of a model spec, hardware profile, length-distribution or serving-framework file
+    (for editors)."""
     import json
 
     from autopar.io.schema import schemas

@@ -14,11 +14,11 @@ from __future__ import annotations
 # the single largest contributor to the gap between peak and observed training
 # throughput), kernels wait on launches and on the slowest rank of each collective.
 # One global number for all of it, applied to tensor-core work (GEMMs, attention).
-# It is the one constant in this file set against published runs: 0.75 makes the
-# Megatron-LM 2021 A100 rows of shared/calibration/published_runs.yaml from 7.5B up
-# unbiased (mean error -1.5%); the H100 and BLOOM rows were not used to set it.
-# It sits inside the 15-30% sustained-vs-roofline gap commonly reported for
-# compute-bound kernels under power and thermal limits.
+# It is the one constant in this file set against published runs: the Megatron-LM
+# 2021 A100 rows of shared/calibration/published_runs.yaml from 7.5B up (the H100 and
+# BLOOM rows held out; the fit: docs/calibration.md). It sits inside the 15-30%
+# sustained-vs-roofline gap commonly reported for compute-bound kernels under power
+# and thermal limits.
 SUSTAINED_TENSOR_EFFICIENCY = 0.75
 
 # --- memory-bound work (bytes moved per token per block, forward) -----------------

@@ -35,9 +35,9 @@ from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
 from autopar.cost.compute import gemm_time, gemms_time, memory_time
 from autopar.cost.flops import Gemm, attention_head_width, expert_gemms, logits_gemm, part_gemms
-from autopar.cost.serve_frameworks import Framework
 from autopar.cost.serve_memo import remembered
 from autopar.spec.families import KIND_PARTS
+from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Engine

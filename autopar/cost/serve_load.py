@@ -47,12 +47,12 @@ from autopar.cost.serve import (
     weight_bytes_per_gpu,
 )
 from autopar.cost.serve_disagg import EMPTY, RHO_SATURATED, DisaggLoop
-from autopar.cost.serve_frameworks import Framework, for_deployment
 from autopar.cost.serve_sim import LoopResult, Scheduler, StepCost, simulate
 from autopar.errors import SpecError
+from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import Deployment, Engine, Workload
+from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 from autopar.spec.topology import Group
 from autopar.spec.units import GIB
 
@@ -60,9 +60,8 @@ from autopar.spec.units import GIB
 # --num-prompts of the benchmark command autopar prints)
 PROMPTS_PER_REQUEST = 10
 # with a serving process that may fall behind (Framework.host_token_s), the steady loop leaves out the
-# first HOST_WARMUP rounds of C requests while its lag builds and averages over HOST_ROUNDS more (the
-# lag swings; TensorRT-LLM Llama-3.1-8B tp4 1024/512 c128 (measured 1981 ms): one counted round after
-# 1, 2 or 4 left out gives TTFT 1337, 1479, 1550 ms, three rounds 1432, 1508, 1522 ms)
+# first HOST_WARMUP rounds of C requests while its lag builds and averages over HOST_ROUNDS more, as the
+# lag swings from round to round (the rounds tried: docs/calibration.md, host_token_s)
 HOST_WARMUP = 2
 HOST_ROUNDS = 3
 HOST_NEAR = 0.7  # ... when one round's tokens/s is above 0.7 of the process's 1 / host_token_s

@@ -72,7 +72,7 @@ every step still gives each running request a token. An idle engine has no
 step to launch: it takes the requests at once, and those that do not fit in
 its first step are in its queue for the next.
 
-Serving process (Scheduler.host_token_s > 0, TensorRT-LLM 1.0, see cost/serve_frameworks.py):
+Serving process (Scheduler.host_token_s > 0, TensorRT-LLM 1.0, data/frameworks/trtllm-1.0.yaml):
 each token passes one process on its way to the client, host_token_s each, first come first
 served. The client sees its first token and its request's end when that process sends them, and
 sends its next request then. A process slower than the engine holds the loop at 1 / host_token_s
@@ -94,7 +94,7 @@ from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 
-POLICIES = ("decode_first", "prefill_first")
+from autopar.spec.framework import POLICIES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

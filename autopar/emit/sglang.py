@@ -9,9 +9,8 @@ attention data-parallel ranks (attention TP = tp-size / dp-size), and
 
 from __future__ import annotations
 
-from autopar.cost.serve_frameworks import for_deployment
 from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, ServeLaunch, per_engine, server_lines, sglang_bench
-from autopar.spec.serve import Deployment, Engine, Workload
+from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 
 SGLANG_FLAGS = frozenset({"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
                           "--quantization", "--kv-cache-dtype", "--mem-fraction-static", "--max-running-requests",

@@ -20,10 +20,9 @@ lists the engines' URLs under context_servers and generation_servers.
 
 from __future__ import annotations
 
-from autopar.cost.serve_frameworks import for_deployment
 from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_lines, vllm_bench
 from autopar.errors import SpecError
-from autopar.spec.serve import Deployment, Engine, Workload
+from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 
 TRTLLM_FLAGS = frozenset({"--backend", "--tp_size", "--pp_size", "--ep_size", "--max_batch_size", "--max_num_tokens",
                           "--kv_cache_free_gpu_memory_fraction", "--extra_llm_api_options", "--port"})

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import shlex
 
-from autopar.cost.serve_frameworks import for_deployment
 from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, ServeLaunch, per_engine, server_lines, vllm_bench
 from autopar.errors import SpecError
-from autopar.spec.serve import Deployment, Engine, Workload
+from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 
 VLLM_FLAGS = frozenset({"--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
                         "--enable-expert-parallel", "--quantization", "--kv-cache-dtype", "--gpu-memory-utilization",

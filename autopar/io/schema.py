@@ -17,17 +17,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, ValidationError, model_validator
 
 from autopar.errors import AutoparError
 from autopar.io.reading import JsonConstant, did_you_mean, one_line, shown
 from autopar.spec import limits as lim
+from autopar.spec.framework import FRAMEWORKS, MEMORY_RULES, MOE_DECODE_READS, POLICIES
 from autopar.spec.hardware import COLLECTIVES, DTYPES
 from autopar.spec.model import NORMS, POSITIONS
 from autopar.spec.plan import CP_COMMS, RECOMPUTE_MODULES, ZERO_STAGES
 from autopar.spec.stack import ACTIVATION_SAVES, ATTENTION_KERNELS, DP_GRANULARITY, LAUNCHERS, SELECTIVE_POLICIES
 
-__all__ = ["DistFile", "ModelFile", "ProfileFile", "StackFile", "VariantFile", "schemas", "validate"]
+__all__ = ["DistFile", "FrameworkFile", "ModelFile", "ProfileFile", "StackFile", "VariantFile", "schemas", "validate"]
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -365,6 +366,114 @@ assert _choices(StackRules, "cp_comms") == CP_COMMS
 assert _choices(StackRules, "recompute_modules") == RECOMPUTE_MODULES
 
 
+# --- serving framework at a version (autopar/io/frameworks.py) ---------------------
+
+OneLine = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^[^\n]*\S[^\n]*$")]
+
+
+class _Value(_Strict):
+    """One engine value: what it does, and where it comes from (a source, or the rows and command of a fit)."""
+
+    mechanism: OneLine
+    source: OneLine | None = None
+    fitted_on: OneLine | None = None  # the measured rows the value was set on
+    fitted_by: OneLine | None = None  # the command that sets it
+
+    @model_validator(mode="after")
+    def _cited(self) -> _Value:
+        if (self.fitted_on is None) != (self.fitted_by is None):
+            raise ValueError("a fitted value names both fitted_on (the rows) and fitted_by (the command)")
+        if self.source is None and self.fitted_on is None:
+            raise ValueError("needs a source, or fitted_on and fitted_by")
+        return self
+
+
+class FractionValue(_Value):
+    value: Annotated[float, _rate(0.05, 1.0)]
+
+
+class SecondsValue(_Value):
+    value: Annotated[float, _num(lim.MAX_FRAMEWORK_SECONDS, inclusive=True)]
+
+
+class FactorValue(_Value):
+    value: Annotated[float, _num(lim.MAX_SLOWDOWN)]
+
+
+class BytesValue(_Value):
+    value: Annotated[float, _num(lim.MAX_MEMORY_GIB * 2**30, inclusive=True)]
+
+
+class TokensValue(_Value):
+    value: Tokens
+
+
+class Tokens0Value(_Value):
+    value: Tokens0
+
+
+class RequestsValue(_Value):
+    value: Annotated[int, _int(1, lim.MAX_SERVE_CONCURRENCY), _I]
+
+
+class SizesValue(_Value):
+    value: Annotated[list[Annotated[int, _int(1, lim.MAX_SERVE_CONCURRENCY), _I]], Field(max_length=4096)]
+
+
+class FlagValue(_Value):
+    value: bool
+
+
+class MemoryRuleValue(_Value):
+    value: Literal["total", "free"]
+
+
+class PolicyValue(_Value):
+    value: Literal["decode_first", "prefill_first"]
+
+
+class ExpertReadsValue(_Value):
+    value: Literal["touched", "local"]
+
+
+class FrameworkFile(_Strict):
+    """A serving framework's data file at one version; every key past `source` is a Framework field."""
+
+    schema_version: Version
+    name: Literal["vllm", "sglang", "trtllm"]
+    version: Annotated[str, StringConstraints(min_length=1, max_length=40)]
+    label: OneLine
+    description: OneLine
+    source: OneLine
+    memory_fraction: FractionValue
+    memory_rule: MemoryRuleValue
+    chunk_tokens: TokensValue
+    graph_reserve_bytes: BytesValue
+    step_overhead_s: SecondsValue
+    ttft_overhead_s: SecondsValue
+    prefill_slowdown: FactorValue
+    policy: PolicyValue
+    chunked: FlagValue
+    max_seqs: RequestsValue
+    kv_admission: FlagValue
+    graph_sizes: SizesValue
+    eager_layer_s: SecondsValue
+    overlap: FlagValue
+    dp_padding: FlagValue
+    moe_decode_reads: ExpertReadsValue
+    host_request_s: SecondsValue
+    mixed_chunk: FlagValue
+    max_prefill_tokens: Tokens0Value
+    host_token_s: SecondsValue
+    moe_decode_slowdown: FactorValue
+
+
+assert _choices(FrameworkFile, "name") == FRAMEWORKS
+assert _choices(PolicyValue, "value") == POLICIES
+assert _choices(MemoryRuleValue, "value") == MEMORY_RULES
+assert _choices(ExpertReadsValue, "value") == MOE_DECODE_READS
+
+
 # --- length distribution (autopar/io/distributions.py) -----------------------------------
 
 
@@ -403,7 +512,7 @@ class DistFile(ComponentFile):
 def schemas() -> dict[str, dict[str, Any]]:
     """JSON Schema of each format, by the name `autopar schema` takes."""
     return {name: {"$schema": "https://json-schema.org/draft/2020-12/schema", **cls.model_json_schema()} for name, cls in
-            (("model", ModelFile), ("hardware", ProfileFile), ("distribution", DistFile))}
+            (("model", ModelFile), ("hardware", ProfileFile), ("distribution", DistFile), ("framework", FrameworkFile))}
 
 
 # --- errors --------------------------------------------------------------------------

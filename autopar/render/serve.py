@@ -11,14 +11,13 @@ from rich.table import Table
 
 from autopar.advise.bands import ServingBands, pair, serving_bands
 from autopar.advise.serve import RULES, ServeContext, ServeSweep
-from autopar.cost.serve_frameworks import for_deployment
 from autopar.cost.serve_load import PoolEstimate, ServeEstimate
 from autopar.emit.serving import ServeLaunch
 from autopar.render.answer import PlotSummary, checked, dumps
 from autopar.render.report import lookup_dict
 from autopar.render.text import say, shell_text, table
 from autopar.spec.error_model import Interval
-from autopar.spec.serve import TPOT_DEFINITION, Deployment
+from autopar.spec.serve import TPOT_DEFINITION, Deployment, for_deployment
 from autopar.spec.units import GIB
 
 
@@ -72,6 +71,7 @@ def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "model": ctx.model.name, "hardware": ctx.hw.name, "hardware_source": ctx.hw_reason,
         "framework": dep.framework, "framework_constants": est.framework_label,
+        **({"framework_note": ctx.framework_note} if ctx.framework_note else {}),
         "weights": dep.weights, "kv_dtype": dep.kv_dtype, "gpus": dep.gpus,
         "mode": dep.mode, **_degrees(dep, decode), "concurrency": wl.concurrency, "isl": wl.isl, "osl": wl.osl,
         "ttft_ms": est.ttft_s * 1e3, "tpot_ms": est.tpot_s * 1e3, **bands_dict(bands),
@@ -117,6 +117,8 @@ def header(console: Console, ctx: ServeContext) -> None:
     say(console, f"model: {m.name} ({m.family()}, {m.total_params() / 1e9:.1f}B params), weights {ctx.weights}, "
         f"KV {ctx.kv_dtype}")
     say(console, f"hardware: {ctx.hw.name} ({ctx.hw.gpu_name}, {ctx.hw.memory_bytes / GIB:.0f} GiB) - {ctx.hw_reason}")
+    if ctx.framework_note:
+        say(console, f"framework: {ctx.framework_note}", markup=False)
 
 
 def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, with_header: bool = True) -> None:

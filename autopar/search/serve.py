@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.errors import SpecError
 from autopar.search.serve_prune import MARGIN, Staircase, box
+from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import DEFAULT_ARGS, Deployment, Engine, EngineArgs, Workload
@@ -128,16 +129,16 @@ def engines(model: ModelSpec, hw: HardwareProfile, gpus: int, *, max_pp: int, fr
                         yield engine
 
 
-def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: str, weights: str,
-                kv_dtypes: tuple[str, ...], modes: tuple[str, ...], version: str = "",
+def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: Framework, weights: str,
+                kv_dtypes: tuple[str, ...], modes: tuple[str, ...],
                 args: EngineArgs = DEFAULT_ARGS) -> Iterator[Deployment]:
     """Every deployment of `gpus` GPUs in the given modes, each engine launched with `args`."""
-    layouts = list(engines(model, hw, gpus, max_pp=gpus, framework=framework))
+    layouts = list(engines(model, hw, gpus, max_pp=gpus, framework=framework.name))
     for kv in kv_dtypes:
         if "agg" in modes:
             for e in layouts:
                 if gpus % e.gpus == 0:
-                    yield Deployment(framework=framework, framework_version=version, mode="agg",
+                    yield Deployment(fw=framework, mode="agg",
                                      engine=e, replicas=gpus // e.gpus, weights=weights,
                                      kv_dtype=kv, args=args)
         if "disagg" in modes:
@@ -147,7 +148,7 @@ def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: 
                     for x in counts(gpus // pre.gpus - 1):
                         rest = gpus - x * pre.gpus
                         if rest > 0 and rest % dec.gpus == 0:
-                            yield Deployment(framework=framework, framework_version=version, mode="disagg",
+                            yield Deployment(fw=framework, mode="disagg",
                                              engine=dec, replicas=rest // dec.gpus,
                                              prefill=pre, prefill_replicas=x, weights=weights, kv_dtype=kv,
                                              args=args, prefill_args=args)
@@ -166,9 +167,9 @@ def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
     return tuple(front)
 
 
-def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: str, weights: str,
+def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: Framework, weights: str,
           kv_dtypes: tuple[str, ...], modes: tuple[str, ...], targets: Targets,
-          concurrency: int | None = None, version: str = "", args: EngineArgs = DEFAULT_ARGS,
+          concurrency: int | None = None, args: EngineArgs = DEFAULT_ARGS,
           progress: Callable[[int, int], None] | None = None, prune: bool = True) -> ServeSweep:
     """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets;
     `progress(done, total)`, if given, is told of each deployment priced.
@@ -178,7 +179,7 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
     bound the rest. The answer is the same; `points` then lacks the skipped ones (and when nothing meets
     given targets, the sweep runs again whole, for the message's lowest TTFT)."""
     todo = list(deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes,
-                            modes=modes, version=version, args=args))
+                            modes=modes, args=args))
     layouts = len(todo)
     order = sorted(range(layouts), key=lambda i: todo[i].mode == "disagg") if prune else range(layouts)
     priced: list[list[ServeEstimate]] = [[] for _ in todo]
@@ -221,7 +222,7 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
     result = _answer(points, targets=targets, layouts=layouts, skipped=skipped)
     if skipped and result.best is None and not targets.default:
         return sweep(model, hw, gpus=gpus, isl=isl, osl=osl, framework=framework, weights=weights,
-                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, version=version, args=args, prune=False)
+                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, args=args, prune=False)
     return result
 
 

@@ -27,11 +27,10 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from autopar.cost.serve import decode_step
-from autopar.cost.serve_frameworks import for_deployment
 from autopar.cost.serve_load import ServeEstimate
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import Deployment, Workload
+from autopar.spec.serve import Deployment, Workload, for_deployment
 
 MARGIN = 1e-9  # relative: a bound must lose by more than rounding
 

@@ -43,6 +43,7 @@ MAX_HBM_GBPS = 1e6  # memory bandwidth (B200: 8,000 GB/s)
 MIN_BUS_GBPS = 1e-6  # collective bus bandwidth: 1 kB/s
 MAX_BUS_GBPS = 1e5  # collective bus bandwidth (NVLink 5: 900 GB/s)
 MAX_LATENCY_US = 1e7  # a collective's start-up time: 10 s
+MAX_FRAMEWORK_SECONDS = 10.0  # a serving framework's host or per-request time (built-ins: 20 us to 0.15 s)
 MAX_SLOWDOWN = 100.0  # overlap slowdown factors (measured: 1.0 to 1.3)
 MAX_CURVE_X = 1e30  # sizes on efficiency curves (FLOPs of one GEMM, tokens)
 MIN_POWER_W = 1.0  # a derived profile's rated board power and power cap (H100 SXM: 700 W)

@@ -14,13 +14,14 @@ Conventions follow how vLLM, SGLang and TensorRT-LLM deployments are described
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from autopar.errors import SpecError
+from autopar.spec.framework import Framework
 from autopar.spec.limits import MAX_SEQ, MAX_SERVE_CONCURRENCY
 from autopar.spec.model import ModelSpec
 
-FRAMEWORKS = ("vllm", "sglang", "trtllm")
 WEIGHT_DTYPES = ("bf16", "fp8", "fp4", "int4")
 KV_DTYPES = ("auto", "bf16", "fp8")
 MODES = ("agg", "disagg")
@@ -121,9 +122,8 @@ DEFAULT_ARGS = EngineArgs()  # every setting at the framework's default
 class Deployment:
     """Engines serving one model: aggregated (one pool) or disaggregated (prefill and decode pools)."""
 
-    framework: str  # vllm | sglang | trtllm
+    fw: Framework  # the serving framework at its version (autopar/io/frameworks.py reads it)
     mode: str  # agg | disagg
-    framework_version: str = ""  # version whose fitted constants apply ("" = the newest fitted)
     engine: Engine  # agg: every engine; disagg: the decode engines
     replicas: int  # agg: engines; disagg: decode workers
     weights: str = "bf16"  # bf16 | fp8 | fp4 | int4 (weight-only)
@@ -134,8 +134,8 @@ class Deployment:
     prefill_args: EngineArgs = DEFAULT_ARGS  # disagg: launch settings of the prefill engines
 
     def __post_init__(self) -> None:
-        for name, value, allowed in (("--framework", self.framework, FRAMEWORKS), ("--mode", self.mode, MODES),
-                                     ("--weights", self.weights, WEIGHT_DTYPES), ("--kv-dtype", self.kv_dtype, KV_DTYPES)):
+        for name, value, allowed in (("--mode", self.mode, MODES), ("--weights", self.weights, WEIGHT_DTYPES),
+                                     ("--kv-dtype", self.kv_dtype, KV_DTYPES)):
             if value not in allowed:
                 raise SpecError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if self.replicas < 1:
@@ -146,6 +146,16 @@ class Deployment:
             raise SpecError("--prefill-* options need --mode disagg")
 
     @property
+    def framework(self) -> str:
+        """vllm | sglang | trtllm"""
+        return self.fw.name
+
+    @property
+    def framework_version(self) -> str:
+        """The version whose data the deployment uses."""
+        return self.fw.version
+
+    @property
     def gpus(self) -> int:
         extra = self.prefill.gpus * self.prefill_replicas if self.prefill is not None else 0
         return self.engine.gpus * self.replicas + extra
@@ -153,6 +163,16 @@ class Deployment:
     def args_for(self, role: str | None) -> EngineArgs:
         """Launch settings of the engines in `role` (prefill: a disaggregated deployment's prefill pool)."""
         return self.prefill_args if role == "prefill" else self.args
+
+    def framework_for(self, role: str | None = None) -> Framework:
+        """The framework as the engines in `role` are launched: its values with the launch settings
+        (args; role "prefill": a disaggregated deployment's prefill engines, prefill_args)."""
+        fw, args = self.fw, self.args_for(role)
+        changed: dict[str, Any] = {name: value for name, value in (
+            ("chunk_tokens", args.max_num_tokens), ("max_seqs", args.max_batch_size),
+            ("memory_fraction", args.memory_fraction), ("mixed_chunk", args.mixed_chunk),
+            ("max_prefill_tokens", args.max_prefill_tokens)) if value is not None}
+        return replace(fw, **changed) if changed else fw
 
     @property
     def kv_bytes(self) -> float:
@@ -180,3 +200,8 @@ class Workload:
                 raise SpecError(f"--{name} must be at most {limit:,}, got {value:,}")
         if self.osl < 2:
             raise SpecError(f"--osl must be at least 2 (TPOT is measured between output tokens), got {self.osl}")
+
+
+def for_deployment(dep: Deployment, role: str | None = None) -> Framework:
+    """The framework as `dep` launches the engines in `role` (Deployment.framework_for)."""
+    return dep.framework_for(role)
