@@ -163,9 +163,15 @@ HardwareOpt = Annotated[
                              autocompletion=complete_hardware)
 ]
 StackOpt = Annotated[
-    str | None, typer.Option("--stack", help="Execution stack: megatron | torchtitan | deepspeed | llm-foundry, or a stack "
-                             ".yaml (default: megatron; see `autopar stacks`).", autocompletion=complete_stack)
+    str | None, typer.Option("--stack", help="Execution stack NAME[@VERSION]: megatron | torchtitan | deepspeed | "
+                             "llm-foundry (newest version unless @VERSION), or a stack .yaml (default: megatron; see "
+                             "`autopar stacks`).", autocompletion=complete_stack)
 ]
+StackOptOpt = Annotated[list[str] | None, typer.Option(
+    "--stack-opt", help="A recipe fact of the stack, KEY=VALUE (repeatable), e.g. grad_reduce=bf16; each stack's "
+    "options: `autopar stacks`.")]
+RecipeOpt = Annotated[str | None, typer.Option(
+    help="A YAML file of stack options (KEY: VALUE, the --stack-opt keys); --stack-opt wins over it.")]
 GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs.")]
 GpusAutoOpt = Annotated[str | None, typer.Option(
     "--gpus", help="Total GPUs, or auto: the fewest GPUs that fit, and tokens/s as the count doubles.")]
@@ -220,6 +226,8 @@ def suggest(
     model: Model,
     hardware: HardwareOpt = None,
     stack: StackOpt = None,
+    stack_opt: StackOptOpt = None,
+    recipe: RecipeOpt = None,
     gpus: GpusAutoOpt = None,
     nodes: NodesOpt = None,
     global_batch: BatchOpt = None,
@@ -257,6 +265,7 @@ def suggest(
         if auto:
             _gpus_auto(model, hardware=hardware, stack=stack, nodes=nodes, global_batch=global_batch, seq_len=seq_len,
                        dtype=dtype, json_out=json_out, max_memory_fraction=max_memory_fraction,
+                       stack_options=(stack_opt or [], recipe),
                        refused=[name for name, given in (("--emit", emit), ("--plot", plot), ("--seq-len-dist", seq_len_dist),
                                                          ("--save-dir", save_dir)) if given is not None])
             return
@@ -265,7 +274,8 @@ def suggest(
                                                  qos=slurm_qos, cpus_per_task=slurm_cpus_per_task))
         ctx = advise.context(model, hardware=hardware, gpus=count, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
-                             stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)
+                             stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction,
+                             stack_options=stack_opt or [], recipe=recipe)
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen
@@ -313,7 +323,8 @@ def suggest(
 
 
 def _gpus_auto(model: str, *, hardware: str | None, stack: str | None, nodes: int | None, global_batch: int | None,
-               seq_len: int | None, dtype: str, json_out: bool, max_memory_fraction: float, refused: list[str]) -> None:
+               seq_len: int | None, dtype: str, json_out: bool, max_memory_fraction: float, refused: list[str],
+               stack_options: tuple[list[str], str | None] = ([], None)) -> None:
     """suggest --gpus auto: the fewest GPUs that fit and the throughput curve (errors raise AutoparError)."""
     from autopar.advise import questions
     from autopar.advise import train as advise
@@ -323,7 +334,8 @@ def _gpus_auto(model: str, *, hardware: str | None, stack: str | None, nodes: in
     if refused or nodes is not None:
         raise SpecError(f"--gpus auto chooses the GPU count; it cannot be combined with {', '.join(refused or ['--nodes'])}")
     ctx = advise.context(model, hardware=hardware, gpus=None, nodes=1, global_batch=global_batch, seq_len=seq_len,
-                         dtype=dtype, stack=stack, max_memory_fraction=max_memory_fraction)
+                         dtype=dtype, stack=stack, max_memory_fraction=max_memory_fraction,
+                         stack_options=stack_options[0], recipe=stack_options[1])
     with progress_after("GPU counts", enabled=not json_out) as tick:
         result = questions.scaling(ctx, batch_given=global_batch is not None, progress=tick)
     if json_out:
@@ -337,6 +349,8 @@ def estimate(
     model: Model,
     hardware: HardwareOpt = None,
     stack: StackOpt = None,
+    stack_opt: StackOptOpt = None,
+    recipe: RecipeOpt = None,
     gpus: GpusOpt = None,
     nodes: NodesOpt = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
@@ -391,7 +405,8 @@ def estimate(
                                                  qos=slurm_qos, cpus_per_task=slurm_cpus_per_task))
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
-                             stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)
+                             stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction,
+                             stack_options=stack_opt or [], recipe=recipe)
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen
@@ -472,36 +487,45 @@ def hardware_cmd() -> None:
 
 @app.command("stacks")
 def stacks_cmd() -> None:
-    """List the execution stacks and what each one assumes."""
-    from autopar.io.stacks import DEFAULT_STACK, builtin_stacks, load_stack
+    """List the execution stacks, their versions and recipe options, and what each one assumes."""
+    from autopar.io.stacks import DEFAULT_STACK, builtin_stacks, load_stack, option_lines, stack_versions
     from autopar.render.text import say, table
 
     try:
-        t = table("name", "kernels", "overlap", "DP sync", "ZeRO", "axes",
-                  left=("name", "kernels", "overlap", "DP sync", "ZeRO", "axes"), wrap=("kernels", "DP sync"))
+        t = table("stack", "kernels", "overlap", "DP sync", "ZeRO", "axes",
+                  left=("stack", "kernels", "overlap", "DP sync", "ZeRO", "axes"), wrap=("kernels", "DP sync"))
+        options = []
         for name in builtin_stacks():
-            s = load_stack(name)
-            overlaps = f"{s.tp_overlap:.2f}/{'y' if s.cp_overlap else 'n'}/{'y' if s.ep_overlap else 'n'}"
-            sync = "per block" if s.dp_granularity == "layer" else (f"{s.dp_bucket_params / 1e6:.0f}M bucket"
-                                                                  if s.dp_bucket_params else "one pass")
-            t.add_row(name, s.attention_kernel + ("" if s.compiled else " eager"), overlaps, sync,
-                      ",".join(map(str, s.zero_stages)), ",".join(s.parallelisms) + ("+vpp" if s.vpp else ""))
+            for version in stack_versions(name):
+                s = load_stack(f"{name}@{version}")
+                overlaps = f"{s.tp_overlap:.2f}/{'y' if s.cp_overlap else 'n'}/{'y' if s.ep_overlap else 'n'}"
+                sync = "per block" if s.dp_granularity == "layer" else (f"{s.dp_bucket_params / 1e6:.0f}M bucket"
+                                                                      if s.dp_bucket_params else "one pass")
+                t.add_row(s.label, s.attention_kernel + ("" if s.compiled else " eager"), overlaps, sync,
+                          ",".join(map(str, s.zero_stages)), ",".join(s.parallelisms) + ("+vpp" if s.vpp else ""))
+                options.append(f"{s.label}: {option_lines(s.label)}")
         launchers = ", ".join(f"{n}: {load_stack(n).launcher}" for n in builtin_stacks())
+        newest = ", ".join(f"{n}@{stack_versions(n)[-1]}" for n in builtin_stacks())
     except AutoparError as exc:
         _fail(exc)
     console = _console()
     console.print(t)
     say(console, "overlap: share of TP communication hidden / CP ring hidden / MoE all-to-all hidden (y/n)")
+    say(console, f"--stack NAME is its newest version: {newest}", markup=False)
+    say(console, "--stack-opt KEY=VALUE (or --recipe FILE) sets a recipe fact; the options of each:", markup=False)
+    for line in options:
+        say(console, f"  {line}", markup=False)
     say(console, f"--emit follows the stack: {launchers}", markup=False)
     say(console, f"default when no --stack: {DEFAULT_STACK}")
-    say(console, "what each assumes, cited: autopar/data/stacks/NAME.yaml")
+    say(console, "what each assumes, cited: autopar/data/stacks/NAME-VERSION.yaml; options: docs/stacks.md",
+        markup=False)
 
 
 @app.command("schema")
 def schema_cmd(
-    kind: Annotated[str, typer.Argument(help="model | hardware | distribution", autocompletion=complete_schema)],
+    kind: Annotated[str, typer.Argument(help="model | hardware | distribution | stack", autocompletion=complete_schema)],
 ) -> None:
-    """Print the JSON Schema of a model spec, hardware profile or length-distribution file (for editors)."""
+    """Print the JSON Schema of a model spec, hardware profile, length-distribution or stack file (for editors)."""
     import json
 
     from autopar.io.schema import schemas
