@@ -141,8 +141,10 @@ def _all_unfitted(cs: list[Constant]) -> Iterator[None]:
 def _rule(c: Constant, source: str, rows: list[dict[str, Any]], sources: dict[str, str], score: Score, fitted: list[Any]) -> dict[str, Any]:
     """Its own source's MAPE and the others', with it and at its unfitted value; dropped when it improves its own
     and worsens the others."""
+    bare = {r.id: r for r in fitted}
+    stack = c.where.get("stack")  # a stack's constant moves only the rows on that stack: score those alone
     with unfitted(c):
-        bare = {r.id: r for r in score(rows)}
+        bare |= {r.id: r for r in score([row for row in rows if stack in (None, bare[row["id"]].stack)])}
     own = [r for r in fitted if sources[r.id] == source]
     others = [r for r in fitted if sources[r.id] != source]
     doc = {

@@ -288,3 +288,23 @@ def test_the_benchmark_estimates_through_the_cli(monkeypatch: pytest.MonkeyPatch
     assert seen[0][1].endswith(".yaml")  # the row's own model, written as a model file
     assert seen[0][seen[0].index("--stack-opt") + 1] == "mixed_precision=PURE"
     assert result.accepted and result.predicted is not None and result.stack == "llm-foundry"
+
+
+def test_the_python_api_takes_the_same_options() -> None:
+    import autopar
+
+    r = autopar.estimate("llama3-8b", gpus=8, tp=2, stack="megatron@0.16", stack_options={"grad_reduce": "bf16"})
+    cli = json.loads(runner.invoke(app, [*LLAMA, "--stack", "megatron@0.16", "--stack-opt", "grad_reduce=bf16", "--json"]).stdout)
+    assert r.to_dict()["stack_options"] == {"grad_reduce": "bf16"}
+    assert r.to_dict()["step_time_s"] == cli["step_time_s"]
+
+
+def test_a_stack_file_of_your_own_may_extend_a_built_in_version(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("extends: megatron@0.8\noverlap: {tp: 0.5}\n")
+    s = load_stack(str(mine))
+    assert (s.name, s.version, s.tp_overlap, s.recompute_modules) == ("megatron", "0.8", 0.5, ())
+    assert s.path == str(mine)
+    mine.write_text("extends: megatron@0.7\n")
+    with pytest.raises(SpecError, match=r"--stack megatron@0\.7: megatron has no version '0\.7'"):
+        load_stack(str(mine))

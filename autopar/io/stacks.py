@@ -117,6 +117,8 @@ def load_stack(ref: str | None, options: Mapping[str, str] | None = None) -> Sta
     path = Path(ref)
     if path.suffix.lower() in (".yaml", ".yml"):
         data, where = load_mapping(path), str(path)
+        if data.get("extends") is not None:  # your own file may extend a built-in version too
+            data = _merged(_builtin(str(data.pop("extends")))[0], data)
     else:
         data, where = _builtin(ref)
     data = _keys_as_text(data)
