@@ -308,3 +308,40 @@ def test_a_stack_file_of_your_own_may_extend_a_built_in_version(tmp_path: Path) 
     mine.write_text("extends: megatron@0.7\n")
     with pytest.raises(SpecError, match=r"--stack megatron@0\.7: megatron has no version '0\.7'"):
         load_stack(str(mine))
+
+
+def test_async_tp_off_exposes_the_whole_tp_time(toy_hw: HardwareProfile) -> None:
+    # torchtitan's async TP hides 0.6 of the SP collectives: off, 1 / 0.4 = 2.5x as much is exposed
+    m = gpt_like(layers=4)
+    job = Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=2048)
+    plan = Plan(dp=4, tp=2, pp=1, sp=True, zero=3)
+    on, off = (estimate(m, toy_hw, job, plan, stack=load_stack("torchtitan", {"async_tp": v})).time.tp_comm for v in ("true", "false"))
+    assert on > 0 and off == pytest.approx(2.5 * on)
+
+
+def test_logit_bytes_sets_what_the_loss_holds(toy_hw: HardwareProfile) -> None:
+    # Megatron's vocab-parallel cross-entropy holds 6 B per logit; a fused loss keeping bf16 logits only, 2 B
+    m = gpt_like(layers=4)
+    job = Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=2048)
+    plan = Plan(dp=8, tp=1, pp=1, zero=1, sp=False)
+    six, two = (estimate(m, toy_hw, job, plan, stack=load_stack("megatron", {"logit_bytes": v})).memory.logits for v in ("6", "2"))
+    assert six - two == pytest.approx(4 * 2048 * m.vocab_size)
+
+
+@pytest.mark.parametrize(
+    ("stack", "option", "dtype"),
+    [("deepspeed", "overlap_comm", "bf16"), ("torchtitan", "fp8_all_gather", "fp8"), ("megatron", "overlap_param_gather", "bf16")],
+)
+def test_switching_a_dp_overlap_or_fp8_gather_off_exposes_more_dp_time(
+    toy_hw: HardwareProfile, stack: str, option: str, dtype: str
+) -> None:
+    m = gpt_like(layers=4)
+    job = Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=2048, dtype=dtype)
+    plan = Plan(dp=8, tp=1, pp=1, zero=3, sp=False)
+    on, off = (estimate(m, toy_hw, job, plan, stack=load_stack(stack, {option: v})).time.dp_comm for v in ("true", "false"))
+    assert off > on
+
+
+def test_moe_a2a_overlap_sets_the_ep_overlap() -> None:
+    assert load_stack("megatron", {"moe_a2a_overlap": "true"}).ep_overlap is True
+    assert load_stack("megatron").ep_overlap is False
