@@ -266,6 +266,7 @@ def _context(
     dtype: str,
     max_memory_fraction: float | None,
     emit: str | None,
+    stack_options: Mapping[str, str] | None = None,
 ) -> tuple[Any, Any]:
     from autopar.advise import launch
     from autopar.advise import train as advise
@@ -282,6 +283,7 @@ def _context(
         dtype=dtype,
         stack=launch.stack_for(emit, stack),
         max_memory_fraction=DEFAULT_MEMORY_FRACTION if max_memory_fraction is None else max_memory_fraction,
+        stack_options=[f"{k}={v}" for k, v in (stack_options or {}).items()],
     )
     return want, ctx
 
@@ -299,6 +301,7 @@ def suggest(
     top: int = 10,
     max_memory_fraction: float | None = None,
     emit: str | None = None,
+    stack_options: Mapping[str, str] | None = None,
 ) -> SuggestResult:
     """Search every parallel plan for a training job and rank them (`autopar suggest`; same options)."""
     from autopar.advise import launch
@@ -319,6 +322,7 @@ def suggest(
         dtype=dtype,
         max_memory_fraction=max_memory_fraction,
         emit=emit,
+        stack_options=stack_options,
     )
     result = advise.suggest(ctx)
     launched = launch.prepare(want, result.ctx, result.plan_order)
@@ -350,6 +354,7 @@ def estimate(
     dtype: str = "bf16",
     max_memory_fraction: float | None = None,
     emit: str | None = None,
+    stack_options: Mapping[str, str] | None = None,
 ) -> EstimateResult:
     """One plan, explained (`autopar estimate`; same options). dp = gpus / (tp * pp * cp)."""
     from autopar.advise import launch
@@ -367,6 +372,7 @@ def estimate(
         dtype=dtype,
         max_memory_fraction=max_memory_fraction,
         emit=emit,
+        stack_options=stack_options,
     )
     modules = recompute_modules if recompute_modules is None or isinstance(recompute_modules, str) else (",".join(recompute_modules))
     result = advise.explain(

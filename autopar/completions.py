@@ -63,10 +63,12 @@ def complete_hardware(incomplete: str) -> list[tuple[str, str]]:
 
 
 def complete_stack(incomplete: str) -> list[tuple[str, str]]:
-    """--stack: built-in execution stacks, then stack YAML files."""
-    from autopar.io.stacks import builtin_stacks
+    """--stack: built-in execution stacks (NAME, then NAME@VERSION), then stack YAML files."""
+    from autopar.io.stacks import builtin_stacks, stack_versions
 
-    names = [(name, "built-in stack") for name in builtin_stacks() if name.startswith(incomplete)]
+    refs = [(name, "built-in stack, newest version") for name in builtin_stacks()]
+    refs += [(f"{name}@{v}", "built-in stack version") for name in builtin_stacks() for v in stack_versions(name)]
+    names = [(ref, what) for ref, what in refs if ref.startswith(incomplete)]
     return names + _paths(incomplete, (".yaml", ".yml"))
 
 

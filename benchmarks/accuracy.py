@@ -17,7 +17,11 @@ benchmarks/data/README.md), so this runs from a fresh clone:
 its `conventions`); rows autopar cannot describe (a model, hardware profile or
 field it does not know) are listed with the reason, not scored.
 
-Prints, per stack and overall on each file: the mean absolute percentage error of
+The headline is leave-one-source-out (benchmarks/loso.py): each source's rows scored
+with every fitted constant (benchmarks/data/fitted_constants.yaml) set without them,
+beside the in-sample figure, per stack, mean and median.
+
+Then, per stack and overall on each file: the mean absolute percentage error of
 tokens/s (or of the source's TFLOP/s), the mean signed error (bias), the mean
 absolute error of peak memory where published, and how many published plans the
 stack accepts and fit by our memory model.
@@ -39,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import framework  # noqa: E402
+import loso  # noqa: E402
 import published  # noqa: E402
 
 from autopar.errors import AutoparError  # noqa: E402
@@ -110,6 +115,20 @@ def shipped(*, rank: bool = False) -> tuple[list[Any], list[Any], list[Any], lis
     return fw, pub, held, skipped
 
 
+def score(rows: list[dict[str, Any]]) -> list[Any]:
+    """Rows of any shipped file, costed: published rows (they carry `achieved`) by the search, the others as
+    framework rows through the CLI."""
+    return [published.evaluate(r) if "achieved" in r else framework.evaluate(r) for r in rows]
+
+
+def headline(fw: list[Any], pub: list[Any], held: list[Any]) -> dict[str, Any]:
+    """Leave-one-source-out and in-sample MAPE over every scored row of the shipped files, per stack."""
+    runs = [yaml.safe_load((DATA / f).read_text())["runs"] for f in ("framework_runs.yaml", "heldout_runs.yaml")]
+    pub_rows = [r for r in yaml.safe_load((DATA / "published_runs.yaml").read_text())["runs"] if published.usable(r)]
+    rows = [*runs[0], *runs[1], *pub_rows]
+    return loso.leave_one_source_out(rows, score, [*fw, *held, *pub], loso.constants())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="one JSON document")
@@ -119,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="another file of runs in the framework_runs.yaml format (repeatable)")
     args = ap.parse_args(argv)
     fw, pub, held, skipped = shipped(rank=args.rank)
+    top = headline(fw, pub, held)
     stats = {"framework_runs": by_stack(fw), "published_runs": by_stack(pub)}
     if held:
         stats["heldout_runs"] = by_stack(held)
@@ -126,14 +146,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, (results, _) in extra.items():
         stats[name] = by_stack(results)
     if args.json:
-        doc = {**stats, "framework_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in fw],
-               "published_rows": [dict(vars_of(r), error=r.error) for r in pub], "published_skipped": skipped,
-               "heldout_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in held],
-               "runs_files": {name: {"rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in rs],
-                                     "skipped": skipped_rows} for name, (rs, skipped_rows) in extra.items()}}
+        doc = {"leave_one_source_out": top, **stats}
+        doc |= {"framework_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in fw],
+                "published_rows": [dict(vars_of(r), error=r.error) for r in pub], "published_skipped": skipped,
+                "heldout_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in held],
+                "runs_files": {name: {"rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in rs],
+                                      "skipped": skipped_rows} for name, (rs, skipped_rows) in extra.items()}}
         print(json.dumps(doc, indent=2))
         return 0
-    lines = table("framework_runs.yaml (tokens/s per GPU; memory where published)", stats["framework_runs"])
+    lines = [*loso.table(top), ""]
+    lines += table("framework_runs.yaml (tokens/s per GPU; memory where published)", stats["framework_runs"])
     lines += table("published_runs.yaml (each source's own TFLOP/s, or tokens/s)", stats["published_runs"])
     if held:
         lines += table("heldout_runs.yaml (validation only: other rows of the same tables)", stats["heldout_runs"])

@@ -1,29 +1,31 @@
 """Framework benchmark rows (benchmarks/data/framework_runs.yaml): the published plan, costed on its stack.
 
 Each row states its full plan; we estimate exactly that plan on the row's stack
-and hardware, and say whether the stack's rules accept it and whether it fits.
-Recipe facts a row's source states (an overlap its recipe switches on) are
-applied per row below, each with the row and the reason; they are parts of the
-published run, not correction factors.
+and hardware, as a user would: the row becomes `autopar estimate` arguments
+(cli_args) and runs through the CLI itself, so every input is one the CLI
+accepts. Recipe facts a row's source states (an overlap its recipe switches on)
+are --stack-opt options of the stack (docs/stacks.md), given per row below with
+the row and the reason; they are parts of the published run, not correction
+factors.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from autopar.cost.step import Estimate, estimate
-from autopar.errors import AutoparError
+import yaml
+
 from autopar.io.models import from_yaml_mapping, load_model
 from autopar.io.profiles import load_hardware
 from autopar.io.stacks import load_stack
-from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
-from autopar.spec.plan import Plan
-from autopar.spec.stack import StackProfile
 
-# The row's `framework` text -> autopar stack.
-STACK_OF = (("torchtitan", "torchtitan"), ("llm-foundry", "llm-foundry"), ("NeMo", "megatron"),
+# The row's `framework` text -> autopar stack (NAME@VERSION: the version its source ran).
+STACK_OF = (("torchtitan", "torchtitan@2024.12"), ("llm-foundry", "llm-foundry@0.3"), ("NeMo", "megatron"),
             ("Megatron", "megatron"), ("DeepSpeed", "deepspeed"))
 
 # Sources whose hardware is other than the built-in profile the row names, by (repo, path prefix).
@@ -38,33 +40,30 @@ HARDWARE_OF = {
 # stack's fixed_overhead_gib counts; we compare like with like.
 ALLOCATOR_RESERVED = ("torchtitan",)
 
-# Recipe facts stated by the row's source, by row id.
-RECIPE: dict[str, dict[str, Any]] = {
+# Recipe facts stated by the row's source, as --stack-opt KEY=VALUE, by row id.
+STACK_OPTS: dict[str, tuple[str, ...]] = {
     # DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 enables the MoE all-to-all overlap ("A2A overlap", row notes) and
     # captures attn, moe_router and moe_preprocess in CUDA graphs (Megatron-Bridge 21d102f5
-    # deepseek_workload_base_configs.py): no eager MoE dispatch on the host (megatron.yaml kernels.moe_host_us).
-    "mb2604_b200_deepseekv3_mxfp8_256": {"ep_overlap": True, "moe_host_us": 0.0},
+    # deepseek_workload_base_configs.py): no eager MoE dispatch on the host (megatron-0.16.yaml kernels.moe_host_us).
+    "mb2604_b200_deepseekv3_mxfp8_256": ("moe_a2a_overlap=true", "moe_cuda_graphs=true"),
     # Megatron-Bridge's GPT-OSS performance configs reduce gradients in bf16 (set_gpt_oss_common_configs:
     # ddp.grad_reduce_in_fp32 False, scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py at 21d102f5);
-    # the FP8 rows already reduce in bf16 (megatron.yaml collectives.fp8_grad_reduce_bytes).
-    "mb2604_h100_gptoss120b_bf16_64": {"grad_reduce_bytes": 2.0},
-    "mb2604_b200_gptoss120b_bf16_64": {"grad_reduce_bytes": 2.0},
+    # the FP8 rows already reduce in bf16 (megatron-0.16.yaml collectives.fp8_grad_reduce_bytes).
+    "mb2604_h100_gptoss120b_bf16_64": ("grad_reduce=bf16",),
+    "mb2604_b200_gptoss120b_bf16_64": ("grad_reduce=bf16",),
     # QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_*_V1: cuda_graph_scope attn, moe_router, moe_preprocess (qwen3_workload_
     # base_configs.py at 21d102f5); the H100 FP8 config of the same release has none.
-    "mb2604_b200_qwen3_30b_mxfp8_8": {"moe_host_us": 0.0},
+    "mb2604_b200_qwen3_30b_mxfp8_8": ("moe_cuda_graphs=true",),
     # Megatron-MoE-ModelZoo best_practice/qwen3/run_h100_235b.sh (e865051): --cuda-graph-impl transformer_engine
     # --cuda-graph-scope moe_router moe_preprocess.
-    "mz_h100_qwen3_235b_deepep_ep32_bf16": {"moe_host_us": 0.0},
+    "mz_h100_qwen3_235b_deepep_ep32_bf16": ("moe_cuda_graphs=true",),
     # held-out (heldout_runs.yaml): QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1/V2 set moe_a2a_overlap True
     # (Megatron-Bridge 21d102f5 qwen3_workload_base_configs.py).
-    "mb2604_h100_qwen3_235b_fp8_256": {"ep_overlap": True},
+    "mb2604_h100_qwen3_235b_fp8_256": ("moe_a2a_overlap=true",),
     # held-out (heldout_runs.yaml): the 2D row without async TP, whose collectives are not decomposed.
-    "tt_h100_l31_70b_fsdp32_tp8_vanilla_fp8": {"tp_overlap": 0.0},
-    # Composer mixed_precision PURE (the row's 'bf16 | PURE' columns) reduces gradients in bf16, not fp32.
-    # PURE also all-gathers bf16 parameters (param_dtype bf16), not DEFAULT's fp32, and keeps the residual
-    # stream in bf16: norms and residual adds move 10h + 10h bytes per sub-layer, GELU 16h, 36h per block against
-    # the cost model's 44h (llm-foundry.yaml kernels.elementwise_passes): 36/44.
-    "lf_a100_mpt70b_64_fsdp_ac": {"grad_reduce_bytes": 2.0, "gather_bytes": 2.0, "elementwise_passes": 36 / 44},
+    "tt_h100_l31_70b_fsdp32_tp8_vanilla_fp8": ("async_tp=false",),
+    # Composer mixed_precision PURE (the row's 'bf16 | PURE' columns): bf16 reduce, bf16 gathers, bf16 residuals.
+    "lf_a100_mpt70b_64_fsdp_ac": ("mixed_precision=PURE",),
 }
 
 
@@ -107,11 +106,10 @@ class FrameworkResult:
         return self.predicted_gib / self.published_gib - 1
 
 
-def stack_for(row: dict[str, Any]) -> StackProfile:
+def stack_ref(row: dict[str, Any]) -> str:
+    """The --stack the row ran on (NAME@VERSION)."""
     text = str(row.get("framework", ""))
-    name = next((s for key, s in STACK_OF if key.lower() in text.lower()), "megatron")
-    stack = load_stack(name)
-    return replace(stack, **RECIPE.get(row["id"], {}))
+    return next((s for key, s in STACK_OF if key.lower() in text.lower()), "megatron")
 
 
 def model_for(row: dict[str, Any]) -> ModelSpec:
@@ -125,31 +123,48 @@ def hardware_for(row: dict[str, Any]) -> str:
                  if src.get("repo") == repo and str(src.get("path", "")).startswith(path)), row["hardware"])
 
 
-def plan_for(row: dict[str, Any], stack: StackProfile) -> Plan:
-    dp = row["gpus"] // (row["tp"] * row["pp"] * row["cp"])
-    cp_comm = stack.cp_comms[0] if row["cp"] > 1 else "ring"
-    return Plan(dp=dp, tp=row["tp"], pp=row["pp"], vpp=row["vpp"], cp=row["cp"], ep=row["ep"], etp=row.get("etp", 1),
-                mbs=row["mbs"], recompute=row["recompute"], zero=row["zero"], sp=row["tp"] > 1, cp_comm=cp_comm,
-                recompute_modules=RECOMPUTE_MODULES.get(row["id"], ()))
+def cli_args(row: dict[str, Any], model: str) -> list[str]:
+    """The `autopar estimate` arguments that state the row's published run; `model` is a preset name or the
+    path of the row's model written as a .yaml. Full memory (--max-memory-fraction 1): fits means fits."""
+    args = ["estimate", model, "--hardware", hardware_for(row), "--stack", stack_ref(row), "--gpus", str(row["gpus"]),
+            "--global-batch", str(row["global_batch"]), "--seq-len", str(row["seq_len"]), "--dtype", row["dtype"]]
+    for key in ("tp", "pp", "vpp", "cp", "ep", "mbs", "recompute", "zero"):
+        args += [f"--{key}", str(row[key])]
+    args += ["--etp", str(row.get("etp", 1)), "--sp" if row["tp"] > 1 else "--no-sp"]
+    if row["id"] in RECOMPUTE_MODULES:
+        args += ["--recompute-modules", ",".join(RECOMPUTE_MODULES[row["id"]])]
+    for opt in STACK_OPTS.get(row["id"], ()):
+        args += ["--stack-opt", opt]
+    return [*args, "--max-memory-fraction", "1", "--json", "--no-explain"]
+
+
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `autopar ARGS`, in this process."""
+    from typer.testing import CliRunner
+
+    from autopar.cli import app
+
+    result = CliRunner().invoke(app, args)
+    return result.exit_code, result.stdout, result.stderr
 
 
 def evaluate(row: dict[str, Any]) -> FrameworkResult:
-    stack = stack_for(row)
-    model, hw = model_for(row), load_hardware(hardware_for(row))
-    job = Job(gpus=row["gpus"], gpus_per_node=hw.gpus_per_node, global_batch=row["global_batch"], seq_len=row["seq_len"],
-              dtype=row["dtype"])
-    plan = plan_for(row, stack)
+    model_for(row), load_hardware(hardware_for(row))  # a model or profile autopar cannot read: AutoparError
+    stack = load_stack(stack_ref(row))
     base = dict(id=row["id"], stack=stack.name, gpus=row["gpus"], published=float(row["tokens_per_s_per_gpu"]),
                 published_gib=row.get("published_memory_gib"))
-    why = stack.refusal(plan)
-    est: Estimate | None = None
-    if why is None:
-        try:
-            est = estimate(model, hw, job, plan, stack=stack)
-        except AutoparError as exc:
-            why = str(exc)
-    if est is None:
-        return FrameworkResult(**base, predicted=None, predicted_gib=None, accepted=False, fits=False, why=why or "")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = row["model"]
+        if not isinstance(model, str):
+            path = Path(tmp) / f"{row['id']}.yaml"
+            path.write_text(yaml.safe_dump(dict(model)))
+            model = str(path)
+        code, out, err = run_cli(cli_args(row, model))
+    if code not in (0, 1) or not out.strip():
+        why = err.strip().removeprefix("autopar: error: ")
+        return FrameworkResult(**base, predicted=None, predicted_gib=None, accepted=False, fits=False, why=why)
+    doc = json.loads(out)
     outside = stack.fixed_overhead_gib if stack.name in ALLOCATOR_RESERVED else 0.0
-    return FrameworkResult(**base, predicted=est.tokens_per_s_per_gpu, predicted_gib=est.memory.total / 2**30 - outside,
-                           accepted=True, fits=est.fits, why=plan.label())
+    label = f"dp{doc['dp']} tp{doc['tp']} pp{doc['pp']} vpp{doc['vpp']} cp{doc['cp']} ep{doc['ep']} mbs{doc['mbs']}"
+    return FrameworkResult(**base, predicted=doc["tokens_per_s_per_gpu"], predicted_gib=doc["memory_gib_per_gpu"] - outside,
+                           accepted=True, fits=doc["fits"], why=label)

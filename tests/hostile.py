@@ -160,7 +160,7 @@ def _saved_fifo(tmp: Path) -> str:
     return f"{{A}} suggest '{files(tmp, t__yaml=TINY)['t__yaml']}' --gpus 8"
 
 
-STACK = Path(__file__).resolve().parents[1] / "autopar" / "data" / "stacks" / "megatron.yaml"
+STACK = Path(__file__).resolve().parents[1] / "autopar" / "data" / "stacks" / "megatron-0.16.yaml"
 
 
 def stack_with(old: str, new: str) -> Callable[[Path], str]:

@@ -104,7 +104,7 @@ def test_profile_reader(tmp_path: Path, doc: Any, as_json: bool) -> None:
     check(lambda p: load_hardware(str(p)), path)
 
 
-STACK = yaml.safe_load((Path(__file__).resolve().parents[1] / "autopar/data/stacks/torchtitan.yaml").read_text())
+STACK = yaml.safe_load((Path(__file__).resolve().parents[1] / "autopar/data/stacks/torchtitan-2025.06.yaml").read_text())
 VARIANT = {"schema_version": 1, "name": "v", "base": "h100-sxm", "overrides": {"gpu": {"memory_gib": 94.0}},
            "power": {"tdp_w": 700, "limit_w": 500}}
 

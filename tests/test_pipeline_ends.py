@@ -72,7 +72,7 @@ def test_megatron_accepts_pp_times_vpp_up_to_the_layers_plus_two() -> None:
     small = dense(3)
     validate(Plan(dp=1, tp=1, pp=5), small, Job(gpus=5, gpus_per_node=8, global_batch=8, seq_len=2048), stack=mg)
     assert plan_errors(Plan(dp=1, tp=1, pp=6), small, Job(gpus=6, gpus_per_node=8, global_batch=8, seq_len=2048), mg)
-    # torchtitan does not count them (torchtitan.yaml plan_rules.pipeline_counts_embedding false)
+    # torchtitan does not count them (torchtitan-2025.06.yaml plan_rules.pipeline_counts_embedding false)
     tt_errors = plan_errors(Plan(dp=1, tp=1, pp=5), small, Job(gpus=5, gpus_per_node=8, global_batch=8, seq_len=2048),
                             load_stack("torchtitan"))
     assert "pp (5) exceeds the number of layers (3)" in tt_errors

@@ -51,7 +51,7 @@ def test_hardware_and_distribution_schemas() -> None:
 
 def test_unknown_schema_kind_is_one_line() -> None:
     r = runner.invoke(app, ["schema", "gpu"])
-    assert r.exit_code == 2 and r.stderr == "autopar: error: schema: expected one of model, hardware, distribution, got 'gpu'\n"
+    assert r.exit_code == 2 and r.stderr == "autopar: error: schema: expected one of model, hardware, distribution, stack, framework, got 'gpu'\n"
 
 
 def test_every_builtin_file_passes_its_schema() -> None:

@@ -77,7 +77,7 @@ def test_eager_moe_dispatch_host_time_is_added_per_moe_layer_and_micro_batch(toy
 
 def test_megatron_profile_runs_moe_dispatch_eagerly_by_default() -> None:
     # Megatron-Bridge recipes default to cuda_graph_impl "none": 4 ms per MoE layer per micro-batch
-    # (megatron.yaml kernels.moe_host_us, with the rows it was set on); the other stacks have no EP.
+    # (megatron-0.16.yaml kernels.moe_host_us, with the rows it was set on); the other stacks have no EP.
     assert load_stack("megatron").moe_host_us == 4000.0
     assert dict(load_stack("megatron").citations)["kernels.moe_host_us"]
     assert all(load_stack(s).moe_host_us == 0.0 for s in ("torchtitan", "llm-foundry", "deepspeed"))
@@ -85,7 +85,7 @@ def test_megatron_profile_runs_moe_dispatch_eagerly_by_default() -> None:
 
 def test_fsdp_gathers_weights_in_the_stacks_param_dtype(toy_hw: HardwareProfile) -> None:
     # Composer's DEFAULT mixed precision keeps FSDP1's flat parameter in fp32: the all-gathers carry 4 B per
-    # parameter (llm-foundry.yaml memory.gather_bytes), twice what a bf16 param_dtype moves.
+    # parameter (llm-foundry-0.3.yaml memory.gather_bytes), twice what a bf16 param_dtype moves.
     m = gpt_like(layers=4)
     job = Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=2048)
     plan = Plan(dp=8, tp=1, pp=1, zero=3, sp=False)

@@ -108,7 +108,7 @@ def test_logits_bytes_follow_the_stacks_cross_entropy() -> None:
     plan = Plan(dp=8, tp=1, pp=1, zero=1)
     head = 2 * 8192 * 4096
     assert memory_breakdown(m, job, plan, stack=load_stack("megatron")).logits == pytest.approx(6 * 8192 * 128256 + head)
-    titan = load_stack("torchtitan")
+    titan = load_stack("torchtitan@2024.12")  # the eager loss of 9dec370 (2025.06 compiles it: 4 B)
     assert memory_breakdown(m, job, replace(plan, zero=2), stack=titan).logits == pytest.approx(
         14 * 8192 * 128256 + head)
     # tp 2 (loss_parallel: 18 B on the vocabulary shard); the DTensor output projection saves the
@@ -303,7 +303,7 @@ def test_cli_names_the_stack_and_lists_stacks() -> None:
 
     runner = CliRunner()
     out = runner.invoke(app, ["suggest", "llama3-8b", "--gpus", "8", "--top", "1"])
-    assert out.exit_code == 0 and "stack: megatron — default megatron (no --stack)" in out.output
+    assert out.exit_code == 0 and "stack: megatron@0.16 — default megatron (no --stack)" in out.output
     doc = json.loads(runner.invoke(app, ["suggest", "llama3-8b", "--gpus", "8", "--stack", "torchtitan", "--json"]).output)
     assert doc["stack"] == "torchtitan" and doc["stack_source"] == "--stack torchtitan"
     assert all(p["zero"] in (2, 3) for p in doc["plans"])

@@ -19,7 +19,7 @@ from autopar.errors import InfeasibleError, SpecError
 from autopar.io.error_model import error_model
 from autopar.io.models import load_model
 from autopar.io.profiles import resolve_hardware
-from autopar.io.stacks import DEFAULT_STACK, load_stack
+from autopar.io.stacks import DEFAULT_STACK, load_stack, read_options
 from autopar.search.planner import Candidate as Candidate  # a ranked plan, as render/ shows it
 from autopar.search.planner import SearchResult, search
 from autopar.search.space import divisors
@@ -91,6 +91,8 @@ def context(
     seq_len_dist: str | None = None,
     stack: str | None = None,
     max_memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    stack_options: Sequence[str] = (),
+    recipe: str | None = None,
 ) -> Context:
     """Load and check the inputs; `seq_len_dist` only to refuse it beside an explicit --seq-len.
 
@@ -125,8 +127,11 @@ def context(
     job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype)
     if dtype not in hw.peak_flops:
         raise SpecError(f"--dtype {dtype}: hardware profile {hw.name} has no peak for it")
-    stack_profile = load_stack(stack)
+    options = read_options(stack_options, recipe)
+    stack_profile = load_stack(stack, options)
     stack_reason = f"--stack {stack}" if stack else f"default {DEFAULT_STACK} (no --stack)"
+    if options:  # echoed in every output: the recipe facts the estimate assumed
+        stack_reason += "; options " + " ".join(f"{k}={v}" for k, v in options.items())
     return Context(model=spec, hw=hw, hw_reason=reason, job=job, batch_defaulted=global_batch is None,
                    stack=stack_profile, stack_reason=stack_reason, memory_fraction=max_memory_fraction,
                    gpu_memory_bytes=whole)

@@ -43,10 +43,23 @@ StackOpt = Annotated[
     str | None,
     typer.Option(
         "--stack",
-        help="Execution stack: megatron | torchtitan | deepspeed | llm-foundry, or a stack "
-        ".yaml (default: megatron; see `autopar stacks`).",
+        help="Execution stack NAME[@VERSION]: megatron | torchtitan | deepspeed | "
+        "llm-foundry (newest version unless @VERSION), or a stack .yaml (default: megatron; see "
+        "`autopar stacks`).",
         autocompletion=complete_stack,
     ),
+]
+StackOptOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--stack-opt",
+        help="A recipe fact of the stack, KEY=VALUE (repeatable), e.g. grad_reduce=bf16; each stack's "
+        "options: `autopar stacks`.",
+    ),
+]
+RecipeOpt = Annotated[
+    str | None,
+    typer.Option(help="A YAML file of stack options (KEY: VALUE, the --stack-opt keys); --stack-opt wins over it."),
 ]
 GpusOpt = Annotated[int | None, typer.Option(help="Total GPUs.")]
 GpusAutoOpt = Annotated[

@@ -176,43 +176,51 @@ def hardware_cmd() -> None:
 
 
 def stacks_cmd() -> None:
-    """List the execution stacks and what each one assumes."""
-    from autopar.io.stacks import DEFAULT_STACK, builtin_stacks, load_stack
+    """List the execution stacks, their versions and recipe options, and what each one assumes."""
+    from autopar.io.stacks import DEFAULT_STACK, builtin_stacks, load_stack, option_lines, stack_versions
     from autopar.render.text import say, table
 
     t = table(
-        "name",
+        "stack",
         "kernels",
         "overlap",
         "DP sync",
         "ZeRO",
         "axes",
-        left=("name", "kernels", "overlap", "DP sync", "ZeRO", "axes"),
+        left=("stack", "kernels", "overlap", "DP sync", "ZeRO", "axes"),
         wrap=("kernels", "DP sync"),
     )
+    options = []
     for name in builtin_stacks():
-        s = load_stack(name)
-        overlaps = f"{s.tp_overlap:.2f}/{'y' if s.cp_overlap else 'n'}/{'y' if s.ep_overlap else 'n'}"
-        sync = (
-            "per block"
-            if s.dp_granularity == "layer"
-            else (f"{s.dp_bucket_params / 1e6:.0f}M bucket" if s.dp_bucket_params else "one pass")
-        )
-        t.add_row(
-            name,
-            s.attention_kernel + ("" if s.compiled else " eager"),
-            overlaps,
-            sync,
-            ",".join(map(str, s.zero_stages)),
-            ",".join(s.parallelisms) + ("+vpp" if s.vpp else ""),
-        )
+        for version in stack_versions(name):
+            s = load_stack(f"{name}@{version}")
+            overlaps = f"{s.tp_overlap:.2f}/{'y' if s.cp_overlap else 'n'}/{'y' if s.ep_overlap else 'n'}"
+            sync = (
+                "per block"
+                if s.dp_granularity == "layer"
+                else (f"{s.dp_bucket_params / 1e6:.0f}M bucket" if s.dp_bucket_params else "one pass")
+            )
+            t.add_row(
+                s.label,
+                s.attention_kernel + ("" if s.compiled else " eager"),
+                overlaps,
+                sync,
+                ",".join(map(str, s.zero_stages)),
+                ",".join(s.parallelisms) + ("+vpp" if s.vpp else ""),
+            )
+            options.append(f"{s.label}: {option_lines(s.label)}")
     launchers = ", ".join(f"{n}: {load_stack(n).launcher}" for n in builtin_stacks())
+    newest = ", ".join(f"{n}@{stack_versions(n)[-1]}" for n in builtin_stacks())
     out = console()
     out.print(t)
     say(out, "overlap: share of TP communication hidden / CP ring hidden / MoE all-to-all hidden (y/n)")
+    say(out, f"--stack NAME is its newest version: {newest}", markup=False)
+    say(out, "--stack-opt KEY=VALUE (or --recipe FILE) sets a recipe fact; the options of each:", markup=False)
+    for line in options:
+        say(out, f"  {line}", markup=False)
     say(out, f"--emit follows the stack: {launchers}", markup=False)
     say(out, f"default when no --stack: {DEFAULT_STACK}")
-    say(out, "what each assumes, cited: autopar/data/stacks/NAME.yaml")
+    say(out, "what each assumes, cited: autopar/data/stacks/NAME-VERSION.yaml; options: docs/stacks.md", markup=False)
 
 
 def frameworks_cmd() -> None:
@@ -254,11 +262,11 @@ def frameworks_cmd() -> None:
 
 def schema_cmd(
     kind: Annotated[
-        str, typer.Argument(help="model | hardware | distribution | framework", autocompletion=complete_schema)
+        str, typer.Argument(help="model | hardware | distribution | stack | framework", autocompletion=complete_schema)
     ],
 ) -> None:
-    """Print the JSON Schema of a model spec, hardware profile, length-distribution or serving-framework file
-    (for editors)."""
+    """Print the JSON Schema of a model spec, hardware profile, length-distribution, stack or serving-framework
+    file (for editors)."""
     import json
 
     from autopar.io.schema import schemas

@@ -26,9 +26,11 @@ from autopar.cli.options import (
     NodesOpt,
     PartitionOpt,
     QosOpt,
+    RecipeOpt,
     SaveDirOpt,
     SeqOpt,
     StackOpt,
+    StackOptOpt,
     StrategyOpt,
     TimeOpt,
     TitanOpt,
@@ -72,6 +74,8 @@ def suggest(
     model: Model,
     hardware: HardwareOpt = None,
     stack: StackOpt = None,
+    stack_opt: StackOptOpt = None,
+    recipe: RecipeOpt = None,
     gpus: GpusAutoOpt = None,
     nodes: NodesOpt = None,
     global_batch: BatchOpt = None,
@@ -113,6 +117,8 @@ def suggest(
             dtype=dtype,
             json_out=json_out,
             max_memory_fraction=max_memory_fraction,
+            stack_options=stack_opt or [],
+            recipe=recipe,
             refused=[
                 name
                 for name, given in (("--emit", emit), ("--plot", plot), ("--seq-len-dist", seq_len_dist), ("--save-dir", save_dir))
@@ -142,6 +148,8 @@ def suggest(
         seq_len_dist=seq_len_dist,
         stack=launch.stack_for(emit, stack),
         max_memory_fraction=max_memory_fraction,
+        stack_options=stack_opt or [],
+        recipe=recipe,
     )
     if seq_len_dist is not None:
         if plot is not None:
@@ -200,6 +208,8 @@ def _gpus_auto(
     dtype: str,
     json_out: bool,
     max_memory_fraction: float,
+    stack_options: list[str],
+    recipe: str | None,
     refused: list[str],
 ) -> None:
     """suggest --gpus auto: the fewest GPUs that fit and the throughput curve (errors raise AutoparError)."""
@@ -220,6 +230,8 @@ def _gpus_auto(
         dtype=dtype,
         stack=stack,
         max_memory_fraction=max_memory_fraction,
+        stack_options=stack_options,
+        recipe=recipe,
     )
     with progress_after("GPU counts", enabled=not json_out) as tick:
         result = questions.scaling(ctx, batch_given=global_batch is not None, progress=tick)
@@ -233,6 +245,8 @@ def estimate(
     model: Model,
     hardware: HardwareOpt = None,
     stack: StackOpt = None,
+    stack_opt: StackOptOpt = None,
+    recipe: RecipeOpt = None,
     gpus: GpusOpt = None,
     nodes: NodesOpt = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
@@ -322,6 +336,8 @@ def estimate(
         seq_len_dist=seq_len_dist,
         stack=launch.stack_for(emit, stack),
         max_memory_fraction=max_memory_fraction,
+        stack_options=stack_opt or [],
+        recipe=recipe,
     )
     if seq_len_dist is not None:
         fits = varlen.answer(

@@ -397,7 +397,8 @@ def _assemble(memo: Memo, plan: Plan, stages: _Stages, p2p: P2PTime, sync: tuple
     # the backward window holds the recomputed forward too: a block's backward collectives run
     # behind its recompute and its backward alike
     dp_comm, dp_hidden = _dp_overlap((reduce, gather), plan.zero if zero is None else zero, m, fwd_s=w.fwd,
-                                     bwd_s=w.bwd + w.recompute, overlap=memo.stack.dp_overlap)
+                                     bwd_s=w.bwd + w.recompute, overlap=memo.stack.dp_overlap,
+                                     gather_overlap=memo.stack.gather_overlap)
     return (m * (w.fwd + w.bwd + w.recompute + w.loss_s), m * w.tp_exposed, m * w.cp_exposed, m * w.ep_exposed,
             m * p2p.per_microbatch_s + p2p.fill_s, dp_comm, sched.bubble_s, optimizer,
             m * w.overlap_penalty + (memo.profile.compute_slowdown - 1) * dp_hidden)
@@ -455,7 +456,7 @@ def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
         if group.size == 1 or params == 0:
             continue
         grads = stack.grad_bytes(memo.job.dtype) * params
-        weights = (1 if fp8 and stack.fp8_gather and key.zero == 3 else stack.gather_bytes) * params
+        weights = (1 if fp8 and stack.fp8_gather else stack.gather_bytes) * params  # FP8 param all-gather
         k = _collectives_per_pass(stack, params, layers)
         if key.zero == 0:
             reduce += k * collective_time(hw, "all_reduce", grads / k, group)
@@ -474,7 +475,7 @@ def _collectives_per_pass(stack: StackProfile, params: float, layers: int) -> in
 
 
 def _dp_overlap(times: tuple[float, float], zero: int, microbatches: int, *, fwd_s: float, bwd_s: float,
-                overlap: float = cal.DP_OVERLAP_FRACTION) -> tuple[float, float]:
+                overlap: float = cal.DP_OVERLAP_FRACTION, gather_overlap: float | None = None) -> tuple[float, float]:
     """(exposed, hidden) seconds of DP sync given one micro-batch's forward/backward on the worst stage
     (`bwd_s` with its recomputed forward: activation recomputation runs inside the backward pass).
 
@@ -491,11 +492,16 @@ def _dp_overlap(times: tuple[float, float], zero: int, microbatches: int, *, fwd
     """
     reduce, gather = times
     ov = overlap
+    gv = overlap if gather_overlap is None else gather_overlap  # a gather waited on (DeepSpeed 0.5) hides nothing
     if zero == 3:
         gather_one = gather / 2  # _dp_collectives counts both gathers
-        per_mb = max(0.0, gather_one - ov * fwd_s) + max(0.0, gather_one + reduce - ov * bwd_s)
+        per_mb = max(0.0, gather_one - gv * fwd_s) + max(0.0, gather_one + reduce - ov * bwd_s)
+        if gv != ov:  # the backward window hides the re-gather up to its own share, then the reduce
+            gather_hidden = min(gather_one, gv * bwd_s)
+            reduce_hidden = min(reduce, max(0.0, ov * bwd_s - gather_hidden))
+            per_mb = max(0.0, gather_one - gv * fwd_s) + gather_one - gather_hidden + reduce - reduce_hidden
         exposed = microbatches * per_mb
         return exposed, microbatches * (reduce + gather) - exposed
     reduces = microbatches if zero == 2 else 1
-    exposed = reduces * max(0.0, reduce - ov * bwd_s) + max(0.0, gather - ov * fwd_s)
+    exposed = reduces * max(0.0, reduce - ov * bwd_s) + max(0.0, gather - gv * fwd_s)
     return exposed, reduces * reduce + gather - exposed

@@ -294,6 +294,7 @@ class StackOverlap(_Strict):
     cp: bool = False
     ep: bool = False
     dp: Fraction
+    dp_gather: Fraction | None = None  # the parameter all-gather's share hidden, where it differs from dp's
 
 
 class StackCollectives(_Strict):
@@ -334,11 +335,24 @@ class StackRules(_Strict):
                                               "shared_experts"]], Field(max_length=7)] = []
 
 
+OptionValue = Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_.+-]+$")]
+StackField = Annotated[str, StringConstraints(pattern=r"^(kernels|overlap|collectives|memory|plan_rules)\.[a-z0-9_]+$")]
+
+
+class StackOption(_Strict):
+    """A recipe fact a user may set (--stack-opt KEY=VALUE): each choice sets stack fields, or a number sets one."""
+
+    help: Text  # what it is, the framework's own flag, and its source
+    choices: Annotated[dict[OptionValue, dict[StackField, Any]], Field(min_length=2, max_length=8)] | None = None
+    number: StackField | None = None  # the field the value sets (bounded as that field is)
+
+
 class StackFile(_Strict):
     """An execution-stack YAML (format in autopar/io/stacks.py)."""
 
     schema_version: Version
     name: Text
+    version: OptionValue | None = None  # the framework version it describes (NAME@VERSION; the file name's)
     description: str = ""
     launcher: Literal["megatron", "torchtitan", "deepspeed", "none"]
     source: Text | None = None  # the framework version the numbers describe
@@ -347,6 +361,7 @@ class StackFile(_Strict):
     collectives: StackCollectives
     memory: StackMemory
     plan_rules: StackRules
+    options: Annotated[dict[OptionValue, StackOption], Field(max_length=32)] | None = None
     citations: Texts | None = None
 
 
@@ -512,7 +527,8 @@ class DistFile(ComponentFile):
 def schemas() -> dict[str, dict[str, Any]]:
     """JSON Schema of each format, by the name `autopar schema` takes."""
     return {name: {"$schema": "https://json-schema.org/draft/2020-12/schema", **cls.model_json_schema()} for name, cls in
-            (("model", ModelFile), ("hardware", ProfileFile), ("distribution", DistFile), ("framework", FrameworkFile))}
+            (("model", ModelFile), ("hardware", ProfileFile), ("distribution", DistFile), ("stack", StackFile),
+             ("framework", FrameworkFile))}
 
 
 # --- errors --------------------------------------------------------------------------

@@ -66,6 +66,8 @@ def context_dict(ctx: Context) -> dict[str, Any]:
         "corrections": {c.name: {"factor": c.factor, "stack": c.stack, "source": c.source} for c in ctx.hw.corrections
                         if ctx.stack.takes_eager_corrections},
         "stack": ctx.stack.name,
+        "stack_version": ctx.stack.version,
+        "stack_options": dict(ctx.stack.applied),
         "stack_source": ctx.stack_reason,
         "memory_gib_capacity": ctx.hw.memory_bytes / GIB,
         "memory_gib_gpu": (ctx.gpu_memory_bytes or ctx.hw.memory_bytes) / GIB,
@@ -178,7 +180,7 @@ def _header(console: Console, ctx: Context) -> None:
             say(console, f"corrected by autopar calibrate: {c.describe()}")
         else:  # measured on eager PyTorch: says nothing of a stack with fused kernels
             say(console, f"not applied to stack {ctx.stack.name} (fused kernels): autopar calibrate's {c.describe()}")
-    say(console, f"stack: {ctx.stack.name} — {ctx.stack_reason}")
+    say(console, f"stack: {ctx.stack.label} — {ctx.stack_reason}")
     say(console, f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, "
         f"{j.dtype}")
     if ctx.memory_fraction < 1.0:

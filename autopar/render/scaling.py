@@ -35,7 +35,7 @@ def render_scaling(console: Console, s: Scaling) -> None:
     m, hw = first.ctx.model, first.ctx.hw
     below = f" ({', '.join(map(str, s.tried))} fit no plan)" if s.tried else ""
     say(console, f"[bold]{m.name}[/] on {hw.gpu_name}: the fewest GPUs that fit: [bold green]{s.min_gpus}[/]{below}")
-    say(console, f"stack: {first.ctx.stack.name} — {first.ctx.stack_reason}")
+    say(console, f"stack: {first.ctx.stack.label} — {first.ctx.stack_reason}")
     say(console, "best plan as the GPU count doubles (eff.: tokens/s per GPU against the fewest GPUs; total "
         "tokens/s: --json):")
     t = table("GPUs", "batch", "plan", "mbs", "recompute", "tok/s/GPU", "MFU", "GiB", "eff.", left=("plan", "recompute"), wrap=("plan",))

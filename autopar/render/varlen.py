@@ -89,7 +89,7 @@ def _head(console: Console, ctx: Context) -> None:
     """The model, GPUs, hardware and stack lines that suggest and estimate both open with."""
     say(console, f"[bold]{ctx.model.name}[/] on {ctx.job.gpus} x {ctx.hw.gpu_name}; hardware: {ctx.hw.name} "
         f"— {ctx.hw_reason}")
-    say(console, f"stack: {ctx.stack.name} — {ctx.stack_reason}")
+    say(console, f"stack: {ctx.stack.label} — {ctx.stack_reason}")
 
 
 def render_suggestion(console: Console, v: VarlenSuggestion, top: int) -> None:

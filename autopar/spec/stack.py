@@ -53,7 +53,7 @@ class Launch(Protocol):
 class StackProfile:
     """One execution stack's kernels, overlaps, memory habits and plan rules."""
 
-    name: str  # profile name (--stack)
+    name: str  # profile name (--stack NAME[@VERSION])
     description: str  # one line for humans
     launcher: str  # which framework --emit writes for this stack: megatron | torchtitan | deepspeed | none
     # --- kernels ---
@@ -103,6 +103,7 @@ class StackProfile:
     # host time an MoE layer leaves exposed per micro-batch (forward + backward, microseconds) when its router
     # and token-dispatch preprocessing run eagerly and the dispatch syncs host and device (0 under CUDA graphs)
     moe_host_us: float = 0.0
+    dp_gather_overlap: float | None = None  # share of compute the parameter all-gather hides (None: dp_overlap)
     # --- plan rules ---
     parallelisms: tuple[str, ...]  # axes the stack can split: dp, tp, pp, cp, ep
     cp_comms: tuple[str, ...]  # CP variants it implements: ring | allgather
@@ -114,6 +115,18 @@ class StackProfile:
     recompute_modules: tuple[str, ...] = ()  # the modules a module-level selective recompute may name (Megatron's)
     citations: tuple[tuple[str, str], ...] = ()  # (field, source) pairs, as the profile file gives them
     path: str = ""  # file it was read from
+    version: str = ""  # the framework version it describes ("" for a stack file that names none)
+    applied: tuple[tuple[str, str], ...] = ()  # the recipe options set on it (--stack-opt / --recipe), in order
+
+    @property
+    def label(self) -> str:
+        """NAME@VERSION as --stack takes it (NAME alone for a file without a version)."""
+        return f"{self.name}@{self.version}" if self.version else self.name
+
+    @property
+    def gather_overlap(self) -> float:
+        """The share of a pass's compute that hides the DP parameter all-gather."""
+        return self.dp_overlap if self.dp_gather_overlap is None else self.dp_gather_overlap
 
     @property
     def default_zero(self) -> int:

@@ -1,0 +1,92 @@
+"""benchmarks/loso.py: leave-one-source-out scoring and the keep rule, on rows with known errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import autopar.cost.calibration as cal
+from autopar.io.stacks import load_stack
+from benchmarks import loso
+
+
+@dataclass(frozen=True)
+class Result:
+    id: str
+    stack: str
+    error: float
+    accepted: bool = True
+
+
+def _rows() -> list[dict[str, Any]]:
+    a = {"repo": "a/a", "path": "t.md"}
+    return [{"id": "a1", "source": a}, {"id": "a2", "source": a}, {"id": "b1", "source": {"primary": "B et al., 'x'"}}]
+
+
+def _scorer(errors: dict[bool, dict[str, float]]):  # type: ignore[no-untyped-def]
+    """Each row's error with the constant fitted (False) or at its unfitted value (True)."""
+
+    def score(rows: list[dict[str, Any]]) -> list[Result]:
+        bare = cal.SUSTAINED_TENSOR_EFFICIENCY == 1.0
+        return [Result(id=r["id"], stack="s", error=errors[bare][r["id"]]) for r in rows]
+
+    return score
+
+
+CONST = loso.Constant(
+    name="eff", where={"module": "autopar.cost.calibration", "name": "SUSTAINED_TENSOR_EFFICIENCY"}, value=0.75, unfitted=1.0, rows=("a1",)
+)
+
+
+def test_a_sources_rows_are_scored_without_the_constants_set_on_them() -> None:
+    errors = {False: {"a1": 0.01, "a2": -0.03, "b1": 0.10}, True: {"a1": 0.30, "a2": 0.20, "b1": 0.12}}
+    score = _scorer(errors)
+    doc = loso.leave_one_source_out(_rows(), score, score(_rows()), [CONST])
+    s = doc["stacks"]["all"]
+    assert s["in_sample"]["mean"] == pytest.approx((0.01 + 0.03 + 0.10) / 3)
+    # source a (a1 and a2) at the unfitted value, b1 as fitted: it was not set on b
+    assert s["loso"]["mean"] == pytest.approx((0.30 + 0.20 + 0.10) / 3)
+    assert s["loso"]["median"] == pytest.approx(0.20)
+    rule = doc["rule"][0]
+    assert (rule["source"], rule["own_mape"], rule["others_mape_unfitted"]) == ("a/a:t.md", pytest.approx(0.02), 0.12)
+    assert rule["dropped"] is False  # it improves its own source and also the others (0.10 < 0.12)
+    assert cal.SUSTAINED_TENSOR_EFFICIENCY == 0.75  # restored
+
+
+def test_a_constant_that_helps_its_source_and_hurts_the_others_is_dropped() -> None:
+    errors = {False: {"a1": 0.01, "a2": 0.02, "b1": 0.15}, True: {"a1": 0.10, "a2": 0.10, "b1": 0.05}}
+    score = _scorer(errors)
+    doc = loso.leave_one_source_out(_rows(), score, score(_rows()), [CONST])
+    assert doc["rule"][0]["dropped"] is True
+
+
+def test_a_stack_constant_is_set_to_its_unfitted_value_and_restored() -> None:
+    host = loso.Constant(name="h", where={"stack": "megatron", "field": "moe_host_us"}, value=4000, unfitted=0, rows=())
+    attn = loso.Constant(
+        name="t", where={"stack": "llm-foundry", "field": "attention_vs_fa3", "scale_of": 0.8}, value=0.8, unfitted=0.4, rows=()
+    )
+    before = load_stack("llm-foundry").attention_vs_fa3.ys
+    with loso.unfitted(host), loso.unfitted(attn):
+        assert load_stack("megatron").moe_host_us == 0.0
+        assert load_stack("llm-foundry").attention_vs_fa3.ys == pytest.approx([y / 2 for y in before])
+        assert load_stack("deepspeed").moe_host_us == 0.0  # another stack: untouched (its own 0)
+    assert load_stack("megatron").moe_host_us == 4000.0
+
+
+def test_the_shipped_constants_name_rows_that_exist() -> None:
+    import yaml
+
+    data = loso.DATA
+    ids = {
+        r["id"]
+        for f in ("framework_runs.yaml", "heldout_runs.yaml", "published_runs.yaml")
+        for r in yaml.safe_load((data / f).read_text())["runs"]
+    }
+    consts = loso.constants()
+    assert {c.name for c in consts} == {"sustained_tensor_efficiency", "llm_foundry_triton_attention", "megatron_moe_host_us"}
+    for c in consts:
+        assert c.rows and set(c.rows) <= ids, c.name
+    assert next(c for c in consts if c.name == "sustained_tensor_efficiency").value == cal.SUSTAINED_TENSOR_EFFICIENCY
+    assert next(c for c in consts if c.name == "megatron_moe_host_us").value == load_stack("megatron").moe_host_us
