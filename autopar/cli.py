@@ -20,7 +20,7 @@ from autopar.completions import (
     complete_strategy,
 )
 from autopar.errors import AutoparError, InfeasibleError, SpecError
-from autopar.spec.job import DEFAULT_MEMORY_FRACTION
+from autopar.spec.job import DEFAULT_HEADROOM
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -174,8 +174,8 @@ BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (d
 SeqOpt = Annotated[int | None, typer.Option(help="Sequence length in tokens (default: the model's).")]
 DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16 | fp8 (FP8 GEMMs; MFU still against the bf16 peak)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-MemFracOpt = Annotated[float, typer.Option(help="Share of each GPU's memory a plan may fill (headroom for the "
-                                           "memory model's error).")]
+HeadroomOpt = Annotated[str, typer.Option(help="Memory a plan should leave free on each GPU, GiB (4) or a share (5%); "
+                                          "a plan fits in the whole GPU, one inside the headroom is warned about.")]
 DistOpt = Annotated[str | None, typer.Option(
     help="Sequence-length distribution: lengths (.txt/.jsonl/.npy), a histogram or a parametric form (.yaml).")]
 DEFAULT_VARLEN_STRATEGY = "megatron_dynamic_cp"
@@ -241,7 +241,7 @@ def suggest(
     = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
-    max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
+    headroom: HeadroomOpt = DEFAULT_HEADROOM,
     save_dir: SaveDirOpt = None,
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
@@ -256,7 +256,7 @@ def suggest(
         count, auto = questions.parse_gpus(gpus)
         if auto:
             _gpus_auto(model, hardware=hardware, stack=stack, nodes=nodes, global_batch=global_batch, seq_len=seq_len,
-                       dtype=dtype, json_out=json_out, max_memory_fraction=max_memory_fraction,
+                       dtype=dtype, json_out=json_out, headroom=headroom,
                        refused=[name for name, given in (("--emit", emit), ("--plot", plot), ("--seq-len-dist", seq_len_dist),
                                                          ("--save-dir", save_dir)) if given is not None])
             return
@@ -265,7 +265,7 @@ def suggest(
                                                  qos=slurm_qos, cpus_per_task=slurm_cpus_per_task))
         ctx = advise.context(model, hardware=hardware, gpus=count, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
-                             stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)
+                             stack=launch.stack_for(emit, stack), headroom=headroom)
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen
@@ -313,7 +313,7 @@ def suggest(
 
 
 def _gpus_auto(model: str, *, hardware: str | None, stack: str | None, nodes: int | None, global_batch: int | None,
-               seq_len: int | None, dtype: str, json_out: bool, max_memory_fraction: float, refused: list[str]) -> None:
+               seq_len: int | None, dtype: str, json_out: bool, headroom: str, refused: list[str]) -> None:
     """suggest --gpus auto: the fewest GPUs that fit and the throughput curve (errors raise AutoparError)."""
     from autopar.advise import questions
     from autopar.advise import train as advise
@@ -323,7 +323,7 @@ def _gpus_auto(model: str, *, hardware: str | None, stack: str | None, nodes: in
     if refused or nodes is not None:
         raise SpecError(f"--gpus auto chooses the GPU count; it cannot be combined with {', '.join(refused or ['--nodes'])}")
     ctx = advise.context(model, hardware=hardware, gpus=None, nodes=1, global_batch=global_batch, seq_len=seq_len,
-                         dtype=dtype, stack=stack, max_memory_fraction=max_memory_fraction)
+                         dtype=dtype, stack=stack, headroom=headroom)
     with progress_after("GPU counts", enabled=not json_out) as tick:
         result = questions.scaling(ctx, batch_given=global_batch is not None, progress=tick)
     if json_out:
@@ -372,7 +372,7 @@ def estimate(
     slurm_cpus_per_task: CpusOpt = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
-    max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
+    headroom: HeadroomOpt = DEFAULT_HEADROOM,
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp). Exits 1 if it does not fit."""
     from autopar.advise import launch
@@ -391,7 +391,7 @@ def estimate(
                                                  qos=slurm_qos, cpus_per_task=slurm_cpus_per_task))
         ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=nodes, global_batch=global_batch,
                              seq_len=seq_len, dtype=dtype, seq_len_dist=seq_len_dist,
-                             stack=launch.stack_for(emit, stack), max_memory_fraction=max_memory_fraction)
+                             stack=launch.stack_for(emit, stack), headroom=headroom)
         if seq_len_dist is not None:
             from autopar.advise import varlen as advise_varlen
             from autopar.render import varlen as report_varlen

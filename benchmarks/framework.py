@@ -35,7 +35,7 @@ HARDWARE_OF = {
 # Stacks whose published peak memory is the caching allocator's. torchtitan logs
 # torch.cuda.max_memory_reserved (torchtitan/metrics.py reserved_bytes.all.peak, train.py "memory:" at
 # 9dec370): the allocator's segments, without the CUDA context and NCCL's own buffers, which the
-# stack's fixed_overhead_gib counts; we compare like with like.
+# stack's fixed_overhead_gib counts; we compare like with like (MemoryBreakdown.allocator_reserved).
 ALLOCATOR_RESERVED = ("torchtitan",)
 
 # Recipe facts stated by the row's source, by row id.
@@ -150,6 +150,6 @@ def evaluate(row: dict[str, Any]) -> FrameworkResult:
             why = str(exc)
     if est is None:
         return FrameworkResult(**base, predicted=None, predicted_gib=None, accepted=False, fits=False, why=why or "")
-    outside = stack.fixed_overhead_gib if stack.name in ALLOCATOR_RESERVED else 0.0
-    return FrameworkResult(**base, predicted=est.tokens_per_s_per_gpu, predicted_gib=est.memory.total / 2**30 - outside,
+    peak = est.memory.allocator_reserved if stack.name in ALLOCATOR_RESERVED else est.memory.total
+    return FrameworkResult(**base, predicted=est.tokens_per_s_per_gpu, predicted_gib=peak / 2**30,
                            accepted=True, fits=est.fits, why=plan.label())

@@ -47,13 +47,23 @@ class MemoryBreakdown:
     logits: float  # the loss layer on the last stage: logits, and the output projection's saved input
     buffers: float  # CUDA context, NCCL and library workspaces, ZeRO-3 gather buffers
     fragmentation: float  # allocator slack
+    # of buffers, what torch's caching allocator does not hold: the stack's fixed overhead (CUDA context,
+    # NCCL's and the libraries' own buffers, StackProfile.fixed_overhead_gib); not a part of its own in total
+    outside_allocator: float = 0.0
 
     @property
     def total(self) -> float:
+        """The device's peak: what nvidia-smi shows, what must fit in the GPU's memory."""
         return self.weights + self.grads + self.optimizer + self.activations + self.logits + self.buffers + self.fragmentation
 
+    @property
+    def allocator_reserved(self) -> float:
+        """What torch.cuda.max_memory_reserved() reports: the device's peak less what is outside the allocator."""
+        return self.total - self.outside_allocator
+
     def as_gib(self) -> dict[str, float]:
-        out = {f.name: getattr(self, f.name) / 2**30 for f in fields(self)}
+        """The parts that add up to the total (outside_allocator is a share of buffers), and the total."""
+        out = {f.name: getattr(self, f.name) / 2**30 for f in fields(self) if f.name != "outside_allocator"}
         out["total"] = self.total / 2**30
         return out
 
@@ -209,7 +219,8 @@ def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, memo: Memo | Non
     """
     memo = Memo(model, None, job, stack) if memo is None else memo
     w, g, o, acts, logits, buffers, frag = _peak_parts(memo, plan)
-    return MemoryBreakdown(weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers, fragmentation=frag)
+    return MemoryBreakdown(weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers, fragmentation=frag,
+                           outside_allocator=memo.stack.fixed_overhead_gib * 2**30)
 
 
 def peak_bytes(memo: Memo, plan: Plan) -> float:
