@@ -126,7 +126,8 @@ def context(
     if seq > spec.max_seq_len:
         raise SpecError(f"--seq-len ({seq}) exceeds {spec.name}'s max_seq_len ({spec.max_seq_len})")
     batch = global_batch if global_batch is not None else default_global_batch(gpus, hw.gpus_per_node, seq)
-    job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype)
+    job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype,
+              gpus_per_host=hw.gpus_per_host if hw.gpus_per_host and hw.gpus_per_host < hw.gpus_per_node else 0)
     if dtype not in hw.peak_flops:
         raise SpecError(f"--dtype {dtype}: hardware profile {hw.name} has no peak for it")
     stack_profile = load_stack(stack)

@@ -45,6 +45,9 @@ class Job:
     global_batch: int  # sequences per optimizer step
     seq_len: int  # tokens per sequence
     dtype: str = "bf16"  # compute dtype of the GEMMs (fp8: Transformer Engine recipe, the rest stays bf16)
+    # GPUs of one host where fewer than the node's NVLink domain (GB200 NVL72: a compute tray of 4 in a
+    # domain of 72): a job takes whole hosts, not whole domains; 0: whole nodes
+    gpus_per_host: int = 0
 
     def __post_init__(self) -> None:
         for name, limit in (("gpus", MAX_GPUS), ("gpus_per_node", MAX_GPUS_PER_NODE), ("global_batch", MAX_BATCH),
@@ -54,7 +57,12 @@ class Job:
                 raise SpecError(f"--{name.replace('_', '-')} must be positive, got {value}")
             if value > limit:
                 raise SpecError(f"--{name.replace('_', '-')} must be at most {limit:,} (autopar's limit), got {value:,}")
-        if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
+        if self.gpus_per_host and self.gpus > self.gpus_per_host and self.gpus % self.gpus_per_host:
+            h = self.gpus_per_host
+            raise SpecError(f"--gpus ({self.gpus}) must be a multiple of {h}, the GPUs of one host (a job takes whole "
+                            f"hosts of the {self.gpus_per_node}-GPU NVLink domain): {self.gpus - self.gpus % h} or "
+                            f"{self.gpus - self.gpus % h + h}")
+        if not self.gpus_per_host and self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
             raise SpecError(
                 f"--gpus ({self.gpus}) must be a multiple of the node size ({self.gpus_per_node} GPUs per node)"
             )
