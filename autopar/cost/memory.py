@@ -359,7 +359,8 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
         out.append((w, g, o))
     buffers = stack.fixed_overhead_gib * 2**30
     if key.zero >= 3:  # the gathered layer and the prefetched next one (FP8 where the stack gathers FP8)
-        buffers += 2 * memo.model.layer_params() / p.tp * (1 if fp8 and stack.fp8_gather else stack.gather_bytes)
+        buffers += 2 * memo.get(_gathered_layer_params, (p.tp, p.ep, p.etp)) * (
+            1 if fp8 and stack.fp8_gather else stack.gather_bytes)
         if stack.root_gathered and p.pp == 1:
             # FSDP's root unit (embedding, final norm, output projection: not float8 linears) is not
             # resharded after forward and is gathered again at the start of backward, so it is whole
@@ -367,6 +368,16 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
             model = memo.model
             buffers += (model.embedding_params() + model.output_params()) / p.tp * stack.gather_bytes
     return out[0], out[1], buffers
+
+
+def _gathered_layer_params(memo: Memo, key: tuple[int, int, int]) -> float:
+    """Parameters of the largest layer one rank all-gathers under ZeRO-3, for key (tp, ep, etp): the dense
+    matrices split by tp, and only the rank's own experts (num_experts / ep, split by etp), which FSDP gathers
+    over the expert-DP group (torchtitan efsdp, Megatron-FSDP's expert data-parallel group)."""
+    tp, ep, etp = key
+    model = memo.model
+    return max((model.kind_params(k) - routed_expert_params(model, k)) / tp + routed_expert_params(model, k) / (ep * etp)
+               for k in set(model.layer_kinds()))
 
 
 class _Layout(NamedTuple):
