@@ -103,8 +103,10 @@ class PlanResult:
     tokens_per_s_per_gpu: float
     model_tflops_per_gpu: float  # PaLM convention
     mfu: float  # against the bf16 dense peak, 0-1
-    memory_gib_per_gpu: float  # peak, worst stage
-    fits: bool  # within the usable share of the GPU's memory
+    memory_gib_per_gpu: float  # device peak, worst stage (nvidia-smi)
+    allocator_reserved_gib: float  # the same less what torch's allocator does not hold (max_memory_reserved)
+    fits: bool  # the device peak is within the GPU's memory
+    within_headroom: bool | None = None  # it fits and leaves the headroom free (docs/memory.md)
     recompute_modules: tuple[str, ...] = ()  # Megatron's --recompute-modules, when the plan names some
     # error bands (docs/error-bars.md): [p10, p90] of each figure, None where the class has too few rows
     tokens_per_s_range: tuple[float, float] | None = None
@@ -264,13 +266,13 @@ def _context(
     global_batch: int | None,
     seq_len: int | None,
     dtype: str,
-    max_memory_fraction: float | None,
+    headroom: str | None,
     emit: str | None,
     stack_options: Mapping[str, str] | None = None,
 ) -> tuple[Any, Any]:
     from autopar.advise import launch
     from autopar.advise import train as advise
-    from autopar.spec.job import DEFAULT_MEMORY_FRACTION
+    from autopar.spec.job import DEFAULT_HEADROOM
 
     want = launch.request(emit, out=None, torchtitan_config=None)
     ctx = advise.context(
@@ -282,7 +284,7 @@ def _context(
         seq_len=seq_len,
         dtype=dtype,
         stack=launch.stack_for(emit, stack),
-        max_memory_fraction=DEFAULT_MEMORY_FRACTION if max_memory_fraction is None else max_memory_fraction,
+        headroom=DEFAULT_HEADROOM if headroom is None else headroom,
         stack_options=[f"{k}={v}" for k, v in (stack_options or {}).items()],
     )
     return want, ctx
@@ -299,7 +301,7 @@ def suggest(
     seq_len: int | None = None,
     dtype: str = "bf16",
     top: int = 10,
-    max_memory_fraction: float | None = None,
+    headroom: str | None = None,
     emit: str | None = None,
     stack_options: Mapping[str, str] | None = None,
 ) -> SuggestResult:
@@ -320,7 +322,7 @@ def suggest(
         global_batch=global_batch,
         seq_len=seq_len,
         dtype=dtype,
-        max_memory_fraction=max_memory_fraction,
+        headroom=headroom,
         emit=emit,
         stack_options=stack_options,
     )
@@ -352,7 +354,7 @@ def estimate(
     global_batch: int | None = None,
     seq_len: int | None = None,
     dtype: str = "bf16",
-    max_memory_fraction: float | None = None,
+    headroom: str | None = None,
     emit: str | None = None,
     stack_options: Mapping[str, str] | None = None,
 ) -> EstimateResult:
@@ -370,7 +372,7 @@ def estimate(
         global_batch=global_batch,
         seq_len=seq_len,
         dtype=dtype,
-        max_memory_fraction=max_memory_fraction,
+        headroom=headroom,
         emit=emit,
         stack_options=stack_options,
     )

@@ -37,7 +37,7 @@ HARDWARE_OF = {
 # Stacks whose published peak memory is the caching allocator's. torchtitan logs
 # torch.cuda.max_memory_reserved (torchtitan/metrics.py reserved_bytes.all.peak, train.py "memory:" at
 # 9dec370): the allocator's segments, without the CUDA context and NCCL's own buffers, which the
-# stack's fixed_overhead_gib counts; we compare like with like.
+# stack's fixed_overhead_gib counts; we compare like with like (MemoryBreakdown.allocator_reserved).
 ALLOCATOR_RESERVED = ("torchtitan",)
 
 # Recipe facts stated by the row's source, as --stack-opt KEY=VALUE, by row id.
@@ -125,7 +125,7 @@ def hardware_for(row: dict[str, Any]) -> str:
 
 def cli_args(row: dict[str, Any], model: str) -> list[str]:
     """The `autopar estimate` arguments that state the row's published run; `model` is a preset name or the
-    path of the row's model written as a .yaml. Full memory (--max-memory-fraction 1): fits means fits."""
+    path of the row's model written as a .yaml. fits: the predicted peak within the whole GPU."""
     args = ["estimate", model, "--hardware", hardware_for(row), "--stack", stack_ref(row), "--gpus", str(row["gpus"]),
             "--global-batch", str(row["global_batch"]), "--seq-len", str(row["seq_len"]), "--dtype", row["dtype"]]
     for key in ("tp", "pp", "vpp", "cp", "ep", "mbs", "recompute", "zero"):
@@ -135,7 +135,7 @@ def cli_args(row: dict[str, Any], model: str) -> list[str]:
         args += ["--recompute-modules", ",".join(RECOMPUTE_MODULES[row["id"]])]
     for opt in STACK_OPTS.get(row["id"], ()):
         args += ["--stack-opt", opt]
-    return [*args, "--max-memory-fraction", "1", "--json", "--no-explain"]
+    return [*args, "--json", "--no-explain"]
 
 
 def run_cli(args: list[str]) -> tuple[int, str, str]:
@@ -164,7 +164,7 @@ def evaluate(row: dict[str, Any]) -> FrameworkResult:
         why = err.strip().removeprefix("autopar: error: ")
         return FrameworkResult(**base, predicted=None, predicted_gib=None, accepted=False, fits=False, why=why)
     doc = json.loads(out)
-    outside = stack.fixed_overhead_gib if stack.name in ALLOCATOR_RESERVED else 0.0
     label = f"dp{doc['dp']} tp{doc['tp']} pp{doc['pp']} vpp{doc['vpp']} cp{doc['cp']} ep{doc['ep']} mbs{doc['mbs']}"
-    return FrameworkResult(**base, predicted=doc["tokens_per_s_per_gpu"], predicted_gib=doc["memory_gib_per_gpu"] - outside,
+    peak = doc["allocator_reserved_gib" if stack.name in ALLOCATOR_RESERVED else "memory_gib_per_gpu"]
+    return FrameworkResult(**base, predicted=doc["tokens_per_s_per_gpu"], predicted_gib=peak,
                            accepted=True, fits=doc["fits"], why=label)

@@ -15,7 +15,7 @@ def test_generated_docs_are_fresh(name: str) -> None:
 
 
 def test_commands_md_has_every_command_and_option() -> None:
-    """Each command's --help is there, with an option added by any engineer (e.g. suggest --max-memory-fraction)."""
+    """Each command's --help is there, with an option added by any engineer (e.g. suggest --headroom)."""
     text = (docs.ROOT / "docs/commands.md").read_text(encoding="utf-8")
     for title in (
         "autopar suggest",
@@ -27,7 +27,7 @@ def test_commands_md_has_every_command_and_option() -> None:
         "autopar schema",
     ):
         assert f"$ {title} --help\n" in text
-    assert "--max-memory-fraction" in text and "--version" in text
+    assert "--headroom" in text and "--version" in text
 
 
 def test_formats_md_has_every_field_of_the_schemas() -> None:

@@ -1,4 +1,4 @@
-"""Questions beside "which plan": memory headroom, the fewest GPUs, a batch that limits dp, fit advice."""
+"""Questions beside "which plan": the fit and its headroom, the fewest GPUs, a batch that limits dp, fit advice."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from autopar.cli import app
 from autopar.cost.memory import memory_floor
 from autopar.errors import InfeasibleError, SpecError
 from autopar.search.planner import search
-from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job, default_global_batch
+from autopar.spec.job import DEFAULT_HEADROOM, Job, default_global_batch, headroom_bytes
 from autopar.spec.plan import Plan, validate
 
 runner = CliRunner()
@@ -77,20 +77,60 @@ def test_suggest_json_carries_the_warning() -> None:
                                                                    seq_len=8192))]
 
 
-def test_memory_fraction_leaves_headroom() -> None:
-    whole = _ctx(max_memory_fraction=1.0).hw.memory_bytes
-    assert _ctx().hw.memory_bytes == pytest.approx(DEFAULT_MEMORY_FRACTION * whole)
-    assert DEFAULT_MEMORY_FRACTION == 0.95
-    # Llama 3.1 405B dp1 tp4 pp32 at 10240 tokens, full recompute: 76.2 GiB, inside the H100's 79.65 GiB but
-    # not 95% of it (75.7)
+@pytest.mark.parametrize(("text", "gib"), [("5%", 4.0), ("4", 4.0), ("2.5GiB", 2.5), (" 0 ", 0.0), ("12.5%", 10.0)])
+def test_headroom_is_gib_or_a_share_of_the_gpu(text: str, gib: float) -> None:
+    assert headroom_bytes(text, 80 * GIB) == pytest.approx(gib * GIB)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("x", "--headroom must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'x'"),
+    ("-1", "--headroom must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got '-1'"),
+    ("nan", "--headroom must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'nan'"),
+    ("50%", "--headroom must be less than 50% of the GPU's 80.0 GiB, got 50%"),
+    ("40", "--headroom must be less than 50% of the GPU's 80.0 GiB, got 40"),
+])
+def test_headroom_refusals_name_the_option_and_value(text: str, message: str) -> None:
+    with pytest.raises(SpecError) as exc:
+        headroom_bytes(text, 80 * GIB)
+    assert str(exc.value) == message
+
+
+def test_fit_is_the_whole_gpu_and_the_headroom_a_warning() -> None:
+    """issue 27: a plan fits when its device peak is at most the GPU's memory (79.65 GiB on an H100 SXM);
+    the default headroom, 5% of it (3.98 GiB), is a warning. Llama 3.1 405B dp1 tp4 pp32 at 10240 tokens,
+    full recompute: 76.2 GiB, 3.5 GiB free."""
+    assert DEFAULT_HEADROOM == "5%"
+    ctx = _ctx()
+    assert ctx.hw.memory_bytes == pytest.approx(79.65 * GIB) and ctx.headroom_bytes == pytest.approx(0.05 * 79.65 * GIB)
     args = ["estimate", "llama3.1-405b", "--hardware", "h100-sxm", "--gpus", "128", "--tp", "4", "--pp", "32",
-            "--recompute", "full", "--seq-len", "10240", "--json"]
-    tight = json.loads(runner.invoke(app, args).stdout)
-    assert round(tight["memory_gib_per_gpu"], 1) == 76.2 and tight["fits"] is False
-    assert round(tight["memory_gib_capacity"], 2) == round(0.95 * tight["memory_gib_gpu"], 2)
-    assert json.loads(runner.invoke(app, [*args, "--max-memory-fraction", "1.0"]).stdout)["fits"] is True
-    bad = runner.invoke(app, [*args, "--max-memory-fraction", "1.2"])
-    assert bad.exit_code == 2 and "--max-memory-fraction must be between 0.5 and 1.0, got 1.2" in bad.output
+            "--recompute", "full", "--seq-len", "10240"]
+    tight = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert round(tight["memory_gib_per_gpu"], 1) == 76.2 and tight["fits"] is True
+    assert tight["within_headroom"] is False and tight["headroom_gib"] == pytest.approx(0.05 * 79.65)
+    assert tight["memory_gib_capacity"] == pytest.approx(79.65) == tight["memory_gib_gpu"]
+    assert tight["fit_margin_gib"] == pytest.approx(79.65 - tight["memory_gib_per_gpu"])
+    text = runner.invoke(app, [*args, "--no-explain"], env={"COLUMNS": "200"})
+    assert text.exit_code == 0
+    flat = " ".join(text.output.split())
+    assert ("warning: 76.2 GiB fits the 79.7 GiB GPU but leaves 3.5 GiB free, less than the headroom of 4.0 GiB "
+            "(--headroom 5%)") in flat
+    roomy = json.loads(runner.invoke(app, [*args, "--json", "--headroom", "3"]).stdout)
+    assert roomy["within_headroom"] is True and roomy["headroom_gib"] == 3.0
+    bad = runner.invoke(app, [*args, "--headroom", "50%"])
+    assert bad.exit_code == 2 and "--headroom must be less than 50% of the GPU's 79.7 GiB, got 50%" in bad.output
+
+
+def test_allocator_reserved_is_the_device_peak_less_the_fixed_overhead() -> None:
+    """--json and the breakdown give both figures; the megatron stack's CUDA context and NCCL, 2.0 GiB
+    (megatron.yaml memory.fixed_overhead_gib), are outside torch's allocator."""
+    args = ["estimate", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--json"]
+    doc = json.loads(runner.invoke(app, args).stdout)
+    assert doc["allocator_reserved_gib"] == pytest.approx(doc["memory_gib_per_gpu"] - 2.0)
+    assert doc["memory_breakdown_gib"]["total"] == pytest.approx(doc["memory_gib_per_gpu"])
+    assert "outside_allocator" not in doc["memory_breakdown_gib"]  # a share of buffers, not a part of its own
+    text = " ".join(runner.invoke(app, [*args[:-1], "--no-explain"], env={"COLUMNS": "200"}).output.split())
+    assert f"allocator reserved {doc['allocator_reserved_gib']:.2f}" in text
+    assert f"device peak {doc['memory_gib_per_gpu']:.2f}" in text
 
 
 def test_fit_advice_offers_only_valid_changes() -> None:

@@ -1,7 +1,7 @@
 """The variable-length answers stay those recorded before the placement was sped up (0.1%).
 
 benchmarks/data/varlen_figures.json holds the --json answers of
-``benchmarks/varlen_figures.py --record`` at commit 99a9ac8; the benchmark
+``benchmarks/varlen_figures.py --record`` (re-recorded when a plan came to fit in the whole GPU, issue 27); the benchmark
 compares every case, these two quick ones run here.
 """
 

@@ -25,7 +25,7 @@ from autopar.search.planner import SearchResult, search
 from autopar.search.space import divisors
 from autopar.spec.error_model import ErrorModel
 from autopar.spec.hardware import HardwareProfile
-from autopar.spec.job import DEFAULT_MEMORY_FRACTION, Job, default_global_batch
+from autopar.spec.job import DEFAULT_HEADROOM, Job, default_global_batch, headroom_bytes
 from autopar.spec.limits import MAX_GPUS
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import RECOMPUTE_MODULES, Plan, searched_modules, validate
@@ -43,8 +43,17 @@ class Context:
     batch_defaulted: bool  # the global batch was chosen by autopar
     stack: StackProfile  # the framework that runs the plan
     stack_reason: str  # --stack NAME, or the default
-    memory_fraction: float = 1.0  # share of the GPU's memory plans may use (hw.memory_bytes is already that share)
-    gpu_memory_bytes: float = 0.0  # the GPU's whole memory (0: hw.memory_bytes)
+    headroom_bytes: float = 0.0  # a plan that leaves less of the GPU free is warned about (--headroom)
+    headroom: str = DEFAULT_HEADROOM  # as the user gave it (GiB or a share)
+
+    def headroom_warning(self, est: Estimate) -> str | None:
+        """Why a plan that fits leaves less than the headroom free, or None (fits with room, or does not fit)."""
+        free = est.memory_capacity_bytes - est.memory.total
+        if not est.fits or free >= self.headroom_bytes:
+            return None
+        return (f"{est.memory.total / 2**30:.1f} GiB fits the {est.memory_capacity_bytes / 2**30:.1f} GiB GPU but "
+                f"leaves {free / 2**30:.1f} GiB free, less than the headroom of {self.headroom_bytes / 2**30:.1f} GiB "
+                f"(--headroom {self.headroom})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,23 +99,20 @@ def context(
     dtype: str,
     seq_len_dist: str | None = None,
     stack: str | None = None,
-    max_memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    headroom: str = DEFAULT_HEADROOM,
     stack_options: Sequence[str] = (),
     recipe: str | None = None,
 ) -> Context:
     """Load and check the inputs; `seq_len_dist` only to refuse it beside an explicit --seq-len.
 
-    Plans may use `max_memory_fraction` of each GPU's memory: the returned context's
-    hw.memory_bytes is that share, so the search, estimate and fit advice all hold it.
+    Plans fit in the GPU's whole memory; `headroom` (GiB or a share, spec/job.py headroom_bytes)
+    is what a plan should leave free, warned about, not refused.
     """
     if seq_len_dist is not None and seq_len is not None:
         raise SpecError("give --seq-len or --seq-len-dist, not both")
-    if not 0.5 <= max_memory_fraction <= 1.0:
-        raise SpecError(f"--max-memory-fraction must be between 0.5 and 1.0, got {max_memory_fraction}")
     spec = load_model(model)
     hw, reason = resolve_hardware(hardware)
-    whole = hw.memory_bytes
-    hw = replace(hw, memory_bytes=whole * max_memory_fraction)
+    room = headroom_bytes(headroom, hw.memory_bytes)
     if nodes is not None:
         if nodes < 1:
             raise SpecError(f"--nodes must be positive, got {nodes}")
@@ -124,7 +130,8 @@ def context(
     if seq > spec.max_seq_len:
         raise SpecError(f"--seq-len ({seq}) exceeds {spec.name}'s max_seq_len ({spec.max_seq_len})")
     batch = global_batch if global_batch is not None else default_global_batch(gpus, hw.gpus_per_node, seq)
-    job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype)
+    job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype,
+              gpus_per_host=hw.gpus_per_host if hw.gpus_per_host and hw.gpus_per_host < hw.gpus_per_node else 0)
     if dtype not in hw.peak_flops:
         raise SpecError(f"--dtype {dtype}: hardware profile {hw.name} has no peak for it")
     options = read_options(stack_options, recipe)
@@ -133,8 +140,7 @@ def context(
     if options:  # echoed in every output: the recipe facts the estimate assumed
         stack_reason += "; options " + " ".join(f"{k}={v}" for k, v in options.items())
     return Context(model=spec, hw=hw, hw_reason=reason, job=job, batch_defaulted=global_batch is None,
-                   stack=stack_profile, stack_reason=stack_reason, memory_fraction=max_memory_fraction,
-                   gpu_memory_bytes=whole)
+                   stack=stack_profile, stack_reason=stack_reason, headroom_bytes=room, headroom=headroom)
 
 
 def bands_of(ctx: Context, errors: ErrorModel, est: Estimate) -> TrainingBands:

@@ -69,7 +69,13 @@ NodesOpt = Annotated[int | None, typer.Option(help="Nodes (GPUs = nodes x GPUs p
 BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (default: about 4M tokens).")]
 SeqOpt = Annotated[int | None, typer.Option(help="Sequence length in tokens (default: the model's).")]
 DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16 | fp8 (FP8 GEMMs; MFU still against the bf16 peak)")]
-MemFracOpt = Annotated[float, typer.Option(help="Share of each GPU's memory a plan may fill (headroom for the memory model's error).")]
+HeadroomOpt = Annotated[
+    str,
+    typer.Option(
+        help="Memory a plan should leave free on each GPU, GiB (4) or a share (5%); "
+        "a plan fits in the whole GPU, one inside the headroom is warned about."
+    ),
+]
 DistOpt = Annotated[
     str | None, typer.Option(help="Sequence-length distribution: lengths (.txt/.jsonl/.npy), a histogram or a parametric form (.yaml).")
 ]

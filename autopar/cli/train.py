@@ -20,8 +20,8 @@ from autopar.cli.options import (
     GpusAutoOpt,
     GpusOpt,
     HardwareOpt,
+    HeadroomOpt,
     JsonOpt,
-    MemFracOpt,
     Model,
     NodesOpt,
     PartitionOpt,
@@ -38,7 +38,7 @@ from autopar.cli.options import (
 from autopar.cli.run import console
 from autopar.completions import complete_recompute
 from autopar.errors import InfeasibleError, SpecError
-from autopar.spec.job import DEFAULT_MEMORY_FRACTION
+from autopar.spec.job import DEFAULT_HEADROOM
 
 if TYPE_CHECKING:
     from autopar.advise.launch import LaunchRequest
@@ -97,7 +97,7 @@ def suggest(
     ] = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
-    max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
+    headroom: HeadroomOpt = DEFAULT_HEADROOM,
     save_dir: SaveDirOpt = None,
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
@@ -116,7 +116,7 @@ def suggest(
             seq_len=seq_len,
             dtype=dtype,
             json_out=json_out,
-            max_memory_fraction=max_memory_fraction,
+            headroom=headroom,
             stack_options=stack_opt or [],
             recipe=recipe,
             refused=[
@@ -147,7 +147,7 @@ def suggest(
         dtype=dtype,
         seq_len_dist=seq_len_dist,
         stack=launch.stack_for(emit, stack),
-        max_memory_fraction=max_memory_fraction,
+        headroom=headroom,
         stack_options=stack_opt or [],
         recipe=recipe,
     )
@@ -207,7 +207,7 @@ def _gpus_auto(
     seq_len: int | None,
     dtype: str,
     json_out: bool,
-    max_memory_fraction: float,
+    headroom: str,
     stack_options: list[str],
     recipe: str | None,
     refused: list[str],
@@ -229,7 +229,7 @@ def _gpus_auto(
         seq_len=seq_len,
         dtype=dtype,
         stack=stack,
-        max_memory_fraction=max_memory_fraction,
+        headroom=headroom,
         stack_options=stack_options,
         recipe=recipe,
     )
@@ -289,7 +289,7 @@ def estimate(
     slurm_cpus_per_task: CpusOpt = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
-    max_memory_fraction: MemFracOpt = DEFAULT_MEMORY_FRACTION,
+    headroom: HeadroomOpt = DEFAULT_HEADROOM,
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp). Exits 1 if it does not fit."""
     from autopar.advise import launch
@@ -335,7 +335,7 @@ def estimate(
         dtype=dtype,
         seq_len_dist=seq_len_dist,
         stack=launch.stack_for(emit, stack),
-        max_memory_fraction=max_memory_fraction,
+        headroom=headroom,
         stack_options=stack_opt or [],
         recipe=recipe,
     )

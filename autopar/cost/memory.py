@@ -49,13 +49,23 @@ class MemoryBreakdown:
     logits: float  # the loss layer on the last stage: logits, and the output projection's saved input
     buffers: float  # CUDA context, NCCL and library workspaces, ZeRO-3 gather buffers
     fragmentation: float  # allocator slack
+    # of buffers, what torch's caching allocator does not hold: the stack's fixed overhead (CUDA context,
+    # NCCL's and the libraries' own buffers, StackProfile.fixed_overhead_gib); not a part of its own in total
+    outside_allocator: float = 0.0
 
     @property
     def total(self) -> float:
+        """The device's peak: what nvidia-smi shows, what must fit in the GPU's memory."""
         return self.weights + self.grads + self.optimizer + self.activations + self.logits + self.buffers + self.fragmentation
 
+    @property
+    def allocator_reserved(self) -> float:
+        """What torch.cuda.max_memory_reserved() reports: the device's peak less what is outside the allocator."""
+        return self.total - self.outside_allocator
+
     def as_gib(self) -> dict[str, float]:
-        out = {f.name: getattr(self, f.name) / 2**30 for f in fields(self)}
+        """The parts that add up to the total (outside_allocator is a share of buffers), and the total."""
+        out = {f.name: getattr(self, f.name) / 2**30 for f in fields(self) if f.name != "outside_allocator"}
         out["total"] = self.total / 2**30
         return out
 
@@ -168,7 +178,8 @@ def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, memo: Memo | Non
     """
     memo = Memo(model, None, job, stack) if memo is None else memo
     w, g, o, acts, logits, buffers, frag = _peak_parts(memo, plan)
-    return MemoryBreakdown(weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers, fragmentation=frag)
+    return MemoryBreakdown(weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers, fragmentation=frag,
+                           outside_allocator=memo.stack.fixed_overhead_gib * 2**30)
 
 
 def peak_bytes(memo: Memo, plan: Plan) -> float:
@@ -290,7 +301,8 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
         out.append((w, g, o))
     buffers = stack.fixed_overhead_gib * 2**30
     if key.zero >= 3:  # the gathered layer and the prefetched next one (FP8 where the stack gathers FP8)
-        buffers += 2 * memo.model.layer_params() / p.tp * (1 if fp8 and stack.fp8_gather else stack.gather_bytes)
+        buffers += 2 * memo.get(_gathered_layer_params, (p.tp, p.ep, p.etp)) * (
+            1 if fp8 and stack.fp8_gather else stack.gather_bytes)
         if stack.root_gathered and p.pp == 1:
             # FSDP's root unit (embedding, final norm, output projection: not float8 linears) is not
             # resharded after forward and is gathered again at the start of backward, so it is whole
@@ -298,6 +310,16 @@ def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tup
             model = memo.model
             buffers += (model.embedding_params() + model.output_params()) / p.tp * stack.gather_bytes
     return out[0], out[1], buffers
+
+
+def _gathered_layer_params(memo: Memo, key: tuple[int, int, int]) -> float:
+    """Parameters of the largest layer one rank all-gathers under ZeRO-3, for key (tp, ep, etp): the dense
+    matrices split by tp, and only the rank's own experts (num_experts / ep, split by etp), which FSDP gathers
+    over the expert-DP group (torchtitan efsdp, Megatron-FSDP's expert data-parallel group)."""
+    tp, ep, etp = key
+    model = memo.model
+    return max((model.kind_params(k) - routed_expert_params(model, k)) / tp + routed_expert_params(model, k) / (ep * etp)
+               for k in set(model.layer_kinds()))
 
 
 class _Layout(NamedTuple):

@@ -330,6 +330,7 @@ class StackRules(_Strict):
     vpp: bool = False
     equal_stages: bool = False
     ep_over_tp: bool = False
+    experts_whole_with_ep: bool = False  # experts split like the MLP (etp = tp) without EP, whole (etp 1) with EP
     pipeline_counts_embedding: bool = False
     recompute_modules: Annotated[list[Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
                                               "shared_experts"]], Field(max_length=7)] = []

@@ -20,6 +20,7 @@ memory: {selective: op, fp8_weight_copy_bytes: 0, fp8_weight_copy_sharded: false
          tp_saves_gathered: true}                                   # optional (false)
 plan_rules: {parallelisms: [dp, tp, pp, cp], cp_comms: [allgather], zero_stages: [2, 3], vpp: true,
              equal_stages: false, ep_over_tp: false, pipeline_counts_embedding: false,
+             experts_whole_with_ep: false,  # optional: etp = tp without EP, 1 with EP (torchtitan)
              recompute_modules: []}   # optional: the modules --recompute-modules may name (Megatron's)
 citations: {kernels.attention: "...", ...}   # dotted field -> source; every number is cited
 ```
@@ -239,7 +240,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         root_gathered=m.root_gathered, logit_peak_bytes=m.logit_peak_bytes, logit_peak_bytes_tp=m.logit_peak_bytes_tp,
         tp_saves_gathered=m.tp_saves_gathered,
         parallelisms=tuple(r.parallelisms), cp_comms=tuple(r.cp_comms), zero_stages=tuple(r.zero_stages),
-        vpp=r.vpp, equal_stages=r.equal_stages, ep_over_tp=r.ep_over_tp,
+        vpp=r.vpp, equal_stages=r.equal_stages, ep_over_tp=r.ep_over_tp, experts_whole_with_ep=r.experts_whole_with_ep,
         pipeline_counts_embedding=r.pipeline_counts_embedding, recompute_modules=tuple(r.recompute_modules),
         citations=tuple((s.citations or {}).items()), path=where, version=s.version or "",
     )

@@ -37,8 +37,9 @@ def bands_dict(b: TrainingBands) -> dict[str, Any]:
     }
 
 
-def plan_dict(est: Estimate, bands: TrainingBands | None = None) -> dict[str, Any]:
-    """The DESIGN.md JSON contract for one plan (with its error bands when given)."""
+def plan_dict(est: Estimate, bands: TrainingBands | None = None, *, headroom_bytes: float | None = None) -> dict[str, Any]:
+    """The DESIGN.md JSON contract for one plan (with its error bands, and whether it leaves the headroom
+    free, when given)."""
     p = est.plan
     return {
         "dp": p.dp, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "cp_comm": p.cp_comm,
@@ -51,7 +52,10 @@ def plan_dict(est: Estimate, bands: TrainingBands | None = None) -> dict[str, An
         "model_tflops_per_gpu": est.model_tflops_per_gpu,
         "mfu": est.mfu,
         "memory_gib_per_gpu": est.memory.total / GIB,
+        "allocator_reserved_gib": est.memory.allocator_reserved / GIB,
         "fits": est.fits,
+        **({} if headroom_bytes is None else
+           {"within_headroom": est.fits and est.memory_capacity_bytes - est.memory.total >= headroom_bytes}),
         **({} if bands is None else bands_dict(bands)),
     }
 
@@ -70,8 +74,8 @@ def context_dict(ctx: Context) -> dict[str, Any]:
         "stack_options": dict(ctx.stack.applied),
         "stack_source": ctx.stack_reason,
         "memory_gib_capacity": ctx.hw.memory_bytes / GIB,
-        "memory_gib_gpu": (ctx.gpu_memory_bytes or ctx.hw.memory_bytes) / GIB,
-        "max_memory_fraction": ctx.memory_fraction,
+        "memory_gib_gpu": ctx.hw.memory_bytes / GIB,
+        "headroom_gib": ctx.headroom_bytes / GIB,
         "gpus": j.gpus,
         "gpus_per_node": j.gpus_per_node,
         "global_batch": j.global_batch,
@@ -96,7 +100,7 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
 def suggestion_dict(s: Suggestion, top: int, *, launch: Launch | None = None,
                     plot: PlotSummary | None = None, saved: Sequence[Path] | None = None) -> dict[str, Any]:
     """`suggest --json`'s document (also the Python API's to_dict)."""
-    plans = [plan_dict(e, s.bands(e)) for e in s.plans[:top]]
+    plans = [plan_dict(e, s.bands(e), headroom_bytes=s.ctx.headroom_bytes) for e in s.plans[:top]]
     doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
            "plans": plans, "warnings": list(s.warnings), "ties": ties_dict(s), **launch_dict(launch)}
     if plot is not None:
@@ -115,7 +119,7 @@ def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, pl
 def explained_dict(x: Explained, *, launch: Launch | None = None) -> dict[str, Any]:
     """`estimate --json`'s document (also the Python API's to_dict)."""
     e = x.estimate
-    return {**context_dict(x.ctx), **plan_dict(e, x.bands),
+    return {**context_dict(x.ctx), **plan_dict(e, x.bands, headroom_bytes=x.ctx.headroom_bytes),
             "time_breakdown_s": e.time.as_dict(),
             "memory_breakdown_gib": e.memory.as_gib(),
             "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints],
@@ -183,10 +187,8 @@ def _header(console: Console, ctx: Context) -> None:
     say(console, f"stack: {ctx.stack.label} — {ctx.stack_reason}")
     say(console, f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, "
         f"{j.dtype}")
-    if ctx.memory_fraction < 1.0:
-        whole = ctx.gpu_memory_bytes or ctx.hw.memory_bytes
-        say(console, f"memory: plans may use {ctx.hw.memory_bytes / GIB:.1f} of {whole / GIB:.1f} GiB per GPU "
-            f"({ctx.memory_fraction:.0%}, --max-memory-fraction)")
+    say(console, f"memory: a plan fits in the GPU's {ctx.hw.memory_bytes / GIB:.1f} GiB; it should leave "
+        f"{ctx.headroom_bytes / GIB:.1f} GiB free (--headroom {ctx.headroom})")
 
 
 def plan_label(est: Estimate | Candidate) -> str:
@@ -278,8 +280,11 @@ def render_suggestion(
     say(console, f"[bold green]recommended:[/] {plan_text(best)}")
     say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s, "
         f"{figure(best.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu)} per GPU, MFU {best.mfu:.1%}")
-    say(console, f"  peak {best.memory.total / GIB:.1f} GiB/GPU, {b.fit_margin_gib:.1f} GiB to spare, "
-        f"fit {b.fit_confidence}")
+    say(console, f"  peak {best.memory.total / GIB:.1f} GiB/GPU ({best.memory.allocator_reserved / GIB:.1f} reserved "
+        f"by torch's allocator), {b.fit_margin_gib:.1f} GiB to spare, fit {b.fit_confidence}")
+    tight = s.ctx.headroom_warning(best)
+    if tight:
+        say(console, f"[yellow]warning:[/] {tight}")
     say(console, "MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, bf16 dense peak")
     if plot is not None:
         say(console, f"plot: {plot.plans} feasible plans ({plot.drawn} timed and drawn), {plot.pareto} on the Pareto "
@@ -316,7 +321,11 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
     for key, value in e.memory.as_gib().items():
         if key != "total":
             mem.add_row(key, f"{value:.2f}")
+    mem.add_row("device peak", f"{e.memory.total / GIB:.2f}")
+    mem.add_row("allocator reserved", f"{e.memory.allocator_reserved / GIB:.2f}")
     console.print(mem)
+    say(console, f"allocator reserved = torch.cuda.max_memory_reserved(): the device peak less the CUDA context "
+        f"and NCCL ({e.memory.outside_allocator / GIB:.1f} GiB)", markup=False)
     if explain:
         from autopar.render.charts import render_explain
 
@@ -332,6 +341,9 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
     if e.fits:
         how = "" if b is None else f": {b.fit_margin_gib:.1f} GiB to spare, fit {b.fit_confidence}"
         console.print(f"[green]fits in memory{how}[/]")
+        tight = x.ctx.headroom_warning(e)
+        if tight:
+            say(console, f"[yellow]warning:[/] {tight}")
     else:
         over = (e.memory.total - e.memory_capacity_bytes) / GIB
         if x.hints:

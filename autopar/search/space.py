@@ -133,6 +133,8 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object],
                     for vpp, sp, ep, etp in knobs:
                         if etp > 1 and ep_rule(model, dp=dp, cp=cp, ep=ep, tp=tp, etp=etp, ep_over_tp=over_tp):
                             continue
+                        if moe and stack.experts_whole_with_ep and etp != (1 if ep > 1 else tp):
+                            continue
                         yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp,
                                    cp_comm=str(fixed.get("cp_comm", "ring")), recompute_modules=modules)
 

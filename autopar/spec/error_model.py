@@ -109,6 +109,11 @@ class Interval:
     def scaled(self, factor: float) -> Interval:
         return Interval(value=self.value * factor, lo=self.lo * factor, hi=self.hi * factor, name=self.name, rows=self.rows)
 
+    def shifted(self, offset: float) -> Interval:
+        """The band of value + offset, an exactly known amount added to the prediction."""
+        return Interval(value=self.value + offset, lo=self.lo + offset, hi=self.hi + offset, name=self.name,
+                        rows=self.rows)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Lookup:

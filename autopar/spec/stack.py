@@ -40,6 +40,8 @@ class Launch(Protocol):
     @property
     def ep(self) -> int: ...
     @property
+    def etp(self) -> int: ...
+    @property
     def vpp(self) -> int: ...
     @property
     def zero(self) -> int: ...
@@ -112,6 +114,9 @@ class StackProfile:
     equal_stages: bool  # pipeline stages must hold equal layer counts
     ep_over_tp: bool  # with etp = 1, EP ranks may span DP x CP x TP (Megatron's expert layout)
     pipeline_counts_embedding: bool  # the embedding and the loss count as pipeline layers (Megatron layout)
+    # an MoE's experts are split like the MLP (etp = tp) without EP and kept whole (etp 1) with EP: no expert TP
+    # beside EP (torchtitan 0.3.0: the EP mesh is dp_shard x cp x tp)
+    experts_whole_with_ep: bool = False
     recompute_modules: tuple[str, ...] = ()  # the modules a module-level selective recompute may name (Megatron's)
     citations: tuple[tuple[str, str], ...] = ()  # (field, source) pairs, as the profile file gives them
     path: str = ""  # file it was read from
@@ -147,6 +152,8 @@ class StackProfile:
                 return f"stack {self.name} has no {axis.upper()} ({axis}={getattr(plan, axis)})"
         if plan.zero not in self.zero_stages:
             return f"stack {self.name} has no ZeRO stage {plan.zero} (it has {', '.join(map(str, self.zero_stages))})"
+        if self.experts_whole_with_ep and plan.ep > 1 and plan.etp != 1:
+            return f"stack {self.name} keeps experts whole under EP (etp 1), not etp {plan.etp} (ep={plan.ep})"
         if plan.vpp > 1 and not self.vpp:
             return f"stack {self.name} has no interleaved pipeline schedule (vpp={plan.vpp})"
         for module in plan.recompute_modules:

@@ -17,7 +17,9 @@ stride: the cost model asks this module.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 ORDER = ("tp", "cp", "dp", "pp")  # innermost (fastest-varying rank index) first
 
@@ -40,24 +42,52 @@ class Group:
         return -(-self.size // self.per_node)
 
 
-def span(*, size: int, stride: int, gpus_per_node: int) -> Group:
+def span(*, size: int, stride: int, gpus_per_node: int, ranks: int = 0) -> Group:
     """Placement of `size` ranks spaced `stride` apart: r, r+stride, r+2*stride, ...
 
     A node of g GPUs holds g/stride of them when stride < g (contiguous blocks of
-    nodes), else one per node.
+    nodes), else one per node. That holds when the group's block of size*stride
+    ranks and the node tile each other (8-GPU nodes, power-of-two degrees); where
+    they do not (a GB200 NVL72 domain of 72 GPUs, groups of 32 or 64 ranks), some
+    groups straddle a domain boundary, and the group is placed as the worst of
+    them: its fewest ranks on one node (the slowest group paces the collective)
+    among the job's `ranks` (0: any number of ranks).
     """
-    per_node = max(1, min(size, gpus_per_node // stride)) if stride <= gpus_per_node else 1
-    return Group(size=size, per_node=per_node)
+    g, block = gpus_per_node, size * stride
+    if stride > g:
+        return Group(size=size, per_node=1)
+    if g % block == 0 or (block % g == 0 and g % stride == 0):
+        return Group(size=size, per_node=max(1, min(size, g // stride)))
+    return Group(size=size, per_node=_fewest_on_a_node(size, stride, g, ranks))
+
+
+@lru_cache(maxsize=4096)
+def _fewest_on_a_node(size: int, stride: int, g: int, ranks: int) -> int:
+    """Over every group of the first `ranks` ranks (blocks of size*stride ranks, each with stride
+    offsets), the fewest of its ranks that one node of g GPUs holds; size when every group lies inside
+    one node. The placement repeats every lcm(size*stride, g) ranks, which bounds `ranks` (0: all)."""
+    block = size * stride
+    period = math.lcm(block, g)
+    fewest = size
+    for start in range(0, min(period, ranks) if ranks else period, block):
+        for t in range(stride):
+            first, last = start + t, start + t + (size - 1) * stride
+            if first // g == last // g:
+                continue
+            for node in range(first // g, last // g + 1):
+                lo, hi = max(first, node * g), min(last, (node + 1) * g - 1)  # the node's ranks of the group
+                fewest = min(fewest, (hi - first) // stride - (lo - first + stride - 1) // stride + 1)
+    return max(1, fewest)
 
 
 def pair(*, stride: int, gpus_per_node: int) -> Group:
-    """Two neighbours `stride` ranks apart (a pipeline or ring send/recv): on one node when stride < g.
+    """Two neighbours `stride` ranks apart (a pipeline or ring send/recv): on one node when most are.
 
-    Strides are powers of two times divisors of the GPU count, so with stride < g
-    the neighbour lies on the same node for all but the boundary ranks; the cost
-    model takes the common case.
+    Rank r's neighbour r + stride is on its node for g - stride of every g ranks,
+    so the cost model takes the common case: one node when 2 * stride <= g (with
+    power-of-two strides on 8-GPU nodes, stride < g).
     """
-    return Group(size=2, per_node=2 if stride < gpus_per_node else 1)
+    return Group(size=2, per_node=2 if 2 * stride <= gpus_per_node else 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +126,8 @@ class RankGrid:
     def group(self, axis: str) -> Group:
         """Node placement of one group along `axis` (dpcp strides like cp: tp)."""
         stride = self.tp if axis == "dpcp" else self.stride(axis)
-        return span(size=self.size(axis), stride=stride, gpus_per_node=self.gpus_per_node)
+        return span(size=self.size(axis), stride=stride, gpus_per_node=self.gpus_per_node,
+                    ranks=self.tp * self.cp * self.dp * self.pp)
 
     def neighbours(self, axis: str) -> Group:
         """Placement of a send/recv between neighbours along `axis`.
