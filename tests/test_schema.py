@@ -93,7 +93,7 @@ def test_profile_key_errors_say_what_is_allowed() -> None:
     data["gpu"]["peak_tflops"] = {"bf16": 1000, "bf17": 1}
     with pytest.raises(ProfileError) as err:
         parse_profile(data, where="toy.yaml")
-    assert str(err.value) == ("toy.yaml: gpu.peak_tflops.bf17: must be one of bf16, fp16, fp8, fp32, tf32, got 'bf17' "
+    assert str(err.value) == ("toy.yaml: gpu.peak_tflops.bf17: must be one of bf16, fp16, fp8, fp4, fp32, tf32, got 'bf17' "
                               "(did you mean 'bf16'?)")
 
 
