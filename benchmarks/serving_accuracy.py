@@ -1,6 +1,7 @@
 """Predicted against measured TTFT and TPOT for the serving calibration rows.
 
-    python benchmarks/serving_accuracy.py [--csv FILE] [--rows] [--list] [--fit FRAMEWORK] [--refit-holdout]
+    python benchmarks/serving_accuracy.py [--csv FILE] [--rows] [--list] [--fit FRAMEWORK] [--holdout model|gpu]
+        [--refit-holdout]
 
 The headline is out of sample (benchmarks/serving_holdout.py): each fitted
 framework version's constants refitted without one model's (one GPU's)
@@ -395,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="per group, the rows whose TTFT is below the one-wave bound (wave_bound_s)")
     ap.add_argument("--logo", action="store_true",
                     help="leave one (GPU, model) group out of each fit and score it (minutes)")
+    ap.add_argument("--holdout", choices=sorted(ho.AXES),
+                    help="per fold of leave-one-model-out (model) or leave-one-GPU-out (gpu), from the cached refits")
     ap.add_argument("--refit-holdout", action="store_true",
                     help=f"refit every leave-one-model-out and leave-one-GPU-out fold into {ho.CACHE.name} (long)")
     args = ap.parse_args(argv)
@@ -407,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.refit_holdout:
         ho.write_cache(ho.refit(rows, fit))
         print(f"wrote {ho.CACHE}")
+        return 0
+    if args.holdout:
+        group_of = ho.AXES[args.holdout]
+        held = ho.held_out([r for r in rows if not r.held_out], args.holdout, evaluate)
+        fold = ho.by(held, lambda r: f"{r.dep.framework} {group_of(r)}")  # one version of each has folds
+        print("\n".join(ho.table("each fold's left-out rows, scored with the constants fitted without them:", fold)))
         return 0
     if args.logo:
         print(f"{'fitted on all but':18} {'held-out group':28} {'rows':>4} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")

@@ -221,3 +221,13 @@ def test_a_quantisation_config_it_cannot_read_exits_2_naming_file_and_field(
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.output
+
+
+def test_suggest_sweeps_auto_once_when_it_already_is_fp8(tmp_path: Path) -> None:
+    folder = str(_checkpoint(tmp_path, NVFP4))
+    args = ["serve", "suggest", folder, "--gpus", "1", "--hardware", "h100-sxm", "--isl", "1024", "--osl", "128"]
+    fp8 = runner.invoke(app, [*args, "--modes", "agg", "--json"])
+    assert fp8.exit_code == 0, fp8.output
+    assert {p["kv_dtype"] for p in json.loads(fp8.stdout)["pareto"]} == {"auto"}  # auto is fp8: no second fp8 sweep
+    plain = runner.invoke(app, [*args, "--modes", "agg", "--json", "--kv-dtype", "fp8"])
+    assert json.loads(plain.stdout)["pareto"][0]["tpot_ms"] == pytest.approx(json.loads(fp8.stdout)["pareto"][0]["tpot_ms"])

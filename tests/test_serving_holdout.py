@@ -178,3 +178,10 @@ def test_score_counts_medians_within_and_worst() -> None:
     assert (s.ttft_within, s.tpot_within) == (1, 3) and s.worst == pytest.approx(3.0)
     assert ho.score([(fake[0][0], fake[0][1], "saturated")]) is None
     assert ho.score([(fake[0][0], fake[0][1], "saturated")], every=True) is not None
+
+
+def test_holdout_option_prints_each_fold(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sa.main(["--holdout", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "each fold's left-out rows, scored with the constants fitted without them:" in out
+    assert "vllm h100_sxm" in out and "vllm h200_sxm" in out and "sglang h200_sxm" in out
