@@ -231,3 +231,12 @@ def test_suggest_sweeps_auto_once_when_it_already_is_fp8(tmp_path: Path) -> None
     assert {p["kv_dtype"] for p in json.loads(fp8.stdout)["pareto"]} == {"auto"}  # auto is fp8: no second fp8 sweep
     plain = runner.invoke(app, [*args, "--modes", "agg", "--json", "--kv-dtype", "fp8"])
     assert json.loads(plain.stdout)["pareto"][0]["tpot_ms"] == pytest.approx(json.loads(fp8.stdout)["pareto"][0]["tpot_ms"])
+
+
+@pytest.mark.parametrize("name", ["minimax-m2.5", "qwen3.5-397b-a17b", "glm-5", "kimi-k2", "gpt-oss-120b", "llama3.1-8b"])
+@pytest.mark.parametrize("tp", [1, 2, 8])
+def test_fewer_weight_bits_never_weigh_more(name: str, tp: int) -> None:
+    """bf16 > fp8 > fp4 and int4 per GPU, whichever weights a 4-bit checkpoint leaves in bf16."""
+    model, engine = load_model(name), Engine(tp=tp)
+    bf16, fp8 = weight_bytes_per_gpu(model, engine, "bf16"), weight_bytes_per_gpu(model, engine, "fp8")
+    assert bf16 > fp8 > weight_bytes_per_gpu(model, engine, "fp4") > weight_bytes_per_gpu(model, engine, "int4")
