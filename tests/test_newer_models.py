@@ -240,3 +240,13 @@ def test_fewer_weight_bits_never_weigh_more(name: str, tp: int) -> None:
     model, engine = load_model(name), Engine(tp=tp)
     bf16, fp8 = weight_bytes_per_gpu(model, engine, "bf16"), weight_bytes_per_gpu(model, engine, "fp8")
     assert bf16 > fp8 > weight_bytes_per_gpu(model, engine, "fp4") > weight_bytes_per_gpu(model, engine, "int4")
+
+
+def test_auto_reads_the_cached_snapshot_of_a_hugging_face_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    snapshot = tmp_path / "models--nvidia--Qwen3-30B-A3B-NVFP4" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("abc")
+    _checkpoint(snapshot, NVFP4)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert kv_auto(load_model("nvidia/Qwen3-30B-A3B-NVFP4")) == ("fp8", "hf_quant_config.json kv_cache_quant_algo FP8")
