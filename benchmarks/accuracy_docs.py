@@ -70,7 +70,13 @@ def serving_table() -> str:
 def serving_headline() -> str:
     """The serving headline of benchmarks/serving_accuracy.py (out of sample first) as markdown tables."""
     rows, notes = serving_accuracy.load(None)
-    lines = [f"- {note}" for note in notes]
+    lines = []
+    for note in notes:  # a note's reasons: one per line indented 2, wrapped on lines indented 4
+        for line in note.splitlines():
+            if line.startswith("    "):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(f"  - {line.strip()}" if line.startswith("  ") else f"- {line}")
     for title, groups in serving_accuracy.headline_groups(rows, serving_accuracy.evaluate(rows)):
         lines += ["", f"**{title}**", ""]
         if isinstance(groups, str):

@@ -45,6 +45,7 @@ import dataclasses
 import itertools
 import math
 import sys
+import textwrap
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -345,7 +346,8 @@ def load(paths: list[Path] | None) -> tuple[list[Row], list[str]]:
     for path in paths or [CALIBRATION, NEWER]:
         rows += load_rows(path, skipped, held_out=path.name == NEWER.name, priced=priced)
     total = sum(int(line.rsplit("(", 1)[1].split()[0]) for line in skipped)
-    notes = [f"skipped: {total} ({'; '.join(skipped)})"] if skipped else []
+    reasons = [textwrap.fill(why, 78, initial_indent="  ", subsequent_indent="    ") for why in skipped]
+    notes = ["\n".join([f"skipped: {total} (rows autopar cannot describe as given):", *reasons])] if skipped else []
     notes += [f"{why}: {n} rows" for why, n in sorted(priced.items())]
     return rows, notes
 
@@ -427,7 +429,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(headline(rows, results)))
     for kind in ("saturated", "not-reached"):
         listed = [(r, e) for r, e, k in results if k == kind]
-        print(f"{kind} rows, not scored: {len(listed)}" + ("" if args.list else " (--list names them)"))
+        newer = sum(r.held_out for r, _ in listed)
+        print(f"{kind} rows, not scored: {len(listed) - newer} calibration, {newer} held out"
+              + ("" if args.list else " (--list names them)"))
         for r, e in listed if args.list else ():
             why = (reach_note(r) if r.dep.mode == "disagg" and kind == "not-reached"
                    else f"the prefill pool paces it at {e.requests_per_s:.1f} requests/s"

@@ -152,12 +152,12 @@ def by(results: list[Result], key: Callable[[Row], str], *, every: bool = False)
     return {k: v for k, v in out.items() if v is not None}
 
 
-HEADER = f"{'':24} {'rows':>4} {'TTFT med':>8} {'mean':>6} {'TPOT med':>8} {'mean':>6} {'<15% TTFT':>9} {'TPOT':>4} {'worst':>6}"
+HEADER = f"{'':22} {'rows':>4} {'TTFT med':>8} {'mean':>5} {'TPOT med':>8} {'mean':>5} {'<15% TTFT':>9} {'TPOT':>4} {'worst':>6}"
 
 
 def line(name: str, s: Score) -> str:
     return (
-        f"{name[:24]:24} {s.rows:4} {s.ttft_median:8.1%} {s.ttft_mean:6.0%} {s.tpot_median:8.1%} {s.tpot_mean:6.0%}"
+        f"{name[:22]:22} {s.rows:4} {s.ttft_median:8.1%} {s.ttft_mean:5.0%} {s.tpot_median:8.1%} {s.tpot_mean:5.0%}"
         f" {s.ttft_within:9} {s.tpot_within:4} {s.worst:5.1f}x"
     )
 
