@@ -72,7 +72,15 @@ def refit(rows: list[Row], fit: Callable[..., serve_frameworks.Framework]) -> di
                     "constants": {f: getattr(fw, f) for f in FIT_GRID},
                 }
             )
-    return {"command": REFIT_COMMAND, "passes": PASSES, "every": EVERY, "folds": out}
+    return {"command": REFIT_COMMAND, "passes": PASSES, "every": EVERY, "shipped": shipped(), "folds": out}
+
+
+def shipped() -> dict[str, dict[str, float]]:
+    """The shipped fitted constants the refits started from, per framework version: a cache written for
+    other ones is stale (the cost model or the fit changed since)."""
+    from serving_accuracy import FIT_GRID
+
+    return {f"{n}@{v}": {f: getattr(fw, f) for f in FIT_GRID} for (n, v), fw in serve_frameworks.FITTED.items()}
 
 
 class MissingFold(LookupError):
@@ -92,6 +100,8 @@ def held_out(
 ) -> list[Result]:
     """The rows each fold of `axis` leaves out, evaluated with that fold's cached constants."""
     data = cache if cache is not None else load_cache()
+    if "shipped" in data and data["shipped"] != shipped():
+        raise MissingFold(f"{CACHE.name} was written for other shipped constants: run `{REFIT_COMMAND}`")
     fitted = {(f["axis"], f["framework"], f["version"], f["group"]): f["constants"] for f in data["folds"]}  # type: ignore[index, union-attr]
     out: list[Result] = []
     for key, group, _, scored in folds(rows, axis):

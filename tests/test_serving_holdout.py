@@ -185,3 +185,12 @@ def test_holdout_option_prints_each_fold(capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     assert "each fold's left-out rows, scored with the constants fitted without them:" in out
     assert "vllm h100_sxm" in out and "vllm h200_sxm" in out and "sglang h200_sxm" in out
+
+
+def test_a_cache_written_for_other_shipped_constants_is_refused() -> None:
+    rows = [r for r in _rows() if r.dep.framework == "vllm"]
+    cache = ho.load_cache()
+    assert cache["shipped"] == ho.shipped(), "the committed cache is the refit of the shipped constants"
+    stale = dict(cache, shipped={**ho.shipped(), "vllm@0.12": {**ho.shipped()["vllm@0.12"], "step_overhead_s": 0.5}})
+    with pytest.raises(ho.MissingFold, match="written for other shipped constants"):
+        ho.held_out(rows, "gpu", sa.evaluate, stale)
