@@ -4,7 +4,8 @@
     python benchmarks/accuracy_docs.py --check   # exit 1 if a page differs from what would be written
 
 docs/accuracy.md: training (benchmarks/accuracy.py) and serving (benchmarks/serving_accuracy.py);
-docs/varlen.md: the papers (benchmarks/varlen_papers.py --steps 64). Each table sits between the
+docs/varlen.md: the papers (benchmarks/varlen_papers.py --steps 64); docs/serving-accuracy.md: the serving
+headline, out of sample (benchmarks/serving_accuracy.py). Each table sits between the
 GENERATED markers of autopar.docs; the prose around them is written by hand.
 """
 
@@ -96,6 +97,28 @@ def serving_table() -> str:
     return "\n".join(lines)
 
 
+def serving_headline() -> str:
+    """The serving headline of benchmarks/serving_accuracy.py (out of sample first) as markdown tables."""
+    rows, notes = serving_accuracy.load(None)
+    lines = []
+    for note in notes:  # a note's reasons: one per line indented 2, wrapped on lines indented 4
+        for line in note.splitlines():
+            if line.startswith("    "):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(f"  - {line.strip()}" if line.startswith("  ") else f"- {line}")
+    for title, groups in serving_accuracy.headline_groups(rows, serving_accuracy.evaluate(rows)):
+        lines += ["", f"**{title}**", ""]
+        if isinstance(groups, str):
+            lines.append(groups)
+            continue
+        lines += ["| | rows | TTFT median | TTFT mean | TPOT median | TPOT mean | TTFT within 15% | TPOT within 15% "
+                  "| worst |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {k} | {v.rows} | {v.ttft_median:.1%} | {v.ttft_mean:.1%} | {v.tpot_median:.1%} | {v.tpot_mean:.1%}"
+                  f" | {v.ttft_within} | {v.tpot_within} | {v.worst:.1f}x |" for k, v in groups.items()]
+    return "\n".join(lines)
+
+
 def papers_table() -> str:
     return "\n".join(varlen_papers.table(steps=64))
 
@@ -104,6 +127,7 @@ PAGES: dict[str, list[tuple[str, Callable[[], str]]]] = {
     "docs/accuracy.md": [("`python benchmarks/accuracy.py` (headline)", headline_table),
                          ("`python benchmarks/accuracy.py`", training_table), ("`python benchmarks/serving_accuracy.py`", serving_table)],
     "docs/varlen.md": [("`python benchmarks/varlen_papers.py --steps 64`", papers_table)],
+    "docs/serving-accuracy.md": [("`python benchmarks/serving_accuracy.py`", serving_headline)],
 }
 
 

@@ -1,6 +1,15 @@
 """Predicted against measured TTFT and TPOT for the serving calibration rows.
 
-    python benchmarks/serving_accuracy.py [--csv benchmarks/data/serving_runs.csv] [--rows] [--fit FRAMEWORK]
+    python benchmarks/serving_accuracy.py [--csv FILE] [--rows] [--list] [--fit FRAMEWORK] [--holdout model|gpu]
+        [--refit-holdout]
+
+The headline is out of sample (benchmarks/serving_holdout.py): each fitted
+framework version's constants refitted without one model's (one GPU's)
+calibration rows and scored on them, and the rows of
+benchmarks/data/serving_runs_newer.csv, on which nothing is fitted, per engine
+and per model: median and mean absolute error of TTFT and TPOT, rows within
+15%, the worst ratio; the in-sample scores beside them. Rows autopar cannot
+describe as a user would give them are counted on a "skipped: N (why)" line.
 
 Each row of benchmarks/data/serving_runs.csv (see serving_runs.SOURCE.md) is
 turned into a deployment (framework, engine layout, weights dtype) and a
@@ -38,6 +47,7 @@ import dataclasses
 import itertools
 import math
 import sys
+import textwrap
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -51,7 +61,11 @@ from autopar.spec.framework import Framework
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+import serving_holdout as ho  # noqa: E402
 from serving_rows import Row, load_hardware, load_rows  # noqa: E402
+
+CALIBRATION = HERE / "data" / "serving_runs.csv"  # the rows the constants are fitted on
+NEWER = HERE / "data" / "serving_runs_newer.csv"  # held out: nothing is fitted on them
 
 
 def _best_flops(row: Row) -> float:
@@ -258,7 +272,8 @@ def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> Framework:
     The search starts from a coarse grid over the two constants that trade TTFT against TPOT, from the
     values of the version's data file."""
     name, version = key
-    mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"]
+    mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"
+            and not r.held_out]
 
     def loss(fw: Framework) -> float:
         errs = [abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms + abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms
@@ -315,7 +330,8 @@ def folds(rows: list[Row]) -> list[tuple[tuple[str, str], tuple[str, ...], list[
     each version with two groups or more."""
     out = []
     for key in builtin_frameworks():
-        mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"]
+        mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"
+                and not r.held_out]
         by_isl = len({(r.key[1], r.model.name) for r in mine}) < 2
 
         def group_of(r: Row, by_isl: bool = by_isl) -> tuple[str, ...]:
@@ -341,10 +357,58 @@ def held_out_results(rows: list[Row], only: int | None = None, *, passes: int = 
         yield key, group, evaluate(with_framework(held, fitted))
 
 
+def load(paths: list[Path] | None) -> tuple[list[Row], list[str]]:
+    """The rows of `paths` (default: the calibration file and the newer, held-out one) and the skipped lines."""
+    skipped: list[str] = []
+    priced: dict[str, int] = {}
+    rows: list[Row] = []
+    for path in paths or [CALIBRATION, NEWER]:
+        rows += load_rows(path, skipped, held_out=path.name == NEWER.name, priced=priced)
+    total = sum(int(line.rsplit("(", 1)[1].split()[0]) for line in skipped)
+    reasons = [textwrap.fill(why, 78, initial_indent="  ", subsequent_indent="    ") for why in skipped]
+    notes = ["\n".join([f"skipped: {total} (rows autopar cannot describe as given):", *reasons])] if skipped else []
+    notes += [f"{why}: {n} rows" for why, n in sorted(priced.items())]
+    return rows, notes
+
+
+def headline_groups(rows: list[Row], results: list[tuple[Row, ServeEstimate, str]]) -> list[
+        tuple[str, dict[str, ho.Score] | str]]:
+    """The headline's tables, out of sample first (leave one model out, leave one GPU out, the newer rows),
+    in-sample last: (title, scores per group, or why the table is missing)."""
+    engine, model, gpu = (lambda r: r.dep.framework), (lambda r: r.model.name), (lambda r: r.key[1])
+    calib = [r for r in rows if not r.held_out]
+    out: list[tuple[str, dict[str, ho.Score] | str]] = []
+    for axis, title in (("model", "leave-one-model-out"), ("gpu", "leave-one-GPU-out")):
+        try:
+            out.append((f"out of sample, {title} (calibration rows), per engine",
+                        ho.by(ho.held_out(calib, axis, evaluate), engine)))
+        except ho.MissingFold as exc:
+            out.append((f"out of sample, {title}", str(exc)))
+    newer = [res for res in results if res[0].held_out]
+    if newer:
+        out += [("held out, serving_runs_newer.csv (nothing fitted on it), every row, per engine",
+                 ho.by(newer, engine, every=True)),
+                ("the same, per model", ho.by(newer, model, every=True)),
+                ("the same, per GPU", ho.by(newer, gpu, every=True)),
+                ("its scored rows (not queue-saturated, concurrency reached), per engine", ho.by(newer, engine))]
+    inside = [res for res in results if not res[0].held_out and res[0].dep.mode == "agg"]
+    out.append(("in sample (calibration rows, the shipped constants), per engine", ho.by(inside, engine)))
+    return out
+
+
+def headline(rows: list[Row], results: list[tuple[Row, ServeEstimate, str]]) -> list[str]:
+    out = []
+    for title, groups in headline_groups(rows, results):
+        out += ["", f"{title}: {groups}"] if isinstance(groups, str) else ["", *ho.table(f"{title}:", groups)]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--csv", type=Path, default=HERE / "data" / "serving_runs.csv")
+    ap.add_argument("--csv", type=Path, action="append",
+                    help="a rows file (default: serving_runs.csv, and serving_runs_newer.csv held out)")
     ap.add_argument("--rows", action="store_true", help="print every row's prediction")
+    ap.add_argument("--list", action="store_true", help="list the queue-saturated and not-reached rows")
     ap.add_argument("--fit", choices=[f"{n}@{v}" for n, v in builtin_frameworks()], action="append",
                     default=[], help="refit one framework version's constants, e.g. sglang@0.5.1")
     ap.add_argument("--strata", action="store_true",
@@ -353,28 +417,43 @@ def main(argv: list[str] | None = None) -> int:
                     help="per group, the rows whose TTFT is below the one-wave bound (wave_bound_s)")
     ap.add_argument("--logo", action="store_true",
                     help="leave one (GPU, model) group out of each fit and score it (minutes)")
+    ap.add_argument("--holdout", choices=sorted(ho.AXES),
+                    help="per fold of leave-one-model-out (model) or leave-one-GPU-out (gpu), from the cached refits")
+    ap.add_argument("--refit-holdout", action="store_true",
+                    help=f"refit every leave-one-model-out and leave-one-GPU-out fold into {ho.CACHE.name} (long)")
     args = ap.parse_args(argv)
-    skipped: list[str] = []
-    rows = load_rows(args.csv, skipped)
-    if skipped:
-        print(f"rows not scored, autopar cannot describe them ({len(skipped)} reasons):")
-        for line in skipped:
-            print(f"  {line}")
+    rows, notes = load(args.csv)
+    for note in notes:
+        print(note)
     for item in args.fit:  # the fitted values, as YAML to paste; the rest of the run uses them
         name, version = item.split("@")
         fitted = fit(rows, (name, version))
         print(fitted_yaml(fitted))
         rows = with_framework(rows, fitted)
+    if args.refit_holdout:
+        ho.write_cache(ho.refit(rows, fit))
+        print(f"wrote {ho.CACHE}")
+        return 0
+    if args.holdout:
+        group_of = ho.AXES[args.holdout]
+        held = ho.held_out([r for r in rows if not r.held_out], args.holdout, evaluate)
+        fold = ho.by(held, lambda r: f"{r.dep.framework} {group_of(r)}")  # one version of each has folds
+        print("\n".join(ho.table("each fold's left-out rows, scored with the constants fitted without them:", fold)))
+        return 0
     if args.logo:
         print(f"{'fitted on all but':18} {'held-out group':28} {'rows':>4} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
         for version, group, n, ttft, tpot in leave_one_group_out(rows):
             print(f"{version:18} {group:28} {n:4} {ttft:10.1%} {tpot:10.1%}")
         return 0
     results = evaluate(rows)
+    if args.csv is None:
+        print("\n".join(headline(rows, results)))
     for kind in ("saturated", "not-reached"):
         listed = [(r, e) for r, e, k in results if k == kind]
-        print(f"{kind} rows, not scored ({len(listed)}):")
-        for r, e in listed:
+        newer = sum(r.held_out for r, _ in listed)
+        print(f"{kind} rows, not scored: {len(listed) - newer} calibration, {newer} held out"
+              + ("" if args.list else " (--list names them)"))
+        for r, e in listed if args.list else ():
             why = (reach_note(r) if r.dep.mode == "disagg" and kind == "not-reached"
                    else f"the prefill pool paces it at {e.requests_per_s:.1f} requests/s"
                    if r.dep.mode == "disagg" and not kv_full(e)
@@ -400,9 +479,12 @@ def main(argv: list[str] | None = None) -> int:
             ratios.sort()
             print(f"  {fw:9} {gpu:9} {sum(x < 1 for x in ratios):3} of {len(ratios):3} rows;"
                   f" measured / bound median {ratios[len(ratios) // 2]:.2f}, least {ratios[0]:.2f}")
-    print(f"\n{'framework':9} {'GPU':9} {'mode':6} {'rows':>4} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
-    for (fw, gpu, mode), (n, ttft, tpot) in errors(results).items():
-        print(f"{fw:9} {gpu:9} {mode:6} {n:4} {ttft:10.1%} {tpot:10.1%}")
+    for held, title in ((False, ""), (True, "\nheld out, serving_runs_newer.csv, its scored rows:")):
+        part = [res for res in results if res[0].held_out is held]
+        if part:
+            print(f"{title}\n{'framework':9} {'GPU':9} {'mode':6} {'rows':>4} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
+        for (fw, gpu, mode), (n, ttft, tpot) in errors(part).items():
+            print(f"{fw:9} {gpu:9} {mode:6} {n:4} {ttft:10.1%} {tpot:10.1%}")
     return 0
 
 

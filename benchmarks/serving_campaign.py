@@ -177,8 +177,18 @@ def kv_dtype(row: dict[str, str]) -> str:
     vLLM and "fp8_block" for SGLang on SM 90, the gemm_quant_mode of these rows. The generator
     passes it on (module_bridge.py: kv_cache_dtype = kvcache_quant_mode; backend_config_mapping.yaml:
     vLLM --kv-cache-dtype, SGLang --kv-cache-dtype as fp8_e4m3 by sglang.rule, TensorRT-LLM
-    kv_cache_config.dtype). The older rows carry no source (serving_runs.SOURCE.md): auto."""
-    return "fp8" if CAMPAIGN in row.get("silicon_data_source", "") else "auto"
+    kv_cache_config.dtype). The older rows carry no source (serving_runs.SOURCE.md): auto.
+
+    The NVFP4 rows of serving_runs_newer.csv (precision fp4): fp8, what the engines' `auto` reads from
+    NVIDIA's NVFP4 checkpoints of these models (nvidia/MiniMax-M2.5-NVFP4, Qwen3.5-397B-A17B-NVFP4,
+    GLM-5-NVFP4 hf_quant_config.json: kv_cache_quant_algo FP8; Kimi-K2.5-NVFP4 config.json
+    quantization_config.kv_cache_scheme 8-bit float; bundled in ai-dynamo/aiconfigurator model_configs/ at
+    095f58a). Their fp8, int4 and bf16 rows ran the models' own checkpoints, which name no KV scheme
+    (MiniMaxAI/MiniMax-M2.5 config.json quant_method fp8 without one; Kimi-K2.5 kv_cache_scheme null):
+    auto, the activation dtype."""
+    if CAMPAIGN in row.get("silicon_data_source", "") or row.get("precision") == "fp4":
+        return "fp8"
+    return "auto"
 
 
 def _count(value: str) -> int:

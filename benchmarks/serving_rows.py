@@ -1,7 +1,8 @@
 """The serving calibration rows: each measured run as a deployment autopar can estimate.
 
-Each row of benchmarks/data/serving_runs.csv (see serving_runs.SOURCE.md) is
-turned into a deployment (framework, engine layout, weights dtype, KV dtype and
+Each row of benchmarks/data/serving_runs.csv (see serving_runs.SOURCE.md; the
+calibration rows) and of serving_runs_newer.csv (newer models, GPUs and engine
+versions, held out: no constant is set on them) is turned into a deployment (framework, engine layout, weights dtype, KV dtype and
 launch arguments from serving_campaign.py) and a workload (isl, osl,
 concurrency; a disaggregated row's concurrency is disagg_concurrency's, and the
 rows of a file whose runs cannot hold the clients' first wave are taken as
@@ -67,6 +68,7 @@ class Row:
     wl: Workload
     ttft_ms: float  # measured
     tpot_ms: float  # measured
+    held_out: bool = False  # from a file no constant is fitted on (serving_runs_newer.csv)
 
 
 def _int(value: str, default: int = 1) -> int:
@@ -90,6 +92,43 @@ def framework_of(name: str, version: str) -> Framework:
         return load_framework(name)
 
 
+# An engine release as --framework NAME@VERSION names one: numbers, then an optional post/rc/dev tag
+# (0.5.10.post1, 1.2.0rc6.post1, 1.1.0-dev.2). Nightly builds, blank versions and branch names
+# (nightly-dev-20260216-d3bae71e, glm5-hopper) name no release the CLI can be given.
+RELEASE = re.compile(r"\d+(\.\d+)+([.-]?(post|rc|dev)[.\d]*)*")
+WEIGHTS = {"bf16": "bf16", "fp8": "fp8", "fp4": "fp4", "int4": "int4"}  # the file's precision -> --weights
+
+
+def _weights(r: dict[str, str]) -> str | None:
+    """--weights of a row: its precision (fp4 = NVFP4, int4 = weight-only); a blank precision is fp8 when
+    the GEMMs are quantised, else bf16 (the calibration file's older rows); None: not expressible."""
+    if not r.get("precision"):
+        return "fp8" if r["gemm_quant_mode"] else "bf16"
+    return WEIGHTS.get(r["precision"])
+
+
+def _why_not(r: dict[str, str], hw_name: str | None) -> str:
+    """Why autopar cannot describe a row as a user would give it, or ''."""
+    if r["backend"] not in FRAMEWORKS:
+        return f"framework {r['backend']!r} is not modelled"
+    if hw_name is None:
+        return f"no built-in profile for system {r['system']!r}"
+    if not RELEASE.fullmatch(r.get("backend_version") or ""):
+        return f"{r['backend']} version {r.get('backend_version') or '(blank)'!r} is not a release"
+    if _weights(r) is None:
+        return f"precision {r['precision']!r} is not a --weights dtype"
+    return ""
+
+
+def _source(text: str) -> str:
+    """The measurement a row comes from: its file (GPU/framework/version/model.csv), or in a database dump
+    (serving_runs_newer.csv: db-dump/DATE; config_id=N; ...; workflow_run_id=M) its config and workflow run."""
+    fields = dict(f.strip().split("=", 1) for f in text.split(";") if "=" in f)
+    if "workflow_run_id" in fields:
+        return f"config {fields.get('config_id', '?')} run {fields['workflow_run_id']}"
+    return text.split(";")[0].rsplit("/data/", 1)[-1]
+
+
 def disagg_concurrency(r: dict[str, str]) -> int:
     """The concurrency a disaggregated row stands for, as aiconfigurator reads its own rows.
 
@@ -111,16 +150,18 @@ def disagg_concurrency(r: dict[str, str]) -> int:
     return _int(r["decode_batch_size"]) * _int(r["decode_attention_dp_size"]) * _int(r["decode_num_workers"])
 
 
-def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
-    """The file's rows that autopar can describe; the others' reasons go to `skipped` (one line per reason)."""
+def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = False,
+              priced: dict[str, int] | None = None) -> list[Row]:
+    """The file's rows that autopar can describe; the others' reasons go to `skipped` (one line per reason).
+    `held_out`: the file's rows are for validation only (Row.held_out); `priced` counts the rows of an engine
+    version without its own constants, by version (they use the default version's, as `--framework NAME`)."""
     rows = []
     models: dict[str, ModelSpec] = {}
     reasons: dict[str, int] = {}
     with path.open() as f:
         for r in csv.DictReader(f):
             hw_name = profile_for_system(r["system"])
-            why = (f"framework {r['backend']!r} is not modelled" if r["backend"] not in FRAMEWORKS
-                   else f"no built-in profile for system {r['system']!r}" if hw_name is None else "")
+            why = _why_not(r, hw_name)
             if not why and r["model_path"] not in models:
                 try:
                     models[r["model_path"]] = load_model(r["model_path"])
@@ -131,8 +172,9 @@ def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
                 continue
             assert hw_name is not None
             model = models[r["model_path"]]
-            weights = "fp8" if r["gemm_quant_mode"] else "bf16"
+            weights = _weights(r) or "bf16"
             fw = framework_of(r["backend"], r["backend_version"])
+            version = fw.version
             if r["mode"] == "disagg":
                 pre = _engine(_int(r["prefill_tp_size"]), _int(r["prefill_moe_tp_size"]), _int(r["prefill_moe_ep_size"]),
                               dp=_int(r["prefill_attention_dp_size"]), model=model)
@@ -151,12 +193,28 @@ def load_rows(path: Path, skipped: list[str] | None = None) -> list[Row]:
                                  weights=weights, kv_dtype=kv_dtype(r), args=launch_args(r))
                 conc = _int(r["batch_size"])
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
+            try:
+                for eng, flag in ((dep.engine, "--"), (dep.prefill, "--prefill-")):
+                    if eng is not None:
+                        eng.check(model, flag=flag)
+                        eng.check_framework(dep.framework, flag=flag)
+            except SpecError as exc:  # as `serve estimate` would refuse it
+                why = f"a layout serve estimate refuses (e.g. {exc})"
+                if why.split(" (e.g.")[0] not in {k.split(" (e.g.")[0] for k in reasons}:
+                    reasons[why] = 0
+                key = next(k for k in reasons if k.startswith(why.split(" (e.g.")[0]))
+                reasons[key] += 1
+                continue
+            if priced is not None and not r["backend_version"].startswith(version):
+                key = f"{r['backend']} {r['backend_version']} priced at {r['backend']} {version}'s constants"
+                priced[key] = priced.get(key, 0) + 1
             wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
             label = f"{model.name} {weights} {layout} {wl.isl}/{wl.osl} c{conc}"
             rows.append(Row(key=(r["backend"], r["system"], r["mode"]), label=label, model=model,
-                            source=(r.get("silicon_data_source") or "").split(";")[0].rsplit("/data/", 1)[-1],
+                            source=_source(r.get("silicon_data_source") or ""),
                             model_key=r["model_path"], hw_name=hw_name, dep=dep, wl=wl,
-                            ttft_ms=float(r["silicon_ttft_ms"]), tpot_ms=float(r["silicon_tpot_ms"])))
+                            ttft_ms=float(r["silicon_ttft_ms"]), tpot_ms=float(r["silicon_tpot_ms"]),
+                            held_out=held_out))
     if skipped is not None:
         skipped.extend(f"{why} ({n} rows)" for why, n in sorted(reasons.items()))
     warm = warmed_sources(rows)

@@ -50,6 +50,9 @@ PUBLISHED_PARAMS = {
     "llama4-scout": 109e9,  # model card: 109B total, with the vision encoder (not modelled); computed 107.8e9 text
     "mamba2-2.7b": 2.7e9,  # nominal size (arXiv:2405.21060); computed 2.70e9
     "nemotron-h-8b": 8e9,  # nominal size (arXiv:2504.03624); computed 8.10e9 (1.3% over)
+    "minimax-m2.5": 230e9,  # MiniMaxAI/MiniMax-M2.5 model card: 230B total; computed 228.7e9 (0.6% under)
+    "qwen3.5-397b-a17b": 397e9,  # the model's name and card: 397B (with the vision tower); computed 395.8e9 text
+    "glm-5": 744e9,  # zai-org/GLM-5 model card: 744B; computed 743.2e9 (indexer and MTP layer not counted)
 }
 
 # Published parameters per token, counted as the publisher counts them: (value, includes the input embedding).
@@ -65,10 +68,12 @@ PUBLISHED_ACTIVE = {
     "qwen3-coder-480b": (35e9, True),  # model card: 35B activated; computed 35.5e9
     "kimi-k2": (32.6e9, True),  # arXiv:2507.20534: 32.6B activated (model card: 32B); computed 32.9e9
     "llama4-scout": (17e9, True),  # model card: 17B activated (1 of 16 experts + the shared one); computed 17.2e9
+    "qwen3.5-397b-a17b": (17e9, True),  # the model's name: A17B; computed 16.8e9
+    "glm-5": (40e9, True),  # zai-org/GLM-5 model card: 40B active; computed 41.1e9 (2.6% over)
 }
 
 EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200", "l40s", "h100-96g-500w", "gb200", "h20",
-                     "h20-3e", "h100-pcie"}
+                     "h20-3e", "h100-pcie", "b300"}
 NVLINK_DOMAIN = {"gb200": 72}  # GPUs per node where the NVLink domain is more than one 8-GPU board
 
 

@@ -51,7 +51,8 @@ def test_hardware_and_distribution_schemas() -> None:
 
 def test_unknown_schema_kind_is_one_line() -> None:
     r = runner.invoke(app, ["schema", "gpu"])
-    assert r.exit_code == 2 and r.stderr == "autopar: error: schema: expected one of model, hardware, distribution, stack, framework, got 'gpu'\n"
+    kinds = "model, hardware, distribution, stack, framework"
+    assert r.exit_code == 2 and r.stderr == f"autopar: error: schema: expected one of {kinds}, got 'gpu'\n"
 
 
 def test_every_builtin_file_passes_its_schema() -> None:
@@ -93,7 +94,7 @@ def test_profile_key_errors_say_what_is_allowed() -> None:
     data["gpu"]["peak_tflops"] = {"bf16": 1000, "bf17": 1}
     with pytest.raises(ProfileError) as err:
         parse_profile(data, where="toy.yaml")
-    assert str(err.value) == ("toy.yaml: gpu.peak_tflops.bf17: must be one of bf16, fp16, fp8, fp32, tf32, got 'bf17' "
+    assert str(err.value) == ("toy.yaml: gpu.peak_tflops.bf17: must be one of bf16, fp16, fp8, fp4, fp32, tf32, got 'bf17' "
                               "(did you mean 'bf16'?)")
 
 

@@ -50,7 +50,7 @@ def test_strata_buckets_concurrency_by_powers_of_two() -> None:
 @pytest.mark.parametrize(("system", "profile"), [("h100_sxm", "h100-sxm"), ("h200_sxm", "h200-sxm"), ("b200_sxm", "b200"),
                                                  ("a100_sxm", "a100-sxm-80g"), ("h100_pcie", "h100-pcie"), ("h20", "h20"),
                                                  ("gb200", "gb200"), ("gb200_sxm", "gb200"), ("l40s", "l40s"),
-                                                 ("h20_3e", "h20-3e"), ("a100_pcie", None), ("b300_sxm", None),
+                                                 ("h20_3e", "h20-3e"), ("a100_pcie", None), ("b300_sxm", "b300"),
                                                  ("gb300", None)])
 def test_a_system_name_finds_the_profile_of_the_same_gpu(system: str, profile: str | None) -> None:
     assert sr.profile_for_system(system) == profile

@@ -23,7 +23,7 @@ from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.limits import MAX_SERVE_GPUS, MIN_STEP_TOKENS
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import DEFAULT_ARGS, MODES, Deployment, Engine, EngineArgs, Workload
+from autopar.spec.serve import DEFAULT_ARGS, MODES, Deployment, Engine, EngineArgs, Workload, kv_auto
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,7 +157,7 @@ def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
                         f"(tp x pp x attention-dp = {engine.gpus})")
     dep = Deployment(fw=ctx.fw, mode="agg",
                      engine=engine, replicas=replicas, weights=ctx.weights,
-                     kv_dtype=ctx.kv_dtype, args=ctx.engine_args)
+                     kv_dtype=ctx.kv_dtype, kv_auto=kv_auto(ctx.model)[0], args=ctx.engine_args)
     if dep.gpus != ctx.gpus:
         raise SpecError(f"--gpus ({ctx.gpus}) does not match the layout: tp x pp x dp = {dep.gpus}")
     return dep
@@ -181,7 +181,7 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
     dep = Deployment(fw=ctx.fw, mode="disagg",
                      engine=engines[1], replicas=decode.workers, prefill=engines[0],
                      prefill_replicas=prefill.workers, weights=ctx.weights, kv_dtype=ctx.kv_dtype,
-                     args=ctx.engine_args, prefill_args=ctx.engine_args)
+                     kv_auto=kv_auto(ctx.model)[0], args=ctx.engine_args, prefill_args=ctx.engine_args)
     if dep.gpus != ctx.gpus:
         raise SpecError(f"--gpus ({ctx.gpus}) does not match the pools: prefill {prefill.workers} x "
                         f"{engines[0].gpus} + decode {decode.workers} x {engines[1].gpus} = {dep.gpus} GPUs")
@@ -245,6 +245,8 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
     targets = Targets(ttft_s=None if ttft_ms is None else ttft_ms / 1e3, tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
     if ttft_ms is None and tpot_ms is None:
         targets = DEFAULT_TARGETS
+    if kv_auto(ctx.model)[0] == "fp8" and "auto" in kv_dtypes:  # auto already is fp8: one sweep, not two alike
+        kv_dtypes = tuple(k for k in kv_dtypes if k != "fp8")
     result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.fw, weights=ctx.weights,
                    kv_dtypes=kv_dtypes, args=ctx.engine_args, modes=modes, targets=targets,
                    progress=progress)

@@ -72,10 +72,23 @@ class StepTime:
 
 
 def gemm_dtype(hw: HardwareProfile, weights: str) -> str:
-    """Tensor-core dtype: fp8 and fp4 weights run fp8 GEMMs where the GPU has them; int4 is weight-only (bf16)."""
+    """Tensor-core dtype: fp4 (NVFP4) weights run fp4 GEMMs where the profile has an fp4 peak (Blackwell),
+    else fp8 like fp8 weights; int4 is weight-only (bf16)."""
+    if weights == "fp4" and "fp4" in hw.peak_flops:
+        return "fp4"
     if weights in ("fp8", "fp4") and "fp8" in hw.peak_flops:
         return "fp8"
     return "bf16"
+
+
+def dense_weights(model: ModelSpec, weights: str) -> str:
+    """The dtype of the weights other than the routed experts. 4-bit MoE checkpoints quantise the experts only:
+    NVIDIA's NVFP4 ones leave self_attn in bf16 (nvidia/MiniMax-M2.5-NVFP4, Qwen3.5-397B-A17B-NVFP4, GLM-5-NVFP4
+    hf_quant_config.json exclude_modules), gpt-oss's MXFP4 is on the experts only (openai/gpt-oss-120b config.json
+    quantization_config modules_to_not_convert: self_attn, router, embed_tokens, lm_head) and Kimi-K2.5's int4 ignores
+    self_attn, the shared experts and the dense MLPs (config.json quantization_config ignore). A dense model's 4-bit
+    checkpoint quantises every linear layer."""
+    return "bf16" if weights in ("fp4", "int4") and model.moe is not None else weights
 
 
 @functools.cache
@@ -93,7 +106,8 @@ def kv_bytes_per_token(model: ModelSpec, engine: Engine, kv_bytes: float) -> flo
     """KV-cache bytes one token takes on one GPU (its pipeline stage's attention layers)."""
     layers = _attention_layers(model) / engine.pp
     if model.mla is not None:
-        return layers * (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * kv_bytes
+        latent = (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * kv_bytes
+        return layers * (latent + model.mla.index_bytes_per_token)
     heads = math.ceil(model.num_kv_heads / engine.tp)
     return layers * 2 * heads * model.head_dim * kv_bytes
 
@@ -121,11 +135,11 @@ def _part_weight_params(model: ModelSpec, part: str, engine: Engine) -> tuple[fl
 @functools.cache
 def weight_bytes_per_gpu(model: ModelSpec, engine: Engine, weights: str) -> float:
     """Weights on one GPU: its stage's layers split by TP (experts by EP x expert-TP), bf16 embeddings."""
-    wb, total = WEIGHT_BYTES[weights], 0.0
+    wb, eb, total = WEIGHT_BYTES[dense_weights(model, weights)], WEIGHT_BYTES[weights], 0.0
     for part, count in _part_counts(model).items():
         dense, expert = _part_weight_params(model, part, engine)
         local = model.moe.num_experts / engine.ep if (part == "moe" and model.moe) else 0
-        total += count * (dense + local * expert) * wb
+        total += count * (dense * wb + local * expert * eb)
     ends = (model.embedding_params() + model.output_params()) / (2 if engine.pp > 1 else 1)
     return total / engine.pp + cal.ACT_BYTES * ends / engine.tp
 
@@ -167,7 +181,8 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
     stage), so a token's step is the whole model at batch/pp plus the stage hand-offs.
     """
     b = max(batch / engine.pp, 1e-9)
-    dtype, wb = gemm_dtype(hw, weights), WEIGHT_BYTES[weights]
+    dense_w = dense_weights(model, weights)
+    dtype, wb, eb = gemm_dtype(hw, dense_w), WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
     kv_tok = kv_bytes_per_token(model, engine, kv_bytes) * engine.pp / max(1, _attention_layers(model))
     w_sum = kv_sum = comp_sum = tp_sum = ep_sum = 0.0
     tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node)
@@ -188,7 +203,8 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
             gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
         w, k, c = _roofline(hw, dtype, gemms, weight_bytes=dense * wb, kv=kv)
         if part == "moe" and model.moe is not None:
-            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=b * engine.dp, expert_bytes=expert * wb,
+            w2, c2, e = _experts(model, hw, engine, dtype=gemm_dtype(hw, weights), tokens=b * engine.dp,
+                                 expert_bytes=expert * eb,
                                  all_local=fw.moe_decode_reads == "local", read_slowdown=fw.moe_decode_slowdown)
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
@@ -249,7 +265,8 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
 
     With attention-DP and Framework.dp_padding the other ranks run the step at the same token count
     (their own tokens or padding), so the MoE layer gathers dp x chunk tokens and computes them all."""
-    dtype, wb = gemm_dtype(hw, weights), WEIGHT_BYTES[weights]
+    dense_w = dense_weights(model, weights)
+    dtype, wb, eb = gemm_dtype(hw, dense_w), WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
     chunk = min(tokens, fw.chunk_tokens)
     chunks = tokens / chunk
     tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node)
@@ -267,7 +284,8 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
         if part == "moe" and model.moe is not None:
             # attention-DP ranks padded to this rank's chunk (Framework.dp_padding) all send it to the MoE layer
             gathered = chunk * engine.dp if fw.dp_padding else chunk
-            w2, c2, e = _experts(model, hw, engine, dtype=dtype, tokens=gathered, expert_bytes=expert * wb)
+            w2, c2, e = _experts(model, hw, engine, dtype=gemm_dtype(hw, weights), tokens=gathered,
+                                 expert_bytes=expert * eb)
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, comp_sum, tp_sum = w_sum + count * w, comp_sum + count * c, tp_sum + count * ar
     lm = logits_gemm(model, tokens=max(1.0, chunk / seq_len), tp=engine.tp)

@@ -3,6 +3,7 @@ config.json, or a folder holding one; all become a :class:`ModelSpec`."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from importlib import resources
@@ -11,6 +12,7 @@ from typing import Any
 
 from autopar.errors import SpecError
 from autopar.io.hf_config import from_hf_config
+from autopar.io.hf_quant import checkpoint_kv_dtype
 from autopar.io.reading import did_you_mean, load_mapping, named
 from autopar.spec.families import MambaSpec, MLASpec, MoESpec
 from autopar.spec.model import ModelSpec
@@ -33,7 +35,8 @@ def load_model(ref: str) -> ModelSpec:
         if not path.exists():
             raise SpecError(f"{named(ref)}: folder has no config.json")
     if path.suffix.lower() == ".json":
-        return from_hf_config(load_mapping(path), where=named(path))
+        config = load_mapping(path)
+        return with_checkpoint_kv(from_hf_config(config, where=named(path)), path, config)
     if path.suffix.lower() in (".yaml", ".yml") or path.exists():
         return from_yaml_mapping(load_mapping(path), where=named(path))
     names = preset_names()
@@ -42,7 +45,7 @@ def load_model(ref: str) -> ModelSpec:
         if cached is not None:  # the repo's own config.json, read as a file is
             data = dict(load_mapping(cached))
             data["_name_or_path"] = ref.rsplit("/", 1)[-1].lower()
-            return from_hf_config(data, where=f"{ref} ({named(cached)})")
+            return with_checkpoint_kv(from_hf_config(data, where=f"{ref} ({named(cached)})"), cached, data)
         found = preset_for_hf_id(ref)
         if found is None:
             raise SpecError(f"unknown model '{named(ref)}': its config.json is not in the Hugging Face cache "
@@ -59,6 +62,12 @@ def load_model(ref: str) -> ModelSpec:
     )
 
 
+def with_checkpoint_kv(spec: ModelSpec, config_path: Path, config: dict[str, Any]) -> ModelSpec:
+    """The spec with the KV dtype its checkpoint names for `auto` (io/hf_quant.py), when it names one."""
+    dtype, why = checkpoint_kv_dtype(config_path, config)
+    return dataclasses.replace(spec, kv_dtype_default=dtype, kv_dtype_source=why) if dtype else spec
+
+
 # Suffixes a Hugging Face repo adds to a model's name that leave its architecture as it is: the tuned
 # variant (Instruct, Chat, Base, it, Thinking: Qwen3-235B-A22B-Thinking-2507 and Kimi-K2-Thinking have their
 # Instruct sibling's config.json shape), the weight format (FP8, FP4, AWQ, Static-PerTensor, ...), a release
@@ -68,10 +77,13 @@ _VARIANT = re.compile(r"[-_.](instruct|chat|base|it|thinking|hf|fp8|fp4|nvfp4|mx
 # Released under another name with a preset's architecture (their config.json matches it):
 # DeepSeek-R1 is trained from DeepSeek-V3-Base (arXiv:2501.12948 sec. 2.2); Llama 3.3 70B has the
 # Llama 3.1 70B shape (meta-llama/Llama-3.3-70B-Instruct config.json: 80 layers, 8192 hidden, 64/8 heads).
+# Kimi-K2.5 is Kimi K2 with a vision tower (moonshotai/Kimi-K2.5 config.json text_config: DeepseekV3ForCausalLM,
+# 61 layers, 7168 hidden, 64 heads, MLA 1536/512, 384 experts top-8, 1 shared, vocab 163840, as kimi-k2).
 # Qwen3-Coder-480B-A35B and Llama-4-Scout-17B-16E are the presets qwen3-coder-480b and llama4-scout (shorter
 # names, so `autopar models` fits 80 columns).
 _SAME_ARCHITECTURE = {"deepseekr1": "deepseek-v3", "llama3370b": "llama3.1-70b", "qwen3coder480ba35b": "qwen3-coder-480b",
-                      "llama4scout17b16e": "llama4-scout"}
+                      "llama4scout17b16e": "llama4-scout",
+                      "kimik25": "kimi-k2"}
 
 
 def _stem(name: str) -> str:
@@ -148,6 +160,8 @@ def from_yaml_mapping(data: dict[str, Any], *, where: str) -> ModelSpec:
         qk_norm=m.qk_norm,
         sliding_window=m.sliding_window,
         window_layers=m.window_layers,
+        kv_dtype_default=m.kv_dtype_default or "",
+        kv_dtype_source=f"{where} kv_dtype_default" if m.kv_dtype_default else "",
         moe=MoESpec(**m.moe.model_dump()) if m.moe else None,
         mla=MLASpec(**m.mla.model_dump()) if m.mla else None,
         mamba=MambaSpec(**m.mamba.model_dump()) if m.mamba else None,

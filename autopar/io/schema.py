@@ -101,7 +101,7 @@ def _one_line_texts(value: Any) -> Any:
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=10_000, pattern=r"\S")]
 Texts = Annotated[dict[str, str], BeforeValidator(_one_line_texts)]
-Dtype = Literal["bf16", "fp16", "fp8", "fp32", "tf32"]
+Dtype = Literal["bf16", "fp16", "fp8", "fp4", "fp32", "tf32"]
 assert set(Dtype.__args__) == set(DTYPES)  # type: ignore[attr-defined]
 
 
@@ -129,6 +129,7 @@ class MLAFile(_Strict):
     qk_nope_head_dim: Width
     qk_rope_head_dim: Width
     v_head_dim: Width
+    index_head_dim: Width0 = 0  # DeepSeek Sparse Attention indexer key width (GLM-5); 0: none
 
 
 class MambaFile(_Strict):
@@ -166,6 +167,7 @@ class ModelFile(_Strict):
     qk_norm: bool = False
     sliding_window: Tokens0 = 0  # tokens a windowed attention layer sees (0: none)
     window_layers: Layers0 = 0  # how many attention layers have the window
+    kv_dtype_default: Literal["bf16", "fp8"] | None = None  # what a serving engine's KV dtype auto reads (default bf16)
     moe: MoEFile | None = None
     mla: MLAFile | None = None
     mamba: MambaFile | None = None

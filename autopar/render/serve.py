@@ -17,7 +17,7 @@ from autopar.render.answer import PlotSummary, checked, dumps
 from autopar.render.report import lookup_dict
 from autopar.render.text import say, shell_text, table
 from autopar.spec.error_model import Interval
-from autopar.spec.serve import TPOT_DEFINITION, Deployment, for_deployment
+from autopar.spec.serve import TPOT_DEFINITION, Deployment, for_deployment, kv_auto
 from autopar.spec.units import GIB
 
 
@@ -72,7 +72,7 @@ def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
         "model": ctx.model.name, "hardware": ctx.hw.name, "hardware_source": ctx.hw_reason,
         "framework": dep.framework, "framework_constants": est.framework_label,
         **({"framework_note": ctx.framework_note} if ctx.framework_note else {}),
-        "weights": dep.weights, "kv_dtype": dep.kv_dtype, "gpus": dep.gpus,
+        "weights": dep.weights, "kv_dtype": dep.kv_dtype, "kv_dtype_auto": kv_auto_dict(ctx), "gpus": dep.gpus,
         "mode": dep.mode, **_degrees(dep, decode), "concurrency": wl.concurrency, "isl": wl.isl, "osl": wl.osl,
         "ttft_ms": est.ttft_s * 1e3, "tpot_ms": est.tpot_s * 1e3, **bands_dict(bands),
         "latency_ms": est.latency_s * 1e3, "output_tokens_per_s": est.output_tokens_per_s,
@@ -112,10 +112,20 @@ def _breakdown(title: str, parts: dict[str, float], labels: dict[str, str]) -> T
     return t
 
 
+def kv_auto_dict(ctx: ServeContext) -> dict[str, str]:
+    """What a KV dtype `auto` resolves to for this model, and why (JSON key kv_dtype_auto)."""
+    dtype, why = kv_auto(ctx.model)
+    return {"dtype": dtype, "source": why}
+
+
 def header(console: Console, ctx: ServeContext) -> None:
     m = ctx.model
+    kv = ctx.kv_dtype
+    if kv == "auto":
+        dtype, why = kv_auto(m)
+        kv = f"auto ({dtype}, from {why})" if m.kv_dtype_default else f"auto ({dtype})"  # else: the activation dtype
     say(console, f"model: {m.name} ({m.family()}, {m.total_params() / 1e9:.1f}B params), weights {ctx.weights}, "
-        f"KV {ctx.kv_dtype}")
+        f"KV {kv}")
     say(console, f"hardware: {ctx.hw.name} ({ctx.hw.gpu_name}, {ctx.hw.memory_bytes / GIB:.0f} GiB) - {ctx.hw_reason}")
     if ctx.framework_note:
         say(console, f"framework: {ctx.framework_note}", markup=False)

@@ -34,7 +34,7 @@ from autopar.search.serve_prune import MARGIN, Staircase, box
 from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import DEFAULT_ARGS, Deployment, Engine, EngineArgs, Workload
+from autopar.spec.serve import DEFAULT_ARGS, Deployment, Engine, EngineArgs, Workload, kv_auto
 
 # Requests in flight per GPU where the sweep stops even if the KV cache holds more (4,096 on 8 GPUs);
 # per GPU so that a fleet's throughput per GPU does not fall only because its concurrency was capped.
@@ -134,13 +134,14 @@ def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: 
                 args: EngineArgs = DEFAULT_ARGS) -> Iterator[Deployment]:
     """Every deployment of `gpus` GPUs in the given modes, each engine launched with `args`."""
     layouts = list(engines(model, hw, gpus, max_pp=gpus, framework=framework.name))
+    auto = kv_auto(model)[0]
     for kv in kv_dtypes:
         if "agg" in modes:
             for e in layouts:
                 if gpus % e.gpus == 0:
                     yield Deployment(fw=framework, mode="agg",
                                      engine=e, replicas=gpus // e.gpus, weights=weights,
-                                     kv_dtype=kv, args=args)
+                                     kv_dtype=kv, kv_auto=auto, args=args)
         if "disagg" in modes:
             flat = [e for e in layouts if e.pp == 1]
             for pre in flat:
@@ -151,7 +152,7 @@ def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: 
                             yield Deployment(fw=framework, mode="disagg",
                                              engine=dec, replicas=rest // dec.gpus,
                                              prefill=pre, prefill_replicas=x, weights=weights, kv_dtype=kv,
-                                             args=args, prefill_args=args)
+                                             kv_auto=auto, args=args, prefill_args=args)
 
 
 def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:

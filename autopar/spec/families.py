@@ -73,6 +73,15 @@ class MLASpec:
     qk_nope_head_dim: int  # per-head query/key width without rotary embedding
     qk_rope_head_dim: int  # per-head decoupled rotary width (key part shared across heads)
     v_head_dim: int  # per-head value width
+    # DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5): width of the one key per token it caches
+    # (fp8 plus an fp32 scale per 128 channels in vLLM and SGLang); 0: no indexer
+    index_head_dim: int = 0
+
+    @property
+    def index_bytes_per_token(self) -> int:
+        """Bytes one layer's indexer keeps per cached token, whatever the KV dtype (vLLM
+        v1/attention/backends/mla/indexer.py, SGLang NSATokenToKVPool: index_head_dim + index_head_dim // 128 x 4)."""
+        return self.index_head_dim + self.index_head_dim // 128 * 4
 
     @property
     def qk_head_dim(self) -> int:

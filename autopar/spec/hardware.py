@@ -63,7 +63,7 @@ from autopar.errors import ProfileError
 
 SCHEMA_VERSION = 1
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
-DTYPES = ("bf16", "fp16", "fp8", "fp32", "tf32")
+DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32", "tf32")  # fp4: NVFP4 dense (Blackwell)
 DEFAULT_HARDWARE = "h100-sxm"  # used when neither --hardware nor a saved profile exists
 
 
@@ -166,14 +166,17 @@ class HardwareProfile:
             raise ProfileError(f"{self.name}: profile has no peak_tflops for dtype {dtype!r}")
         return self.peak_flops[dtype]
 
+    def _gemm_curve(self, dtype: str) -> Curve:
+        """The dtype's measured GEMM curve; fp4 without one takes fp8's (the same kernels' shape), then bf16's."""
+        return self.gemm_eff.get(dtype) or (self.gemm_eff.get("fp8") if dtype == "fp4" else None) or self.gemm_eff["bf16"]
+
     def gemm_efficiency(self, dtype: str, flops: float) -> float:
-        curve = self.gemm_eff.get(dtype) or self.gemm_eff["bf16"]
-        return curve(flops)
+        return self._gemm_curve(dtype)(flops)
 
     def gemm_flops_per_efficiency(self, dtype: str, flops: float) -> float:
         """flops / efficiency(flops), never below that of a smaller measured GEMM: the
         time at peak rate is then non-decreasing in the work (see Curve.size_per_efficiency_floor)."""
-        curve = self.gemm_eff.get(dtype) or self.gemm_eff["bf16"]
+        curve = self._gemm_curve(dtype)
         return max(flops / curve(flops), curve.size_per_efficiency_floor(flops))
 
     def attention_efficiency(self, dtype: str, seq_len: float) -> float:

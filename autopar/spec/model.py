@@ -51,6 +51,10 @@ class ModelSpec:
     # is not kept (a pipeline stage holds the stack's share of each).
     sliding_window: int = 0  # tokens a windowed layer attends to; 0: no windowed layer
     window_layers: int = 0  # attention layers with the window
+    # What an engine's KV dtype `auto` reads from the checkpoint (io/hf_quant.py): fp8 for NVIDIA's FP8/NVFP4
+    # ones; "" names none (the activation dtype, bf16); kv_dtype_source says where it was read
+    kv_dtype_default: str = ""
+    kv_dtype_source: str = ""
 
     def __post_init__(self) -> None:
         if self.head_dim < 1:
@@ -60,6 +64,8 @@ class ModelSpec:
         if bool(self.sliding_window) != bool(self.window_layers):
             raise SpecError(f"{self.name}: sliding_window ({self.sliding_window}) and window_layers "
                             f"({self.window_layers}) must both be 0 or both positive")
+        if self.kv_dtype_default not in ("", "bf16", "fp8"):
+            raise SpecError(f"{self.name}: kv_dtype_default must be bf16 or fp8, got {self.kv_dtype_default!r}")
         if self.window_layers > self.layers:
             raise SpecError(f"{self.name}: window_layers ({self.window_layers}) exceeds layers ({self.layers})")
         if self.num_attention_heads % self.num_kv_heads:

@@ -127,7 +127,8 @@ class Deployment:
     engine: Engine  # agg: every engine; disagg: the decode engines
     replicas: int  # agg: engines; disagg: decode workers
     weights: str = "bf16"  # bf16 | fp8 | fp4 | int4 (weight-only)
-    kv_dtype: str = "auto"  # auto (the activation dtype, bf16) | bf16 | fp8
+    kv_dtype: str = "auto"  # auto (what the checkpoint names: kv_auto) | bf16 | fp8
+    kv_auto: str = "bf16"  # what auto resolves to: the checkpoint's KV dtype (ModelSpec.kv_dtype_default), else bf16
     prefill: Engine | None = None  # disagg: the prefill engines
     prefill_replicas: int = 0  # disagg: prefill workers
     args: EngineArgs = DEFAULT_ARGS  # launch settings of the engines (disagg: the decode engines)
@@ -135,7 +136,7 @@ class Deployment:
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("--mode", self.mode, MODES), ("--weights", self.weights, WEIGHT_DTYPES),
-                                     ("--kv-dtype", self.kv_dtype, KV_DTYPES)):
+                                     ("--kv-dtype", self.kv_dtype, KV_DTYPES), ("kv_auto", self.kv_auto, ("bf16", "fp8"))):
             if value not in allowed:
                 raise SpecError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if self.replicas < 1:
@@ -177,7 +178,19 @@ class Deployment:
     @property
     def kv_bytes(self) -> float:
         """Bytes per cached K or V element."""
-        return 1.0 if self.kv_dtype == "fp8" else 2.0
+        return 1.0 if self.kv_resolved == "fp8" else 2.0
+
+    @property
+    def kv_resolved(self) -> str:
+        """The KV dtype the engines run: --kv-dtype, or what auto reads from the checkpoint."""
+        return self.kv_auto if self.kv_dtype == "auto" else self.kv_dtype
+
+
+def kv_auto(model: ModelSpec) -> tuple[str, str]:
+    """(dtype, why) of a KV dtype `auto` for `model`: its checkpoint's KV quantisation, else the activation dtype."""
+    if model.kv_dtype_default:
+        return model.kv_dtype_default, model.kv_dtype_source
+    return "bf16", "the activation dtype"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,174 @@
+"""Out-of-sample serving scores: leave-one-model-out, leave-one-GPU-out, and the newer rows.
+
+Each framework version with a data file (autopar/data/frameworks/) has its constants
+refitted (serving_accuracy.fit) without one model's, or one GPU's, aggregated
+calibration rows, and the rows left out are scored with those constants: no row
+is scored by constants set on it. A version measured on one model (one GPU) has
+no leave-one-model-out (leave-one-GPU-out) fold; its rows are in the in-sample
+column only. The refits take long (minutes a fold), so their constants are kept
+in benchmarks/data/serving_holdout_fits.json, written by
+
+    python benchmarks/serving_accuracy.py --refit-holdout
+
+and read back by every other run. The rows of serving_runs_newer.csv are held
+out as a whole: nothing is fitted on them; they are scored with the shipped
+constants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from serving_rows import Row
+
+from autopar.cost.serve_load import ServeEstimate
+from autopar.io.frameworks import builtin_frameworks, load_framework
+from autopar.spec.framework import Framework
+
+CACHE = Path(__file__).parent / "data" / "serving_holdout_fits.json"
+REFIT_COMMAND = "python benchmarks/serving_accuracy.py --refit-holdout"
+AXES: dict[str, Callable[[Row], str]] = {"model": lambda r: r.model.name, "gpu": lambda r: r.key[1]}
+Result = tuple[Row, ServeEstimate, str]
+# the refits of --refit-holdout: coordinate passes and the share of the training rows (every n-th)
+PASSES, EVERY = 1, 2
+
+
+def calibration(rows: Iterable[Row], key: tuple[str, str]) -> list[Row]:
+    """The aggregated calibration rows of one fitted framework version (never a held-out file's)."""
+    return [r for r in rows if not r.held_out and r.dep.mode == "agg" and (r.dep.framework, r.dep.framework_version) == key]
+
+
+def folds(rows: list[Row], axis: str) -> list[tuple[tuple[str, str], str, list[Row], list[Row]]]:
+    """(framework version, held-out group, rows fitted on, rows scored) of each version with 2+ groups on `axis`."""
+    group_of = AXES[axis]
+    out = []
+    for key in builtin_frameworks():
+        mine = calibration(rows, key)
+        for group in sorted({group_of(r) for r in mine}) if len({group_of(r) for r in mine}) > 1 else ():
+            out.append((key, group, [r for r in mine if group_of(r) != group], [r for r in mine if group_of(r) == group]))
+    return out
+
+
+def refit(rows: list[Row], fit: Callable[..., Framework]) -> dict[str, object]:
+    """Every fold's refitted constants (the fields serving_accuracy.FIT_GRID searches), as the cache holds them."""
+    from serving_accuracy import FIT_GRID
+
+    out = []
+    for axis in AXES:
+        for key, group, train, _ in folds(rows, axis):
+            fw = fit(train[::EVERY], key, passes=PASSES)
+            out.append(
+                {
+                    "axis": axis,
+                    "framework": key[0],
+                    "version": key[1],
+                    "group": group,
+                    "fitted_rows": len(train[::EVERY]),
+                    "constants": {f: getattr(fw, f) for f in FIT_GRID},
+                }
+            )
+    return {"command": REFIT_COMMAND, "passes": PASSES, "every": EVERY, "shipped": shipped(), "folds": out}
+
+
+def shipped() -> dict[str, dict[str, float]]:
+    """The shipped fitted constants the refits started from, per framework version: a cache written for
+    other ones is stale (the cost model or the fit changed since)."""
+    from serving_accuracy import FIT_GRID
+
+    shipped_fws = {key: load_framework("@".join(key)) for key in builtin_frameworks()}
+    return {f"{n}@{v}": {f: getattr(fw, f) for f in FIT_GRID} for (n, v), fw in shipped_fws.items()}
+
+
+class MissingFold(LookupError):
+    """The cache lacks a fold the rows call for (rows or the framework files changed since it was written)."""
+
+
+def load_cache() -> dict[str, object]:
+    return json.loads(CACHE.read_text()) if CACHE.exists() else {"folds": []}
+
+
+def write_cache(data: dict[str, object]) -> None:
+    CACHE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def held_out(
+    rows: list[Row], axis: str, evaluate: Callable[[list[Row]], list[Result]], cache: dict[str, object] | None = None
+) -> list[Result]:
+    """The rows each fold of `axis` leaves out, evaluated with that fold's cached constants."""
+    data = cache if cache is not None else load_cache()
+    if "shipped" in data and data["shipped"] != shipped():
+        raise MissingFold(f"{CACHE.name} was written for other shipped constants: run `{REFIT_COMMAND}`")
+    fitted = {(f["axis"], f["framework"], f["version"], f["group"]): f["constants"] for f in data["folds"]}  # type: ignore[index, union-attr]
+    out: list[Result] = []
+    for key, group, _, scored in folds(rows, axis):
+        constants = fitted.get((axis, key[0], key[1], group))
+        if constants is None:
+            raise MissingFold(f"{CACHE.name} has no fold {axis} {key[0]}@{key[1]} {group}: run `{REFIT_COMMAND}`")
+        from serving_accuracy import with_framework
+
+        refitted = dataclasses.replace(load_framework("@".join(key)), **constants)  # type: ignore[arg-type]
+        out.extend(evaluate(with_framework(scored, refitted)))
+    return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Score:
+    """Absolute relative errors of the scored rows of one group."""
+
+    rows: int
+    ttft_median: float
+    ttft_mean: float
+    tpot_median: float
+    tpot_mean: float
+    ttft_within: int  # rows within WITHIN of the measured TTFT
+    tpot_within: int
+    worst: float  # largest predicted / measured or measured / predicted ratio, TTFT or TPOT
+
+
+WITHIN = 0.15
+
+
+def score(results: Iterable[Result], *, every: bool = False) -> Score | None:
+    """The errors of the scored rows (`every`: of every row, queue-saturated and not reached as well: what
+    `serve estimate` answers for each)."""
+    pairs = [(est.ttft_s * 1e3 / row.ttft_ms, est.tpot_s * 1e3 / row.tpot_ms) for row, est, kind in results if every or kind == "scored"]
+    if not pairs:
+        return None
+    ttft, tpot = [abs(a - 1) for a, _ in pairs], [abs(b - 1) for _, b in pairs]
+    worst = max(max(x, 1 / x) for pair in pairs for x in pair if x > 0)
+    return Score(
+        rows=len(pairs),
+        ttft_median=statistics.median(ttft),
+        ttft_mean=statistics.fmean(ttft),
+        tpot_median=statistics.median(tpot),
+        tpot_mean=statistics.fmean(tpot),
+        ttft_within=sum(x <= WITHIN for x in ttft),
+        tpot_within=sum(x <= WITHIN for x in tpot),
+        worst=worst,
+    )
+
+
+def by(results: list[Result], key: Callable[[Row], str], *, every: bool = False) -> dict[str, Score]:
+    groups: dict[str, list[Result]] = {}
+    for res in results:
+        groups.setdefault(key(res[0]), []).append(res)
+    out = {k: score(v, every=every) for k, v in sorted(groups.items())}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+HEADER = f"{'':22} {'rows':>4} {'TTFT med':>8} {'mean':>5} {'TPOT med':>8} {'mean':>5} {'<15% TTFT':>9} {'TPOT':>4} {'worst':>6}"
+
+
+def line(name: str, s: Score) -> str:
+    return (
+        f"{name[:22]:22} {s.rows:4} {s.ttft_median:8.1%} {s.ttft_mean:5.0%} {s.tpot_median:8.1%} {s.tpot_mean:5.0%}"
+        f" {s.ttft_within:9} {s.tpot_within:4} {s.worst:5.1f}x"
+    )
+
+
+def table(title: str, groups: dict[str, Score]) -> list[str]:
+    return [title, HEADER, *(line(k, v) for k, v in groups.items())]

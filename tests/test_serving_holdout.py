@@ -1,0 +1,196 @@
+"""benchmarks/serving_holdout.py and serving_rows.py's newer file: what is skipped (and said), and the
+out-of-sample split: no row is scored by constants fitted on it."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import statistics
+from pathlib import Path
+
+import pytest
+
+from autopar.cost import serve_frameworks
+from benchmarks import serving_accuracy as sa
+from benchmarks import serving_holdout as ho
+from benchmarks import serving_rows as sr
+
+NEWER = Path(sa.NEWER)
+
+
+def _write(tmp_path: Path, rows: list[dict[str, str]]) -> Path:
+    with NEWER.open() as f:
+        cols = next(csv.reader(f))
+    path = tmp_path / "serving_runs_newer.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows({c: r.get(c, "") for c in cols} for r in rows)
+    return path
+
+
+GOOD = {
+    "backend": "vllm",
+    "backend_version": "0.19.0",
+    "model_path": "MiniMaxAI/MiniMax-M2.5",
+    "system": "b300_sxm",
+    "precision": "fp4",
+    "mode": "agg",
+    "isl": "1024",
+    "osl": "1024",
+    "gemm_quant_mode": "nvfp4",
+    "batch_size": "8",
+    "tp_size": "4",
+    "pp_size": "1",
+    "moe_tp_size": "4",
+    "moe_ep_size": "1",
+    "silicon_ttft_ms": "100",
+    "silicon_tpot_ms": "10",
+    "silicon_data_source": "db-dump/2026-04-27; config_id=7",
+}
+
+
+def test_rows_the_cli_cannot_express_are_counted_never_silent(tmp_path: Path) -> None:
+    bad = [
+        GOOD | {"backend_version": "nightly-dev"},
+        GOOD | {"backend_version": ""},
+        GOOD | {"backend_version": "glm5-hopper"},
+        GOOD | {"precision": "int8"},
+        GOOD | {"model_path": "zai-org/GLM-4.7"},
+        GOOD | {"system": "gb300"},
+        GOOD | {"tp_size": "64"},
+    ]  # 48 heads are not divisible by tp 64
+    rows, notes = sa.load([_write(tmp_path, [GOOD, *bad])])
+    assert [(r.model.name, r.hw_name, r.dep.weights, r.dep.kv_dtype, r.held_out) for r in rows] == [
+        ("minimax-m2.5", "b300", "fp4", "fp8", True)
+    ]
+    assert notes[0].startswith("skipped: 7 (rows autopar cannot describe as given):\n  ")
+    for why in (
+        "vllm version 'nightly-dev' is not a release (1 rows)",
+        "vllm version '(blank)' is not a release",
+        "vllm version 'glm5-hopper' is not a release",
+        "precision 'int8' is not a --weights dtype",
+        "no built-in preset for model 'zai-org/GLM-4.7'",
+        "no built-in profile for system 'gb300'",
+        "a layout serve estimate refuses (e.g. minimax-m2.5: num_attention_heads (48) must be divisible by --tp (64))",
+    ):
+        assert why in " ".join(notes[0].split())  # wrapped at 80 columns
+    # an engine release without its own constants uses the default version's, and says so
+    assert notes[1:] == ["vllm 0.19.0 priced at vllm 0.12's constants: 1 rows"]
+
+
+@pytest.mark.parametrize(
+    ("version", "release"),
+    [
+        ("0.5.10.post1", True),
+        ("1.1.0-dev.2", True),
+        ("0.19.0", True),
+        ("1.2.0rc6.post1", True),
+        ("nightly-dev-20260216-d3bae71e", False),
+        ("glm5-hopper", False),
+        ("", False),
+    ],
+)
+def test_release_versions(version: str, release: bool) -> None:
+    assert bool(sr.RELEASE.fullmatch(version)) is release
+
+
+@functools.cache
+def _rows() -> tuple[sr.Row, ...]:
+    rows, _ = sa.load(None)
+    return tuple(rows)
+
+
+@pytest.mark.parametrize("axis", sorted(ho.AXES))
+def test_no_row_is_scored_by_constants_fitted_on_it(axis: str) -> None:
+    rows = list(_rows())
+    group_of = ho.AXES[axis]
+    folds = ho.folds(rows, axis)
+    assert folds, "the calibration rows span more than one model and GPU"
+    scored_once: dict[int, int] = {}
+    for key, group, train, scored in folds:
+        assert scored and train
+        assert {group_of(r) for r in scored} == {group} and group not in {group_of(r) for r in train}
+        assert not {id(r) for r in scored} & {id(r) for r in train}
+        assert not any(r.held_out for r in train + scored), "nothing is fitted or refitted on the newer rows"
+        assert all((r.dep.framework, r.dep.framework_version) == key for r in train + scored)
+        for r in scored:
+            scored_once[id(r)] = scored_once.get(id(r), 0) + 1
+    assert set(scored_once.values()) == {1}
+
+
+def test_the_fit_sees_only_the_fold_s_training_rows() -> None:
+    rows = list(_rows())
+    seen: list[tuple[tuple[str, str], list[sr.Row]]] = []
+
+    def fake_fit(train: list[sr.Row], key: tuple[str, str], passes: int = 3) -> serve_frameworks.Framework:
+        seen.append((key, train))
+        serve_frameworks.FITTED[key] = dataclasses.replace(serve_frameworks.FITTED[key], ttft_overhead_s=9.0)
+        return serve_frameworks.FITTED[key]
+
+    before = dict(serve_frameworks.FITTED)
+    data = ho.refit(rows, fake_fit)
+    assert before == serve_frameworks.FITTED, "each fold's constants are restored"
+    folds = [f for axis in ho.AXES for f in ho.folds(rows, axis)]
+    assert len(seen) == len(folds) == len(data["folds"])  # type: ignore[arg-type]
+    for (key, train), (fkey, _, fold_train, scored) in zip(seen, folds, strict=True):
+        assert key == fkey and train == fold_train[:: ho.EVERY]
+        assert not {id(r) for r in train} & {id(r) for r in scored}
+
+
+def test_held_out_rows_are_scored_with_their_fold_s_constants() -> None:
+    rows = [r for r in _rows() if r.dep.framework == "vllm"]
+    folds = ho.folds(rows, "gpu")
+    cache = {
+        "folds": [
+            {
+                "axis": "gpu",
+                "framework": k[0],
+                "version": k[1],
+                "group": g,
+                "constants": {"ttft_overhead_s": 5.0 if g == "h200_sxm" else 0.0},
+            }
+            for k, g, _, _ in folds
+        ]
+    }
+    before = dict(serve_frameworks.FITTED)
+    out = ho.held_out(rows, "gpu", sa.evaluate, cache)
+    assert before == serve_frameworks.FITTED
+    ttft: dict[str, list[float]] = {r.key[1]: [] for r, _, _ in out}
+    for r, est, _ in out:
+        ttft[r.key[1]].append(est.ttft_s)
+    assert min(ttft["h200_sxm"]) > 5.0 > statistics.median(ttft["h100_sxm"])  # 5 s added to the H200 fold only
+    with pytest.raises(ho.MissingFold, match=r"serving_holdout_fits\.json has no fold gpu vllm@0\.12"):
+        ho.held_out(rows, "gpu", sa.evaluate, {"folds": []})
+
+
+def test_score_counts_medians_within_and_worst() -> None:
+    rows = list(_rows())[:3]
+    est = sa.evaluate(rows)
+    fake = []
+    for (row, e, _), ratio in zip(est, (1.1, 0.5, 3.0), strict=True):
+        e2 = dataclasses.replace(e, ttft_s=row.ttft_ms * ratio / 1e3, tpot_s=row.tpot_ms / 1e3)
+        fake.append((row, e2, "scored"))
+    s = ho.score(fake)
+    assert s is not None and s.rows == 3
+    assert s.ttft_median == pytest.approx(0.5) and s.ttft_mean == pytest.approx((0.1 + 0.5 + 2.0) / 3)
+    assert (s.ttft_within, s.tpot_within) == (1, 3) and s.worst == pytest.approx(3.0)
+    assert ho.score([(fake[0][0], fake[0][1], "saturated")]) is None
+    assert ho.score([(fake[0][0], fake[0][1], "saturated")], every=True) is not None
+
+
+def test_holdout_option_prints_each_fold(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sa.main(["--holdout", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "each fold's left-out rows, scored with the constants fitted without them:" in out
+    assert "vllm h100_sxm" in out and "vllm h200_sxm" in out and "sglang h200_sxm" in out
+
+
+def test_a_cache_written_for_other_shipped_constants_is_refused() -> None:
+    rows = [r for r in _rows() if r.dep.framework == "vllm"]
+    cache = ho.load_cache()
+    assert cache["shipped"] == ho.shipped(), "the committed cache is the refit of the shipped constants"
+    stale = dict(cache, shipped={**ho.shipped(), "vllm@0.12": {**ho.shipped()["vllm@0.12"], "step_overhead_s": 0.5}})
+    with pytest.raises(ho.MissingFold, match="written for other shipped constants"):
+        ho.held_out(rows, "gpu", sa.evaluate, stale)
