@@ -145,7 +145,14 @@ class Framework:
     policy: str = "decode_first"  # scheduler: decode_first | prefill_first (cost/serve_sim.py)
     chunked: bool = True  # a prompt may be cut across steps (chunked prefill)
     max_seqs: int = 1024  # requests running at once (--max-num-seqs, --max-running-requests, max_batch_size)
-    kv_admission: bool = False  # prompts admitted by KV room and new_token_ratio (SGLang, cost/serve_sim.py)
+    # KV admission when the pool cannot hold every request at full length (cost/serve_sim.py, serve_load.py):
+    # reserve_full: isl + osl reserved per request, the surplus queues before its first token (TensorRT-LLM 1.0
+    # _torch/pyexecutor/scheduler.py GuaranteedNoEvictScheduler, CapacitySchedulerPolicy default GUARANTEED_NO_EVICT)
+    # | blocks_now_preempt: the prompt's blocks now, the newest running request preempted and recomputed when a step
+    # has none (vLLM 0.12 v1/core/sched/scheduler.py schedule, _preempt_request) | reserve_ratio: isl + osl at
+    # new_token_ratio, retracted when decodes run out (SGLang 0.5.6 schedule_policy.py PrefillAdder, retract_decode)
+    admission: str = "reserve_full"
+    retract_steps: int = 1  # decode steps of room a preemption leaves the kept requests (SGLANG_RETRACT_DECODE_STEPS)
     graph_sizes: tuple[int, ...] = ()  # decode batch sizes with a captured CUDA graph, no padding (() = not modelled)
     eager_layer_s: float = 0.0  # fitted: host seconds per layer of a step run without a CUDA graph
     overlap: bool = False  # overlap scheduler: a step's tokens are returned after the next step is launched
@@ -174,7 +181,8 @@ FITTED: dict[tuple[str, str], Framework] = {
     # EngineArgs.get_batch_defaults).
     ("vllm", "0.12"): Framework(name="vllm", version="0.12", label="vLLM 0.12", memory_fraction=0.9, memory_rule="total", chunk_tokens=8192,
                       graph_reserve_bytes=1.5 * GIB, step_overhead_s=0.002, ttft_overhead_s=0.0,
-                      prefill_slowdown=2.5, moe_decode_slowdown=1.5, moe_decode_reads="local", dp_padding=True),
+                      prefill_slowdown=2.5, moe_decode_slowdown=1.5, moe_decode_reads="local", dp_padding=True,
+                      admission="blocks_now_preempt"),
     # vLLM V1 schedules decodes first and fills the budget with chunked prefill (cost/serve_sim.py).
     # moe_decode_reads "local": a vLLM 0.12 decode step costs every local expert's weight read, not
     # only the experts its tokens touch under uniform routing. Read off the H200 Qwen3-235B-A22B-FP8
@@ -254,7 +262,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     # prompts), 26-36% on the 24 Qwen3-235B rows; the Llama TPOT says the same (8000/100 c20 tp1: 33.9
     # ms measured, 38.9 simulated with mixed chunks, 26.1 without, where the wave's prompts all run
     # before its decodes). An SGLang launched at its defaults (no --enable-mixed-chunk) is priced
-    # prefill-first, as the 0.5.1 rows measure it. SGLang's admission by KV room (kv_admission) does not
+    # prefill-first, as the 0.5.1 rows measure it. SGLang's admission by KV room (admission reserve_ratio) does not
     # break waves here: the wave's prompts plus outputs need 1-96% of the KV pool on every scored row.
     # The campaign's --max-prefill-tokens (ISL + 1500) is not applied: five Llama rows admitted more
     # prompts per step than it allows (serving_campaign.py _sglang; applied, TTFT 39.7%, TPOT 11.0%).
@@ -283,7 +291,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     #   Not identified; a tokens/s ceiling on the simulated loop gives 34% at best (25k).
     ("sglang", "0.5.6"): Framework(name="sglang", version="0.5.6", label="SGLang 0.5.6", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.003, ttft_overhead_s=0.15,
-                        prefill_slowdown=3.0, policy="prefill_first", kv_admission=True,
+                        prefill_slowdown=3.0, policy="prefill_first", admission="reserve_ratio", retract_steps=20,
                         overlap=True, host_request_s=5e-5),
     # SGLang 0.5.1 (the H100 Qwen3-32B rows, sglang.bench_serving at fixed lengths): TTFT is the prefill
     # of a wave (policy prefill_first, cost/serve_sim.py): all requests of the concurrency arrive together
@@ -302,7 +310,7 @@ FITTED: dict[tuple[str, str], Framework] = {
     ("sglang", "0.5.1"): Framework(name="sglang", version="0.5.1", label="SGLang 0.5.1", memory_fraction=0.85, memory_rule="total",
                         chunk_tokens=8192, graph_reserve_bytes=1.0 * GIB, step_overhead_s=0.001, ttft_overhead_s=0.08,
                         prefill_slowdown=1.0,
-                        policy="prefill_first", kv_admission=True, overlap=True),
+                        policy="prefill_first", admission="reserve_ratio", retract_steps=20, overlap=True),
     # TensorRT-LLM: KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory left
     # after weights and activations (tensorrt_llm/commands/serve.py
     # --kv_cache_free_gpu_memory_fraction default 0.9); --max_num_tokens 8192,
