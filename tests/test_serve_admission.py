@@ -72,6 +72,14 @@ def test_each_engine_names_its_admission() -> None:
     assert serve_frameworks.constants("sglang", "0.5.6").retract_steps == 20  # SGLANG_RETRACT_DECODE_STEPS
 
 
+def test_vllm_0_15_reads_the_touched_experts() -> None:
+    # vLLM 0.15: the experts a decode batch touches at the profile's rate; 0.12 (the default) its local read
+    new, old = serve_frameworks.constants("vllm", "0.15.1"), serve_frameworks.constants("vllm")
+    assert (new.version, new.moe_decode_reads, new.moe_decode_slowdown) == ("0.15", "touched", 1.0)
+    assert (old.version, old.moe_decode_reads, old.moe_decode_slowdown) == ("0.12", "local", 1.5)
+    assert new.admission == old.admission == "blocks_now_preempt"
+
+
 def _vllm(monkeypatch: pytest.MonkeyPatch, admission: str, concurrency: int) -> tuple[float, float, bool, int]:
     # Qwen3-32B bf16 on one H100 at 1024/2048: the vLLM pool holds 30k tokens, 9 requests at full length
     key = ("vllm", "0.12")

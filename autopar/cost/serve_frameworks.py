@@ -344,6 +344,15 @@ FITTED: dict[tuple[str, str], Framework] = {
                         chunked=False, max_seqs=2048, graph_sizes=TRTLLM_GRAPH_SIZES, eager_layer_s=0.0002,
                         overlap=True, host_token_s=1.07e-4),
 }
+# vLLM 0.15: 0.12's constants, with a decode step reading the experts its tokens touch at the profile's
+# memory rate (moe_decode_reads "touched", no slowdown), as vLLM's fused-MoE kernels do (they only visit
+# the experts that tokens are routed to: fused_moe_kernel returns for a block past num_tokens_post_padded,
+# and moe_align_block_size makes blocks only for the experts holding tokens). Nothing
+# is fitted; set by the held-out Kimi-K2.5 rows of vLLM 0.15.1-0.17.0 (docs/calibration.md "Engine
+# admission and expert reads"): TPOT median 107 -> 20%, where 0.12's local read at 1.5x prices a c4
+# decode step at 26-42 ms against 7-9 ms measured. 0.12 keeps its local read (its H200 Qwen3-235B rows).
+FITTED["vllm", "0.15"] = replace(FITTED["vllm", "0.12"], version="0.15", label="vLLM 0.15", moe_decode_reads="touched",
+                                 moe_decode_slowdown=1.0)
 DEFAULT_VERSION = {"vllm": "0.12", "sglang": "0.5.6", "trtllm": "1.0"}  # what --framework NAME uses
 
 
