@@ -246,12 +246,11 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                     ready, later, stop = [], ready + later, True
             free = max(0, int(sched.kv_tokens - held) - n_dec)
         slots = cap - n_dec - n_pre
+        by_kv = -1  # the requests the KV room admits this step, where fewer than the slots (-1: not short)
         if by_room and (ready or resumed):
             room = 0 if full else admissible(sched, decoding, n_dec=n_dec, n_pre=n_pre, isl=isl, osl=osl,
                                              ratio=ratio, dsteps=dsteps, start_sum=start_sum)
-            if room < slots and room < sum(w[0] for w in ready) + sum(r[0] for r in resumed):
-                full = True
-                refused += 1
+            by_kv = room if room < slots else -1
             slots = min(slots, room)
         has_prompts = prefilling or ((ready or resumed) and slots > 0)  # the step may hold prompt tokens
         d = 0 if waves and has_prompts else n_dec
@@ -270,6 +269,9 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
             more, q, _, ready = _plan(sched, [], ready, isl=isl, room=room, slots=slots,
                                       inputs=inputs - p if inputs is not None else None, started=p > 0)
             items, p = items + more, p + q
+            # a request refused for room (not for the step's token budget) marks the batch full
+            if by_kv >= 0 and (ready or resumed) and sum(i[0] for i in more) + sum(b[0] for b in back) >= by_kv:
+                full, refused = True, refused + 1
         else:  # no prompt to run: a decode-only step (what _plan returns then)
             items, p = [], 0
         waiting = ready + later
