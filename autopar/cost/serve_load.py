@@ -265,10 +265,15 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     probe = _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=StepTime(
         weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0), per_rank=n)
     cap = max(probe.max_concurrency / ranks, 1e-9)
-    pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=for_deployment(dep, "prefill"))
+    pfw = for_deployment(dep, "prefill")
+    pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=pfw)
+    # a prefill engine batches the waiting prompts up to its token budget (cost/serve_disagg.py)
+    batch = max(1, min(pfw.chunk_tokens // max(1, wl.isl), pfw.max_seqs))
+    full = prefill_time(model, hw, pre, weights=dep.weights, tokens=batch * wl.isl, seq_len=wl.isl, fw=pfw) if batch > 1 else pstep
     transfer = kv_transfer_time(model, hw, dep, isl=wl.isl)
     loop = DisaggLoop(service_s=pstep.total * fw.prefill_slowdown, servers=dep.prefill_replicas * pre.dp,
-                      ahead_s=fw.ttft_overhead_s + transfer, ranks=ranks, osl=wl.osl)
+                      ahead_s=fw.ttft_overhead_s + transfer, ranks=ranks, osl=wl.osl, batch=batch,
+                      batch_s=full.total * fw.prefill_slowdown)
 
     def step_at(b: float) -> StepTime:
         return decode_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=b,
