@@ -130,12 +130,12 @@ def test_the_decode_engines_max_batch_caps_the_decode_batch(toy_hw: HardwareProf
 
 def test_prefill_server_batches_prompts_up_to_its_token_budget() -> None:
     # 2 servers, a prompt alone 1 s, a step of 4 prompts (the budget holds 4) 2 s: a busy server serves a
-    # prompt every 0.5 s. At b = 2, t = 0.1 s: X = 2 / (10 x 0.1) = 2 req/s, rho = 2 x 2 / (4 x 2) = 0.5,
-    # W = 0.5 x 2 / (2 x 0.5) = 1 s (the batch in service, M/D/1 on batch steps); one prompt a step: rho 1
+    # prompt every 0.5 s. At b = 2, t = 0.1 s: X = 2 / (10 x 0.1) = 2 req/s, rho = 2 x 0.5 / 2 = 0.5,
+    # W = 0.5 x 0.5 / (2 x 0.5) = 0.25 s (M/D/1 at 0.5 s a prompt); one prompt a step: rho 1
     batched = DisaggLoop(service_s=1.0, servers=2, ahead_s=0.5, ranks=1, osl=10, batch=4, batch_s=2.0)
     assert batched.rho(2, 0.1) == pytest.approx(0.5)
-    assert batched.wait(2, 0.1) == pytest.approx(1.0)
-    assert batched.population(2, 0.1) == pytest.approx(2 * (0.5 + 1.0 + 1.0) + 2)
+    assert batched.wait(2, 0.1) == pytest.approx(0.25)
+    assert batched.population(2, 0.1) == pytest.approx(2 * (0.5 + 1.0 + 0.25) + 2)
     alone = DisaggLoop(service_s=1.0, servers=2, ahead_s=0.5, ranks=1, osl=10)
     assert alone.rho(2, 0.1) == pytest.approx(1.0) and alone.wait(2, 0.1) == float("inf")
     # prefill-paced at C = 1000: the pool's rate is B S / s_B = 4 req/s, twice the unbatched 2

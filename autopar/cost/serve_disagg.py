@@ -18,11 +18,13 @@ A closed-loop client keeps C requests in flight (`vllm bench serve
 
 In steady state the decode pool completes X = R b / (osl t(b)) requests per
 second (Little's law on the decode pool), the prefill pool is busy
-rho = X (s_B / B) / S, and the loop holds N(b) = X (a + s + W) + R b requests
-(Little's law on the whole loop), where W is the mean prefill queue, the M/D/1
-wait rho s_B / (2 (1 - rho)) of batches of one length (with B = 1 the M/D/1
-wait of prompts of one length, DistServe, Zhong et al. 2024, sec. 4.1; with
-batches, a prompt waits for the batch in service to end). N grows with b (a bigger decode batch completes more requests per
+rho = X s_e / S with s_e = s_B / B the prefill time a prompt costs a busy
+server, and the loop holds N(b) = X (a + s + W) + R b requests (Little's law on
+the whole loop), where W is the mean prefill queue, the M/D/1 wait
+rho s_e / (2 (1 - rho)) (prompts of one length, DistServe, Zhong et al. 2024,
+sec. 4.1, at the batched cost a prompt: a batch step's time is linear in its
+prompts, so the work ahead of a prompt is what it would be one prompt a step at
+s_e; prompts that are compute-bound cost s_e = s and do not move). N grows with b (a bigger decode batch completes more requests per
 second and sends more to the prefill queue), so exactly one b gives N(b) = C.
 Which pool sets the rate follows:
 
@@ -83,9 +85,9 @@ class DisaggLoop:
         return x * self.step_s / (self.batch * self.servers)
 
     def _wait_at(self, x: float) -> float:
-        """Mean prefill queue at x requests per second, M/D/1 on the batch steps; unbounded at rho >= 1."""
+        """Mean prefill queue at x requests per second, M/D/1 at s_B / B a prompt; unbounded at rho >= 1."""
         rho = self._rho_at(x)
-        return math.inf if rho >= 1 else rho * self.step_s / (2 * (1 - rho))
+        return math.inf if rho >= 1 else rho * self.step_s / self.batch / (2 * (1 - rho))
 
     def rate(self, b: float, t: float) -> float:
         """X: requests per second the decode pool completes at b requests per rank and steps of t seconds."""
@@ -96,7 +98,7 @@ class DisaggLoop:
         return self._rho_at(self.rate(b, t))
 
     def wait(self, b: float, t: float) -> float:
-        """Mean prefill queue, M/D/1 on the batch steps; unbounded at rho >= 1."""
+        """Mean prefill queue, M/D/1 at the batched cost a prompt; unbounded at rho >= 1."""
         return self._wait_at(self.rate(b, t))
 
     def population(self, b: float, t: float) -> float:
