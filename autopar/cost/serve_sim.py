@@ -215,8 +215,9 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
     ratio, full = (sched.ratio_min if staggered else sched.ratio_init), False
     host = 0.0  # when the serving process has sent every token of the steps run so far
     paced = sched.host_token_s > 0  # the serving process may fall behind (else it sends a step's tokens at its end)
-    tracked = sched.kv_tokens > 0  # the KV pool is simulated: admission by room or blocks, preemption
-    by_room = tracked and sched.admission == "room"  # SGLang's admission, which alone reads the ratio
+    # the KV pool is tracked (admission by blocks, preemption) where the requests in flight could outgrow it
+    tracked = 0 < sched.kv_tokens < conc * (isl + osl)
+    by_room = sched.kv_tokens > 0 and sched.admission == "room"  # SGLang's admission, which alone reads the ratio
     resumed: list[list[float]] = []  # preempted, to recompute: [count, first-token time, tokens written, computed]
     preempted = refused = 0
     waves = sched.policy == "prefill_first" and not sched.mixed  # a step with prompt tokens holds no decodes
@@ -255,25 +256,32 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
         has_prompts = prefilling or ((ready or resumed) and slots > 0)  # the step may hold prompt tokens
         d = 0 if waves and has_prompts else n_dec
         back: list[tuple[int, float, int, int]] = []  # resumed requests whose recompute the step holds
-        if has_prompts:
+        asked = sum(w[0] for w in ready) + sum(r[0] for r in resumed) if by_kv >= 0 else 0
+        if has_prompts and not (resumed and slots > 0 and not stop):
             inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
-            items, p, prefilling, _ = _plan(sched, prefilling, [], isl=isl, room=max(0, sched.budget - d), slots=0)
-            room = max(0, sched.budget - d - p)
-            if resumed and slots > 0 and not stop:  # preempted requests lead the waiting queue (vLLM prepends them)
-                back, q, resumed, room, slots, left = _resume(resumed, isl=isl, room=room, slots=slots,
-                                                              kv=free if not by_room else None)
-                free, p = (left if not by_room else free), p + q
             if tracked and not by_room:  # vLLM: a waiting prompt needs its blocks free now
                 slots = min(slots, free // max(1, isl))
                 refused += 1 if ready and slots <= 0 else 0
+            items, p, prefilling, ready = _plan(sched, prefilling, ready, isl=isl, room=max(0, sched.budget - d),
+                                                slots=slots, inputs=inputs)
+        elif has_prompts:  # preempted requests lead the waiting queue (vLLM prepends them)
+            inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
+            items, p, prefilling, _ = _plan(sched, prefilling, [], isl=isl, room=max(0, sched.budget - d), slots=0)
+            room = max(0, sched.budget - d - p)
+            back, q, resumed, room, slots, left = _resume(resumed, isl=isl, room=room, slots=slots,
+                                                          kv=free if not by_room else None)
+            free, p = (left if not by_room else free), p + q
+            if tracked and not by_room:
+                slots = min(slots, free // max(1, isl))
             more, q, _, ready = _plan(sched, [], ready, isl=isl, room=room, slots=slots,
                                       inputs=inputs - p if inputs is not None else None, started=p > 0)
             items, p = items + more, p + q
-            # a request refused for room (not for the step's token budget) marks the batch full
-            if by_kv >= 0 and (ready or resumed) and sum(i[0] for i in more) + sum(b[0] for b in back) >= by_kv:
-                full, refused = True, refused + 1
         else:  # no prompt to run: a decode-only step (what _plan returns then)
             items, p = [], 0
+        if by_kv >= 0 and (ready or resumed):  # a request refused for room (not for the token budget) marks
+            unserved = sum(w[0] for w in ready) + sum(r[0] for r in resumed)  # the batch full
+            if asked - unserved >= by_kv:
+                full, refused = True, refused + 1
         waiting = ready + later
         if p == 0:  # only decodes until the oldest cohort ends (or a request becomes ready): one jump
             if not decoding:
