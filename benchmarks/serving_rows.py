@@ -238,5 +238,12 @@ def warmed_sources(rows: list[Row]) -> set[str]:
     in steady state (a warm-up run first); the others as runs of PROMPTS_PER_REQUEST x concurrency requests
     that start together, like the command autopar prints. (The vLLM 0.12 H100 qwen3_32b.csv and
     H200 Llama-3.1-8B-FP8 files and TensorRT-LLM 1.2's qwen3_32b.csv are; their measured TTFT is at
-    most 0.45, 0.24 and 0.996 x that share.)"""
-    return {r.source for r in rows if r.dep.mode == "agg" and r.ttft_ms / 1e3 < first_wave_share_s(r)}
+    most 0.45, 0.24 and 0.996 x that share.) A row whose requests the KV pool cannot all hold at full
+    length does not decide it: its first wave is what the engine's admission (Framework.admission) does."""
+    return {r.source for r in rows if r.dep.mode == "agg" and _held_whole(r) and r.ttft_ms / 1e3 < first_wave_share_s(r)}
+
+
+def _held_whole(row: Row) -> bool:
+    """The model's KV pool holds every request of the row at its full length (prompt + output)."""
+    est = estimate(row.model, load_hardware(row.hw_name), row.dep, row.wl)
+    return row.wl.concurrency <= est.pools[-1].max_concurrency

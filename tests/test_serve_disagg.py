@@ -21,7 +21,7 @@ from autopar.cost.serve_load import estimate
 from autopar.io.frameworks import load_framework
 from autopar.render.serve import kv_full
 from autopar.spec.hardware import HardwareProfile
-from autopar.spec.serve import Deployment, Engine, Workload
+from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload
 from tests.conftest import gpt_like
 
 LOOP = DisaggLoop(service_s=1.0, servers=2, ahead_s=0.5, ranks=1, osl=10)
@@ -126,3 +126,31 @@ def test_the_decode_engines_max_batch_caps_the_decode_batch(toy_hw: HardwareProf
     assert capped.requests_per_s == pytest.approx(4 / (16 * t2))
     assert capped.requests_per_s * capped.latency_s == pytest.approx(64, rel=1e-6)
     assert not capped.saturated  # a batch cap is a queue, not a full KV cache
+
+
+def test_prefill_server_batches_prompts_up_to_its_token_budget() -> None:
+    # 2 servers, a prompt alone 1 s, a step of 4 prompts (the budget holds 4) 2 s: a busy server serves a
+    # prompt every 0.5 s. At b = 2, t = 0.1 s: X = 2 / (10 x 0.1) = 2 req/s, rho = 2 x 0.5 / 2 = 0.5,
+    # W = 0.5 x 0.5 / (2 x 0.5) = 0.25 s (M/D/1 at 0.5 s a prompt); one prompt a step: rho 1
+    batched = DisaggLoop(service_s=1.0, servers=2, ahead_s=0.5, ranks=1, osl=10, batch=4, batch_s=2.0)
+    assert batched.rho(2, 0.1) == pytest.approx(0.5)
+    assert batched.wait(2, 0.1) == pytest.approx(0.25)
+    assert batched.population(2, 0.1) == pytest.approx(2 * (0.5 + 1.0 + 0.25) + 2)
+    alone = DisaggLoop(service_s=1.0, servers=2, ahead_s=0.5, ranks=1, osl=10)
+    assert alone.rho(2, 0.1) == pytest.approx(1.0) and alone.wait(2, 0.1) == float("inf")
+    # prefill-paced at C = 1000: the pool's rate is B S / s_B = 4 req/s, twice the unbatched 2
+    b, step = batched.solve(_step, concurrency=1000, most=1000, empty=_step(1e-6))
+    assert batched.rate(b, step.total) == pytest.approx(4.0, rel=5e-3)
+
+
+def test_disagg_prefill_batches_short_prompts(toy_hw: HardwareProfile) -> None:
+    # 256-token prompts: the default 8192-token budget takes 32 a step, a prefill pool capped at one
+    # prompt a step (--max-num-batched-tokens 256) paces the loop lower
+    m = gpt_like()
+    wl = Workload(isl=256, osl=16, concurrency=512)
+    dep = Deployment(framework="vllm", mode="disagg", engine=Engine(tp=1), replicas=1, prefill=Engine(tp=1),
+                     prefill_replicas=1, weights="bf16")
+    one = dataclasses.replace(dep, prefill_args=EngineArgs(max_num_tokens=256))
+    fast, slow = estimate(m, toy_hw, dep, wl), estimate(m, toy_hw, one, wl)
+    assert fast.requests_per_s > 1.5 * slow.requests_per_s
+    assert fast.ttft_s < slow.ttft_s

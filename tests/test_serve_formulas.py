@@ -77,12 +77,16 @@ def test_moe_decode_reads_only_touched_experts(toy_hw: HardwareProfile) -> None:
     m = gpt_like(moe=moe, ffn_activation="swiglu")
     fw = dataclasses.replace(PLAIN, moe_decode_reads="touched")
     step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=fw)
-    touched = 8 * (1 - (7 / 8) ** 2)  # 1.875 of 8 experts hit by one token's 2 routes
     expert = 3 * 1024 * 512 * 2  # SwiGLU: three h x f matrices, bf16
     router = 1024 * 8 * 2
     attn = 4 * 1024**2 * 2
     lm_head = 32000 * 1024 * 2
-    assert step.weights == pytest.approx((4 * (attn + router + touched * expert) + lm_head) / BW)
+    # a token routes to top_k = 2 distinct experts: one token reads exactly 2 of the 8
+    assert step.weights == pytest.approx((4 * (attn + router + 2 * expert) + lm_head) / BW)
+    # 3 tokens: an expert is missed by a token with probability 1 - k / E = 3/4 (uniform routing), so
+    # E (1 - (1 - k/E)^tokens) = 8 (1 - 27/64) = 4.625 experts are read
+    step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=3, context=1, fw=fw)
+    assert step.weights == pytest.approx((4 * (attn + router + 4.625 * expert) + lm_head) / BW)
     # vLLM 0.12 (moe_decode_reads "local", data/frameworks/vllm-0.12.yaml): all 8 experts, and with ep 2 the 4 a GPU holds
     step = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=1, context=1, fw=PLAIN)
     assert step.weights == pytest.approx((4 * (attn + router + 8 * expert) + lm_head) / BW)

@@ -8,8 +8,9 @@ The same profile, GEMM curve, HBM bandwidth and collective fits as training
   the activations (two per layer), chunked into the framework's prefill budget.
 - A decode step is memory-bound: each GPU streams its share of the weights once
   per step, the KV cache of every request in the batch, and for MoE layers only
-  the experts that the step's tokens touch (E(1 - (1 - 1/E)^(tokens x top_k)) of
-  E experts are hit at least once under uniform routing; every local expert
+  the experts that the step's tokens touch (E(1 - (1 - top_k/E)^tokens) of
+  E experts are hit at least once under uniform routing, each token taking top_k
+  distinct experts; every local expert
   where Framework.moe_decode_reads is "local", vLLM 0.12, whose fused-MoE
   kernels stream them at 1 / Framework.moe_decode_slowdown of the profile's
   memory rate). Each sub-layer takes
@@ -234,7 +235,7 @@ def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: st
     if moe is None:
         return 0.0, 0.0, 0.0
     local = moe.num_experts / engine.ep
-    touched = local if all_local else local * (1.0 - (1.0 - 1.0 / moe.num_experts) ** (tokens * moe.top_k))
+    touched = local if all_local else local * (1.0 - (1.0 - moe.top_k / moe.num_experts) ** tokens)
     read = read_slowdown * memory_time(hw, touched * expert_bytes)
     flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
     comp = max(0.0, gemm_time(hw, dtype, flops) - read) if flops > 0 else 0.0

@@ -4,7 +4,13 @@ A closed-loop client keeps C requests in flight (`vllm bench serve
 --max-concurrency`, genai-perf, aiperf). Each request passes through
 
 - the prefill pool: S servers (prefill engines x their attention-DP ranks);
-  a prompt takes s seconds on one and waits when all are busy;
+  a prompt takes s seconds on one alone and waits when all are busy. A server
+  batches: one step takes the waiting prompts up to its token budget, B =
+  budget // isl of them (at least 1) in s_B seconds (the engine's
+  max_num_batched_tokens / chunked prefill size: vLLM V1 schedules waiting
+  prompts into a step until --max-num-batched-tokens, SGLang's PrefillAdder
+  until --chunked-prefill-size, TensorRT-LLM's micro-batch scheduler until
+  max_num_tokens), so a busy pool serves a prompt every s_B / B seconds;
 - a fixed time a: the per-request overhead and the KV-cache transfer;
 - the decode pool: R attention ranks, each running b requests in one batch; a
   request stays for osl steps of t(b) seconds (the step that takes it in,
@@ -12,10 +18,13 @@ A closed-loop client keeps C requests in flight (`vllm bench serve
 
 In steady state the decode pool completes X = R b / (osl t(b)) requests per
 second (Little's law on the decode pool), the prefill pool is busy
-rho = X s / S, and the loop holds N(b) = X (a + s + W) + R b requests (Little's
-law on the whole loop), where W is the mean prefill queue, the M/D/1 wait
-rho s / (2 (1 - rho)) (prompts of one length, DistServe, Zhong et al. 2024,
-sec. 4.1). N grows with b (a bigger decode batch completes more requests per
+rho = X s_e / S with s_e = s_B / B the prefill time a prompt costs a busy
+server, and the loop holds N(b) = X (a + s + W) + R b requests (Little's law on
+the whole loop), where W is the mean prefill queue, the M/D/1 wait
+rho s_e / (2 (1 - rho)) (prompts of one length, DistServe, Zhong et al. 2024,
+sec. 4.1, at the batched cost a prompt: a batch step's time is linear in its
+prompts, so the work ahead of a prompt is what it would be one prompt a step at
+s_e; prompts that are compute-bound cost s_e = s and do not move). N grows with b (a bigger decode batch completes more requests per
 second and sends more to the prefill queue), so exactly one b gives N(b) = C.
 Which pool sets the rate follows:
 
@@ -63,6 +72,22 @@ class DisaggLoop:
     ahead_s: float  # a: per-request overhead plus the KV-cache transfer
     ranks: int  # R: decode engines x their attention-DP ranks
     osl: int  # decode steps a request spends in its decode batch
+    batch: int = 1  # B: prompts one prefill step takes at most (token budget // isl, at least 1)
+    batch_s: float = 0.0  # s_B: seconds of a prefill step of B prompts (0: B x service_s)
+
+    @property
+    def step_s(self) -> float:
+        """s_B, the prefill step of a full batch."""
+        return self.batch_s if self.batch_s > 0 else self.batch * self.service_s
+
+    def _rho_at(self, x: float) -> float:
+        """How busy the prefill pool is at x requests per second, batching B prompts a step."""
+        return x * self.step_s / (self.batch * self.servers)
+
+    def _wait_at(self, x: float) -> float:
+        """Mean prefill queue at x requests per second, M/D/1 at s_B / B a prompt; unbounded at rho >= 1."""
+        rho = self._rho_at(x)
+        return math.inf if rho >= 1 else rho * self.step_s / self.batch / (2 * (1 - rho))
 
     def rate(self, b: float, t: float) -> float:
         """X: requests per second the decode pool completes at b requests per rank and steps of t seconds."""
@@ -70,12 +95,11 @@ class DisaggLoop:
 
     def rho(self, b: float, t: float) -> float:
         """How busy the prefill pool is at that rate."""
-        return self.rate(b, t) * self.service_s / self.servers
+        return self._rho_at(self.rate(b, t))
 
     def wait(self, b: float, t: float) -> float:
-        """Mean prefill queue, M/D/1; unbounded at rho >= 1."""
-        rho = self.rho(b, t)
-        return math.inf if rho >= 1 else rho * self.service_s / (2 * (1 - rho))
+        """Mean prefill queue, M/D/1 at the batched cost a prompt; unbounded at rho >= 1."""
+        return self._wait_at(self.rate(b, t))
 
     def population(self, b: float, t: float) -> float:
         """N: requests the loop holds, at the prefill pool (queued and in service), ahead and decoding."""
@@ -115,15 +139,14 @@ class DisaggLoop:
         def batch(x: float) -> float:
             return x * per * t0 / (1 - x * per * k) if x * per * k < 1 else math.inf
 
-        top = self.servers / self.service_s  # the prefill pool's rate (rho = 1)
+        top = self.batch * self.servers / self.step_s  # the prefill pool's rate (rho = 1)
         if k > 0:
             top = min(top, 1 / (per * k))
         lo, hi = 0.0, top
         for _ in range(HALVINGS):
             x = (lo + hi) / 2
             b = batch(x)
-            rho = x * self.service_s / self.servers
-            wait = rho * self.service_s / (2 * (1 - rho)) if rho < 1 else math.inf
+            wait = self._wait_at(x)
             if b > most or x * (self.ahead_s + self.service_s + wait) + self.ranks * b > concurrency:
                 hi = x
             else:

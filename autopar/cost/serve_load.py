@@ -144,7 +144,8 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
     probe = _pool(model, hw, dep, wl, role="agg", engine=engine, replicas=dep.replicas, step=StepTime(
         weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0), per_rank=n)
     cap = probe.max_concurrency / (dep.replicas * engine.dp)
-    running = min(n, max(cap, 1.0))
+    reserve = fw.admission == "reserve_full"  # otherwise the loop runs the engine's own admission on the pool
+    running = min(n, max(cap, 1.0)) if reserve else n
     step = decode_step(model, hw, engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running,
                        context=wl.isl + wl.osl / 2, fw=fw)
     alone = prefill_time(model, hw, engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
@@ -161,8 +162,8 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
     ttft = sum(ttft_parts.values())
     tpot = loop.tpot_s
     latency = ttft + (wl.osl - 1) * tpot
-    saturated = n > cap
-    if saturated:  # the surplus waits for a slot: one latency per pool's worth of waiting requests
+    saturated = n > cap if reserve else bool(loop.preempted or loop.refused)
+    if saturated and reserve:  # the surplus waits for a slot: one latency per pool's worth of waiting requests
         ttft_parts["queue"] += (n / max(cap, 1e-9) - 1) * latency
         ttft = sum(ttft_parts.values())
     pool = _pool(model, hw, dep, wl, role="agg", engine=engine, replicas=dep.replicas, step=step, per_rank=running)
@@ -180,8 +181,8 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
     at batch d (linear between the decode steps at batch 1 and `running`)
     plus p / isl of a prompt's prefill riding in a step (prefill_in_step: its
     prefill less the weight read the step already makes). A framework that
-    admits prompts by KV room (Framework.kv_admission) is given the rank's
-    `kv_tokens`."""
+    admits by the KV pool it has left (Framework.admission other than
+    reserve_full) is given the rank's `kv_tokens`."""
     fw = for_deployment(dep)
     conc = max(1, round(running))
     one = decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=1.0,
@@ -192,7 +193,8 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
     cost = StepCost(fixed=one - per_decode, per_decode=per_decode, per_token=riding / wl.isl, eager_s=eager,
                     graph_sizes=frozenset(fw.graph_sizes), host_per_decode=fw.host_request_s)
     sched = Scheduler(policy=fw.policy, budget=fw.chunk_tokens, chunked=fw.chunked, max_seqs=fw.max_seqs,
-                      kv_tokens=kv_tokens if fw.kv_admission else 0, overlap=fw.overlap, mixed=fw.mixed_chunk,
+                      kv_tokens=kv_tokens if fw.admission != "reserve_full" else 0, overlap=fw.overlap, mixed=fw.mixed_chunk,
+                      admission="room" if fw.admission == "reserve_ratio" else "blocks", retract_steps=fw.retract_steps,
                       prefill_tokens=fw.max_prefill_tokens, host_token_s=fw.host_token_s * dep.engine.dp)
     if fw.policy == "prefill_first" and not fw.mixed_chunk:  # every cycle re-forms the clients' first wave
         return simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=PROMPTS_PER_REQUEST * conc)
@@ -209,7 +211,8 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
     k = PROMPTS_PER_REQUEST
     return LoopResult(ttft_s=(wave.ttft_s + (k - 1) * steady.ttft_s) / k, tpot_s=(wave.tpot_s + (k - 1) * steady.tpot_s) / k,
                       seconds=wave.seconds + (k - 1) * steady.seconds, steps=wave.steps + (k - 1) * steady.steps,
-                      late_s=(wave.late_s + (k - 1) * steady.late_s) / k)
+                      late_s=(wave.late_s + (k - 1) * steady.late_s) / k, preempted=steady.preempted,
+                      refused=steady.refused)
 
 
 def _tpot_parts(step: StepTime, tpot: float) -> dict[str, float]:
@@ -261,10 +264,15 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     probe = _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=StepTime(
         weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0), per_rank=n)
     cap = max(probe.max_concurrency / ranks, 1e-9)
-    pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=for_deployment(dep, "prefill"))
+    pfw = for_deployment(dep, "prefill")
+    pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=pfw)
+    # a prefill engine batches the waiting prompts up to its token budget (cost/serve_disagg.py)
+    batch = max(1, min(pfw.chunk_tokens // max(1, wl.isl), pfw.max_seqs))
+    full = prefill_time(model, hw, pre, weights=dep.weights, tokens=batch * wl.isl, seq_len=wl.isl, fw=pfw) if batch > 1 else pstep
     transfer = kv_transfer_time(model, hw, dep, isl=wl.isl)
     loop = DisaggLoop(service_s=pstep.total * fw.prefill_slowdown, servers=dep.prefill_replicas * pre.dp,
-                      ahead_s=fw.ttft_overhead_s + transfer, ranks=ranks, osl=wl.osl)
+                      ahead_s=fw.ttft_overhead_s + transfer, ranks=ranks, osl=wl.osl, batch=batch,
+                      batch_s=full.total * fw.prefill_slowdown)
 
     def step_at(b: float) -> StepTime:
         return decode_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=b,

@@ -50,9 +50,29 @@ likewise). The ratio starts at SGLANG_INIT_NEW_TOKEN_RATIO 0.7, falls by
 per decode step down to 0.098, and is back at 0.7 when the engine idles. A
 request refused for room marks the running batch full (scheduler.py
 get_new_batch_prefill, AddReqResult.NO_TOKEN): no prompt is admitted until a
-running request ends. A prompt already being prefilled in chunks goes on. The
-retraction SGLang makes when decodes run the pool out (update_running_batch,
-retract_decode) is not simulated.
+running request ends. A prompt already being prefilled in chunks goes on.
+
+The KV pool is tracked (kv_tokens > 0) for the engines that do not reserve whole
+requests (Scheduler.admission; docs/serving.md "How each engine admits requests"):
+
+- "room", SGLang as above. When a step's decode tokens find no room, SGLang retracts
+  the requests with the fewest output tokens until the others have room for
+  SGLANG_RETRACT_DECODE_STEPS (20) more tokens each, and sets new_token_ratio to
+  (their tokens written + 20 x their count) / their max_new_tokens, at most 1
+  (0.5.6 managers/schedule_batch.py retract_decode, scheduler.py update_running_batch).
+- "blocks", vLLM V1 (0.12 v1/core/sched/scheduler.py Scheduler.schedule): a waiting
+  prompt is scheduled when the blocks of its tokens are free now (allocate_slots, no
+  reservation for its output); when a running request's next token finds no free
+  block, the last of the running list (FCFS: the newest) is preempted: its blocks
+  are freed, num_computed_tokens set to 0, and it is prepended to the waiting queue
+  (_preempt_request); a step that preempted schedules no waiting request.
+
+A preempted request keeps its first token (TTFT is not counted again); it waits,
+then recomputes its prompt and the tokens it had written in one prefill (cut at the
+step's budget; prefix-cache hits are not counted), whose step gives its next token,
+and decodes on: the wait and the recompute land in its TPOT and in the loop's
+throughput. Tokens, not 16-token blocks, are counted. TensorRT-LLM (reserve_full)
+is not tracked here: cost/serve_load.py holds what its pool reserves and queues the rest.
 
 CUDA graphs (TensorRT-LLM 1.0, PyTorch backend): a step replays a captured
 graph only when it holds no context request (pyexecutor/scheduler.py
@@ -114,6 +134,10 @@ class Scheduler:
     mixed: bool = False  # prefill_first: a prefill step also holds every running decode (SGLang --enable-mixed-chunk)
     prefill_tokens: int = 0  # prompt tokens a step admits beyond its first prompt (SGLang --max-prefill-tokens); 0: budget only
     host_token_s: float = 0.0  # serving process seconds per streamed token, in step order (0: it keeps up)
+    # admission with kv_tokens > 0: "room" (SGLang: whole request at new_token_ratio, retract when out) |
+    # "blocks" (vLLM V1: the prompt's blocks now, preempt the newest running request when a step has none)
+    admission: str = "room"
+    retract_steps: int = 1  # decode steps of room a preemption frees for the rest (SGLANG_RETRACT_DECODE_STEPS 20)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,6 +175,8 @@ class LoopResult:
     seconds: float  # the run's length (first arrival to last token)
     steps: int  # engine steps run
     late_s: float = 0.0  # part of ttft_s: the first token's wait in the serving process (Scheduler.host_token_s)
+    preempted: int = 0  # requests preempted (their KV freed, recomputed later) over the run
+    refused: int = 0  # steps whose waiting requests the KV pool refused (admission by room or blocks)
 
 
 def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, osl: int, prompts: int,
@@ -189,7 +215,11 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
     ratio, full = (sched.ratio_min if staggered else sched.ratio_init), False
     host = 0.0  # when the serving process has sent every token of the steps run so far
     paced = sched.host_token_s > 0  # the serving process may fall behind (else it sends a step's tokens at its end)
-    by_room = sched.kv_tokens > 0  # admission by KV room, which alone reads the ratio
+    # the KV pool is tracked (admission by blocks, preemption) where the requests in flight could outgrow it
+    tracked = 0 < sched.kv_tokens < conc * (isl + osl)
+    by_room = sched.kv_tokens > 0 and sched.admission == "room"  # SGLang's admission, which alone reads the ratio
+    resumed: list[list[float]] = []  # preempted, to recompute: [count, first-token time, tokens written, computed]
+    preempted = refused = 0
     waves = sched.policy == "prefill_first" and not sched.mixed  # a step with prompt tokens holds no decodes
     lag = 1 if sched.overlap else 0  # steps between a request reaching the scheduler and the step it joins
     pending: deque[list[float]] = deque()  # sent after `t` (the process was behind): [count, arrival]
@@ -197,34 +227,69 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
         # waiting is in arrival order, and so in order of the step each cohort may join: the ready ones lead
         cut = bisect_right(waiting, float(steps), key=_joins) if waiting else 0
         ready, later = waiting[:cut], waiting[cut:]
-        if not ready and not decoding and not prefilling:  # an idle engine takes them as they come
+        if not ready and not decoding and not prefilling and not resumed:  # an idle engine takes them as they come
             if not later and pending:  # it waits for the first one the process sends
                 t = max(t, pending[0][1])
                 while pending and pending[0][1] <= t:
                     later.append([pending[0][0], pending.popleft()[1], steps])
             ready, later = [[count, arrival, steps] for count, arrival, _ in later], []  # all have reached it
             ratio = sched.ratio_init
+        free, stop = 0, False  # KV tokens left after the running requests' next token (tracked pools)
+        if tracked:
+            held = _held(decoding, resumed, n_dec=n_dec, n_pre=n_pre, isl=isl, dsteps=dsteps, start_sum=start_sum)
+            if decoding and held + n_dec > sched.kv_tokens:  # this step's decode tokens have no room
+                moved, n_dec, start_sum, held = _preempt(sched, decoding, resumed, n_dec=n_dec, isl=isl,
+                                                         dsteps=dsteps, start_sum=start_sum, held=held)
+                preempted += moved
+                if by_room and moved:  # SGLang re-estimates the ratio from the requests it keeps
+                    ratio = _ratio_after_retract(sched, decoding, n_dec=n_dec, osl=osl, dsteps=dsteps)
+                if not by_room:  # vLLM schedules no waiting request in a step that preempted
+                    ready, later, stop = [], ready + later, True
+            free = max(0, int(sched.kv_tokens - held) - n_dec)
         slots = cap - n_dec - n_pre
-        if by_room and ready:
+        by_kv = -1  # the requests the KV room admits this step, where fewer than the slots (-1: not short)
+        if by_room and (ready or resumed):
             room = 0 if full else admissible(sched, decoding, n_dec=n_dec, n_pre=n_pre, isl=isl, osl=osl,
                                              ratio=ratio, dsteps=dsteps, start_sum=start_sum)
-            if room < slots and room < sum(w[0] for w in ready):  # the sum only when room is short
-                full = True
+            by_kv = room if room < slots else -1
             slots = min(slots, room)
-        has_prompts = prefilling or (ready and slots > 0)  # the step may hold prompt tokens
+        has_prompts = prefilling or ((ready or resumed) and slots > 0)  # the step may hold prompt tokens
         d = 0 if waves and has_prompts else n_dec
-        if has_prompts:
+        back: list[tuple[int, float, int, int]] = []  # resumed requests whose recompute the step holds
+        asked = sum(w[0] for w in ready) + sum(r[0] for r in resumed) if by_kv >= 0 else 0
+        if has_prompts and not (resumed and slots > 0 and not stop):
             inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
+            if tracked and not by_room:  # vLLM: a waiting prompt needs its blocks free now
+                slots = min(slots, free // max(1, isl))
+                refused += 1 if ready and slots <= 0 else 0
             items, p, prefilling, ready = _plan(sched, prefilling, ready, isl=isl, room=max(0, sched.budget - d),
                                                 slots=slots, inputs=inputs)
+        elif has_prompts:  # preempted requests lead the waiting queue (vLLM prepends them)
+            inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
+            items, p, prefilling, _ = _plan(sched, prefilling, [], isl=isl, room=max(0, sched.budget - d), slots=0)
+            room = max(0, sched.budget - d - p)
+            back, q, resumed, room, slots, left = _resume(resumed, isl=isl, room=room, slots=slots,
+                                                          kv=free if not by_room else None)
+            free, p = (left if not by_room else free), p + q
+            if tracked and not by_room:
+                slots = min(slots, free // max(1, isl))
+            more, q, _, ready = _plan(sched, [], ready, isl=isl, room=room, slots=slots,
+                                      inputs=inputs - p if inputs is not None else None, started=p > 0)
+            items, p = items + more, p + q
         else:  # no prompt to run: a decode-only step (what _plan returns then)
             items, p = [], 0
+        if by_kv >= 0 and (ready or resumed):  # a request refused for room (not for the token budget) marks
+            unserved = sum(w[0] for w in ready) + sum(r[0] for r in resumed)  # the batch full
+            if asked - unserved >= by_kv:
+                full, refused = True, refused + 1
         waiting = ready + later
         if p == 0:  # only decodes until the oldest cohort ends (or a request becomes ready): one jump
             if not decoding:
                 raise RuntimeError("closed loop stalled: no request can run")
             k = max(1, int(decoding[0][2]) + last - dsteps)
             k = min(k, max(1, int(later[0][2] if later else steps + k) - steps))
+            if tracked and n_dec:  # stop where the pool runs out of room for the decodes' next tokens
+                k = min(k, max(1, free // n_dec + 1))
             c = cost(d, 0)
             if pending and c > 0:  # stop at the step during which the next one is sent
                 k = min(k, max(1, int((pending[0][1] - t) / c) + 1))
@@ -251,6 +316,13 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
             else:
                 prefilling.append([count, arrival, done])
         n_pre = int(sum(c[0] for c in prefilling)) if prefilling else 0
+        for count, first, written, computed in back:
+            if computed >= isl + written:  # recomputed: its step gives the next token, it decodes on
+                _rejoin(decoding, [count, first, dsteps - written])
+                n_dec += count
+                start_sum += count * (dsteps - written)
+            else:
+                resumed.insert(0, [count, first, written, computed])
         n = 0
         while decoding and decoding[0][2] + last <= dsteps:  # its osl - 1 decode steps are done
             size, first, start = decoding.popleft()
@@ -282,7 +354,7 @@ def simulate(cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, os
                 waiting.append([new, t, steps + 1 + lag])
             sent += new
     return LoopResult(ttft_s=ttft_sum / max(1, ttft_n), tpot_s=tpot_sum / max(1, tpot_n), seconds=max(t, host),
-                      steps=steps, late_s=late_sum / max(1, ttft_n))
+                      steps=steps, late_s=late_sum / max(1, ttft_n), preempted=preempted, refused=refused)
 
 
 def _sent(sched: Scheduler, host: float, t: float, c: float, tokens: int, k: int) -> float:
@@ -327,6 +399,86 @@ def admissible(sched: Scheduler, decoding: deque[list[float]], *, n_dec: int, n_
     return max(0, math.ceil(rem / need) - 1) if rem > 0 else 0
 
 
+def _held(decoding: deque[list[float]], resumed: list[list[float]], *, n_dec: int, n_pre: int, isl: int,
+          dsteps: int, start_sum: float) -> float:
+    """KV tokens the running requests hold: a decoding one its prompt and the tokens it has written, a
+    prompt being prefilled its prompt, a preempted one being recomputed what is recomputed so far."""
+    return n_dec * (isl + 1 + dsteps) - start_sum + n_pre * isl + sum(r[0] * r[3] for r in resumed)
+
+
+def _preempt(sched: Scheduler, decoding: deque[list[float]], resumed: list[list[float]], *, n_dec: int, isl: int,
+             dsteps: int, start_sum: float, held: float) -> tuple[int, int, float, float]:
+    """Free KV room by preempting the newest decoding requests, until the rest have room for
+    `retract_steps` more tokens each; one request is always kept. vLLM V1 pops the last of its running
+    list (vllm/v1/core/sched/scheduler.py Scheduler.schedule, FCFS: self.running.pop(); _preempt_request
+    frees its blocks, sets num_computed_tokens 0 and prepends it to the waiting queue); SGLang retracts
+    the requests with the fewest output tokens (managers/schedule_batch.py retract_decode). Each joins
+    the front of `resumed` with its tokens written and nothing computed. Returns (requests moved, n_dec,
+    start_sum, held) after it."""
+    moved, keep = 0, max(1, sched.retract_steps)
+    while decoding and n_dec > 1 and held + n_dec * keep > sched.kv_tokens:
+        count, first, start = decoding[-1]
+        written = int(1 + dsteps - start)
+        frees = isl + written + keep  # its KV and the room it no longer needs
+        x = min(int(count), n_dec - 1, math.ceil((held + n_dec * keep - sched.kv_tokens) / frees))
+        if x >= count:
+            decoding.pop()
+        else:
+            decoding[-1][0] = count - x
+        resumed.insert(0, [x, first, written, 0])
+        n_dec, start_sum, held, moved = n_dec - x, start_sum - x * start, held - x * (isl + written), moved + x
+    return moved, n_dec, start_sum, held
+
+
+def _ratio_after_retract(sched: Scheduler, decoding: deque[list[float]], *, n_dec: int, osl: int,
+                         dsteps: int) -> float:
+    """SGLang's new_token_ratio after a retraction, from the requests kept: (tokens they have written +
+    SGLANG_RETRACT_DECODE_STEPS x their count) / (their max_new_tokens + 1), at most 1
+    (0.5.6 schedule_batch.py retract_decode)."""
+    written = sum(c[0] * (1 + dsteps - c[2]) for c in decoding)
+    return min(1.0, (written + sched.retract_steps * n_dec) / (n_dec * osl + 1))
+
+
+def _resume(resumed: list[list[float]], *, isl: int, room: int, slots: int,
+            kv: int | None) -> tuple[list[tuple[int, float, int, int]], int, list[list[float]], int, int, int]:
+    """The recompute of preempted requests a step holds, first in the waiting queue: each recomputes its
+    prompt and the tokens it had written (vLLM V1 recompute; prefix-cache hits are not counted), cut at
+    the step's token budget `room`. With `kv` (vLLM) a request is taken only while its KV fits in it.
+    Returns (items [count, first-token time, written, computed after the step], tokens, the resumed
+    left, room, slots, kv left)."""
+    items: list[tuple[int, float, int, int]] = []
+    tokens, free = 0, kv if kv is not None else 0
+    left: list[list[float]] = []
+    for i, (count, first, written, computed) in enumerate(resumed):
+        need, total = int(isl + written - computed), int(isl + written)
+        can = min(int(count), slots)
+        if kv is not None:
+            can = min(can, free // total) if computed == 0 else can
+        whole = min(can, room // need) if need > 0 else can
+        if whole:
+            items.append((whole, first, int(written), total))
+        room -= whole * need
+        cut = 1 if whole < can and room > 0 else 0
+        if cut:
+            items.append((1, first, int(written), int(computed) + room))
+            tokens, room = tokens + room, 0
+        tokens += whole * need
+        taken = whole + cut
+        slots -= taken
+        if kv is not None and computed == 0:
+            free -= taken * total
+        if taken < count:
+            left += [[count - taken, first, written, computed], *resumed[i + 1:]]
+            break
+    return items, tokens, left, room, slots, free
+
+
+def _rejoin(decoding: deque[list[float]], cohort: list[float]) -> None:
+    """Put a recomputed cohort back among the decoding ones, which stay in order of their start."""
+    starts = [c[2] for c in decoding]
+    decoding.insert(bisect_right(starts, cohort[2]), cohort)
+
+
 def _decayed(sched: Scheduler, ratio: float, steps: int) -> float:
     """new_token_ratio after `steps` more decode steps: a fixed fall per step, from init to the floor."""
     return max(sched.ratio_min, ratio - steps * (sched.ratio_init - sched.ratio_min) / sched.ratio_decay_steps)
@@ -338,19 +490,20 @@ def _joins(cohort: list[float]) -> float:
 
 
 def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[float]], *, isl: int, room: int,
-          slots: int, inputs: int | None = None) -> tuple[list[tuple[int, float, int]], int, list[list[float]],
-                                                          list[list[float]]]:
+          slots: int, inputs: int | None = None, started: bool = False) -> tuple[list[tuple[int, float, int]], int,
+                                                                                 list[list[float]], list[list[float]]]:
     """The prompt tokens of one step: prompts being prefilled first, then waiting ones in arrival order.
 
     `inputs` (SGLang's rem_input_tokens, None: no such cap) is what the step may still admit of new
     prompts: a waiting prompt joins a step that holds others only while its length is below it.
+    `started`: the step already holds prompt tokens (a waiting prompt is not its first).
     Returns the step's items (count, arrival, prompt tokens done after the step), its prompt tokens, and
     what is left prefilling (not in this step) and waiting."""
     items: list[tuple[int, float, int]] = []
     tokens = 0
     left_pre: list[list[float]] = []
     for i, (count, arrival, done) in enumerate(prefilling):
-        full, part, room = _take(sched, int(count), isl - int(done), room, first=not items)
+        full, part, room = _take(sched, int(count), isl - int(done), room, first=not items and not started)
         if full:
             items.append((full, arrival, isl))
         if part:
@@ -365,10 +518,11 @@ def _plan(sched: Scheduler, prefilling: list[list[float]], waiting: list[list[fl
     left_wait: list[list[float]] = []
     for i, (count, arrival, ready) in enumerate(waiting):
         can = min(int(count), max(0, slots))
+        first = not items and not started
         if inputs is None:
-            full, part, room = _take(sched, can, isl, room, first=not items)
+            full, part, room = _take(sched, can, isl, room, first=first)
         else:
-            full, part, room = _take_capped(sched, can, isl, room, inputs=inputs, first=not items)
+            full, part, room = _take_capped(sched, can, isl, room, inputs=inputs, first=first)
             inputs -= full * isl + part
         if full:
             items.append((full, arrival, isl))

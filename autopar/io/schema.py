@@ -22,7 +22,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, Stri
 from autopar.errors import AutoparError
 from autopar.io.reading import JsonConstant, did_you_mean, one_line, shown
 from autopar.spec import limits as lim
-from autopar.spec.framework import FRAMEWORKS, MEMORY_RULES, MOE_DECODE_READS, POLICIES
+from autopar.spec.framework import ADMISSIONS, FRAMEWORKS, MEMORY_RULES, MOE_DECODE_READS, POLICIES
 from autopar.spec.hardware import COLLECTIVES, DTYPES
 from autopar.spec.model import NORMS, POSITIONS
 from autopar.spec.plan import CP_COMMS, RECOMPUTE_MODULES, ZERO_STAGES
@@ -454,6 +454,14 @@ class ExpertReadsValue(_Value):
     value: Literal["touched", "local"]
 
 
+class AdmissionValue(_Value):
+    value: Literal["reserve_full", "blocks_now_preempt", "reserve_ratio"]
+
+
+class StepsValue(_Value):
+    value: Annotated[int, _int(1, lim.MAX_SMALL), _I]
+
+
 class FrameworkFile(_Strict):
     """A serving framework's data file at one version; every key past `source` is a Framework field."""
 
@@ -473,7 +481,8 @@ class FrameworkFile(_Strict):
     policy: PolicyValue
     chunked: FlagValue
     max_seqs: RequestsValue
-    kv_admission: FlagValue
+    admission: AdmissionValue
+    retract_steps: StepsValue
     graph_sizes: SizesValue
     eager_layer_s: SecondsValue
     overlap: FlagValue
@@ -490,6 +499,7 @@ assert _choices(FrameworkFile, "name") == FRAMEWORKS
 assert _choices(PolicyValue, "value") == POLICIES
 assert _choices(MemoryRuleValue, "value") == MEMORY_RULES
 assert _choices(ExpertReadsValue, "value") == MOE_DECODE_READS
+assert _choices(AdmissionValue, "value") == ADMISSIONS
 
 
 # --- length distribution (autopar/io/distributions.py) -----------------------------------

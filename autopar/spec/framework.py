@@ -19,6 +19,9 @@ FRAMEWORKS = ("vllm", "sglang", "trtllm")  # the engines autopar prices and laun
 POLICIES = ("decode_first", "prefill_first")  # scheduler policies cost/serve_sim.py runs
 MEMORY_RULES = ("total", "free")
 MOE_DECODE_READS = ("touched", "local")
+# KV admission when the pool cannot hold every request at full length (cost/serve_sim.py, serve_load.py;
+# docs/serving.md "How each engine admits requests")
+ADMISSIONS = ("reserve_full", "blocks_now_preempt", "reserve_ratio")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +44,8 @@ class Framework:
     policy: str  # scheduler: decode_first | prefill_first (cost/serve_sim.py)
     chunked: bool  # a prompt may be cut across steps (chunked prefill)
     max_seqs: int  # requests running at once (--max-num-seqs, --max-running-requests, max_batch_size)
-    kv_admission: bool  # prompts admitted by KV room and new_token_ratio (SGLang, cost/serve_sim.py)
+    admission: str  # ADMISSIONS: reserve the whole request | the blocks needed now, preempt | reserve at a ratio, retract
+    retract_steps: int  # decode steps of room a preemption leaves the kept requests (SGLANG_RETRACT_DECODE_STEPS)
     graph_sizes: tuple[int, ...]  # decode batch sizes with a captured CUDA graph, no padding (() = not modelled)
     eager_layer_s: float  # fitted: host seconds per layer of a step run without a CUDA graph
     overlap: bool  # overlap scheduler: a step's tokens are returned after the next step is launched
