@@ -19,16 +19,34 @@ on both axes is off the Pareto front, and removing it changes no other point's
 place on the front. It cannot be the recommendation either when its throughput
 bound is below the best that meets the targets so far, or when t(0) already
 misses the TPOT target. `Staircase` holds the front of the points priced so far.
+
+An aggregated point is bounded the same way before its closed loop is
+simulated (cost/serve_sim.py, the costly part): R attention ranks of at most
+k = round(b) requests each, b = min(C / R, what the KV cache holds), steps
+that cost at least the decode step at their decode batch (prompt tokens,
+eager launches and the serving process only add to it), linear between the
+steps at batch 1 and b (cost/serve_load.py closed_loop). So
+
+    tokens/s per user  <= 1 / t(1)        (t(b) when k = 1: the step is t(b))
+    tokens/s per GPU   <= R max(b, k) / (t(b) G)
+    TTFT               >= (prefill_slowdown - 1) x one prompt's prefill + the TTFT overhead
+
+the first because every token a request gets takes a step that holds it, the
+second Little's law on the loop, whose engine writes at most k tokens per
+t(b); the last are the parts of TTFT that the loop does not set. A
+disaggregated point's TTFT is at least its prompt's prefill (with the
+slowdown), the first decode step, the KV transfer and the overhead.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from autopar.cost.serve import decode_step
+from autopar.cost.serve import decode_step, prefill_in_step, prefill_time
 from autopar.cost.serve_frameworks import for_deployment
-from autopar.cost.serve_load import ServeEstimate
+from autopar.cost.serve_load import ServeEstimate, kv_transfer_time
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Workload
@@ -43,22 +61,38 @@ class Box:
     per_gpu: float  # output tokens/s per GPU, at most
     per_user: float  # tokens/s per user, at most
     tpot_lo: float  # TPOT, at least
-    tpot_hi: float  # TPOT, at most
+    tpot_hi: float  # TPOT, at most (inf: not bounded)
+    ttft_lo: float = 0.0  # TTFT, at least
 
 
 def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int) -> Box:
-    """The box of `dep` (disaggregated) under `wl`; `held`: requests its decode pool's KV cache holds
-    (the pool's max_concurrency, which does not depend on the concurrency)."""
+    """The box of `dep` under `wl`; `held`: requests its decode pool's KV cache holds (the pool's
+    max_concurrency, which does not depend on the concurrency). The decode steps it prices are the
+    ones the estimate prices (cached: cost/serve_memo.py)."""
     fw = for_deployment(dep)
     ranks = dep.replicas * dep.engine.dp
-    most = min(wl.concurrency / ranks, max(held / ranks, 1e-9))  # as cost/serve_load.py _disagg bounds b
+    context = wl.isl + wl.osl / 2
 
-    def t(b: float) -> float:  # the call the loop makes (cached: cost/serve_memo.py)
+    def t(b: float) -> float:
         return decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=b,
-                           context=wl.isl + wl.osl / 2, fw=fw).total
+                           context=context, fw=fw).total
 
+    if dep.prefill is None:
+        running = min(wl.concurrency / ranks, max(held / ranks, 1.0))  # as cost/serve_load.py _agg bounds b
+        k = max(1, round(running))
+        step = decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running,
+                           context=context, fw=fw)
+        low = step.total if k == 1 or fw.host_token_s == 0 else t(1.0)
+        alone = prefill_time(model, hw, dep.engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
+        riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
+        return Box(per_gpu=ranks * max(running, k) / step.total / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf,
+                   ttft_lo=riding + (fw.prefill_slowdown - 1) * alone.total + fw.ttft_overhead_s)
+    most = min(wl.concurrency / ranks, max(held / ranks, 1e-9))  # as cost/serve_load.py _disagg bounds b
     low, high = t(0.0), t(most)
-    return Box(per_gpu=ranks * most / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=high)
+    pstep = prefill_time(model, hw, dep.prefill, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl,
+                         fw=for_deployment(dep, "prefill"))
+    ttft = pstep.total * fw.prefill_slowdown + low + kv_transfer_time(model, hw, dep, isl=wl.isl) + fw.ttft_overhead_s
+    return Box(per_gpu=ranks * most / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=high, ttft_lo=ttft)
 
 
 class Staircase:
