@@ -199,7 +199,9 @@ def suggest_cmd(
             result = advise.suggest(ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                     modes=advise.parse_modes(modes), kv_dtypes=advise.kv_dtypes(kv_dtype),
                                     progress=tick)
-        launched = advise.launch(ctx, emit, result.best) if emit and result.best is not None else None
+        launched = advise.launch_best(ctx, emit, result, lambda keep: advise.suggest(
+            ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms, modes=advise.parse_modes(modes),
+            kv_dtypes=advise.kv_dtypes(kv_dtype), keep=keep)) if emit and result.best is not None else None
         saved = None
         if save_dir is not None and result.best is not None:
             from autopar.io.savedir import save_files

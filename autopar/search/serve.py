@@ -169,17 +169,19 @@ def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
 def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: str, weights: str,
           kv_dtypes: tuple[str, ...], modes: tuple[str, ...], targets: Targets,
           concurrency: int | None = None, version: str = "", args: EngineArgs = DEFAULT_ARGS,
-          progress: Callable[[int, int], None] | None = None, prune: bool = True) -> ServeSweep:
+          progress: Callable[[int, int], None] | None = None, prune: bool = True,
+          keep: Callable[[Deployment], bool] | None = None) -> ServeSweep:
     """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets;
-    `progress(done, total)`, if given, is told of each deployment priced.
+    `progress(done, total)`, if given, is told of each deployment priced; `keep`, if given, says which
+    deployments to consider (serve suggest --emit: those its engine can launch).
 
     With `prune`, points that provably change neither the front nor the recommendation are not solved
     (search/serve_prune.py): the aggregated deployments are priced first, so that their points bound the
     rest, and a disaggregated deployment whose every point is bounded out is not walked. The answer is
     the same; `points` then lacks the skipped ones (and when nothing meets given targets, the sweep runs
     again whole, for the message's lowest TTFT)."""
-    todo = list(deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes,
-                            modes=modes, version=version, args=args))
+    todo = [d for d in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes,
+                                   modes=modes, version=version, args=args) if keep is None or keep(d)]
     layouts = len(todo)
     priced: list[list[ServeEstimate]] = [[] for _ in todo]
     state = _Bounds(targets=targets, gpus=gpus)
@@ -203,7 +205,8 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
     result = _answer(points, targets=targets, layouts=layouts, skipped=state.skipped)
     if state.skipped and result.best is None and not targets.default:
         return sweep(model, hw, gpus=gpus, isl=isl, osl=osl, framework=framework, weights=weights,
-                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, version=version, args=args, prune=False)
+                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, version=version, args=args, prune=False,
+                     keep=keep)
     return result
 
 
