@@ -255,8 +255,13 @@ def kv_transfer_time(model: ModelSpec, hw: HardwareProfile, dep: Deployment, *, 
     """
     if dep.prefill is None:
         return 0.0
-    shard = (isl * model.kv_share(isl) * kv_bytes_per_token(model, dep.prefill, dep.kv_bytes)
-             + state_bytes_per_request(model, dep.prefill))
+    return _transfer(model, hw, dep.prefill, dep.kv_bytes, isl)
+
+
+@remembered
+def _transfer(model: ModelSpec, hw: HardwareProfile, prefill: Engine, kv_bytes: float, isl: int) -> float:
+    """kv_transfer_time of one prefill engine's prompt (cached: the same for every decode pool behind it)."""
+    shard = isl * model.kv_share(isl) * kv_bytes_per_token(model, prefill, kv_bytes) + state_bytes_per_request(model, prefill)
     return collective_time(hw, "send_recv", shard, Group(size=2, per_node=1))
 
 
