@@ -201,6 +201,8 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
                 state.add(est)
             continue
         priced[plan.index] = _walk(model, hw, dep, one, state=state, plan=plan)
+    if progress is not None and len(plans) < layouts:  # the rest do not fit: nothing to price
+        progress(layouts, layouts)
     points = [p for group in priced for p in group]
     result = _answer(points, targets=targets, layouts=layouts, skipped=state.skipped)
     if state.skipped and result.best is None and not targets.default:
