@@ -27,10 +27,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from autopar.cost.serve_load import ServeEstimate, capacity, estimate
 from autopar.errors import SpecError
-from autopar.search.serve_prune import MARGIN, Box, Staircase, box
+from autopar.search.serve_prune import MARGIN, Box, Staircase, box, ttft_floor
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import DEFAULT_ARGS, Deployment, Engine, EngineArgs, Workload
@@ -228,10 +229,13 @@ class _Bounds:
         if self.targets.met(est):
             self.best = max(self.best, est.output_tokens_per_s)
 
-    def useless(self, b: Box) -> bool:
-        """No point in the box is on the front or can be the recommendation."""
-        return self.front.beats(b) and (b.per_gpu * self.gpus * (1 + MARGIN) < self.best
-                                        or b.tpot_lo > self.tpot * (1 + MARGIN) or b.ttft_lo > self.ttft * (1 + MARGIN))
+    def useless(self, b: Box, ttft: Callable[[], float]) -> bool:
+        """No point in the box (with a TTFT of at least `ttft()`) is on the front or can be the recommendation."""
+        if not self.front.beats(b):
+            return False
+        if b.per_gpu * self.gpus * (1 + MARGIN) < self.best or b.tpot_lo > self.tpot * (1 + MARGIN):
+            return True
+        return self.ttft < math.inf and ttft() > self.ttft * (1 + MARGIN)
 
     def skips(self, b: Box, *, first: bool) -> str:
         """For a useless point: "next" (skip it), "rest" (skip it and the deployment's later points) or ""
@@ -267,7 +271,7 @@ def _plan(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload,
     if not fits:
         return None
     whole = box(model, hw, dep, replace(one, concurrency=_levels(held, gpus)[-1]), held=held)
-    return _Plan(disagg=dep.mode == "disagg", neg_per_gpu=-whole.per_gpu, index=index, held=held, whole=whole)
+    return _Plan(disagg=dep.mode != "disagg", neg_per_gpu=-whole.per_gpu, index=index, held=held, whole=whole)
 
 
 def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload, *, state: _Bounds,
@@ -279,7 +283,8 @@ def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload,
         return []
     levels = _levels(plan.held if first is None else first.pools[-1].max_concurrency, state.gpus)
     whole = plan.whole
-    if whole is not None and dep.mode == "disagg" and state.useless(whole):  # its box holds every point's
+    floor = partial(ttft_floor, model, hw, dep, one, held=plan.held)  # disaggregated: the same at every concurrency
+    if whole is not None and dep.mode == "disagg" and state.useless(whole, floor):  # its box holds every point's
         if whole.tpot_hi * (1 + MARGIN) <= state.stop:
             state.skipped += len(levels)
             return []
@@ -291,7 +296,8 @@ def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload,
         wl = replace(one, concurrency=c)
         if whole is not None:
             b = box(model, hw, dep, wl, held=plan.held)
-            skip = state.skips(b, first=j == 0) if state.useless(b) else ""
+            useless = state.useless(b, partial(ttft_floor, model, hw, dep, wl, held=plan.held))
+            skip = state.skips(b, first=j == 0) if useless else ""
             if skip:
                 state.skipped += 1
                 if skip == "rest":

@@ -44,7 +44,7 @@ import math
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from autopar.cost.serve import decode_step, prefill_in_step, prefill_time
+from autopar.cost.serve import StepTime, decode_step, prefill_in_step, prefill_time
 from autopar.cost.serve_frameworks import for_deployment
 from autopar.cost.serve_load import ServeEstimate, kv_transfer_time
 from autopar.spec.hardware import HardwareProfile
@@ -62,7 +62,6 @@ class Box:
     per_user: float  # tokens/s per user, at most
     tpot_lo: float  # TPOT, at least
     tpot_hi: float  # TPOT, at most (inf: not bounded)
-    ttft_lo: float = 0.0  # TTFT, at least
 
 
 def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int) -> Box:
@@ -71,28 +70,41 @@ def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *,
     ones the estimate prices (cached: cost/serve_memo.py)."""
     fw = for_deployment(dep)
     ranks = dep.replicas * dep.engine.dp
-    context = wl.isl + wl.osl / 2
-
-    def t(b: float) -> float:
-        return decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=b,
-                           context=context, fw=fw).total
-
     if dep.prefill is None:
-        running = min(wl.concurrency / ranks, max(held / ranks, 1.0))  # as cost/serve_load.py _agg bounds b
+        running = _running(dep, wl, held=held)
         k = max(1, round(running))
-        step = decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running,
-                           context=context, fw=fw)
-        low = step.total if k == 1 or fw.host_token_s == 0 else t(1.0)
+        high = _step(model, hw, dep, wl, running).total
+        low = high if k == 1 or fw.host_token_s == 0 else _step(model, hw, dep, wl, 1.0).total
+        return Box(per_gpu=ranks * max(running, k) / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf)
+    most = min(wl.concurrency / ranks, max(held / ranks, 1e-9))  # as cost/serve_load.py _disagg bounds b
+    low, high = _step(model, hw, dep, wl, 0.0).total, _step(model, hw, dep, wl, most).total
+    return Box(per_gpu=ranks * most / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=high)
+
+
+def ttft_floor(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int) -> float:
+    """TTFT at least (see the module docstring): asked only when the box alone does not settle a point."""
+    fw = for_deployment(dep)
+    if dep.prefill is None:
+        step = _step(model, hw, dep, wl, _running(dep, wl, held=held))
         alone = prefill_time(model, hw, dep.engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
         riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
-        return Box(per_gpu=ranks * max(running, k) / step.total / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf,
-                   ttft_lo=riding + (fw.prefill_slowdown - 1) * alone.total + fw.ttft_overhead_s)
-    most = min(wl.concurrency / ranks, max(held / ranks, 1e-9))  # as cost/serve_load.py _disagg bounds b
-    low, high = t(0.0), t(most)
+        return riding + (fw.prefill_slowdown - 1) * alone.total + fw.ttft_overhead_s
     pstep = prefill_time(model, hw, dep.prefill, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl,
                          fw=for_deployment(dep, "prefill"))
-    ttft = pstep.total * fw.prefill_slowdown + low + kv_transfer_time(model, hw, dep, isl=wl.isl) + fw.ttft_overhead_s
-    return Box(per_gpu=ranks * most / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=high, ttft_lo=ttft)
+    return (pstep.total * fw.prefill_slowdown + _step(model, hw, dep, wl, 0.0).total
+            + kv_transfer_time(model, hw, dep, isl=wl.isl) + fw.ttft_overhead_s)
+
+
+def _running(dep: Deployment, wl: Workload, *, held: int) -> float:
+    """Requests per attention rank of an aggregated point, as cost/serve_load.py _agg bounds them."""
+    ranks = dep.replicas * dep.engine.dp
+    return min(wl.concurrency / ranks, max(held / ranks, 1.0))
+
+
+def _step(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, batch: float) -> StepTime:
+    """The decode step the estimate prices at `batch` (cached: cost/serve_memo.py)."""
+    return decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=batch,
+                       context=wl.isl + wl.osl / 2, fw=for_deployment(dep))
 
 
 class Staircase:
