@@ -227,10 +227,14 @@ def test_engine_args_in_vllm_and_sglang_launch_lines(framework: str, flags: str)
     assert flags in doc["launch"]["servers"][0]
 
 
-def test_replicas_past_one_node_are_told_where_to_start() -> None:
-    """Two tp8 engines on 16 H100s (8 per node): the second one's CUDA_VISIBLE_DEVICES=8..15 is node 1's 0..7."""
+def test_replicas_past_one_node_are_one_block_per_node() -> None:
+    """Two tp8 engines on 16 H100s (8 per node): one block per node, each on that node's GPUs 0..7."""
     servers = _json([*BASE, "--gpus", "16", "--tp", "8", "--concurrency", "64", "--emit", "vllm"])["launch"]["servers"]
-    assert servers[0].startswith("# GPU numbers continue across nodes (8 per node)") and len(servers) == 3
+    assert servers[0].startswith("# 2 hosts of 8 GPUs: run each block below on its own host") and len(servers) == 5
+    assert servers[1] == "# host 0 of 2, GPUs numbered from 0 there: engine 0"
+    assert servers[3] == "# host 1 of 2, GPUs numbered from 0 there: engine 1"
+    assert servers[2].startswith("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 ") and servers[2].endswith("--port 8000")
+    assert servers[4].startswith("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 ") and servers[4].endswith("--port 8001")
     one_node = _json([*BASE, "--gpus", "8", "--tp", "4", "--concurrency", "64", "--emit", "vllm"])["launch"]["servers"]
     assert not any(line.startswith("#") for line in one_node)
 

@@ -186,9 +186,34 @@ def test_gb200_launch_lines_stop_at_a_4_gpu_host() -> None:
                             "--dp", "2", "--emit", "vllm", "--json"])
     assert r.exit_code == 0, r.output
     servers = json.loads(r.output)["launch"]["servers"]
-    assert servers[0] == ("# GPU numbers continue across hosts (4 per host): start each engine on the host that "
-                          "holds its GPUs, numbered from 0 there, and point its client at that host")
-    assert [s.split()[0] for s in servers[1:]] == ["CUDA_VISIBLE_DEVICES=0,1,2,3", "CUDA_VISIBLE_DEVICES=4,5,6,7"]
+    assert servers[0].startswith("# 2 hosts of 4 GPUs: run each block below on its own host")
+    assert [s.split()[0] for s in servers[1:]] == ["#", "CUDA_VISIBLE_DEVICES=0,1,2,3", "#", "CUDA_VISIBLE_DEVICES=0,1,2,3"]
+
+
+@pytest.mark.parametrize("emitter", [vllm, sglang, trtllm])
+def test_disagg_past_one_host_is_one_block_per_host(emitter: object) -> None:
+    """3 tp4 prefill engines and 1 tp8 decode engine on hosts of 8 GPUs: packed largest first, the decode
+    engine fills host 0, two prefill engines host 1, the third host 2; each host numbers its GPUs from 0,
+    and the ports stay each role's (prefill PORT + 100.., decode PORT + 200..)."""
+    dep = Deployment(framework=emitter.__name__.rsplit(".", 1)[-1], mode="disagg", engine=Engine(tp=8), replicas=1,
+                     prefill=Engine(tp=4), prefill_replicas=3)
+    launched = emitter.launch(dep, WL, host_gpus=8)  # type: ignore[attr-defined]
+    port = emitter.PORT  # type: ignore[attr-defined]
+    blocks = [s for s in launched.servers if s.startswith(("# host", "CUDA_VISIBLE_DEVICES"))]
+    assert blocks[0] == "# host 0 of 3, GPUs numbered from 0 there: decode 0"
+    assert blocks[1].startswith("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 ") and blocks[1].endswith(f"--port {port + 200}")
+    assert blocks[2] == "# host 1 of 3, GPUs numbered from 0 there: prefill 0, prefill 1"
+    assert blocks[3].startswith("CUDA_VISIBLE_DEVICES=0,1,2,3 ") and blocks[3].endswith(f"--port {port + 100}")
+    assert blocks[4].startswith("CUDA_VISIBLE_DEVICES=4,5,6,7 ") and blocks[4].endswith(f"--port {port + 101}")
+    assert blocks[5] == "# host 2 of 3, GPUs numbered from 0 there: prefill 2"
+    assert blocks[6].startswith("CUDA_VISIBLE_DEVICES=0,1,2,3 ") and blocks[6].endswith(f"--port {port + 102}")
+    allowed = {vllm: vllm.VLLM_FLAGS, sglang: sglang.SGLANG_FLAGS, trtllm: trtllm.TRTLLM_FLAGS}[emitter]  # type: ignore[index]
+    for line in (blocks[1], blocks[3], blocks[4], blocks[6]):  # the flags the engines' parsers define
+        assert set(flags_of(line)) <= allowed, line
+    # one host: the lines of before, GPUs numbered on from the prefill engines
+    flat = [s for s in emitter.launch(dep, WL).servers if s.startswith("CUDA")]  # type: ignore[attr-defined]
+    assert [s.split()[0] for s in flat] == ["CUDA_VISIBLE_DEVICES=0,1,2,3", "CUDA_VISIBLE_DEVICES=4,5,6,7",
+                                            "CUDA_VISIBLE_DEVICES=8,9,10,11", "CUDA_VISIBLE_DEVICES=12,13,14,15,16,17,18,19"]
 
 
 def test_vllm_line() -> None:
@@ -291,3 +316,25 @@ def test_cli_emit() -> None:
                             "trtllm", "--modes", "agg"])
     assert r.exit_code == 0, r.output
     assert "trtllm-serve" in r.stdout and "vllm bench serve" in r.stdout
+
+
+def test_suggest_emit_launches_the_best_deployment_it_can_start() -> None:
+    """Llama-3.1-70B on 8 GB200 at TPOT <= 12 ms: the recommendation is one tp8 engine, which spans two
+    4-GPU hosts; --emit launches the best deployment whose engines fit on a host (two tp4 engines,
+    one block per host) and says first, in one line, which one it skipped and why."""
+    base = ["serve", "suggest", "llama3.1-70b", "--hardware", "gb200", "--gpus", "8", "--tpot-ms", "12", "--modes", "agg"]
+    r = runner.invoke(app, [*base, "--emit", "vllm", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["recommended"]["tp"] == 8
+    servers = doc["recommended"]["launch"]["servers"]
+    note = servers[0]
+    assert note.startswith("# --emit vllm: skipped the recommended agg 1 x tp8 pp1 dp1 ep1 at concurrency 32")
+    assert "an engine of 8 GPUs (tp x pp x attention-dp) spans more than one gb200 host (4 GPUs)" in note
+    assert "launching the best one vllm can start, agg 2 x tp4 pp1 dp1 ep1" in note
+    assert [s.split()[0] for s in servers if s.startswith("CUDA")] == ["CUDA_VISIBLE_DEVICES=0,1,2,3"] * 2
+    # none of the deployments that meet the targets can be launched: exit 2, one line naming --emit
+    r = runner.invoke(app, ["serve", "suggest", "llama3.1-70b", "--hardware", "gb200", "--gpus", "16", "--tpot-ms", "10",
+                            "--modes", "agg", "--emit", "vllm"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.count("\n") == 1 and "--emit vllm: the recommended deployment has no launch line" in r.stderr

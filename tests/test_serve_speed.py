@@ -92,3 +92,6 @@ def test_pruning_skips_points_on_a_moe_fleet() -> None:
     pruned, whole = sweep(MODEL, HW, prune=True, **kw), sweep(MODEL, HW, prune=False, **kw)  # type: ignore[arg-type]
     _same(pruned, whole)
     assert len(pruned.points) < 0.9 * len(whole.points) and len(pruned.points) + pruned.skipped == len(whole.points)
+    # aggregated points are bounded too (their step simulation is the costly part)
+    agg = [sum(p.deployment.mode == "agg" for p in s.points) for s in (pruned, whole)]
+    assert agg[0] < 0.9 * agg[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,7 +28,8 @@ from autopar.cli.options import (
 from autopar.cli.run import console
 
 if TYPE_CHECKING:
-    from autopar.advise.serve import ServeContext
+    from autopar.advise.serve import ServeContext, ServeSweep
+    from autopar.spec.serve import Deployment
 
 
 def _context(
@@ -217,7 +219,22 @@ def suggest_cmd(
             kv_dtypes=advise.kv_dtypes(kv_dtype),
             progress=tick,
         )
-    launched = advise.launch(ctx, emit, result.best) if emit and result.best is not None else None
+    launched = None
+    if emit and result.best is not None:
+
+        def rerun(keep: Callable[[Deployment], bool]) -> ServeSweep:
+            return advise.suggest(
+                ctx,
+                isl=isl,
+                osl=osl,
+                ttft_ms=ttft_ms,
+                tpot_ms=tpot_ms,
+                modes=advise.parse_modes(modes),
+                kv_dtypes=advise.kv_dtypes(kv_dtype),
+                keep=keep,
+            )
+
+        launched = advise.launch_best(ctx, emit, result, rerun)
     saved = None
     if save_dir is not None and result.best is not None:
         from autopar.io.savedir import save_files

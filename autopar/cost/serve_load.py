@@ -47,12 +47,13 @@ from autopar.cost.serve import (
     weight_bytes_per_gpu,
 )
 from autopar.cost.serve_disagg import EMPTY, RHO_SATURATED, DisaggLoop
+from autopar.cost.serve_memo import remembered
 from autopar.cost.serve_sim import LoopResult, Scheduler, StepCost, simulate
 from autopar.errors import SpecError
 from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
+from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload, for_deployment
 from autopar.spec.topology import Group
 from autopar.spec.units import GIB
 
@@ -126,6 +127,30 @@ def _pool(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, 
     return PoolEstimate(role=role, engine=engine, replicas=replicas, requests_per_rank=per_rank, step=step,
                         kv_cache_tokens=tokens, max_concurrency=held * engine.dp * replicas, weights_gib=weights / GIB,
                         memory_gib_per_gpu=(used + in_use) / GIB, fits=held >= 1)
+
+
+def capacity(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> tuple[bool, int]:
+    """(whether every pool fits, the requests the decode pool, or the only one, holds): what `estimate`'s
+    pools say (PoolEstimate.fits, max_concurrency), without pricing a step. Neither depends on the
+    concurrency or, per engine, on the replicas, so a sweep computes them once per engine (cached)."""
+    fits, held = _capacity(model, hw, dep.engine, dep.prefill, dep.fw, dep.args, dep.prefill_args, dep.weights,
+                           dep.kv_dtype, dep.kv_auto, wl.isl, wl.osl)
+    return fits, held * dep.replicas
+
+
+@remembered
+def _capacity(model: ModelSpec, hw: HardwareProfile, engine: Engine, prefill: Engine | None, fw: Framework,
+              args: EngineArgs, prefill_args: EngineArgs, weights: str, kv_dtype: str, kv_auto: str, isl: int,
+              osl: int) -> tuple[bool, int]:
+    """capacity() of one decode (or aggregated) engine and one prefill engine."""
+    one = Deployment(fw=fw, mode="agg" if prefill is None else "disagg", engine=engine, replicas=1, prefill=prefill,
+                     prefill_replicas=0 if prefill is None else 1, weights=weights, kv_dtype=kv_dtype, kv_auto=kv_auto,
+                     args=args, prefill_args=prefill_args)
+    wl, none = Workload(isl=isl, osl=osl, concurrency=1), StepTime(weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0,
+                                                                   overhead=0)
+    roles = (("agg", engine),) if prefill is None else (("prefill", prefill), ("decode", engine))
+    pools = [_pool(model, hw, one, wl, role=role, engine=e, replicas=1, step=none, per_rank=1.0) for role, e in roles]
+    return all(p.fits for p in pools), pools[-1].max_concurrency
 
 
 def estimate(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
@@ -232,27 +257,14 @@ def kv_transfer_time(model: ModelSpec, hw: HardwareProfile, dep: Deployment, *, 
     """
     if dep.prefill is None:
         return 0.0
-    shard = (isl * model.kv_share(isl) * kv_bytes_per_token(model, dep.prefill, dep.kv_bytes)
-             + state_bytes_per_request(model, dep.prefill))
+    return _transfer(model, hw, dep.prefill, dep.kv_bytes, isl)
+
+
+@remembered
+def _transfer(model: ModelSpec, hw: HardwareProfile, prefill: Engine, kv_bytes: float, isl: int) -> float:
+    """kv_transfer_time of one prefill engine's prompt (cached: the same for every decode pool behind it)."""
+    shard = isl * model.kv_share(isl) * kv_bytes_per_token(model, prefill, kv_bytes) + state_bytes_per_request(model, prefill)
     return collective_time(hw, "send_recv", shard, Group(size=2, per_node=1))
-
-
-_EMPTY: dict[tuple[object, ...], tuple[HardwareProfile, StepTime]] = {}
-
-
-def _empty_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, kv_bytes: float,
-                context: float, fw: Framework) -> StepTime:
-    """The decode step at a near-empty batch (serve_disagg.EMPTY per rank), kept for the other
-    concurrencies a sweep prices the same deployment at (the profile, a dict, is matched by identity)."""
-    key = (model, id(hw), engine, weights, kv_bytes, context, fw)
-    hit = _EMPTY.get(key)
-    if hit is not None and hit[0] is hw:
-        return hit[1]
-    if len(_EMPTY) > 4096:
-        _EMPTY.clear()
-    step = decode_step(model, hw, engine, weights=weights, kv_bytes=kv_bytes, batch=EMPTY, context=context, fw=fw)
-    _EMPTY[key] = (hw, step)
-    return step
 
 
 def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
@@ -278,7 +290,7 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
         return decode_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=b,
                            context=wl.isl + wl.osl / 2, fw=fw)
 
-    empty = _empty_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, context=wl.isl + wl.osl / 2, fw=fw)
+    empty = step_at(EMPTY)  # decode_step is cached (cost/serve_memo.py): the same for every concurrency
     # a decode rank runs at most the engine's max batch (Framework.max_seqs: --max-num-seqs,
     # --max-running-requests, max_batch_size, per attention-DP rank) and what its KV cache holds
     b, step = loop.solve(step_at, concurrency=wl.concurrency, most=min(n, cap, fw.max_seqs), empty=empty)

@@ -98,20 +98,51 @@ def weights_note(dep: Deployment) -> tuple[str, ...]:
 
 
 def server_lines(dep: Deployment, *, line: Callable[[Engine, str | None], str], port: int,
-                 front: str) -> tuple[str, ...]:
+                 front: str, host_gpus: int | None = None) -> tuple[str, ...]:
     """One server line per engine, from `line(engine, role)` (role None, "prefill" or "decode").
 
     Aggregated: the replicas on ports port, port+1, ... Disaggregated: a note saying what
     `front` (the router or proxy on `port`) must do, the prefill engines from port+100 and
-    the decode engines from port+200, on the GPUs after them. Quantized weights: first, a note
-    on what MODEL must be (weights_note)."""
-    if dep.prefill is None:
-        return (*weights_note(dep), *place(line(dep.engine, None), dep.engine, dep.replicas, first_gpu=0, port=port)[0])
-    pre, first = place(line(dep.prefill, "prefill"), dep.prefill, dep.prefill_replicas, first_gpu=0, port=port + 100)
-    dec, _ = place(line(dep.engine, "decode"), dep.engine, dep.replicas, first_gpu=first, port=port + 200)
-    note = (f"# prefill engines on ports {port + 100}+, decode engines on {port + 200}+; {front} on port {port} "
-            "(GPU numbers continue across hosts)")
-    return (*weights_note(dep), note, *pre, *dec)
+    the decode engines from port+200. Quantized weights: first, a note on what MODEL must be
+    (weights_note). A deployment of more than `host_gpus` GPUs is written as one block per host
+    (hosts), each numbering its GPUs from 0; else every engine on one host, on the GPUs after
+    the previous one's."""
+    roles: list[tuple[str | None, Engine, int, int]] = ([(None, dep.engine, dep.replicas, port)] if dep.prefill is None else
+             [("prefill", dep.prefill, dep.prefill_replicas, port + 100), ("decode", dep.engine, dep.replicas, port + 200)])
+    note = () if dep.prefill is None else (
+        f"# prefill engines on ports {port + 100}+, decode engines on {port + 200}+; {front} on port {port}",)
+    if host_gpus is None or dep.gpus <= host_gpus:
+        out, first = [], 0
+        for role, engine, replicas, base in roles:
+            lines, first = place(line(engine, role), engine, replicas, first_gpu=first, port=base)
+            out += lines
+        return (*weights_note(dep), *note, *out)
+    return (*weights_note(dep), *note, *hosts(roles, line=line, host_gpus=host_gpus))
+
+
+def hosts(roles: list[tuple[str | None, Engine, int, int]], *, line: Callable[[Engine, str | None], str],
+          host_gpus: int) -> list[str]:
+    """Per-host blocks: a header naming the host, its rank and the engines' roles, then their lines with
+    the host's own GPU numbers (CUDA_VISIBLE_DEVICES from 0). Engines are packed largest first, so
+    that engines of power-of-two sizes, none larger than a host, fill every host but the last."""
+    engines = sorted(((role, i, engine, base + i) for role, engine, replicas, base in roles for i in range(replicas)),
+                     key=lambda item: -item[2].gpus)
+    packed: list[list[tuple[str | None, int, Engine, int, int]]] = []
+    used = host_gpus
+    for role, i, engine, p in engines:
+        if used + engine.gpus > host_gpus:
+            packed.append([])
+            used = 0
+        packed[-1].append((role, i, engine, p, used))
+        used += engine.gpus
+    out = [f"# {len(packed)} hosts of {host_gpus} GPUs: run each block below on its own host, and point each "
+           "client (and router) at the host of its engine"]
+    for h, members in enumerate(packed):
+        names = [f"{role or 'engine'} {i}" for role, i, *_ in members]
+        out.append(f"# host {h} of {len(packed)}, GPUs numbered from 0 there: {', '.join(names)}")
+        for role, _, engine, p, first in members:
+            out.append(f"CUDA_VISIBLE_DEVICES={devices(first, engine.gpus)} " + line(engine, role).replace("{port}", str(p)))
+    return out
 
 
 def _per_replica(one: str, wl: Workload, *, port: int, replicas: int) -> str:

@@ -44,9 +44,10 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
     return " ".join([*words, "--port", "{port}"])
 
 
-def launch(dep: Deployment, wl: Workload) -> ServeLaunch:
-    """Server lines (one per engine) and `sglang.bench_serving` for the workload."""
+def launch(dep: Deployment, wl: Workload, *, host_gpus: int | None = None) -> ServeLaunch:
+    """Server lines (one per engine, per host past `host_gpus` GPUs) and `sglang.bench_serving` for the workload."""
     servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), role=role),
-                           port=PORT, front="route them with SGLang's router in PD-disaggregation mode")
+                           port=PORT, front="route them with SGLang's router in PD-disaggregation mode",
+                           host_gpus=host_gpus)
     return ServeLaunch(framework="sglang", servers=servers, files=(),
                        benchmark=sglang_bench(wl, port=PORT, replicas=dep.replicas if dep.prefill is None else 1))

@@ -75,19 +75,20 @@ def _disagg_config(dep: Deployment) -> str:
     return "\n".join(lines) + "\n"
 
 
-def launch(dep: Deployment, wl: Workload) -> ServeLaunch:
-    """Server lines (one per engine), the YAML files they read, and a benchmark for the workload."""
+def launch(dep: Deployment, wl: Workload, *, host_gpus: int | None = None) -> ServeLaunch:
+    """Server lines (one per engine, per host past `host_gpus` GPUs), the YAML files they read, and a
+    benchmark for the workload."""
     batch = per_engine(dep, wl)
     if dep.prefill is None:
         yaml = _yaml(dep, dep.engine, None, wl)
         servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, role, batch=batch, extra=bool(yaml)),
-                               port=PORT, front="")
+                               port=PORT, front="", host_gpus=host_gpus)
         files = ((EXTRA, "\n".join(yaml) + "\n"),) if yaml else ()
         return ServeLaunch(framework="trtllm", servers=servers, files=files,
                            benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas))
     engines = {"prefill": dep.prefill, "decode": dep.engine}
     extras = tuple((ROLE_EXTRA[role], "\n".join(_yaml(dep, engines[role], role, wl)) + "\n") for role in ROLE_EXTRA)
     servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, role, batch=batch, extra=True),
-                           port=PORT, front=f"`{FRONT}`")
+                           port=PORT, front=f"`{FRONT}`", host_gpus=host_gpus)
     return ServeLaunch(framework="trtllm", servers=(*servers, FRONT), files=(*extras, (DISAGG_CONFIG, _disagg_config(dep))),
                        benchmark=vllm_bench(wl, port=PORT, replicas=1))

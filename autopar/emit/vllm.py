@@ -49,9 +49,9 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
     return " ".join([*words, "--port", "{port}"])
 
 
-def launch(dep: Deployment, wl: Workload) -> ServeLaunch:
-    """Server lines (one per engine) and `vllm bench serve` for the workload."""
+def launch(dep: Deployment, wl: Workload, *, host_gpus: int | None = None) -> ServeLaunch:
+    """Server lines (one per engine, per host past `host_gpus` GPUs) and `vllm bench serve` for the workload."""
     servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), role=role),
-                           port=PORT, front="put vLLM's disaggregation proxy in front")
+                           port=PORT, front="put vLLM's disaggregation proxy in front", host_gpus=host_gpus)
     return ServeLaunch(framework="vllm", servers=servers, files=(),
                        benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas if dep.prefill is None else 1))

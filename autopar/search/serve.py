@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import partial
 
-from autopar.cost.serve_load import ServeEstimate, estimate
+from autopar.cost.serve_load import ServeEstimate, capacity, estimate
 from autopar.errors import SpecError
-from autopar.search.serve_prune import MARGIN, Staircase, box
+from autopar.search.serve_prune import MARGIN, Box, Staircase, box, ttft_floor
 from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
@@ -171,60 +172,144 @@ def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
 def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: Framework, weights: str,
           kv_dtypes: tuple[str, ...], modes: tuple[str, ...], targets: Targets,
           concurrency: int | None = None, args: EngineArgs = DEFAULT_ARGS,
-          progress: Callable[[int, int], None] | None = None, prune: bool = True) -> ServeSweep:
+          progress: Callable[[int, int], None] | None = None, prune: bool = True,
+          keep: Callable[[Deployment], bool] | None = None) -> ServeSweep:
     """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets;
-    `progress(done, total)`, if given, is told of each deployment priced.
+    `progress(done, total)`, if given, is told of each deployment priced; `keep`, if given, says which
+    deployments to consider (serve suggest --emit: those its engine can launch).
 
-    With `prune`, disaggregated points that provably change neither the front nor the recommendation are
-    not solved (search/serve_prune.py): the aggregated deployments are priced first, so that their points
-    bound the rest. The answer is the same; `points` then lacks the skipped ones (and when nothing meets
-    given targets, the sweep runs again whole, for the message's lowest TTFT)."""
-    todo = list(deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes,
-                            modes=modes, args=args))
+    With `prune`, points that provably change neither the front nor the recommendation are not solved
+    (search/serve_prune.py): the aggregated deployments are priced first, so that their points bound the
+    rest, and a disaggregated deployment whose every point is bounded out is not walked. The answer is
+    the same; `points` then lacks the skipped ones (and when nothing meets given targets, the sweep runs
+    again whole, for the message's lowest TTFT)."""
+    todo = [d for d in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes,
+                                   modes=modes, args=args) if keep is None or keep(d)]
     layouts = len(todo)
-    order = sorted(range(layouts), key=lambda i: todo[i].mode == "disagg") if prune else range(layouts)
     priced: list[list[ServeEstimate]] = [[] for _ in todo]
-    front, best = Staircase(), 0.0  # the priced front, the most output tokens/s meeting the targets so far
-    tpot = targets.tpot_s if targets.tpot_s is not None else math.inf
-    stop = 2 * tpot if not targets.default else math.inf  # TPOT past which a deployment's sweep stops
-    skipped = 0
-    for done, i in enumerate(order, start=1):
+    state = _Bounds(targets=targets, gpus=gpus)
+    one = Workload(isl=isl, osl=osl, concurrency=concurrency or 1)
+    if concurrency is not None or not prune:
+        plans = [_Plan(index=i) for i in range(layouts)]
+    else:
+        plans = sorted(p for i, dep in enumerate(todo) if (p := _plan(model, hw, dep, one, index=i, gpus=gpus)))
+    for done, plan in enumerate(plans, start=1):
         if progress is not None:
             progress(done, layouts)
-        dep, out = todo[i], priced[i]
-        first = estimate(model, hw, dep, Workload(isl=isl, osl=osl, concurrency=concurrency or 1))
-        if not first.fits:
-            continue
-        out.append(first)
-        front.add(first)
-        best = max(best, first.output_tokens_per_s) if targets.met(first) else best
+        dep = todo[plan.index]
         if concurrency is not None:
+            est = estimate(model, hw, dep, one)
+            if est.fits:
+                priced[plan.index].append(est)
+                state.add(est)
             continue
-        cap = min(MAX_CONCURRENCY_PER_GPU * gpus, first.pools[-1].max_concurrency)
-        for c in _powers(cap)[1:]:
-            wl = Workload(isl=isl, osl=osl, concurrency=c)
-            if prune and dep.mode == "disagg":
-                b = box(model, hw, dep, wl, held=first.pools[-1].max_concurrency)
-                useless = front.beats(b) and (b.per_gpu * gpus * (1 + MARGIN) < best or b.tpot_lo > tpot * (1 + MARGIN))
-                # a skipped point must still decide the early stop below: its TPOT past `stop` for sure, or not
-                if useless and b.tpot_lo > stop * (1 + MARGIN):
-                    skipped += 1
-                    break
-                if useless and b.tpot_hi * (1 + MARGIN) <= stop:
-                    skipped += 1
-                    continue
-            est = estimate(model, hw, dep, wl)
-            out.append(est)
-            front.add(est)
-            best = max(best, est.output_tokens_per_s) if targets.met(est) else best
-            if est.tpot_s > stop:
-                break  # TPOT only grows with concurrency; far past the target nothing better follows
+        priced[plan.index] = _walk(model, hw, dep, one, state=state, plan=plan)
+    if progress is not None and len(plans) < layouts:  # the rest do not fit: nothing to price
+        progress(layouts, layouts)
     points = [p for group in priced for p in group]
-    result = _answer(points, targets=targets, layouts=layouts, skipped=skipped)
-    if skipped and result.best is None and not targets.default:
+    result = _answer(points, targets=targets, layouts=layouts, skipped=state.skipped)
+    if state.skipped and result.best is None and not targets.default:
         return sweep(model, hw, gpus=gpus, isl=isl, osl=osl, framework=framework, weights=weights,
-                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, args=args, prune=False)
+                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, args=args, prune=False, keep=keep)
     return result
+
+
+class _Bounds:
+    """What the points priced so far bound: their front, the most output tokens/s meeting the targets,
+    and the points skipped."""
+
+    def __init__(self, *, targets: Targets, gpus: int) -> None:
+        self.targets, self.gpus = targets, gpus
+        self.front, self.best, self.skipped = Staircase(), 0.0, 0
+        self.tpot = targets.tpot_s if targets.tpot_s is not None else math.inf
+        self.ttft = targets.ttft_s if targets.ttft_s is not None else math.inf
+        self.stop = 2 * self.tpot if not targets.default else math.inf  # TPOT past which a deployment's sweep stops
+
+    def add(self, est: ServeEstimate) -> None:
+        self.front.add(est)
+        if self.targets.met(est):
+            self.best = max(self.best, est.output_tokens_per_s)
+
+    def useless(self, b: Box, ttft: Callable[[], float]) -> bool:
+        """No point in the box (with a TTFT of at least `ttft()`) is on the front or can be the recommendation."""
+        if not self.front.beats(b):
+            return False
+        if b.per_gpu * self.gpus * (1 + MARGIN) < self.best or b.tpot_lo > self.tpot * (1 + MARGIN):
+            return True
+        return self.ttft < math.inf and ttft() > self.ttft * (1 + MARGIN)
+
+    def skips(self, b: Box, *, first: bool) -> str:
+        """For a useless point: "next" (skip it), "rest" (skip it and the deployment's later points) or ""
+        (price it: whether the whole sweep stops after it is not decided by its box). The first point
+        of a deployment never stops it."""
+        if first or b.tpot_hi * (1 + MARGIN) <= self.stop:
+            return "next"
+        return "rest" if b.tpot_lo > self.stop * (1 + MARGIN) else ""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class _Plan:
+    """A deployment that fits, as the pruned sweep walks it: the aggregated ones first, each kind in
+    order of its most tokens/s per GPU (that order fills the front early, so that it bounds more
+    points; it changes no answer: the points are gathered in the deployments' order)."""
+
+    disagg: bool = False
+    neg_per_gpu: float = 0.0
+    index: int = 0  # in the sweep's list of deployments
+    held: int = 0  # requests the decode (or only) pool holds; 0: not known yet (the whole sweep)
+    whole: Box | None = field(default=None, compare=False)  # the box at the largest concurrency
+
+
+def _levels(held: int, gpus: int) -> list[int]:
+    """The concurrencies a deployment is priced at: 1, 2, 4, ... up to what its KV cache holds."""
+    return [1, *_powers(min(MAX_CONCURRENCY_PER_GPU * gpus, held))[1:]]
+
+
+def _plan(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload, *, index: int,
+          gpus: int) -> _Plan | None:
+    """The deployment's plan, None when it does not fit."""
+    fits, held = capacity(model, hw, dep, one)
+    if not fits:
+        return None
+    whole = box(model, hw, dep, replace(one, concurrency=_levels(held, gpus)[-1]), held=held)
+    return _Plan(disagg=dep.mode != "disagg", neg_per_gpu=-whole.per_gpu, index=index, held=held, whole=whole)
+
+
+def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload, *, state: _Bounds,
+          plan: _Plan) -> list[ServeEstimate]:
+    """The points of one deployment at its levels, less those bounded out (when `plan` holds a box:
+    the pruned sweep; counted in state.skipped)."""
+    first = None if plan.whole is not None else estimate(model, hw, dep, one)
+    if first is not None and not first.fits:
+        return []
+    levels = _levels(plan.held if first is None else first.pools[-1].max_concurrency, state.gpus)
+    whole = plan.whole
+    floor = partial(ttft_floor, model, hw, dep, one, held=plan.held)  # disaggregated: the same at every concurrency
+    if whole is not None and dep.mode == "disagg" and state.useless(whole, floor):  # its box holds every point's
+        if whole.tpot_hi * (1 + MARGIN) <= state.stop:
+            state.skipped += len(levels)
+            return []
+        if whole.tpot_lo > state.stop * (1 + MARGIN):  # the whole sweep prices 1 and 2, then stops
+            state.skipped += min(2, len(levels))
+            return []
+    out: list[ServeEstimate] = []
+    for j, c in enumerate(levels):
+        wl = replace(one, concurrency=c)
+        if whole is not None:
+            b = box(model, hw, dep, wl, held=plan.held)
+            useless = state.useless(b, partial(ttft_floor, model, hw, dep, wl, held=plan.held))
+            skip = state.skips(b, first=j == 0) if useless else ""
+            if skip:
+                state.skipped += 1
+                if skip == "rest":
+                    break
+                continue
+        est = first if first is not None and j == 0 else estimate(model, hw, dep, wl)
+        out.append(est)
+        state.add(est)
+        if j > 0 and est.tpot_s > state.stop:
+            break  # TPOT only grows with concurrency; far past the target nothing better follows
+    return out
 
 
 def _answer(points: list[ServeEstimate], *, targets: Targets, layouts: int, skipped: int) -> ServeSweep:
