@@ -41,7 +41,7 @@ ESTIMATE = [
 
 def test_every_shipped_file_loads_under_its_own_name() -> None:
     shipped = builtin_frameworks()
-    assert shipped == [("sglang", "0.5.1"), ("sglang", "0.5.6"), ("trtllm", "1.0"), ("vllm", "0.12")]
+    assert shipped == [("sglang", "0.5.1"), ("sglang", "0.5.6"), ("trtllm", "1.0"), ("vllm", "0.12"), ("vllm", "0.15")]
     for name, version in shipped:
         fw = load_framework(f"{name}@{version}")
         assert (fw.name, fw.version) == (name, version) and fw.label and fw.description and fw.source
@@ -65,8 +65,11 @@ def test_every_value_names_its_mechanism_and_source_or_its_fit() -> None:
                 continue
             assert entry["mechanism"], (path.name, key)
             assert "source" in entry or {"fitted_on", "fitted_by"} <= set(entry), (path.name, key)
-            if "fitted_by" in entry and "--fit" in entry["fitted_by"]:
-                assert entry["fitted_by"] == f"python benchmarks/serving_accuracy.py --fit {name}@{version}"
+            if "fitted_by" in entry and "--fit" in entry["fitted_by"]:  # its own version's fit, or (vllm 0.15)
+                # an older version's of the same engine, whose rows fitted_on names
+                assert entry["fitted_by"].startswith(f"python benchmarks/serving_accuracy.py --fit {name}@")
+                fitted = entry["fitted_by"].rsplit("@", 1)[1]
+                assert fitted == version or fitted in entry["fitted_on"], (path.name, key)
 
 
 def test_the_values_that_set_the_figures() -> None:
@@ -112,7 +115,7 @@ def test_a_malformed_reference_is_refused_naming_it(ref: str, needle: str) -> No
 @pytest.mark.parametrize(
     ("name", "version", "chosen", "note"),
     [
-        ("vllm", "", "0.12", ""),  # the newest known
+        ("vllm", "", "0.15", ""),  # the newest known
         ("sglang", "", "0.5.6", ""),
         ("sglang", "0.5.1.post1", "0.5.1", ""),  # a patch release of a known version is that version
         ("trtllm", "1.0.0rc3", "1.0", ""),
@@ -121,7 +124,9 @@ def test_a_malformed_reference_is_refused_naming_it(ref: str, needle: str) -> No
         ("sglang", "0.5.8.post1", "0.5.6", "no data file for sglang 0.5.8.post1: using 0.5.6, the newest before it"),
         ("trtllm", "1.2.0rc6.post1", "1.0", "no data file for trtllm 1.2.0rc6.post1: using 1.0, the newest before it"),
         ("sglang", "0.4.9", "0.5.1", "no data file for sglang 0.4.9: using 0.5.1, the oldest known"),
-        ("vllm", "0.15.1", "0.12", "no data file for vllm 0.15.1: using 0.12, the newest before it"),
+        ("vllm", "0.14.0", "0.12", "no data file for vllm 0.14.0: using 0.12, the newest before it"),
+        ("vllm", "0.15.1", "0.15", ""),
+        ("vllm", "0.19.0", "0.15", "no data file for vllm 0.19.0: using 0.15, the newest before it"),
     ],
 )
 def test_a_version_without_its_own_file_uses_the_nearest_before_it(name: str, version: str, chosen: str, note: str) -> None:
@@ -200,12 +205,12 @@ def test_a_hand_edited_file_exits_2_naming_the_file_and_the_field(tmp_path: Path
 
 
 def test_the_output_says_which_version_a_version_without_a_file_uses() -> None:
-    doc = json.loads(runner.invoke(app, [*ESTIMATE, "--framework", "vllm@0.15.1", "--json"]).stdout)
+    doc = json.loads(runner.invoke(app, [*ESTIMATE, "--framework", "vllm@0.14.0", "--json"]).stdout)
     assert doc["framework_constants"] == "vLLM 0.12"
-    assert doc["framework_note"] == "no data file for vllm 0.15.1: using 0.12, the newest before it"
-    text = runner.invoke(app, [*ESTIMATE, "--framework", "vllm@0.15.1"]).stdout
+    assert doc["framework_note"] == "no data file for vllm 0.14.0: using 0.12, the newest before it"
+    text = runner.invoke(app, [*ESTIMATE, "--framework", "vllm@0.14.0"]).stdout
     assert [line for line in text.splitlines() if line.startswith("framework: ")] == [
-        "framework: no data file for vllm 0.15.1: using 0.12, the newest before it"
+        "framework: no data file for vllm 0.14.0: using 0.12, the newest before it"
     ]
     # no version, or a version with its own file: no note, the figures of that file
     for ref in (None, "vllm@0.12.0"):
@@ -239,9 +244,11 @@ def test_frameworks_lists_each_version_with_what_it_is_and_its_source() -> None:
     r = runner.invoke(app, ["frameworks"])
     assert r.exit_code == 0
     rows = [line.split(None, 2) for line in r.stdout.splitlines() if line.split(" ")[0] in ("vllm", "sglang", "trtllm")]
-    assert [row[:2] for row in rows] == [["sglang", "0.5.1"], ["sglang", "0.5.6"], ["trtllm", "1.0"], ["vllm", "0.12"]]
+    assert [row[:2] for row in rows] == [
+        ["sglang", "0.5.1"], ["sglang", "0.5.6"], ["trtllm", "1.0"], ["vllm", "0.12"], ["vllm", "0.15"]
+    ]
     assert "NVIDIA/TensorRT-LLM v1.0.0rc3" in r.stdout and "vllm-project/vllm v0.12.0" in r.stdout
-    assert "--framework NAME uses its newest version (sglang 0.5.6, trtllm 1.0, vllm 0.12)" in r.stdout
+    assert "--framework NAME uses its newest version (sglang 0.5.6, trtllm 1.0, vllm 0.15)" in r.stdout
     assert "default when no --framework and no --emit: vllm" in r.stdout
 
 

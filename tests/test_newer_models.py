@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from autopar.cli import app
 from autopar.cost.serve import dense_weights, gemm_dtype, kv_bytes_per_token, state_bytes_per_request, weight_bytes_per_gpu
+from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
 from autopar.spec.serve import Deployment, Engine, kv_auto
@@ -130,7 +131,7 @@ NVFP4 = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4
 def test_auto_reads_hf_quant_config_of_the_folder(tmp_path: Path) -> None:
     spec = load_model(str(_checkpoint(tmp_path, NVFP4)))
     assert kv_auto(spec) == ("fp8", "hf_quant_config.json kv_cache_quant_algo FP8")
-    dep = Deployment(framework="vllm", mode="agg", engine=Engine(), replicas=1, kv_auto=kv_auto(spec)[0])
+    dep = Deployment(fw=load_framework("vllm"), mode="agg", engine=Engine(), replicas=1, kv_auto=kv_auto(spec)[0])
     assert dep.kv_bytes == 1.0 and dep.kv_resolved == "fp8"
     none = {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": None}}
     assert kv_auto(load_model(str(_checkpoint(tmp_path, none)))) == ("bf16", "hf_quant_config.json kv_cache_quant_algo None")

@@ -115,8 +115,9 @@ def test_suggest_human_output() -> None:
 
 
 def test_suggest_table_shows_front_points_that_print_alike_once() -> None:
-    """Qwen3-30B-A3B on 16 H100, disaggregated: 299 front points, most of them pools that differ only in TTFT
-    (the same tok/s/GPU and tok/s/user as printed); the table shows each printed pair once, at its lowest TTFT."""
+    """Qwen3-30B-A3B on 16 H100, disaggregated: 110 front points, many of them pools that differ only in TTFT
+    (the same tok/s/GPU and tok/s/user as printed: 61 pairs); the table shows each printed pair once, at its
+    lowest TTFT."""
     args = ["serve", "suggest", "qwen3-30b-a3b", "--hardware", "h100-sxm", "--gpus", "16", "--modes", "disagg"]
     front = _json(args)["pareto"]
     r = runner.invoke(app, args)
@@ -126,7 +127,7 @@ def test_suggest_table_shows_front_points_that_print_alike_once() -> None:
         key = (f"{p['output_tokens_per_s_per_gpu']:,.0f}", f"{p['tokens_per_s_per_user']:.1f}")
         lowest[key] = min(lowest.get(key, float("inf")), p["ttft_ms"])
     rows = [line.split()[-5:] for line in r.stdout.splitlines() if {"auto", "bf16", "fp8"} & set(line.split()[-7:-5])]
-    assert len(front) > 2 * len(lowest) and len(rows) == len(lowest)  # the table's row of a layout that wraps is one
+    assert len(front) > 1.5 * len(lowest) and len(rows) == len(lowest)  # the table's row of a layout that wraps is one
     assert {(g, u): t for _conc, t, _tpot, g, u in rows} == {k: f"{v:.0f}" for k, v in lowest.items()}
     assert f"{len(lowest)} of {len(front)} front points" in r.stdout
 

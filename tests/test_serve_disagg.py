@@ -148,7 +148,7 @@ def test_disagg_prefill_batches_short_prompts(toy_hw: HardwareProfile) -> None:
     # prompt a step (--max-num-batched-tokens 256) paces the loop lower
     m = gpt_like()
     wl = Workload(isl=256, osl=16, concurrency=512)
-    dep = Deployment(framework="vllm", mode="disagg", engine=Engine(tp=1), replicas=1, prefill=Engine(tp=1),
+    dep = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=1, prefill=Engine(tp=1),
                      prefill_replicas=1, weights="bf16")
     one = dataclasses.replace(dep, prefill_args=EngineArgs(max_num_tokens=256))
     fast, slow = estimate(m, toy_hw, dep, wl), estimate(m, toy_hw, one, wl)

@@ -195,7 +195,7 @@ def test_disagg_past_one_host_is_one_block_per_host(emitter: object) -> None:
     """3 tp4 prefill engines and 1 tp8 decode engine on hosts of 8 GPUs: packed largest first, the decode
     engine fills host 0, two prefill engines host 1, the third host 2; each host numbers its GPUs from 0,
     and the ports stay each role's (prefill PORT + 100.., decode PORT + 200..)."""
-    dep = Deployment(framework=emitter.__name__.rsplit(".", 1)[-1], mode="disagg", engine=Engine(tp=8), replicas=1,
+    dep = Deployment(fw=load_framework(emitter.__name__.rsplit(".", 1)[-1]), mode="disagg", engine=Engine(tp=8), replicas=1,
                      prefill=Engine(tp=4), prefill_replicas=3)
     launched = emitter.launch(dep, WL, host_gpus=8)  # type: ignore[attr-defined]
     port = emitter.PORT  # type: ignore[attr-defined]

@@ -31,7 +31,7 @@ from tests.conftest import gpt_like
 
 BW = 1e12  # effective toy HBM bandwidth, B/s
 RATE = 1e15 * 0.5 * 0.75  # toy sustained GEMM rate, FLOP/s
-PLAIN = dataclasses.replace(load_framework("vllm"), step_overhead_s=0.0, moe_decode_slowdown=1.0)
+PLAIN = dataclasses.replace(load_framework("vllm@0.12"), step_overhead_s=0.0, moe_decode_slowdown=1.0)
 
 
 def test_kv_bytes_per_token_gqa_mla_and_replication() -> None:

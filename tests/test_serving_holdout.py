@@ -78,7 +78,7 @@ def test_rows_the_cli_cannot_express_are_counted_never_silent(tmp_path: Path) ->
     ):
         assert why in " ".join(notes[0].split())  # wrapped at 80 columns
     # an engine release without its own constants uses the default version's, and says so
-    assert notes[1:] == ["vllm 0.19.0 priced at vllm 0.12's constants: 1 rows"]
+    assert notes[1:] == ["vllm 0.19.0 priced at vllm 0.15's constants: 1 rows"]
 
 
 @pytest.mark.parametrize(
