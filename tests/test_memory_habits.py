@@ -41,7 +41,7 @@ def test_fsdp_root_unit_and_gathered_layers() -> None:
     m = load_model("llama3.1-8b")
     job = Job(gpus=8, gpus_per_node=8, global_batch=16, seq_len=8192)
     plan = Plan(dp=8, tp=1, pp=1, mbs=2, recompute="selective", zero=3)
-    titan = load_stack("torchtitan")
+    titan = load_stack("torchtitan@2024.12")
     root = (2 * VOCAB_8B + 4096) * 2
     assert memory_breakdown(m, job, plan, stack=titan).buffers == pytest.approx(2 * GIB + 2 * LAYER_8B * 2 + root)
     # llm-foundry's DEFAULT mixed precision gathers fp32 (4 B); MPT ties its output to the embedding
@@ -61,7 +61,7 @@ def test_slack_on_activations_and_recompute_inside_the_freed_logits() -> None:
     m = load_model("llama3.1-8b")
     job = Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=32768, dtype="fp8")
     plan = Plan(dp=8, tp=1, pp=1, mbs=1, recompute="full", zero=3)
-    b = memory_breakdown(m, job, plan, stack=load_stack("torchtitan"))
+    b = memory_breakdown(m, job, plan, stack=load_stack("torchtitan@2024.12"))
     assert b.activations == pytest.approx(32 * 32768 * 4096 * 2)
     assert b.logits == pytest.approx(14 * 32768 * 128_256 + 32768 * 4096 * 2)
     assert b.fragmentation == pytest.approx(0.07 * b.activations)

@@ -18,9 +18,7 @@ from autopar.spec.serve import Deployment, Engine, Workload
 
 MODEL = load_model("llama3.1-8b")
 HW = load_hardware("h100-sxm")
-# whole prompts per step: a few more requests can land a prompt one step earlier (trtllm tp4, isl 16,
-# osl 2304, 83 -> 85 requests: TTFT 2.03% lower)
-TOLERANCE = 0.025
+TOLERANCE = 0.02
 
 
 def without_cuda_graph_sizes(name: str) -> Framework:
@@ -46,7 +44,10 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
     reserve = dep.fw.admission == "reserve_full"
     if reserve or not high.saturated:
         assert high.tpot_s >= low.tpot_s * (1 - TOLERANCE)
-    assert high.ttft_s >= low.ttft_s * (1 - TOLERANCE)
+    # the serving process's lag (Framework.host_token_s, TensorRT-LLM) is read off a warm-up whose rounds
+    # swing (cost/serve_load.py HOST_NEAR; docs/calibration.md): TTFT less that lag must not fall
+    # (trtllm tp4, isl 16, osl 2310, 83 -> 85 requests: the lag 388 -> 375 ms)
+    assert high.ttft_s - high.ttft_parts["serving"] >= (low.ttft_s - low.ttft_parts["serving"]) * (1 - TOLERANCE)
     assert min(low.tpot_parts.values()) >= 0 and min(low.ttft_parts.values()) >= 0
     for est in (low, high):
         # Little's law over the closed loop: every request in flight, running or waiting for a KV slot
