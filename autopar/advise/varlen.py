@@ -132,7 +132,9 @@ def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | No
             layouts.append(est)
         if len(layouts) == CANDIDATES:
             break
-    plans = [simulate_plan(packed, dist, est, sequences=seqs, seed=seed) for est in layouts]
+    # a plan whose strategy cannot hold the longest sequence is left out of the answer: known before simulating
+    runnable = [est for est in layouts if runs_longest(packed, dist, est, strategy)]
+    plans = [simulate_plan(packed, dist, est, sequences=seqs, seed=seed) for est in runnable]
     fitting = [p for p in plans if p.results[strategy].fits]
     if not fitting:
         raise InfeasibleError(f"no simulated plan runs the longest sequence ({dist.max_len} tokens) with --varlen-strategy "
@@ -157,12 +159,26 @@ def mfu(ctx: Context, r: varlen.StrategyResult) -> float:
     return (per_token * r.tokens_per_s + per_sq * r.sq_tokens_per_s) / (ctx.job.gpus * ctx.hw.peak("bf16"))
 
 
+def plan_room(ctx: Context, est: Estimate) -> int:
+    """Tokens per GPU per micro-batch the simulation gives the plan: the memory model's, at least the fixed plan's."""
+    plan, job = est.plan, ctx.job
+    return max(token_room(est, job), -(-plan.mbs * job.seq_len // plan.cp))
+
+
+def runs_longest(ctx: Context, dist: varlen.LengthDist, est: Estimate, strategy: str) -> bool:
+    """Whether ``strategy`` on this plan holds the longest sequence (the ``fits`` its simulation reports)."""
+    plan = est.plan
+    shape = varlen.VarlenPlan(dp=plan.dp, cp=plan.cp, pp=plan.pp, micro_batch_tokens=plan.mbs * ctx.job.seq_len,
+                              max_tokens_per_rank=plan_room(ctx, est))
+    return dist.max_len <= varlen.longest_fit(strategy, varlen.strategy_plan(strategy, shape, overheads(ctx, est)))
+
+
 def simulate_plan(ctx: Context, dist: varlen.LengthDist, est: Estimate, *, sequences: int, seed: int = 0,
                   steps: int = STEPS, rel_sem: float = REL_SEM) -> VarlenCandidate:
     """Every strategy for one plan."""
     plan, job = est.plan, ctx.job
     cost = ModelSeqCost.from_model(ctx.model, ctx.hw, plan, dtype=job.dtype)
-    room = max(token_room(est, job), -(-plan.mbs * job.seq_len // plan.cp))
+    room = plan_room(ctx, est)
     overhead = est.time.dp_comm + est.time.optimizer
     results = varlen.simulate(dist, cost, dp=plan.dp, cp=plan.cp, pp=plan.pp, global_batch=sequences,
                               micro_batch_tokens=plan.mbs * job.seq_len, max_tokens_per_rank=room, steps=steps,

@@ -51,7 +51,16 @@ from autopar.varlen.pipeline import StepMetrics, row_times, step_metrics
 from autopar.varlen.place import EXACT, FAST, Greedy
 from autopar.varlen.pool import hdp, hdp_no_balance, megatron_dynamic_cp, power_of_two_groups
 from autopar.varlen.seqcost import QuadraticSeqCost, SeqCost
-from autopar.varlen.simulate import Overheads, StrategyResult, delay_outliers, run_strategy, simulate, with_p2p
+from autopar.varlen.simulate import (
+    Overheads,
+    StrategyResult,
+    delay_outliers,
+    longest_fit,
+    run_strategy,
+    simulate,
+    strategy_plan,
+    with_p2p,
+)
 from autopar.varlen.strategies import STRATEGIES, STRATEGY_INFO
 
 __all__ = [
@@ -73,6 +82,7 @@ __all__ = [
     "delay_outliers",
     "hdp",
     "hdp_no_balance",
+    "longest_fit",
     "megatron_dynamic_cp",
     "naive_packing",
     "next_fit",
@@ -81,6 +91,7 @@ __all__ = [
     "run_strategy",
     "simulate",
     "step_metrics",
+    "strategy_plan",
     "with_p2p",
     "wlb_packing",
 ]

@@ -147,6 +147,7 @@ def _place_rounds(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int
         beff = cells.eff[:, :used].reshape(steps, blocks, group, cols).max(axis=2)
         broom = cells.room[:, :used].reshape(steps, blocks, group, cols).min(axis=2)
     beff_f, broom_f = _flat(beff), _flat(broom)
+    beff_rows, broom_rows = beff_f.reshape(-1, cols), broom_f.reshape(-1, cols)
     ptr, total = ptr[live], total[live]
     n_live, fresh = live.size, True
     while n_live:
@@ -184,11 +185,13 @@ def _place_rounds(cells: Cells, cost: np.ndarray, tokens: np.ndarray, group: int
         if short.any():
             ss, sb = np.nonzero(short)
             gss = live[ss]
-            masked = beff[gss, sb] + no_room[ss, None] * (broom[gss, sb] < t0[ss])
+            at_block = gss * blocks + sb  # rows of the (steps * blocks, cols) views: one take each
+            masked = beff_rows.take(at_block, axis=0)
+            masked += no_room[ss, None] * (broom_rows.take(at_block, axis=0) < t0[ss])
             better = masked.argmin(axis=1)
             col[ss, sb] = better
             chosen[ss, sb] = masked[np.arange(ss.size), better]
-            cell[ss, sb] = (gss * blocks + sb) * cols + better
+            cell[ss, sb] = at_block * cols + better
         if group == 1:
             at = load[cell]  # (L, blocks) load of that micro-batch
             begin = at
