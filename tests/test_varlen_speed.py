@@ -56,9 +56,10 @@ def test_plans_that_cannot_hold_the_longest_sequence_are_not_simulated(monkeypat
     )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    # 8 layouts looked at; on four of them the pool is too small for HDP's group of the longest sequence
-    assert len(checked) == av.CANDIDATES and sum(not c[-1] for c in checked) == 4
-    assert len(simulated) == 4 and {(p["dp"], p["tp"], p["pp"], p["cp"]) for p in doc["plans"]} == set(simulated)
+    # 8 layouts looked at; on three of them the pool is too small for HDP's group of the longest sequence
+    # (a plan fits in the whole GPU since issue 27: four of them against 95% of it)
+    assert len(checked) == av.CANDIDATES and sum(not c[-1] for c in checked) == 3
+    assert len(simulated) == 5 and {(p["dp"], p["tp"], p["pp"], p["cp"]) for p in doc["plans"]} == set(simulated)
     for ctx, dist, est, _, _ in checked:  # the simulation agrees, strategy by strategy
         full = simulate_plan(ctx, dist, est, sequences=8, steps=1)
         assert {s: full.results[s].fits for s in STRATEGIES} == {s: runs_longest(ctx, dist, est, s) for s in STRATEGIES}
