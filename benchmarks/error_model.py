@@ -4,9 +4,10 @@
 
 Residuals (measured / predicted) on rows that set no constant of the figure they test:
 
-- training tokens/s and memory: benchmarks/data/heldout_runs.yaml, the rows kept apart from
-  the calibration files (no training constant is fitted by a procedure that could be rerun
-  without a source, so the held-out file is the out-of-sample set);
+- training tokens/s and memory: every scored row of benchmarks/data/framework_runs.yaml,
+  heldout_runs.yaml and published_runs.yaml that no fitted constant was set on (the rows each
+  constant of benchmarks/data/fitted_constants.yaml names are left out), costed with the shipped
+  constants; no memory constant is set on rows, so every published peak memory counts;
 - serving TTFT and TPOT: benchmarks/data/serving_runs.csv. Each framework version's fitted
   constants are refitted without one (GPU, model) group of its aggregated rows and that group
   is evaluated with them (serving_accuracy.held_out_results: leave-one-model-out where a
@@ -39,13 +40,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import accuracy  # noqa: E402
 import framework  # noqa: E402
+import loso  # noqa: E402
+import published  # noqa: E402
 import serving_accuracy  # noqa: E402
 from serving_rows import Row, load_rows  # noqa: E402
 
@@ -58,8 +60,9 @@ OUT = ROOT / "autopar" / "data" / "error_model.yaml"
 RESIDUALS = DATA / "error_residuals.csv"  # generated with --refit: every residual the error model is set on
 COMMAND = "python benchmarks/error_model.py --write"  # from RESIDUALS (--refit, with the settings it names, first)
 SOURCES = {
-    "tokens_per_s": "benchmarks/data/heldout_runs.yaml: published tokens/s per GPU over autopar's",
-    "memory": "benchmarks/data/heldout_runs.yaml: published peak memory per GPU over autopar's",
+    "tokens_per_s": "benchmarks/data/{framework,heldout,published}_runs.yaml, rows no fitted constant was set on: "
+    "published tokens/s per GPU over autopar's",
+    "memory": "benchmarks/data/{framework,heldout}_runs.yaml: published peak memory per GPU over autopar's (no memory constant is fitted)",
     "ttft": "benchmarks/data/serving_runs.csv: measured TTFT over autopar's, constants refitted without the row's group",
     "tpot": "benchmarks/data/serving_runs.csv: measured TPOT over autopar's, constants refitted without the row's group",
 }
@@ -75,16 +78,20 @@ class Residual:
 
 
 def training_residuals() -> list[Residual]:
+    """Every scored training row (accuracy.training_rows) that no fitted constant was set on
+    (fitted_constants.yaml), costed with the shipped constants: tokens/s grouped by source (loso.source_of);
+    peak memory, where published, one row a group (no memory constant is set on rows)."""
+    fitted = {i for c in loso.constants() for i in c.rows}
+    rows = [row for row in accuracy.training_rows() if row["id"] not in fitted]
     out = []
-    for row in yaml.safe_load((DATA / "heldout_runs.yaml").read_text())["runs"]:
-        r = framework.evaluate(row)
-        if r.predicted is None:
+    for row, r in zip(rows, accuracy.score(rows), strict=True):
+        if not r.accepted or not r.predicted or not r.published:
             continue
-        src = row.get("source") or {}
-        group = f"{src.get('repo')}/{src.get('path')}"
-        keys = training_keys(stack=r.stack, dtype=row["dtype"], model=framework.model_for(row), gpus=row["gpus"])
-        out.append(Residual("tokens_per_s", group, r.id, keys, r.published / r.predicted))
-        if r.published_gib is not None and r.predicted_gib:
+        pub = "achieved" in row
+        model = published.model_from_row(row) if pub else framework.model_for(row)
+        keys = training_keys(stack=r.stack, dtype=published.dtype_of(row) if pub else row["dtype"], model=model, gpus=r.gpus)
+        out.append(Residual("tokens_per_s", loso.source_of(row), r.id, keys, r.published / r.predicted))
+        if getattr(r, "published_gib", None) is not None and r.predicted_gib:
             out.append(Residual("memory", r.id, r.id, (r.stack,), r.published_gib / r.predicted_gib))
     return out
 
