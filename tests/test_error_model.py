@@ -350,6 +350,77 @@ def test_estimate_json_and_table_carry_the_bands(hand: Path) -> None:
     assert "fits in memory: 22.8 GiB to spare, fit sure" in table  # 79.65 - 56.8 GiB
 
 
+WLB = str(ROOT / "examples" / "seqlen" / "wlb.yaml")
+VARLEN = ["--hardware", "h100-sxm", "--gpus", "64", "--seq-len-dist", WLB, "--global-batch", "118", "--varlen-strategy", "wlb"]
+
+
+def test_seq_len_dist_answers_carry_the_fixed_length_class(hand: Path) -> None:
+    """--seq-len-dist: the plan's training class (megatron bf16 dense, the hand file's 0.94-1.06) on the
+    strategy's simulated tokens/s and mean step, named and marked as set on fixed-length rows."""
+    args = ["estimate", "examples/models/llama-7b.yaml", "--tp", "8", "--cp", "2", "--pp", "4", *VARLEN]
+    r = runner.invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    tps, per_gpu, step = doc["tokens_per_s"], doc["tokens_per_s_per_gpu"], doc["step_time_s"]
+    assert tps == pytest.approx(doc["strategies"]["wlb"]["tokens_per_s"])  # the simulated figure, not the packed one
+    assert doc["tokens_per_s_range"] == pytest.approx([tps * 0.94, tps * 1.06])
+    assert doc["tokens_per_s_per_gpu_range"] == pytest.approx([per_gpu * 0.94, per_gpu * 1.06])
+    assert doc["step_time_s_range"] == pytest.approx([step / 1.06, step / 0.94])
+    reserved = doc["allocator_reserved_gib"]
+    assert doc["memory_gib_per_gpu_range"] == pytest.approx([reserved * 0.97 + 2.0, reserved * 1.10 + 2.0])
+    assert doc["fit_confidence"] == "sure"
+    assert doc["error_classes"]["tokens_per_s"] == {"class": "megatron bf16 dense", "rows": 12}
+    assert "fixed-length" in doc["error_band_note"]
+    text = words(runner.invoke(app, args, env={"COLUMNS": "80"}))
+    assert f"WLB-LLM: {tps:,.0f} (±6%) tokens/s" in text
+    assert "tokens/s megatron bf16 dense, 12 rows; memory megatron, 9 rows; tokens/s band set on fixed-length rows" in text
+
+    r = runner.invoke(app, ["suggest", "examples/models/llama-7b.yaml", *VARLEN, "--top", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    for plan in doc["plans"]:
+        lo, hi = plan["tokens_per_s_range"]
+        assert (lo, hi) == pytest.approx((plan["tokens_per_s"] * 0.94, plan["tokens_per_s"] * 1.06))
+        assert plan["error_classes"]["tokens_per_s"]["class"] == "megatron bf16 dense"
+    assert doc["tokens_per_s_range"] == doc["plans"][0]["tokens_per_s_range"]
+    table = runner.invoke(app, ["suggest", "examples/models/llama-7b.yaml", *VARLEN, "--top", "3"], env={"COLUMNS": "80"})
+    assert f"{doc['plans'][0]['tokens_per_s']:,.0f} ±6%" in table.stdout
+    assert f"{doc['tokens_per_s']:,.0f} (±6%) tokens/s" in words(table)
+    assert all(len(line) <= 80 for line in table.stdout.splitlines())
+
+
+def test_gpus_auto_rows_carry_each_counts_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--gpus auto: each count's best plan gets the class of its scale (gpus<=8: 0.9-1.1, beyond: the
+    coarser 0.94-1.06), and the table names where each applies."""
+    per_scale = {
+        **HAND,
+        "tokens_per_s": [*HAND["tokens_per_s"], {"class": "megatron bf16 dense gpus<=8", "rows": 8, "p10": 0.9, "p90": 1.1}],
+    }
+    monkeypatch.setenv(ENV, str(model_file(tmp_path, per_scale)))
+    args = ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "auto"]
+    r = runner.invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    for c in runner_curve(r.stdout):
+        small = c["gpus"] <= 8
+        lo, hi = (0.9, 1.1) if small else (0.94, 1.06)
+        assert c["tokens_per_s_per_gpu_range"] == pytest.approx([c["tokens_per_s_per_gpu"] * lo, c["tokens_per_s_per_gpu"] * hi])
+        assert c["error_classes"]["tokens_per_s"]["class"] == "megatron bf16 dense" + (" gpus<=8" if small else "")
+        assert c["fit_confidence"] in ("sure", "likely", "borderline")
+    table = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert "±10%" in table.stdout and "±6%" in table.stdout
+    assert (
+        "error bands of tok/s/GPU (p10-p90 of measured/predicted on held-out rows): 2-8 GPUs megatron bf16 dense "
+        "gpus<=8, 8 rows; 16-64 GPUs megatron bf16 dense, 12 rows"
+    ) in words(table)
+    assert all(len(line) <= 80 for line in table.stdout.splitlines())
+
+
+def runner_curve(stdout: str) -> list[dict[str, Any]]:
+    curve: list[dict[str, Any]] = json.loads(stdout)["curve"]
+    assert [c["gpus"] for c in curve] == [2, 4, 8, 16, 32, 64]
+    return curve
+
+
 def test_suggest_json_ranges_ties_and_table(hand: Path) -> None:
     r = runner.invoke(app, ["suggest", "llama3-8b", "--gpus", "8", "--json", "--top", "5"])
     assert r.exit_code == 0, r.output
