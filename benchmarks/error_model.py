@@ -22,9 +22,9 @@ The classes, their fallback and the weight of a source (at most min_rows rows) a
 
 Coverage: each source (a benchmark table or measurement file) is left out of the error model
 in turn and its rows are tested against the band of their class set by the other sources
-(memory rows, all from one table, one row at a time). Printed: rows with a band, the share
+(memory rows one row at a time). Printed: rows with a band, the share
 inside [p10, p90], its mean over the sources (each source weighing the same) and the median width of the
-band (p90 - p10, over the prediction).
+band (p90 - p10, over the prediction); with a source left out, the same per class the rows' bands came from.
 """
 
 from __future__ import annotations
@@ -184,6 +184,7 @@ class Coverage:
     inside: int  # rows inside it
     median_width: float | None  # median of (hi - lo) / prediction
     per_group: float | None  # the share inside, each group (with a band) weighing the same
+    classes: dict[str, tuple[int, int, float]]  # the class a row's band came from -> (rows, inside, median width)
 
 
 def coverage(residuals: Sequence[Residual], metric: str, group: Callable[[Residual], str]) -> Coverage:
@@ -191,6 +192,7 @@ def coverage(residuals: Sequence[Residual], metric: str, group: Callable[[Residu
     mine = [r for r in residuals if r.metric == metric]
     inside = banded = 0
     widths, shares = [], []
+    by_class: dict[str, list[tuple[bool, float]]] = {}
     for g in sorted({group(r) for r in mine}):
         rest = [r for r in mine if group(r) != g]
         model = ErrorModel(min_rows=MIN_ROWS, classes={metric: classes(rest)[metric]})
@@ -200,12 +202,16 @@ def coverage(residuals: Sequence[Residual], metric: str, group: Callable[[Residu
         inside += sum(hits)
         widths += [band.hi - band.lo for _, band in held if band is not None]
         shares += [sum(hits) / len(hits)] if hits else []
+        for r, band in held:
+            if band is not None:
+                by_class.setdefault(band.name, []).append((band.lo <= r.ratio <= band.hi, band.hi - band.lo))
     return Coverage(
         rows=len(mine),
         banded=banded,
         inside=inside,
         median_width=statistics.median(widths) if widths else None,
         per_group=statistics.fmean(shares) if shares else None,
+        classes={k: (len(v), sum(h for h, _ in v), statistics.median(w for _, w in v)) for k, v in sorted(by_class.items())},
     )
 
 
@@ -218,6 +224,10 @@ def report(residuals: Sequence[Residual]) -> list[str]:
             width = f"{c.median_width:.1%}" if c.median_width is not None else "-"
             each = f"{c.per_group:.1%}" if c.per_group is not None and how == "source" else "-"
             lines.append(f"{metric:13} {how:10} {c.rows:5} {c.banded:6} {share:>7} {each:>10} {width:>12}")
+            if how == "source":
+                lines += [
+                    f"    class {name:30} rows {n:4}  inside {k / n:6.1%}  median width {w:6.1%}" for name, (n, k, w) in c.classes.items()
+                ]
     return lines
 
 

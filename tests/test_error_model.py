@@ -590,6 +590,8 @@ def test_coverage_leaves_each_group_out_by_hand() -> None:
     assert (c.rows, c.banded, c.inside) == (19, 19, 18)
     assert c.median_width == pytest.approx(0.08)  # 10 widths of 0.08, 9 of 1.0
     assert c.per_group == pytest.approx((9 / 9 + 9 / 10) / 2)  # each group weighing the same
+    # every row's band came from the most specific class, "a b c d": 19 rows, 18 inside, median width 0.08
+    assert c.classes == {"a b c d": (19, 18, pytest.approx(0.08))}
 
 
 def test_the_shipped_file_is_the_rendering_of_the_committed_residuals() -> None:
