@@ -62,7 +62,7 @@ COMMAND = "python benchmarks/error_model.py --write"  # from RESIDUALS (--refit,
 SOURCES = {
     "tokens_per_s": "benchmarks/data/{framework,heldout,published}_runs.yaml, rows no fitted constant was set on: "
     "published tokens/s per GPU over autopar's",
-    "memory": "benchmarks/data/{framework,heldout}_runs.yaml: published peak memory per GPU over autopar's (no memory constant is fitted)",
+    "memory": "benchmarks/data/{framework,heldout}_runs.yaml: published peak memory per GPU over autopar's, no constant fitted on it",
     "ttft": "benchmarks/data/serving_runs.csv: measured TTFT over autopar's, constants refitted without the row's group",
     "tpot": "benchmarks/data/serving_runs.csv: measured TPOT over autopar's, constants refitted without the row's group",
 }
