@@ -4,9 +4,10 @@
 
 Residuals (measured / predicted) on rows that set no constant of the figure they test:
 
-- training tokens/s and memory: benchmarks/data/heldout_runs.yaml, the rows kept apart from
-  the calibration files (no training constant is fitted by a procedure that could be rerun
-  without a source, so the held-out file is the out-of-sample set);
+- training tokens/s and memory: every scored row of benchmarks/data/framework_runs.yaml,
+  heldout_runs.yaml and published_runs.yaml that no fitted constant was set on (the rows each
+  constant of benchmarks/data/fitted_constants.yaml names are left out), costed with the shipped
+  constants; no memory constant is set on rows, so every published peak memory counts;
 - serving TTFT and TPOT: benchmarks/data/serving_runs.csv. Each framework version's fitted
   constants are refitted without one (GPU, model) group of its aggregated rows and that group
   is evaluated with them (serving_accuracy.held_out_results: leave-one-model-out where a
@@ -21,9 +22,9 @@ The classes, their fallback and the weight of a source (at most min_rows rows) a
 
 Coverage: each source (a benchmark table or measurement file) is left out of the error model
 in turn and its rows are tested against the band of their class set by the other sources
-(memory rows, all from one table, one row at a time). Printed: rows with a band, the share
+(memory rows one row at a time). Printed: rows with a band, the share
 inside [p10, p90], its mean over the sources (each source weighing the same) and the median width of the
-band (p90 - p10, over the prediction).
+band (p90 - p10, over the prediction); with a source left out, the same per class the rows' bands came from.
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import accuracy  # noqa: E402
 import framework  # noqa: E402
+import loso  # noqa: E402
+import published  # noqa: E402
 import serving_accuracy  # noqa: E402
 from serving_rows import Row, load_rows  # noqa: E402
 
@@ -58,8 +60,9 @@ OUT = ROOT / "autopar" / "data" / "error_model.yaml"
 RESIDUALS = DATA / "error_residuals.csv"  # generated with --refit: every residual the error model is set on
 COMMAND = "python benchmarks/error_model.py --write"  # from RESIDUALS (--refit, with the settings it names, first)
 SOURCES = {
-    "tokens_per_s": "benchmarks/data/heldout_runs.yaml: published tokens/s per GPU over autopar's",
-    "memory": "benchmarks/data/heldout_runs.yaml: published peak memory per GPU over autopar's",
+    "tokens_per_s": "benchmarks/data/{framework,heldout,published}_runs.yaml, rows no fitted constant was set on: "
+    "published tokens/s per GPU over autopar's",
+    "memory": "benchmarks/data/{framework,heldout}_runs.yaml: published peak memory per GPU over autopar's, no constant fitted on it",
     "ttft": "benchmarks/data/serving_runs.csv: measured TTFT over autopar's, constants refitted without the row's group",
     "tpot": "benchmarks/data/serving_runs.csv: measured TPOT over autopar's, constants refitted without the row's group",
 }
@@ -75,16 +78,20 @@ class Residual:
 
 
 def training_residuals() -> list[Residual]:
+    """Every scored training row (accuracy.training_rows) that no fitted constant was set on
+    (fitted_constants.yaml), costed with the shipped constants: tokens/s grouped by source (loso.source_of);
+    peak memory, where published, one row a group (no memory constant is set on rows)."""
+    fitted = {i for c in loso.constants() for i in c.rows}
+    rows = [row for row in accuracy.training_rows() if row["id"] not in fitted]
     out = []
-    for row in yaml.safe_load((DATA / "heldout_runs.yaml").read_text())["runs"]:
-        r = framework.evaluate(row)
-        if r.predicted is None:
+    for row, r in zip(rows, accuracy.score(rows), strict=True):
+        if not r.accepted or not r.predicted or not r.published:
             continue
-        src = row.get("source") or {}
-        group = f"{src.get('repo')}/{src.get('path')}"
-        keys = training_keys(stack=r.stack, dtype=row["dtype"], model=framework.model_for(row), gpus=row["gpus"])
-        out.append(Residual("tokens_per_s", group, r.id, keys, r.published / r.predicted))
-        if r.published_gib is not None and r.predicted_gib:
+        pub = "achieved" in row
+        model = published.model_from_row(row) if pub else framework.model_for(row)
+        keys = training_keys(stack=r.stack, dtype=published.dtype_of(row) if pub else row["dtype"], model=model, gpus=r.gpus)
+        out.append(Residual("tokens_per_s", loso.source_of(row), r.id, keys, r.published / r.predicted))
+        if getattr(r, "published_gib", None) is not None and r.predicted_gib:
             out.append(Residual("memory", r.id, r.id, (r.stack,), r.published_gib / r.predicted_gib))
     return out
 
@@ -177,6 +184,7 @@ class Coverage:
     inside: int  # rows inside it
     median_width: float | None  # median of (hi - lo) / prediction
     per_group: float | None  # the share inside, each group (with a band) weighing the same
+    classes: dict[str, tuple[int, int, float]]  # the class a row's band came from -> (rows, inside, median width)
 
 
 def coverage(residuals: Sequence[Residual], metric: str, group: Callable[[Residual], str]) -> Coverage:
@@ -184,6 +192,7 @@ def coverage(residuals: Sequence[Residual], metric: str, group: Callable[[Residu
     mine = [r for r in residuals if r.metric == metric]
     inside = banded = 0
     widths, shares = [], []
+    by_class: dict[str, list[tuple[bool, float]]] = {}
     for g in sorted({group(r) for r in mine}):
         rest = [r for r in mine if group(r) != g]
         model = ErrorModel(min_rows=MIN_ROWS, classes={metric: classes(rest)[metric]})
@@ -193,12 +202,16 @@ def coverage(residuals: Sequence[Residual], metric: str, group: Callable[[Residu
         inside += sum(hits)
         widths += [band.hi - band.lo for _, band in held if band is not None]
         shares += [sum(hits) / len(hits)] if hits else []
+        for r, band in held:
+            if band is not None:
+                by_class.setdefault(band.name, []).append((band.lo <= r.ratio <= band.hi, band.hi - band.lo))
     return Coverage(
         rows=len(mine),
         banded=banded,
         inside=inside,
         median_width=statistics.median(widths) if widths else None,
         per_group=statistics.fmean(shares) if shares else None,
+        classes={k: (len(v), sum(h for h, _ in v), statistics.median(w for _, w in v)) for k, v in sorted(by_class.items())},
     )
 
 
@@ -211,6 +224,10 @@ def report(residuals: Sequence[Residual]) -> list[str]:
             width = f"{c.median_width:.1%}" if c.median_width is not None else "-"
             each = f"{c.per_group:.1%}" if c.per_group is not None and how == "source" else "-"
             lines.append(f"{metric:13} {how:10} {c.rows:5} {c.banded:6} {share:>7} {each:>10} {width:>12}")
+            if how == "source":
+                lines += [
+                    f"    class {name:30} rows {n:4}  inside {k / n:6.1%}  median width {w:6.1%}" for name, (n, k, w) in c.classes.items()
+                ]
     return lines
 
 

@@ -7,7 +7,7 @@ memory by stack; serving by engine, mode and load.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autopar.cost.serve_load import ServeEstimate
 from autopar.cost.step import Estimate
@@ -97,6 +97,16 @@ def training_bands(errors: ErrorModel, *, stack: str, dtype: str, model: ModelSp
         fit_margin_gib=capacity - est.memory.total / GIB,
         fit_confidence=fit_confidence(est.memory.total / GIB, capacity, mem),
     )
+
+
+def with_speed(b: TrainingBands, *, tokens_per_s: float, gpus: int, step_time_s: float) -> TrainingBands:
+    """The same classes' bands on another throughput of the plan (a --seq-len-dist strategy's simulated
+    tokens/s and mean step): the tokens/s class was set on fixed-length rows; memory is the plan's own."""
+    per_gpu = b.speed.interval(tokens_per_s / gpus)
+    if per_gpu is None:
+        return replace(b, tokens_per_s_per_gpu=None, tokens_per_s=None, step_time_s=None)
+    step = per_gpu.inverse().scaled(step_time_s * per_gpu.value)
+    return replace(b, tokens_per_s_per_gpu=per_gpu, tokens_per_s=per_gpu.scaled(gpus), step_time_s=step)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

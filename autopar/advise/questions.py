@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from autopar.advise.train import Context, Suggestion
 from autopar.cost.memory import memory_floor
 from autopar.errors import InfeasibleError, SpecError
+from autopar.io.error_model import error_model
 from autopar.search.planner import search
 from autopar.spec.job import default_global_batch
 
@@ -59,6 +60,7 @@ def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS,
             progress: Callable[[int, int], None] | None = None) -> Scaling:
     """Search at growing GPU counts. Without a given batch each count takes its default (about 4M tokens)."""
     counts = gpu_counts(ctx.hw.gpus_per_node)
+    errors = error_model()  # each point's bands: its class at its GPU count
     tried: list[int] = []
     found: list[ScalePoint] = []
     for i, gpus in enumerate(counts):
@@ -80,7 +82,7 @@ def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS,
                 break  # a larger count that fits nothing (the batch no longer splits): the curve ends
             tried.append(gpus)
             continue
-        found.append(ScalePoint(gpus=gpus, suggestion=Suggestion(ctx=here, result=result,
+        found.append(ScalePoint(gpus=gpus, suggestion=Suggestion(ctx=here, result=result, errors=errors,
                                                                  search_s=time.perf_counter() - start)))
         if len(found) == points:
             break

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from autopar import varlen
+from autopar.advise.bands import TrainingBands, with_speed
 from autopar.advise.launch import FRAMEWORK, LaunchRequest
-from autopar.advise.train import Context, Suggestion, suggest
+from autopar.advise.train import Context, Suggestion, bands_of, suggest
 from autopar.cost import calibration as cal
 from autopar.cost.flops import model_flops_per_token
 from autopar.cost.sequence import ModelSeqCost
@@ -28,6 +29,8 @@ from autopar.cost.step import Estimate
 from autopar.emit.megatron import megatron_hybrid_cp_args
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.distributions import load_distribution
+from autopar.io.error_model import error_model
+from autopar.spec.error_model import ErrorModel
 from autopar.spec.hardware import fit_for
 from autopar.spec.job import DEFAULT_TOKENS_PER_STEP, Job
 from autopar.spec.limits import MAX_VARLEN_SEQUENCES
@@ -59,6 +62,18 @@ class VarlenSuggestion:
 
     def tokens_per_s(self, plan: VarlenCandidate, strategy: str) -> float:
         return plan.results[strategy].tokens_per_s
+
+    def bands(self, plan: VarlenCandidate) -> TrainingBands:
+        """The plan's fixed-length classes on its simulated tokens/s under `strategy`."""
+        return strategy_bands(self.fixed.ctx, self.fixed.errors, plan, self.strategy)
+
+
+def strategy_bands(ctx: Context, errors: ErrorModel, plan: VarlenCandidate, strategy: str) -> TrainingBands:
+    """The error bands of a plan under a strategy: its training class (stack, dtype, family, scale), set on
+    fixed-length rows, applied to the strategy's tokens/s; memory and fit from the packed plan."""
+    r = plan.results[strategy]
+    return with_speed(bands_of(ctx, errors, plan.estimate), tokens_per_s=r.tokens_per_s, gpus=ctx.job.gpus,
+                      step_time_s=r.step_time_mean_s)
 
 
 def load(path: str, ctx_model_max: int, model_name: str) -> varlen.LengthDist:
@@ -196,6 +211,11 @@ class VarlenExplained:
     plan: VarlenCandidate  # the plan under every strategy
     strategy: str  # the strategy asked for (--varlen-strategy)
     rank_loads: dict[str, list[float]]  # per strategy: pipeline seconds of every rank in one sampled step
+    errors: ErrorModel = field(default_factory=lambda: ErrorModel(min_rows=1, classes={}))  # the error bands
+
+    @property
+    def bands(self) -> TrainingBands:
+        return strategy_bands(self.ctx, self.errors, self.plan, self.strategy)
 
 
 def explain_varlen(ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Context], Estimate], *,
@@ -217,7 +237,7 @@ def explain_varlen(ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Con
         assignment, _ = varlen.with_p2p(assignment, cost)
         loads[name] = [float(x) for x in varlen.row_times(assignment.cell_cost_s, p.pp, p.vpp)[0]]
     return VarlenExplained(ctx=packed, dist=dist, sequences_per_step=seqs, plan=vplan, rank_loads=loads,
-                           strategy=strategy)
+                           strategy=strategy, errors=error_model())
 
 
 def launch_args(want: LaunchRequest | None, strategy: str, est: Estimate, job: Job) -> tuple[list[str], str]:

@@ -11,13 +11,16 @@ from typing import Any
 from rich.console import Console
 
 from autopar import varlen
+from autopar.advise.bands import TrainingBands
 from autopar.advise.train import Context
 from autopar.advise.varlen import VarlenCandidate, VarlenExplained, VarlenSuggestion
 from autopar.render.answer import checked, dumps, mfu_ceiling
-from autopar.render.report import context_dict, plan_dict, plan_label
+from autopar.render.report import bands_dict, context_dict, figure, plan_dict, plan_label
 from autopar.render.text import say, table
 
 SPARK = " ▁▂▃▄▅▆▇█"
+# The tokens/s band of a --seq-len-dist answer: the plan's training class, measured on fixed-length rows
+BAND_NOTE = "tokens/s band set on fixed-length rows, applied to the simulated tokens/s"
 
 
 def strategy_dict(r: varlen.StrategyResult, mfu: float) -> dict[str, Any]:
@@ -32,7 +35,7 @@ def strategy_dict(r: varlen.StrategyResult, mfu: float) -> dict[str, Any]:
             "launchable": info.launchable}
 
 
-def _plan_doc(p: VarlenCandidate, strategy: str, gpus: int) -> dict[str, Any]:
+def _plan_doc(p: VarlenCandidate, strategy: str, gpus: int, bands: TrainingBands) -> dict[str, Any]:
     chosen = p.results[strategy]
     doc = plan_dict(p.estimate)
     naive = p.results["naive"].tokens_per_s
@@ -42,12 +45,13 @@ def _plan_doc(p: VarlenCandidate, strategy: str, gpus: int) -> dict[str, Any]:
                if p.estimate.mfu > 0 else 0.0, speedup_over_naive=chosen.tokens_per_s / naive,
                max_tokens_per_rank=p.max_tokens_per_rank,
                strategies={k: strategy_dict(v, p.mfu[k]) for k, v in p.results.items()})
+    doc.update(bands_dict(bands), error_band_note=BAND_NOTE)
     return doc
 
 
 def suggestion_dict(v: VarlenSuggestion, top: int, launch: dict[str, Any] | None = None) -> dict[str, Any]:
     gpus = v.fixed.ctx.job.gpus
-    plans = [_plan_doc(p, v.strategy, gpus) for p in v.plans[:top]]
+    plans = [_plan_doc(p, v.strategy, gpus, v.bands(p)) for p in v.plans[:top]]
     fixed_best = v.fixed.result.ranked[0].plan
     doc = {**context_dict(v.fixed.ctx), **plans[0], "seq_len_dist": v.dist.source, "strategy": v.strategy,
            "sequences_per_step": v.sequences_per_step, "mean_len": v.dist.mean_len, "max_len": v.dist.max_len,
@@ -105,15 +109,17 @@ def render_suggestion(console: Console, v: VarlenSuggestion, top: int) -> None:
               title="tokens/s under the strategy asked for")
     for i, p in enumerate(v.plans[:top], 1):
         r, naive = p.results[v.strategy], p.results["naive"]
-        t.add_row(str(i), plan_label(p.estimate), f"{naive.tokens_per_s:,.0f}", f"{r.tokens_per_s:,.0f}",
-                      f"{r.tokens_per_s / naive.tokens_per_s:.2f}", f"{r.imbalance_mean:.2f}",
+        t.add_row(str(i), plan_label(p.estimate), f"{naive.tokens_per_s:,.0f}",
+                  figure(r.tokens_per_s, v.bands(p).tokens_per_s, column=True),
+                  f"{r.tokens_per_s / naive.tokens_per_s:.2f}", f"{r.imbalance_mean:.2f}",
                   f"{p.estimate.memory.total / 2**30:.1f}")
     console.print(t)
     best, fixed_best = v.plans[0], v.fixed.result.ranked[0]
-    r = best.results[v.strategy]
+    r, b = best.results[v.strategy], v.bands(best)
+    band_line(console, b)
     say(console, f"[bold green]recommended ({info.label}):[/] {plan_label(best.estimate)}, mbs "
-        f"{best.estimate.plan.mbs}: {r.tokens_per_s:,.0f} tokens/s, MFU {best.mfu[v.strategy]:.1%}, "
-        f"step {r.step_time_mean_s:.3g} s (p99 {r.step_time_p99_s:.3g} s)")
+        f"{best.estimate.plan.mbs}: {figure(r.tokens_per_s, b.tokens_per_s)} tokens/s, MFU "
+        f"{best.mfu[v.strategy]:.1%}, step {r.step_time_mean_s:.3g} s (p99 {r.step_time_p99_s:.3g} s)")
     _rows(console, best, v.strategy)
     same = (best.estimate.plan.dp, best.estimate.plan.cp, best.estimate.plan.pp, best.estimate.plan.tp) == (
         fixed_best.plan.dp, fixed_best.plan.cp, fixed_best.plan.pp, fixed_best.plan.tp)
@@ -121,6 +127,12 @@ def render_suggestion(console: Console, v: VarlenSuggestion, top: int) -> None:
         f"{'the same layout' if same else 'a different layout'}.")
     say(console, f"{launch_note(v.strategy)}.", markup=False)
     say(console, "*: ranked by; ✗: cannot run the longest sequence in this plan's memory.")
+
+
+def band_line(console: Console, b: TrainingBands) -> None:
+    """The classes the bands come from, and that the tokens/s one was measured at fixed lengths."""
+    say(console, f"error bands (p10-p90 of measured/predicted on held-out rows): tokens/s {b.speed.note()}; memory "
+        f"{b.memory.note()}; {BAND_NOTE}", markup=False)
 
 
 def _spark(values: list[float], width: int = 48) -> str:
@@ -143,9 +155,11 @@ def render_explained(console: Console, x: VarlenExplained) -> None:
     say(console, f"lengths: {x.dist.source}: mean {x.dist.mean_len:,.0f}, max {x.dist.max_len:,}; "
         f"{x.sequences_per_step:,} sequences per step")
     say(console, f"plan: {plan_label(p.estimate)}, room {p.max_tokens_per_rank:,} tokens per GPU per micro-batch")
-    say(console, f"[bold]{info.label}[/]: {r.tokens_per_s:,.0f} tokens/s, MFU {p.mfu[x.strategy]:.1%}, step "
+    say(console, f"[bold]{info.label}[/]: {figure(r.tokens_per_s, x.bands.tokens_per_s)} tokens/s, MFU "
+        f"{p.mfu[x.strategy]:.1%}, step "
         f"{r.step_time_mean_s:.3g} s (p50 {r.step_time_p50_s:.3g}, p90 {r.step_time_p90_s:.3g}, p99 "
         f"{r.step_time_p99_s:.3g}), imbalance {r.imbalance_mean:.3f}")
+    band_line(console, x.bands)
     _rows(console, p, x.strategy)
     say(console, "per-rank load in one sampled step (sorted; height = pipeline seconds / slowest):")
     for name in varlen.STRATEGIES:
@@ -157,7 +171,8 @@ def render_explained(console: Console, x: VarlenExplained) -> None:
 
 
 def explained_dict(x: VarlenExplained, launch: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {**context_dict(x.ctx), **_plan_doc(x.plan, x.strategy, x.ctx.job.gpus), "seq_len_dist": x.dist.source,
+    return {**context_dict(x.ctx), **_plan_doc(x.plan, x.strategy, x.ctx.job.gpus, x.bands),
+            "seq_len_dist": x.dist.source,
             "sequences_per_step": x.sequences_per_step, "rank_loads_s": x.rank_loads, **(launch or {})}
 
 
