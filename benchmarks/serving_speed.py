@@ -17,6 +17,9 @@ import subprocess
 import sys
 import time
 
+if not __package__:  # run as a file: python benchmarks/serving_speed.py
+    import _as_script  # noqa: F401
+
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
 from autopar.search.serve import Targets, sweep
