@@ -87,3 +87,12 @@ def test_every_sample_marker_opens_a_block() -> None:
         for mark in (MARK, SLOW_MARK):
             head = mark.split("\n")[0]
             assert text.count(head + "\n") == text.count(mark), f"{page.name}: {head} without a ``` block after it"
+
+
+def test_every_sample_marker_is_one_this_file_reads() -> None:
+    """A marker naming another path (this file's before tests/cli/) would be skipped, checking nothing."""
+    heads = {mark.split("\n")[0] for mark in (MARK, SLOW_MARK)}
+    for page in pages():
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith(("<!-- sample:", "<!-- slow sample:")):
+                assert line in heads, f"{page.name}: {line!r} is not {' or '.join(sorted(heads))}"
