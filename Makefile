@@ -10,7 +10,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,profile,frameworks]'
 	touch $@
 
-# SGLang's pinned wheel (3.7 MB, pure Python): tests/test_serve_emit.py reads the launch flags autopar
+# SGLang's pinned wheel (3.7 MB, pure Python): tests/unit/emit/test_serve_emit.py reads the launch flags autopar
 # prints from its parser; offline the download fails quietly and that test is skipped
 SGLANG_WHEEL := $(VENV)/wheels/sglang-0.5.6.post2-py3-none-any.whl
 $(SGLANG_WHEEL): | $(VENV)/.installed
@@ -25,7 +25,7 @@ $(FLOOR_VENV)/.installed: pyproject.toml
 	touch $@
 
 typer-floor: $(FLOOR_VENV)/.installed
-	$(FLOOR_VENV)/bin/python tests/typer_floor.py
+	$(FLOOR_VENV)/bin/python tests/support/typer_floor.py
 
 setup: $(VENV)/.installed
 

@@ -31,22 +31,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+if not __package__:  # run as a file: python benchmarks/accuracy.py
+    import _as_script  # noqa: F401
+
+from autopar.errors import AutoparError
+from benchmarks import framework, loso, published
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import framework  # noqa: E402
-import loso  # noqa: E402
-import published  # noqa: E402
-
-from autopar.errors import AutoparError  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 

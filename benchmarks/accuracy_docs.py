@@ -16,15 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # run as a file: python benchmarks/accuracy_docs.py
+    import _as_script  # noqa: F401
+
+from autopar.docs import refresh, rendered
+from benchmarks import accuracy, serving_accuracy, varlen_papers
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import accuracy  # noqa: E402
-import serving_accuracy  # noqa: E402
-import varlen_papers  # noqa: E402
-
-from autopar.docs import refresh, rendered  # noqa: E402
 
 FILES = {"heldout_runs": "heldout_runs (validation)"}
 

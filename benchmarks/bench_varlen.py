@@ -15,7 +15,6 @@ of activation memory per GPU.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +22,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as a file: python benchmarks/bench_varlen.py
+    import _as_script  # noqa: F401
 
 from autopar.io.distributions import load_distribution
 from autopar.varlen import (

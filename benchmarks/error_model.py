@@ -34,26 +34,21 @@ import contextlib
 import csv
 import io
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+if not __package__:  # run as a file: python benchmarks/error_model.py
+    import _as_script  # noqa: F401
+
+from autopar.advise.bands import serving_keys, training_keys
+from autopar.cost.serve_load import ServeEstimate
+from autopar.spec.error_model import METRICS, MIN_ROWS, Band, ErrorModel, build
+from benchmarks import accuracy, framework, loso, published, serving_accuracy
+from benchmarks.serving_rows import Row, load_rows
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import accuracy  # noqa: E402
-import framework  # noqa: E402
-import loso  # noqa: E402
-import published  # noqa: E402
-import serving_accuracy  # noqa: E402
-from serving_rows import Row, load_rows  # noqa: E402
-
-from autopar.advise.bands import serving_keys, training_keys  # noqa: E402
-from autopar.cost.serve_load import ServeEstimate  # noqa: E402
-from autopar.spec.error_model import METRICS, MIN_ROWS, Band, ErrorModel, build  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 OUT = ROOT / "autopar" / "data" / "error_model.yaml"

@@ -3,7 +3,7 @@
     python benchmarks/limits.py            # the table, median of 3 runs each
     python benchmarks/limits.py --runs 5
 
-Runs the refusal rows of tests/hostile.py (issue 26's bounded work and checks-first
+Runs the refusal rows of tests/support/hostile.py (issue 26's bounded work and checks-first
 rows, and issue 13's huge sizes) as the user would, each in a fresh folder whose
 files are written before the clock starts, and times each run's CPU seconds (user
 + system of the child processes, so that other work on the machine inflates the
@@ -24,10 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+if not __package__:  # run as a file: python benchmarks/limits.py
+    import _as_script  # noqa: F401
 
-from hostile import CASES, Case  # noqa: E402
+from tests.support.hostile import CASES, Case
+
+ROOT = Path(__file__).resolve().parent.parent
 
 REFUSAL_CPU_S = 2.0  # docs/limits.md: a refusal takes under 2 s of CPU time, start-up included
 CAUSES = ("26.7", "26.8", "5")  # bounded work, checks before the work, huge sizes

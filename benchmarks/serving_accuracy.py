@@ -51,6 +51,9 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+if not __package__:  # run as a file: python benchmarks/serving_accuracy.py
+    import _as_script  # noqa: F401
+
 from autopar.cost import calibration as cal
 from autopar.cost.flops import matmul_params
 from autopar.cost.serve import decode_step, gemm_dtype, prefill_time
@@ -58,11 +61,10 @@ from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.io.frameworks import builtin_frameworks, load_framework
 from autopar.render.serve import kv_full
 from autopar.spec.framework import Framework
+from benchmarks import serving_holdout as ho
+from benchmarks.serving_rows import Row, load_hardware, load_rows
 
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))
-import serving_holdout as ho  # noqa: E402
-from serving_rows import Row, load_hardware, load_rows  # noqa: E402
 
 CALIBRATION = HERE / "data" / "serving_runs.csv"  # the rows the constants are fitted on
 NEWER = HERE / "data" / "serving_runs_newer.csv"  # held out: nothing is fitted on them

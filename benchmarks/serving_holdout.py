@@ -23,11 +23,10 @@ import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from serving_rows import Row
-
 from autopar.cost.serve_load import ServeEstimate
 from autopar.io.frameworks import builtin_frameworks, load_framework
 from autopar.spec.framework import Framework
+from benchmarks.serving_rows import Row
 
 CACHE = Path(__file__).parent / "data" / "serving_holdout_fits.json"
 REFIT_COMMAND = "python benchmarks/serving_accuracy.py --refit-holdout"
@@ -55,7 +54,7 @@ def folds(rows: list[Row], axis: str) -> list[tuple[tuple[str, str], str, list[R
 
 def refit(rows: list[Row], fit: Callable[..., Framework]) -> dict[str, object]:
     """Every fold's refitted constants (the fields serving_accuracy.FIT_GRID searches), as the cache holds them."""
-    from serving_accuracy import FIT_GRID
+    from benchmarks.serving_accuracy import FIT_GRID
 
     out = []
     for axis in AXES:
@@ -77,7 +76,7 @@ def refit(rows: list[Row], fit: Callable[..., Framework]) -> dict[str, object]:
 def shipped() -> dict[str, dict[str, float]]:
     """The shipped fitted constants the refits started from, per framework version: a cache written for
     other ones is stale (the cost model or the fit changed since)."""
-    from serving_accuracy import FIT_GRID
+    from benchmarks.serving_accuracy import FIT_GRID
 
     shipped_fws = {key: load_framework("@".join(key)) for key in builtin_frameworks()}
     return {f"{n}@{v}": {f: getattr(fw, f) for f in FIT_GRID} for (n, v), fw in shipped_fws.items()}
@@ -108,7 +107,7 @@ def held_out(
         constants = fitted.get((axis, key[0], key[1], group))
         if constants is None:
             raise MissingFold(f"{CACHE.name} has no fold {axis} {key[0]}@{key[1]} {group}: run `{REFIT_COMMAND}`")
-        from serving_accuracy import with_framework
+        from benchmarks.serving_accuracy import with_framework
 
         refitted = dataclasses.replace(load_framework("@".join(key)), **constants)  # type: ignore[arg-type]
         out.extend(evaluate(with_framework(scored, refitted)))

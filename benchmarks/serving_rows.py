@@ -16,7 +16,6 @@ import csv
 import dataclasses
 import functools
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +28,9 @@ from autopar.io.profiles import load_hardware as _load_hardware
 from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
+from benchmarks.serving_campaign import kv_dtype, launch_args
 
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))
-from serving_campaign import kv_dtype, launch_args  # noqa: E402
 
 load_hardware = functools.lru_cache(maxsize=None)(_load_hardware)
 

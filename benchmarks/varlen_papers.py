@@ -6,10 +6,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as a file: python benchmarks/varlen_papers.py
+    import _as_script  # noqa: F401
 
 from autopar.varlen import STRATEGY_INFO
 from benchmarks.papers import reproduce, setups

@@ -8,7 +8,7 @@ is "$MODEL" (a Hugging Face id or a local checkpoint); autopar's presets name a
 shape, not a checkpoint.
 
 The benchmark clients' flags were read from their parsers at pinned versions
-(see the frozen sets below and tests/test_serve_emit.py):
+(see the frozen sets below and tests/unit/emit/test_serve_emit.py):
 - `vllm bench serve`: vLLM 0.12.0 (PyPI wheel), vllm/benchmarks/serve.py and
   vllm/benchmarks/datasets.py; backend "openai" is any OpenAI-compatible server
   (vllm/benchmarks/lib/endpoint_request_func.py), so it also drives trtllm-serve.

@@ -37,7 +37,7 @@ PRESET_CONFIGS = {
 
 # torchtitan 0.3.0's config functions of the modules above (models/<module>/config_registry.py, debug
 # models left out) -> (layers, hidden, vocabulary, parameters) of the model each builds (model_registry
-# flavor, built on the meta device; tests/test_framework_torchtitan.py checks every entry against it).
+# flavor, built on the meta device; tests/unit/emit/test_framework_torchtitan.py checks every entry against it).
 # --torchtitan-config must name one of these of the model's shape: torchtitan builds its own model from
 # the name, whatever config.json autopar costed.
 TITAN_SHAPES: dict[tuple[str, str], tuple[int, int, int, int]] = {

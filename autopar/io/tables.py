@@ -1,11 +1,11 @@
-"""The tables autopar ships and reads itself, as pydantic models (the file formats users give are in schema.py).
+"""The tables autopar ships and reads itself, as pydantic models (the file formats users give are in schema/).
 
 - the error model, ``autopar/data/error_model.yaml`` (or $AUTOPAR_ERROR_MODEL),
   written by benchmarks/error_model.py and read by :mod:`autopar.io.error_model`;
 - the published variable-length setups, ``examples/seqlen/papers.yaml``, read by
   :mod:`autopar.advise.papers`.
 
-They share schema.py's rules: unknown keys refused, every number bounded, ints
+They share schema/fields.py's rules: unknown keys refused, every number bounded, ints
 may be written as integral floats, and :func:`autopar.io.schema.validate` says
 the first problem in one line naming the file and the field. Checks across
 fields (a band needs ``min_rows`` rows, p10 <= p90) stay with the loader.
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from autopar.io.schema import _I, Text, Version, _int, _Strict
+from autopar.io.schema.fields import _I, Text, Version, _int, _Strict
 from autopar.spec import limits as lim
 from autopar.spec.error_model import METRICS
 

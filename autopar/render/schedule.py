@@ -53,7 +53,7 @@ class Timeline:
     def bubble_fraction(self) -> float:
         """Idle share of a stage's time. For both schedules, with uniform stages, this is
         cost/pipeline.py's bubble_fraction, (p-1)/(v*m + p-1): the bubble (p-1)/(v*m) of
-        Narayanan et al. relative to the busy time (tests/test_schedule.py replays both)."""
+        Narayanan et al. relative to the busy time (tests/unit/cost/test_schedule.py replays both)."""
         return 1 - self.busy_units / self.total_units
 
 

@@ -6,7 +6,7 @@ output tokens/s per GPU is R b / (t(b) G). The closed loop only decides b, which
 is at most `most` = min(C / R, what the decode KV cache holds) and at least 0.
 The decode step is non-decreasing in the batch and so is b / t(b) (weights read
 once, KV, experts touched and tensor-core time all grow no faster than the
-batch: tests/test_serve_speed.py checks both over models, GPUs and layouts).
+batch: tests/unit/search/test_serve_speed.py checks both over models, GPUs and layouts).
 So without solving the loop (the costly part: the prefill queue and the decode
 step at the solution) the point lies in a box:
 

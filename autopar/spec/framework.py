@@ -1,7 +1,7 @@
 """A serving framework at a version: the engine behaviour and constants the serving cost model takes.
 
 The values are data, one file per engine version (``autopar/data/frameworks/<name>-<version>.yaml``,
-read by autopar/io/frameworks.py, schema autopar/io/schema.py FrameworkFile): each value there
+read by autopar/io/frameworks.py, schema autopar/io/schema/framework.py FrameworkFile): each value there
 names its mechanism and source, and a fitted one the rows and the command that set it. This
 module holds the frozen value and the rules on framework references (``NAME[@VERSION]``) and
 on which version's data a version uses.

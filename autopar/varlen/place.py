@@ -35,7 +35,7 @@ among micro-batches, and a FAST round takes up to ``ROW_ITEMS`` items at once
 while one-by-one LPT would place them the same way (``_place_column_rounds``).
 
 Every array has the steps on axis 0, so one call simulates many steps.
-``tests/test_varlen_assign.py`` checks FAST against EXACT (within 1.5% of the
+``tests/unit/varlen/test_varlen_assign.py`` checks FAST against EXACT (within 1.5% of the
 mean step time; 0.3% or less measured on the long-context example) and EXACT
 against a brute-force optimum.
 """
