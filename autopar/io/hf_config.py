@@ -101,6 +101,8 @@ class _Config:
         fields.setdefault("seq_len", min(max_seq, _DEFAULT_SEQ_CAP))
         if isinstance(self.keys, _attention_keys()):
             window, windowed = _windows(self, fields["layers"])
+            if window >= max_seq:  # a window the whole context long is full attention (Qwen2's 131072)
+                window, windowed = 0, 0
             fields.update(sliding_window=window, window_layers=windowed)
         return ModelSpec(name=self.name, max_seq_len=max_seq, source=self.where, **self.arch(), **fields)
 

@@ -84,6 +84,9 @@ class ModelSpec:
             raise SpecError(f"{self.name}: rope_scaling must be >= 1 (1 = none), got {self.rope_scaling}")
         if self.rope_base <= 0:
             raise SpecError(f"{self.name}: rope_base must be > 0, got {self.rope_base}")
+        if self.sliding_window > self.max_seq_len:  # issue 23: a window past the context is no window
+            raise SpecError(f"{self.name}: sliding_window ({self.sliding_window}) exceeds max_seq_len "
+                            f"({self.max_seq_len}); a window that long is full attention: set it to 0")
         if self.max_seq_len < self.seq_len:
             raise SpecError(f"{self.name}: max_seq_len ({self.max_seq_len}) is below seq_len ({self.seq_len})")
         if self.mamba is not None:

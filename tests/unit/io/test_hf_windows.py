@@ -121,7 +121,9 @@ def test_layer_types_and_qwen_windows() -> None:
         read({**MISTRAL_7B, "layer_types": kinds[:3]})
     qwen = {**MISTRAL_7B, "model_type": "qwen2", "max_window_layers": 28, "sliding_window": 131072}
     assert read(qwen).window_layers == 0  # use_sliding_window false, as in every Qwen2.5 config
-    assert read({**qwen, "use_sliding_window": True}).window_layers == 32 - 28
+    assert read({**qwen, "use_sliding_window": True, "sliding_window": 4096}).window_layers == 32 - 28
+    # a window at least the context long is full attention: read as no window (a model YAML is refused)
+    assert read({**qwen, "use_sliding_window": True}).window_layers == 0
 
 
 def test_window_shares_by_hand() -> None:
@@ -177,6 +179,11 @@ def test_model_yaml_takes_window_fields(tmp_path: Path) -> None:
     path.write_text(preset.read_text() + "sliding_window: 4096\nwindow_layers: 40\n")
     with pytest.raises(SpecError, match=r"window_layers \(40\) exceeds layers \(32\)"):
         load_model(str(path))
+    # a window longer than the context is refused, one line naming it (llama3-8b: max_seq_len 8192)
+    path.write_text(preset.read_text() + "sliding_window: 16384\nwindow_layers: 16\n")
+    r = runner.invoke(app, ["serve", "estimate", str(path), "--gpus", "1", "--tp", "1"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "sliding_window (16384) exceeds max_seq_len (8192)" in r.stderr
 
 
 def _cache(root: Path, repo: str, config: dict, *, ref: bool = True) -> Path:
