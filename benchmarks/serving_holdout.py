@@ -78,8 +78,8 @@ def shipped() -> dict[str, dict[str, float]]:
     other ones is stale (the cost model or the fit changed since)."""
     from benchmarks.serving_accuracy import FIT_GRID
 
-    shipped_fws = {key: load_framework("@".join(key)) for key in builtin_frameworks()}
-    return {f"{n}@{v}": {f: getattr(fw, f) for f in FIT_GRID} for (n, v), fw in shipped_fws.items()}
+    fws = (load_framework(f"{n}@{v}") for n, v in builtin_frameworks())
+    return {f"{fw.name}@{fw.version}": {f: getattr(fw, f) for f in FIT_GRID} for fw in fws}
 
 
 class MissingFold(LookupError):
@@ -98,6 +98,8 @@ def held_out(
     rows: list[Row], axis: str, evaluate: Callable[[list[Row]], list[Result]], cache: dict[str, object] | None = None
 ) -> list[Result]:
     """The rows each fold of `axis` leaves out, evaluated with that fold's cached constants."""
+    from benchmarks.serving_accuracy import with_framework  # it imports this module
+
     data = cache if cache is not None else load_cache()
     if "shipped" in data and data["shipped"] != shipped():
         raise MissingFold(f"{CACHE.name} was written for other shipped constants: run `{REFIT_COMMAND}`")
@@ -107,8 +109,6 @@ def held_out(
         constants = fitted.get((axis, key[0], key[1], group))
         if constants is None:
             raise MissingFold(f"{CACHE.name} has no fold {axis} {key[0]}@{key[1]} {group}: run `{REFIT_COMMAND}`")
-        from benchmarks.serving_accuracy import with_framework
-
         refitted = dataclasses.replace(load_framework("@".join(key)), **constants)  # type: ignore[arg-type]
         out.extend(evaluate(with_framework(scored, refitted)))
     return out
