@@ -35,7 +35,8 @@ Simulation (``simulate.py``)::
         tokens/s, sum of squared lengths/s (for MFU), token room, longest fit, overflow, CP group
 
 ``step_metrics`` (``pipeline.py``) turns a cost grid into step times; the
-greedy engine is ``place.py`` (``EXACT`` LPT or ``FAST`` rounds and pouring).
+greedy engine is ``place.py`` (``EXACT`` LPT or ``FAST`` rounds and pouring), on the
+state of ``cells.py``, by ``rounds.py`` (many rows), ``column.py`` (one row) and ``pour.py``.
 """
 
 from autopar.spec.distribution import LengthDist, check_max

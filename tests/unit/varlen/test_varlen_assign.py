@@ -114,7 +114,8 @@ def test_next_fit_and_naive_cells_match_a_plain_loop() -> None:
 
 
 def test_lane_reductions_match_numpy() -> None:
-    from autopar.varlen.place import _cumsum_rows, _lanes
+    from autopar.varlen.cells import lanes as _lanes
+    from autopar.varlen.pour import cumsum_rows as _cumsum_rows
 
     x = np.random.default_rng(1).random((5, 7, 13))
     for lanes in range(1, 14):
@@ -319,7 +320,7 @@ def test_fast_greedy_stays_close_to_exact(kw: dict[str, int], example: str, cost
 
 
 def test_pipeline_fill_levels_the_rows_pipeline_time() -> None:
-    from autopar.varlen.place import pipeline_fill
+    from autopar.varlen.pour import pipeline_fill
 
     rng = np.random.default_rng(11)
     pp = 4
@@ -349,6 +350,7 @@ def test_pipeline_fill_levels_the_rows_pipeline_time() -> None:
 def test_one_row_rounds_place_as_lpt_one_item_at_a_time(example: str, pp: int, cap: int) -> None:
     """FAST on a single row takes many items per round: the micro-batches get what one-by-one LPT gives them."""
     from autopar.varlen import place as pl
+    from autopar.varlen.rounds import place_rounds
 
     dist = load_distribution(f"examples/seqlen/{example}")
     lengths = -np.sort(-dist.sample((6, 400), np.random.default_rng(5)), axis=1)
@@ -361,7 +363,7 @@ def test_one_row_rounds_place_as_lpt_one_item_at_a_time(example: str, pp: int, c
 
     fast, one = cells(), cells()
     pl.place(fast, cost, lengths.astype(np.float64), 1, FAST)
-    pl._place_rounds(one, cost, lengths.astype(np.float64), 1, EXACT)
+    place_rounds(one, cost, lengths.astype(np.float64), 1, EXACT)
     for got, want in ((fast.load, one.load), (fast.tokens, one.tokens)):
         assert np.sort(got, axis=2) == pytest.approx(np.sort(want, axis=2), rel=1e-12, abs=1e-12)
     assert fast.overflow_tokens == pytest.approx(one.overflow_tokens)
