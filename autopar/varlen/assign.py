@@ -36,7 +36,7 @@ import numpy as np
 
 from autopar.errors import SpecError
 from autopar.varlen.place import EXACT, Cells, Greedy, gather_sorted, place, pour
-from autopar.varlen.seqcost import SeqCost
+from autopar.varlen.seqcost import SeqCost, attention_one
 
 SLAB = 128  # next_fit transposes this many sequences at a time (a slab of all steps stays in the caches)
 TIGHT = 0.9  # share of the token room a step fills beyond which FAST pours less (see _fill)
@@ -164,7 +164,7 @@ def packed_parts(lengths: np.ndarray, cost: SeqCost, cp: int) -> tuple[np.ndarra
     Inside a packed micro-batch a document's attention runs at the efficiency
     of its own length (the rank's chunk holds whole short documents).
     """
-    attn = cost.attention(lengths, 1) / cp
+    attn = attention_one(cost, lengths) / cp
     return cost.linear(lengths, cp) + attn, attn
 
 

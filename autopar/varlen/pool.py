@@ -31,7 +31,7 @@ import numpy as np
 
 from autopar.varlen.assign import Assignment, VarlenPlan, deal, fill, microbatches, next_fit, steps_of
 from autopar.varlen.place import EXACT, Cells, Greedy
-from autopar.varlen.seqcost import SeqCost
+from autopar.varlen.seqcost import SeqCost, attention_one
 
 HDP_EXTRA = 2.0  # micro-batches a rank may run under ByteScale's balance scheduler, over the fixed count
 
@@ -58,7 +58,7 @@ def any_size_groups(lengths: np.ndarray, plan: VarlenPlan, node: int) -> np.ndar
 
 def _standalone(lengths: np.ndarray, cost: SeqCost, group: np.ndarray) -> np.ndarray:
     """Each sequence alone in its group (g = 1: its share of a packed micro-batch, no exchange)."""
-    w = np.ascontiguousarray(cost.linear(lengths, 1) + cost.attention(lengths, 1))
+    w = np.ascontiguousarray(cost.linear(lengths, 1) + attention_one(cost, lengths))
     split = np.flatnonzero(group > 1)
     if split.size:
         w.reshape(-1)[split] = cost.time(lengths.reshape(-1)[split], group.reshape(-1)[split])

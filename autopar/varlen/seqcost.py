@@ -81,6 +81,31 @@ class SeqCost(Protocol):
         ...
 
 
+TABLE_SPAN = 4  # a per-length table may run to this many times the lengths asked for (it is read ~5 times a plan)
+_TABLES: dict[int, tuple[SeqCost, Arr]] = {}  # per cost object (the last few): attention of every length 0..n
+
+
+def attention_one(cost: SeqCost, lengths: Arr) -> Arr:
+    """``cost.attention(lengths, 1)``, for integer lengths read from a table of every length up to the longest.
+
+    The table is kept per cost object: the strategies of one plan ask for the
+    same lengths several times (naive, balanced, wlb, the pool ones), and each
+    entry is the number ``attention`` gives for that length (elementwise).
+    """
+    raw = np.asarray(lengths)
+    if raw.dtype.kind not in "iu" or raw.size == 0:
+        return cost.attention(raw, 1)
+    top = int(raw.max())
+    hit = _TABLES.get(id(cost))
+    if hit is None or hit[0] is not cost or hit[1].size <= top:
+        if top >= TABLE_SPAN * max(raw.size, 1024):
+            return cost.attention(raw, 1)
+        if len(_TABLES) >= 4:
+            _TABLES.pop(next(iter(_TABLES)))
+        hit = _TABLES[id(cost)] = (cost, cost.attention(np.arange(top + 1, dtype=np.float64), 1))
+    return hit[1][raw]
+
+
 def compute(cost: SeqCost, lengths: Arr, cp: Arr | int) -> Arr:
     """linear + attention: a document's share of a packed micro-batch, before the exchange."""
     return cost.linear(lengths, cp) + cost.attention(lengths, cp)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -63,3 +64,26 @@ def test_plans_that_cannot_hold_the_longest_sequence_are_not_simulated(monkeypat
     for ctx, dist, est, _, _ in checked:  # the simulation agrees, strategy by strategy
         full = simulate_plan(ctx, dist, est, sequences=8, steps=1)
         assert {s: full.results[s].fits for s in STRATEGIES} == {s: runs_longest(ctx, dist, est, s) for s in STRATEGIES}
+
+
+def test_attention_by_length_is_the_cost_models_own_number() -> None:
+    """The per-length table a plan's strategies share gives, length by length, what ``attention`` computes;
+    it grows when a longer length comes, and non-integer or far-spread lengths are computed directly."""
+    from autopar.cost.sequence import ModelSeqCost
+    from autopar.io.profiles import load_hardware
+    from autopar.spec.plan import Plan
+    from autopar.varlen.seqcost import TABLE_SPAN, attention_one
+    from tests.conftest import llama70b
+
+    cost = ModelSeqCost.from_model(llama70b(), load_hardware("h100-sxm"), Plan(dp=2, tp=8, pp=4, cp=2), dtype="bf16")
+    rng = np.random.default_rng(3)
+    short = rng.integers(0, 5000, size=(7, 300))
+    longer = rng.integers(0, 20000, size=(9, 400))
+    for lengths in (short, longer, short[:2]):
+        want = cost.attention(lengths.astype(np.float64), 1)
+        got = attention_one(cost, lengths)
+        assert got.shape == lengths.shape and (got == want).all()
+    assert (attention_one(cost, longer.astype(np.float64)) == cost.attention(longer.astype(np.float64), 1)).all()
+    spread = np.array([[1, TABLE_SPAN * 1024 * 50]])  # a table would be 50x the lengths: computed directly
+    assert (attention_one(cost, spread) == cost.attention(spread.astype(np.float64), 1)).all()
+    assert attention_one(cost, short)[0, 0] == cost.attention(np.array([float(short[0, 0])]), 1)[0]
