@@ -63,9 +63,9 @@ NOT = {
 }
 # top-level modules and the layer they belong to; a folder's name is its layer
 TOP = {
-    "autopar": "cli",  # the package root: the Python API, loaded lazily from api.py
+    "autopar": "cli",  # the package root: the Python API, loaded lazily from api/
     "autopar.__main__": "cli",
-    "autopar.api": "cli",
+    "autopar.api": "cli",  # a package: its modules are in its layer too
     "autopar.completions": "cli",  # the callbacks behind the CLI's options; cli/ imports them
     "autopar.errors": "errors",
     "autopar.docs": "tools",
@@ -151,10 +151,11 @@ def imports(tree: Tree) -> list[Import]:
 
 
 def layer(module: str) -> str:
-    """The layer of one of our modules: its entry in TOP, else its folder ("" when neither)."""
-    if module in TOP:
-        return TOP[module]
+    """The layer of one of our modules: its entry (or its top-level package's) in TOP, else its folder ("" when neither)."""
     parts = module.split(".")
+    for name in (module, ".".join(parts[:2])):
+        if name in TOP:
+            return TOP[name]
     return parts[1] if len(parts) > 2 or parts[1] in RANK else ""
 
 
