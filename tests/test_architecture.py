@@ -14,12 +14,16 @@ import that only runs late still ties the two modules together. The rules:
              savefig to a path
 - torch      torch is imported only in probe/ and calibrate/
 - layer      every module has a layer (its folder, or its entry in TOP)
+- size       no module over 420 lines, no function over 80 (counted from the line after its
+             signature, so a Typer command's option list does not count)
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import io
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,9 +67,9 @@ NOT = {
 }
 # top-level modules and the layer they belong to; a folder's name is its layer
 TOP = {
-    "autopar": "cli",  # the package root: the Python API, loaded lazily from api.py
+    "autopar": "cli",  # the package root: the Python API, loaded lazily from api/
     "autopar.__main__": "cli",
-    "autopar.api": "cli",
+    "autopar.api": "cli",  # a package: its modules are in its layer too
     "autopar.completions": "cli",  # the callbacks behind the CLI's options; cli/ imports them
     "autopar.errors": "errors",
     "autopar.docs": "tools",
@@ -151,10 +155,11 @@ def imports(tree: Tree) -> list[Import]:
 
 
 def layer(module: str) -> str:
-    """The layer of one of our modules: its entry in TOP, else its folder ("" when neither)."""
-    if module in TOP:
-        return TOP[module]
+    """The layer of one of our modules: its entry (or its top-level package's) in TOP, else its folder ("" when neither)."""
     parts = module.split(".")
+    for name in (module, ".".join(parts[:2])):
+        if name in TOP:
+            return TOP[name]
     return parts[1] if len(parts) > 2 or parts[1] in RANK else ""
 
 
@@ -291,7 +296,62 @@ def unplaced(tree: Tree) -> list[str]:
 def violations(tree: Tree) -> list[str]:
     """Every break of the contract in `tree`, one line each."""
     found = imports(tree)
-    return unplaced(tree) + cycle_violations(found) + layer_violations(found) + write_violations(tree)
+    return unplaced(tree) + cycle_violations(found) + layer_violations(found) + write_violations(tree) + size_violations(tree)
+
+
+MAX_MODULE_LINES = 420
+MAX_FUNCTION_LINES = 80
+# Modules over a limit that other branches are splitting now (the list may only shrink)
+SIZE_ALLOWED = {"cost/step.py", "cost/memory.py", "cost/compute.py", "varlen/place.py", "cost/serve_sim.py"}
+
+
+def _signature_end(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The line of the colon that ends a def's signature (after its arguments and return annotation)."""
+    depth = 0
+    text = "".join(lines[node.lineno - 1 :])
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+        elif tok.type == tokenize.OP and tok.string == ":" and depth == 0:
+            return node.lineno + tok.start[0] - 1
+    raise AssertionError(f"no end to the signature of {node.name} (line {node.lineno})")
+
+
+def _functions(node: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every def in `node` with its qualified name (Class.method, outer.inner), nested ones too."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            name = f"{prefix}{child.name}"
+            if not isinstance(child, ast.ClassDef):
+                yield name, child
+            yield from _functions(child, f"{name}.")
+        else:
+            yield from _functions(child, prefix)
+
+
+@functools.cache
+def _oversized(source: Source) -> tuple[str, ...]:
+    """The size breaks of one module, one message each."""
+    out = []
+    where = f"autopar/{source.path}"
+    lines = source.text.splitlines(keepends=True)
+    if len(lines) > MAX_MODULE_LINES:
+        out.append(f"{where} is {len(lines)} lines, over {MAX_MODULE_LINES}: split it by concept [size]")
+    for name, node in _functions(_parse(source.text)):
+        length = (node.end_lineno or node.lineno) - _signature_end(lines, node)
+        if length > MAX_FUNCTION_LINES:
+            out.append(
+                f"{where}: function {name} (line {node.lineno}) is {length} lines after its signature, "
+                f"over {MAX_FUNCTION_LINES}: split it into named steps [size]"
+            )
+    return tuple(out)
+
+
+def size_violations(tree: Tree) -> list[str]:
+    """Modules over MAX_MODULE_LINES and functions whose body (after the signature) is over MAX_FUNCTION_LINES."""
+    return [v for source in tree.values() if source.path not in SIZE_ALLOWED for v in _oversized(source)]
 
 
 @pytest.fixture(scope="module")
@@ -406,3 +466,46 @@ def test_a_planted_violation_fails_with_its_rule(tree: Tree, path: str, text: st
         files = {path: tree["autopar.spec.units"].text + text, "spec/planted_b.py": "from autopar.spec.units import GIB\nX = GIB\n"}
     found = violations(planted(tree, files))
     assert any(message in v for v in found), f"expected {message!r} in:\n" + "\n".join(found)
+
+
+def test_the_size_allowlist_names_only_modules_over_a_limit(tree: Tree) -> None:
+    """Each entry of SIZE_ALLOWED exists and breaks a size limit, so the list can only shrink."""
+    saved = set(SIZE_ALLOWED)
+    try:
+        SIZE_ALLOWED.clear()
+        broken = size_violations(tree)
+    finally:
+        SIZE_ALLOWED.update(saved)
+    over = {path for path in SIZE_ALLOWED if any(v.startswith(f"autopar/{path} ") or v.startswith(f"autopar/{path}:") for v in broken)}
+    assert over == SIZE_ALLOWED, f"under the limits now, remove from SIZE_ALLOWED: {sorted(SIZE_ALLOWED - over)}"
+
+
+SIGNATURE = "def command(\n" + "".join(f"    option_{i}: int = {i},\n" for i in range(40)) + ") -> None:\n"
+# (path, source text, the message it must give; None: no size message)
+PLANTED_SIZES = [
+    ("spec/planted.py", "x = 1\n" * 421, "autopar/spec/planted.py is 421 lines, over 420: split it by concept [size]"),
+    ("spec/planted.py", "x = 1\n" * 420, None),
+    (
+        "advise/planted.py",
+        "def long():\n" + "    x = 1\n" * 81,
+        "autopar/advise/planted.py: function long (line 1) is 81 lines after its signature, over 80",
+    ),
+    ("advise/planted.py", "def long():\n" + "    x = 1\n" * 80, None),
+    (
+        "render/planted.py",
+        "class Table:\n    @property\n    def rows(self):\n" + "        x = 1\n" * 81,
+        "autopar/render/planted.py: function Table.rows (line 3) is 81 lines after its signature",
+    ),
+    ("cli/planted.py", SIGNATURE + "    x = 1\n" * 80, None),  # a long option list does not count
+    ("cli/planted.py", SIGNATURE + "    x = 1\n" * 81, "autopar/cli/planted.py: function command (line 1) is 81 lines"),
+]
+
+
+@pytest.mark.parametrize(("path", "text", "message"), PLANTED_SIZES)
+def test_a_planted_size_fails_with_file_function_and_length(tree: Tree, path: str, text: str, message: str | None) -> None:
+    found = size_violations(planted(tree, {path: text}))
+    mine = [v for v in found if v.startswith(f"autopar/{path}")]
+    if message is None:
+        assert mine == []
+    else:
+        assert any(message in v for v in mine), f"expected {message!r} in:\n" + "\n".join(found)

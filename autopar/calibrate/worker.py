@@ -168,13 +168,7 @@ def _run_plan(work: Work, run: PlanRun, topo: Topology, device: torch.device, *,
     pipelined = run.plan.pp > 1
     step = (_pipeline_step(run, chunks, mesh, device, flight) if pipelined
             else _plain_step(run, modules[0], flight, losses))
-    gen = torch.Generator().manual_seed(7 + mesh["dp"].get_local_rank())
-    batch = run.plan.mbs * run.microbatches
-    tokens = torch.randint(0, run.model.vocab_size, (batch, run.seq_len), generator=gen).to(device)
-    labels = torch.roll(tokens, -1, dims=1)
-    if run.plan.cp > 1:  # this rank's two chunks of every sequence
-        local = torch.tensor(cp_positions(run.seq_len, run.plan.cp, mesh["cp"].get_local_rank()), device=device)
-        tokens, labels = tokens[:, local], labels[:, local]
+    tokens, labels = _batch(run, mesh, device)
     times: list[float] = []
     coll_bytes: Counter[str] = Counter()
     coll_calls: Counter[str] = Counter()
@@ -216,12 +210,30 @@ def _run_plan(work: Work, run: PlanRun, topo: Topology, device: torch.device, *,
         peak_memory_bytes=float(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None,
         step_times_s=tuple(times), first_loss=losses[0] if losses else None)
     beat("gathering the results")
+    return _gathered(work, topo, device, mine, notes, start=start)
+
+
+def _batch(run: PlanRun, mesh: Any, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's tokens and next-token labels for one step: random, seeded by its DP rank; under CP its chunks."""
+    gen = torch.Generator().manual_seed(7 + mesh["dp"].get_local_rank())
+    batch = run.plan.mbs * run.microbatches
+    tokens = torch.randint(0, run.model.vocab_size, (batch, run.seq_len), generator=gen).to(device)
+    labels = torch.roll(tokens, -1, dims=1)
+    if run.plan.cp > 1:  # this rank's two chunks of every sequence
+        local = torch.tensor(cp_positions(run.seq_len, run.plan.cp, mesh["cp"].get_local_rank()), device=device)
+        tokens, labels = tokens[:, local], labels[:, local]
+    return tokens, labels
+
+
+def _gathered(work: Work, topo: Topology, device: torch.device, mine: RankResult, notes: list[str], *,
+              start: float) -> RunResult | None:
+    """Every rank's result and notes gathered on rank 0, which returns the run's result; the others None."""
     gathered: list[Any] = [None] * topo.world_size
     if topo.world_size > 1:
         dist.all_gather_object(gathered, (mine, notes))
     else:
         gathered = [(mine, notes)]
-    if not lead:
+    if topo.rank != 0:
         return None
     all_notes = sorted({n for _, ns in gathered for n in ns})
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else runtime.cpu_name()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,8 +28,8 @@ from autopar.cli.options import (
 from autopar.cli.run import console
 
 if TYPE_CHECKING:
-    from autopar.advise.serve import ServeContext, ServeSweep
-    from autopar.spec.serve import Deployment
+    from autopar.advise.serve import ServeContext, ServeLaunch, ServeSweep
+    from autopar.render.answer import PlotSummary
 
 
 def _context(
@@ -208,33 +208,31 @@ def suggest_cmd(
         mixed_chunk=mixed_chunk,
         max_prefill_tokens=max_prefill_tokens,
     )
+    search = functools.partial(
+        advise.suggest,
+        ctx,
+        isl=isl,
+        osl=osl,
+        ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms,
+        modes=advise.parse_modes(modes),
+        kv_dtypes=advise.kv_dtypes(kv_dtype),
+    )
     with progress_after("pricing deployments", enabled=not json_out) as tick:
-        result = advise.suggest(
-            ctx,
-            isl=isl,
-            osl=osl,
-            ttft_ms=ttft_ms,
-            tpot_ms=tpot_ms,
-            modes=advise.parse_modes(modes),
-            kv_dtypes=advise.kv_dtypes(kv_dtype),
-            progress=tick,
-        )
-    launched = None
-    if emit and result.best is not None:
+        result = search(progress=tick)
+    launched = advise.launch_best(ctx, emit, result, lambda keep: search(keep=keep)) if emit and result.best is not None else None
+    saved, plotted = _front_files(ctx, result, launched, save_dir=save_dir, plot=plot)
+    if json_out:
+        print(render.suggestion_json(ctx, result, launched, saved=saved, plot=plotted))
+    else:
+        targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None)
+        _print_suggestion(ctx, result, launched, targets=targets or DEFAULT_TARGETS_TEXT, saved=saved, plotted=plotted)
 
-        def rerun(keep: Callable[[Deployment], bool]) -> ServeSweep:
-            return advise.suggest(
-                ctx,
-                isl=isl,
-                osl=osl,
-                ttft_ms=ttft_ms,
-                tpot_ms=tpot_ms,
-                modes=advise.parse_modes(modes),
-                kv_dtypes=advise.kv_dtypes(kv_dtype),
-                keep=keep,
-            )
 
-        launched = advise.launch_best(ctx, emit, result, rerun)
+def _front_files(
+    ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None, *, save_dir: Path | None, plot: Path | None
+) -> tuple[list[Path] | None, PlotSummary | None]:
+    """serve suggest --save-dir and --plot: write the folder, then the chart (when a deployment fits)."""
     saved = None
     if save_dir is not None and result.best is not None:
         from autopar.io.savedir import save_files
@@ -248,22 +246,32 @@ def suggest_cmd(
 
         text, plotted = serve_plot_file(plot, ctx, result)
         write_atomic(plot, text, option="--plot")
-    targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if v is not None) or (DEFAULT_TARGETS_TEXT)
-    if json_out:
-        print(render.suggestion_json(ctx, result, launched, saved=saved, plot=plotted))
-    else:
-        from autopar.render.report import render_saved
+    return saved, plotted
 
-        render.render_suggestion(console(), ctx, result, targets=targets)
-        render_saved(console(), saved)
-        if plotted is not None:
-            from autopar.render.text import say
 
-            say(
-                console(),
-                f"plot: {plotted.plans:,} points fit ({plotted.drawn:,} priced and drawn), {plotted.pareto} "
-                f"on the Pareto front, written to {plotted.path}",
-                markup=False,
-            )
-        if launched is not None:
-            render.render_launch(console(), launched)
+def _print_suggestion(
+    ctx: ServeContext,
+    result: ServeSweep,
+    launched: ServeLaunch | None,
+    *,
+    targets: str,
+    saved: list[Path] | None,
+    plotted: PlotSummary | None,
+) -> None:
+    """serve suggest's text output: the front and the recommendation, what was written, the launch."""
+    from autopar.render import serve as render
+    from autopar.render.report import render_saved
+
+    render.render_suggestion(console(), ctx, result, targets=targets)
+    render_saved(console(), saved)
+    if plotted is not None:
+        from autopar.render.text import say
+
+        say(
+            console(),
+            f"plot: {plotted.plans:,} points fit ({plotted.drawn:,} priced and drawn), {plotted.pareto} "
+            f"on the Pareto front, written to {plotted.path}",
+            markup=False,
+        )
+    if launched is not None:
+        render.render_launch(console(), launched)

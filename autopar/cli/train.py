@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -41,33 +42,50 @@ from autopar.errors import InfeasibleError, SpecError
 from autopar.spec.job import DEFAULT_HEADROOM
 
 if TYPE_CHECKING:
-    from autopar.advise.launch import LaunchRequest
-    from autopar.advise.train import Context
+    from autopar.advise.launch import LaunchRequest, SlurmOptions
+    from autopar.advise.train import Context, Explained
 
 
-def _launch_request(
-    emit: str | None,
+def _job(
+    model: str,
     *,
-    out: Path | None,
+    hardware: str | None,
+    stack: str | None,
+    stack_opt: list[str] | None,
+    recipe: str | None,
+    gpus: int | None,
+    nodes: int | None,
+    global_batch: int | None,
+    seq_len: int | None,
+    dtype: str,
+    seq_len_dist: str | None,
+    headroom: str,
+    emit: str | None,
+    emit_out: Path | None,
     torchtitan_config: str | None,
-    extra: str | None,
-    partition: str | None,
-    time: str | None,
-    account: str | None,
-    qos: str | None,
-    cpus_per_task: int | None,
-) -> LaunchRequest | None:
-    """The --emit options of suggest and estimate, checked together before any work."""
+    emit_extra: str | None,
+    slurm: SlurmOptions,
+) -> tuple[LaunchRequest | None, Context]:
+    """The options suggest and estimate share: the --emit request (checked before any work), then the job."""
     from autopar.advise import launch
-    from autopar.advise.launch import SlurmOptions
+    from autopar.advise import train as advise
 
-    return launch.request(
-        emit,
-        out=out,
-        torchtitan_config=torchtitan_config,
-        extra=extra,
-        slurm=SlurmOptions(partition=partition, time=time, account=account, qos=qos, cpus_per_task=cpus_per_task),
+    want = launch.request(emit, out=emit_out, torchtitan_config=torchtitan_config, extra=emit_extra, slurm=slurm)
+    ctx = advise.context(
+        model,
+        hardware=hardware,
+        gpus=gpus,
+        nodes=nodes,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        dtype=dtype,
+        seq_len_dist=seq_len_dist,
+        stack=launch.stack_for(emit, stack),
+        headroom=headroom,
+        stack_options=stack_opt or [],
+        recipe=recipe,
     )
+    return want, ctx
 
 
 def suggest(
@@ -101,8 +119,8 @@ def suggest(
     save_dir: SaveDirOpt = None,
 ) -> None:
     """Search every parallel plan for a job and rank them by tokens/s."""
-    from autopar.advise import launch, questions
-    from autopar.advise import train as advise
+    from autopar.advise import questions
+    from autopar.advise.launch import SlurmOptions
 
     strategy = varlen.checked_strategy(varlen_strategy, seq_len_dist)
     count, auto = questions.parse_gpus(gpus)
@@ -126,46 +144,60 @@ def suggest(
             ],
         )
         return
-    want = _launch_request(
-        emit,
-        out=emit_out,
-        torchtitan_config=torchtitan_config,
-        extra=emit_extra,
-        partition=slurm_partition,
-        time=slurm_time,
-        account=slurm_account,
-        qos=slurm_qos,
-        cpus_per_task=slurm_cpus_per_task,
-    )
-    ctx = advise.context(
+    want, ctx = _job(
         model,
         hardware=hardware,
+        stack=stack,
+        stack_opt=stack_opt,
+        recipe=recipe,
         gpus=count,
         nodes=nodes,
         global_batch=global_batch,
         seq_len=seq_len,
         dtype=dtype,
         seq_len_dist=seq_len_dist,
-        stack=launch.stack_for(emit, stack),
         headroom=headroom,
-        stack_options=stack_opt or [],
-        recipe=recipe,
+        emit=emit,
+        emit_out=emit_out,
+        torchtitan_config=torchtitan_config,
+        emit_extra=emit_extra,
+        slurm=SlurmOptions(
+            partition=slurm_partition, time=slurm_time, account=slurm_account, qos=slurm_qos, cpus_per_task=slurm_cpus_per_task
+        ),
     )
     if seq_len_dist is not None:
-        if plot is not None:
-            raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
-        if save_dir is not None:
-            raise SpecError("--save-dir saves fixed-length plans; it cannot be combined with --seq-len-dist")
-        varlen.answer(
-            ctx,
-            want,
-            seq_len_dist=seq_len_dist,
-            strategy=strategy,
-            json_out=json_out,
-            find=lambda dist: varlen.ranked(ctx, dist, sequences=global_batch, strategy=strategy, top=top),
+        _varlen_suggest(
+            ctx, want, seq_len_dist, strategy=strategy, sequences=global_batch, top=top, json_out=json_out, plot=plot, save_dir=save_dir
         )
-        return
-    _fixed(ctx, want, top=top, json_out=json_out, plot=plot, save_dir=save_dir)
+    else:
+        _fixed(ctx, want, top=top, json_out=json_out, plot=plot, save_dir=save_dir)
+
+
+def _varlen_suggest(
+    ctx: Context,
+    want: LaunchRequest | None,
+    seq_len_dist: str,
+    *,
+    strategy: str,
+    sequences: int | None,
+    top: int,
+    json_out: bool,
+    plot: Path | None,
+    save_dir: Path | None,
+) -> None:
+    """suggest --seq-len-dist: the plans ranked under the distribution (no chart, no saved folder)."""
+    if plot is not None:
+        raise SpecError("--plot charts fixed-length plans; it cannot be combined with --seq-len-dist")
+    if save_dir is not None:
+        raise SpecError("--save-dir saves fixed-length plans; it cannot be combined with --seq-len-dist")
+    varlen.answer(
+        ctx,
+        want,
+        seq_len_dist=seq_len_dist,
+        strategy=strategy,
+        json_out=json_out,
+        find=lambda dist: varlen.ranked(ctx, dist, sequences=sequences, strategy=strategy, top=top),
+    )
 
 
 def _fixed(ctx: Context, want: LaunchRequest | None, *, top: int, json_out: bool, plot: Path | None, save_dir: Path | None) -> None:
@@ -292,52 +324,45 @@ def estimate(
     headroom: HeadroomOpt = DEFAULT_HEADROOM,
 ) -> None:
     """Explain one plan: step-time and memory breakdown. dp = gpus / (tp * pp * cp). Exits 1 if it does not fit."""
-    from autopar.advise import launch
     from autopar.advise import train as advise
-    from autopar.render import report
+    from autopar.advise.launch import SlurmOptions
 
-    def explain_plan(ctx: advise.Context) -> advise.Explained:
-        return advise.explain(
-            ctx,
-            tp=tp,
-            pp=pp,
-            cp=cp,
-            vpp=vpp,
-            ep=ep,
-            etp=etp,
-            cp_comm=cp_comm,
-            mbs=mbs,
-            recompute=recompute,
-            zero=zero,
-            sp=sp,
-            recompute_modules=recompute_modules,
-        )
-
-    strategy = varlen.checked_strategy(varlen_strategy, seq_len_dist)
-    want = _launch_request(
-        emit,
-        out=emit_out,
-        torchtitan_config=torchtitan_config,
-        extra=emit_extra,
-        partition=slurm_partition,
-        time=slurm_time,
-        account=slurm_account,
-        qos=slurm_qos,
-        cpus_per_task=slurm_cpus_per_task,
+    explain_plan = functools.partial(
+        advise.explain,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        vpp=vpp,
+        ep=ep,
+        etp=etp,
+        cp_comm=cp_comm,
+        mbs=mbs,
+        recompute=recompute,
+        zero=zero,
+        sp=sp,
+        recompute_modules=recompute_modules,
     )
-    ctx = advise.context(
+    strategy = varlen.checked_strategy(varlen_strategy, seq_len_dist)
+    want, ctx = _job(
         model,
         hardware=hardware,
+        stack=stack,
+        stack_opt=stack_opt,
+        recipe=recipe,
         gpus=gpus,
         nodes=nodes,
         global_batch=global_batch,
         seq_len=seq_len,
         dtype=dtype,
         seq_len_dist=seq_len_dist,
-        stack=launch.stack_for(emit, stack),
         headroom=headroom,
-        stack_options=stack_opt or [],
-        recipe=recipe,
+        emit=emit,
+        emit_out=emit_out,
+        torchtitan_config=torchtitan_config,
+        emit_extra=emit_extra,
+        slurm=SlurmOptions(
+            partition=slurm_partition, time=slurm_time, account=slurm_account, qos=slurm_qos, cpus_per_task=slurm_cpus_per_task
+        ),
     )
     if seq_len_dist is not None:
         fits = varlen.answer(
@@ -349,12 +374,19 @@ def estimate(
             find=lambda dist: varlen.explained(ctx, dist, lambda c: explain_plan(c).estimate, sequences=global_batch, strategy=strategy),
         )
     else:
-        result = explain_plan(ctx)
-        launched = launch.prepare(want, result.ctx, result.estimate.plan)
-        if json_out:
-            print(report.explained_json(result, launch=launched))
-        else:
-            report.render_explained(console(), result, explain=explain, launch=launched)
-        fits = result.estimate.fits
+        fits = _explained(explain_plan(ctx), want, json_out=json_out, explain=explain)
     if not fits:  # as suggest's "no plan fits": exit 1, after the breakdown that says by how much
         raise typer.Exit(InfeasibleError.exit_code)
+
+
+def _explained(result: Explained, want: LaunchRequest | None, *, json_out: bool, explain: bool) -> bool:
+    """estimate at one fixed sequence length: launch, print; whether the plan fits."""
+    from autopar.advise import launch
+    from autopar.render import report
+
+    launched = launch.prepare(want, result.ctx, result.estimate.plan)
+    if json_out:
+        print(report.explained_json(result, launch=launched))
+    else:
+        report.render_explained(console(), result, explain=explain, launch=launched)
+    return result.estimate.fits

@@ -99,7 +99,7 @@ class _Attention(Common):
     num_hidden_layers: Layers
     vocab_size: Vocab
     max_position_embeddings: Tokens
-    # sliding-window attention, as each family states it (hf_config._windows)
+    # sliding-window attention, as each family states it (hf_common._windows)
     sliding_window: Tokens | None = None
     layer_types: Annotated[list[Text], Field(max_length=lim.MAX_LAYERS)] | None = None
     use_sliding_window: bool = False  # qwen2 / qwen3: windows on the layers from max_window_layers

@@ -106,12 +106,9 @@ def _curves(points: list[tuple[str, float, float]], peak_tflops: dict[str, float
     return out
 
 
-def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
-                  nvml: tuple[NvmlInfo | None, str] | None = None) -> dict[str, Any]:
-    """The profile document (plain dicts and lists) for ``meas``; ``nvml``: probe.nvml.read_nvml's answer,
-    whose GPU name, memory, power limit and topology go in the provenance beside the timings."""
+def _provenance(meas: Measurements, *, hostname: str, date: str, nvml: tuple[NvmlInfo | None, str] | None) -> dict[str, str]:
+    """Where the timings came from: the host, the software versions, the run and what NVML said."""
     dev, topo = meas.compute.device, meas.topology
-    sheet = peaks.lookup(dev.name, dev.memory_bytes / 2**30) if dev.kind == "cuda" else None
     prov: dict[str, str] = {
         "date": date,
         "hostname": hostname,
@@ -133,22 +130,24 @@ def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
         prov["nvml"] = how
         if info is not None:
             prov.update(info.as_provenance())
-    raw: dict[str, Any] = {"collectives": {}, "fit_quality": {}}
-    peak_tflops = _peaks(meas, sheet, prov)
-    gemm_pts = [(p.dtype, p.flops, p.flops_per_s) for p in meas.compute.gemm]
-    head_dim = meas.compute.attention[0].head_dim if meas.compute.attention else 0
-    attn_pts = [(p.dtype, float(p.seq_len), p.flops_per_s) for p in meas.compute.attention if p.head_dim == head_dim]
-    if not attn_pts:
-        raise ProfileError("no attention timings were measured; a profile needs a bf16 attention curve")
-    copy_gbps = dev.copy_bytes_per_s / 1e9
+    return prov
+
+
+def _memory_bandwidth(copy_gbps: float, sheet: peaks.Datasheet | None, prov: dict[str, str]) -> tuple[float, float]:
+    """(hbm_bw_gbps, memory_efficiency): the datasheet's bandwidth and the measured copy's share of it."""
     if sheet is not None:
         hbm_gbps, mem_eff = sheet.hbm_bw_gbps, min(1.0, copy_gbps / sheet.hbm_bw_gbps)
         prov["hbm_bw_gbps"] = f"datasheet ({sheet.key}); memory_efficiency = measured copy {copy_gbps:.0f} GB/s / datasheet"
     else:
         hbm_gbps, mem_eff = copy_gbps, 1.0
         prov["hbm_bw_gbps"] = "measured copy bandwidth (no datasheet entry); memory_efficiency 1.0 by construction"
+    return hbm_gbps, mem_eff
+
+
+def _tiers(meas: Measurements, reference: HardwareProfile | None, raw: dict[str, Any],
+           prov: dict[str, str]) -> dict[str, dict[str, list[FlowMap]]]:
+    """The intra- and inter-node collective fits, each tier not measured filled by its fallback (module docstring)."""
     tiers = _fits(meas, raw)
-    reference = _reference(sheet)
     ref_note = f"copied from built-in profile '{reference.name}'" if reference else ""
     if not meas.collectives:
         if reference is not None:
@@ -170,11 +169,18 @@ def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
     if "intra" not in tiers:
         tiers["intra"] = tiers["inter"]
         prov["intra"] = "not measured (one GPU per node); copied from the measured inter fits"
+    return tiers
+
+
+def _overlap(meas: Measurements, reference: HardwareProfile | None, raw: dict[str, Any],
+             prov: dict[str, str]) -> tuple[float, float]:
+    """(compute_slowdown, comm_slowdown) when the two overlap: measured, else the built-in profile's, else 1.0."""
+    ref_note = f"copied from built-in profile '{reference.name}'" if reference else ""
     if meas.overlap is not None:
         ov = meas.overlap
         c_slow, m_slow = ov.compute_overlapped_s / ov.compute_alone_s, ov.comm_overlapped_s / ov.comm_alone_s
         prov["overlap"] = f"measured: {ov.method}; ratios compute {c_slow:.3f}, comm {m_slow:.3f} (floored at 1.0)"
-        if dev.kind == "cpu":
+        if meas.compute.device.kind == "cpu":
             prov["overlap"] += "; CPU run: those ratios measure core sharing between GEMM and gloo threads, not a GPU's; 1.0 written"
             c_slow, m_slow = 1.0, 1.0
         raw["overlap"] = FlowMap(
@@ -189,9 +195,11 @@ def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
     else:
         c_slow, m_slow = 1.0, 1.0
         prov["overlap"] = "not measured (one process): 1.0, i.e. no slowdown assumed"
-    notes = list(meas.compute.notes) + list(meas.notes)
-    if notes:
-        prov["notes"] = "; ".join(notes)
+    return c_slow, m_slow
+
+
+def _raw_timings(meas: Measurements, peak_tflops: dict[str, float], copy_gbps: float, raw: dict[str, Any]) -> None:
+    """The measured GEMM, attention and copy points into ``raw``, with the names of their columns."""
     raw["gemm"] = {
         d: [Flow([p.m, p.n, p.k, sig(p.seconds), sig(p.flops_per_s / 1e12)]) for p in meas.compute.gemm if p.dtype == d]
         for d in peak_tflops
@@ -205,6 +213,31 @@ def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
         attention="dtype, seq_len, head_dim, heads, batch, seconds (fwd+bwd), TFLOP/s",
         collectives="bytes, seconds, bus GB/s",
     )
+
+
+def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
+                  nvml: tuple[NvmlInfo | None, str] | None = None) -> dict[str, Any]:
+    """The profile document (plain dicts and lists) for ``meas``; ``nvml``: probe.nvml.read_nvml's answer,
+    whose GPU name, memory, power limit and topology go in the provenance beside the timings."""
+    dev, topo = meas.compute.device, meas.topology
+    sheet = peaks.lookup(dev.name, dev.memory_bytes / 2**30) if dev.kind == "cuda" else None
+    prov = _provenance(meas, hostname=hostname, date=date, nvml=nvml)
+    raw: dict[str, Any] = {"collectives": {}, "fit_quality": {}}
+    peak_tflops = _peaks(meas, sheet, prov)
+    gemm_pts = [(p.dtype, p.flops, p.flops_per_s) for p in meas.compute.gemm]
+    head_dim = meas.compute.attention[0].head_dim if meas.compute.attention else 0
+    attn_pts = [(p.dtype, float(p.seq_len), p.flops_per_s) for p in meas.compute.attention if p.head_dim == head_dim]
+    if not attn_pts:
+        raise ProfileError("no attention timings were measured; a profile needs a bf16 attention curve")
+    copy_gbps = dev.copy_bytes_per_s / 1e9
+    hbm_gbps, mem_eff = _memory_bandwidth(copy_gbps, sheet, prov)
+    reference = _reference(sheet)
+    tiers = _tiers(meas, reference, raw, prov)
+    c_slow, m_slow = _overlap(meas, reference, raw, prov)
+    notes = list(meas.compute.notes) + list(meas.notes)
+    if notes:
+        prov["notes"] = "; ".join(notes)
+    _raw_timings(meas, peak_tflops, copy_gbps, raw)
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "name": name,

@@ -1,4 +1,4 @@
-"""The Python API (autopar/api.py, docs/python.md): the CLI's numbers and keys, typed frozen results,
+"""The Python API (autopar/api/, docs/python.md): the CLI's numbers and keys, typed frozen results,
 autopar's own exceptions, an `import autopar` that loads nothing heavy, and `autopar --version`."""
 
 from __future__ import annotations
@@ -271,3 +271,11 @@ def test_suggest_equals_the_cli_json_for_any_small_job(
         return
     assert res.exit_code == 0, res.output
     assert got == json.loads(res.output)
+
+
+def test_the_api_names_are_importable_from_autopar_api() -> None:
+    """docs/python.md: the package root's API names are autopar.api's, the same objects."""
+    from autopar import api
+
+    assert set(api.__all__) == set(autopar._API)
+    assert all(getattr(api, name) is getattr(autopar, name) for name in api.__all__)
