@@ -148,6 +148,14 @@ def disagg_concurrency(r: dict[str, str]) -> int:
     return _int(r["decode_batch_size"]) * _int(r["decode_attention_dp_size"]) * _int(r["decode_num_workers"])
 
 
+def agg_concurrency(r: dict[str, str]) -> int:
+    """The concurrency an aggregated row stands for: batch_size is the requests one attention-DP rank
+    runs, so batch_size x attention_dp_size, aiconfigurator's global_bs (sdk/backends/base_backend.py,
+    as disagg_concurrency). The rows that record it say so: silicon_concurrency in
+    silicon_data_source is that product on every aggregated row (97 with attention-DP ranks)."""
+    return _int(r["batch_size"]) * _int(r["attention_dp_size"])
+
+
 def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = False,
               priced: dict[str, int] | None = None) -> list[Row]:
     """The file's rows that autopar can describe; the others' reasons go to `skipped` (one line per reason).
@@ -189,7 +197,7 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
                               dp=_int(r["attention_dp_size"]), model=model)
                 dep = Deployment(fw=fw, mode="agg", engine=eng, replicas=1,
                                  weights=weights, kv_dtype=kv_dtype(r), args=launch_args(r))
-                conc = _int(r["batch_size"])
+                conc = agg_concurrency(r)
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
             try:
                 for eng, flag in ((dep.engine, "--"), (dep.prefill, "--prefill-")):

@@ -166,6 +166,34 @@ def test_a_disaggregated_row_stands_for_decode_batch_x_attention_ranks_x_workers
                                   "decode_batch_size": "48"}) == 528
 
 
+def test_an_aggregated_row_with_attention_dp_stands_for_batch_x_attention_ranks() -> None:
+    # the same reading for an aggregated engine (global_bs = bs x attention_dp_size): the MiniMax-M2.5
+    # B300 row cfg734 (tp4, attention-DP 4, batch_size 128) was run at silicon_concurrency=512
+    row = {"batch_size": "128", "attention_dp_size": "4"}
+    assert sr.agg_concurrency(row) == 512
+    assert sr.agg_concurrency({"batch_size": "64", "attention_dp_size": ""}) == 64
+
+
+def test_every_aggregated_row_is_read_at_the_concurrency_its_source_names(tmp_path: Path) -> None:
+    # the 1,942 aggregated rows whose silicon_data_source records silicon_concurrency, 97 of them with
+    # attention-DP ranks: batch_size x attention_dp_size is that concurrency on every one
+    checked = with_dp = 0
+    for name in ("serving_runs.csv", "serving_runs_newer.csv"):
+        with open(sr.HERE / "data" / name) as f:
+            for r in csv.DictReader(f):
+                named = dict(x.split("=", 1) for x in r["silicon_data_source"].split("; ") if "=" in x)
+                if r["mode"] == "agg" and "silicon_concurrency" in named:
+                    assert sr.agg_concurrency(r) == int(named["silicon_concurrency"]), r["id"]
+                    checked, with_dp = checked + 1, with_dp + (sr.agg_concurrency(r) != int(r["batch_size"]))
+    assert (checked, with_dp) == (1942, 97)
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        head, *lines = f.readlines()
+    path = tmp_path / "rows.csv"
+    path.write_text(head + "".join(line for line in lines if line.startswith("minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734")))
+    (row,) = sr.load_rows(path)
+    assert (row.dep.engine.tp, row.dep.engine.dp, row.wl.concurrency) == (4, 4, 512)
+
+
 def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv() -> None:
     row = {"backend": "vllm", "mode": "disagg", "isl": "4000", "prefill_batch_size": "1", "decode_batch_size": "24",
            "silicon_data_source": "source_file=x.csv; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0; "
