@@ -80,6 +80,32 @@ def _engine(tp: int, moe_tp: int, ep: int, *, dp: int, model: ModelSpec) -> Engi
     return Engine(tp=tp, dp=dp, ep=ep if model.moe is not None else 1)
 
 
+# A row id that names its engine layout: ..._c64_tp4_ep4_1290, ..._c4_tp4_0_ep4_0_569
+ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_\d+$")
+
+
+def id_layout(r: dict[str, str]) -> tuple[int, int] | None:
+    """(tp, ep) the row's id names, None where it names none."""
+    m = ID_LAYOUT.search(r["id"])
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def agg_engine(r: dict[str, str], model: ModelSpec) -> Engine:
+    """An aggregated row's engine: its columns, or the layout its id names where they contradict it.
+
+    71 rows of serving_runs_newer.csv (its 2026-04-06 file) list tp x ep or attention-DP x ep in their
+    columns where the id names tpN_epM (tp4 ep4 as tp4 attention-DP 4 ep16 or tp16 ep4, tp8 ep8 as
+    tp64 ep8, tp2 ep2 as tp2 attention-DP 2 ep4); they measure as the id's layout (the same model, GPU
+    and version run as tp4 ep4 in the 2026-03-25 file: within 10% at every concurrency, where 4x the
+    GPUs and attention ranks would not be). Read as the id's: tp N, the experts over ep M, one rank."""
+    cols = (_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]), _int(r["attention_dp_size"]))
+    named = id_layout(r)
+    if named is not None and named != (cols[0], cols[2]):
+        tp, ep = named
+        return _engine(tp, max(1, tp // ep), ep, dp=1, model=model)
+    return _engine(cols[0], cols[1], cols[2], dp=cols[3], model=model)
+
+
 @functools.cache
 def framework_of(name: str, version: str) -> Framework:
     """The data a row's framework version uses: its own file, else the nearest (spec/framework.py choose_version);
@@ -193,8 +219,7 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
                 conc = disagg_concurrency(r)
                 layout = f"{dep.prefill_replicas}P(tp{pre.tp}) {dep.replicas}D(tp{dec.tp}x{dec.dp})"
             else:
-                eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]),
-                              dp=_int(r["attention_dp_size"]), model=model)
+                eng = agg_engine(r, model)
                 dep = Deployment(fw=fw, mode="agg", engine=eng, replicas=1,
                                  weights=weights, kv_dtype=kv_dtype(r), args=launch_args(r))
                 conc = agg_concurrency(r)

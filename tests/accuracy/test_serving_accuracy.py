@@ -194,6 +194,25 @@ def test_every_aggregated_row_is_read_at_the_concurrency_its_source_names(tmp_pa
     assert (row.dep.engine.tp, row.dep.engine.dp, row.wl.concurrency) == (4, 4, 512)
 
 
+def test_a_row_whose_columns_contradict_its_id_runs_the_layout_its_id_names(tmp_path: Path) -> None:
+    # 71 aggregated rows of serving_runs_newer.csv's 2026-04-06 file name tpN_epM in their id and list
+    # another layout (tp4 ep4 as tp4 attention-DP 4 ep16, tp8 ep8 as tp64 ep8); their measurements
+    # are those of the id's layout (Kimi-K2.5 B200 vLLM 0.17 8192/1024: "tp4 ep4" c4 254 ms / 9.8 ms,
+    # the 2026-03-25 tp4 ep4 run at c4 232 ms / 8.8 ms; c64 1279 / 33.5 against 1321 / 33.1)
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        head, *lines = f.readlines()
+    picked = [line for line in lines if line.split(",")[0].endswith(("_c4_tp4_ep4_1301", "_c64_tp8_ep8_1499", "_c32_tp2_ep2_1384"))]
+    path = tmp_path / "rows.csv"
+    path.write_text(head + "".join(picked))
+    skipped: list[str] = []
+    rows = sr.load_rows(path, skipped)
+    got = sorted((r.model.name, r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.wl.concurrency) for r in rows)
+    assert got == [("kimi-k2", 4, 1, 4, 4), ("minimax-m2.5", 2, 1, 2, 32), ("qwen3.5-397b-a17b", 8, 1, 8, 64)]
+    assert skipped == []
+    assert sr.id_layout({"id": "x_agg_8192x1024_c4_tp4_0_ep4_0_569"}) == (4, 4)
+    assert sr.id_layout({"id": "minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733"}) is None
+
+
 def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv() -> None:
     row = {"backend": "vllm", "mode": "disagg", "isl": "4000", "prefill_batch_size": "1", "decode_batch_size": "24",
            "silicon_data_source": "source_file=x.csv; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0; "
