@@ -180,8 +180,9 @@ def simulate(
     if sched.policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {sched.policy!r}")
     loop = _Loop(cost, sched, concurrency=concurrency, isl=isl, osl=osl, prompts=prompts, staggered=staggered, warmup=warmup)
+    step = loop.step
     while loop.ended < prompts:
-        loop.step()
+        step()
     return loop.result()
 
 
@@ -264,8 +265,9 @@ class _Loop:
             self._decode_jump(d, later, free)
         else:
             self._run(d, p, items)
-        firsts = self._firsts(items)
-        self._recomputed(back)
+        firsts = self._firsts(items) if items else 0  # no items: nothing prefilled, the prefilling unchanged
+        if back:
+            self._recomputed(back)
         n = self._ends()
         self.full = self.full and not n  # a request that ends frees the batch
         if firsts:
