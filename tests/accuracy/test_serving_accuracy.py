@@ -213,6 +213,23 @@ def test_a_row_whose_columns_contradict_its_id_runs_the_layout_its_id_names(tmp_
     assert sr.id_layout({"id": "minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733"}) is None
 
 
+def test_a_row_that_repeats_a_named_run_runs_that_runs_layout(tmp_path: Path) -> None:
+    # kimik2_5_b200_vllm_fp4_agg_8192x1024_c4_cfg635 (a database dump, no layout in its id) repeats the
+    # columns and both measurements, to every digit, of ..._c4_tp4_ep4_1301: the same run, read as tp4 ep4
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        head, *lines = f.readlines()
+    twin = next(line for line in lines if line.startswith("kimik2_5_b200_vllm_fp4_agg_8192x1024_c4_cfg635,"))
+    named = next(line for line in lines if line.split(",")[0].endswith("_c4_tp4_ep4_1301"))
+    assert twin.split(",")[-2:] == named.split(",")[-2:]
+    path = tmp_path / "rows.csv"
+    path.write_text(head + twin)
+    (alone,) = sr.load_rows(path)
+    assert (alone.dep.engine.tp, alone.dep.engine.dp, alone.dep.engine.ep) == (4, 4, 16)  # nothing says otherwise
+    path.write_text(head + twin + named)
+    got = [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.wl.concurrency) for r in sr.load_rows(path)]
+    assert got == [(4, 1, 4, 4), (4, 1, 4, 4)]
+
+
 def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv() -> None:
     row = {"backend": "vllm", "mode": "disagg", "isl": "4000", "prefill_batch_size": "1", "decode_batch_size": "24",
            "silicon_data_source": "source_file=x.csv; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0; "
