@@ -80,6 +80,44 @@ def _engine(tp: int, moe_tp: int, ep: int, *, dp: int, model: ModelSpec) -> Engi
     return Engine(tp=tp, dp=dp, ep=ep if model.moe is not None else 1)
 
 
+# A row id that names its engine layout: ..._c64_tp4_ep4_1290, ..._c4_tp4_0_ep4_0_569
+ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_\d+$")
+
+
+def id_layout(r: dict[str, str]) -> tuple[int, int] | None:
+    """(tp, ep) the row's id names, None where it names none."""
+    m = ID_LAYOUT.search(r["id"])
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _same_run(r: dict[str, str]) -> tuple[str, ...]:
+    """What two rows of one run share: the columns that describe it and both measurements, every digit."""
+    return tuple(v for k, v in r.items() if k not in ("id", "silicon_data_source"))
+
+
+def named_layouts(rows: list[dict[str, str]]) -> dict[tuple[str, ...], tuple[int, int]]:
+    """The layout each run's id names (id_layout), by _same_run: a database dump's copy of a campaign row
+    (kimik2_5_b200_vllm_fp4_agg_8192x1024_c4_cfg635 of ..._c4_tp4_ep4_1301) names none itself."""
+    return {_same_run(r): named for r in rows if (named := id_layout(r)) is not None}
+
+
+def agg_engine(r: dict[str, str], model: ModelSpec, named: tuple[int, int] | None = None) -> Engine:
+    """An aggregated row's engine: its columns, or the layout its id (or `named`, its run's) names where
+    they contradict it.
+
+    71 rows of serving_runs_newer.csv (its 2026-04-06 file) list tp x ep or attention-DP x ep in their
+    columns where the id names tpN_epM (tp4 ep4 as tp4 attention-DP 4 ep16 or tp16 ep4, tp8 ep8 as
+    tp64 ep8, tp2 ep2 as tp2 attention-DP 2 ep4); they measure as the id's layout (the same model, GPU
+    and version run as tp4 ep4 in the 2026-03-25 file: within 10% at every concurrency, where 4x the
+    GPUs and attention ranks would not be). Read as the id's: tp N, the experts over ep M, one rank."""
+    cols = (_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]), _int(r["attention_dp_size"]))
+    named = id_layout(r) or named
+    if named is not None and named != (cols[0], cols[2]):
+        tp, ep = named
+        return _engine(tp, max(1, tp // ep), ep, dp=1, model=model)
+    return _engine(cols[0], cols[1], cols[2], dp=cols[3], model=model)
+
+
 @functools.cache
 def framework_of(name: str, version: str) -> Framework:
     """The data a row's framework version uses: its own file, else the nearest (spec/framework.py choose_version);
@@ -148,6 +186,14 @@ def disagg_concurrency(r: dict[str, str]) -> int:
     return _int(r["decode_batch_size"]) * _int(r["decode_attention_dp_size"]) * _int(r["decode_num_workers"])
 
 
+def agg_concurrency(r: dict[str, str]) -> int:
+    """The concurrency an aggregated row stands for: batch_size is the requests one attention-DP rank
+    runs, so batch_size x attention_dp_size, aiconfigurator's global_bs (sdk/backends/base_backend.py,
+    as disagg_concurrency). The rows that record it say so: silicon_concurrency in
+    silicon_data_source is that product on every aggregated row (97 with attention-DP ranks)."""
+    return _int(r["batch_size"]) * _int(r["attention_dp_size"])
+
+
 def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = False,
               priced: dict[str, int] | None = None) -> list[Row]:
     """The file's rows that autopar can describe; the others' reasons go to `skipped` (one line per reason).
@@ -157,7 +203,9 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
     models: dict[str, ModelSpec] = {}
     reasons: dict[str, int] = {}
     with path.open() as f:
-        for r in csv.DictReader(f):
+        table = list(csv.DictReader(f))
+        layouts = named_layouts(table)
+        for r in table:
             hw_name = profile_for_system(r["system"])
             why = _why_not(r, hw_name)
             if not why and r["model_path"] not in models:
@@ -185,11 +233,10 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
                 conc = disagg_concurrency(r)
                 layout = f"{dep.prefill_replicas}P(tp{pre.tp}) {dep.replicas}D(tp{dec.tp}x{dec.dp})"
             else:
-                eng = _engine(_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]),
-                              dp=_int(r["attention_dp_size"]), model=model)
+                eng = agg_engine(r, model, layouts.get(_same_run(r)))
                 dep = Deployment(fw=fw, mode="agg", engine=eng, replicas=1,
                                  weights=weights, kv_dtype=kv_dtype(r), args=launch_args(r))
-                conc = _int(r["batch_size"])
+                conc = agg_concurrency(r)
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
             try:
                 for eng, flag in ((dep.engine, "--"), (dep.prefill, "--prefill-")):

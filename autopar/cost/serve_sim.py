@@ -179,186 +179,290 @@ def simulate(
     output length, and only the requests sent after the start are counted."""
     if sched.policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {sched.policy!r}")
-    conc, cap, last = max(1, concurrency), max(1, sched.max_seqs), max(1, osl - 1)
-    waiting: list[list[float]] = []  # [count, arrival, first step it may join]
-    prefilling: list[list[float]] = []  # [count, arrival, prompt tokens done]
-    # decoding, oldest first: [count, first-token time, decode steps run before its first token]; a request
-    # gives a token in every step that holds decodes (all running ones are in it), so the oldest ends first
-    decoding: deque[list[float]] = deque()
-    if staggered:
-        for i in range(min(conc, last)):  # request i ends after (i + 1) (osl - 1) / conc more decode steps
-            here = (conc * (i + 1)) // last - (conc * i) // last if conc >= last else 1
-            ahead = (i + 1) * last // min(conc, last)
-            decoding.append([here, math.nan, ahead - last])
-        sent = 0
-    else:
-        waiting.append([conc, 0.0, 0])
-        sent = conc
-    n_dec = int(sum(c[0] for c in decoding))
-    start_sum = sum(c[0] * c[2] for c in decoding)
-    n_pre = 0
-    ended, t, steps, dsteps = 0, 0.0, 0, 0
-    ttft_sum = tpot_sum = late_sum = 0.0
-    firsts_all = ttft_n = tpot_n = 0
-    # admission by room: the ratio (a loop already in its steady state has decayed it to the floor) and
-    # whether a refusal holds the batch full until a request ends
-    ratio, full = (sched.ratio_min if staggered else sched.ratio_init), False
-    host = 0.0  # when the serving process has sent every token of the steps run so far
-    paced = sched.host_token_s > 0  # the serving process may fall behind (else it sends a step's tokens at its end)
-    # the KV pool is tracked (admission by blocks, preemption) where the requests in flight could outgrow it
-    tracked = 0 < sched.kv_tokens < conc * (isl + osl)
-    by_room = sched.kv_tokens > 0 and sched.admission == "room"  # SGLang's admission, which alone reads the ratio
-    resumed: list[list[float]] = []  # preempted, to recompute: [count, first-token time, tokens written, computed]
-    preempted = refused = 0
-    waves = sched.policy == "prefill_first" and not sched.mixed  # a step with prompt tokens holds no decodes
-    lag = 1 if sched.overlap else 0  # steps between a request reaching the scheduler and the step it joins
-    pending: deque[list[float]] = deque()  # sent after `t` (the process was behind): [count, arrival]
-    while ended < prompts:
-        # waiting is in arrival order, and so in order of the step each cohort may join: the ready ones lead
+    loop = _Loop(cost, sched, concurrency=concurrency, isl=isl, osl=osl, prompts=prompts, staggered=staggered, warmup=warmup)
+    step = loop.step
+    while loop.ended < prompts:
+        step()
+    return loop.result()
+
+
+class _Loop:
+    """The closed loop's state between steps; `step` runs one engine step (or one jump of decode-only
+    steps): the queue it takes from, the KV room, the step's prompt tokens, its cost, then the requests
+    that got their first token, ended, or were sent."""
+
+    __slots__ = (
+        "by_room", "cap", "cost", "decoding", "dsteps", "ended", "firsts_all", "full", "host", "isl", "lag",
+        "last", "late_sum", "n_dec", "n_pre", "osl", "paced", "pending", "preempted", "prefilling", "prompts",
+        "ratio", "refused", "resumed", "sched", "sent", "staggered", "start_sum", "steps", "t", "tpot_n",
+        "tpot_sum", "tracked", "ttft_n", "ttft_sum", "waiting", "warmup", "waves",
+    )  # fmt: skip
+
+    def __init__(
+        self, cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, osl: int, prompts: int, staggered: bool, warmup: int
+    ) -> None:
+        self.cost, self.sched, self.isl, self.osl = cost, sched, isl, osl
+        self.prompts, self.staggered, self.warmup = prompts, staggered, warmup
+        conc, self.cap, last = max(1, concurrency), max(1, sched.max_seqs), max(1, osl - 1)
+        self.last = last
+        self.waiting: list[list[float]] = []  # [count, arrival, first step it may join]
+        self.prefilling: list[list[float]] = []  # [count, arrival, prompt tokens done]
+        # decoding, oldest first: [count, first-token time, decode steps run before its first token]; a request
+        # gives a token in every step that holds decodes (all running ones are in it), so the oldest ends first
+        self.decoding: deque[list[float]] = deque()
+        if staggered:
+            for i in range(min(conc, last)):  # request i ends after (i + 1) (osl - 1) / conc more decode steps
+                here = (conc * (i + 1)) // last - (conc * i) // last if conc >= last else 1
+                ahead = (i + 1) * last // min(conc, last)
+                self.decoding.append([here, math.nan, ahead - last])
+            self.sent = 0
+        else:
+            self.waiting.append([conc, 0.0, 0])
+            self.sent = conc
+        self.n_dec = int(sum(c[0] for c in self.decoding))
+        self.start_sum = sum(c[0] * c[2] for c in self.decoding)
+        self.n_pre = 0
+        self.ended, self.t, self.steps, self.dsteps = 0, 0.0, 0, 0
+        self.ttft_sum = self.tpot_sum = self.late_sum = 0.0
+        self.firsts_all = self.ttft_n = self.tpot_n = 0
+        # admission by room: the ratio (a loop already in its steady state has decayed it to the floor) and
+        # whether a refusal holds the batch full until a request ends
+        self.ratio, self.full = (sched.ratio_min if staggered else sched.ratio_init), False
+        self.host = 0.0  # when the serving process has sent every token of the steps run so far
+        self.paced = sched.host_token_s > 0  # the serving process may fall behind (else it sends a step's tokens at its end)
+        # the KV pool is tracked (admission by blocks, preemption) where the requests in flight could outgrow it
+        self.tracked = 0 < sched.kv_tokens < conc * (isl + osl)
+        self.by_room = sched.kv_tokens > 0 and sched.admission == "room"  # SGLang's admission, which alone reads the ratio
+        self.resumed: list[list[float]] = []  # preempted, to recompute: [count, first-token time, tokens written, computed]
+        self.preempted = self.refused = 0
+        self.waves = sched.policy == "prefill_first" and not sched.mixed  # a step with prompt tokens holds no decodes
+        self.lag = 1 if sched.overlap else 0  # steps between a request reaching the scheduler and the step it joins
+        self.pending: deque[list[float]] = deque()  # sent after `t` (the process was behind): [count, arrival]
+
+    def step(self) -> None:
+        """One step: what it takes, what it holds, its cost, and the requests it moves on."""
+        ready, later = self._ready()
+        free, stop = 0, False  # KV tokens left after the running requests' next token (tracked pools)
+        if self.tracked:
+            ready, later, stop, free = self._room(ready, later)
+        slots, by_kv = self._slots(ready)
+        has_prompts = bool(self.prefilling) or (bool(ready or self.resumed) and slots > 0)  # it may hold prompt tokens
+        d = 0 if self.waves and has_prompts else self.n_dec
+        asked = sum(w[0] for w in ready) + sum(r[0] for r in self.resumed) if by_kv >= 0 else 0
+        items: list[tuple[int, float, int]] = []  # the step's prompts: (count, arrival, prompt tokens done after it)
+        back: list[tuple[int, float, int, int]] = []  # resumed requests whose recompute the step holds
+        p = 0  # its prompt tokens (none: a decode-only step)
+        if has_prompts and self.resumed and slots > 0 and not stop:
+            items, p, back, ready, free = self._with_resumed(ready, d, slots, free)
+        elif has_prompts:
+            items, p, ready = self._prompts(ready, d, slots, free)
+        if by_kv >= 0 and (ready or self.resumed):  # a request refused for room (not for the token budget) marks
+            unserved = sum(w[0] for w in ready) + sum(r[0] for r in self.resumed)  # the batch full
+            if asked - unserved >= by_kv:
+                self.full, self.refused = True, self.refused + 1
+        self.waiting = ready + later
+        if p == 0:
+            self._decode_jump(d, later, free)
+        else:
+            self._run(d, p, items)
+        firsts = self._firsts(items) if items else 0  # no items: nothing prefilled, the prefilling unchanged
+        if back:
+            self._recomputed(back)
+        n = self._ends()
+        self.full = self.full and not n  # a request that ends frees the batch
+        if firsts:
+            if self.osl <= 1:
+                self.tpot_n += firsts if self.ended >= self.warmup else 0
+                self.ended += firsts
+                n += firsts
+            else:
+                self.decoding.append([firsts, self.host, self.dsteps])
+                self.n_dec += firsts
+                self.start_sum += firsts * self.dsteps
+        self._send(n)
+
+    def _ready(self) -> tuple[list[list[float]], list[list[float]]]:
+        """The waiting cohorts that may join this step, and the others. Waiting is in arrival order, and
+        so in order of the step each cohort may join: the ready ones lead."""
+        waiting, steps = self.waiting, self.steps
         cut = bisect_right(waiting, float(steps), key=_joins) if waiting else 0
         ready, later = waiting[:cut], waiting[cut:]
-        if not ready and not decoding and not prefilling and not resumed:  # an idle engine takes them as they come
+        if not ready and not self.decoding and not self.prefilling and not self.resumed:  # an idle engine takes them as they come
+            pending = self.pending
             if not later and pending:  # it waits for the first one the process sends
-                t = max(t, pending[0][1])
+                self.t = t = max(self.t, pending[0][1])
                 while pending and pending[0][1] <= t:
                     later.append([pending[0][0], pending.popleft()[1], steps])
             ready, later = [[count, arrival, steps] for count, arrival, _ in later], []  # all have reached it
-            ratio = sched.ratio_init
-        free, stop = 0, False  # KV tokens left after the running requests' next token (tracked pools)
-        if tracked:
-            held = _held(decoding, resumed, n_dec=n_dec, n_pre=n_pre, isl=isl, dsteps=dsteps, start_sum=start_sum)
-            if decoding and held + n_dec > sched.kv_tokens:  # this step's decode tokens have no room
-                moved, n_dec, start_sum, held = _preempt(
-                    sched, decoding, resumed, n_dec=n_dec, isl=isl, dsteps=dsteps, start_sum=start_sum, held=held
-                )
-                preempted += moved
-                if by_room and moved:  # SGLang re-estimates the ratio from the requests it keeps
-                    ratio = _ratio_after_retract(sched, decoding, n_dec=n_dec, osl=osl, dsteps=dsteps)
-                if not by_room:  # vLLM schedules no waiting request in a step that preempted
-                    ready, later, stop = [], ready + later, True
-            free = max(0, int(sched.kv_tokens - held) - n_dec)
-        slots = cap - n_dec - n_pre
-        by_kv = -1  # the requests the KV room admits this step, where fewer than the slots (-1: not short)
-        if by_room and (ready or resumed):
+            self.ratio = self.sched.ratio_init
+        return ready, later
+
+    def _room(self, ready: list[list[float]], later: list[list[float]]) -> tuple[list[list[float]], list[list[float]], bool, int]:
+        """A tracked pool: preempt where this step's decode tokens have no room; returns the queue (vLLM
+        schedules no waiting request in a step that preempted: `stop`) and the KV tokens left free."""
+        sched, stop = self.sched, False
+        held = _held(
+            self.decoding, self.resumed, n_dec=self.n_dec, n_pre=self.n_pre, isl=self.isl, dsteps=self.dsteps, start_sum=self.start_sum
+        )
+        if self.decoding and held + self.n_dec > sched.kv_tokens:  # this step's decode tokens have no room
+            moved, self.n_dec, self.start_sum, held = _preempt(
+                sched, self.decoding, self.resumed, n_dec=self.n_dec, isl=self.isl, dsteps=self.dsteps, start_sum=self.start_sum, held=held
+            )
+            self.preempted += moved
+            if self.by_room and moved:  # SGLang re-estimates the ratio from the requests it keeps
+                self.ratio = _ratio_after_retract(sched, self.decoding, n_dec=self.n_dec, osl=self.osl, dsteps=self.dsteps)
+            if not self.by_room:
+                ready, later, stop = [], ready + later, True
+        return ready, later, stop, max(0, int(sched.kv_tokens - held) - self.n_dec)
+
+    def _slots(self, ready: list[list[float]]) -> tuple[int, int]:
+        """Requests the step may start, and those the KV room admits where fewer than the slots (-1: not short)."""
+        slots, by_kv = self.cap - self.n_dec - self.n_pre, -1
+        if self.by_room and (ready or self.resumed):
             room = (
                 0
-                if full
+                if self.full
                 else admissible(
-                    sched, decoding, n_dec=n_dec, n_pre=n_pre, isl=isl, osl=osl, ratio=ratio, dsteps=dsteps, start_sum=start_sum
+                    self.sched,
+                    self.decoding,
+                    n_dec=self.n_dec,
+                    n_pre=self.n_pre,
+                    isl=self.isl,
+                    osl=self.osl,
+                    ratio=self.ratio,
+                    dsteps=self.dsteps,
+                    start_sum=self.start_sum,
                 )
             )
             by_kv = room if room < slots else -1
             slots = min(slots, room)
-        has_prompts = prefilling or ((ready or resumed) and slots > 0)  # the step may hold prompt tokens
-        d = 0 if waves and has_prompts else n_dec
-        back: list[tuple[int, float, int, int]] = []  # resumed requests whose recompute the step holds
-        asked = sum(w[0] for w in ready) + sum(r[0] for r in resumed) if by_kv >= 0 else 0
-        if has_prompts and not (resumed and slots > 0 and not stop):
-            inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
-            if tracked and not by_room:  # vLLM: a waiting prompt needs its blocks free now
-                slots = min(slots, free // max(1, isl))
-                refused += 1 if ready and slots <= 0 else 0
-            items, p, prefilling, ready = _plan(
-                sched, prefilling, ready, isl=isl, room=max(0, sched.budget - d), slots=slots, inputs=inputs
-            )
-        elif has_prompts:  # preempted requests lead the waiting queue (vLLM prepends them)
-            inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
-            items, p, prefilling, _ = _plan(sched, prefilling, [], isl=isl, room=max(0, sched.budget - d), slots=0)
-            room = max(0, sched.budget - d - p)
-            back, q, resumed, room, slots, left = _resume(resumed, isl=isl, room=room, slots=slots, kv=free if not by_room else None)
-            free, p = (left if not by_room else free), p + q
-            if tracked and not by_room:
-                slots = min(slots, free // max(1, isl))
-            more, q, _, ready = _plan(
-                sched, [], ready, isl=isl, room=room, slots=slots, inputs=inputs - p if inputs is not None else None, started=p > 0
-            )
-            items, p = items + more, p + q
-        else:  # no prompt to run: a decode-only step (what _plan returns then)
-            items, p = [], 0
-        if by_kv >= 0 and (ready or resumed):  # a request refused for room (not for the token budget) marks
-            unserved = sum(w[0] for w in ready) + sum(r[0] for r in resumed)  # the batch full
-            if asked - unserved >= by_kv:
-                full, refused = True, refused + 1
-        waiting = ready + later
-        if p == 0:  # only decodes until the oldest cohort ends (or a request becomes ready): one jump
-            if not decoding:
-                raise RuntimeError("closed loop stalled: no request can run")
-            k = max(1, int(decoding[0][2]) + last - dsteps)
-            k = min(k, max(1, int(later[0][2] if later else steps + k) - steps))
-            if tracked and n_dec:  # stop where the pool runs out of room for the decodes' next tokens
-                k = min(k, max(1, free // n_dec + 1))
-            c = cost(d, 0)
-            if pending and c > 0:  # stop at the step during which the next one is sent
-                k = min(k, max(1, int((pending[0][1] - t) / c) + 1))
-            host = _sent(sched, host, t, c, d, k)
-            t, steps, dsteps = t + k * c, steps + k, dsteps + k
-            ratio = _decayed(sched, ratio, k) if by_room else ratio
-        else:
-            c = cost(d, p)
-            # the step's tokens: its decodes and its first tokens (counted only for a process that may lag)
-            tokens = d + sum(count for count, _, done in items if done >= isl) if paced else d
-            host = _sent(sched, host, t, c, tokens, 1)
-            t, steps = t + c, steps + 1
-            dsteps += 1 if d else 0
-            ratio = _decayed(sched, ratio, 1) if d and by_room else ratio
-        firsts = 0
+        return slots, by_kv
+
+    def _prompts(
+        self, ready: list[list[float]], d: int, slots: int, free: int
+    ) -> tuple[list[tuple[int, float, int]], int, list[list[float]]]:
+        """The step's prompt tokens: prompts being prefilled, then waiting ones; returns its items, its
+        prompt tokens and the waiting left."""
+        sched = self.sched
+        inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
+        if self.tracked and not self.by_room:  # vLLM: a waiting prompt needs its blocks free now
+            slots = min(slots, free // max(1, self.isl))
+            self.refused += 1 if ready and slots <= 0 else 0
+        items, p, self.prefilling, ready = _plan(
+            sched, self.prefilling, ready, isl=self.isl, room=max(0, sched.budget - d), slots=slots, inputs=inputs
+        )
+        return items, p, ready
+
+    def _with_resumed(
+        self, ready: list[list[float]], d: int, slots: int, free: int
+    ) -> tuple[list[tuple[int, float, int]], int, list[tuple[int, float, int, int]], list[list[float]], int]:
+        """As `_prompts` with preempted requests leading the waiting queue (vLLM prepends them): also
+        returns the recomputes the step holds and the KV tokens left free."""
+        sched, isl, by_room = self.sched, self.isl, self.by_room
+        inputs = sched.prefill_tokens - d if sched.prefill_tokens > 0 else None
+        items, p, self.prefilling, _ = _plan(sched, self.prefilling, [], isl=isl, room=max(0, sched.budget - d), slots=0)
+        room = max(0, sched.budget - d - p)
+        back, q, self.resumed, room, slots, left = _resume(self.resumed, isl=isl, room=room, slots=slots, kv=free if not by_room else None)
+        free, p = (left if not by_room else free), p + q
+        if self.tracked and not by_room:
+            slots = min(slots, free // max(1, isl))
+        more, q, _, ready = _plan(
+            sched, [], ready, isl=isl, room=room, slots=slots, inputs=inputs - p if inputs is not None else None, started=p > 0
+        )
+        return items + more, p + q, back, ready, free
+
+    def _decode_jump(self, d: int, later: list[list[float]], free: int) -> None:
+        """Only decodes until the oldest cohort ends (or a request becomes ready): one jump."""
+        decoding, steps = self.decoding, self.steps
+        if not decoding:
+            raise RuntimeError("closed loop stalled: no request can run")
+        k = max(1, int(decoding[0][2]) + self.last - self.dsteps)
+        k = min(k, max(1, int(later[0][2] if later else steps + k) - steps))
+        if self.tracked and self.n_dec:  # stop where the pool runs out of room for the decodes' next tokens
+            k = min(k, max(1, free // self.n_dec + 1))
+        c = self.cost(d, 0)
+        if self.pending and c > 0:  # stop at the step during which the next one is sent
+            k = min(k, max(1, int((self.pending[0][1] - self.t) / c) + 1))
+        self.host = _sent(self.sched, self.host, self.t, c, d, k)
+        self.t, self.steps, self.dsteps = self.t + k * c, steps + k, self.dsteps + k
+        self.ratio = _decayed(self.sched, self.ratio, k) if self.by_room else self.ratio
+
+    def _run(self, d: int, p: int, items: list[tuple[int, float, int]]) -> None:
+        """A step with prompt tokens."""
+        c = self.cost(d, p)
+        # the step's tokens: its decodes and its first tokens (counted only for a process that may lag)
+        tokens = d + sum(count for count, _, done in items if done >= self.isl) if self.paced else d
+        self.host = _sent(self.sched, self.host, self.t, c, tokens, 1)
+        self.t, self.steps = self.t + c, self.steps + 1
+        self.dsteps += 1 if d else 0
+        self.ratio = _decayed(self.sched, self.ratio, 1) if d and self.by_room else self.ratio
+
+    def _firsts(self, items: list[tuple[int, float, int]]) -> int:
+        """Count the first tokens of the step's items; the prompts not done go on prefilling."""
+        firsts, isl, host, t = 0, self.isl, self.host, self.t
         for count, arrival, done in items:
             if done >= isl:
                 firsts += count
-                if firsts_all >= warmup:
-                    ttft_sum += count * (host - arrival)
-                    late_sum += count * (host - t)
-                    ttft_n += count
-                firsts_all += count
+                if self.firsts_all >= self.warmup:
+                    self.ttft_sum += count * (host - arrival)
+                    self.late_sum += count * (host - t)
+                    self.ttft_n += count
+                self.firsts_all += count
             else:
-                prefilling.append([count, arrival, done])
-        n_pre = int(sum(c[0] for c in prefilling)) if prefilling else 0
+                self.prefilling.append([count, arrival, done])
+        self.n_pre = int(sum(c[0] for c in self.prefilling)) if self.prefilling else 0
+        return firsts
+
+    def _recomputed(self, back: list[tuple[int, float, int, int]]) -> None:
+        """Preempted requests whose recompute the step held: done, its step gives the next token and
+        they decode on; else they lead the resumed queue."""
         for count, first, written, computed in back:
-            if computed >= isl + written:  # recomputed: its step gives the next token, it decodes on
-                _rejoin(decoding, [count, first, dsteps - written])
-                n_dec += count
-                start_sum += count * (dsteps - written)
+            if computed >= self.isl + written:
+                _rejoin(self.decoding, [count, first, self.dsteps - written])
+                self.n_dec += count
+                self.start_sum += count * (self.dsteps - written)
             else:
-                resumed.insert(0, [count, first, written, computed])
-        n = 0
+                self.resumed.insert(0, [count, first, written, computed])
+
+    def _ends(self) -> int:
+        """Take off the requests whose osl - 1 decode steps are done; returns how many."""
+        n, decoding, last, dsteps = 0, self.decoding, self.last, self.dsteps
         while decoding and decoding[0][2] + last <= dsteps:  # its osl - 1 decode steps are done
             size, first, start = decoding.popleft()
-            start_sum -= size * start
+            self.start_sum -= size * start
             if not math.isnan(first):
-                if ended >= warmup:
-                    tpot_sum += size * (host - first) / last
-                    tpot_n += int(size)
-                ended += int(size)
+                if self.ended >= self.warmup:
+                    self.tpot_sum += size * (self.host - first) / self.last
+                    self.tpot_n += int(size)
+                self.ended += int(size)
             n += int(size)
-        n_dec -= n
-        full = full and not n  # a request that ends frees the batch
-        if firsts:
-            if osl <= 1:
-                tpot_n += firsts if ended >= warmup else 0
-                ended += firsts
-                n += firsts
-            else:
-                decoding.append([firsts, host, dsteps])
-                n_dec += firsts
-                start_sum += firsts * dsteps
+        self.n_dec -= n
+        return n
+
+    def _send(self, n: int) -> None:
+        """The requests sent during the step join the next but `lag`; `n` ended ones are replaced."""
+        pending, t, steps = self.pending, self.t, self.steps
         while pending and pending[0][1] < t:  # sent during the step just run: joins the next but `lag`
-            waiting.append([pending[0][0], pending.popleft()[1], steps + lag])
-        new = min(n, prompts - sent) if not staggered else n
+            self.waiting.append([pending[0][0], pending.popleft()[1], steps + self.lag])
+        new = min(n, self.prompts - self.sent) if not self.staggered else n
         if new:  # the client's new request reaches the scheduler during the next step and joins the one after
-            if host > t:  # the client sees the end when the process sends it
-                pending.append([new, host])
+            if self.host > t:  # the client sees the end when the process sends it
+                pending.append([new, self.host])
             else:
-                waiting.append([new, t, steps + 1 + lag])
-            sent += new
-    return LoopResult(
-        ttft_s=ttft_sum / max(1, ttft_n),
-        tpot_s=tpot_sum / max(1, tpot_n),
-        seconds=max(t, host),
-        steps=steps,
-        late_s=late_sum / max(1, ttft_n),
-        preempted=preempted,
-        refused=refused,
-    )
+                self.waiting.append([new, t, steps + 1 + self.lag])
+            self.sent += new
+
+    def result(self) -> LoopResult:
+        """Means over the counted requests."""
+        return LoopResult(
+            ttft_s=self.ttft_sum / max(1, self.ttft_n),
+            tpot_s=self.tpot_sum / max(1, self.tpot_n),
+            seconds=max(self.t, self.host),
+            steps=self.steps,
+            late_s=self.late_sum / max(1, self.ttft_n),
+            preempted=self.preempted,
+            refused=self.refused,
+        )
 
 
 def _sent(sched: Scheduler, host: float, t: float, c: float, tokens: int, k: int) -> float:

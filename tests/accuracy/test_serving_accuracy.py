@@ -166,6 +166,70 @@ def test_a_disaggregated_row_stands_for_decode_batch_x_attention_ranks_x_workers
                                   "decode_batch_size": "48"}) == 528
 
 
+def test_an_aggregated_row_with_attention_dp_stands_for_batch_x_attention_ranks() -> None:
+    # the same reading for an aggregated engine (global_bs = bs x attention_dp_size): the MiniMax-M2.5
+    # B300 row cfg734 (tp4, attention-DP 4, batch_size 128) was run at silicon_concurrency=512
+    row = {"batch_size": "128", "attention_dp_size": "4"}
+    assert sr.agg_concurrency(row) == 512
+    assert sr.agg_concurrency({"batch_size": "64", "attention_dp_size": ""}) == 64
+
+
+def test_every_aggregated_row_is_read_at_the_concurrency_its_source_names(tmp_path: Path) -> None:
+    # the 1,942 aggregated rows whose silicon_data_source records silicon_concurrency, 97 of them with
+    # attention-DP ranks: batch_size x attention_dp_size is that concurrency on every one
+    checked = with_dp = 0
+    for name in ("serving_runs.csv", "serving_runs_newer.csv"):
+        with open(sr.HERE / "data" / name) as f:
+            for r in csv.DictReader(f):
+                named = dict(x.split("=", 1) for x in r["silicon_data_source"].split("; ") if "=" in x)
+                if r["mode"] == "agg" and "silicon_concurrency" in named:
+                    assert sr.agg_concurrency(r) == int(named["silicon_concurrency"]), r["id"]
+                    checked, with_dp = checked + 1, with_dp + (sr.agg_concurrency(r) != int(r["batch_size"]))
+    assert (checked, with_dp) == (1942, 97)
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        head, *lines = f.readlines()
+    path = tmp_path / "rows.csv"
+    path.write_text(head + "".join(line for line in lines if line.startswith("minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734")))
+    (row,) = sr.load_rows(path)
+    assert (row.dep.engine.tp, row.dep.engine.dp, row.wl.concurrency) == (4, 4, 512)
+
+
+def test_a_row_whose_columns_contradict_its_id_runs_the_layout_its_id_names(tmp_path: Path) -> None:
+    # 71 aggregated rows of serving_runs_newer.csv's 2026-04-06 file name tpN_epM in their id and list
+    # another layout (tp4 ep4 as tp4 attention-DP 4 ep16, tp8 ep8 as tp64 ep8); their measurements
+    # are those of the id's layout (Kimi-K2.5 B200 vLLM 0.17 8192/1024: "tp4 ep4" c4 254 ms / 9.8 ms,
+    # the 2026-03-25 tp4 ep4 run at c4 232 ms / 8.8 ms; c64 1279 / 33.5 against 1321 / 33.1)
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        head, *lines = f.readlines()
+    picked = [line for line in lines if line.split(",")[0].endswith(("_c4_tp4_ep4_1301", "_c64_tp8_ep8_1499", "_c32_tp2_ep2_1384"))]
+    path = tmp_path / "rows.csv"
+    path.write_text(head + "".join(picked))
+    skipped: list[str] = []
+    rows = sr.load_rows(path, skipped)
+    got = sorted((r.model.name, r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.wl.concurrency) for r in rows)
+    assert got == [("kimi-k2", 4, 1, 4, 4), ("minimax-m2.5", 2, 1, 2, 32), ("qwen3.5-397b-a17b", 8, 1, 8, 64)]
+    assert skipped == []
+    assert sr.id_layout({"id": "x_agg_8192x1024_c4_tp4_0_ep4_0_569"}) == (4, 4)
+    assert sr.id_layout({"id": "minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733"}) is None
+
+
+def test_a_row_that_repeats_a_named_run_runs_that_runs_layout(tmp_path: Path) -> None:
+    # kimik2_5_b200_vllm_fp4_agg_8192x1024_c4_cfg635 (a database dump, no layout in its id) repeats the
+    # columns and both measurements, to every digit, of ..._c4_tp4_ep4_1301: the same run, read as tp4 ep4
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        head, *lines = f.readlines()
+    twin = next(line for line in lines if line.startswith("kimik2_5_b200_vllm_fp4_agg_8192x1024_c4_cfg635,"))
+    named = next(line for line in lines if line.split(",")[0].endswith("_c4_tp4_ep4_1301"))
+    assert twin.split(",")[-2:] == named.split(",")[-2:]
+    path = tmp_path / "rows.csv"
+    path.write_text(head + twin)
+    (alone,) = sr.load_rows(path)
+    assert (alone.dep.engine.tp, alone.dep.engine.dp, alone.dep.engine.ep) == (4, 4, 16)  # nothing says otherwise
+    path.write_text(head + twin + named)
+    got = [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.wl.concurrency) for r in sr.load_rows(path)]
+    assert got == [(4, 1, 4, 4), (4, 1, 4, 4)]
+
+
 def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv() -> None:
     row = {"backend": "vllm", "mode": "disagg", "isl": "4000", "prefill_batch_size": "1", "decode_batch_size": "24",
            "silicon_data_source": "source_file=x.csv; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0; "
