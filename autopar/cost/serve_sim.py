@@ -1,110 +1,14 @@
 """Step-level simulation of a closed-loop benchmark on one attention rank.
 
 The benchmark client (`vllm bench serve --max-concurrency C`, `sglang.bench_serving`,
-genai-perf, aiperf) sends C requests at once and sends a new one each time one
-ends, until it has sent `prompts` requests. Every request has `isl` prompt tokens
-and `osl` output tokens. The engine runs in steps; what a step holds is the
-framework's scheduler policy, what it costs is `StepCost` (linear in the step's
-decode requests and prompt tokens, its terms taken from cost/serve.py).
-
-Policies (facts read from the frameworks' sources; no code copied):
-
-- decode_first, vLLM V1 (vllm 0.12.0, vllm/v1/core/sched/scheduler.py
-  Scheduler.schedule): the running requests are scheduled first, one token
-  each for those decoding and the next chunk for a prompt being prefilled;
-  the rest of --max-num-batched-tokens goes to waiting requests in arrival
-  order, a prompt cut to what is left (chunked prefill is on by default in
-  V1), up to --max-num-seqs running requests.
-- decode_first without chunking, TensorRT-LLM (1.0, PyTorch backend:
-  tensorrt_llm/_torch/pyexecutor/scheduler.py, the capacity scheduler's
-  default GUARANTEED_NO_EVICT admits requests up to max_batch_size, the
-  micro-batch scheduler fills max_num_tokens with the generation requests
-  and whole context requests; chunked context is off unless
-  enable_chunked_prefill is set, llmapi/llm_args.py).
-- prefill_first, SGLang (0.5.x, python/sglang/srt/managers/scheduler.py
-  get_next_batch_to_run: a new prefill batch runs whenever requests wait and
-  fit, before any decode step; server_args.py enable_mixed_chunk is False, so
-  a prefill step holds no decode tokens; --chunked-prefill-size caps the
-  prompt tokens of a step and cuts the last prompt).
-- prefill_first with Scheduler.mixed, SGLang --enable-mixed-chunk (0.5.6.post2
-  scheduler.py get_new_batch_prefill: with is_mixed_chunk the running batch is
-  merged into the prefill batch, mix_with_running): the prefill step also gives
-  every running request its token, and its decode tokens count against the
-  step's budgets (PrefillAdder mixed_with_decode_tokens = running requests).
-  Nothing then holds a wave together: it runs like decode_first.
-- Scheduler.prefill_tokens, SGLang --max-prefill-tokens (default 16384,
-  server_args.py; PrefillAdder rem_input_tokens, schedule_policy.py
-  add_one_req): a waiting prompt joins a step that already holds one only
-  while its length is below the cap less the step's decode tokens and the
-  prompt tokens already in it; the first prompt of a step is taken whatever
-  its length (cut at --chunked-prefill-size as before).
-
-Admission by KV room (Scheduler.kv_tokens > 0), SGLang's PrefillAdder (0.5.x,
-python/sglang/srt/managers/schedule_policy.py; constants in
-python/sglang/srt/environ.py): a waiting request is admitted only while its
-prompt plus its whole output (clipped at SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION,
-4096) is below what the pool has left after the tokens the admitted requests
-hold and new_token_ratio x the output each of them has still to write (clipped
-likewise). The ratio starts at SGLANG_INIT_NEW_TOKEN_RATIO 0.7, falls by
-(0.7 - 0.7 x SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14) / SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600
-per decode step down to 0.098, and is back at 0.7 when the engine idles. A
-request refused for room marks the running batch full (scheduler.py
-get_new_batch_prefill, AddReqResult.NO_TOKEN): no prompt is admitted until a
-running request ends. A prompt already being prefilled in chunks goes on.
-
-The KV pool is tracked (kv_tokens > 0) for the engines that do not reserve whole
-requests (Scheduler.admission; docs/serving.md "How each engine admits requests"):
-
-- "room", SGLang as above. When a step's decode tokens find no room, SGLang retracts
-  the requests with the fewest output tokens until the others have room for
-  SGLANG_RETRACT_DECODE_STEPS (20) more tokens each, and sets new_token_ratio to
-  (their tokens written + 20 x their count) / their max_new_tokens, at most 1
-  (0.5.6 managers/schedule_batch.py retract_decode, scheduler.py update_running_batch).
-- "blocks", vLLM V1 (0.12 v1/core/sched/scheduler.py Scheduler.schedule): a waiting
-  prompt is scheduled when the blocks of its tokens are free now (allocate_slots, no
-  reservation for its output); when a running request's next token finds no free
-  block, the last of the running list (FCFS: the newest) is preempted: its blocks
-  are freed, num_computed_tokens set to 0, and it is prepended to the waiting queue
-  (_preempt_request); a step that preempted schedules no waiting request.
-
-A preempted request keeps its first token (TTFT is not counted again); it waits,
-then recomputes its prompt and the tokens it had written in one prefill (cut at the
-step's budget; prefix-cache hits are not counted), whose step gives its next token,
-and decodes on: the wait and the recompute land in its TPOT and in the loop's
-throughput. Tokens, not 16-token blocks, are counted. TensorRT-LLM (reserve_full)
-is not tracked here: cost/serve_load.py holds what its pool reserves and queues the rest.
-
-CUDA graphs (TensorRT-LLM 1.0, PyTorch backend): a step replays a captured
-graph only when it holds no context request (pyexecutor/scheduler.py
-ScheduledRequests.can_run_cuda_graph) and its decode batch is one of the
-captured sizes (without padding, the default, another size runs eagerly;
-llmapi/llm_args.py CudaGraphConfig). An eager step costs the larger of its
-GPU time and the host's time to launch its kernels one by one (StepCost.eager_s).
-
-Overlap scheduler (TensorRT-LLM 1.0, on unless disable_overlap_scheduler,
-llmapi/llm_args.py; pyexecutor/py_executor.py _executor_loop_overlap): the
-host schedules and launches step n + 1 before it reads step n's tokens and
-sends them, so a request sent when its predecessor's last token comes back
-joins one step later than without it (Scheduler.overlap). SGLang's does the
-same (0.5.x scheduler.py event_loop_overlap, on unless --disable-overlap-schedule:
-step n's results are processed after step n + 1 is launched). TPOT is unchanged:
-every step still gives each running request a token. An idle engine has no
-step to launch: it takes the requests at once, and those that do not fit in
-its first step are in its queue for the next.
-
-Serving process (Scheduler.host_token_s > 0, TensorRT-LLM 1.0, data/frameworks/trtllm-1.0.yaml):
-each token passes one process on its way to the client, host_token_s each, first come first
-served. The client sees its first token and its request's end when that process sends them, and
-sends its next request then. A process slower than the engine holds the loop at 1 / host_token_s
-tokens/s: the engine holds fewer requests and their wait shows in TTFT (LoopResult.late_s).
-
-A request's first token comes with the step that holds its last prompt token;
-each later step that holds it gives one more token. TTFT here is arrival to
-the end of that step (the client's own time is added by the caller); TPOT is
-(last token - first token) / (osl - 1), averaged over the requests like the
-benchmark clients do. Identical requests move together: the state is a few
-cohorts (requests that arrived, or got their first token, in the same step),
-and runs of steps that only decode are taken in one jump to the next end.
+genai-perf, aiperf) keeps C requests of `isl` prompt and `osl` output tokens in
+flight until it has sent `prompts`. The engine runs in steps: what a step holds is
+the framework's scheduler (`Scheduler`: decode_first for vLLM V1 and TensorRT-LLM,
+prefill_first for SGLang, its admission by KV room or blocks, retraction and
+preemption, CUDA graphs, the overlap scheduler, the serving process); what it costs
+is `StepCost`. Identical requests move together as cohorts, and runs of steps that
+only decode are taken in one jump. Each policy's rule and the source file it is read
+from (no code copied): docs/serving.md, "The step simulation, engine by engine".
 """
 
 from __future__ import annotations
