@@ -89,7 +89,7 @@ def test_plan_validation(kw: dict, message: str) -> None:
 
 
 def test_job_validation_and_default_batch() -> None:
-    with pytest.raises(SpecError, match=r"--gpus \(12\) must be a multiple of the node size"):
+    with pytest.raises(SpecError, match=r"`gpus` \(12\) must be a multiple of the node size"):
         Job(gpus=12, gpus_per_node=8, global_batch=8, seq_len=8)
     assert default_global_batch(64, 8, 8192) == 512  # 4M tokens
     assert default_global_batch(16384, 8, 8192) == 2048  # one sequence per node at least
