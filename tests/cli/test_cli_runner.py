@@ -7,6 +7,8 @@ import pytest
 import typer
 import typer.core
 import typer.main
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from autopar.cli import COMMANDS, app, serve_app
@@ -115,3 +117,17 @@ def test_a_library_error_is_said_in_the_running_commands_flags(capsys: pytest.Ca
     assert capsys.readouterr().err == "autopar: error: `gpus` (12) must be divisible by `tp=8`\n"
     r = runner.invoke(app, ["serve", "estimate", "llama3-8b", "--gpus", "8", "--tp", "4", "--prefill-workers", "1"])
     assert (r.exit_code, r.stderr) == (2, "autopar: error: --prefill-workers needs --mode disagg\n")
+
+
+ROOT_OPTIONS = options_of(typer.main.get_command(app))
+VALUED = sorted(name for name, (_, _, switch) in ROOT_OPTIONS.items() if not switch)
+
+
+@given(
+    before=st.text(alphabet=st.characters(blacklist_characters="`")),
+    name=st.sampled_from(VALUED),
+    value=st.text(alphabet=st.characters(blacklist_characters="`"), min_size=1),
+)
+def test_a_setting_becomes_its_flag_and_value_and_the_rest_stays(before: str, name: str, value: str) -> None:
+    assert flagged(before, ROOT_OPTIONS) == before
+    assert flagged(f"{before}`{name}={value}`{before}", ROOT_OPTIONS) == f"{before}{ROOT_OPTIONS[name][0]} {value}{before}"

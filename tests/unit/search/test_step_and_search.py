@@ -70,12 +70,12 @@ def test_throughput_identities(toy_hw: HardwareProfile) -> None:
 
 
 PLAN_ERRORS = [
-    (dict(dp=4, tp=3, pp=1), "must equal --gpus"),
+    (dict(dp=4, tp=3, pp=1), "must equal `gpus`"),
     (dict(dp=1, tp=16, pp=1), "tp (16) must fit in one node"),
     (dict(dp=2, tp=8, pp=1, vpp=2), "vpp > 1 needs pp > 1"),
     (dict(dp=1, tp=8, pp=2, vpp=41), "pp*vpp (2*41) exceeds the number of layers (80)"),
     (dict(dp=16, tp=1, pp=1, mbs=3), "must be divisible by dp*mbs (16*3)"),
-    (dict(dp=16, tp=1, pp=1, recompute="most"), "--recompute must be one of"),
+    (dict(dp=16, tp=1, pp=1, recompute="most"), "`recompute` must be one of"),
     (dict(dp=16, tp=1, pp=1, ep=2), "ep (2) needs an MoE model"),
 ]
 
