@@ -8,6 +8,8 @@ A message names a parameter as the Python API spells it, between backticks:
 The CLI says each as its flag (--gpus, --mode disagg, --slurm-*), in one place:
 cli/run.py's ``flagged``, with the flags read from the Typer options. No message
 below autopar/cli/ names a flag of autopar's (tests/test_architecture.py).
+Backticks rather than a fields= list on the error: the message stays one string
+that reads whole in Python, a log or a test, and a raiser passes nothing more.
 """
 
 from __future__ import annotations
