@@ -1,6 +1,16 @@
 """Error types. Every error a user can cause is an AutoparError; the CLI prints
 its message on one line and exits with its ``exit_code``. A closed stdout is a
-BrokenPipeError (``broken_pipe``), which the CLI ends quietly with 0."""
+BrokenPipeError (``broken_pipe``), which the CLI ends quietly with 0.
+
+A message names a parameter as the Python API spells it, between backticks:
+`gpus` must be at least 1, got 0; `mode=disagg` needs `prefill_workers`;
+`slurm_*` options. That is what str(err) reads for a caller of autopar.api.
+The CLI says each as its flag (--gpus, --mode disagg, --slurm-*), in one place:
+cli/run.py's ``flagged``, with the flags read from the Typer options. No message
+below autopar/cli/ names a flag of autopar's (tests/test_architecture.py).
+Backticks rather than a fields= list on the error: the message stays one string
+that reads whole in Python, a log or a test, and a raiser passes nothing more.
+"""
 
 from __future__ import annotations
 

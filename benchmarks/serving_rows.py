@@ -30,6 +30,24 @@ from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
 from benchmarks.serving_campaign import kv_dtype, launch_args
 
+
+@functools.cache
+def _cli_options() -> dict[str, tuple[str, str | None, bool]]:
+    from typer.main import get_command
+
+    from autopar.cli import app
+    from autopar.cli.run import options_of
+
+    return options_of(get_command(app))
+
+
+def cli_words(message: str) -> str:
+    """A library message as the CLI prints it: its parameters as flags (autopar/cli/run.py)."""
+    from autopar.cli.run import flagged
+
+    return flagged(message, _cli_options())
+
+
 HERE = Path(__file__).parent
 
 load_hardware = functools.lru_cache(maxsize=None)(_load_hardware)
@@ -239,12 +257,12 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
                 conc = agg_concurrency(r)
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
             try:
-                for eng, flag in ((dep.engine, "--"), (dep.prefill, "--prefill-")):
+                for eng, prefix in ((dep.engine, ""), (dep.prefill, "prefill_")):
                     if eng is not None:
-                        eng.check(model, flag=flag)
-                        eng.check_framework(dep.framework, flag=flag)
-            except SpecError as exc:  # as `serve estimate` would refuse it
-                why = f"a layout serve estimate refuses (e.g. {exc})"
+                        eng.check(model, prefix=prefix)
+                        eng.check_framework(dep.framework, prefix=prefix)
+            except SpecError as exc:  # as `serve estimate` would refuse it, in its flags
+                why = f"a layout serve estimate refuses (e.g. {cli_words(str(exc))})"
                 if why.split(" (e.g.")[0] not in {k.split(" (e.g.")[0] for k in reasons}:
                     reasons[why] = 0
                 key = next(k for k in reasons if k.startswith(why.split(" (e.g.")[0]))

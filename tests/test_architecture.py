@@ -16,6 +16,9 @@ import that only runs late still ties the two modules together. The rules:
 - layer      every module has a layer (its folder, or its entry in TOP)
 - size       no module over 420 lines, no function over 80 (counted from the line after its
              signature, so a Typer command's option list does not count)
+- flags      outside cli/, no message given to an AutoparError names a command-line flag: `--` then a
+             letter, in a string or an f-string part (also `--{name}`); it names the parameter as the
+             Python API does, `gpus` (autopar/errors.py), and cli/run.py says it as --gpus
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import ast
 import functools
 import io
+import re
 import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -78,6 +82,9 @@ TORCH_LAYERS = {"probe", "calibrate"}
 # Known reaches, each with the branch that removes it (the list may only shrink)
 ALLOWED: set[tuple[str, str]] = set()  # none left
 WRITE_METHODS = {"write_text", "write_bytes", "mkdir", "touch"}
+# another program's flags a message may name as that program spells them, and why (may only shrink)
+FOREIGN_FLAGS = {"--hybrid-context-parallel": "Megatron-LM's own flag, in emit/megatron.py's refusals"}
+FLAG = re.compile(r"--[A-Za-z][\w-]*|--$")  # `--$`: a part that ends in -- before a {value}
 WRITE_FUNCTIONS = {"write_atomic", "write_text_atomic", "atomic_write"}
 
 
@@ -288,6 +295,44 @@ def write_violations(tree: Tree) -> list[str]:
     return out
 
 
+def error_classes(tree: Tree) -> set[str]:
+    """AutoparError and its subclasses, read from autopar/errors.py."""
+    out = {"AutoparError"}
+    classes = [n for n in ast.walk(_parse(tree["autopar.errors"].text)) if isinstance(n, ast.ClassDef)]
+    for _ in classes:  # as many passes as classes: a subclass of a subclass is found too
+        out |= {c.name for c in classes if any(isinstance(b, ast.Name) and b.id in out for b in c.bases)}
+    return out
+
+
+def _flags_named(call: ast.Call) -> Iterator[tuple[int, str]]:
+    """The flags the string literals and f-string parts of `call`'s arguments name."""
+    for arg in (*call.args, *(kw.value for kw in call.keywords)):
+        for node in ast.walk(arg):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for flag in FLAG.findall(node.value):
+                    if flag not in FOREIGN_FLAGS:
+                        yield node.lineno, flag if flag != "--" else "--{...}"
+
+
+def flag_violations(tree: Tree) -> list[str]:
+    """Messages given to an AutoparError below cli/ that name a command-line flag."""
+    names, out = error_classes(tree), []
+    for name, source in tree.items():
+        if source.path.startswith("cli/"):
+            continue
+        for node in ast.walk(_parse(source.text)):
+            func = node.func if isinstance(node, ast.Call) else None
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if called in names:
+                assert isinstance(node, ast.Call)
+                out += [
+                    f"{name} (line {line}) names the flag {flag} in a message to {called}: name the parameter "
+                    "as the Python API does, in backticks (autopar/errors.py) [flags]"
+                    for line, flag in _flags_named(node)
+                ]
+    return out
+
+
 def unplaced(tree: Tree) -> list[str]:
     where = "add it to TOP or move it into a layer's folder"
     return [f"{name} is in no layer: {where} [layer]" for name in tree if layer(name) == ""]
@@ -296,7 +341,14 @@ def unplaced(tree: Tree) -> list[str]:
 def violations(tree: Tree) -> list[str]:
     """Every break of the contract in `tree`, one line each."""
     found = imports(tree)
-    return unplaced(tree) + cycle_violations(found) + layer_violations(found) + write_violations(tree) + size_violations(tree)
+    return (
+        unplaced(tree)
+        + cycle_violations(found)
+        + layer_violations(found)
+        + write_violations(tree)
+        + flag_violations(tree)
+        + size_violations(tree)
+    )
 
 
 MAX_MODULE_LINES = 420
@@ -452,6 +504,17 @@ PLANTED = [
         "autopar.render.planted (line 2) calls savefig() to a path: render/ returns strings",
     ),
     (
+        "advise/planted.py",
+        'from autopar.errors import SpecError\n\ndef f(n):\n    raise SpecError(f"--gpus must be at least 1, got {n}")\n',
+        "autopar.advise.planted (line 4) names the flag --gpus in a message to SpecError: name the parameter as the "
+        "Python API does, in backticks (autopar/errors.py) [flags]",
+    ),
+    (
+        "spec/planted.py",
+        'from autopar import errors\n\ndef f(name):\n    raise errors.InfeasibleError(\n        "x " f"--{name} is too small")\n',
+        "autopar.spec.planted (line 5) names the flag --{...} in a message to InfeasibleError",
+    ),
+    (
         "spec/units.py",
         "from autopar.spec.planted_b import X\n",
         "import cycle autopar.spec.planted_b <-> autopar.spec.units: ",
@@ -509,3 +572,15 @@ def test_a_planted_size_fails_with_file_function_and_length(tree: Tree, path: st
         assert mine == []
     else:
         assert any(message in v for v in mine), f"expected {message!r} in:\n" + "\n".join(found)
+
+
+def test_the_foreign_flags_are_named_by_some_message(tree: Tree) -> None:
+    """Each entry of FOREIGN_FLAGS is still in a message, so the list can only shrink."""
+    texts = [n.value for s in tree.values() for n in ast.walk(_parse(s.text)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert all(any(flag in t for t in texts) for flag in FOREIGN_FLAGS)
+
+
+def test_the_cli_may_name_flags(tree: Tree) -> None:
+    """cli/ speaks in flags: the same message there is no violation."""
+    text = 'from autopar.errors import SpecError\n\ndef f():\n    raise SpecError("--gpus is required")\n'
+    assert flag_violations(planted(tree, {"cli/planted.py": text})) == flag_violations(tree) == []

@@ -85,32 +85,32 @@ def request(kind: str | None, *, out: Path | None, torchtitan_config: str | None
     """Check the --emit options together, before any work is done; None when --emit is absent."""
     slurm = slurm or SlurmOptions()
     if kind is None:
-        for given, name in ((out, "--emit-out"), (extra, "--emit-extra"), (torchtitan_config, "--torchtitan-config")):
+        for given, name in ((out, "emit_out"), (extra, "emit_extra"), (torchtitan_config, "torchtitan_config")):
             if given is not None:
-                raise SpecError(f"{name} needs --emit {'|'.join(EMIT_KINDS)}")
+                raise SpecError(f"`{name}` needs `emit={'|'.join(EMIT_KINDS)}`")
         if slurm != SlurmOptions():
-            raise SpecError("--slurm-* options need --emit slurm or --emit slurm-torchtitan")
+            raise SpecError("`slurm_*` options need `emit=slurm` or `emit=slurm-torchtitan`")
         return None
     if kind not in EMIT_KINDS:
-        raise SpecError(f"--emit must be one of {', '.join(EMIT_KINDS)}, got {kind!r}")
+        raise SpecError(f"`emit` must be one of {', '.join(EMIT_KINDS)}, got {kind!r}")
     if torchtitan_config is not None:
         if FRAMEWORK[kind] != "torchtitan":
-            raise SpecError("--torchtitan-config needs --emit torchtitan or --emit slurm-torchtitan")
+            raise SpecError("`torchtitan_config` needs `emit=torchtitan` or `emit=slurm-torchtitan`")
         module, _, config = torchtitan_config.rpartition(":")
         if not ((not module or _DOTTED.fullmatch(module)) and _IDENT.fullmatch(config)):
-            raise SpecError(f"--torchtitan-config {torchtitan_config!r}: expected NAME or MODULE:NAME, "
+            raise SpecError(f"`torchtitan_config` {torchtitan_config!r}: expected NAME or MODULE:NAME, "
                             "e.g. llama3_70b or llama3:llama3_70b")
     if slurm != SlurmOptions() and not kind.startswith("slurm"):
-        raise SpecError("--slurm-* options need --emit slurm or --emit slurm-torchtitan")
+        raise SpecError("`slurm_*` options need `emit=slurm` or `emit=slurm-torchtitan`")
     if slurm.time is not None and not _SLURM_TIME.fullmatch(slurm.time):
-        raise SpecError(f"--slurm-time {slurm.time!r}: sbatch reads minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, "
+        raise SpecError(f"`slurm_time` {slurm.time!r}: sbatch reads minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, "
                         "D-HH:MM:SS or UNLIMITED")
     words: tuple[str, ...] = ()
     if extra is not None:
         try:
             words = tuple(shlex.split(extra))
         except ValueError as exc:
-            raise SpecError(f"--emit-extra: {exc}") from None
+            raise SpecError(f"`emit_extra`: {exc}") from None
     return LaunchRequest(kind=kind, out=out, titan_config=torchtitan_config, extra=words, slurm=slurm)
 
 
@@ -120,7 +120,7 @@ def node_layout(job: Job, host_gpus: int) -> tuple[int, int]:
     if job.gpus <= host_gpus:
         return 1, job.gpus
     if job.gpus % host_gpus:
-        raise SpecError(f"--gpus ({job.gpus}) is not a whole number of {host_gpus}-GPU hosts; "
+        raise SpecError(f"`gpus` ({job.gpus}) is not a whole number of {host_gpus}-GPU hosts; "
                         "torchrun starts the same number of processes on every host")
     return job.gpus // host_gpus, host_gpus
 
@@ -222,10 +222,10 @@ def choose(req: LaunchRequest, ctx: Context, plans: Sequence[Plan]) -> tuple[Pla
 
 
 def describe(plan: Plan) -> str:
-    """A plan as the estimate options that select it."""
-    return (f"--tp {plan.tp} --pp {plan.pp} --vpp {plan.vpp} --cp {plan.cp} --cp-comm {plan.cp_comm} "
-            f"--ep {plan.ep} --etp {plan.etp} --mbs {plan.mbs} --recompute {plan.recompute} --zero {plan.zero}"
-            + (f" --recompute-modules {','.join(plan.recompute_modules)}" if plan.recompute_modules else ""))
+    """A plan as the estimate parameters that select it (the CLI says them as flags)."""
+    return (f"`tp={plan.tp}` `pp={plan.pp}` `vpp={plan.vpp}` `cp={plan.cp}` `cp_comm={plan.cp_comm}` "
+            f"`ep={plan.ep}` `etp={plan.etp}` `mbs={plan.mbs}` `recompute={plan.recompute}` `zero={plan.zero}`"
+            + (f" `recompute_modules={','.join(plan.recompute_modules)}`" if plan.recompute_modules else ""))
 
 
 def stack_for(kind: str | None, stack: str | None) -> str | None:
@@ -291,5 +291,5 @@ def prepare(req: LaunchRequest | None, ctx: Context, plans: Plan | Sequence[Plan
     launch = build(req, ctx, [plans] if isinstance(plans, Plan) else plans, extra_args=extra_args)
     if req.out is None:
         return launch
-    write_atomic(req.out, script_text(launch), option="--emit-out", executable=True)
+    write_atomic(req.out, script_text(launch), option="`emit_out`", executable=True)
     return replace(launch, path=req.out)

@@ -101,4 +101,4 @@ def parse_gpus(value: str | None) -> tuple[int | None, bool]:
     try:
         return int(value), False
     except ValueError:
-        raise SpecError(f"--gpus must be a whole number or auto, got {value!r}") from None
+        raise SpecError(f"`gpus` must be a whole number or auto, got {value!r}") from None

@@ -59,20 +59,20 @@ class PoolArgs:
     workers: int | None = None  # disagg: engines in the pool
 
     def given(self) -> list[str]:
-        """The flags given, without their pool's prefix (workers, tp, ..., attention-dp)."""
+        """The parameters given, without their pool's prefix (workers, tp, ..., attention_dp)."""
         return [name for name in ("workers", "tp", "pp", "dp", "ep") if getattr(self, name) is not None] + (
-            ["attention-dp"] if self.attention_dp else [])
+            ["attention_dp"] if self.attention_dp else [])
 
 
 def context(model: str, *, hardware: str | None, gpus: int | None, framework: str, weights: str,
             kv_dtype: str, engine_args: EngineArgs = DEFAULT_ARGS) -> ServeContext:
     """The serving inputs; `framework` is NAME[@VERSION] or a framework .yaml (autopar/io/frameworks.py)."""
     if gpus is None:
-        raise SpecError("--gpus is required")
+        raise SpecError("`gpus` is required")
     if gpus < 1:
-        raise SpecError(f"--gpus must be at least 1, got {gpus}")
+        raise SpecError(f"`gpus` must be at least 1, got {gpus}")
     if gpus > MAX_SERVE_GPUS:
-        raise SpecError(f"--gpus must be at most {MAX_SERVE_GPUS:,} for serve (autopar's limit: the disaggregated sweep "
+        raise SpecError(f"`gpus` must be at most {MAX_SERVE_GPUS:,} for serve (autopar's limit: the disaggregated sweep "
                         f"grows with the GPU count; plan one fleet and replicate it), got {gpus:,}")
     spec = load_model(model)
     hw, reason = resolve_hardware(hardware)
@@ -81,9 +81,9 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
     # build a throwaway deployment to validate the names once, with the flags in the message
     Deployment(fw=fw, mode="agg", engine=Engine(), replicas=1, weights=weights, kv_dtype=kv_dtype)
     if fw.name != "sglang":
-        for flag, value in (("--mixed-chunk", engine_args.mixed_chunk), ("--max-prefill-tokens", engine_args.max_prefill_tokens)):
+        for param, value in (("`mixed_chunk`", engine_args.mixed_chunk), ("`max_prefill_tokens`", engine_args.max_prefill_tokens)):
             if value is not None:
-                raise SpecError(f"{flag} is an SGLang setting (--framework sglang), got --framework {fw.name}")
+                raise SpecError(f"{param} is an SGLang setting (`framework=sglang`), got `framework={fw.name}`")
     return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, fw=fw, weights=weights, kv_dtype=kv_dtype,
                         framework_note=resolved.note, engine_args=engine_args, errors=error_model())
 
@@ -108,17 +108,17 @@ def kv_dtypes(kv_dtype: str | None) -> tuple[str, ...]:
     return ("auto", "fp8") if kv_dtype is None else (kv_dtype,)
 
 
-def _engine(args: PoolArgs, *, flag: str) -> Engine:
+def _engine(args: PoolArgs, *, prefix: str) -> Engine:
     for name, value in (("tp", args.tp), ("pp", args.pp), ("dp", args.dp), ("ep", args.ep)):
         if value is not None and value < 1:
-            raise SpecError(f"{flag}{name} must be at least 1, got {value}")
+            raise SpecError(f"`{prefix}{name}` must be at least 1, got {value}")
     tp, pp, ep = (1 if v is None else v for v in (args.tp, args.pp, args.ep))
     dp = (args.dp or 1) if args.attention_dp else 1
     if ep > 1 and not args.attention_dp and ep > tp:
-        raise SpecError(f"{flag}ep ({ep}) exceeds {flag}tp ({tp}): without {flag}attention-dp the experts "
+        raise SpecError(f"`{prefix}ep` ({ep}) exceeds `{prefix}tp` ({tp}): without `{prefix}attention_dp` the experts "
                         "span the TP ranks of one engine")
     if (tp * dp) % ep:
-        raise SpecError(f"{flag}ep ({ep}) must divide {flag}tp x {flag}dp ({tp} x {dp}): the MoE layers span "
+        raise SpecError(f"`{prefix}ep` ({ep}) must divide `{prefix}tp` x `{prefix}dp` ({tp} x {dp}): the MoE layers span "
                         "the engine's tp x dp ranks (tp x dp = moe_tp x ep)")
     return Engine(tp=tp, pp=pp, dp=dp, ep=ep)
 
@@ -127,17 +127,17 @@ def deployment(ctx: ServeContext, *, mode: str, agg: PoolArgs, prefill: PoolArgs
     """`serve estimate`'s layout: --tp/--pp/--dp/--ep/--attention-dp (agg), or the --prefill-* and
     --decode-* pools (disagg, where --tp stands for --decode-tp); a flag of the other mode is refused."""
     if mode not in MODES:
-        raise SpecError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise SpecError(f"`mode` must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "agg":
-        for flag, pool in (("--prefill-", prefill), ("--decode-", decode)):
+        for prefix, pool in (("prefill_", prefill), ("decode_", decode)):
             if given := pool.given():
-                raise SpecError(f"{flag}{given[0]} needs --mode disagg")
+                raise SpecError(f"`{prefix}{given[0]}` needs `mode=disagg`")
         if agg.tp is None:
-            raise SpecError("--tp is required (the attention tensor parallelism)")
+            raise SpecError("`tp` is required (the attention tensor parallelism)")
         return agg_deployment(ctx, agg)
     if given := [name for name in agg.given() if name != "tp"]:
-        raise SpecError(f"--{given[0]} sets aggregated engines; with --mode disagg give --prefill-{given[0]} "
-                        f"and --decode-{given[0]}")
+        raise SpecError(f"`{given[0]}` sets aggregated engines; with `mode=disagg` give `prefill_{given[0]}` "
+                        f"and `decode_{given[0]}`")
     return disagg_deployment(ctx, prefill, PoolArgs(tp=agg.tp if decode.tp is None else decode.tp, pp=decode.pp,
                                                     dp=decode.dp, ep=decode.ep, attention_dp=decode.attention_dp,
                                                     workers=decode.workers))
@@ -145,7 +145,7 @@ def deployment(ctx: ServeContext, *, mode: str, agg: PoolArgs, prefill: PoolArgs
 
 def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
     """--tp/--pp/--dp/--ep/--attention-dp on --gpus: one or more identical engines."""
-    engine = _engine(args, flag="--")
+    engine = _engine(args, prefix="")
     engine.check(ctx.model)
     engine.check_framework(ctx.framework)
     if args.dp is not None and not args.attention_dp:
@@ -153,37 +153,37 @@ def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
     elif ctx.gpus % engine.gpus == 0:
         replicas = ctx.gpus // engine.gpus
     else:
-        raise SpecError(f"--gpus ({ctx.gpus}) must be a multiple of one engine's GPUs "
+        raise SpecError(f"`gpus` ({ctx.gpus}) must be a multiple of one engine's GPUs "
                         f"(tp x pp x attention-dp = {engine.gpus})")
     dep = Deployment(fw=ctx.fw, mode="agg",
                      engine=engine, replicas=replicas, weights=ctx.weights,
                      kv_dtype=ctx.kv_dtype, kv_auto=kv_auto(ctx.model)[0], args=ctx.engine_args)
     if dep.gpus != ctx.gpus:
-        raise SpecError(f"--gpus ({ctx.gpus}) does not match the layout: tp x pp x dp = {dep.gpus}")
+        raise SpecError(f"`gpus` ({ctx.gpus}) does not match the layout: tp x pp x dp = {dep.gpus}")
     return dep
 
 
 def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) -> Deployment:
     """--mode disagg: prefill and decode pools, each with its own layout; --gpus is the total."""
     if prefill.workers is None or decode.workers is None:
-        raise SpecError("--mode disagg needs --prefill-workers and --decode-workers")
+        raise SpecError("`mode=disagg` needs `prefill_workers` and `decode_workers`")
     engines = []
-    for flag, pool in (("--prefill-", prefill), ("--decode-", decode)):
+    for prefix, pool in (("prefill_", prefill), ("decode_", decode)):
         if pool.workers is not None and pool.workers < 1:
-            raise SpecError(f"{flag}workers must be at least 1, got {pool.workers}")
+            raise SpecError(f"`{prefix}workers` must be at least 1, got {pool.workers}")
         if pool.dp is not None and not pool.attention_dp:
-            raise SpecError(f"{flag}dp counts attention-DP ranks inside one engine and needs {flag}attention-dp "
-                            f"({flag}workers counts the engines)")
-        engine = _engine(pool, flag=flag)
-        engine.check(ctx.model, flag=flag)
-        engine.check_framework(ctx.framework, flag=flag)
+            raise SpecError(f"`{prefix}dp` counts attention-DP ranks inside one engine and needs `{prefix}attention_dp` "
+                            f"(`{prefix}workers` counts the engines)")
+        engine = _engine(pool, prefix=prefix)
+        engine.check(ctx.model, prefix=prefix)
+        engine.check_framework(ctx.framework, prefix=prefix)
         engines.append(engine)
     dep = Deployment(fw=ctx.fw, mode="disagg",
                      engine=engines[1], replicas=decode.workers, prefill=engines[0],
                      prefill_replicas=prefill.workers, weights=ctx.weights, kv_dtype=ctx.kv_dtype,
                      kv_auto=kv_auto(ctx.model)[0], args=ctx.engine_args, prefill_args=ctx.engine_args)
     if dep.gpus != ctx.gpus:
-        raise SpecError(f"--gpus ({ctx.gpus}) does not match the pools: prefill {prefill.workers} x "
+        raise SpecError(f"`gpus` ({ctx.gpus}) does not match the pools: prefill {prefill.workers} x "
                         f"{engines[0].gpus} + decode {decode.workers} x {engines[1].gpus} = {dep.gpus} GPUs")
     return dep
 
@@ -194,15 +194,15 @@ def check_workload(ctx: ServeContext, wl: Workload) -> None:
     one (tensorrt_llm/llmapi/llm.py _check_arguments, "The sum of prompt length ... should not exceed
     max_num_tokens"; tests/unittest/llmapi/test_llm.py test_max_num_token_check)."""
     if wl.isl + wl.osl > ctx.model.max_seq_len:
-        raise SpecError(f"--isl + --osl ({wl.isl:,} + {wl.osl:,}) exceeds {ctx.model.name}'s context window "
+        raise SpecError(f"`isl` + `osl` ({wl.isl:,} + {wl.osl:,}) exceeds {ctx.model.name}'s context window "
                         f"(max_seq_len {ctx.model.max_seq_len:,} tokens)")
     fw = ctx.fw
     budget = fw.chunk_tokens if ctx.engine_args.max_num_tokens is None else ctx.engine_args.max_num_tokens
     _check_step_tokens(ctx, fw.name, fw.label, fw.chunked, fw.max_seqs)
     if not fw.chunked and wl.isl > budget:
-        raise SpecError(f"--isl ({wl.isl:,}) exceeds the {budget:,} tokens one {fw.label} step holds "
-                        f"(--max-num-tokens{'' if ctx.engine_args.max_num_tokens else ', its default'}): without "
-                        "chunked context it refuses a longer prompt; give --max-num-tokens of at least --isl")
+        raise SpecError(f"`isl` ({wl.isl:,}) exceeds the {budget:,} tokens one {fw.label} step holds "
+                        f"(`max_num_tokens`{'' if ctx.engine_args.max_num_tokens else ', its default'}): without "
+                        "chunked context it refuses a longer prompt; give `max_num_tokens` of at least `isl`")
 
 
 def _check_step_tokens(ctx: ServeContext, name: str, label: str, chunked: bool, default_seqs: int) -> None:
@@ -215,10 +215,10 @@ def _check_step_tokens(ctx: ServeContext, name: str, label: str, chunked: bool, 
         return
     if name == "vllm" and tokens < (seqs or default_seqs):
         given = f"{seqs:,}" if seqs is not None else f"{default_seqs:,}, its default"
-        raise SpecError(f"--max-num-tokens ({tokens:,}) must be at least --max-batch-size ({given}): {label} refuses "
+        raise SpecError(f"`max_num_tokens` ({tokens:,}) must be at least `max_batch_size` ({given}): {label} refuses "
                         "fewer batched tokens than running requests")
     if chunked and tokens < MIN_STEP_TOKENS:
-        raise SpecError(f"--max-num-tokens ({tokens:,}) must be at least {MIN_STEP_TOKENS} with {label} (autopar's "
+        raise SpecError(f"`max_num_tokens` ({tokens:,}) must be at least {MIN_STEP_TOKENS} with {label} (autopar's "
                         "limit: a prompt cut into smaller chunks makes the step simulation run for minutes)")
 
 
@@ -235,11 +235,11 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
     """Sweep the deployments of ctx.gpus GPUs (those `keep` keeps); refuse (exit 1) when none fits or none
     meets the targets. `progress(done, total)` is told of each deployment priced."""
     if not modes:
-        raise SpecError("--modes is empty; use agg, disagg or both (agg,disagg)")
+        raise SpecError("`modes` is empty; use agg, disagg or both (agg,disagg)")
     for mode in modes:
         if mode not in MODES:
-            raise SpecError(f"--modes: unknown mode {mode!r}; use agg, disagg or both (agg,disagg)")
-    for name, value in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
+            raise SpecError(f"`modes`: unknown mode {mode!r}; use agg, disagg or both (agg,disagg)")
+    for name, value in (("`ttft_ms`", ttft_ms), ("`tpot_ms`", tpot_ms)):
         if value is not None and not (0 < value < math.inf):
             raise SpecError(f"{name} must be a positive number of milliseconds, got {value}")
     check_workload(ctx, Workload(isl=isl, osl=osl, concurrency=1))  # validates --isl/--osl
@@ -254,7 +254,7 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
     if not result.points:
         raise InfeasibleError(f"{ctx.model.name} with {ctx.weights} weights does not fit on {ctx.gpus} x {ctx.hw.name} "
                               f"in any layout ({result.layouts} tried): the weights and one request's KV cache "
-                              "exceed the memory the framework gives them; add GPUs or use --weights fp8/fp4")
+                              "exceed the memory the framework gives them; add GPUs or use `weights=fp8/fp4`")
     if result.best is None and result.rule == "knee":
         raise InfeasibleError(f"every deployment of {ctx.gpus} GPUs is queue-saturated at every concurrency tried "
                               "(its KV cache or prefill pool cannot keep up); add GPUs")
@@ -268,7 +268,7 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
 
 def check_emit(target: str | None) -> None:
     if target is not None and target not in FRAMEWORKS:
-        raise SpecError(f"--emit must be one of {', '.join(FRAMEWORKS)}, got {target!r}")
+        raise SpecError(f"`emit` must be one of {', '.join(FRAMEWORKS)}, got {target!r}")
 
 
 def unlaunchable(ctx: ServeContext, target: str, dep: Deployment, wl: Workload) -> str | None:
@@ -296,21 +296,21 @@ def launch(ctx: ServeContext, target: str, est: ServeEstimate) -> ServeLaunch:
     from autopar.emit import sglang, trtllm, vllm
 
     if not est.fits:
-        raise SpecError(f"--emit {target}: the deployment does not fit (the weights and one request's KV cache "
+        raise SpecError(f"`emit={target}`: the deployment does not fit (the weights and one request's KV cache "
                         "exceed the memory the framework gives them), so there is no launch line; run without "
-                        "--emit to see its memory, or use more GPUs per engine")
+                        "`emit` to see its memory, or use more GPUs per engine")
     dep, node = est.deployment, ctx.hw.host_gpus
     where = "node" if node == ctx.hw.gpus_per_node else "host"
     if max(e.gpus for e in (dep.engine, dep.prefill) if e is not None) > node:
-        raise SpecError(f"--emit {target}: {unlaunchable(ctx, target, dep, est.workload)}; the launch lines autopar "
+        raise SpecError(f"`emit={target}`: {unlaunchable(ctx, target, dep, est.workload)}; the launch lines autopar "
                         f"writes start each engine on one {where} (CUDA_VISIBLE_DEVICES), so there is none for it: run "
-                        f"without --emit, or `serve estimate` a layout of at most {node} GPUs per engine")
+                        f"without `emit`, or `serve estimate` a layout of at most {node} GPUs per engine")
     emitters = {"vllm": vllm.launch, "sglang": sglang.launch, "trtllm": trtllm.launch}
     if target not in emitters:
-        raise SpecError(f"--emit must be one of {', '.join(emitters)}, got {target!r}")
+        raise SpecError(f"`emit` must be one of {', '.join(emitters)}, got {target!r}")
     if target != est.deployment.framework:
-        raise SpecError(f"--emit {target} with --framework {est.deployment.framework}: the estimate is for "
-                        f"{est.deployment.framework}; pass --framework {target}")
+        raise SpecError(f"`emit={target}` with `framework={est.deployment.framework}`: the estimate is for "
+                        f"{est.deployment.framework}; pass `framework={target}`")
     return emitters[target](dep, est.workload, host_gpus=node)
 
 
@@ -322,7 +322,7 @@ def launch_best(ctx: ServeContext, target: str, result: ServeSweep,
     suggest --emit does, advise/launch.py)."""
     best = result.best
     if best is None:
-        raise SpecError(f"--emit {target}: nothing to launch")
+        raise SpecError(f"`emit={target}`: nothing to launch")
     if target != best.deployment.framework:
         return launch(ctx, target, best)  # refused: the estimate is for another framework
     why = unlaunchable(ctx, target, best.deployment, best.workload)
@@ -333,7 +333,7 @@ def launch_best(ctx: ServeContext, target: str, result: ServeSweep,
     except InfeasibleError:
         other = None
     if other is None:
-        raise SpecError(f"--emit {target}: the recommended deployment has no launch line ({why}), and none of "
+        raise SpecError(f"`emit={target}`: the recommended deployment has no launch line ({why}), and none of "
                         f"those {target} can launch fits or meets the targets")
     launched = launch(ctx, target, other)
     note = (f"# --emit {target}: skipped the recommended {_layout(best)}: {why}; launching the best one "

@@ -109,31 +109,31 @@ def context(
     is what a plan should leave free, warned about, not refused.
     """
     if seq_len_dist is not None and seq_len is not None:
-        raise SpecError("give --seq-len or --seq-len-dist, not both")
+        raise SpecError("give `seq_len` or `seq_len_dist`, not both")
     spec = load_model(model)
     hw, reason = resolve_hardware(hardware)
     room = headroom_bytes(headroom, hw.memory_bytes)
     if nodes is not None:
         if nodes < 1:
-            raise SpecError(f"--nodes must be positive, got {nodes}")
+            raise SpecError(f"`nodes` must be positive, got {nodes}")
         if nodes > MAX_GPUS // hw.gpus_per_node:  # named as --nodes, not as the --gpus it makes
-            raise SpecError(f"--nodes must be at most {MAX_GPUS // hw.gpus_per_node:,} ({hw.gpus_per_node} GPUs per "
+            raise SpecError(f"`nodes` must be at most {MAX_GPUS // hw.gpus_per_node:,} ({hw.gpus_per_node} GPUs per "
                             f"node; autopar's limit is {MAX_GPUS:,} GPUs), got {nodes:,}")
         if gpus is not None and gpus != nodes * hw.gpus_per_node:
-            raise SpecError(f"--gpus ({gpus}) disagrees with --nodes ({nodes}) x {hw.gpus_per_node} GPUs per node")
+            raise SpecError(f"`gpus` ({gpus}) disagrees with `nodes` ({nodes}) x {hw.gpus_per_node} GPUs per node")
         gpus = nodes * hw.gpus_per_node
     if gpus is None:
-        raise SpecError("give --gpus N or --nodes N")
+        raise SpecError("give `gpus=N` or `nodes=N`")
     seq = seq_len if seq_len is not None else spec.seq_len
     if seq <= 0:
-        raise SpecError(f"--seq-len must be positive, got {seq}")
+        raise SpecError(f"`seq_len` must be positive, got {seq}")
     if seq > spec.max_seq_len:
-        raise SpecError(f"--seq-len ({seq}) exceeds {spec.name}'s max_seq_len ({spec.max_seq_len})")
+        raise SpecError(f"`seq_len` ({seq}) exceeds {spec.name}'s max_seq_len ({spec.max_seq_len})")
     batch = global_batch if global_batch is not None else default_global_batch(gpus, hw.gpus_per_node, seq)
     job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype,
               gpus_per_host=hw.gpus_per_host if hw.gpus_per_host and hw.gpus_per_host < hw.gpus_per_node else 0)
     if dtype not in hw.peak_flops:
-        raise SpecError(f"--dtype {dtype}: hardware profile {hw.name} has no peak for it")
+        raise SpecError(f"`dtype` {dtype}: hardware profile {hw.name} has no peak for it")
     options = read_options(stack_options, recipe)
     stack_profile = load_stack(stack, options)
     stack_reason = f"--stack {stack}" if stack else f"default {DEFAULT_STACK} (no --stack)"
@@ -194,12 +194,12 @@ def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: 
     names only --stack torchtitan is not refused for a --zero 1 they did not type)."""
     zero = ctx.stack.default_zero if zero is None else zero
     cp_comm = ctx.stack.default_cp_comm if cp_comm is None else cp_comm
-    for flag, value in (("--tp", tp), ("--pp", pp), ("--cp", cp)):
+    for name, value in (("tp", tp), ("pp", pp), ("cp", cp)):
         if value < 1:
-            raise SpecError(f"{flag} must be >= 1, got {value}")
+            raise SpecError(f"`{name}` must be >= 1, got {value}")
     denom = tp * pp * cp
     if ctx.job.gpus % denom:
-        raise SpecError(f"--gpus ({ctx.job.gpus}) must be divisible by tp*pp*cp ({tp}*{pp}*{cp})")
+        raise SpecError(f"`gpus` ({ctx.job.gpus}) must be divisible by tp*pp*cp ({tp}*{pp}*{cp})")
     plan = Plan(dp=ctx.job.gpus // denom, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, cp_comm=cp_comm, mbs=mbs,
                 recompute=recompute, zero=zero, sp=sp and tp > 1, recompute_modules=parse_modules(recompute_modules))
     step = plan.dp * max(1, mbs)

@@ -105,11 +105,11 @@ def _check_sequences(dist: varlen.LengthDist, given: int | None, seqs: int) -> N
     if seqs <= MAX_VARLEN_SEQUENCES:
         return
     if given is not None:
-        raise SpecError(f"--global-batch ({given:,}) with --seq-len-dist: at most {MAX_VARLEN_SEQUENCES:,} sequences "
+        raise SpecError(f"`global_batch` ({given:,}) with `seq_len_dist`: at most {MAX_VARLEN_SEQUENCES:,} sequences "
                         "per step can be simulated (autopar's limit)")
     raise SpecError(f"{dist.source}: the default global batch (about 4M tokens at a mean length of {dist.mean_len:.3g} "
                     f"tokens: {seqs:,} sequences) is over the {MAX_VARLEN_SEQUENCES:,} per step that can be simulated; "
-                    "give --global-batch")
+                    "give `global_batch`")
 
 
 def token_room(est: Estimate, job: Job) -> int:
@@ -129,7 +129,7 @@ def token_room(est: Estimate, job: Job) -> int:
 
 def check_strategy(strategy: str) -> None:
     if strategy not in varlen.STRATEGIES:
-        raise SpecError(f"--varlen-strategy must be one of {', '.join(varlen.STRATEGIES)}, got {strategy!r}")
+        raise SpecError(f"`varlen_strategy` must be one of {', '.join(varlen.STRATEGIES)}, got {strategy!r}")
 
 
 def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | None, strategy: str,
@@ -152,8 +152,8 @@ def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | No
     plans = [simulate_plan(packed, dist, est, sequences=seqs, seed=seed) for est in runnable]
     fitting = [p for p in plans if p.results[strategy].fits]
     if not fitting:
-        raise InfeasibleError(f"no simulated plan runs the longest sequence ({dist.max_len} tokens) with --varlen-strategy "
-                              f"{strategy}; try megatron_dynamic_cp or hdp, or more GPUs")
+        raise InfeasibleError(f"no simulated plan runs the longest sequence ({dist.max_len} tokens) with "
+                              f"`varlen_strategy={strategy}`; try megatron_dynamic_cp or hdp, or more GPUs")
     fitting.sort(key=lambda v: v.results[strategy].step_time_mean_s)
     return VarlenSuggestion(fixed=fixed, dist=dist, strategy=strategy, sequences_per_step=seqs, plans=tuple(fitting))
 

@@ -6,7 +6,7 @@
 
 A front end beside the CLI: it calls the same advise/ use cases and builds `to_dict()` with the same
 render functions as `--json`, so the numbers and keys are the CLI's. Bad input raises autopar.SpecError,
-no plan that fits raises autopar.InfeasibleError (both autopar.AutoparError); messages name the CLI flag.
+no plan that fits raises autopar.InfeasibleError (both autopar.AutoparError); messages name the parameter (`gpus`).
 Nothing is printed. Documented in docs/python.md; the package root loads these names from here.
 
 - results.py   the result dataclasses, built from a --json document

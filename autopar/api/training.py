@@ -72,7 +72,7 @@ def suggest(
     from autopar.render.report import suggestion_dict
 
     if top < 1:
-        raise SpecError(f"top must be at least 1, got {top}")
+        raise SpecError(f"`top` must be at least 1, got {top}")
     want, ctx = _context(
         model,
         gpus=gpus,

@@ -73,9 +73,9 @@ def _world(kind: str, nproc: int | None, torch_cuda_count: int) -> int:
 def check_run(*, steps: int, warmup: int, nproc: int | None, device: str, top: int | None = None) -> None:
     """What bounds a run, checked before torch is imported: steps, warm-up steps, processes, --top."""
     if top is not None and top < 1:
-        raise SpecError(f"--top must be >= 1, got {top}")
+        raise SpecError(f"`top` must be >= 1, got {top}")
     if not 1 <= steps <= MAX_STEPS or not 0 <= warmup <= MAX_WARMUP:
-        raise SpecError(f"--steps must be from 1 to {MAX_STEPS:,} and --warmup from 0 to {MAX_WARMUP:,}, got {steps:,} "
+        raise SpecError(f"`steps` must be from 1 to {MAX_STEPS:,} and `warmup` from 0 to {MAX_WARMUP:,}, got {steps:,} "
                         f"and {warmup:,}")
     processes(nproc, kind="cpu" if device == "cpu" else None)
 
@@ -87,7 +87,7 @@ def _check_fits(model: ModelSpec, plan: Plan, job: Job, *, capacity: float) -> N
     need = state + acts * model.layers / plan.pp * min(plan.pp, plan.microbatches(job))
     if need > FIT_FRACTION * capacity:
         raise SpecError(f"{model.name} needs about {need / 2**30:.1f} GiB per rank for this plan; this node gives "
-                        f"{capacity / 2**30:.1f} GiB per rank: add --scale-to-fit")
+                        f"{capacity / 2**30:.1f} GiB per rank: add `scale_to_fit`")
 
 
 def _saved_hardware(kind: str) -> tuple[HardwareProfile | None, str]:
@@ -127,8 +127,8 @@ class _Prepared:
 def _prepare(spec: ModelSpec, text: str, *, scale: bool, kind: str, world: int, capacity: float) -> _Prepared:
     req: PlanRequest = parse_plan(text)
     if req.plan.gpus != world:
-        raise SpecError(f"--plan {text}: dp*tp*pp = {req.plan.gpus} must equal the number of processes ({world}; "
-                        "--nproc or torchrun's WORLD_SIZE)")
+        raise SpecError(f"`plan` {text}: dp*tp*pp = {req.plan.gpus} must equal the number of processes ({world}; "
+                        "`nproc` or torchrun's WORLD_SIZE)")
     scaling = scale_to_fit(spec, req.plan, BUDGETS[kind]) if scale else Scaling(model=spec, lines=())
     if scaling.model.tie_embeddings:  # the Llama module has its own output matrix; predict what is built
         scaling = Scaling(model=replace(scaling.model, tie_embeddings=False),
@@ -161,7 +161,7 @@ def top_plans(spec: ModelSpec, k: int, *, world: int, hardware: str | None, scal
     from autopar.search.planner import search
 
     if k < 1:
-        raise SpecError(f"--top must be >= 1, got {k}")
+        raise SpecError(f"`top` must be >= 1, got {k}")
     model = scale_to_fit(spec, Plan(dp=world, tp=1, pp=1), BUDGETS[kind]).model if scale else spec
     hw, why = resolve_hardware(hardware)
     batch = 4 * world
@@ -186,7 +186,7 @@ def run_calibrate(model_ref: str, *, plan_texts: list[str], scale: bool, nproc: 
     `before_run` is called once every input is checked, just before the processes start."""
     check_run(steps=steps, warmup=warmup, nproc=nproc, device=device)
     if not plan_texts:
-        raise SpecError("give at least one --plan (e.g. --plan dp1,tp2,pp1)")
+        raise SpecError("give at least one `plan` (e.g. `plan=dp1,tp2,pp1`)")
     spec = load_model(model_ref)
     check_family(spec)
     for text in plan_texts:
@@ -223,5 +223,5 @@ def run_calibrate(model_ref: str, *, plan_texts: list[str], scale: bool, nproc: 
 def saved_path(out: Path | None) -> Path:
     path = out if out is not None else saved_profile_path()
     if not path.exists():
-        raise ProfileError(f"--save: no profile at {path}: run `autopar profile` first (corrections live in a profile)")
+        raise ProfileError(f"`save`: no profile at {path}: run `autopar profile` first (corrections live in a profile)")
     return path

@@ -65,17 +65,17 @@ def parse_plan(text: str) -> PlanRequest:
             continue
         match = _TOKEN.match(token)
         if match is None:
-            raise SpecError(f"--plan: unknown token {raw.strip()!r}; expected dpN, tpN, ppN, vppN, cpN, mbsN, gbN, "
+            raise SpecError(f"`plan`: unknown token {raw.strip()!r}; expected dpN, tpN, ppN, vppN, cpN, mbsN, gbN, "
                             "zeroN, seqN, sp or nosp")
         key, value = match.group(1), int(match.group(2))
         if key in values:
-            raise SpecError(f"--plan: {key} given twice")
+            raise SpecError(f"`plan`: {key} given twice")
         if value < 1 and key != "zero":
-            raise SpecError(f"--plan: {key} must be >= 1, got {value}")
+            raise SpecError(f"`plan`: {key} must be >= 1, got {value}")
         values[key] = value
     zero = values.get("zero", 3)
     if zero not in (2, 3) and values.get("dp", 1) > 1:
-        raise SpecError(f"--plan: zero{zero} with dp > 1 is not run by calibrate: it shards with FSDP2 "
+        raise SpecError(f"`plan`: zero{zero} with dp > 1 is not run by calibrate: it shards with FSDP2 "
                         "(zero3: fully_shard; zero2: reshard_after_forward=False)")
     cp = values.get("cp", 1)
     plan = Plan(dp=values.get("dp", 1), tp=values.get("tp", 1), pp=values.get("pp", 1), cp=cp,
@@ -97,7 +97,7 @@ def _halve_heads(heads: int, kv: int, head_dim: int, tp: int) -> tuple[int, int,
         return heads // 2, kv // 2, head_dim
     if head_dim > 16 and head_dim % 2 == 0:
         return heads, kv, head_dim // 2
-    raise SpecError(f"--scale-to-fit: cannot shrink {heads} heads of width {head_dim} (kv heads {kv}) further for tp {tp}")
+    raise SpecError(f"`scale_to_fit`: cannot shrink {heads} heads of width {head_dim} (kv heads {kv}) further for tp {tp}")
 
 
 def scale_to_fit(model: ModelSpec, plan: Plan, budget: Budget) -> Scaling:
@@ -158,6 +158,6 @@ def make_job(model: ModelSpec, req: PlanRequest, *, gpus: int) -> Job:
     validate(plan, model, job)
     m = plan.microbatches(job)
     if plan.pp > 1 and m < plan.pp:
-        raise SpecError(f"--plan: torch's pipeline schedules need at least pp ({plan.pp}) micro-batches per step; "
+        raise SpecError(f"`plan`: torch's pipeline schedules need at least pp ({plan.pp}) micro-batches per step; "
                         f"gb / (dp * mbs) = {batch} / ({plan.dp} * {plan.mbs}) = {m}")
     return job

@@ -47,9 +47,9 @@ def target(path: Path | None = None) -> Path:
     """The profile --save writes: the saved one; refused before any run when it does not exist."""
     path = path or saved_profile_path()
     if not path.is_file():
-        raise ProfileError(f"--save: no saved profile at {path}: run `autopar profile` first "
+        raise ProfileError(f"`save`: no saved profile at {path}: run `autopar profile` first "
                            "(corrections are kept in the node's profile)")
-    output_target(path, option="calibrate --save", err=ProfileError, updates_input=True)
+    output_target(path, option="calibrate `save`", err=ProfileError, updates_input=True)
     load_hardware(str(path))  # a profile that will not validate is refused now, not after the run
     return path
 
@@ -93,9 +93,9 @@ def save(runs: tuple[Calibration, ...], path: Path) -> Saved:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ProfileError(f"--save {path}: the profile does not parse as YAML ({exc}); it was left unchanged") from None
+        raise ProfileError(f"`save` {path}: the profile does not parse as YAML ({exc}); it was left unchanged") from None
     if not isinstance(doc, dict):
-        raise ProfileError(f"--save {path}: not a profile mapping; it was left unchanged")
+        raise ProfileError(f"`save` {path}: not a profile mapping; it was left unchanged")
     parse_profile(doc, where=str(path))
-    write_atomic(path, text, option="calibrate --save", err=ProfileError, updates_input=True)
+    write_atomic(path, text, option="calibrate `save`", err=ProfileError, updates_input=True)
     return Saved(path=path, correction=corr, raw_factor=raw)

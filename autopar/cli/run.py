@@ -19,7 +19,8 @@ a closed pipe) is lost, and the exit code stays the command's own.
 Usage errors (an unknown option, a bad number) are one line too, not the boxed
 panel Click and Typer draw by default. Inside a command, :func:`handled` turns a
 library error into its line and exit code; :func:`run` catches what is raised
-outside any command (Click's usage errors, Ctrl-C, a closed stdout).
+outside any command (Click's usage errors, Ctrl-C, a closed stdout). Both say
+the parameters a library message names (`gpus`) as flags (--gpus): :func:`flagged`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
@@ -52,13 +54,69 @@ def say(text: str) -> None:
         os.write(2, (one_line(text, 2000) + "\n").encode("utf-8", "backslashreplace"))
 
 
+# a parameter a library message names (autopar/errors.py): `name`, `name=value` or `prefix_*`
+_NAMED = re.compile(r"`([a-z][a-z0-9_]*)(\*?)(?:=([^`]*))?`")
+
+
+Options = dict[str, tuple[str, str | None, bool]]  # parameter name -> (flag, its --no- form, is a switch)
+
+
+def options_of(*commands: Any) -> Options:
+    """The Typer options of Click `commands` and of the commands under them (a group's); the first to name one wins."""
+    out: Options = {}
+    todo = list(commands)
+    for one in todo:  # breadth first: a command's own options before those of the commands under it
+        todo.extend(getattr(one, "commands", {}).values())
+        for param in one.params:
+            flags = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
+            if flags and type(param).__name__.endswith("Option"):
+                off = [o for o in param.secondary_opts if o.startswith("--")]
+                out.setdefault(param.name, (flags[0], off[0] if off else None, bool(param.is_flag)))
+    return out
+
+
+def _current() -> Options:
+    """The options of the running command first, then those of every other command of the app."""
+    import importlib
+
+    clicks = _usage_error().__module__.rpartition(".")[0]  # click, or the copy this Typer bundles
+    ctx = importlib.import_module(f"{clicks}.globals").get_current_context(silent=True)
+    return {} if ctx is None else options_of(ctx.command, ctx.find_root().command)
+
+
+def _flag(match: re.Match[str], options: Options) -> str:
+    name, wild, value = match.groups()
+    if wild:  # `slurm_*`: the options that start so
+        flag = next((f for n, (f, _, _) in options.items() if n.startswith(name)), None)
+        return match[0] if flag is None else flag[: 2 + len(name)] + "*"
+    if name not in options:
+        return match[0]
+    flag, off, switch = options[name]
+    if value is None or (switch and value == "True"):
+        return flag
+    if switch and value == "False" and off:
+        return off
+    return f"{flag} {value}"
+
+
+def flagged(text: str, options: Options | None = None) -> str:
+    """A library message in the CLI's terms: each parameter it names in backticks said as its flag
+    (`gpus` -> --gpus, `mode=disagg` -> --mode disagg, `sp=False` -> --no-sp, `slurm_*` -> --slurm-*).
+    `options`: those of the running command (default), read from its Typer options, so the names cannot
+    drift from the flags. A name that is no option stays as written."""
+    if "`" not in text:
+        return text
+    known = _current() if options is None else options
+    return _NAMED.sub(lambda m: _flag(m, known), text)
+
+
 def fail(exc: AutoparError) -> NoReturn:
-    """A library error inside a command: its one line on stderr, then its exit code."""
+    """A library error inside a command: its one line on stderr, in flags, then its exit code."""
     import typer
 
     from autopar.render.text import error
 
-    text = str(exc)
+    text = flagged(str(exc))
     error(text if len(text) <= 2000 else text[:1999] + "…")  # one line piped, whatever a name or path holds
     raise typer.Exit(exc.exit_code)
 
@@ -159,6 +217,7 @@ def _usage(exc: Any) -> int:
 def run(app: Any) -> NoReturn:
     """Call the Typer `app` and exit with the code the table above gives."""
     from typer import Abort
+    from typer.main import get_command
 
     from autopar.io.reading import forget_inputs
 
@@ -183,10 +242,10 @@ def run(app: Any) -> NoReturn:
         code = 0  # the reader stopped early (| head)
     except OutputError as exc:
         _silence_stdout()
-        say(f"autopar: error: {exc}")
+        say(f"autopar: error: {flagged(str(exc), options_of(get_command(app)))}")
         code = EXIT_OUTPUT
     except AutoparError as exc:  # raised while rendering, outside a command's own handler (render/answer.py)
-        say(f"autopar: error: {exc}")
+        say(f"autopar: error: {flagged(str(exc), options_of(get_command(app)))}")
         code = exc.exit_code
     except usage_error as exc:
         code = _usage(exc)

@@ -270,7 +270,7 @@ def _transfer(model: ModelSpec, hw: HardwareProfile, prefill: Engine, kv_bytes: 
 def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
     fw, dec, pre = for_deployment(dep), dep.engine, dep.prefill
     if pre is None:
-        raise SpecError("--mode disagg needs the prefill engine (--prefill-tp ...)")
+        raise SpecError("`mode=disagg` needs the prefill engine (`prefill_tp` ...)")
     ranks = dep.replicas * dec.dp  # decode attention ranks
     n = wl.concurrency / ranks
     probe = _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=StepTime(

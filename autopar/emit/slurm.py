@@ -31,7 +31,7 @@ def directive(name: str, value: object) -> str:
     """One ``#SBATCH --name=value`` line; the value is checked, since #SBATCH lines are not shell."""
     text = str(value)
     if not _SBATCH_VALUE.fullmatch(text):
-        raise SpecError(f"--slurm-{name} {text!r} may hold only letters, digits and _.:,@+/=-")
+        raise SpecError(f"`slurm_{name.replace('-', '_')}` {text!r} may hold only letters, digits and _.:,@+/=-")
     return f"#SBATCH --{name}={text}"
 
 

@@ -109,7 +109,7 @@ def config_for(model: ModelSpec, config: str | None) -> tuple[str, str]:
         return module or "llama3", name
     if model.name in PRESET_CONFIGS:
         return PRESET_CONFIGS[model.name]
-    raise SpecError(f"torchtitan has no known config for {model.name}: give --torchtitan-config NAME or MODULE:NAME "
+    raise SpecError(f"torchtitan has no known config for {model.name}: give `torchtitan_config` NAME or MODULE:NAME "
                     f"(known: {', '.join(sorted(PRESET_CONFIGS))})")
 
 
@@ -118,7 +118,7 @@ def check_config(model: ModelSpec, module: str, name: str) -> None:
     known = sorted(n for m, n in TITAN_SHAPES if m == module)
     if not known:
         return  # a module autopar has no table for: torchtitan itself checks the name
-    flag = f"--torchtitan-config {module}:{name}"
+    flag = f"`torchtitan_config` {module}:{name}"
     ours = (model.layers, model.hidden_size, model.vocab_size)
     same = [n for n in known if TITAN_SHAPES[module, n][:3] == ours]
     hint = f"; {module}:{same[0]} has {model.name}'s shape" if same else ""

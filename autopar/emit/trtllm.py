@@ -49,8 +49,8 @@ def _yaml(dep: Deployment, engine: Engine, role: str | None, wl: Workload) -> li
 
 def _line(dep: Deployment, engine: Engine, role: str | None, *, batch: int, extra: bool) -> str:
     if engine.dp > 1 and engine.tp > 1:
-        raise SpecError(f"--emit trtllm: TensorRT-LLM's attention-DP runs attention on one GPU per rank; "
-                        f"use --tp 1 --dp {engine.tp * engine.dp} --attention-dp")
+        raise SpecError(f"`emit=trtllm`: TensorRT-LLM's attention-DP runs attention on one GPU per rank; "
+                        f"use `tp=1` `dp={engine.tp * engine.dp}` `attention_dp=True`")
     fw = for_deployment(dep, role)
     batch = dep.args_for(role).max_batch_size or batch
     words = ["trtllm-serve", MODEL_VAR, "--backend", "pytorch", "--tp_size", str(engine.tp * engine.dp)]

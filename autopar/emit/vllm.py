@@ -27,8 +27,8 @@ KV_TRANSFER = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 
 def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> str:
     if engine.ep > 1 and engine.ep != engine.tp * engine.dp:
-        raise SpecError(f"vLLM runs MoE experts either tensor-parallel (--ep 1) or expert-parallel over all "
-                        f"tp x dp = {engine.tp * engine.dp} GPUs; --ep {engine.ep} is neither")
+        raise SpecError(f"vLLM runs MoE experts either tensor-parallel (`ep=1`) or expert-parallel over all "
+                        f"tp x dp = {engine.tp * engine.dp} GPUs; `ep={engine.ep}` is neither")
     fw = for_deployment(dep, role)
     batch = dep.args_for(role).max_batch_size or batch
     words = ["vllm", "serve", MODEL_VAR, "--tensor-parallel-size", str(engine.tp)]

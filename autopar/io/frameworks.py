@@ -70,7 +70,7 @@ def _builtin(name: str, version: str) -> Framework:
     return fw
 
 
-def resolve_framework(ref: str | None, *, what: str = "--framework") -> Resolved:
+def resolve_framework(ref: str | None, *, what: str = "`framework`") -> Resolved:
     """``NAME[@VERSION]`` (the newest known version when none is given; a version without its own data
     file uses the nearest, with a note), a framework .yaml path, or None for the default framework."""
     ref = DEFAULT_FRAMEWORK if ref is None else ref

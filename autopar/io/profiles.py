@@ -66,7 +66,7 @@ def resolve_hardware(ref: str | None) -> tuple[HardwareProfile, str]:
     """The profile to use and a sentence saying why: --hardware, the saved one, or the default."""
     if ref is not None:
         if not ref.strip():
-            raise ProfileError("--hardware is empty: give a built-in name (see `autopar hardware`) or a profile .yaml")
+            raise ProfileError("`hardware` is empty: give a built-in name (see `autopar hardware`) or a profile .yaml")
         return load_hardware(ref), f"--hardware {ref}"
     saved = saved_profile()
     if saved is not None:

@@ -16,7 +16,7 @@ from autopar.errors import OutputError, SpecError
 from autopar.io.files import write_atomic
 from autopar.io.reading import named
 
-OPTION = "--save-dir"
+OPTION = "`save_dir`"
 
 
 def save_files(folder: Path, files: Mapping[str, str], *, executable: frozenset[str] = frozenset()) -> list[Path]:

@@ -79,12 +79,12 @@ def _builtin(ref: str) -> tuple[dict[str, Any], str]:
     files = _files()
     if name not in files:
         names = sorted(files)
-        raise SpecError(f"--stack: unknown stack '{name}'{did_you_mean(name, names)}: one of {', '.join(names)} "
+        raise SpecError(f"`stack`: unknown stack '{name}'{did_you_mean(name, names)}: one of {', '.join(names)} "
                         "(see `autopar stacks`) or a stack .yaml")
     known = stack_versions(name)
     version = version if at else known[-1]
     if version not in files[name]:
-        raise SpecError(f"--stack {ref}: {name} has no version '{version}'; it has {', '.join(known)} "
+        raise SpecError(f"`stack` {ref}: {name} has no version '{version}'; it has {', '.join(known)} "
                         f"(default {known[-1]})")
     with resources.as_file(resources.files("autopar") / "data" / "stacks" / files[name][version]) as p:
         data, where = load_mapping(p), str(p)
@@ -113,7 +113,7 @@ def load_stack(ref: str | None, options: Mapping[str, str] | None = None) -> Sta
     """A built-in stack (NAME, NAME@VERSION), a stack YAML path, or None for the default stack, with the
     recipe `options` (KEY -> VALUE, as --stack-opt gives them) applied."""
     if ref is not None and not ref.strip():
-        raise SpecError("--stack is empty: give a built-in name (see `autopar stacks`) or a stack .yaml")
+        raise SpecError("`stack` is empty: give a built-in name (see `autopar stacks`) or a stack .yaml")
     ref = DEFAULT_STACK if ref is None else ref
     path = Path(ref)
     if path.suffix.lower() in (".yaml", ".yml"):
@@ -131,7 +131,7 @@ def load_stack(ref: str | None, options: Mapping[str, str] | None = None) -> Sta
     try:
         applied = parse_stack(data, where=where)
     except SpecError as exc:
-        raise SpecError(f"--stack-opt {', '.join(f'{k}={v}' for k, v in options.items())}: {exc}") from None
+        raise SpecError(f"`stack_opt` {', '.join(f'{k}={v}' for k, v in options.items())}: {exc}") from None
     return replace(applied, applied=tuple(options.items()))
 
 
@@ -166,7 +166,7 @@ def _with_option(data: dict[str, Any], key: str, value: str, *, stack: StackProf
     offered = stack_options(data)
     if key not in offered:
         names = ", ".join(sorted(offered)) or "none"
-        raise SpecError(f"--stack-opt {key}: stack {stack.label} has no option '{key}'{did_you_mean(key, list(offered))}"
+        raise SpecError(f"`stack_opt` {key}: stack {stack.label} has no option '{key}'{did_you_mean(key, list(offered))}"
                         f"; its options: {names} (see `autopar stacks`)")
     spec = offered[key]
     if spec.get("choices"):
@@ -174,13 +174,13 @@ def _with_option(data: dict[str, Any], key: str, value: str, *, stack: StackProf
         if value not in choices:
             ordered = sorted(choices)
             allowed = f"{', '.join(ordered[:-1])} or {ordered[-1]}"
-            raise SpecError(f"--stack-opt {key}: must be {allowed}, got '{value}'")
+            raise SpecError(f"`stack_opt` {key}: must be {allowed}, got '{value}'")
         sets = dict(choices[value])
     else:
         try:
             number = float(value)
         except ValueError:
-            raise SpecError(f"--stack-opt {key}: must be a number, got '{value}'") from None
+            raise SpecError(f"`stack_opt` {key}: must be a number, got '{value}'") from None
         sets = {spec["number"]: number}
     out = dict(data)
     for dotted, v in sets.items():
@@ -201,7 +201,7 @@ def read_options(texts: Sequence[str], recipe: str | None) -> dict[str, str]:
     for text in texts:
         key, eq, value = text.partition("=")
         if not eq or not key.strip() or not value.strip():
-            raise SpecError(f"--stack-opt {text}: expected KEY=VALUE (e.g. grad_reduce=bf16)")
+            raise SpecError(f"`stack_opt` {text}: expected KEY=VALUE (e.g. grad_reduce=bf16)")
         out[key.strip()] = value.strip()
     return out
 

@@ -43,29 +43,29 @@ def check_writable(path: Path) -> None:
     saved profile is made only when the profile is written). Special files (devices,
     FIFOs, symlinks to them) are refused, as every output is.
     """
-    target = output_target(path, option="--out", err=ProfileError)
+    target = output_target(path, option="`out`", err=ProfileError)
     folder = target.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent  # the nearest existing folder: the rest would be made in it
     if not folder.is_dir():
-        raise ProfileError(f"--out {named(path)}: {named(folder)} is not a folder")
+        raise ProfileError(f"`out` {named(path)}: {named(folder)} is not a folder")
     if target.parent.exists():
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".check", dir=target.parent)
         except OSError as exc:
-            raise ProfileError(f"--out {named(path)}: cannot write in {named(target.parent)} ({exc.strerror or exc})") from None
+            raise ProfileError(f"`out` {named(path)}: cannot write in {named(target.parent)} ({exc.strerror or exc})") from None
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
     elif not os.access(folder, os.W_OK | os.X_OK):
-        raise ProfileError(f"--out {named(path)}: cannot create folders in {named(folder)} (permission denied)")
+        raise ProfileError(f"`out` {named(path)}: cannot create folders in {named(folder)} (permission denied)")
 
 
 def default_output(kind: str) -> Path:
     """Where a run without --out writes: the saved profile that suggest reads when no --hardware is given,
     but only for a GPU measurement. A CPU one (no CUDA device: --device auto picks cpu) goes beside it, so
     that it never becomes every later suggest's hardware (issue 25: "11.2 GiB of a Intel(R) Xeon(R)")."""
-    saved = saved_profile_path(instead=", or give --out FILE")
+    saved = saved_profile_path(instead=", or give `out=FILE`")
     return saved if kind == "cuda" else saved.with_name("profile-cpu.yaml")
 
 
@@ -73,11 +73,11 @@ def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None
                 console: Console) -> None:
     """`console`: where the summary goes, the CLI's (render/text.py: names escaped, at most 80 columns)."""
     if compare is not None and not compare.strip():
-        raise ProfileError("--compare is empty: give a built-in profile name (see `autopar hardware`) or a profile .yaml")
+        raise ProfileError("`compare` is empty: give a built-in profile name (see `autopar hardware`) or a profile .yaml")
     processes(nproc, kind="cpu" if device == "cpu" else None)  # before torch is imported, and before any work
     reference = load_hardware(compare) if compare is not None else None
     if out is None:
-        saved_profile_path(instead=", or give --out FILE")  # with no home, say so before any work
+        saved_profile_path(instead=", or give `out=FILE`")  # with no home, say so before any work
     torch = require_torch()
     kind = resolve_device(torch, device)
     settings = settings_for(kind, quick)

@@ -73,29 +73,29 @@ def processes(nproc: int | None, *, kind: str | None, gpus: int = 0) -> int:
     if nproc is None:
         return 0 if kind is None else gpus if kind == "cuda" else 2
     if nproc < 1:
-        raise SpecError(f"--nproc: must be >= 1, got {nproc}")
+        raise SpecError(f"`nproc`: must be >= 1, got {nproc}")
     if kind == "cuda" and nproc > gpus:
-        raise SpecError(f"--nproc {nproc}: only {gpus} GPU(s) visible; NCCL needs one GPU per process")
+        raise SpecError(f"`nproc={nproc}`: only {gpus} GPU(s) visible; NCCL needs one GPU per process")
     n = cores()
     bound = max(2, n) if kind == "cpu" else max(n, MAX_GPUS_PER_NODE) if kind is None else gpus
     if nproc > bound:
         what = f"{n} CPU cores here: one gloo process per core" if kind == "cpu" else "the GPUs of one node"
-        raise SpecError(f"--nproc must be at most {bound:,} ({what}), got {nproc:,}")
+        raise SpecError(f"`nproc` must be at most {bound:,} ({what}), got {nproc:,}")
     return nproc
 
 
 def resolve_device(torch: ModuleType, requested: str) -> str:
     """auto | cuda | cpu -> cuda | cpu, refusing cuda when no GPU is visible."""
     if requested not in ("auto", "cuda", "cpu"):
-        raise ProfileError(f"--device: expected auto, cuda or cpu, got {requested!r}")
+        raise ProfileError(f"`device`: expected auto, cuda or cpu, got {requested!r}")
     has_cuda = bool(torch.cuda.is_available())
     if requested == "cuda" and not has_cuda:
         build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         hint = f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
         raise ProfileError(
-            f"--device cuda: no CUDA GPU is visible (torch {torch.__version__} is {build}{hint}); "
-            "run on a GPU node with a CUDA build of torch, or use --device cpu --nproc 2"
+            f"`device=cuda`: no CUDA GPU is visible (torch {torch.__version__} is {build}{hint}); "
+            "run on a GPU node with a CUDA build of torch, or use `device=cpu` `nproc=2`"
         )
     if requested == "auto":
         return "cuda" if has_cuda else "cpu"

@@ -109,4 +109,4 @@ def settings_for(device: str, quick: bool) -> Settings:
             overlap_target_s=0.1 if quick else 0.3,
             timeout_s=_timeout(120.0),
         )
-    raise ProfileError(f"--device: expected cuda or cpu, got {device!r}")
+    raise ProfileError(f"`device`: expected cuda or cpu, got {device!r}")

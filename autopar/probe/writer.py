@@ -268,4 +268,4 @@ def write_profile(path: Path, doc: dict[str, Any]) -> None:
     """Validate ``doc`` as a profile, then write it to ``path`` atomically."""
     parse_profile(doc, where=str(path))
     text = f"# written by autopar {version()} `autopar profile`; schema: autopar/hardware.py\n" + dump_yaml(doc)
-    write_atomic(path, text, option="autopar profile --out", err=ProfileError, make_parents=True)
+    write_atomic(path, text, option="autopar profile `out`", err=ProfileError, make_parents=True)

@@ -114,7 +114,7 @@ def figure(s: Suggestion, points: Sequence[tuple[float, float, Candidate, int]] 
         from matplotlib.figure import Figure
         from matplotlib.ticker import StrMethodFormatter
     except ImportError:
-        raise SpecError(f"--plot needs matplotlib, an optional extra: {INSTALL_HINT}") from None
+        raise SpecError(f"`plot` needs matplotlib, an optional extra: {INSTALL_HINT}") from None
     ranked = s.result.ranked
     front = _front(s)
     best = s.plans[0]  # the recommendation: the re-ranked first (advise/ties.py), as the text says
@@ -155,7 +155,7 @@ def svg_chart(s: Suggestion) -> str:
     try:
         import matplotlib
     except ImportError:
-        raise SpecError(f"--plot needs matplotlib, an optional extra: {INSTALL_HINT}") from None
+        raise SpecError(f"`plot` needs matplotlib, an optional extra: {INSTALL_HINT}") from None
     points = _distinct(s.result.ranked.candidates)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autopar", "font.size": 9}):
         fig = figure(s, points)
@@ -200,7 +200,7 @@ def html_page(s: Suggestion, svg: str) -> str:
 def plot_file(path: Path, s: Suggestion) -> tuple[str, PlotSummary]:
     """The text of the chart of `s` for `path` (.svg or .html), and what it shows; the CLI writes it."""
     if path.suffix.lower() not in FORMATS:
-        raise SpecError(f"--plot {path}: the file name must end in .svg or .html")
+        raise SpecError(f"`plot` {path}: the file name must end in .svg or .html")
     svg = svg_chart(s)
     text = svg if path.suffix.lower() == ".svg" else html_page(s, svg)
     return text, PlotSummary(path=path, plans=s.result.feasible, drawn=len(s.result.ranked),

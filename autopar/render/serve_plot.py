@@ -59,10 +59,10 @@ def svg_chart(ctx: ServeContext, result: ServeSweep) -> str:
         from matplotlib.figure import Figure
         from matplotlib.ticker import StrMethodFormatter
     except ImportError:
-        raise SpecError(f"--plot needs matplotlib, an optional extra: {INSTALL_HINT}") from None
+        raise SpecError(f"`plot` needs matplotlib, an optional extra: {INSTALL_HINT}") from None
     best = result.best
     if best is None:
-        raise SpecError("--plot needs a recommended deployment")
+        raise SpecError("`plot` needs a recommended deployment")
     front = list(result.pareto)
     cells = _cells(result.points)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autopar", "font.size": 9}):
@@ -149,7 +149,7 @@ def html_page(ctx: ServeContext, result: ServeSweep, svg: str) -> str:
 def serve_plot_file(path: Path, ctx: ServeContext, result: ServeSweep) -> tuple[str, PlotSummary]:
     """The text of the chart of `result` for `path` (.svg or .html), and what it shows; the CLI writes it."""
     if path.suffix.lower() not in FORMATS:
-        raise SpecError(f"--plot {path}: the file name must end in .svg or .html")
+        raise SpecError(f"`plot` {path}: the file name must end in .svg or .html")
     svg = svg_chart(ctx, result)
     text = svg if path.suffix.lower() == ".svg" else html_page(ctx, result, svg)
     return text, PlotSummary(path=path, plans=fit_count(result), drawn=len(result.points), pareto=len(result.pareto))

@@ -73,7 +73,7 @@ class VersionKey:
     order: tuple[tuple[int, ...], tuple[int, int], int, int]
 
 
-def version_key(version: str, *, what: str = "--framework") -> VersionKey:
+def version_key(version: str, *, what: str = "`framework`") -> VersionKey:
     """`version` parsed, or a SpecError naming `what` when it is not a version."""
     m = _VERSION.fullmatch(version)
     if m is None:
@@ -87,7 +87,7 @@ def version_key(version: str, *, what: str = "--framework") -> VersionKey:
     return VersionKey(release=release, order=(release + (0,) * (4 - len(release)), pre, post, dev))
 
 
-def parse_ref(ref: str, *, what: str = "--framework") -> tuple[str, str]:
+def parse_ref(ref: str, *, what: str = "`framework`") -> tuple[str, str]:
     """``NAME[@VERSION]`` -> (name, version); version "" when not given."""
     name, at, version = ref.strip().partition("@")
     if name not in FRAMEWORKS:
@@ -105,7 +105,7 @@ class Choice:
     note: str = ""
 
 
-def choose_version(name: str, version: str, known: Sequence[str], *, what: str = "--framework") -> Choice:
+def choose_version(name: str, version: str, known: Sequence[str], *, what: str = "`framework`") -> Choice:
     """The data a version of `name` uses, from the `known` versions (those with a data file):
 
     - no version: the newest known;

@@ -28,10 +28,10 @@ def headroom_bytes(text: str, gpu_bytes: float) -> float:
     except ValueError:
         value = float("nan")
     if not value >= 0:  # also refuses nan
-        raise SpecError(f"--headroom must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got {text!r}")
+        raise SpecError(f"`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got {text!r}")
     out = value / 100 * gpu_bytes if raw.endswith("%") else value * 2**30
     if out >= MAX_HEADROOM_SHARE * gpu_bytes:
-        raise SpecError(f"--headroom must be less than {MAX_HEADROOM_SHARE:.0%} of the GPU's "
+        raise SpecError(f"`headroom` must be less than {MAX_HEADROOM_SHARE:.0%} of the GPU's "
                         f"{gpu_bytes / 2**30:.1f} GiB, got {text}")
     return out
 
@@ -54,20 +54,20 @@ class Job:
                             ("seq_len", MAX_SEQ)):
             value = getattr(self, name)
             if value <= 0:
-                raise SpecError(f"--{name.replace('_', '-')} must be positive, got {value}")
+                raise SpecError(f"`{name}` must be positive, got {value}")
             if value > limit:
-                raise SpecError(f"--{name.replace('_', '-')} must be at most {limit:,} (autopar's limit), got {value:,}")
+                raise SpecError(f"`{name}` must be at most {limit:,} (autopar's limit), got {value:,}")
         if self.gpus_per_host and self.gpus > self.gpus_per_host and self.gpus % self.gpus_per_host:
             h = self.gpus_per_host
-            raise SpecError(f"--gpus ({self.gpus}) must be a multiple of {h}, the GPUs of one host (a job takes whole "
+            raise SpecError(f"`gpus` ({self.gpus}) must be a multiple of {h}, the GPUs of one host (a job takes whole "
                             f"hosts of the {self.gpus_per_node}-GPU NVLink domain): {self.gpus - self.gpus % h} or "
                             f"{self.gpus - self.gpus % h + h}")
         if not self.gpus_per_host and self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
             raise SpecError(
-                f"--gpus ({self.gpus}) must be a multiple of the node size ({self.gpus_per_node} GPUs per node)"
+                f"`gpus` ({self.gpus}) must be a multiple of the node size ({self.gpus_per_node} GPUs per node)"
             )
         if self.dtype not in JOB_DTYPES:
-            raise SpecError(f"--dtype must be one of {', '.join(JOB_DTYPES)}, got {self.dtype!r}")
+            raise SpecError(f"`dtype` must be one of {', '.join(JOB_DTYPES)}, got {self.dtype!r}")
 
     @property
     def tokens_per_step(self) -> int:

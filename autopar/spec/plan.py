@@ -80,7 +80,7 @@ class Plan:
 
 
 def degree_rule(name: str, value: int) -> str | None:
-    return None if value >= 1 else f"--{name} must be >= 1, got {value}"
+    return None if value >= 1 else f"`{name}` must be >= 1, got {value}"
 
 
 def tp_rule(model: ModelSpec, job: Job, tp: int) -> str | None:
@@ -113,7 +113,7 @@ def cp_rule(model: ModelSpec, job: Job, tp: int, cp: int) -> str | None:
 
 def gpus_rule(job: Job, *, dp: int, tp: int, pp: int, cp: int) -> str | None:
     if dp * tp * pp * cp != job.gpus:
-        return f"dp*tp*pp*cp = {dp}*{tp}*{pp}*{cp} = {dp * tp * pp * cp} must equal --gpus ({job.gpus})"
+        return f"dp*tp*pp*cp = {dp}*{tp}*{pp}*{cp} = {dp * tp * pp * cp} must equal `gpus` ({job.gpus})"
     return None
 
 
@@ -190,17 +190,17 @@ def sp_rule(model: ModelSpec, *, tp: int, sp: bool) -> str | None:
     (megatron/core/transformer/moe/moe_layer.py: "performance may degrade if MoE and tensor
     parallelism are enabled without also enabling sequence parallelism" is raised, not warned)."""
     if model.moe is not None and tp > 1 and not sp:
-        return f"{model.name}: MoE with tp ({tp}) > 1 needs sequence parallelism (--sp), as Megatron-Core requires"
+        return f"{model.name}: MoE with tp ({tp}) > 1 needs sequence parallelism (`sp`), as Megatron-Core requires"
     return None
 
 
 def knob_rule(plan: Plan) -> str | None:
     if plan.recompute not in RECOMPUTE:
-        return f"--recompute must be one of {', '.join(RECOMPUTE)}, got {plan.recompute!r}"
+        return f"`recompute` must be one of {', '.join(RECOMPUTE)}, got {plan.recompute!r}"
     if plan.zero not in ZERO_STAGES:
-        return f"--zero must be 0, 1, 2 or 3, got {plan.zero}"
+        return f"`zero` must be 0, 1, 2 or 3, got {plan.zero}"
     if plan.cp_comm not in CP_COMMS:
-        return f"--cp-comm must be one of {', '.join(CP_COMMS)}, got {plan.cp_comm!r}"
+        return f"`cp_comm` must be one of {', '.join(CP_COMMS)}, got {plan.cp_comm!r}"
     return None
 
 
@@ -211,11 +211,11 @@ def modules_rule(model: ModelSpec, *, recompute: str, modules: tuple[str, ...]) 
         return None
     unknown = [m for m in modules if m not in RECOMPUTE_MODULES]
     if unknown:
-        return f"--recompute-modules: unknown module {unknown[0]!r}; one of {', '.join(RECOMPUTE_MODULES)}"
+        return f"`recompute_modules`: unknown module {unknown[0]!r}; one of {', '.join(RECOMPUTE_MODULES)}"
     if len(set(modules)) != len(modules):
-        return f"--recompute-modules: {','.join(modules)} names a module twice"
+        return f"`recompute_modules`: {','.join(modules)} names a module twice"
     if recompute != "selective":
-        return f"--recompute-modules needs --recompute selective, got {recompute!r}"
+        return f"`recompute_modules` needs `recompute=selective`, got {recompute!r}"
     moe = model.moe
     needs = {"mla_up_proj": (model.mla is not None, "multi-latent attention"),
              "moe_act": (moe is not None, "experts"), "moe": (moe is not None, "experts"),
@@ -224,7 +224,7 @@ def modules_rule(model: ModelSpec, *, recompute: str, modules: tuple[str, ...]) 
     for m in modules:
         ok, what = needs.get(m, (True, ""))
         if not ok:
-            return f"--recompute-modules {m}: {model.name} has no {what}"
+            return f"`recompute_modules={m}`: {model.name} has no {what}"
     return None
 
 

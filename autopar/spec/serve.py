@@ -41,9 +41,9 @@ class Engine:
         for name in ("tp", "pp", "dp", "ep"):
             value = getattr(self, name)
             if value < 1:
-                raise SpecError(f"--{name} must be at least 1, got {value}")
+                raise SpecError(f"`{name}` must be at least 1, got {value}")
         if (self.tp * self.dp) % self.ep:
-            raise SpecError(f"--ep ({self.ep}) must divide tp x dp ({self.tp} x {self.dp}): "
+            raise SpecError(f"`ep` ({self.ep}) must divide tp x dp ({self.tp} x {self.dp}): "
                             "the MoE layers span the engine's tp x dp ranks (tp x dp = moe_tp x ep)")
 
     @property
@@ -55,36 +55,36 @@ class Engine:
         """Tensor parallelism inside each expert: tp x dp / ep."""
         return self.tp * self.dp // self.ep
 
-    def check(self, model: ModelSpec, *, flag: str = "--") -> None:
-        """The rules the frameworks enforce, with the numbers; `flag` prefixes the flags named
-        (--prefill- / --decode- for a disaggregated pool)."""
+    def check(self, model: ModelSpec, *, prefix: str = "") -> None:
+        """The rules the frameworks enforce, with the numbers; `prefix` prefixes the parameters named
+        (prefill_ / decode_ for a disaggregated pool)."""
         if model.num_attention_heads % self.tp:
             raise SpecError(f"{model.name}: num_attention_heads ({model.num_attention_heads}) must be divisible "
-                            f"by {flag}tp ({self.tp})")
+                            f"by `{prefix}tp` ({self.tp})")
         if self.pp > model.layers:
-            raise SpecError(f"{model.name}: {flag}pp ({self.pp}) exceeds layers ({model.layers})")
+            raise SpecError(f"{model.name}: `{prefix}pp` ({self.pp}) exceeds layers ({model.layers})")
         if model.moe is None and self.ep > 1:
-            raise SpecError(f"{model.name}: {flag}ep {self.ep} needs an MoE model")
+            raise SpecError(f"{model.name}: `{prefix}ep={self.ep}` needs an MoE model")
         if model.moe is not None:
             if model.moe.num_experts % self.ep:
                 raise SpecError(f"{model.name}: moe.num_experts ({model.moe.num_experts}) must be divisible "
-                                f"by {flag}ep ({self.ep})")
+                                f"by `{prefix}ep` ({self.ep})")
             if model.moe.expert_ffn_hidden_size % self.etp:
                 raise SpecError(f"{model.name}: moe.expert_ffn_hidden_size ({model.moe.expert_ffn_hidden_size}) "
-                                f"must be divisible by the expert TP {flag}tp x {flag}dp / {flag}ep ({self.etp})")
+                                f"must be divisible by the expert TP `{prefix}tp` x `{prefix}dp` / `{prefix}ep` ({self.etp})")
         elif model.ffn_hidden_size % self.tp:
             raise SpecError(f"{model.name}: ffn_hidden_size ({model.ffn_hidden_size}) must be divisible by "
-                            f"{flag}tp ({self.tp})")
+                            f"`{prefix}tp` ({self.tp})")
 
-    def check_framework(self, framework: str, *, flag: str = "--") -> None:
+    def check_framework(self, framework: str, *, prefix: str = "") -> None:
         """Layouts a framework cannot express: vLLM's experts are TP-split (ep 1) or EP over all tp x dp GPUs;
         TensorRT-LLM's attention-DP runs attention on one GPU per rank."""
         if framework == "vllm" and self.ep not in (1, self.tp * self.dp):
-            raise SpecError(f"vLLM runs MoE experts either tensor-parallel ({flag}ep 1) or expert-parallel over all "
-                            f"tp x dp = {self.tp * self.dp} GPUs; {flag}ep {self.ep} is neither (SGLang runs it)")
+            raise SpecError(f"vLLM runs MoE experts either tensor-parallel (`{prefix}ep=1`) or expert-parallel over all "
+                            f"tp x dp = {self.tp * self.dp} GPUs; `{prefix}ep={self.ep}` is neither (SGLang runs it)")
         if framework == "trtllm" and self.dp > 1 and self.tp > 1:
-            raise SpecError(f"TensorRT-LLM's attention-DP runs attention on one GPU per rank: {flag}tp must be 1 with "
-                            f"{flag}attention-dp, got {self.tp} (SGLang runs it)")
+            raise SpecError(f"TensorRT-LLM's attention-DP runs attention on one GPU per rank: `{prefix}tp` must be 1 with "
+                            f"`{prefix}attention_dp`, got {self.tp} (SGLang runs it)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,9 +110,9 @@ class EngineArgs:
         for name in ("max_num_tokens", "max_batch_size", "max_prefill_tokens"):
             value = getattr(self, name)
             if value is not None and not 1 <= value <= MAX_SERVE_CONCURRENCY:
-                raise SpecError(f"--{name.replace('_', '-')} must be between 1 and {MAX_SERVE_CONCURRENCY:,}, got {value:,}")
+                raise SpecError(f"`{name}` must be between 1 and {MAX_SERVE_CONCURRENCY:,}, got {value:,}")
         if self.memory_fraction is not None and not 0.05 <= self.memory_fraction <= 1.0:  # also refuses nan
-            raise SpecError(f"--memory-fraction must be between 0.05 and 1.0, got {self.memory_fraction}")
+            raise SpecError(f"`memory_fraction` must be between 0.05 and 1.0, got {self.memory_fraction}")
 
 
 DEFAULT_ARGS = EngineArgs()  # every setting at the framework's default
@@ -135,16 +135,16 @@ class Deployment:
     prefill_args: EngineArgs = DEFAULT_ARGS  # disagg: launch settings of the prefill engines
 
     def __post_init__(self) -> None:
-        for name, value, allowed in (("--mode", self.mode, MODES), ("--weights", self.weights, WEIGHT_DTYPES),
-                                     ("--kv-dtype", self.kv_dtype, KV_DTYPES), ("kv_auto", self.kv_auto, ("bf16", "fp8"))):
+        for name, value, allowed in (("`mode`", self.mode, MODES), ("`weights`", self.weights, WEIGHT_DTYPES),
+                                     ("`kv_dtype`", self.kv_dtype, KV_DTYPES), ("kv_auto", self.kv_auto, ("bf16", "fp8"))):
             if value not in allowed:
                 raise SpecError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if self.replicas < 1:
-            raise SpecError(f"replicas (--dp without --attention-dp, or --decode-workers) must be at least 1, got {self.replicas}")
+            raise SpecError(f"replicas (`dp` without `attention_dp`, or `decode_workers`) must be at least 1, got {self.replicas}")
         if self.mode == "disagg" and (self.prefill is None or self.prefill_replicas < 1):
-            raise SpecError("--mode disagg needs --prefill-workers (at least 1) and the prefill engine")
+            raise SpecError("`mode=disagg` needs `prefill_workers` (at least 1) and the prefill engine")
         if self.mode == "agg" and self.prefill is not None:
-            raise SpecError("--prefill-* options need --mode disagg")
+            raise SpecError("`prefill_*` options need `mode=disagg`")
 
     @property
     def framework(self) -> str:
@@ -208,11 +208,11 @@ class Workload:
         for name in ("isl", "osl", "concurrency"):
             value = getattr(self, name)
             if value < 1:
-                raise SpecError(f"--{name} must be at least 1, got {value}")
+                raise SpecError(f"`{name}` must be at least 1, got {value}")
             if value > (limit := MAX_SERVE_CONCURRENCY if name == "concurrency" else MAX_SEQ):
-                raise SpecError(f"--{name} must be at most {limit:,}, got {value:,}")
+                raise SpecError(f"`{name}` must be at most {limit:,}, got {value:,}")
         if self.osl < 2:
-            raise SpecError(f"--osl must be at least 2 (TPOT is measured between output tokens), got {self.osl}")
+            raise SpecError(f"`osl` must be at least 2 (TPOT is measured between output tokens), got {self.osl}")
 
 
 def for_deployment(dep: Deployment, role: str | None = None) -> Framework:

@@ -91,13 +91,13 @@ def test_processes_of_a_node(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runtime, "cores", lambda: 4)
     assert runtime.processes(None, kind="cpu") == 2 and runtime.processes(None, kind="cuda", gpus=8) == 8
     assert runtime.processes(4, kind="cpu") == 4 and runtime.processes(1024, kind=None) == 1024
-    with pytest.raises(SpecError, match=r"--nproc must be at most 4 \(4 CPU cores here"):
+    with pytest.raises(SpecError, match=r"`nproc` must be at most 4 \(4 CPU cores here"):
         runtime.processes(5, kind="cpu")
     with pytest.raises(SpecError, match="only 8 GPU"):
         runtime.processes(9, kind="cuda", gpus=8)
-    with pytest.raises(SpecError, match=r"--nproc must be at most 1,024 \(the GPUs of one node\), got 100,000"):
+    with pytest.raises(SpecError, match=r"`nproc` must be at most 1,024 \(the GPUs of one node\), got 100,000"):
         runtime.processes(100_000, kind=None)
-    with pytest.raises(SpecError, match="--nproc: must be >= 1, got 0"):
+    with pytest.raises(SpecError, match="`nproc`: must be >= 1, got 0"):
         runtime.processes(0, kind="cpu")
     monkeypatch.setattr(runtime, "cores", lambda: 1)
     assert runtime.processes(2, kind="cpu") == 2  # the CPU default runs on one core too

@@ -140,14 +140,52 @@ def test_results_are_frozen_and_to_dict_is_a_copy() -> None:
         (lambda: autopar.suggest("llama3-8b", gpus=8, top=0), autopar.SpecError, "top"),
         (lambda: autopar.estimate("llama3-8b", gpus=8, tp=3), autopar.SpecError, "divisible"),
         (lambda: autopar.suggest("llama3.1-405b", gpus=1, hardware="h100-sxm"), autopar.InfeasibleError, "no plan fits"),
-        (lambda: autopar.serve_suggest("llama3-8b", gpus=8, modes=[]), autopar.SpecError, "--modes"),
-        (lambda: autopar.serve_estimate("llama3-8b", gpus=8), autopar.SpecError, "--tp"),
+        (lambda: autopar.serve_suggest("llama3-8b", gpus=8, modes=[]), autopar.SpecError, "^`modes` is empty"),
+        (lambda: autopar.serve_estimate("llama3-8b", gpus=8), autopar.SpecError, "^`tp` is required"),
     ],
 )
 def test_errors_are_autopars_own(call, error, words) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(error, match=words) as info:
         call()
     assert isinstance(info.value, autopar.AutoparError)
+
+
+# (API call, its message, the CLI's arguments, the CLI's line): the same error in the API's terms and in flags
+SAME_ERROR = [
+    (
+        lambda: autopar.suggest("llama3-8b", gpus=0),
+        "`gpus` must be positive, got 0",
+        ["suggest", "llama3-8b", "--gpus", "0"],
+        "--gpus must be positive, got 0",
+    ),
+    (
+        lambda: autopar.estimate("llama3-8b", gpus=8, recompute="none", recompute_modules="mlp"),
+        "`recompute_modules` needs `recompute=selective`, got 'none'",
+        ["estimate", "llama3-8b", "--gpus", "8", "--recompute-modules", "mlp"],
+        "--recompute-modules needs --recompute selective, got 'none'",
+    ),
+    (
+        lambda: autopar.serve_estimate("llama3-8b", gpus=8, tp=4, mode="agg", prefill_tp=2),
+        "`prefill_tp` needs `mode=disagg`",
+        ["serve", "estimate", "llama3-8b", "--gpus", "8", "--tp", "4", "--prefill-tp", "2"],
+        "--prefill-tp needs --mode disagg",
+    ),
+    (
+        lambda: autopar.suggest("llama3-8b", gpus=8, emit="trtllm"),
+        "`emit` must be one of",
+        ["suggest", "llama3-8b", "--gpus", "8", "--emit", "trtllm"],
+        "--emit must be one of",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "message", "args", "line"), SAME_ERROR, ids=[s[3][:24] for s in SAME_ERROR])
+def test_an_error_names_the_parameter_in_python_and_the_flag_on_the_cli(call, message, args, line) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(autopar.SpecError) as info:
+        call()
+    assert str(info.value).startswith(message) and "--" not in str(info.value)
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and res.stderr.startswith(f"autopar: error: {line}") and res.stderr.count("\n") == 1
 
 
 def test_to_pandas_has_one_row_per_plan_or_point() -> None:

@@ -45,10 +45,10 @@ def one_line_error(result: Any, message: str) -> None:
 
 
 @pytest.mark.parametrize(("kind", "out", "config", "message"), [
-    (None, Path("x.sh"), None, "--emit-out needs --emit"),
-    (None, None, "llama3_70b", "--torchtitan-config needs --emit"),
-    ("megatron", None, "llama3_70b", "--torchtitan-config needs --emit torchtitan"),
-    ("nemo", None, None, "--emit must be one of megatron, torchtitan, slurm, slurm-torchtitan, deepspeed, "
+    (None, Path("x.sh"), None, "`emit_out` needs `emit="),
+    (None, None, "llama3_70b", "`torchtitan_config` needs `emit="),
+    ("megatron", None, "llama3_70b", "`torchtitan_config` needs `emit=torchtitan`"),
+    ("nemo", None, None, "`emit` must be one of megatron, torchtitan, slurm, slurm-torchtitan, deepspeed, "
                       "megatron-bridge, got 'nemo'"),
     ("torchtitan", None, "llama3 70b", "expected NAME or MODULE:NAME"),
     ("torchtitan", None, "llama3:", "expected NAME or MODULE:NAME"),
@@ -62,11 +62,11 @@ def test_request_reads_extra_words_and_slurm_options() -> None:
     assert launch.request(None, out=None, torchtitan_config=None) is None
     req = launch.request("megatron", out=None, torchtitan_config=None, extra="--log-interval 1 --save '/ck pt'")
     assert req is not None and req.extra == ("--log-interval", "1", "--save", "/ck pt")
-    with pytest.raises(SpecError, match="--emit-extra: No closing quotation"):
+    with pytest.raises(SpecError, match="`emit_extra`: No closing quotation"):
         launch.request("megatron", out=None, torchtitan_config=None, extra="--save '/x")
-    with pytest.raises(SpecError, match="--slurm-\\* options need --emit slurm"):
+    with pytest.raises(SpecError, match="`slurm_\\*` options need `emit=slurm`"):
         launch.request("megatron", out=None, torchtitan_config=None, slurm=SlurmOptions(qos="high"))
-    with pytest.raises(SpecError, match="--emit-extra needs --emit"):
+    with pytest.raises(SpecError, match=r"`emit_extra` needs `emit=megatron\|torchtitan\|"):
         launch.request(None, out=None, torchtitan_config=None, extra="--x")
 
 
@@ -82,7 +82,7 @@ def test_request_checks_slurm_time_as_sbatch_reads_it(time: str, ok: bool) -> No
     if ok:
         assert ask() is not None
     else:
-        with pytest.raises(SpecError, match="--slurm-time"):
+        with pytest.raises(SpecError, match="`slurm_time`"):
             ask()
 
 
@@ -229,8 +229,8 @@ def test_choose_names_the_plan_it_skips() -> None:
     assert req is not None
     plan, notes = launch.choose(req, ctx, [bad, good])
     assert plan == good and "launching plan #2 (dp8 tp2 pp1), the best it can run" in notes[0]
-    with pytest.raises(SpecError, match="the nearest plan it can run: --tp 2 --pp 1 --vpp 1 --cp 1 --cp-comm ring "
-                                        "--ep 8 --etp 1"):
+    with pytest.raises(SpecError, match="the nearest plan it can run: `tp=2` `pp=1` `vpp=1` `cp=1` `cp_comm=ring` "
+                                        "`ep=8` `etp=1`"):
         launch.choose(req, ctx, [bad])
 
 

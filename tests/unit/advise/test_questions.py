@@ -83,11 +83,11 @@ def test_headroom_is_gib_or_a_share_of_the_gpu(text: str, gib: float) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("x", "--headroom must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'x'"),
-    ("-1", "--headroom must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got '-1'"),
-    ("nan", "--headroom must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'nan'"),
-    ("50%", "--headroom must be less than 50% of the GPU's 80.0 GiB, got 50%"),
-    ("40", "--headroom must be less than 50% of the GPU's 80.0 GiB, got 40"),
+    ("x", "`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'x'"),
+    ("-1", "`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got '-1'"),
+    ("nan", "`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'nan'"),
+    ("50%", "`headroom` must be less than 50% of the GPU's 80.0 GiB, got 50%"),
+    ("40", "`headroom` must be less than 50% of the GPU's 80.0 GiB, got 40"),
 ])
 def test_headroom_refusals_name_the_option_and_value(text: str, message: str) -> None:
     with pytest.raises(SpecError) as exc:
@@ -154,7 +154,7 @@ def test_fit_advice_offers_only_valid_changes() -> None:
 def test_gpus_auto_finds_the_fewest_and_the_curve() -> None:
     assert gpu_counts(8, 64) == [1, 2, 4, 8, 16, 32, 64]
     assert parse_gpus("auto") == (None, True) and parse_gpus("16") == (16, False)
-    with pytest.raises(SpecError, match="--gpus must be a whole number or auto"):
+    with pytest.raises(SpecError, match="`gpus` must be a whole number or auto"):
         parse_gpus("many")
     res = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "auto", "--json"])
     assert res.exit_code == 0, res.output

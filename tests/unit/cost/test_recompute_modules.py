@@ -92,8 +92,8 @@ def test_rules_name_what_is_wrong() -> None:
     m, job = load_model("llama3-8b"), Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192)
     base = Plan(dp=8, tp=1, pp=1, recompute="selective")
     assert plan_errors(replace(base, recompute_modules=("mla_up_proj",)), m, job) == [
-        "--recompute-modules mla_up_proj: llama3-8b has no multi-latent attention"]
-    assert "needs --recompute selective" in plan_errors(replace(base, recompute="full", recompute_modules=("mlp",)),
+        "`recompute_modules=mla_up_proj`: llama3-8b has no multi-latent attention"]
+    assert "needs `recompute=selective`" in plan_errors(replace(base, recompute="full", recompute_modules=("mlp",)),
                                                         m, job)[0]
     assert "unknown module 'attn'" in plan_errors(replace(base, recompute_modules=("attn",)), m, job)[0]
     assert plan_errors(replace(base, recompute_modules=("mlp",)), m, job, load_stack("megatron")) == []

@@ -306,7 +306,7 @@ def test_a_stack_file_of_your_own_may_extend_a_built_in_version(tmp_path: Path) 
     assert (s.name, s.version, s.tp_overlap, s.recompute_modules) == ("megatron", "0.8", 0.5, ())
     assert s.path == str(mine)
     mine.write_text("extends: megatron@0.7\n")
-    with pytest.raises(SpecError, match=r"--stack megatron@0\.7: megatron has no version '0\.7'"):
+    with pytest.raises(SpecError, match=r"`stack` megatron@0\.7: megatron has no version '0\.7'"):
         load_stack(str(mine))
 
 

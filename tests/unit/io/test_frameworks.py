@@ -99,12 +99,12 @@ def test_a_framework_reference_is_a_name_and_a_version(ref: str, expected: tuple
 @pytest.mark.parametrize(
     ("ref", "needle"),
     [
-        ("tgi", "--framework must be one of vllm, sglang, trtllm, got 'tgi'"),
-        ("tgi@1.0", "--framework must be one of vllm, sglang, trtllm, got 'tgi'"),
-        ("sglang@", "--framework 'sglang@': malformed version ''"),
-        ("sglang@0.5.x", "--framework 'sglang@0.5.x': malformed version '0.5.x'"),
-        ("vllm@0.12@1", "--framework 'vllm@0.12@1': malformed version '0.12@1'"),
-        ("vllm@latest", "--framework 'vllm@latest': malformed version 'latest'"),
+        ("tgi", "`framework` must be one of vllm, sglang, trtllm, got 'tgi'"),
+        ("tgi@1.0", "`framework` must be one of vllm, sglang, trtllm, got 'tgi'"),
+        ("sglang@", "`framework` 'sglang@': malformed version ''"),
+        ("sglang@0.5.x", "`framework` 'sglang@0.5.x': malformed version '0.5.x'"),
+        ("vllm@0.12@1", "`framework` 'vllm@0.12@1': malformed version '0.12@1'"),
+        ("vllm@latest", "`framework` 'vllm@latest': malformed version 'latest'"),
     ],
 )
 def test_a_malformed_reference_is_refused_naming_it(ref: str, needle: str) -> None:

@@ -136,7 +136,7 @@ def test_settings_quick_is_smaller_and_timeout_env(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("AUTOPAR_PROBE_TIMEOUT_S", "soon")
     with pytest.raises(ProfileError, match="AUTOPAR_PROBE_TIMEOUT_S"):
         settings_for("cpu", True)
-    with pytest.raises(ProfileError, match="--device"):
+    with pytest.raises(ProfileError, match="`device`"):
         settings_for("tpu", True)
 
 

@@ -70,12 +70,12 @@ def test_throughput_identities(toy_hw: HardwareProfile) -> None:
 
 
 PLAN_ERRORS = [
-    (dict(dp=4, tp=3, pp=1), "must equal --gpus"),
+    (dict(dp=4, tp=3, pp=1), "must equal `gpus`"),
     (dict(dp=1, tp=16, pp=1), "tp (16) must fit in one node"),
     (dict(dp=2, tp=8, pp=1, vpp=2), "vpp > 1 needs pp > 1"),
     (dict(dp=1, tp=8, pp=2, vpp=41), "pp*vpp (2*41) exceeds the number of layers (80)"),
     (dict(dp=16, tp=1, pp=1, mbs=3), "must be divisible by dp*mbs (16*3)"),
-    (dict(dp=16, tp=1, pp=1, recompute="most"), "--recompute must be one of"),
+    (dict(dp=16, tp=1, pp=1, recompute="most"), "`recompute` must be one of"),
     (dict(dp=16, tp=1, pp=1, ep=2), "ep (2) needs an MoE model"),
 ]
 
@@ -89,7 +89,7 @@ def test_plan_validation(kw: dict, message: str) -> None:
 
 
 def test_job_validation_and_default_batch() -> None:
-    with pytest.raises(SpecError, match=r"--gpus \(12\) must be a multiple of the node size"):
+    with pytest.raises(SpecError, match=r"`gpus` \(12\) must be a multiple of the node size"):
         Job(gpus=12, gpus_per_node=8, global_batch=8, seq_len=8)
     assert default_global_batch(64, 8, 8192) == 512  # 4M tokens
     assert default_global_batch(16384, 8, 8192) == 2048  # one sequence per node at least

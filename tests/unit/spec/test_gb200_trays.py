@@ -26,9 +26,9 @@ def test_a_job_takes_whole_hosts_of_the_nvlink_domain() -> None:
     with pytest.raises(SpecError) as exc:
         Job(gpus=250, gpus_per_node=72, gpus_per_host=4, global_batch=512, seq_len=8192)
     assert str(exc.value) == (
-        "--gpus (250) must be a multiple of 4, the GPUs of one host (a job takes whole hosts of the 72-GPU NVLink domain): 248 or 252"
+        "`gpus` (250) must be a multiple of 4, the GPUs of one host (a job takes whole hosts of the 72-GPU NVLink domain): 248 or 252"
     )
-    with pytest.raises(SpecError, match=r"--gpus \(250\) must be a multiple of the node size \(8 GPUs per node\)"):
+    with pytest.raises(SpecError, match=r"`gpus` \(250\) must be a multiple of the node size \(8 GPUs per node\)"):
         Job(gpus=250, gpus_per_node=8, global_batch=512, seq_len=8192)  # no host smaller than the node
 
 
