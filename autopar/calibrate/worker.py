@@ -72,8 +72,9 @@ class _InFlight:
         self.live -= 1
 
 
-def _pipeline_step(work: PlanRun, chunks: list[tuple[int, nn.Module]], mesh: Any, device: torch.device,
-                   flight: _InFlight) -> Callable[[torch.Tensor, torch.Tensor], None]:
+def _pipeline_step(
+    work: PlanRun, chunks: list[tuple[int, nn.Module]], mesh: Any, device: torch.device, flight: _InFlight
+) -> Callable[[torch.Tensor, torch.Tensor], None]:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
 
     plan = work.plan
@@ -107,11 +108,11 @@ def _pipeline_step(work: PlanRun, chunks: list[tuple[int, nn.Module]], mesh: Any
             schedule.step(tokens, **kwargs)
         else:
             schedule.step(**kwargs)
+
     return step
 
 
-def _plain_step(work: PlanRun, model: nn.Module, flight: _InFlight,
-                losses: list[float]) -> Callable[[torch.Tensor, torch.Tensor], None]:
+def _plain_step(work: PlanRun, model: nn.Module, flight: _InFlight, losses: list[float]) -> Callable[[torch.Tensor, torch.Tensor], None]:
     mbs = work.plan.mbs
 
     def step(tokens: torch.Tensor, labels: torch.Tensor) -> None:
@@ -124,17 +125,22 @@ def _plain_step(work: PlanRun, model: nn.Module, flight: _InFlight,
             flight.backward()
             total += float(loss.detach()) / work.microbatches
         losses.append(total)
+
     return step
 
 
-def run_calibration(work: Work, topo: Topology, *, sink: runtime.Sink,
-                    watchdog: runtime.Watchdog) -> tuple[RunResult, ...] | None:
+def run_calibration(work: Work, topo: Topology, *, sink: runtime.Sink, watchdog: runtime.Watchdog) -> tuple[RunResult, ...] | None:
     """Run the plans on this rank; rank 0 returns every rank's results, the others None."""
     device = runtime.bind_device(torch, work.device, local_rank=topo.local_rank, local_world_size=topo.local_world_size)
     own_group = not dist.is_initialized()
     if own_group:  # one process: a group of one, so that meshes and FSDP work the same way
-        dist.init_process_group("nccl" if work.device == "cuda" else "gloo", store=dist.HashStore(), rank=0,
-                                world_size=1, timeout=timedelta(seconds=watchdog.limit_s))
+        dist.init_process_group(
+            "nccl" if work.device == "cuda" else "gloo",
+            store=dist.HashStore(),
+            rank=0,
+            world_size=1,
+            timeout=timedelta(seconds=watchdog.limit_s),
+        )
     sink.total(len(work.runs) * (2 + work.warmup + work.steps))
     results = []
     for i, run in enumerate(work.runs):
@@ -145,8 +151,9 @@ def run_calibration(work: Work, topo: Topology, *, sink: runtime.Sink,
     return tuple(r for r in results if r is not None) if topo.rank == 0 else None
 
 
-def _run_plan(work: Work, run: PlanRun, topo: Topology, device: torch.device, *, tag: str, first: bool,
-              sink: runtime.Sink, watchdog: runtime.Watchdog) -> RunResult | None:
+def _run_plan(
+    work: Work, run: PlanRun, topo: Topology, device: torch.device, *, tag: str, first: bool, sink: runtime.Sink, watchdog: runtime.Watchdog
+) -> RunResult | None:
     start = time.perf_counter()
     lead = topo.rank == 0
 
@@ -166,8 +173,7 @@ def _run_plan(work: Work, run: PlanRun, topo: Topology, device: torch.device, *,
     flight = _InFlight()
     losses: list[float] = []  # per step, this rank's mean over its tokens (plain plans only)
     pipelined = run.plan.pp > 1
-    step = (_pipeline_step(run, chunks, mesh, device, flight) if pipelined
-            else _plain_step(run, modules[0], flight, losses))
+    step = _pipeline_step(run, chunks, mesh, device, flight) if pipelined else _plain_step(run, modules[0], flight, losses)
     tokens, labels = _batch(run, mesh, device)
     times: list[float] = []
     coll_bytes: Counter[str] = Counter()
@@ -203,12 +209,21 @@ def _run_plan(work: Work, run: PlanRun, topo: Topology, device: torch.device, *,
     if unknown:
         notes.append(f"collectives not counted: {', '.join(sorted(unknown))}")
     mine = RankResult(
-        rank=topo.rank, pp_rank=mesh["pp"].get_local_rank(), param_bytes=state[0], grad_bytes=state[1],
-        optimizer_bytes=optimizer[2], optimizer_scalar_bytes=optimizer[3], block_activation_bytes=block_bytes,
-        blocks_metered=blocks, in_flight_chunks=flight.peak,
-        collective_bytes=by_kind(coll_bytes, work.steps), collective_calls=by_kind(coll_calls, work.steps),
+        rank=topo.rank,
+        pp_rank=mesh["pp"].get_local_rank(),
+        param_bytes=state[0],
+        grad_bytes=state[1],
+        optimizer_bytes=optimizer[2],
+        optimizer_scalar_bytes=optimizer[3],
+        block_activation_bytes=block_bytes,
+        blocks_metered=blocks,
+        in_flight_chunks=flight.peak,
+        collective_bytes=by_kind(coll_bytes, work.steps),
+        collective_calls=by_kind(coll_calls, work.steps),
         peak_memory_bytes=float(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None,
-        step_times_s=tuple(times), first_loss=losses[0] if losses else None)
+        step_times_s=tuple(times),
+        first_loss=losses[0] if losses else None,
+    )
     beat("gathering the results")
     return _gathered(work, topo, device, mine, notes, start=start)
 
@@ -225,8 +240,7 @@ def _batch(run: PlanRun, mesh: Any, device: torch.device) -> tuple[torch.Tensor,
     return tokens, labels
 
 
-def _gathered(work: Work, topo: Topology, device: torch.device, mine: RankResult, notes: list[str], *,
-              start: float) -> RunResult | None:
+def _gathered(work: Work, topo: Topology, device: torch.device, mine: RankResult, notes: list[str], *, start: float) -> RunResult | None:
     """Every rank's result and notes gathered on rank 0, which returns the run's result; the others None."""
     gathered: list[Any] = [None] * topo.world_size
     if topo.world_size > 1:
@@ -237,7 +251,14 @@ def _gathered(work: Work, topo: Topology, device: torch.device, mine: RankResult
         return None
     all_notes = sorted({n for _, ns in gathered for n in ns})
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else runtime.cpu_name()
-    return RunResult(ranks=tuple(r for r, _ in gathered), device=work.device, device_name=name,
-                     torch_version=torch.__version__, warmup=work.warmup, steps=work.steps,
-                     load_average=os.getloadavg(), duration_s=time.perf_counter() - start, notes=tuple(all_notes))
-
+    return RunResult(
+        ranks=tuple(r for r, _ in gathered),
+        device=work.device,
+        device_name=name,
+        torch_version=torch.__version__,
+        warmup=work.warmup,
+        steps=work.steps,
+        load_average=os.getloadavg(),
+        duration_s=time.perf_counter() - start,
+        notes=tuple(all_notes),
+    )

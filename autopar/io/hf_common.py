@@ -19,8 +19,15 @@ if TYPE_CHECKING:
     from autopar.io import hf_schema as hf
 
 # HF hidden_act -> our ffn_activation. SiLU/Swish in these families is always the gated (SwiGLU) MLP.
-_HF_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu",
-           "gelu_pytorch_tanh": "gelu", "relu2": "relu2"}
+_HF_ACT = {
+    "silu": "swiglu",
+    "swish": "swiglu",
+    "gelu": "gelu",
+    "gelu_new": "gelu",
+    "gelu_fast": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "relu2": "relu2",
+}
 _DEFAULT_SEQ_CAP = 8192  # default training sequence length: the position range, capped here
 V = TypeVar("V")
 _SSM_KINDS = ("mamba2", "nemotron_h", "mamba_ssm")  # carry position in the recurrence (_Config.arch)
@@ -58,8 +65,9 @@ class _Config:
         if explicit is not None:
             return explicit
         if hidden % heads:
-            raise SpecError(f"{self.where}: hidden size ({hidden}) is not divisible by the number of attention heads "
-                            f"({heads}), and no {key} is given")
+            raise SpecError(
+                f"{self.where}: hidden size ({hidden}) is not divisible by the number of attention heads ({heads}), and no {key} is given"
+            )
         return hidden // heads
 
     def build(self, part: str, make: Callable[[], Any]) -> Any:
@@ -97,9 +105,13 @@ class _Config:
             factor = scaling.factor if scaling.factor is not None else 1.0
             if factor < 1:
                 raise self.fail("rope_scaling.factor", f"must be >= 1 for llama3 scaling, got {shown(factor)}")
-        return {"norm": "layernorm" if self.kind == "gpt_neox" else "rmsnorm", "rope_base": float(theta),
-                "rope_scaling": float(factor), "linear_bias": self.kind == "gpt_neox" or k.attention_bias or k.mlp_bias,
-                "qk_norm": self.kind in ("qwen3", "qwen3_moe", "gemma3_text")}
+        return {
+            "norm": "layernorm" if self.kind == "gpt_neox" else "rmsnorm",
+            "rope_base": float(theta),
+            "rope_scaling": float(factor),
+            "linear_bias": self.kind == "gpt_neox" or k.attention_bias or k.mlp_bias,
+            "qk_norm": self.kind in ("qwen3", "qwen3_moe", "gemma3_text"),
+        }
 
 
 def _attention_keys() -> type:
@@ -119,8 +131,7 @@ def _windows(c: _Config, layers: int) -> tuple[int, int]:
     if k.layer_types is not None:  # transformers >= 4.53 writes every layer's kind
         bad = sorted(set(k.layer_types) - set(_LAYER_KINDS))
         if bad:
-            raise c.fail("layer_types", f"unsupported kind(s) {', '.join(map(shown, bad))}; autopar reads "
-                         f"{' and '.join(_LAYER_KINDS)}")
+            raise c.fail("layer_types", f"unsupported kind(s) {', '.join(map(shown, bad))}; autopar reads {' and '.join(_LAYER_KINDS)}")
         if len(k.layer_types) != layers:
             raise c.fail("layer_types", f"has {len(k.layer_types)} entries but num_hidden_layers is {layers}")
         windowed = k.layer_types.count("sliding_attention")

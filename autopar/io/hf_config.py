@@ -68,13 +68,19 @@ def from_hf_config(data: dict[str, Any], *, where: str) -> ModelSpec:
         text = data.get("text_config")
         if not isinstance(text, dict):
             raise SpecError(f"{where}: text_config: a gemma3 config holds its language model here; missing")
-        data = {"model_type": "gemma3_text", **{k: v for k, v in data.items() if k == "_name_or_path"}, **text,
-                **({"tie_word_embeddings": data["tie_word_embeddings"]} if "tie_word_embeddings" in data else {})}
+        data = {
+            "model_type": "gemma3_text",
+            **{k: v for k, v in data.items() if k == "_name_or_path"},
+            **text,
+            **({"tie_word_embeddings": data["tie_word_embeddings"]} if "tie_word_embeddings" in data else {}),
+        }
     if "model_type" in data or "ssm_cfg" not in data or "d_model" not in data:
         kind = hf.validate(hf.Kind, data, where=where, err=SpecError).model_type
         if kind not in _READERS:
-            raise SpecError(f"{where}: model_type: unsupported model_type {shown(kind)}; supported: "
-                            f"{', '.join(SUPPORTED_MODEL_TYPES)} (and state-spaces mamba_ssm configs)")
+            raise SpecError(
+                f"{where}: model_type: unsupported model_type {shown(kind)}; supported: "
+                f"{', '.join(SUPPORTED_MODEL_TYPES)} (and state-spaces mamba_ssm configs)"
+            )
         reader = _READERS[kind]
     keys = hf.validate(hf.READERS_SCHEMA[kind], data, where=where, err=SpecError)
     return reader(_Config(data, where, kind, keys))

@@ -144,8 +144,9 @@ def _memory_bandwidth(copy_gbps: float, sheet: peaks.Datasheet | None, prov: dic
     return hbm_gbps, mem_eff
 
 
-def _tiers(meas: Measurements, reference: HardwareProfile | None, raw: dict[str, Any],
-           prov: dict[str, str]) -> dict[str, dict[str, list[FlowMap]]]:
+def _tiers(
+    meas: Measurements, reference: HardwareProfile | None, raw: dict[str, Any], prov: dict[str, str]
+) -> dict[str, dict[str, list[FlowMap]]]:
     """The intra- and inter-node collective fits, each tier not measured filled by its fallback (module docstring)."""
     tiers = _fits(meas, raw)
     ref_note = f"copied from built-in profile '{reference.name}'" if reference else ""
@@ -172,8 +173,7 @@ def _tiers(meas: Measurements, reference: HardwareProfile | None, raw: dict[str,
     return tiers
 
 
-def _overlap(meas: Measurements, reference: HardwareProfile | None, raw: dict[str, Any],
-             prov: dict[str, str]) -> tuple[float, float]:
+def _overlap(meas: Measurements, reference: HardwareProfile | None, raw: dict[str, Any], prov: dict[str, str]) -> tuple[float, float]:
     """(compute_slowdown, comm_slowdown) when the two overlap: measured, else the built-in profile's, else 1.0."""
     ref_note = f"copied from built-in profile '{reference.name}'" if reference else ""
     if meas.overlap is not None:
@@ -215,8 +215,9 @@ def _raw_timings(meas: Measurements, peak_tflops: dict[str, float], copy_gbps: f
     )
 
 
-def build_profile(meas: Measurements, *, name: str, hostname: str, date: str,
-                  nvml: tuple[NvmlInfo | None, str] | None = None) -> dict[str, Any]:
+def build_profile(
+    meas: Measurements, *, name: str, hostname: str, date: str, nvml: tuple[NvmlInfo | None, str] | None = None
+) -> dict[str, Any]:
     """The profile document (plain dicts and lists) for ``meas``; ``nvml``: probe.nvml.read_nvml's answer,
     whose GPU name, memory, power limit and topology go in the provenance beside the timings."""
     dev, topo = meas.compute.device, meas.topology
