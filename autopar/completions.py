@@ -76,8 +76,9 @@ def complete_emit(incomplete: str) -> list[tuple[str, str]]:
     """--emit: the launch formats."""
     from autopar.advise.launch import EMIT_KINDS, FRAMEWORK
 
-    return [(k, ("sbatch script, " if k.startswith("slurm") else "torchrun, ") + FRAMEWORK[k])
-            for k in EMIT_KINDS if k.startswith(incomplete)]
+    return [
+        (k, ("sbatch script, " if k.startswith("slurm") else "torchrun, ") + FRAMEWORK[k]) for k in EMIT_KINDS if k.startswith(incomplete)
+    ]
 
 
 def complete_strategy(incomplete: str) -> list[tuple[str, str]]:
@@ -156,8 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     if check:
         bad = stale(folder)
         if bad:
-            print(f"stale completion scripts in {folder}: {', '.join(bad)}; run: python -m autopar.completions",
-                  file=sys.stderr)
+            print(f"stale completion scripts in {folder}: {', '.join(bad)}; run: python -m autopar.completions", file=sys.stderr)
             return 1
         return 0
     for path in write_all(folder):

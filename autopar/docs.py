@@ -165,8 +165,7 @@ def refresh(pages: Mapping[str, Callable[[str], str]], argv: list[str], *, comma
 
 
 def main(argv: list[str]) -> int:
-    pages = {name: (lambda old, source=source, build=build: rendered(old, source, build()))
-             for name, (source, build) in FILES.items()}
+    pages = {name: (lambda old, source=source, build=build: rendered(old, source, build())) for name, (source, build) in FILES.items()}
     return refresh(pages, argv, command="python -m autopar.docs")
 
 

@@ -57,9 +57,14 @@ def summary(rows: Sequence[Any]) -> dict[str, Any]:
     errors = [r.error for r in rows if r.accepted and r.error is not None]
     mem = [abs(e) for r in rows if (e := getattr(r, "memory_error", None)) is not None]
     return {
-        "rows": len(rows), "mape": _mean([abs(e) for e in errors]), "bias": _mean(errors),
-        "memory_rows": len(mem), "memory_mape": _mean(mem), "memory_max": max(mem) if mem else None,
-        "accepted": sum(r.accepted for r in rows), "fits": sum(r.accepted and r.fits for r in rows),
+        "rows": len(rows),
+        "mape": _mean([abs(e) for e in errors]),
+        "bias": _mean(errors),
+        "memory_rows": len(mem),
+        "memory_mape": _mean(mem),
+        "memory_max": max(mem) if mem else None,
+        "accepted": sum(r.accepted for r in rows),
+        "fits": sum(r.accepted and r.fits for r in rows),
     }
 
 
@@ -74,11 +79,12 @@ def _pct(x: float | None, signed: bool = False) -> str:
 
 
 def table(name: str, stats: dict[str, dict[str, Any]]) -> list[str]:
-    lines = [f"{name}", f"  {'stack':12} {'rows':>4} {'MAPE':>6} {'bias':>7} {'mem err':>7} {'mem rows':>8} "
-             f"{'accepted':>8} {'fit':>4}"]
+    lines = [f"{name}", f"  {'stack':12} {'rows':>4} {'MAPE':>6} {'bias':>7} {'mem err':>7} {'mem rows':>8} {'accepted':>8} {'fit':>4}"]
     for stack, s in stats.items():
-        lines.append(f"  {stack:12} {s['rows']:4d} {_pct(s['mape']):>6} {_pct(s['bias'], True):>7} "
-                     f"{_pct(s['memory_mape']):>7} {s['memory_rows']:8d} {s['accepted']:8d} {s['fits']:4d}")
+        lines.append(
+            f"  {stack:12} {s['rows']:4d} {_pct(s['mape']):>6} {_pct(s['bias'], True):>7} "
+            f"{_pct(s['memory_mape']):>7} {s['memory_rows']:8d} {s['accepted']:8d} {s['fits']:4d}"
+        )
     return lines
 
 
@@ -87,16 +93,19 @@ def framework_rows(results: Sequence[framework.FrameworkResult]) -> list[str]:
     for r in results:
         mem = f"{r.predicted_gib:.0f}/{r.published_gib:.0f}" if r.published_gib and r.predicted_gib else "-"
         ours = f"{r.predicted:6.0f}" if r.predicted is not None else "refused"
-        lines.append(f"  {r.id[:38]:38} {r.stack:11} {r.published:6.0f} {ours:>6} {_pct(r.error, True):>7} "
-                     f"{mem:>11} {'yes' if r.fits else 'NO':>3}")
+        lines.append(
+            f"  {r.id[:38]:38} {r.stack:11} {r.published:6.0f} {ours:>6} {_pct(r.error, True):>7} {mem:>11} {'yes' if r.fits else 'NO':>3}"
+        )
     return lines
 
 
 def published_rows(results: Sequence[published.RowResult]) -> list[str]:
     lines = [f"  {'run':30} {'stack':9} {'metric':12} {'pub':>7} {'ours':>7} {'error':>7} {'fit':>3}"]
     for r in results:
-        lines.append(f"  {r.id[:30]:30} {r.stack:9} {r.metric:12} {r.published:7.1f} {r.predicted:7.1f} "
-                     f"{r.error:+7.1%} {'yes' if r.fits else 'NO':>3}")
+        lines.append(
+            f"  {r.id[:30]:30} {r.stack:9} {r.metric:12} {r.published:7.1f} {r.predicted:7.1f} "
+            f"{r.error:+7.1%} {'yes' if r.fits else 'NO':>3}"
+        )
     return lines
 
 
@@ -135,8 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON document")
     ap.add_argument("--rows", action="store_true", help="also print every row")
     ap.add_argument("--rank", action="store_true", help="place each published plan in our own open search (slow)")
-    ap.add_argument("--runs", type=Path, action="append", default=[],
-                    help="another file of runs in the framework_runs.yaml format (repeatable)")
+    ap.add_argument(
+        "--runs", type=Path, action="append", default=[], help="another file of runs in the framework_runs.yaml format (repeatable)"
+    )
     args = ap.parse_args(argv)
     fw, pub, held, skipped = shipped(rank=args.rank)
     top = headline(fw, pub, held)
@@ -148,11 +158,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         stats[name] = by_stack(results)
     if args.json:
         doc = {"leave_one_source_out": top, **stats}
-        doc |= {"framework_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in fw],
-                "published_rows": [dict(vars_of(r), error=r.error) for r in pub], "published_skipped": skipped,
-                "heldout_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in held],
-                "runs_files": {name: {"rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in rs],
-                                      "skipped": skipped_rows} for name, (rs, skipped_rows) in extra.items()}}
+        doc |= {
+            "framework_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in fw],
+            "published_rows": [dict(vars_of(r), error=r.error) for r in pub],
+            "published_skipped": skipped,
+            "heldout_rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in held],
+            "runs_files": {
+                name: {"rows": [dict(vars_of(r), error=r.error, memory_error=r.memory_error) for r in rs], "skipped": skipped_rows}
+                for name, (rs, skipped_rows) in extra.items()
+            },
+        }
         print(json.dumps(doc, indent=2))
         return 0
     lines = [*loso.table(top), ""]

@@ -74,10 +74,11 @@ def main() -> None:
     runs = [timed(simulate, dist, COST, global_batch=args.batch, steps=args.steps, **PLAN) for _ in range(args.repeat)]
     res = runs[0][0]
     walls, cpus = [r[1] for r in runs], [r[2] for r in runs]
-    print(f"\nsimulate, {args.steps} steps x {args.batch} sequences, {len(STRATEGIES)} strategies, best of {args.repeat}: "
-          f"{min(walls):.2f} s wall, {min(cpus):.2f} s CPU (all: {', '.join(f'{w:.2f}' for w in walls)} s wall)")
-    conv, wall_c, cpu_c = timed(simulate, dist, COST, global_batch=args.batch, steps=args.steps, rel_sem=0.005,
-                                min_steps=128, **PLAN)
+    print(
+        f"\nsimulate, {args.steps} steps x {args.batch} sequences, {len(STRATEGIES)} strategies, best of {args.repeat}: "
+        f"{min(walls):.2f} s wall, {min(cpus):.2f} s CPU (all: {', '.join(f'{w:.2f}' for w in walls)} s wall)"
+    )
+    conv, wall_c, cpu_c = timed(simulate, dist, COST, global_batch=args.batch, steps=args.steps, rel_sem=0.005, min_steps=128, **PLAN)
     steps_used = next(iter(conv.values())).steps
     print(f"with the convergence check (SEM < 0.5% of the mean): {steps_used} steps, {wall_c:.2f} s wall, {cpu_c:.2f} s CPU")
 
@@ -97,14 +98,18 @@ def main() -> None:
     print("CPU seconds per 128 steps: " + ", ".join(f"{k} {v:.3f}" for k, v in per.items()))
     print("FAST vs EXACT LPT, mean step time over 8 steps: " + ", ".join(f"{k} {v:+.2%}" for k, v in gaps.items()))
 
-    print(f"\n{'strategy':<19} {'step s':>8} {'p99 s':>8} {'imbal':>6} {'stall':>6} {'bubble':>6} {'Mtok/s':>7} "
-          f"{'vs naive':>8} {'CP avg':>6} {'longest fit':>11}")
+    print(
+        f"\n{'strategy':<19} {'step s':>8} {'p99 s':>8} {'imbal':>6} {'stall':>6} {'bubble':>6} {'Mtok/s':>7} "
+        f"{'vs naive':>8} {'CP avg':>6} {'longest fit':>11}"
+    )
     base = res["naive"].step_time_mean_s
     for name in STRATEGIES:
         r = res[name]
-        print(f"{name:<19} {r.step_time_mean_s:8.2f} {r.step_time_p99_s:8.2f} {r.imbalance_mean:6.3f} "
-              f"{r.stall_frac_mean:6.1%} {r.bubble_frac_mean:6.1%} {r.tokens_per_s / 1e6:7.3f} "
-              f"{base / r.step_time_mean_s:7.2f}x {r.mean_group_size:6.2f} {r.longest_fit_tokens:>11,}")
+        print(
+            f"{name:<19} {r.step_time_mean_s:8.2f} {r.step_time_p99_s:8.2f} {r.imbalance_mean:6.3f} "
+            f"{r.stall_frac_mean:6.1%} {r.bubble_frac_mean:6.1%} {r.tokens_per_s / 1e6:7.3f} "
+            f"{base / r.step_time_mean_s:7.2f}x {r.mean_group_size:6.2f} {r.longest_fit_tokens:>11,}"
+        )
 
 
 def every_distribution(steps: int, batch: int, repeat: int) -> None:

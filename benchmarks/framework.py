@@ -25,8 +25,13 @@ from autopar.io.stacks import load_stack
 from autopar.spec.model import ModelSpec
 
 # The row's `framework` text -> autopar stack (NAME@VERSION: the version its source ran).
-STACK_OF = (("torchtitan", "torchtitan@2024.12"), ("llm-foundry", "llm-foundry@0.3"), ("NeMo", "megatron"),
-            ("Megatron", "megatron"), ("DeepSpeed", "deepspeed"))
+STACK_OF = (
+    ("torchtitan", "torchtitan@2024.12"),
+    ("llm-foundry", "llm-foundry@0.3"),
+    ("NeMo", "megatron"),
+    ("Megatron", "megatron"),
+    ("DeepSpeed", "deepspeed"),
+)
 
 # Sources whose hardware is other than the built-in profile the row names, by (repo, path prefix).
 HARDWARE_OF = {
@@ -119,15 +124,31 @@ def model_for(row: dict[str, Any]) -> ModelSpec:
 
 def hardware_for(row: dict[str, Any]) -> str:
     src = row.get("source") or {}
-    return next((hw for (repo, path), hw in HARDWARE_OF.items()
-                 if src.get("repo") == repo and str(src.get("path", "")).startswith(path)), row["hardware"])
+    return next(
+        (hw for (repo, path), hw in HARDWARE_OF.items() if src.get("repo") == repo and str(src.get("path", "")).startswith(path)),
+        row["hardware"],
+    )
 
 
 def cli_args(row: dict[str, Any], model: str) -> list[str]:
     """The `autopar estimate` arguments that state the row's published run; `model` is a preset name or the
     path of the row's model written as a .yaml. fits: the predicted peak within the whole GPU."""
-    args = ["estimate", model, "--hardware", hardware_for(row), "--stack", stack_ref(row), "--gpus", str(row["gpus"]),
-            "--global-batch", str(row["global_batch"]), "--seq-len", str(row["seq_len"]), "--dtype", row["dtype"]]
+    args = [
+        "estimate",
+        model,
+        "--hardware",
+        hardware_for(row),
+        "--stack",
+        stack_ref(row),
+        "--gpus",
+        str(row["gpus"]),
+        "--global-batch",
+        str(row["global_batch"]),
+        "--seq-len",
+        str(row["seq_len"]),
+        "--dtype",
+        row["dtype"],
+    ]
     for key in ("tp", "pp", "vpp", "cp", "ep", "mbs", "recompute", "zero"):
         args += [f"--{key}", str(row[key])]
     args += ["--etp", str(row.get("etp", 1)), "--sp" if row["tp"] > 1 else "--no-sp"]
@@ -151,8 +172,13 @@ def run_cli(args: list[str]) -> tuple[int, str, str]:
 def evaluate(row: dict[str, Any]) -> FrameworkResult:
     model_for(row), load_hardware(hardware_for(row))  # a model or profile autopar cannot read: AutoparError
     stack = load_stack(stack_ref(row))
-    base = dict(id=row["id"], stack=stack.name, gpus=row["gpus"], published=float(row["tokens_per_s_per_gpu"]),
-                published_gib=row.get("published_memory_gib"))
+    base = dict(
+        id=row["id"],
+        stack=stack.name,
+        gpus=row["gpus"],
+        published=float(row["tokens_per_s_per_gpu"]),
+        published_gib=row.get("published_memory_gib"),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         model = row["model"]
         if not isinstance(model, str):
@@ -166,5 +192,4 @@ def evaluate(row: dict[str, Any]) -> FrameworkResult:
     doc = json.loads(out)
     label = f"dp{doc['dp']} tp{doc['tp']} pp{doc['pp']} vpp{doc['vpp']} cp{doc['cp']} ep{doc['ep']} mbs{doc['mbs']}"
     peak = doc["allocator_reserved_gib" if stack.name in ALLOCATOR_RESERVED else "memory_gib_per_gpu"]
-    return FrameworkResult(**base, predicted=doc["tokens_per_s_per_gpu"], predicted_gib=peak,
-                           accepted=True, fits=doc["fits"], why=label)
+    return FrameworkResult(**base, predicted=doc["tokens_per_s_per_gpu"], predicted_gib=peak, accepted=True, fits=doc["fits"], why=label)

@@ -71,9 +71,17 @@ def model_from_row(row: dict[str, Any]) -> ModelSpec:
     m = row["model"]
     h, heads = m["hidden"], m["heads"]
     return ModelSpec(
-        name=row["id"], layers=m["layers"], hidden_size=h, num_attention_heads=heads,
-        num_kv_heads=m.get("kv_heads") or heads, head_dim=h // heads, ffn_hidden_size=m.get("ffn_hidden") or 4 * h,
-        ffn_activation="gelu", vocab_size=m["vocab"], seq_len=m["seq_len"], max_seq_len=m["seq_len"],
+        name=row["id"],
+        layers=m["layers"],
+        hidden_size=h,
+        num_attention_heads=heads,
+        num_kv_heads=m.get("kv_heads") or heads,
+        head_dim=h // heads,
+        ffn_hidden_size=m.get("ffn_hidden") or 4 * h,
+        ffn_activation="gelu",
+        vocab_size=m["vocab"],
+        seq_len=m["seq_len"],
+        max_seq_len=m["seq_len"],
         tie_embeddings=row["id"].startswith(("megatron2021_", "bloom_")),
         dropout=row["id"].startswith("megatron2021_"),  # Megatron-LM 2021's GPT recipe: hidden dropout 0.1
     )
@@ -108,8 +116,9 @@ def published_flops_per_step(row: dict[str, Any], model: ModelSpec, job: Job) ->
     """FLOPs per step in the source's own convention."""
     formula = row["flop_formula"]
     if formula.get("includes_recompute"):  # Narayanan et al. 2021 eq. (3), also BLOOM's logger
-        return megatron_flops_per_iteration(batch=job.global_batch, seq_len=job.seq_len, layers=model.layers,
-                                            hidden=model.hidden_size, vocab=model.vocab_size)
+        return megatron_flops_per_iteration(
+            batch=job.global_batch, seq_len=job.seq_len, layers=model.layers, hidden=model.hidden_size, vocab=model.vocab_size
+        )
     return model_flops_per_token(model, job.seq_len) * job.tokens_per_step  # Megatron-Core r0.8 = PaLM
 
 
@@ -136,8 +145,11 @@ def usable(row: dict[str, Any]) -> bool:
     a, par, m = row["achieved"], row["parallelism"], row["model"]
     measured = a.get("tflops_per_gpu") is not None or a.get("tokens_per_s_per_gpu") is not None
     return (
-        measured and par.get("tp") is not None and par.get("pp") is not None
-        and (m.get("moe") is None or row["id"] in ROW_PRESETS) and hardware_for(row["hardware"]["gpu"]) is not None
+        measured
+        and par.get("tp") is not None
+        and par.get("pp") is not None
+        and (m.get("moe") is None or row["id"] in ROW_PRESETS)
+        and hardware_for(row["hardware"]["gpu"]) is not None
         and row["global_batch"].get("sequences") is not None
     )
 
@@ -152,8 +164,13 @@ def evaluate(row: dict[str, Any], *, rank: bool = False) -> RowResult:
     model = model_from_row(row)
     stack = stack_for(row)
     hw = load_hardware(hardware_for(row["hardware"]["gpu"]) or "")
-    job = Job(gpus=row["hardware"]["gpu_count"], gpus_per_node=hw.gpus_per_node,
-              global_batch=row["global_batch"]["sequences"], seq_len=row["model"]["seq_len"], dtype=dtype_of(row))
+    job = Job(
+        gpus=row["hardware"]["gpu_count"],
+        gpus_per_node=hw.gpus_per_node,
+        global_batch=row["global_batch"]["sequences"],
+        seq_len=row["model"]["seq_len"],
+        dtype=dtype_of(row),
+    )
     fixed = fixed_knobs(row)
     fits = accepted = True
     try:
@@ -165,8 +182,19 @@ def evaluate(row: dict[str, Any], *, rank: bool = False) -> RowResult:
         except (InfeasibleError, SpecError):
             accepted, ranked = False, ()
     if not ranked:
-        return RowResult(id=row["id"], stack=stack.name, gpus=job.gpus, metric="-", published=0.0, predicted=0.0,
-                         fits=False, accepted=False, plan="refused", our_best_ratio=None, published_rank=None)
+        return RowResult(
+            id=row["id"],
+            stack=stack.name,
+            gpus=job.gpus,
+            metric="-",
+            published=0.0,
+            predicted=0.0,
+            fits=False,
+            accepted=False,
+            plan="refused",
+            our_best_ratio=None,
+            published_rank=None,
+        )
     best: Estimate = ranked[0]
     achieved = row["achieved"]
     if achieved.get("tflops_per_gpu") is not None:
@@ -185,13 +213,22 @@ def evaluate(row: dict[str, Any], *, rank: bool = False) -> RowResult:
     p = best.plan
     label = f"dp{p.dp} tp{p.tp} pp{p.pp} vpp{p.vpp}{f' ep{p.ep}' if p.ep > 1 else ''} mbs{p.mbs} {p.recompute} z{p.zero}"
     label += f"{' sp' if p.sp else ''}{' ' + job.dtype if job.dtype != 'bf16' else ''}"
-    return RowResult(id=row["id"], stack=stack.name, gpus=job.gpus, metric=metric, published=published,
-                     predicted=predicted, fits=fits, accepted=accepted, plan=label, our_best_ratio=ratio,
-                     published_rank=place)
+    return RowResult(
+        id=row["id"],
+        stack=stack.name,
+        gpus=job.gpus,
+        metric=metric,
+        published=published,
+        predicted=predicted,
+        fits=fits,
+        accepted=accepted,
+        plan=label,
+        our_best_ratio=ratio,
+        published_rank=place,
+    )
 
 
-def _ignore_memory(model: ModelSpec, hw: Any, job: Job, fixed: dict[str, Any],
-                   stack: StackProfile) -> tuple[Estimate, ...]:
+def _ignore_memory(model: ModelSpec, hw: Any, job: Job, fixed: dict[str, Any], stack: StackProfile) -> tuple[Estimate, ...]:
     """The published plan does not fit by our model: time it anyway, fastest first."""
     roomy = replace(hw, memory_bytes=float("inf"))
     return search(model, roomy, job, fixed=fixed, stack=stack).ranked

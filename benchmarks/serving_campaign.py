@@ -156,11 +156,9 @@ def _disagg(row: dict[str, str], role: str | None) -> EngineArgs:
     prefill_tokens = budget if backend == "sglang" else None
     if role == "prefill":
         prefill = _count(row["prefill_batch_size"])
-        return EngineArgs(max_batch_size=prefill, max_num_tokens=budget if backend == "trtllm" else None,
-                          max_prefill_tokens=prefill_tokens)
+        return EngineArgs(max_batch_size=prefill, max_num_tokens=budget if backend == "trtllm" else None, max_prefill_tokens=prefill_tokens)
     decode = _count(row["decode_batch_size"])
-    return EngineArgs(max_batch_size=decode, max_num_tokens=decode if backend == "trtllm" else None,
-                      max_prefill_tokens=prefill_tokens)
+    return EngineArgs(max_batch_size=decode, max_num_tokens=decode if backend == "trtllm" else None, max_prefill_tokens=prefill_tokens)
 
 
 def kv_dtype(row: dict[str, str]) -> str:

@@ -58,6 +58,7 @@ def profile_for_system(system: str) -> str | None:
     name may add parts (a100_sxm -> a100-sxm-80g), the system name only the form factor sxm
     (h100_sxm -> h100-sxm, b200_sxm -> b200, gb200 -> gb200, h100_pcie -> h100-pcie, h20 -> h20;
     h20_3e, the 141 GB H20, is h20-3e, not h20)."""
+
     def parts(name: str) -> list[str]:
         return [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
 
@@ -212,8 +213,7 @@ def agg_concurrency(r: dict[str, str]) -> int:
     return _int(r["batch_size"]) * _int(r["attention_dp_size"])
 
 
-def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = False,
-              priced: dict[str, int] | None = None) -> list[Row]:
+def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = False, priced: dict[str, int] | None = None) -> list[Row]:
     """The file's rows that autopar can describe; the others' reasons go to `skipped` (one line per reason).
     `held_out`: the file's rows are for validation only (Row.held_out); `priced` counts the rows of an engine
     version without its own constants, by version (they use the default version's, as `--framework NAME`)."""
@@ -240,20 +240,37 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
             fw = framework_of(r["backend"], r["backend_version"])
             version = fw.version
             if r["mode"] == "disagg":
-                pre = _engine(_int(r["prefill_tp_size"]), _int(r["prefill_moe_tp_size"]), _int(r["prefill_moe_ep_size"]),
-                              dp=_int(r["prefill_attention_dp_size"]), model=model)
-                dec = _engine(_int(r["decode_tp_size"]), _int(r["decode_moe_tp_size"]), _int(r["decode_moe_ep_size"]),
-                              dp=_int(r["decode_attention_dp_size"]), model=model)
-                dep = Deployment(fw=fw, mode="disagg", engine=dec,
-                                 replicas=_int(r["decode_num_workers"]),
-                                 prefill=pre, prefill_replicas=_int(r["prefill_num_workers"]), weights=weights,
-                                 kv_dtype=kv_dtype(r), args=launch_args(r), prefill_args=launch_args(r, "prefill"))
+                pre = _engine(
+                    _int(r["prefill_tp_size"]),
+                    _int(r["prefill_moe_tp_size"]),
+                    _int(r["prefill_moe_ep_size"]),
+                    dp=_int(r["prefill_attention_dp_size"]),
+                    model=model,
+                )
+                dec = _engine(
+                    _int(r["decode_tp_size"]),
+                    _int(r["decode_moe_tp_size"]),
+                    _int(r["decode_moe_ep_size"]),
+                    dp=_int(r["decode_attention_dp_size"]),
+                    model=model,
+                )
+                dep = Deployment(
+                    fw=fw,
+                    mode="disagg",
+                    engine=dec,
+                    replicas=_int(r["decode_num_workers"]),
+                    prefill=pre,
+                    prefill_replicas=_int(r["prefill_num_workers"]),
+                    weights=weights,
+                    kv_dtype=kv_dtype(r),
+                    args=launch_args(r),
+                    prefill_args=launch_args(r, "prefill"),
+                )
                 conc = disagg_concurrency(r)
                 layout = f"{dep.prefill_replicas}P(tp{pre.tp}) {dep.replicas}D(tp{dec.tp}x{dec.dp})"
             else:
                 eng = agg_engine(r, model, layouts.get(_same_run(r)))
-                dep = Deployment(fw=fw, mode="agg", engine=eng, replicas=1,
-                                 weights=weights, kv_dtype=kv_dtype(r), args=launch_args(r))
+                dep = Deployment(fw=fw, mode="agg", engine=eng, replicas=1, weights=weights, kv_dtype=kv_dtype(r), args=launch_args(r))
                 conc = agg_concurrency(r)
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
             try:
@@ -273,11 +290,21 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
                 priced[key] = priced.get(key, 0) + 1
             wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
             label = f"{model.name} {weights} {layout} {wl.isl}/{wl.osl} c{conc}"
-            rows.append(Row(key=(r["backend"], r["system"], r["mode"]), label=label, model=model,
-                            source=_source(r.get("silicon_data_source") or ""),
-                            model_key=r["model_path"], hw_name=hw_name, dep=dep, wl=wl,
-                            ttft_ms=float(r["silicon_ttft_ms"]), tpot_ms=float(r["silicon_tpot_ms"]),
-                            held_out=held_out))
+            rows.append(
+                Row(
+                    key=(r["backend"], r["system"], r["mode"]),
+                    label=label,
+                    model=model,
+                    source=_source(r.get("silicon_data_source") or ""),
+                    model_key=r["model_path"],
+                    hw_name=hw_name,
+                    dep=dep,
+                    wl=wl,
+                    ttft_ms=float(r["silicon_ttft_ms"]),
+                    tpot_ms=float(r["silicon_tpot_ms"]),
+                    held_out=held_out,
+                )
+            )
     if skipped is not None:
         skipped.extend(f"{why} ({n} rows)" for why, n in sorted(reasons.items()))
     warm = warmed_sources(rows)

@@ -1,6 +1,6 @@
 """Print docs/varlen.md's paper-vs-autopar table for the variable-length setups of examples/seqlen/papers.yaml.
 
-    python benchmarks/varlen_papers.py [--steps 64]
+python benchmarks/varlen_papers.py [--steps 64]
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ def table(steps: int = 64) -> list[str]:
         c = reproduce(name, steps=steps)
         for strategy, paper in c.paper.items():
             got = c.autopar[strategy]
-            lines.append(f"| {c.title} | `{strategy}` ({STRATEGY_INFO[strategy].label}) | {paper:.2f}x | {got:.2f}x "
-                         f"| {got / paper:.2f} |")
+            lines.append(f"| {c.title} | `{strategy}` ({STRATEGY_INFO[strategy].label}) | {paper:.2f}x | {got:.2f}x | {got / paper:.2f} |")
     return lines
 
 

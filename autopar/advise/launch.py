@@ -40,12 +40,22 @@ from autopar.spec.plan import Plan, validate
 from autopar.spec.text import counted
 
 EMIT_KINDS = ("megatron", "torchtitan", "slurm", "slurm-torchtitan", "deepspeed", "megatron-bridge")
-FRAMEWORK = {"megatron": "Megatron-LM", "torchtitan": "torchtitan", "slurm": "Megatron-LM",
-             "slurm-torchtitan": "torchtitan", "deepspeed": "DeepSpeed", "megatron-bridge": "Megatron-Bridge"}
+FRAMEWORK = {
+    "megatron": "Megatron-LM",
+    "torchtitan": "torchtitan",
+    "slurm": "Megatron-LM",
+    "slurm-torchtitan": "torchtitan",
+    "deepspeed": "DeepSpeed",
+    "megatron-bridge": "Megatron-Bridge",
+}
 # the execution stack (autopar/data/stacks) that costs each framework as it runs a plan
 LAUNCHER = {"Megatron-LM": "megatron", "torchtitan": "torchtitan", "DeepSpeed": "deepspeed", "Megatron-Bridge": "megatron"}
-PIN = {"Megatron-LM": f"Megatron-LM {megatron.MEGATRON_PIN}", "torchtitan": torchtitan.TORCHTITAN_PIN,
-       "DeepSpeed": deepspeed.DEEPSPEED_PIN, "Megatron-Bridge": megatron_bridge.BRIDGE_PIN}
+PIN = {
+    "Megatron-LM": f"Megatron-LM {megatron.MEGATRON_PIN}",
+    "torchtitan": torchtitan.TORCHTITAN_PIN,
+    "DeepSpeed": deepspeed.DEEPSPEED_PIN,
+    "Megatron-Bridge": megatron_bridge.BRIDGE_PIN,
+}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 # sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes",
@@ -80,8 +90,9 @@ class Launch:
     files: tuple[tuple[str, str], ...] = ()  # (name, text) the command reads beside it: DeepSpeed's ds_config.json
 
 
-def request(kind: str | None, *, out: Path | None, torchtitan_config: str | None, extra: str | None = None,
-            slurm: SlurmOptions | None = None) -> LaunchRequest | None:
+def request(
+    kind: str | None, *, out: Path | None, torchtitan_config: str | None, extra: str | None = None, slurm: SlurmOptions | None = None
+) -> LaunchRequest | None:
     """Check the --emit options together, before any work is done; None when --emit is absent."""
     slurm = slurm or SlurmOptions()
     if kind is None:
@@ -98,13 +109,13 @@ def request(kind: str | None, *, out: Path | None, torchtitan_config: str | None
             raise SpecError("`torchtitan_config` needs `emit=torchtitan` or `emit=slurm-torchtitan`")
         module, _, config = torchtitan_config.rpartition(":")
         if not ((not module or _DOTTED.fullmatch(module)) and _IDENT.fullmatch(config)):
-            raise SpecError(f"`torchtitan_config` {torchtitan_config!r}: expected NAME or MODULE:NAME, "
-                            "e.g. llama3_70b or llama3:llama3_70b")
+            raise SpecError(
+                f"`torchtitan_config` {torchtitan_config!r}: expected NAME or MODULE:NAME, e.g. llama3_70b or llama3:llama3_70b"
+            )
     if slurm != SlurmOptions() and not kind.startswith("slurm"):
         raise SpecError("`slurm_*` options need `emit=slurm` or `emit=slurm-torchtitan`")
     if slurm.time is not None and not _SLURM_TIME.fullmatch(slurm.time):
-        raise SpecError(f"`slurm_time` {slurm.time!r}: sbatch reads minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, "
-                        "D-HH:MM:SS or UNLIMITED")
+        raise SpecError(f"`slurm_time` {slurm.time!r}: sbatch reads minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED")
     words: tuple[str, ...] = ()
     if extra is not None:
         try:
@@ -120,30 +131,65 @@ def node_layout(job: Job, host_gpus: int) -> tuple[int, int]:
     if job.gpus <= host_gpus:
         return 1, job.gpus
     if job.gpus % host_gpus:
-        raise SpecError(f"`gpus` ({job.gpus}) is not a whole number of {host_gpus}-GPU hosts; "
-                        "torchrun starts the same number of processes on every host")
+        raise SpecError(
+            f"`gpus` ({job.gpus}) is not a whole number of {host_gpus}-GPU hosts; "
+            "torchrun starts the same number of processes on every host"
+        )
     return job.gpus // host_gpus, host_gpus
 
 
-def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, multiline: bool,
-             extra_args: Sequence[str] = ()) -> str:
+def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, multiline: bool, extra_args: Sequence[str] = ()) -> str:
     """``extra_args`` (words the answer adds, e.g. hybrid CP) go before the user's --emit-extra words."""
     nnodes, nproc = node_layout(ctx.job, ctx.hw.host_gpus)
     words = [*extra_args, *req.extra]
     if FRAMEWORK[req.kind] == "torchtitan":
-        return torchtitan.torchtitan_command(ctx.model, plan, ctx.job, config=req.titan_config, nnodes=nnodes,
-                                             nproc_per_node=nproc, rdzv_endpoint=endpoint, extra_args=words,
-                                             multiline=multiline, stack=ctx.stack)
+        return torchtitan.torchtitan_command(
+            ctx.model,
+            plan,
+            ctx.job,
+            config=req.titan_config,
+            nnodes=nnodes,
+            nproc_per_node=nproc,
+            rdzv_endpoint=endpoint,
+            extra_args=words,
+            multiline=multiline,
+            stack=ctx.stack,
+        )
     if req.kind == "deepspeed":
-        return deepspeed.deepspeed_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc,
-                                           rdzv_endpoint=endpoint, extra_args=words, multiline=multiline,
-                                           stack=ctx.stack)
+        return deepspeed.deepspeed_command(
+            ctx.model,
+            plan,
+            ctx.job,
+            nnodes=nnodes,
+            nproc_per_node=nproc,
+            rdzv_endpoint=endpoint,
+            extra_args=words,
+            multiline=multiline,
+            stack=ctx.stack,
+        )
     if req.kind == "megatron-bridge":
-        return megatron_bridge.bridge_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc,
-                                              rdzv_endpoint=endpoint, extra_args=words, multiline=multiline,
-                                              stack=ctx.stack)
-    return megatron.megatron_command(ctx.model, plan, ctx.job, nnodes=nnodes, nproc_per_node=nproc,
-                                     rdzv_endpoint=endpoint, extra_args=words, multiline=multiline, stack=ctx.stack)
+        return megatron_bridge.bridge_command(
+            ctx.model,
+            plan,
+            ctx.job,
+            nnodes=nnodes,
+            nproc_per_node=nproc,
+            rdzv_endpoint=endpoint,
+            extra_args=words,
+            multiline=multiline,
+            stack=ctx.stack,
+        )
+    return megatron.megatron_command(
+        ctx.model,
+        plan,
+        ctx.job,
+        nnodes=nnodes,
+        nproc_per_node=nproc,
+        rdzv_endpoint=endpoint,
+        extra_args=words,
+        multiline=multiline,
+        stack=ctx.stack,
+    )
 
 
 def job_name(model_name: str) -> str:
@@ -169,8 +215,7 @@ def _variants(plan: Plan) -> list[Plan]:
     out += [replace(plan, vpp=v) for v in range(plan.vpp - 1, 0, -1)]
     if plan.zero >= 2:  # DeepSpeed's pipeline engine runs ZeRO-0 and 1 only
         out.append(replace(plan, zero=1))
-    out += [replace(plan, pp=p, dp=plan.dp * plan.pp // p, vpp=1) for p in range(plan.pp - 1, 0, -1)
-            if (plan.dp * plan.pp) % p == 0]
+    out += [replace(plan, pp=p, dp=plan.dp * plan.pp // p, vpp=1) for p in range(plan.pp - 1, 0, -1) if (plan.dp * plan.pp) % p == 0]
     if plan.zero == 0:
         out.append(replace(plan, zero=1))
     return out
@@ -214,8 +259,10 @@ def choose(req: LaunchRequest, ctx: Context, plans: Sequence[Plan]) -> tuple[Pla
         return plans[0], ()
     for rank, plan in enumerate(plans[1:], 2):
         if unsupported(req.kind, ctx, plan) is None:
-            return plan, (f"the best plan ({plans[0].label()}) cannot run on {name}: {first}; "
-                          f"launching plan #{rank} ({plan.label()}), the best it can run",)
+            return plan, (
+                f"the best plan ({plans[0].label()}) cannot run on {name}: {first}; "
+                f"launching plan #{rank} ({plan.label()}), the best it can run",
+            )
     near = nearest(req.kind, ctx, plans[0])
     hint = f"; the nearest plan it can run: {describe(near)}" if near is not None else ""
     raise SpecError(f"{name} cannot run this plan: {first}{hint}")
@@ -223,9 +270,11 @@ def choose(req: LaunchRequest, ctx: Context, plans: Sequence[Plan]) -> tuple[Pla
 
 def describe(plan: Plan) -> str:
     """A plan as the estimate parameters that select it (the CLI says them as flags)."""
-    return (f"`tp={plan.tp}` `pp={plan.pp}` `vpp={plan.vpp}` `cp={plan.cp}` `cp_comm={plan.cp_comm}` "
-            f"`ep={plan.ep}` `etp={plan.etp}` `mbs={plan.mbs}` `recompute={plan.recompute}` `zero={plan.zero}`"
-            + (f" `recompute_modules={','.join(plan.recompute_modules)}`" if plan.recompute_modules else ""))
+    return (
+        f"`tp={plan.tp}` `pp={plan.pp}` `vpp={plan.vpp}` `cp={plan.cp}` `cp_comm={plan.cp_comm}` "
+        f"`ep={plan.ep}` `etp={plan.etp}` `mbs={plan.mbs}` `recompute={plan.recompute}` `zero={plan.zero}`"
+        + (f" `recompute_modules={','.join(plan.recompute_modules)}`" if plan.recompute_modules else "")
+    )
 
 
 def stack_for(kind: str | None, stack: str | None) -> str | None:
@@ -242,8 +291,10 @@ def _notes(req: LaunchRequest, ctx: Context, plan: Plan) -> tuple[str, ...]:
         out += deepspeed.notes(ctx.model, plan)
     launcher = LAUNCHER[FRAMEWORK[req.kind]]
     if ctx.stack.launcher != launcher:
-        out.append(f"costed for stack {ctx.stack.name}, launched on {FRAMEWORK[req.kind]}: its speed and memory may "
-                   f"differ (--stack {launcher} costs it as that framework runs it)")
+        out.append(
+            f"costed for stack {ctx.stack.name}, launched on {FRAMEWORK[req.kind]}: its speed and memory may "
+            f"differ (--stack {launcher} costs it as that framework runs it)"
+        )
     return tuple(out)
 
 
@@ -255,33 +306,50 @@ def build(req: LaunchRequest, ctx: Context, plans: Sequence[Plan], *, extra_args
     if req.kind.startswith("slurm"):
         # the command one flag a line inside srun's `bash -c '...'`: the inner shell joins the lines
         line = _command(req, ctx, plan, endpoint="$MASTER_ADDR:29500", multiline=True, extra_args=extra_args)
-        text = slurm_script(line, nnodes=nnodes, nproc_per_node=nproc, job_name=job_name(ctx.model.name),
-                            options=req.slurm)
-        return Launch(kind=req.kind, framework=FRAMEWORK[req.kind], text=text, line=text, nnodes=nnodes,
-                      nproc_per_node=nproc, path=None, plan=plan, notes=notes)
+        text = slurm_script(line, nnodes=nnodes, nproc_per_node=nproc, job_name=job_name(ctx.model.name), options=req.slurm)
+        return Launch(
+            kind=req.kind,
+            framework=FRAMEWORK[req.kind],
+            text=text,
+            line=text,
+            nnodes=nnodes,
+            nproc_per_node=nproc,
+            path=None,
+            plan=plan,
+            notes=notes,
+        )
     endpoint = "localhost:29500" if nnodes == 1 else "$MASTER_ADDR:29500"
     files = ((deepspeed.CONFIG_NAME, deepspeed.config_text(ctx.model, plan, ctx.job, ctx.stack)),) if req.kind == "deepspeed" else ()
-    return Launch(kind=req.kind, framework=FRAMEWORK[req.kind],
-                  text=_command(req, ctx, plan, endpoint=endpoint, multiline=True, extra_args=extra_args),
-                  line=_command(req, ctx, plan, endpoint=endpoint, multiline=False, extra_args=extra_args),
-                  nnodes=nnodes, nproc_per_node=nproc, path=None, plan=plan, notes=notes, files=files)
+    return Launch(
+        kind=req.kind,
+        framework=FRAMEWORK[req.kind],
+        text=_command(req, ctx, plan, endpoint=endpoint, multiline=True, extra_args=extra_args),
+        line=_command(req, ctx, plan, endpoint=endpoint, multiline=False, extra_args=extra_args),
+        nnodes=nnodes,
+        nproc_per_node=nproc,
+        path=None,
+        plan=plan,
+        notes=notes,
+        files=files,
+    )
 
 
 def script_text(launch: Launch) -> str:
     """What --emit-out writes: the sbatch script, or the command as a bash script."""
     if launch.kind.startswith("slurm"):
         return launch.text
-    where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs: run this on every node, with MASTER_ADDR set "
-             "to the first node's address" if launch.nnodes > 1 else f"one node, {counted(launch.nproc_per_node, 'GPU')}")
+    where = (
+        f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs: run this on every node, with MASTER_ADDR set to the first node's address"
+        if launch.nnodes > 1
+        else f"one node, {counted(launch.nproc_per_node, 'GPU')}"
+    )
     notes = "".join(f"# note: {n}\n" for n in launch.notes)
     # the files the command reads, written next to where it runs (a quoted here-document expands nothing)
     files = "".join(f"cat > {name} <<'AUTOPAR_EOF'\n{text}AUTOPAR_EOF\n\n" for name, text in launch.files)
-    return (f"#!/bin/bash\n# {launch.framework} ({where}); written by autopar\n{notes}"
-            f"set -euo pipefail\n\n{files}{launch.text}\n")
+    return f"#!/bin/bash\n# {launch.framework} ({where}); written by autopar\n{notes}set -euo pipefail\n\n{files}{launch.text}\n"
 
 
-def prepare(req: LaunchRequest | None, ctx: Context, plans: Plan | Sequence[Plan], *,
-            extra_args: Sequence[str] = ()) -> Launch | None:
+def prepare(req: LaunchRequest | None, ctx: Context, plans: Plan | Sequence[Plan], *, extra_args: Sequence[str] = ()) -> Launch | None:
     """Build the launch for the best of ``plans`` and, with --emit-out, write it (atomically).
 
     ``extra_args``: more framework words the answer needs (hybrid CP for --seq-len-dist plans).

@@ -61,19 +61,30 @@ class PoolArgs:
     def given(self) -> list[str]:
         """The parameters given, without their pool's prefix (workers, tp, ..., attention_dp)."""
         return [name for name in ("workers", "tp", "pp", "dp", "ep") if getattr(self, name) is not None] + (
-            ["attention_dp"] if self.attention_dp else [])
+            ["attention_dp"] if self.attention_dp else []
+        )
 
 
-def context(model: str, *, hardware: str | None, gpus: int | None, framework: str, weights: str,
-            kv_dtype: str, engine_args: EngineArgs = DEFAULT_ARGS) -> ServeContext:
+def context(
+    model: str,
+    *,
+    hardware: str | None,
+    gpus: int | None,
+    framework: str,
+    weights: str,
+    kv_dtype: str,
+    engine_args: EngineArgs = DEFAULT_ARGS,
+) -> ServeContext:
     """The serving inputs; `framework` is NAME[@VERSION] or a framework .yaml (autopar/io/frameworks.py)."""
     if gpus is None:
         raise SpecError("`gpus` is required")
     if gpus < 1:
         raise SpecError(f"`gpus` must be at least 1, got {gpus}")
     if gpus > MAX_SERVE_GPUS:
-        raise SpecError(f"`gpus` must be at most {MAX_SERVE_GPUS:,} for serve (autopar's limit: the disaggregated sweep "
-                        f"grows with the GPU count; plan one fleet and replicate it), got {gpus:,}")
+        raise SpecError(
+            f"`gpus` must be at most {MAX_SERVE_GPUS:,} for serve (autopar's limit: the disaggregated sweep "
+            f"grows with the GPU count; plan one fleet and replicate it), got {gpus:,}"
+        )
     spec = load_model(model)
     hw, reason = resolve_hardware(hardware)
     resolved = resolve_framework(framework)
@@ -84,17 +95,43 @@ def context(model: str, *, hardware: str | None, gpus: int | None, framework: st
         for param, value in (("`mixed_chunk`", engine_args.mixed_chunk), ("`max_prefill_tokens`", engine_args.max_prefill_tokens)):
             if value is not None:
                 raise SpecError(f"{param} is an SGLang setting (`framework=sglang`), got `framework={fw.name}`")
-    return ServeContext(model=spec, hw=hw, hw_reason=reason, gpus=gpus, fw=fw, weights=weights, kv_dtype=kv_dtype,
-                        framework_note=resolved.note, engine_args=engine_args, errors=error_model())
+    return ServeContext(
+        model=spec,
+        hw=hw,
+        hw_reason=reason,
+        gpus=gpus,
+        fw=fw,
+        weights=weights,
+        kv_dtype=kv_dtype,
+        framework_note=resolved.note,
+        engine_args=engine_args,
+        errors=error_model(),
+    )
 
 
-def options_context(model: str, *, hardware: str | None, gpus: int | None, framework: str | None, emit: str | None,
-                    weights: str, kv_dtype: str, engine_args: EngineArgs = DEFAULT_ARGS) -> ServeContext:
+def options_context(
+    model: str,
+    *,
+    hardware: str | None,
+    gpus: int | None,
+    framework: str | None,
+    emit: str | None,
+    weights: str,
+    kv_dtype: str,
+    engine_args: EngineArgs = DEFAULT_ARGS,
+) -> ServeContext:
     """context() from the serve commands' options (CLI and Python API): the framework defaults to the
     --emit target, else vllm; an --emit target is checked before any work."""
     check_emit(emit)
-    return context(model, hardware=hardware, gpus=gpus, framework=(emit or "vllm") if framework is None else framework,
-                   weights=weights, kv_dtype=kv_dtype, engine_args=engine_args)
+    return context(
+        model,
+        hardware=hardware,
+        gpus=gpus,
+        framework=(emit or "vllm") if framework is None else framework,
+        weights=weights,
+        kv_dtype=kv_dtype,
+        engine_args=engine_args,
+    )
 
 
 def parse_modes(modes: str | Sequence[str]) -> tuple[str, ...]:
@@ -115,11 +152,14 @@ def _engine(args: PoolArgs, *, prefix: str) -> Engine:
     tp, pp, ep = (1 if v is None else v for v in (args.tp, args.pp, args.ep))
     dp = (args.dp or 1) if args.attention_dp else 1
     if ep > 1 and not args.attention_dp and ep > tp:
-        raise SpecError(f"`{prefix}ep` ({ep}) exceeds `{prefix}tp` ({tp}): without `{prefix}attention_dp` the experts "
-                        "span the TP ranks of one engine")
+        raise SpecError(
+            f"`{prefix}ep` ({ep}) exceeds `{prefix}tp` ({tp}): without `{prefix}attention_dp` the experts span the TP ranks of one engine"
+        )
     if (tp * dp) % ep:
-        raise SpecError(f"`{prefix}ep` ({ep}) must divide `{prefix}tp` x `{prefix}dp` ({tp} x {dp}): the MoE layers span "
-                        "the engine's tp x dp ranks (tp x dp = moe_tp x ep)")
+        raise SpecError(
+            f"`{prefix}ep` ({ep}) must divide `{prefix}tp` x `{prefix}dp` ({tp} x {dp}): the MoE layers span "
+            "the engine's tp x dp ranks (tp x dp = moe_tp x ep)"
+        )
     return Engine(tp=tp, pp=pp, dp=dp, ep=ep)
 
 
@@ -136,11 +176,19 @@ def deployment(ctx: ServeContext, *, mode: str, agg: PoolArgs, prefill: PoolArgs
             raise SpecError("`tp` is required (the attention tensor parallelism)")
         return agg_deployment(ctx, agg)
     if given := [name for name in agg.given() if name != "tp"]:
-        raise SpecError(f"`{given[0]}` sets aggregated engines; with `mode=disagg` give `prefill_{given[0]}` "
-                        f"and `decode_{given[0]}`")
-    return disagg_deployment(ctx, prefill, PoolArgs(tp=agg.tp if decode.tp is None else decode.tp, pp=decode.pp,
-                                                    dp=decode.dp, ep=decode.ep, attention_dp=decode.attention_dp,
-                                                    workers=decode.workers))
+        raise SpecError(f"`{given[0]}` sets aggregated engines; with `mode=disagg` give `prefill_{given[0]}` and `decode_{given[0]}`")
+    return disagg_deployment(
+        ctx,
+        prefill,
+        PoolArgs(
+            tp=agg.tp if decode.tp is None else decode.tp,
+            pp=decode.pp,
+            dp=decode.dp,
+            ep=decode.ep,
+            attention_dp=decode.attention_dp,
+            workers=decode.workers,
+        ),
+    )
 
 
 def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
@@ -153,11 +201,17 @@ def agg_deployment(ctx: ServeContext, args: PoolArgs) -> Deployment:
     elif ctx.gpus % engine.gpus == 0:
         replicas = ctx.gpus // engine.gpus
     else:
-        raise SpecError(f"`gpus` ({ctx.gpus}) must be a multiple of one engine's GPUs "
-                        f"(tp x pp x attention-dp = {engine.gpus})")
-    dep = Deployment(fw=ctx.fw, mode="agg",
-                     engine=engine, replicas=replicas, weights=ctx.weights,
-                     kv_dtype=ctx.kv_dtype, kv_auto=kv_auto(ctx.model)[0], args=ctx.engine_args)
+        raise SpecError(f"`gpus` ({ctx.gpus}) must be a multiple of one engine's GPUs (tp x pp x attention-dp = {engine.gpus})")
+    dep = Deployment(
+        fw=ctx.fw,
+        mode="agg",
+        engine=engine,
+        replicas=replicas,
+        weights=ctx.weights,
+        kv_dtype=ctx.kv_dtype,
+        kv_auto=kv_auto(ctx.model)[0],
+        args=ctx.engine_args,
+    )
     if dep.gpus != ctx.gpus:
         raise SpecError(f"`gpus` ({ctx.gpus}) does not match the layout: tp x pp x dp = {dep.gpus}")
     return dep
@@ -172,19 +226,32 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
         if pool.workers is not None and pool.workers < 1:
             raise SpecError(f"`{prefix}workers` must be at least 1, got {pool.workers}")
         if pool.dp is not None and not pool.attention_dp:
-            raise SpecError(f"`{prefix}dp` counts attention-DP ranks inside one engine and needs `{prefix}attention_dp` "
-                            f"(`{prefix}workers` counts the engines)")
+            raise SpecError(
+                f"`{prefix}dp` counts attention-DP ranks inside one engine and needs `{prefix}attention_dp` "
+                f"(`{prefix}workers` counts the engines)"
+            )
         engine = _engine(pool, prefix=prefix)
         engine.check(ctx.model, prefix=prefix)
         engine.check_framework(ctx.framework, prefix=prefix)
         engines.append(engine)
-    dep = Deployment(fw=ctx.fw, mode="disagg",
-                     engine=engines[1], replicas=decode.workers, prefill=engines[0],
-                     prefill_replicas=prefill.workers, weights=ctx.weights, kv_dtype=ctx.kv_dtype,
-                     kv_auto=kv_auto(ctx.model)[0], args=ctx.engine_args, prefill_args=ctx.engine_args)
+    dep = Deployment(
+        fw=ctx.fw,
+        mode="disagg",
+        engine=engines[1],
+        replicas=decode.workers,
+        prefill=engines[0],
+        prefill_replicas=prefill.workers,
+        weights=ctx.weights,
+        kv_dtype=ctx.kv_dtype,
+        kv_auto=kv_auto(ctx.model)[0],
+        args=ctx.engine_args,
+        prefill_args=ctx.engine_args,
+    )
     if dep.gpus != ctx.gpus:
-        raise SpecError(f"`gpus` ({ctx.gpus}) does not match the pools: prefill {prefill.workers} x "
-                        f"{engines[0].gpus} + decode {decode.workers} x {engines[1].gpus} = {dep.gpus} GPUs")
+        raise SpecError(
+            f"`gpus` ({ctx.gpus}) does not match the pools: prefill {prefill.workers} x "
+            f"{engines[0].gpus} + decode {decode.workers} x {engines[1].gpus} = {dep.gpus} GPUs"
+        )
     return dep
 
 
@@ -194,15 +261,19 @@ def check_workload(ctx: ServeContext, wl: Workload) -> None:
     one (tensorrt_llm/llmapi/llm.py _check_arguments, "The sum of prompt length ... should not exceed
     max_num_tokens"; tests/unittest/llmapi/test_llm.py test_max_num_token_check)."""
     if wl.isl + wl.osl > ctx.model.max_seq_len:
-        raise SpecError(f"`isl` + `osl` ({wl.isl:,} + {wl.osl:,}) exceeds {ctx.model.name}'s context window "
-                        f"(max_seq_len {ctx.model.max_seq_len:,} tokens)")
+        raise SpecError(
+            f"`isl` + `osl` ({wl.isl:,} + {wl.osl:,}) exceeds {ctx.model.name}'s context window "
+            f"(max_seq_len {ctx.model.max_seq_len:,} tokens)"
+        )
     fw = ctx.fw
     budget = fw.chunk_tokens if ctx.engine_args.max_num_tokens is None else ctx.engine_args.max_num_tokens
     _check_step_tokens(ctx, fw.name, fw.label, fw.chunked, fw.max_seqs)
     if not fw.chunked and wl.isl > budget:
-        raise SpecError(f"`isl` ({wl.isl:,}) exceeds the {budget:,} tokens one {fw.label} step holds "
-                        f"(`max_num_tokens`{'' if ctx.engine_args.max_num_tokens else ', its default'}): without "
-                        "chunked context it refuses a longer prompt; give `max_num_tokens` of at least `isl`")
+        raise SpecError(
+            f"`isl` ({wl.isl:,}) exceeds the {budget:,} tokens one {fw.label} step holds "
+            f"(`max_num_tokens`{'' if ctx.engine_args.max_num_tokens else ', its default'}): without "
+            "chunked context it refuses a longer prompt; give `max_num_tokens` of at least `isl`"
+        )
 
 
 def _check_step_tokens(ctx: ServeContext, name: str, label: str, chunked: bool, default_seqs: int) -> None:
@@ -215,11 +286,15 @@ def _check_step_tokens(ctx: ServeContext, name: str, label: str, chunked: bool, 
         return
     if name == "vllm" and tokens < (seqs or default_seqs):
         given = f"{seqs:,}" if seqs is not None else f"{default_seqs:,}, its default"
-        raise SpecError(f"`max_num_tokens` ({tokens:,}) must be at least `max_batch_size` ({given}): {label} refuses "
-                        "fewer batched tokens than running requests")
+        raise SpecError(
+            f"`max_num_tokens` ({tokens:,}) must be at least `max_batch_size` ({given}): {label} refuses "
+            "fewer batched tokens than running requests"
+        )
     if chunked and tokens < MIN_STEP_TOKENS:
-        raise SpecError(f"`max_num_tokens` ({tokens:,}) must be at least {MIN_STEP_TOKENS} with {label} (autopar's "
-                        "limit: a prompt cut into smaller chunks makes the step simulation run for minutes)")
+        raise SpecError(
+            f"`max_num_tokens` ({tokens:,}) must be at least {MIN_STEP_TOKENS} with {label} (autopar's "
+            "limit: a prompt cut into smaller chunks makes the step simulation run for minutes)"
+        )
 
 
 def explain(ctx: ServeContext, dep: Deployment, wl: Workload) -> ServeEstimate:
@@ -228,10 +303,18 @@ def explain(ctx: ServeContext, dep: Deployment, wl: Workload) -> ServeEstimate:
     return estimate(ctx.model, ctx.hw, dep, wl)
 
 
-def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpot_ms: float | None,
-            modes: tuple[str, ...], kv_dtypes: tuple[str, ...],
-            progress: Callable[[int, int], None] | None = None,
-            keep: Callable[[Deployment], bool] | None = None) -> ServeSweep:
+def suggest(
+    ctx: ServeContext,
+    *,
+    isl: int,
+    osl: int,
+    ttft_ms: float | None,
+    tpot_ms: float | None,
+    modes: tuple[str, ...],
+    kv_dtypes: tuple[str, ...],
+    progress: Callable[[int, int], None] | None = None,
+    keep: Callable[[Deployment], bool] | None = None,
+) -> ServeSweep:
     """Sweep the deployments of ctx.gpus GPUs (those `keep` keeps); refuse (exit 1) when none fits or none
     meets the targets. `progress(done, total)` is told of each deployment priced."""
     if not modes:
@@ -248,21 +331,39 @@ def suggest(ctx: ServeContext, *, isl: int, osl: int, ttft_ms: float | None, tpo
         targets = DEFAULT_TARGETS
     if kv_auto(ctx.model)[0] == "fp8" and "auto" in kv_dtypes:  # auto already is fp8: one sweep, not two alike
         kv_dtypes = tuple(k for k in kv_dtypes if k != "fp8")
-    result = sweep(ctx.model, ctx.hw, gpus=ctx.gpus, isl=isl, osl=osl, framework=ctx.fw, weights=ctx.weights,
-                   kv_dtypes=kv_dtypes, args=ctx.engine_args, modes=modes, targets=targets,
-                   progress=progress, keep=keep)
+    result = sweep(
+        ctx.model,
+        ctx.hw,
+        gpus=ctx.gpus,
+        isl=isl,
+        osl=osl,
+        framework=ctx.fw,
+        weights=ctx.weights,
+        kv_dtypes=kv_dtypes,
+        args=ctx.engine_args,
+        modes=modes,
+        targets=targets,
+        progress=progress,
+        keep=keep,
+    )
     if not result.points:
-        raise InfeasibleError(f"{ctx.model.name} with {ctx.weights} weights does not fit on {ctx.gpus} x {ctx.hw.name} "
-                              f"in any layout ({result.layouts} tried): the weights and one request's KV cache "
-                              "exceed the memory the framework gives them; add GPUs or use `weights=fp8/fp4`")
+        raise InfeasibleError(
+            f"{ctx.model.name} with {ctx.weights} weights does not fit on {ctx.gpus} x {ctx.hw.name} "
+            f"in any layout ({result.layouts} tried): the weights and one request's KV cache "
+            "exceed the memory the framework gives them; add GPUs or use `weights=fp8/fp4`"
+        )
     if result.best is None and result.rule == "knee":
-        raise InfeasibleError(f"every deployment of {ctx.gpus} GPUs is queue-saturated at every concurrency tried "
-                              "(its KV cache or prefill pool cannot keep up); add GPUs")
+        raise InfeasibleError(
+            f"every deployment of {ctx.gpus} GPUs is queue-saturated at every concurrency tried "
+            "(its KV cache or prefill pool cannot keep up); add GPUs"
+        )
     if result.best is None:
         fastest = min(result.points, key=lambda e: e.tpot_s)
         quickest = min(result.points, key=lambda e: e.ttft_s)
-        raise InfeasibleError(f"no deployment of {ctx.gpus} GPUs meets the targets: the lowest TPOT is "
-                              f"{fastest.tpot_s * 1e3:.1f} ms and the lowest TTFT {quickest.ttft_s * 1e3:.0f} ms")
+        raise InfeasibleError(
+            f"no deployment of {ctx.gpus} GPUs meets the targets: the lowest TPOT is "
+            f"{fastest.tpot_s * 1e3:.1f} ms and the lowest TTFT {quickest.ttft_s * 1e3:.0f} ms"
+        )
     return result
 
 
@@ -281,8 +382,7 @@ def unlaunchable(ctx: ServeContext, target: str, dep: Deployment, wl: Workload) 
     node = ctx.hw.host_gpus
     where = "node" if node == ctx.hw.gpus_per_node else "host"
     if (big := max(e.gpus for e in (dep.engine, dep.prefill) if e is not None)) > node:
-        return (f"an engine of {big} GPUs (tp x pp x attention-dp) spans more than one {ctx.hw.name} {where} "
-                f"({node} GPUs)")
+        return f"an engine of {big} GPUs (tp x pp x attention-dp) spans more than one {ctx.hw.name} {where} ({node} GPUs)"
     emitters = {"vllm": vllm.launch, "sglang": sglang.launch, "trtllm": trtllm.launch}
     try:
         emitters[target](dep, wl)
@@ -296,26 +396,33 @@ def launch(ctx: ServeContext, target: str, est: ServeEstimate) -> ServeLaunch:
     from autopar.emit import sglang, trtllm, vllm
 
     if not est.fits:
-        raise SpecError(f"`emit={target}`: the deployment does not fit (the weights and one request's KV cache "
-                        "exceed the memory the framework gives them), so there is no launch line; run without "
-                        "`emit` to see its memory, or use more GPUs per engine")
+        raise SpecError(
+            f"`emit={target}`: the deployment does not fit (the weights and one request's KV cache "
+            "exceed the memory the framework gives them), so there is no launch line; run without "
+            "`emit` to see its memory, or use more GPUs per engine"
+        )
     dep, node = est.deployment, ctx.hw.host_gpus
     where = "node" if node == ctx.hw.gpus_per_node else "host"
     if max(e.gpus for e in (dep.engine, dep.prefill) if e is not None) > node:
-        raise SpecError(f"`emit={target}`: {unlaunchable(ctx, target, dep, est.workload)}; the launch lines autopar "
-                        f"writes start each engine on one {where} (CUDA_VISIBLE_DEVICES), so there is none for it: run "
-                        f"without `emit`, or `serve estimate` a layout of at most {node} GPUs per engine")
+        raise SpecError(
+            f"`emit={target}`: {unlaunchable(ctx, target, dep, est.workload)}; the launch lines autopar "
+            f"writes start each engine on one {where} (CUDA_VISIBLE_DEVICES), so there is none for it: run "
+            f"without `emit`, or `serve estimate` a layout of at most {node} GPUs per engine"
+        )
     emitters = {"vllm": vllm.launch, "sglang": sglang.launch, "trtllm": trtllm.launch}
     if target not in emitters:
         raise SpecError(f"`emit` must be one of {', '.join(emitters)}, got {target!r}")
     if target != est.deployment.framework:
-        raise SpecError(f"`emit={target}` with `framework={est.deployment.framework}`: the estimate is for "
-                        f"{est.deployment.framework}; pass `framework={target}`")
+        raise SpecError(
+            f"`emit={target}` with `framework={est.deployment.framework}`: the estimate is for "
+            f"{est.deployment.framework}; pass `framework={target}`"
+        )
     return emitters[target](dep, est.workload, host_gpus=node)
 
 
-def launch_best(ctx: ServeContext, target: str, result: ServeSweep,
-                rerun: Callable[[Callable[[Deployment], bool]], ServeSweep]) -> ServeLaunch:
+def launch_best(
+    ctx: ServeContext, target: str, result: ServeSweep, rerun: Callable[[Callable[[Deployment], bool]], ServeSweep]
+) -> ServeLaunch:
     """serve suggest --emit: the recommendation's launch lines or, when `target` cannot launch it, those of
     the best deployment it can launch (`rerun(keep)`: the same sweep over the deployments `keep` keeps,
     picked by the same rule), with one line first saying which one was skipped and why (as training's
@@ -333,11 +440,12 @@ def launch_best(ctx: ServeContext, target: str, result: ServeSweep,
     except InfeasibleError:
         other = None
     if other is None:
-        raise SpecError(f"`emit={target}`: the recommended deployment has no launch line ({why}), and none of "
-                        f"those {target} can launch fits or meets the targets")
+        raise SpecError(
+            f"`emit={target}`: the recommended deployment has no launch line ({why}), and none of "
+            f"those {target} can launch fits or meets the targets"
+        )
     launched = launch(ctx, target, other)
-    note = (f"# --emit {target}: skipped the recommended {_layout(best)}: {why}; launching the best one "
-            f"{target} can start, {_layout(other)}")
+    note = f"# --emit {target}: skipped the recommended {_layout(best)}: {why}; launching the best one {target} can start, {_layout(other)}"
     return replace(launched, servers=(note, *launched.servers))
 
 
@@ -348,9 +456,11 @@ def _layout(est: ServeEstimate) -> str:
     def one(e: Engine) -> str:
         return f"tp{e.tp} pp{e.pp} dp{e.dp} ep{e.ep}"
 
-    pools = one(dep.engine) if dep.prefill is None else (
-        f"{dep.prefill_replicas} x prefill {one(dep.prefill)} + {dep.replicas} x decode {one(dep.engine)}")
+    pools = (
+        one(dep.engine)
+        if dep.prefill is None
+        else (f"{dep.prefill_replicas} x prefill {one(dep.prefill)} + {dep.replicas} x decode {one(dep.engine)}")
+    )
     if dep.prefill is None:
         pools = f"{dep.replicas} x {pools}"
-    return (f"{dep.mode} {pools} at concurrency {est.workload.concurrency} "
-            f"({est.output_tokens_per_s / dep.gpus:,.0f} tok/s/GPU)")
+    return f"{dep.mode} {pools} at concurrency {est.workload.concurrency} ({est.output_tokens_per_s / dep.gpus:,.0f} tok/s/GPU)"

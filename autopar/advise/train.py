@@ -51,9 +51,11 @@ class Context:
         free = est.memory_capacity_bytes - est.memory.total
         if not est.fits or free >= self.headroom_bytes:
             return None
-        return (f"{est.memory.total / 2**30:.1f} GiB fits the {est.memory_capacity_bytes / 2**30:.1f} GiB GPU but "
-                f"leaves {free / 2**30:.1f} GiB free, less than the headroom of {self.headroom_bytes / 2**30:.1f} GiB "
-                f"(--headroom {self.headroom})")
+        return (
+            f"{est.memory.total / 2**30:.1f} GiB fits the {est.memory_capacity_bytes / 2**30:.1f} GiB GPU but "
+            f"leaves {free / 2**30:.1f} GiB free, less than the headroom of {self.headroom_bytes / 2**30:.1f} GiB "
+            f"(--headroom {self.headroom})"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,8 +119,10 @@ def context(
         if nodes < 1:
             raise SpecError(f"`nodes` must be positive, got {nodes}")
         if nodes > MAX_GPUS // hw.gpus_per_node:  # named as --nodes, not as the --gpus it makes
-            raise SpecError(f"`nodes` must be at most {MAX_GPUS // hw.gpus_per_node:,} ({hw.gpus_per_node} GPUs per "
-                            f"node; autopar's limit is {MAX_GPUS:,} GPUs), got {nodes:,}")
+            raise SpecError(
+                f"`nodes` must be at most {MAX_GPUS // hw.gpus_per_node:,} ({hw.gpus_per_node} GPUs per "
+                f"node; autopar's limit is {MAX_GPUS:,} GPUs), got {nodes:,}"
+            )
         if gpus is not None and gpus != nodes * hw.gpus_per_node:
             raise SpecError(f"`gpus` ({gpus}) disagrees with `nodes` ({nodes}) x {hw.gpus_per_node} GPUs per node")
         gpus = nodes * hw.gpus_per_node
@@ -130,8 +134,14 @@ def context(
     if seq > spec.max_seq_len:
         raise SpecError(f"`seq_len` ({seq}) exceeds {spec.name}'s max_seq_len ({spec.max_seq_len})")
     batch = global_batch if global_batch is not None else default_global_batch(gpus, hw.gpus_per_node, seq)
-    job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, global_batch=batch, seq_len=seq, dtype=dtype,
-              gpus_per_host=hw.gpus_per_host if hw.gpus_per_host and hw.gpus_per_host < hw.gpus_per_node else 0)
+    job = Job(
+        gpus=gpus,
+        gpus_per_node=hw.gpus_per_node,
+        global_batch=batch,
+        seq_len=seq,
+        dtype=dtype,
+        gpus_per_host=hw.gpus_per_host if hw.gpus_per_host and hw.gpus_per_host < hw.gpus_per_node else 0,
+    )
     if dtype not in hw.peak_flops:
         raise SpecError(f"`dtype` {dtype}: hardware profile {hw.name} has no peak for it")
     options = read_options(stack_options, recipe)
@@ -139,8 +149,17 @@ def context(
     stack_reason = f"--stack {stack}" if stack else f"default {DEFAULT_STACK} (no --stack)"
     if options:  # echoed in every output: the recipe facts the estimate assumed
         stack_reason += "; options " + " ".join(f"{k}={v}" for k, v in options.items())
-    return Context(model=spec, hw=hw, hw_reason=reason, job=job, batch_defaulted=global_batch is None,
-                   stack=stack_profile, stack_reason=stack_reason, headroom_bytes=room, headroom=headroom)
+    return Context(
+        model=spec,
+        hw=hw,
+        hw_reason=reason,
+        job=job,
+        batch_defaulted=global_batch is None,
+        stack=stack_profile,
+        stack_reason=stack_reason,
+        headroom_bytes=room,
+        headroom=headroom,
+    )
 
 
 def bands_of(ctx: Context, errors: ErrorModel, est: Estimate) -> TrainingBands:
@@ -159,8 +178,15 @@ def suggest(ctx: Context, *, progress: Callable[[int, int], None] | None = None)
     # the default batch is built for the natural dp degrees (spec/job.py default_global_batch): no warning about it
     warning = None if ctx.batch_defaulted else batch_warning(ctx.job)
     order, ties = rerank(result.ranked, bands=lambda e: bands_of(ctx, errors, e), model=ctx.model)
-    return Suggestion(ctx=ctx, result=result, search_s=search_s, warnings=(warning,) if warning else (),
-                      errors=errors, reranked=order if isinstance(order, Reranked) else None, ties=ties)
+    return Suggestion(
+        ctx=ctx,
+        result=result,
+        search_s=search_s,
+        warnings=(warning,) if warning else (),
+        errors=errors,
+        reranked=order if isinstance(order, Reranked) else None,
+        ties=ties,
+    )
 
 
 def batch_warning(job: Job) -> str | None:
@@ -176,9 +202,10 @@ def batch_warning(job: Job) -> str | None:
         return None
     lower = batch - batch % by_gpus
     options = [b for b in (lower, lower + by_gpus) if b > 0]
-    return (f"global batch {batch} allows data parallelism of at most {by_batch} on {gpus} GPUs (dp must divide "
-            f"the batch); {' or '.join(str(b) for b in options)} sequences would allow dp {by_gpus}")
-
+    return (
+        f"global batch {batch} allows data parallelism of at most {by_batch} on {gpus} GPUs (dp must divide "
+        f"the batch); {' or '.join(str(b) for b in options)} sequences would allow dp {by_gpus}"
+    )
 
 
 def parse_modules(text: str | None) -> tuple[str, ...]:
@@ -188,8 +215,22 @@ def parse_modules(text: str | None) -> tuple[str, ...]:
     return tuple(sorted(names, key=lambda m: RECOMPUTE_MODULES.index(m) if m in RECOMPUTE_MODULES else len(names)))
 
 
-def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: int, recompute: str, zero: int | None,
-            sp: bool, etp: int = 1, cp_comm: str | None = None, recompute_modules: str | None = None) -> Explained:
+def explain(
+    ctx: Context,
+    *,
+    tp: int,
+    pp: int,
+    cp: int,
+    vpp: int,
+    ep: int,
+    mbs: int,
+    recompute: str,
+    zero: int | None,
+    sp: bool,
+    etp: int = 1,
+    cp_comm: str | None = None,
+    recompute_modules: str | None = None,
+) -> Explained:
     """One plan, costed and explained; ZeRO stage and CP exchange default to the stack's (issue 27: a user who
     names only --stack torchtitan is not refused for a --zero 1 they did not type)."""
     zero = ctx.stack.default_zero if zero is None else zero
@@ -200,8 +241,21 @@ def explain(ctx: Context, *, tp: int, pp: int, cp: int, vpp: int, ep: int, mbs: 
     denom = tp * pp * cp
     if ctx.job.gpus % denom:
         raise SpecError(f"`gpus` ({ctx.job.gpus}) must be divisible by tp*pp*cp ({tp}*{pp}*{cp})")
-    plan = Plan(dp=ctx.job.gpus // denom, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, cp_comm=cp_comm, mbs=mbs,
-                recompute=recompute, zero=zero, sp=sp and tp > 1, recompute_modules=parse_modules(recompute_modules))
+    plan = Plan(
+        dp=ctx.job.gpus // denom,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        vpp=vpp,
+        ep=ep,
+        etp=etp,
+        cp_comm=cp_comm,
+        mbs=mbs,
+        recompute=recompute,
+        zero=zero,
+        sp=sp and tp > 1,
+        recompute_modules=parse_modules(recompute_modules),
+    )
     step = plan.dp * max(1, mbs)
     if ctx.batch_defaulted and ctx.job.global_batch % step:  # the default batch follows the plan's dp x mbs
         ctx = replace(ctx, job=replace(ctx.job, global_batch=step * -(-ctx.job.global_batch // step)))
@@ -225,8 +279,9 @@ def fit_hints(ctx: Context, plan: Plan) -> tuple[tuple[str, float], ...]:
     (spec/plan.py searched_modules: the MoE activation and the norms, no GEMM redone);
     when it fits it is always listed, as the cheapest recompute in time.
     """
-    options: list[tuple[str, Plan]] = [(f"--recompute {r}", replace(plan, recompute=r, recompute_modules=()))
-                                       for r in ("selective", "full")]
+    options: list[tuple[str, Plan]] = [
+        (f"--recompute {r}", replace(plan, recompute=r, recompute_modules=())) for r in ("selective", "full")
+    ]
     modules = searched_modules(ctx.model, ctx.stack)
     module_label = f"--recompute selective --recompute-modules {','.join(modules)}"
     if modules and (plan.recompute, plan.recompute_modules) != ("selective", modules):
@@ -237,9 +292,11 @@ def fit_hints(ctx: Context, plan: Plan) -> tuple[tuple[str, float], ...]:
         options.append(("--sp", replace(plan, sp=True)))
     if plan.dp % 2 == 0:
         half = plan.dp // 2
-        options += [(f"--tp {2 * plan.tp}", replace(plan, dp=half, tp=2 * plan.tp, sp=True)),
-                    (f"--pp {2 * plan.pp}", replace(plan, dp=half, pp=2 * plan.pp)),
-                    (f"--cp {2 * plan.cp}", replace(plan, dp=half, cp=2 * plan.cp))]
+        options += [
+            (f"--tp {2 * plan.tp}", replace(plan, dp=half, tp=2 * plan.tp, sp=True)),
+            (f"--pp {2 * plan.pp}", replace(plan, dp=half, pp=2 * plan.pp)),
+            (f"--cp {2 * plan.cp}", replace(plan, dp=half, cp=2 * plan.cp)),
+        ]
     found = []
     for label, candidate in options:
         try:

@@ -72,8 +72,7 @@ def strategy_bands(ctx: Context, errors: ErrorModel, plan: VarlenCandidate, stra
     """The error bands of a plan under a strategy: its training class (stack, dtype, family, scale), set on
     fixed-length rows, applied to the strategy's tokens/s; memory and fit from the packed plan."""
     r = plan.results[strategy]
-    return with_speed(bands_of(ctx, errors, plan.estimate), tokens_per_s=r.tokens_per_s, gpus=ctx.job.gpus,
-                      step_time_s=r.step_time_mean_s)
+    return with_speed(bands_of(ctx, errors, plan.estimate), tokens_per_s=r.tokens_per_s, gpus=ctx.job.gpus, step_time_s=r.step_time_mean_s)
 
 
 def load(path: str, ctx_model_max: int, model_name: str) -> varlen.LengthDist:
@@ -105,11 +104,15 @@ def _check_sequences(dist: varlen.LengthDist, given: int | None, seqs: int) -> N
     if seqs <= MAX_VARLEN_SEQUENCES:
         return
     if given is not None:
-        raise SpecError(f"`global_batch` ({given:,}) with `seq_len_dist`: at most {MAX_VARLEN_SEQUENCES:,} sequences "
-                        "per step can be simulated (autopar's limit)")
-    raise SpecError(f"{dist.source}: the default global batch (about 4M tokens at a mean length of {dist.mean_len:.3g} "
-                    f"tokens: {seqs:,} sequences) is over the {MAX_VARLEN_SEQUENCES:,} per step that can be simulated; "
-                    "give `global_batch`")
+        raise SpecError(
+            f"`global_batch` ({given:,}) with `seq_len_dist`: at most {MAX_VARLEN_SEQUENCES:,} sequences "
+            "per step can be simulated (autopar's limit)"
+        )
+    raise SpecError(
+        f"{dist.source}: the default global batch (about 4M tokens at a mean length of {dist.mean_len:.3g} "
+        f"tokens: {seqs:,} sequences) is over the {MAX_VARLEN_SEQUENCES:,} per step that can be simulated; "
+        "give `global_batch`"
+    )
 
 
 def token_room(est: Estimate, job: Job) -> int:
@@ -132,8 +135,7 @@ def check_strategy(strategy: str) -> None:
         raise SpecError(f"`varlen_strategy` must be one of {', '.join(varlen.STRATEGIES)}, got {strategy!r}")
 
 
-def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | None, strategy: str,
-                   seed: int = 0) -> VarlenSuggestion:
+def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | None, strategy: str, seed: int = 0) -> VarlenSuggestion:
     check_strategy(strategy)
     packed, seqs = packed_context(ctx, dist, sequences)
     fixed = suggest(packed)
@@ -152,8 +154,10 @@ def suggest_varlen(ctx: Context, dist: varlen.LengthDist, *, sequences: int | No
     plans = [simulate_plan(packed, dist, est, sequences=seqs, seed=seed) for est in runnable]
     fitting = [p for p in plans if p.results[strategy].fits]
     if not fitting:
-        raise InfeasibleError(f"no simulated plan runs the longest sequence ({dist.max_len} tokens) with "
-                              f"`varlen_strategy={strategy}`; try megatron_dynamic_cp or hdp, or more GPUs")
+        raise InfeasibleError(
+            f"no simulated plan runs the longest sequence ({dist.max_len} tokens) with "
+            f"`varlen_strategy={strategy}`; try megatron_dynamic_cp or hdp, or more GPUs"
+        )
     fitting.sort(key=lambda v: v.results[strategy].step_time_mean_s)
     return VarlenSuggestion(fixed=fixed, dist=dist, strategy=strategy, sequences_per_step=seqs, plans=tuple(fitting))
 
@@ -163,8 +167,7 @@ def overheads(ctx: Context, est: Estimate) -> varlen.Overheads:
     m, plan = est.memory, est.plan
     per_rank = plan.mbs * ctx.job.seq_len / plan.cp
     nic = fit_for(ctx.hw.inter["send_recv"], 2).bw_bytes_per_s
-    return varlen.Overheads(bytes_per_token=(m.activations + m.logits) / per_rank, nic_bytes_per_s=nic,
-                            gpus_per_node=ctx.hw.gpus_per_node)
+    return varlen.Overheads(bytes_per_token=(m.activations + m.logits) / per_rank, nic_bytes_per_s=nic, gpus_per_node=ctx.hw.gpus_per_node)
 
 
 def mfu(ctx: Context, r: varlen.StrategyResult) -> float:
@@ -183,24 +186,38 @@ def plan_room(ctx: Context, est: Estimate) -> int:
 def runs_longest(ctx: Context, dist: varlen.LengthDist, est: Estimate, strategy: str) -> bool:
     """Whether ``strategy`` on this plan holds the longest sequence (the ``fits`` its simulation reports)."""
     plan = est.plan
-    shape = varlen.VarlenPlan(dp=plan.dp, cp=plan.cp, pp=plan.pp, micro_batch_tokens=plan.mbs * ctx.job.seq_len,
-                              max_tokens_per_rank=plan_room(ctx, est))
+    shape = varlen.VarlenPlan(
+        dp=plan.dp, cp=plan.cp, pp=plan.pp, micro_batch_tokens=plan.mbs * ctx.job.seq_len, max_tokens_per_rank=plan_room(ctx, est)
+    )
     return dist.max_len <= varlen.longest_fit(strategy, varlen.strategy_plan(strategy, shape, overheads(ctx, est)))
 
 
-def simulate_plan(ctx: Context, dist: varlen.LengthDist, est: Estimate, *, sequences: int, seed: int = 0,
-                  steps: int = STEPS, rel_sem: float = REL_SEM) -> VarlenCandidate:
+def simulate_plan(
+    ctx: Context, dist: varlen.LengthDist, est: Estimate, *, sequences: int, seed: int = 0, steps: int = STEPS, rel_sem: float = REL_SEM
+) -> VarlenCandidate:
     """Every strategy for one plan."""
     plan, job = est.plan, ctx.job
     cost = ModelSeqCost.from_model(ctx.model, ctx.hw, plan, dtype=job.dtype)
     room = plan_room(ctx, est)
     overhead = est.time.dp_comm + est.time.optimizer
-    results = varlen.simulate(dist, cost, dp=plan.dp, cp=plan.cp, pp=plan.pp, global_batch=sequences,
-                              micro_batch_tokens=plan.mbs * job.seq_len, max_tokens_per_rank=room, steps=steps,
-                              seed=seed, step_overhead_s=overhead, overheads=overheads(ctx, est), rel_sem=rel_sem,
-                              min_steps=min(MIN_STEPS, steps), vpp=plan.vpp)
-    return VarlenCandidate(estimate=est, results=results, max_tokens_per_rank=room,
-                           mfu={name: mfu(ctx, r) for name, r in results.items()})
+    results = varlen.simulate(
+        dist,
+        cost,
+        dp=plan.dp,
+        cp=plan.cp,
+        pp=plan.pp,
+        global_batch=sequences,
+        micro_batch_tokens=plan.mbs * job.seq_len,
+        max_tokens_per_rank=room,
+        steps=steps,
+        seed=seed,
+        step_overhead_s=overhead,
+        overheads=overheads(ctx, est),
+        rel_sem=rel_sem,
+        min_steps=min(MIN_STEPS, steps),
+        vpp=plan.vpp,
+    )
+    return VarlenCandidate(estimate=est, results=results, max_tokens_per_rank=room, mfu={name: mfu(ctx, r) for name, r in results.items()})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,8 +235,9 @@ class VarlenExplained:
         return strategy_bands(self.ctx, self.errors, self.plan, self.strategy)
 
 
-def explain_varlen(ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Context], Estimate], *,
-                   sequences: int | None, strategy: str, seed: int = 0) -> VarlenExplained:
+def explain_varlen(
+    ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Context], Estimate], *, sequences: int | None, strategy: str, seed: int = 0
+) -> VarlenExplained:
     """One plan under the distribution, with the per-rank load of one sampled step for each strategy."""
     check_strategy(strategy)
     packed, seqs = packed_context(ctx, dist, sequences)
@@ -227,8 +245,9 @@ def explain_varlen(ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Con
     vplan = simulate_plan(packed, dist, est, sequences=seqs, seed=seed)
     p, job = est.plan, packed.job
     cost = ModelSeqCost.from_model(ctx.model, ctx.hw, p, dtype=job.dtype)
-    shape = varlen.VarlenPlan(dp=p.dp, cp=p.cp, pp=p.pp, micro_batch_tokens=p.mbs * job.seq_len,
-                              max_tokens_per_rank=vplan.max_tokens_per_rank)
+    shape = varlen.VarlenPlan(
+        dp=p.dp, cp=p.cp, pp=p.pp, micro_batch_tokens=p.mbs * job.seq_len, max_tokens_per_rank=vplan.max_tokens_per_rank
+    )
     lengths = dist.sample((1, seqs), np.random.default_rng(seed))
     over = overheads(packed, est)
     loads = {}
@@ -236,8 +255,9 @@ def explain_varlen(ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Con
         assignment = varlen.run_strategy(name, lengths, cost, shape, overheads=over)
         assignment, _ = varlen.with_p2p(assignment, cost)
         loads[name] = [float(x) for x in varlen.row_times(assignment.cell_cost_s, p.pp, p.vpp)[0]]
-    return VarlenExplained(ctx=packed, dist=dist, sequences_per_step=seqs, plan=vplan, rank_loads=loads,
-                           strategy=strategy, errors=error_model())
+    return VarlenExplained(
+        ctx=packed, dist=dist, sequences_per_step=seqs, plan=vplan, rank_loads=loads, strategy=strategy, errors=error_model()
+    )
 
 
 def launch_args(want: LaunchRequest | None, strategy: str, est: Estimate, job: Job) -> tuple[list[str], str]:
@@ -246,13 +266,13 @@ def launch_args(want: LaunchRequest | None, strategy: str, est: Estimate, job: J
     if want is None:
         return [], ""
     if FRAMEWORK[want.kind] != "Megatron-LM":
-        return [], ("" if strategy == "naive" else
-                    f"{strategy} is not launchable with torchtitan: the command runs the fixed plan (as naive)")
+        return [], (
+            "" if strategy == "naive" else f"{strategy} is not launchable with torchtitan: the command runs the fixed plan (as naive)"
+        )
     if not info.megatron_flag:
         if strategy == "naive":
             return [], "the fixed plan; Megatron-LM packs in order, as naive does"
-        return [], (f"{strategy} is not launchable with Megatron-LM as pinned: the command runs the fixed plan "
-                    "(as naive)")
+        return [], (f"{strategy} is not launchable with Megatron-LM as pinned: the command runs the fixed plan (as naive)")
     plan = est.plan
     try:
         return megatron_hybrid_cp_args(plan, plan.mbs * job.seq_len // plan.cp), f"{strategy}: {info.megatron_flag}"

@@ -75,8 +75,7 @@ def check_run(*, steps: int, warmup: int, nproc: int | None, device: str, top: i
     if top is not None and top < 1:
         raise SpecError(f"`top` must be >= 1, got {top}")
     if not 1 <= steps <= MAX_STEPS or not 0 <= warmup <= MAX_WARMUP:
-        raise SpecError(f"`steps` must be from 1 to {MAX_STEPS:,} and `warmup` from 0 to {MAX_WARMUP:,}, got {steps:,} "
-                        f"and {warmup:,}")
+        raise SpecError(f"`steps` must be from 1 to {MAX_STEPS:,} and `warmup` from 0 to {MAX_WARMUP:,}, got {steps:,} and {warmup:,}")
     processes(nproc, kind="cpu" if device == "cpu" else None)
 
 
@@ -86,8 +85,10 @@ def _check_fits(model: ModelSpec, plan: Plan, job: Job, *, capacity: float) -> N
     acts = dense_block_activation_bytes(model, SAVES, tokens=plan.mbs * job.seq_len, tp=plan.tp, sp=plan.sp)
     need = state + acts * model.layers / plan.pp * min(plan.pp, plan.microbatches(job))
     if need > FIT_FRACTION * capacity:
-        raise SpecError(f"{model.name} needs about {need / 2**30:.1f} GiB per rank for this plan; this node gives "
-                        f"{capacity / 2**30:.1f} GiB per rank: add `scale_to_fit`")
+        raise SpecError(
+            f"{model.name} needs about {need / 2**30:.1f} GiB per rank for this plan; this node gives "
+            f"{capacity / 2**30:.1f} GiB per rank: add `scale_to_fit`"
+        )
 
 
 def _saved_hardware(kind: str) -> tuple[HardwareProfile | None, str]:
@@ -109,8 +110,9 @@ def _step_time(model: ModelSpec, plan: Plan, job: Job, hw: HardwareProfile | Non
         return None, why
     try:
         per_node = max(hw.gpus_per_node, plan.tp)
-        est = estimate(model, hw, Job(gpus=job.gpus, gpus_per_node=per_node, global_batch=job.global_batch,
-                                      seq_len=job.seq_len, dtype="bf16"), plan)
+        est = estimate(
+            model, hw, Job(gpus=job.gpus, gpus_per_node=per_node, global_batch=job.global_batch, seq_len=job.seq_len, dtype="bf16"), plan
+        )
     except AutoparError as exc:
         return None, f"{why}: {exc}"
     return est.step_time_s, why
@@ -127,16 +129,20 @@ class _Prepared:
 def _prepare(spec: ModelSpec, text: str, *, scale: bool, kind: str, world: int, capacity: float) -> _Prepared:
     req: PlanRequest = parse_plan(text)
     if req.plan.gpus != world:
-        raise SpecError(f"`plan` {text}: dp*tp*pp = {req.plan.gpus} must equal the number of processes ({world}; "
-                        "`nproc` or torchrun's WORLD_SIZE)")
+        raise SpecError(
+            f"`plan` {text}: dp*tp*pp = {req.plan.gpus} must equal the number of processes ({world}; `nproc` or torchrun's WORLD_SIZE)"
+        )
     scaling = scale_to_fit(spec, req.plan, BUDGETS[kind]) if scale else Scaling(model=spec, lines=())
     if scaling.model.tie_embeddings:  # the Llama module has its own output matrix; predict what is built
-        scaling = Scaling(model=replace(scaling.model, tie_embeddings=False),
-                          lines=(*scaling.lines, "tied embeddings -> untied (a separate output matrix)"))
+        scaling = Scaling(
+            model=replace(scaling.model, tie_embeddings=False),
+            lines=(*scaling.lines, "tied embeddings -> untied (a separate output matrix)"),
+        )
     job = make_job(scaling.model, req, gpus=world)
     if job.seq_len != scaling.model.seq_len:  # rotary tables and CP chunks follow the run's sequence
-        scaling = Scaling(model=replace(scaling.model, seq_len=job.seq_len,
-                                        max_seq_len=max(job.seq_len, scaling.model.max_seq_len)), lines=scaling.lines)
+        scaling = Scaling(
+            model=replace(scaling.model, seq_len=job.seq_len, max_seq_len=max(job.seq_len, scaling.model.max_seq_len)), lines=scaling.lines
+        )
     if not scale:
         _check_fits(scaling.model, req.plan, job, capacity=capacity)
     return _Prepared(text=text, scaling=scaling, plan=req.plan, job=job)
@@ -146,8 +152,7 @@ def plan_text(plan: Plan, global_batch: int) -> str:
     """A searched plan as a --plan string calibrate runs (ZeRO 0/1 over dp > 1 become FSDP2's zero3)."""
     zero = plan.zero if plan.zero >= 2 or plan.dp == 1 else 3
     vpp = f",vpp{plan.vpp}" if plan.vpp > 1 else ""
-    return (f"dp{plan.dp},tp{plan.tp},pp{plan.pp}{vpp},mbs{plan.mbs},gb{global_batch},zero{zero},"
-            + ("sp" if plan.sp else "nosp"))
+    return f"dp{plan.dp},tp{plan.tp},pp{plan.pp}{vpp},mbs{plan.mbs},gb{global_batch},zero{zero}," + ("sp" if plan.sp else "nosp")
 
 
 def top_plans(spec: ModelSpec, k: int, *, world: int, hardware: str | None, scale: bool, kind: str) -> tuple[list[str], str]:
@@ -179,9 +184,18 @@ def top_plans(spec: ModelSpec, k: int, *, world: int, hardware: str | None, scal
     return texts, why
 
 
-def run_calibrate(model_ref: str, *, plan_texts: list[str], scale: bool, nproc: int | None, device: str, steps: int,
-                  warmup: int, hardware: str | None,
-                  before_run: Callable[[], None] | None = None) -> tuple[Calibration, ...] | None:
+def run_calibrate(
+    model_ref: str,
+    *,
+    plan_texts: list[str],
+    scale: bool,
+    nproc: int | None,
+    device: str,
+    steps: int,
+    warmup: int,
+    hardware: str | None,
+    before_run: Callable[[], None] | None = None,
+) -> tuple[Calibration, ...] | None:
     """Run the plans, one after the other in one process group; rank 0's process gets the results, others None.
     `before_run` is called once every input is checked, just before the processes start."""
     check_run(steps=steps, warmup=warmup, nproc=nproc, device=device)
@@ -196,14 +210,14 @@ def run_calibrate(model_ref: str, *, plan_texts: list[str], scale: bool, nproc: 
     kind = resolve_device(torch, device)
     hw, why = given or _saved_hardware(kind)
     world = _world(kind, nproc, torch.cuda.device_count() if kind == "cuda" else 0)
-    capacity = (torch.cuda.get_device_properties(0).total_memory if kind == "cuda"
-                else physical_memory_bytes() / max(1, world))
+    capacity = torch.cuda.get_device_properties(0).total_memory if kind == "cuda" else physical_memory_bytes() / max(1, world)
     prepared = [_prepare(spec, t, scale=scale, kind=kind, world=world, capacity=capacity) for t in plan_texts]
     from autopar.calibrate.worker import PlanRun, Work, run_calibration
     from autopar.probe.launch import Task, run_task
 
-    runs = tuple(PlanRun(model=p.scaling.model, plan=p.plan, microbatches=p.plan.microbatches(p.job),
-                         seq_len=p.job.seq_len) for p in prepared)
+    runs = tuple(
+        PlanRun(model=p.scaling.model, plan=p.plan, microbatches=p.plan.microbatches(p.job), seq_len=p.job.seq_len) for p in prepared
+    )
     work = Work(runs=runs, warmup=warmup, steps=steps, device=kind)
     task = Task(work=run_calibration, payload=work, device=kind, timeout_s=step_timeout(120.0))
     if before_run is not None:
@@ -215,8 +229,18 @@ def run_calibrate(model_ref: str, *, plan_texts: list[str], scale: bool, nproc: 
     for p, run in zip(prepared, results, strict=True):
         step_s, said = _step_time(p.scaling.model, p.plan, p.job, hw, why)
         pred = predict(p.scaling.model, p.plan, p.job, step_time_s=step_s, hardware=said)
-        out.append(Calibration(model_name=spec.name, model=p.scaling.model, scaling=p.scaling, plan=p.plan, job=p.job,
-                               prediction=pred, run=run, rows=compare(pred, run, p.plan)))
+        out.append(
+            Calibration(
+                model_name=spec.name,
+                model=p.scaling.model,
+                scaling=p.scaling,
+                plan=p.plan,
+                job=p.job,
+                prediction=pred,
+                run=run,
+                rows=compare(pred, run, p.plan),
+            )
+        )
     return tuple(out)
 
 

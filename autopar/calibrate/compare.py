@@ -61,34 +61,59 @@ def compare(pred: Prediction, run: RunResult, plan: Plan) -> tuple[Row, ...]:
     for r in run.ranks:
         p = pred.ranks[r.pp_rank]
         tag = f"rank {r.rank}" + (f" (stage {r.pp_rank})" if plan.pp > 1 else "")
-        rows += [Row(key=f"rank{r.rank}.params", label=f"{tag} params", predicted=p.param_bytes,
-                     measured=float(r.param_bytes), unit="B"),
-                 Row(key=f"rank{r.rank}.grads", label=f"{tag} grads", predicted=p.grad_bytes,
-                     measured=float(r.grad_bytes), unit="B"),
-                 Row(key=f"rank{r.rank}.optimizer", label=f"{tag} optimizer", predicted=p.optimizer_bytes,
-                     measured=float(r.optimizer_bytes), unit="B")]
+        rows += [
+            Row(key=f"rank{r.rank}.params", label=f"{tag} params", predicted=p.param_bytes, measured=float(r.param_bytes), unit="B"),
+            Row(key=f"rank{r.rank}.grads", label=f"{tag} grads", predicted=p.grad_bytes, measured=float(r.grad_bytes), unit="B"),
+            Row(
+                key=f"rank{r.rank}.optimizer",
+                label=f"{tag} optimizer",
+                predicted=p.optimizer_bytes,
+                measured=float(r.optimizer_bytes),
+                unit="B",
+            ),
+        ]
     lead = run.ranks[0]
-    rows.append(Row(key="acts.block", label=f"acts/block ({pred.stack_saves})", predicted=pred.block_activation_stack,
-                    measured=lead.block_activation_bytes, unit="B"))
-    rows.append(Row(key="acts.block_fused", label="acts/block (fused formula)", predicted=pred.block_activation_fused,
-                    measured=lead.block_activation_bytes, unit="B"))
-    rows.append(Row(key="in_flight", label="micro-batches in flight", predicted=pred.in_flight,
-                    measured=lead.in_flight_chunks / plan.vpp, unit="n"))
+    rows.append(
+        Row(
+            key="acts.block",
+            label=f"acts/block ({pred.stack_saves})",
+            predicted=pred.block_activation_stack,
+            measured=lead.block_activation_bytes,
+            unit="B",
+        )
+    )
+    rows.append(
+        Row(
+            key="acts.block_fused",
+            label="acts/block (fused formula)",
+            predicted=pred.block_activation_fused,
+            measured=lead.block_activation_bytes,
+            unit="B",
+        )
+    )
+    rows.append(
+        Row(key="in_flight", label="micro-batches in flight", predicted=pred.in_flight, measured=lead.in_flight_chunks / plan.vpp, unit="n")
+    )
     for leader in stage_leaders(run):
         r = run.ranks[leader]
         predicted = pred.ranks[r.pp_rank].collective_bytes
         tag = f"rank {r.rank} " if plan.pp > 1 else ""
         for kind in sorted(set(predicted) | set(r.collective_bytes)):
-            rows.append(Row(key=f"rank{r.rank}.coll.{kind}", label=f"{tag}{kind}/step", predicted=predicted.get(kind, 0.0),
-                            measured=r.collective_bytes.get(kind, 0.0), unit="B"))
+            rows.append(
+                Row(
+                    key=f"rank{r.rank}.coll.{kind}",
+                    label=f"{tag}{kind}/step",
+                    predicted=predicted.get(kind, 0.0),
+                    measured=r.collective_bytes.get(kind, 0.0),
+                    unit="B",
+                )
+            )
     if lead.peak_memory_bytes is not None:
         p0 = pred.ranks[0]
         blocks = lead.blocks_metered
         acts = pred.block_activation_stack * blocks / plan.vpp * pred.in_flight
         peak = p0.param_bytes + p0.grad_bytes + p0.optimizer_bytes + acts
-        rows.append(Row(key="peak_memory", label="peak memory (rank 0)", predicted=peak,
-                        measured=lead.peak_memory_bytes, unit="B"))
+        rows.append(Row(key="peak_memory", label="peak memory (rank 0)", predicted=peak, measured=lead.peak_memory_bytes, unit="B"))
     stats = step_stats(lead.step_times_s)
-    rows.append(Row(key="step_time", label="step time (median)", predicted=pred.step_time_s,
-                    measured=stats.median_s, unit="s"))
+    rows.append(Row(key="step_time", label="step time (median)", predicted=pred.step_time_s, measured=stats.median_s, unit="s"))
     return tuple(rows)

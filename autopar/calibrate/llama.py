@@ -108,13 +108,28 @@ class Block(nn.Module):
 class Llama(nn.Module):
     """Embedding, blocks, final norm, output; any of the three may be None on a pipeline stage."""
 
-    def __init__(self, *, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int, ffn: int,
-                 activation: str, vocab: int, seq_len: int, rope_dtype: torch.dtype = torch.bfloat16) -> None:
+    def __init__(
+        self,
+        *,
+        layers: int,
+        hidden: int,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        ffn: int,
+        activation: str,
+        vocab: int,
+        seq_len: int,
+        rope_dtype: torch.dtype = torch.bfloat16,
+    ) -> None:
         super().__init__()
         self.tok_embeddings: nn.Embedding | None = nn.Embedding(vocab, hidden)
-        self.layers = nn.ModuleDict({
-            str(i): Block(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, ffn=ffn, activation=activation)
-            for i in range(layers)})
+        self.layers = nn.ModuleDict(
+            {
+                str(i): Block(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, ffn=ffn, activation=activation)
+                for i in range(layers)
+            }
+        )
         self.norm: RMSNorm | None = RMSNorm(hidden)
         self.output: nn.Linear | None = nn.Linear(hidden, vocab, bias=False)
         cos, sin = rotary_tables(seq_len, head_dim)

@@ -20,15 +20,27 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 # c10d op (or functional collective) name -> kind, as cost/traffic.py names them
 KINDS = {
-    "all_gather_into_tensor": "all_gather", "_allgather_base_": "all_gather", "allgather_": "all_gather",
-    "allgather_into_tensor_coalesced_": "all_gather", "all_gather_into_tensor_coalesced": "all_gather",
-    "reduce_scatter_tensor": "reduce_scatter", "_reduce_scatter_base_": "reduce_scatter",
-    "reduce_scatter_": "reduce_scatter", "reduce_scatter_tensor_coalesced_": "reduce_scatter",
+    "all_gather_into_tensor": "all_gather",
+    "_allgather_base_": "all_gather",
+    "allgather_": "all_gather",
+    "allgather_into_tensor_coalesced_": "all_gather",
+    "all_gather_into_tensor_coalesced": "all_gather",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "_reduce_scatter_base_": "reduce_scatter",
+    "reduce_scatter_": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced_": "reduce_scatter",
     "reduce_scatter_tensor_coalesced": "reduce_scatter",
-    "all_reduce": "all_reduce", "allreduce_": "all_reduce", "allreduce_coalesced_": "all_reduce",
+    "all_reduce": "all_reduce",
+    "allreduce_": "all_reduce",
+    "allreduce_coalesced_": "all_reduce",
     "all_reduce_coalesced": "all_reduce",
-    "all_to_all_single": "all_to_all", "alltoall_base_": "all_to_all", "alltoall_": "all_to_all",
-    "send": "send_recv", "recv_": "send_recv", "recv_any_source_": "send_recv", "broadcast_": "broadcast",
+    "all_to_all_single": "all_to_all",
+    "alltoall_base_": "all_to_all",
+    "alltoall_": "all_to_all",
+    "send": "send_recv",
+    "recv_": "send_recv",
+    "recv_any_source_": "send_recv",
+    "broadcast_": "broadcast",
 }
 NOT_COLLECTIVES = {"wait_tensor", "barrier", "monitored_barrier", "_wrap_tensor_autograd"}
 
@@ -65,6 +77,7 @@ class SavedTensorMeter:
             self.calls[name] += 1
             self._seen = set()
             self._skip = {_ptr(p) for p in module.parameters()} | {_ptr(b) for b in chunk.buffers()}
+
         return hook
 
     def _leave(self, module: nn.Module, args: Any, out: Any) -> None:
@@ -152,6 +165,3 @@ def state_bytes(chunks: list[nn.Module], opt: torch.optim.Optimizer) -> tuple[in
 
 def by_kind(counter: Counter[str], steps: int) -> dict[str, float]:
     return {k: v / steps for k, v in sorted(counter.items())}
-
-
-

@@ -63,9 +63,17 @@ def build_chunks(model: ModelSpec, plan: Plan, pp_rank: int, device: torch.devic
     for c in rank_chunks(plan, pp_rank):
         torch.manual_seed(1234)
         with torch.device(device):
-            m = Llama(layers=model.layers, hidden=model.hidden_size, heads=model.num_attention_heads,
-                      kv_heads=model.num_kv_heads, head_dim=model.head_dim, ffn=model.ffn_hidden_size,
-                      activation=model.ffn_activation, vocab=model.vocab_size, seq_len=model.seq_len)
+            m = Llama(
+                layers=model.layers,
+                hidden=model.hidden_size,
+                heads=model.num_attention_heads,
+                kv_heads=model.num_kv_heads,
+                head_dim=model.head_dim,
+                ffn=model.ffn_hidden_size,
+                activation=model.ffn_activation,
+                vocab=model.vocab_size,
+                seq_len=model.seq_len,
+            )
         keep = range(starts[c], starts[c] + sizes[c])
         for i in range(model.layers):
             if i not in keep:
@@ -94,10 +102,13 @@ def apply_tp(m: Llama, mesh: DeviceMesh, *, sp: bool) -> None:
         block = cast(Block, module)
         plan: dict[str, Any] = {
             "attention": PrepareModuleInput(input_layouts=(seq, None, None), desired_input_layouts=(Replicate(), None, None)),
-            "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+            "attention.wq": ColwiseParallel(),
+            "attention.wk": ColwiseParallel(),
+            "attention.wv": ColwiseParallel(),
             "attention.wo": RowwiseParallel(output_layouts=seq),
             "feed_forward": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(Replicate(),)),
-            "feed_forward.w1": ColwiseParallel(), "feed_forward.w2": RowwiseParallel(output_layouts=seq),
+            "feed_forward.w1": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(output_layouts=seq),
         }
         if block.feed_forward.w3 is not None:
             plan["feed_forward.w3"] = ColwiseParallel()
@@ -122,8 +133,7 @@ def parallelize(model: ModelSpec, plan: Plan, mesh: DeviceMesh, device: torch.de
         if plan.cp > 1:
             rank = mesh["cp"].get_local_rank()
             positions = torch.tensor(cp_positions(model.seq_len, plan.cp, rank), device=device)
-            gathered = torch.tensor([p for r in range(plan.cp) for p in cp_positions(model.seq_len, plan.cp, r)],
-                                    device=device)
+            gathered = torch.tensor([p for r in range(plan.cp) for p in cp_positions(model.seq_len, plan.cp, r)], device=device)
             m.enable_context_parallel(mesh["cp"].get_group(), positions, gathered)
         if plan.tp > 1:
             apply_tp(m, mesh["tp"], sp=plan.sp)

@@ -57,25 +57,27 @@ def microbatches(plan: Plan, job: Job) -> int:
     return plan.microbatches(job)
 
 
-def predict(model: ModelSpec, plan: Plan, job: Job, *, step_time_s: float | None = None,
-            hardware: str = "none") -> Prediction:
+def predict(model: ModelSpec, plan: Plan, job: Job, *, step_time_s: float | None = None, hardware: str = "none") -> Prediction:
     m = plan.microbatches(job)
     kinds = rank_kinds(model.layer_kinds(), plan.pp, plan.vpp)
     ranks = []
     for r in range(plan.pp):
         dense, _ = rank_params(model, plan, kinds[r], first=r == 0, last=r == plan.pp - 1)
         per_rank = dense / (plan.dp * plan.cp)  # FSDP shards over dp x cp
-        ranks.append(RankPrediction(
-            pp_rank=r, param_bytes=per_rank * STATE.weight, grad_bytes=per_rank * STATE.grad,
-            optimizer_bytes=per_rank * STATE.optimizer,
-            collective_bytes=step_traffic(model, plan, seq_len=job.seq_len, microbatches=m, pp_rank=r)))
+        ranks.append(
+            RankPrediction(
+                pp_rank=r,
+                param_bytes=per_rank * STATE.weight,
+                grad_bytes=per_rank * STATE.grad,
+                optimizer_bytes=per_rank * STATE.optimizer,
+                collective_bytes=step_traffic(model, plan, seq_len=job.seq_len, microbatches=m, pp_rank=r),
+            )
+        )
     tokens = plan.mbs * job.seq_len / plan.cp
     return Prediction(
         ranks=tuple(ranks),
-        block_activation_fused=habits.dense_block_activation_bytes(model, habits.FUSED, tokens=tokens, tp=plan.tp,
-                                                                   sp=plan.sp),
-        block_activation_stack=habits.dense_block_activation_bytes(model, SAVES, tokens=tokens, tp=plan.tp, sp=plan.sp,
-                                                                   cp=plan.cp),
+        block_activation_fused=habits.dense_block_activation_bytes(model, habits.FUSED, tokens=tokens, tp=plan.tp, sp=plan.sp),
+        block_activation_stack=habits.dense_block_activation_bytes(model, SAVES, tokens=tokens, tp=plan.tp, sp=plan.sp, cp=plan.cp),
         stack_saves=SAVES.name,
         in_flight=in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=m),
         microbatches=m,

@@ -65,8 +65,7 @@ def parse_plan(text: str) -> PlanRequest:
             continue
         match = _TOKEN.match(token)
         if match is None:
-            raise SpecError(f"`plan`: unknown token {raw.strip()!r}; expected dpN, tpN, ppN, vppN, cpN, mbsN, gbN, "
-                            "zeroN, seqN, sp or nosp")
+            raise SpecError(f"`plan`: unknown token {raw.strip()!r}; expected dpN, tpN, ppN, vppN, cpN, mbsN, gbN, zeroN, seqN, sp or nosp")
         key, value = match.group(1), int(match.group(2))
         if key in values:
             raise SpecError(f"`plan`: {key} given twice")
@@ -75,12 +74,22 @@ def parse_plan(text: str) -> PlanRequest:
         values[key] = value
     zero = values.get("zero", 3)
     if zero not in (2, 3) and values.get("dp", 1) > 1:
-        raise SpecError(f"`plan`: zero{zero} with dp > 1 is not run by calibrate: it shards with FSDP2 "
-                        "(zero3: fully_shard; zero2: reshard_after_forward=False)")
+        raise SpecError(
+            f"`plan`: zero{zero} with dp > 1 is not run by calibrate: it shards with FSDP2 "
+            "(zero3: fully_shard; zero2: reshard_after_forward=False)"
+        )
     cp = values.get("cp", 1)
-    plan = Plan(dp=values.get("dp", 1), tp=values.get("tp", 1), pp=values.get("pp", 1), cp=cp,
-                vpp=values.get("vpp", 1), mbs=values.get("mbs", 1), zero=zero, sp=sp,
-                cp_comm="allgather")  # the form calibrate builds (torch's ring has no CPU path)
+    plan = Plan(
+        dp=values.get("dp", 1),
+        tp=values.get("tp", 1),
+        pp=values.get("pp", 1),
+        cp=cp,
+        vpp=values.get("vpp", 1),
+        mbs=values.get("mbs", 1),
+        zero=zero,
+        sp=sp,
+        cp_comm="allgather",
+    )  # the form calibrate builds (torch's ring has no CPU path)
     return PlanRequest(plan=plan, global_batch=values.get("gb"), seq_len=values.get("seq"))
 
 
@@ -116,14 +125,30 @@ def scale_to_fit(model: ModelSpec, plan: Plan, budget: Budget) -> Scaling:
     vocab = min(model.vocab_size, budget.vocab)
     vocab -= vocab % (plan.tp * plan.dp) if vocab > plan.tp * plan.dp else 0
     seq = min(model.seq_len, budget.seq)
-    scaled = replace(model, name=f"{model.name} (scaled)", layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                     num_kv_heads=kv, head_dim=d, ffn_hidden_size=ffn, vocab_size=vocab, seq_len=seq,
-                     max_seq_len=max(seq, min(model.max_seq_len, seq)))
+    scaled = replace(
+        model,
+        name=f"{model.name} (scaled)",
+        layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        head_dim=d,
+        ffn_hidden_size=ffn,
+        vocab_size=vocab,
+        seq_len=seq,
+        max_seq_len=max(seq, min(model.max_seq_len, seq)),
+    )
     lines = []
-    for label, old, new in (("layers", model.layers, layers), ("hidden", model.hidden_size, hidden),
-                            ("heads", model.num_attention_heads, heads), ("kv heads", model.num_kv_heads, kv),
-                            ("head dim", model.head_dim, d), ("ffn", model.ffn_hidden_size, ffn),
-                            ("vocab", model.vocab_size, vocab), ("seq", model.seq_len, seq)):
+    for label, old, new in (
+        ("layers", model.layers, layers),
+        ("hidden", model.hidden_size, hidden),
+        ("heads", model.num_attention_heads, heads),
+        ("kv heads", model.num_kv_heads, kv),
+        ("head dim", model.head_dim, d),
+        ("ffn", model.ffn_hidden_size, ffn),
+        ("vocab", model.vocab_size, vocab),
+        ("seq", model.seq_len, seq),
+    ):
         if old != new:
             lines.append(f"{label} {old} -> {new}")
     if lines:
@@ -141,8 +166,7 @@ def cp_positions(seq_len: int, cp: int, rank: int) -> list[int]:
 def check_family(model: ModelSpec) -> None:
     """calibrate builds dense Llama-style decoders; refuse the rest with the reason."""
     if model.moe is not None:
-        raise SpecError(f"{model.name}: MoE layers are not built by calibrate yet (no expert-parallel all-to-all); "
-                        "calibrate a dense model")
+        raise SpecError(f"{model.name}: MoE layers are not built by calibrate yet (no expert-parallel all-to-all); calibrate a dense model")
     if model.mamba is not None or model.mla is not None:
         kind = "Mamba" if model.mamba is not None else "MLA"
         raise SpecError(f"{model.name}: {kind} layers are not built by calibrate; calibrate a dense model")
@@ -158,6 +182,8 @@ def make_job(model: ModelSpec, req: PlanRequest, *, gpus: int) -> Job:
     validate(plan, model, job)
     m = plan.microbatches(job)
     if plan.pp > 1 and m < plan.pp:
-        raise SpecError(f"`plan`: torch's pipeline schedules need at least pp ({plan.pp}) micro-batches per step; "
-                        f"gb / (dp * mbs) = {batch} / ({plan.dp} * {plan.mbs}) = {m}")
+        raise SpecError(
+            f"`plan`: torch's pipeline schedules need at least pp ({plan.pp}) micro-batches per step; "
+            f"gb / (dp * mbs) = {batch} / ({plan.dp} * {plan.mbs}) = {m}"
+        )
     return job

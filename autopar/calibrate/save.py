@@ -47,8 +47,7 @@ def target(path: Path | None = None) -> Path:
     """The profile --save writes: the saved one; refused before any run when it does not exist."""
     path = path or saved_profile_path()
     if not path.is_file():
-        raise ProfileError(f"`save`: no saved profile at {path}: run `autopar profile` first "
-                           "(corrections are kept in the node's profile)")
+        raise ProfileError(f"`save`: no saved profile at {path}: run `autopar profile` first (corrections are kept in the node's profile)")
     output_target(path, option="calibrate `save`", err=ProfileError, updates_input=True)
     load_hardware(str(path))  # a profile that will not validate is refused now, not after the run
     return path
@@ -62,8 +61,10 @@ def correction_of(runs: tuple[Calibration, ...]) -> tuple[Correction, float]:
     first = runs[0]
     plans = "; ".join(c.plan.label() for c in runs)
     date = datetime.now(timezone.utc).date().isoformat()
-    source = (f"autopar calibrate {first.model_name} ({first.model.total_params() / 1e6:.2f}M parameters as built), "
-              f"{plans}, {first.run.device} {first.run.device_name}, torch {first.run.torch_version}, {date}")
+    source = (
+        f"autopar calibrate {first.model_name} ({first.model.total_params() / 1e6:.2f}M parameters as built), "
+        f"{plans}, {first.run.device} {first.run.device_name}, torch {first.run.torch_version}, {date}"
+    )
     stack = f"{first.prediction.stack_saves} (FSDP2, DTensor TP/SP, torch pipelining)"
     return Correction(name=NAME, factor=round(min(high, max(low, raw)), 4), stack=stack, source=source), raw
 

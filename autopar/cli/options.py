@@ -53,8 +53,7 @@ StackOptOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--stack-opt",
-        help="A recipe fact of the stack, KEY=VALUE (repeatable), e.g. grad_reduce=bf16; each stack's "
-        "options: `autopar stacks`.",
+        help="A recipe fact of the stack, KEY=VALUE (repeatable), e.g. grad_reduce=bf16; each stack's options: `autopar stacks`.",
     ),
 ]
 RecipeOpt = Annotated[

@@ -254,16 +254,13 @@ def frameworks_cmd() -> None:
     say(out, f"default when no --framework and no --emit: {DEFAULT_FRAMEWORK}")
     say(
         out,
-        "each value, its mechanism and source (or the rows and command that fitted it): "
-        "autopar/data/frameworks/NAME-VERSION.yaml",
+        "each value, its mechanism and source (or the rows and command that fitted it): autopar/data/frameworks/NAME-VERSION.yaml",
         markup=False,
     )
 
 
 def schema_cmd(
-    kind: Annotated[
-        str, typer.Argument(help="model | hardware | distribution | stack | framework", autocompletion=complete_schema)
-    ],
+    kind: Annotated[str, typer.Argument(help="model | hardware | distribution | stack | framework", autocompletion=complete_schema)],
 ) -> None:
     """Print the JSON Schema of a model spec, hardware profile, length-distribution, stack or serving-framework
     file (for editors)."""

@@ -65,5 +65,4 @@ def _beyond_fits(fits: tuple[CollectiveFit, ...], fit: CollectiveFit, nodes: int
         return fit
     prev = fits[-2]
     slope = max(0.0, (fit.latency_s - prev.latency_s) / (fit.group_size - prev.group_size))
-    return CollectiveFit(group_size=nodes, latency_s=fit.latency_s + slope * (nodes - fit.group_size),
-                         bw_bytes_per_s=fit.bw_bytes_per_s)
+    return CollectiveFit(group_size=nodes, latency_s=fit.latency_s + slope * (nodes - fit.group_size), bw_bytes_per_s=fit.bw_bytes_per_s)

@@ -58,14 +58,18 @@ def part_gemms(model: ModelSpec, part: str, *, tokens: float, tp: int) -> tuple[
         mla, a = model.mla, model.num_attention_heads
         q_in = mla.q_lora_rank or h
         gemms = [Gemm(name="q_down", m=tokens, n=mla.q_lora_rank, k=h)] if mla.q_lora_rank else []
-        return (*gemms,
-                Gemm(name="q_up", m=tokens, n=a * mla.qk_head_dim // tp, k=q_in),
-                Gemm(name="kv_down", m=tokens, n=mla.kv_lora_rank + mla.qk_rope_head_dim, k=h),
-                Gemm(name="kv_up", m=tokens, n=a * (mla.qk_nope_head_dim + mla.v_head_dim) // tp, k=mla.kv_lora_rank),
-                Gemm(name="attn_out", m=tokens, n=h, k=a * mla.v_head_dim // tp))
+        return (
+            *gemms,
+            Gemm(name="q_up", m=tokens, n=a * mla.qk_head_dim // tp, k=q_in),
+            Gemm(name="kv_down", m=tokens, n=mla.kv_lora_rank + mla.qk_rope_head_dim, k=h),
+            Gemm(name="kv_up", m=tokens, n=a * (mla.qk_nope_head_dim + mla.v_head_dim) // tp, k=mla.kv_lora_rank),
+            Gemm(name="attn_out", m=tokens, n=h, k=a * mla.v_head_dim // tp),
+        )
     if part == "attn":
-        return (Gemm(name="qkv", m=tokens, n=(model.q_width + 2 * model.kv_width) // tp, k=h),
-                Gemm(name="attn_out", m=tokens, n=h, k=model.q_width // tp))
+        return (
+            Gemm(name="qkv", m=tokens, n=(model.q_width + 2 * model.kv_width) // tp, k=h),
+            Gemm(name="attn_out", m=tokens, n=h, k=model.q_width // tp),
+        )
     if part == "mlp":
         f = model.ffn_hidden_size
         return (Gemm(name="mlp_in", m=tokens, n=_up(model, f) // tp, k=h), Gemm(name="mlp_out", m=tokens, n=h, k=f // tp))
@@ -75,12 +79,13 @@ def part_gemms(model: ModelSpec, part: str, *, tokens: float, tp: int) -> tuple[
         if not moe.shared_width:
             return (router,)
         w = moe.shared_width
-        return (router, Gemm(name="shared_in", m=tokens, n=_up(model, w) // tp, k=h),
-                Gemm(name="shared_out", m=tokens, n=h, k=w // tp))
+        return (router, Gemm(name="shared_in", m=tokens, n=_up(model, w) // tp, k=h), Gemm(name="shared_out", m=tokens, n=h, k=w // tp))
     if part == "mamba" and model.mamba is not None:
         mamba = model.mamba
-        return (Gemm(name="in_proj", m=tokens, n=mamba.in_proj_width(h) // tp, k=h),
-                Gemm(name="out_proj", m=tokens, n=h, k=mamba.inner(h) // tp))
+        return (
+            Gemm(name="in_proj", m=tokens, n=mamba.in_proj_width(h) // tp, k=h),
+            Gemm(name="out_proj", m=tokens, n=h, k=mamba.inner(h) // tp),
+        )
     raise ValueError(f"{model.name} has no {part} sub-layer")
 
 
@@ -101,8 +106,10 @@ def expert_gemms(model: ModelSpec, *, tokens: float, ep: int, etp: int) -> tuple
         return ()
     rows = ep * tokens * moe.top_k * moe.capacity_factor / moe.num_experts
     local, f = moe.num_experts // ep, moe.expert_ffn_hidden_size
-    return (Gemm(name="expert_in", m=rows, n=_up(model, f) // etp, k=model.hidden_size, count=local),
-            Gemm(name="expert_out", m=rows, n=model.hidden_size, k=f // etp, count=local))
+    return (
+        Gemm(name="expert_in", m=rows, n=_up(model, f) // etp, k=model.hidden_size, count=local),
+        Gemm(name="expert_out", m=rows, n=model.hidden_size, k=f // etp, count=local),
+    )
 
 
 def logits_gemm(model: ModelSpec, *, tokens: float, tp: int) -> Gemm:

@@ -56,8 +56,7 @@ class StateBytes:
     optimizer: float  # optimizer state (master copy, moments)
 
 
-MEGATRON_STATE = StateBytes(name="megatron-mixed", weight=cal.WEIGHT_BYTES, grad=cal.GRAD_BYTES,
-                            optimizer=cal.OPTIMIZER_BYTES)
+MEGATRON_STATE = StateBytes(name="megatron-mixed", weight=cal.WEIGHT_BYTES, grad=cal.GRAD_BYTES, optimizer=cal.OPTIMIZER_BYTES)
 FSDP2_STATE = StateBytes(name="fsdp2-bf16-params-fp32-reduce", weight=4, grad=4, optimizer=8)
 
 
@@ -74,8 +73,7 @@ EAGER_TORCH = ActivationSaves(name="eager-torch", eager=True)
 SAVES = {s.name: s for s in (FUSED, EAGER_TORCH)}
 
 
-def dense_block_activation_bytes(model: ModelSpec, saves: ActivationSaves, *, tokens: float, tp: int,
-                                 sp: bool, cp: int = 1) -> float:
+def dense_block_activation_bytes(model: ModelSpec, saves: ActivationSaves, *, tokens: float, tp: int, sp: bool, cp: int = 1) -> float:
     """Bytes one dense (attention + MLP) block keeps for backward on one rank, no recompute.
 
     `tokens` are this rank's (after the CP split). Under all-gather CP eager attention keeps the

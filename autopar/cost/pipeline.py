@@ -36,6 +36,7 @@ from autopar.spec.topology import Group
 if TYPE_CHECKING:  # the two variable-length helpers take arrays; the fixed-length path never imports numpy
     import numpy as np
 
+
 def in_flight_microbatches(*, pp: int, vpp: int, microbatches: int) -> float:
     """Micro-batches whose activations the first rank holds at the peak.
 
@@ -67,12 +68,10 @@ class ScheduleTime:
 
 def schedule_time(stage_s: Sequence[float], *, microbatches: int, vpp: int = 1, p2p_s: float = 0.0) -> ScheduleTime:
     """Fixed length: rank i takes stage_s[i] + p2p_s per micro-batch. T = m * max + (sum - max) / v."""
-    return schedule_time_of(max(stage_s), sum(stage_s), stages=len(stage_s), microbatches=microbatches, vpp=vpp,
-                            p2p_s=p2p_s)
+    return schedule_time_of(max(stage_s), sum(stage_s), stages=len(stage_s), microbatches=microbatches, vpp=vpp, p2p_s=p2p_s)
 
 
-def schedule_time_of(worst_s: float, total_s: float, *, stages: int, microbatches: int, vpp: int = 1,
-                     p2p_s: float = 0.0) -> ScheduleTime:
+def schedule_time_of(worst_s: float, total_s: float, *, stages: int, microbatches: int, vpp: int = 1, p2p_s: float = 0.0) -> ScheduleTime:
     """schedule_time from the slowest stage's and all stages' seconds (p2p_s added to every stage)."""
     worst = worst_s + p2p_s
     return ScheduleTime(steady_s=microbatches * worst, bubble_s=(total_s + stages * p2p_s - worst) / vpp)

@@ -52,8 +52,7 @@ def op_sac_bytes(model: ModelSpec, parts: tuple[str, ...], *, tokens: float, pla
     return tokens * b * kept
 
 
-def module_dropped_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool,
-                         modules: tuple[str, ...]) -> float:
+def module_dropped_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool, modules: tuple[str, ...]) -> float:
     """Bytes of sub-layer `part` (as part_activation_bytes counts it without recompute) that the
     recomputed `modules` no longer keep.
 

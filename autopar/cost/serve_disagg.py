@@ -105,8 +105,7 @@ class DisaggLoop:
         """N: requests the loop holds, at the prefill pool (queued and in service), ahead and decoding."""
         return self.rate(b, t) * (self.ahead_s + self.service_s + self.wait(b, t)) + self.ranks * b
 
-    def solve(self, step_at: Callable[[float], StepTime], *, concurrency: float, most: float,
-              empty: StepTime) -> tuple[float, StepTime]:
+    def solve(self, step_at: Callable[[float], StepTime], *, concurrency: float, most: float, empty: StepTime) -> tuple[float, StepTime]:
         """The decode batch per rank b (at most `most`, what the KV cache holds or C / R) with N(b) = C,
         and the decode step at b. When the KV cache stops b, b = most and the rest wait for a slot:
         the caller's queue is C / X - (a + s + osl t) (Little's law), the M/D/1 wait at the root plus
@@ -128,8 +127,7 @@ class DisaggLoop:
                 break
         return new
 
-    def _on_line(self, p: tuple[float, StepTime], q: tuple[float, StepTime], *, concurrency: float,
-                 most: float) -> float:
+    def _on_line(self, p: tuple[float, StepTime], q: tuple[float, StepTime], *, concurrency: float, most: float) -> float:
         """b at N = C with the step time on the line through the priced points p and q."""
         (b1, s1), (b2, s2) = p, q
         k = (s2.total - s1.total) / (b2 - b1) if b2 != b1 else 0.0

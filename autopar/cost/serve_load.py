@@ -112,8 +112,18 @@ class ServeEstimate:
         return all(p.fits for p in self.pools)
 
 
-def _pool(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, role: str, engine: Engine,
-          replicas: int, step: StepTime, per_rank: float) -> PoolEstimate:
+def _pool(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    dep: Deployment,
+    wl: Workload,
+    *,
+    role: str,
+    engine: Engine,
+    replicas: int,
+    step: StepTime,
+    per_rank: float,
+) -> PoolEstimate:
     fw = for_deployment(dep, role)
     pool = kv_pool_bytes(model, hw, engine, weights=dep.weights, fw=fw)
     per_token = kv_bytes_per_token(model, engine, dep.kv_bytes)
@@ -124,30 +134,60 @@ def _pool(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, 
     weights = weight_bytes_per_gpu(model, engine, dep.weights)
     used = fw.memory_fraction * hw.memory_bytes - pool if fw.memory_rule == "total" else hw.memory_bytes - pool / fw.memory_fraction
     in_use = min(max(pool, 0.0), per_rank * per_request)
-    return PoolEstimate(role=role, engine=engine, replicas=replicas, requests_per_rank=per_rank, step=step,
-                        kv_cache_tokens=tokens, max_concurrency=held * engine.dp * replicas, weights_gib=weights / GIB,
-                        memory_gib_per_gpu=(used + in_use) / GIB, fits=held >= 1)
+    return PoolEstimate(
+        role=role,
+        engine=engine,
+        replicas=replicas,
+        requests_per_rank=per_rank,
+        step=step,
+        kv_cache_tokens=tokens,
+        max_concurrency=held * engine.dp * replicas,
+        weights_gib=weights / GIB,
+        memory_gib_per_gpu=(used + in_use) / GIB,
+        fits=held >= 1,
+    )
 
 
 def capacity(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> tuple[bool, int]:
     """(whether every pool fits, the requests the decode pool, or the only one, holds): what `estimate`'s
     pools say (PoolEstimate.fits, max_concurrency), without pricing a step. Neither depends on the
     concurrency or, per engine, on the replicas, so a sweep computes them once per engine (cached)."""
-    fits, held = _capacity(model, hw, dep.engine, dep.prefill, dep.fw, dep.args, dep.prefill_args, dep.weights,
-                           dep.kv_dtype, dep.kv_auto, wl.isl, wl.osl)
+    fits, held = _capacity(
+        model, hw, dep.engine, dep.prefill, dep.fw, dep.args, dep.prefill_args, dep.weights, dep.kv_dtype, dep.kv_auto, wl.isl, wl.osl
+    )
     return fits, held * dep.replicas
 
 
 @remembered
-def _capacity(model: ModelSpec, hw: HardwareProfile, engine: Engine, prefill: Engine | None, fw: Framework,
-              args: EngineArgs, prefill_args: EngineArgs, weights: str, kv_dtype: str, kv_auto: str, isl: int,
-              osl: int) -> tuple[bool, int]:
+def _capacity(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    engine: Engine,
+    prefill: Engine | None,
+    fw: Framework,
+    args: EngineArgs,
+    prefill_args: EngineArgs,
+    weights: str,
+    kv_dtype: str,
+    kv_auto: str,
+    isl: int,
+    osl: int,
+) -> tuple[bool, int]:
     """capacity() of one decode (or aggregated) engine and one prefill engine."""
-    one = Deployment(fw=fw, mode="agg" if prefill is None else "disagg", engine=engine, replicas=1, prefill=prefill,
-                     prefill_replicas=0 if prefill is None else 1, weights=weights, kv_dtype=kv_dtype, kv_auto=kv_auto,
-                     args=args, prefill_args=prefill_args)
-    wl, none = Workload(isl=isl, osl=osl, concurrency=1), StepTime(weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0,
-                                                                   overhead=0)
+    one = Deployment(
+        fw=fw,
+        mode="agg" if prefill is None else "disagg",
+        engine=engine,
+        replicas=1,
+        prefill=prefill,
+        prefill_replicas=0 if prefill is None else 1,
+        weights=weights,
+        kv_dtype=kv_dtype,
+        kv_auto=kv_auto,
+        args=args,
+        prefill_args=prefill_args,
+    )
+    wl, none = Workload(isl=isl, osl=osl, concurrency=1), StepTime(weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0)
     roles = (("agg", engine),) if prefill is None else (("prefill", prefill), ("decode", engine))
     pools = [_pool(model, hw, one, wl, role=role, engine=e, replicas=1, step=none, per_rank=1.0) for role, e in roles]
     return all(p.fits for p in pools), pools[-1].max_concurrency
@@ -166,24 +206,45 @@ def estimate(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workloa
 def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
     fw, engine = for_deployment(dep), dep.engine
     n = wl.concurrency / (dep.replicas * engine.dp)
-    probe = _pool(model, hw, dep, wl, role="agg", engine=engine, replicas=dep.replicas, step=StepTime(
-        weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0), per_rank=n)
+    probe = _pool(
+        model,
+        hw,
+        dep,
+        wl,
+        role="agg",
+        engine=engine,
+        replicas=dep.replicas,
+        step=StepTime(weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0),
+        per_rank=n,
+    )
     cap = probe.max_concurrency / (dep.replicas * engine.dp)
     reserve = fw.admission == "reserve_full"  # otherwise the loop runs the engine's own admission on the pool
     running = min(n, max(cap, 1.0)) if reserve else n
-    step = decode_step(model, hw, engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running,
-                       context=wl.isl + wl.osl / 2, fw=fw)
+    step = decode_step(model, hw, engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running, context=wl.isl + wl.osl / 2, fw=fw)
     alone = prefill_time(model, hw, engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
-    loop = closed_loop(model, hw, dep, wl, step=step, alone=alone, running=running,
-                       kv_tokens=int(probe.kv_cache_tokens / model.kv_share(wl.isl + wl.osl)) // engine.dp)  # request tokens
+    loop = closed_loop(
+        model,
+        hw,
+        dep,
+        wl,
+        step=step,
+        alone=alone,
+        running=running,
+        kv_tokens=int(probe.kv_cache_tokens / model.kv_share(wl.isl + wl.osl)) // engine.dp,
+    )  # request tokens
     # the loop's steps price a prompt at the profile's rate (the TPOT rows measure that rate for the
     # prompts riding in decode steps); a request's own prompt waits the fitted serving slowdown more
     extra = (fw.prefill_slowdown - 1.0) * alone.total
     waited = max(0.0, loop.ttft_s - alone.total)
     late = min(loop.late_s, waited)  # the first token's wait in the serving process (Framework.host_token_s)
-    ttft_parts = {"prefill": alone.total + extra + min(0.0, loop.ttft_s - alone.total),
-                  "queue": waited - late, "first_step": 0.0, "kv_transfer": 0.0, "serving": late,
-                  "overhead": fw.ttft_overhead_s}
+    ttft_parts = {
+        "prefill": alone.total + extra + min(0.0, loop.ttft_s - alone.total),
+        "queue": waited - late,
+        "first_step": 0.0,
+        "kv_transfer": 0.0,
+        "serving": late,
+        "overhead": fw.ttft_overhead_s,
+    }
     ttft = sum(ttft_parts.values())
     tpot = loop.tpot_s
     latency = ttft + (wl.osl - 1) * tpot
@@ -193,13 +254,31 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
         ttft = sum(ttft_parts.values())
     pool = _pool(model, hw, dep, wl, role="agg", engine=engine, replicas=dep.replicas, step=step, per_rank=running)
     rate = running * dep.replicas * engine.dp / latency
-    return ServeEstimate(deployment=dep, workload=wl, framework_label=fw.label, ttft_s=ttft, tpot_s=tpot,
-                         requests_per_s=rate, pools=(pool,), ttft_parts=ttft_parts,
-                         tpot_parts=_tpot_parts(step, tpot), saturated=saturated)
+    return ServeEstimate(
+        deployment=dep,
+        workload=wl,
+        framework_label=fw.label,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        requests_per_s=rate,
+        pools=(pool,),
+        ttft_parts=ttft_parts,
+        tpot_parts=_tpot_parts(step, tpot),
+        saturated=saturated,
+    )
 
 
-def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, step: StepTime,
-                alone: StepTime, running: float, kv_tokens: int = 0) -> LoopResult:
+def closed_loop(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    dep: Deployment,
+    wl: Workload,
+    *,
+    step: StepTime,
+    alone: StepTime,
+    running: float,
+    kv_tokens: int = 0,
+) -> LoopResult:
     """The benchmark's closed loop on one attention rank, step by step (cost/serve_sim.py).
 
     A step with d decode requests and p prompt tokens costs the decode step
@@ -210,17 +289,35 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
     reserve_full) is given the rank's `kv_tokens`."""
     fw = for_deployment(dep)
     conc = max(1, round(running))
-    one = decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=1.0,
-                      context=wl.isl + wl.osl / 2, fw=fw).total if conc > 1 else step.total
+    one = (
+        decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=1.0, context=wl.isl + wl.osl / 2, fw=fw).total
+        if conc > 1
+        else step.total
+    )
     per_decode = (step.total - one) / (conc - 1) if conc > 1 else 0.0
     riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
     eager = fw.eager_layer_s * model.layers / dep.engine.pp if fw.graph_sizes else 0.0
-    cost = StepCost(fixed=one - per_decode, per_decode=per_decode, per_token=riding / wl.isl, eager_s=eager,
-                    graph_sizes=frozenset(fw.graph_sizes), host_per_decode=fw.host_request_s)
-    sched = Scheduler(policy=fw.policy, budget=fw.chunk_tokens, chunked=fw.chunked, max_seqs=fw.max_seqs,
-                      kv_tokens=kv_tokens if fw.admission != "reserve_full" else 0, overlap=fw.overlap, mixed=fw.mixed_chunk,
-                      admission="room" if fw.admission == "reserve_ratio" else "blocks", retract_steps=fw.retract_steps,
-                      prefill_tokens=fw.max_prefill_tokens, host_token_s=fw.host_token_s * dep.engine.dp)
+    cost = StepCost(
+        fixed=one - per_decode,
+        per_decode=per_decode,
+        per_token=riding / wl.isl,
+        eager_s=eager,
+        graph_sizes=frozenset(fw.graph_sizes),
+        host_per_decode=fw.host_request_s,
+    )
+    sched = Scheduler(
+        policy=fw.policy,
+        budget=fw.chunk_tokens,
+        chunked=fw.chunked,
+        max_seqs=fw.max_seqs,
+        kv_tokens=kv_tokens if fw.admission != "reserve_full" else 0,
+        overlap=fw.overlap,
+        mixed=fw.mixed_chunk,
+        admission="room" if fw.admission == "reserve_ratio" else "blocks",
+        retract_steps=fw.retract_steps,
+        prefill_tokens=fw.max_prefill_tokens,
+        host_token_s=fw.host_token_s * dep.engine.dp,
+    )
     if fw.policy == "prefill_first" and not fw.mixed_chunk:  # every cycle re-forms the clients' first wave
         return simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=PROMPTS_PER_REQUEST * conc)
     steady = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc, staggered=True)
@@ -228,25 +325,37 @@ def closed_loop(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Work
         # the serving process (Framework.host_token_s) sets the loop's pace: its lag builds over the first
         # requests, so the steady loop is run longer and its first rounds left out
         warm = conc * HOST_WARMUP
-        steady = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc * HOST_ROUNDS + warm,
-                          staggered=True, warmup=warm)
+        steady = simulate(
+            cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc * HOST_ROUNDS + warm, staggered=True, warmup=warm
+        )
     if wl.warmed:
         return steady
     wave = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc)
     k = PROMPTS_PER_REQUEST
-    return LoopResult(ttft_s=(wave.ttft_s + (k - 1) * steady.ttft_s) / k, tpot_s=(wave.tpot_s + (k - 1) * steady.tpot_s) / k,
-                      seconds=wave.seconds + (k - 1) * steady.seconds, steps=wave.steps + (k - 1) * steady.steps,
-                      late_s=(wave.late_s + (k - 1) * steady.late_s) / k, preempted=steady.preempted,
-                      refused=steady.refused)
+    return LoopResult(
+        ttft_s=(wave.ttft_s + (k - 1) * steady.ttft_s) / k,
+        tpot_s=(wave.tpot_s + (k - 1) * steady.tpot_s) / k,
+        seconds=wave.seconds + (k - 1) * steady.seconds,
+        steps=wave.steps + (k - 1) * steady.steps,
+        late_s=(wave.late_s + (k - 1) * steady.late_s) / k,
+        preempted=steady.preempted,
+        refused=steady.refused,
+    )
 
 
 def _tpot_parts(step: StepTime, tpot: float) -> dict[str, float]:
     """The decode step's parts (scaled down when the loop's mean batch is below the step's) and the rest
     of TPOT, the prompts' prefill inside the request's decode window."""
     scale = min(1.0, tpot / step.total) if step.total > 0 else 0.0
-    return {"weights": scale * step.weights, "kv": scale * step.kv, "compute": scale * step.compute,
-            "tp_comm": scale * step.tp_comm, "ep_comm": scale * step.ep_comm, "overhead": scale * step.overhead,
-            "prefill_mix": max(0.0, tpot - step.total)}
+    return {
+        "weights": scale * step.weights,
+        "kv": scale * step.kv,
+        "compute": scale * step.compute,
+        "tp_comm": scale * step.tp_comm,
+        "ep_comm": scale * step.ep_comm,
+        "overhead": scale * step.overhead,
+        "prefill_mix": max(0.0, tpot - step.total),
+    }
 
 
 def kv_transfer_time(model: ModelSpec, hw: HardwareProfile, dep: Deployment, *, isl: int) -> float:
@@ -273,8 +382,17 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
         raise SpecError("`mode=disagg` needs the prefill engine (`prefill_tp` ...)")
     ranks = dep.replicas * dec.dp  # decode attention ranks
     n = wl.concurrency / ranks
-    probe = _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=StepTime(
-        weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0), per_rank=n)
+    probe = _pool(
+        model,
+        hw,
+        dep,
+        wl,
+        role="decode",
+        engine=dec,
+        replicas=dep.replicas,
+        step=StepTime(weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0),
+        per_rank=n,
+    )
     cap = max(probe.max_concurrency / ranks, 1e-9)
     pfw = for_deployment(dep, "prefill")
     pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=pfw)
@@ -282,13 +400,18 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     batch = max(1, min(pfw.chunk_tokens // max(1, wl.isl), pfw.max_seqs))
     full = prefill_time(model, hw, pre, weights=dep.weights, tokens=batch * wl.isl, seq_len=wl.isl, fw=pfw) if batch > 1 else pstep
     transfer = kv_transfer_time(model, hw, dep, isl=wl.isl)
-    loop = DisaggLoop(service_s=pstep.total * fw.prefill_slowdown, servers=dep.prefill_replicas * pre.dp,
-                      ahead_s=fw.ttft_overhead_s + transfer, ranks=ranks, osl=wl.osl, batch=batch,
-                      batch_s=full.total * fw.prefill_slowdown)
+    loop = DisaggLoop(
+        service_s=pstep.total * fw.prefill_slowdown,
+        servers=dep.prefill_replicas * pre.dp,
+        ahead_s=fw.ttft_overhead_s + transfer,
+        ranks=ranks,
+        osl=wl.osl,
+        batch=batch,
+        batch_s=full.total * fw.prefill_slowdown,
+    )
 
     def step_at(b: float) -> StepTime:
-        return decode_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=b,
-                           context=wl.isl + wl.osl / 2, fw=fw)
+        return decode_step(model, hw, dec, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=b, context=wl.isl + wl.osl / 2, fw=fw)
 
     empty = step_at(EMPTY)  # decode_step is cached (cost/serve_memo.py): the same for every concurrency
     # a decode rank runs at most the engine's max batch (Framework.max_seqs: --max-num-seqs,
@@ -301,15 +424,31 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     # a free slot when the decode batch is at its cap or the decode cache is full, the serving process)
     waited = max(0.0, wl.concurrency / rate - (loop.ahead_s + loop.service_s + wl.osl * step.total))
     late = min(waited, wl.concurrency / rate - wl.concurrency / engines)
-    ttft_parts = {"prefill": loop.service_s, "queue": waited - late, "first_step": step.total, "kv_transfer": transfer,
-                  "serving": late, "overhead": fw.ttft_overhead_s}
+    ttft_parts = {
+        "prefill": loop.service_s,
+        "queue": waited - late,
+        "first_step": step.total,
+        "kv_transfer": transfer,
+        "serving": late,
+        "overhead": fw.ttft_overhead_s,
+    }
     ttft = sum(ttft_parts.values())
     # requests queued for a prefill hold no decode KV: the cache is full only if the decode batch reached it
     kv_full = n > cap and b >= cap * (1 - 1e-9)
     saturated = kv_full or loop.rho(b, step.total) >= RHO_SATURATED
-    pools = (_pool(model, hw, dep, wl, role="prefill", engine=pre, replicas=dep.prefill_replicas, step=pstep,
-                   per_rank=1.0),
-             _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=step, per_rank=b))
-    return ServeEstimate(deployment=dep, workload=wl, framework_label=fw.label, ttft_s=ttft, tpot_s=step.total,
-                         requests_per_s=rate, pools=pools, ttft_parts=ttft_parts, tpot_parts=_tpot_parts(step, step.total),
-                         saturated=saturated)
+    pools = (
+        _pool(model, hw, dep, wl, role="prefill", engine=pre, replicas=dep.prefill_replicas, step=pstep, per_rank=1.0),
+        _pool(model, hw, dep, wl, role="decode", engine=dec, replicas=dep.replicas, step=step, per_rank=b),
+    )
+    return ServeEstimate(
+        deployment=dep,
+        workload=wl,
+        framework_label=fw.label,
+        ttft_s=ttft,
+        tpot_s=step.total,
+        requests_per_s=rate,
+        pools=pools,
+        ttft_parts=ttft_parts,
+        tpot_parts=_tpot_parts(step, step.total),
+        saturated=saturated,
+    )

@@ -66,21 +66,24 @@ def torchrun_items(*, nnodes: int, nproc_per_node: int, rdzv_endpoint: str, rdzv
     c10d rendezvous needs no --node-rank: the agents agree on ranks among themselves, so the very
     same line runs on every node (which is what the SLURM script relies on).
     """
-    items = ["torchrun", opt("--nnodes", nnodes), opt("--nproc-per-node", nproc_per_node),
-             opt("--rdzv-backend", "c10d"), opt("--rdzv-endpoint", rdzv_endpoint)]
+    items = [
+        "torchrun",
+        opt("--nnodes", nnodes),
+        opt("--nproc-per-node", nproc_per_node),
+        opt("--rdzv-backend", "c10d"),
+        opt("--rdzv-endpoint", rdzv_endpoint),
+    ]
     if rdzv_id is not None:
         items.append(opt("--rdzv-id", rdzv_id))
     return items
 
 
-def check_launch(plan: Plan, model: ModelSpec, job: Job, nnodes: int, nproc_per_node: int, *,
-                 stack: StackProfile | None = None) -> None:
+def check_launch(plan: Plan, model: ModelSpec, job: Job, nnodes: int, nproc_per_node: int, *, stack: StackProfile | None = None) -> None:
     """The plan is valid (under the stack's rules, e.g. EP over TP) and the node layout starts exactly its GPUs."""
     validate(plan, model, job, stack=stack)
     if nnodes < 1 or nproc_per_node < 1:
         raise SpecError(f"nnodes ({nnodes}) and nproc_per_node ({nproc_per_node}) must be >= 1")
     if nnodes * nproc_per_node != plan.gpus:
         raise SpecError(
-            f"nnodes*nproc_per_node = {nnodes}*{nproc_per_node} = {nnodes * nproc_per_node} "
-            f"must equal the plan's GPUs ({plan.gpus})"
+            f"nnodes*nproc_per_node = {nnodes}*{nproc_per_node} = {nnodes * nproc_per_node} must equal the plan's GPUs ({plan.gpus})"
         )

@@ -32,10 +32,12 @@ MEGATRON_PIN = "core_v0.16.1 (55ac7082517c3878ae653c07c09c534b8aed49f6)"
 # Megatron-LM numerics flags per job dtype. fp8: TransformerEngine's hybrid format (E4M3 forward,
 # E5M2 backward) with per-tensor current scaling ("tensorwise"): FP8 GEMMs and FP8 saved GEMM
 # inputs, bf16 master weights, as the cost model charges them.
-_DTYPE = {"bf16": ("--bf16",), "fp16": ("--fp16",),
-          "fp8": ("--bf16", "--fp8-format hybrid", "--fp8-recipe tensorwise")}
-_NORM = {"rmsnorm": ("--normalization RMSNorm",), "layernorm": ("--normalization LayerNorm",),
-         "layernorm1p": ("--normalization LayerNorm", "--apply-layernorm-1p")}
+_DTYPE = {"bf16": ("--bf16",), "fp16": ("--fp16",), "fp8": ("--bf16", "--fp8-format hybrid", "--fp8-recipe tensorwise")}
+_NORM = {
+    "rmsnorm": ("--normalization RMSNorm",),
+    "layernorm": ("--normalization LayerNorm",),
+    "layernorm1p": ("--normalization LayerNorm", "--apply-layernorm-1p"),
+}
 _POSITION = {"rope": "rope", "learned": "learned_absolute", "none": "none", "alibi": "none"}
 # Megatron-FSDP sharding strategy for ZeRO-2 and ZeRO-3 (docs/user-guide/features/megatron_fsdp.md).
 _FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}
@@ -133,8 +135,7 @@ def ep_overlap(model: ModelSpec, plan: Plan, *, assumed: bool = True) -> bool:
     Megatron can (TransformerConfig checks at the pin): EP > 1, the all-to-all dispatcher,
     interleaving when pp > 1, no full recompute.
     """
-    return (assumed and model.moe is not None and plan.ep > 1 and plan.pp > 1 and plan.vpp > 1
-            and plan.recompute != "full")
+    return assumed and model.moe is not None and plan.ep > 1 and plan.pp > 1 and plan.vpp > 1 and plan.recompute != "full"
 
 
 def megatron_hybrid_cp_args(plan: Plan, max_seqlen_per_rank: int) -> list[str]:
@@ -145,12 +146,17 @@ def megatron_hybrid_cp_args(plan: Plan, max_seqlen_per_rank: int) -> list[str]:
     pin wants per-token loss and the single data loader, and refuses PP and Megatron-FSDP.
     """
     if plan.pp > 1:
-        raise SpecError(f"Megatron-LM's --hybrid-context-parallel does not run with pipeline parallelism "
-                        f"(pp = {plan.pp})")
+        raise SpecError(f"Megatron-LM's --hybrid-context-parallel does not run with pipeline parallelism (pp = {plan.pp})")
     if plan.zero >= 2:
         raise SpecError("Megatron-LM's --hybrid-context-parallel does not run with Megatron-FSDP (zero >= 2)")
-    return ["--hybrid-context-parallel", "--max-seqlen-per-dp-cp-rank", str(int(max_seqlen_per_rank)),
-            "--calculate-per-token-loss", "--dataloader-type", "single"]
+    return [
+        "--hybrid-context-parallel",
+        "--max-seqlen-per-dp-cp-rank",
+        str(int(max_seqlen_per_rank)),
+        "--calculate-per-token-loss",
+        "--dataloader-type",
+        "single",
+    ]
 
 
 def unsupported(model: ModelSpec, plan: Plan) -> str | None:
@@ -162,8 +168,10 @@ def unsupported(model: ModelSpec, plan: Plan) -> str | None:
     if end_slots(model.layers, plan.pp):
         return f"its hybrid stack cannot leave a stage without layers (pp {plan.pp} > {model.layers} layers)"
     if first_last(stage_layout(model.layers, plan.pp)) is None:
-        return (f"its hybrid stack takes first/last-stage layer counts only, and the stages "
-                f"{stage_layout(model.layers, plan.pp)} differ in the middle")
+        return (
+            f"its hybrid stack takes first/last-stage layer counts only, and the stages "
+            f"{stage_layout(model.layers, plan.pp)} differ in the middle"
+        )
     return None
 
 
@@ -176,8 +184,11 @@ def parallel_items(model: ModelSpec, plan: Plan, job: Job, *, stack: StackProfil
     """
     tp_hidden = stack is None or stack.tp_overlap > 0
     ep_hidden = stack is None or stack.ep_overlap
-    items = [opt("--tensor-model-parallel-size", plan.tp), opt("--pipeline-model-parallel-size", plan.pp),
-             opt("--context-parallel-size", plan.cp)]
+    items = [
+        opt("--tensor-model-parallel-size", plan.tp),
+        opt("--pipeline-model-parallel-size", plan.pp),
+        opt("--context-parallel-size", plan.cp),
+    ]
     if plan.cp > 1:
         items.append(opt("--cp-comm-type", _CP_COMM[plan.cp_comm]))
     if model.moe is not None:
@@ -191,13 +202,15 @@ def parallel_items(model: ModelSpec, plan: Plan, job: Job, *, stack: StackProfil
         if plan.recompute_modules:  # Megatron's default list is core_attn alone
             items.append(" ".join(["--recompute-modules", *plan.recompute_modules]))
     elif plan.recompute == "full":
-        items += [opt("--recompute-granularity", "full"), opt("--recompute-method", "uniform"),
-                  opt("--recompute-num-layers", 1)]
+        items += [opt("--recompute-granularity", "full"), opt("--recompute-method", "uniform"), opt("--recompute-num-layers", 1)]
     if plan.zero >= 1:
         items.append("--use-distributed-optimizer")
     if plan.zero >= 2:
-        items += ["--use-megatron-fsdp", opt("--data-parallel-sharding-strategy", _FSDP_STRATEGY[plan.zero]),
-                  opt("--ckpt-format", "fsdp_dtensor")]
+        items += [
+            "--use-megatron-fsdp",
+            opt("--data-parallel-sharding-strategy", _FSDP_STRATEGY[plan.zero]),
+            opt("--ckpt-format", "fsdp_dtensor"),
+        ]
     items.append("--overlap-grad-reduce")
     if plan.zero >= 1:
         items.append("--overlap-param-gather")
@@ -216,9 +229,14 @@ def _attention_items(model: ModelSpec) -> list[str]:
         if mla.q_lora_rank:
             items.append(opt("--q-lora-rank", mla.q_lora_rank))
         # --qk-layernorm gives MLA its norms on the query and key/value latents (DeepSeek's q_a/kv_a norms)
-        return [*items, opt("--kv-lora-rank", mla.kv_lora_rank), opt("--qk-head-dim", mla.qk_nope_head_dim),
-                opt("--qk-pos-emb-head-dim", mla.qk_rope_head_dim), opt("--v-head-dim", mla.v_head_dim),
-                "--qk-layernorm"]
+        return [
+            *items,
+            opt("--kv-lora-rank", mla.kv_lora_rank),
+            opt("--qk-head-dim", mla.qk_nope_head_dim),
+            opt("--qk-pos-emb-head-dim", mla.qk_rope_head_dim),
+            opt("--v-head-dim", mla.v_head_dim),
+            "--qk-layernorm",
+        ]
     items = []
     if model.num_kv_heads != model.num_attention_heads:
         items += ["--group-query-attention", opt("--num-query-groups", model.num_kv_heads)]
@@ -233,8 +251,11 @@ def _moe_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     moe = model.moe
     if moe is None:
         return []
-    items = [opt("--num-experts", moe.num_experts), opt("--moe-router-topk", moe.top_k),
-             opt("--moe-ffn-hidden-size", moe.expert_ffn_hidden_size)]
+    items = [
+        opt("--num-experts", moe.num_experts),
+        opt("--moe-router-topk", moe.top_k),
+        opt("--moe-ffn-hidden-size", moe.expert_ffn_hidden_size),
+    ]
     if moe.shared_experts:
         items.append(opt("--moe-shared-expert-intermediate-size", moe.shared_width))
     if moe.first_dense_layers and model.mamba is None:
@@ -252,15 +273,24 @@ def _mamba_items(model: ModelSpec) -> list[str]:
     mamba = model.mamba
     if mamba is None:
         return []
-    return [opt("--hybrid-override-pattern", mamba.layer_pattern), "--spec " + " ".join(quote(w) for w in MAMBA_SPEC),
-            opt("--mamba-state-dim", mamba.state_size), opt("--mamba-head-dim", mamba.head_dim),
-            opt("--mamba-num-groups", mamba.num_groups), opt("--mamba-num-heads", mamba.heads(model.hidden_size))]
+    return [
+        opt("--hybrid-override-pattern", mamba.layer_pattern),
+        "--spec " + " ".join(quote(w) for w in MAMBA_SPEC),
+        opt("--mamba-state-dim", mamba.state_size),
+        opt("--mamba-head-dim", mamba.head_dim),
+        opt("--mamba-num-groups", mamba.num_groups),
+        opt("--mamba-num-heads", mamba.heads(model.hidden_size)),
+    ]
 
 
 def model_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     """Architecture and numerics flags. The vocabulary is padded only up to a multiple of tp."""
-    items = [opt("--num-layers", model.layers), opt("--hidden-size", model.hidden_size),
-             opt("--ffn-hidden-size", model.ffn_hidden_size), opt("--num-attention-heads", model.num_attention_heads)]
+    items = [
+        opt("--num-layers", model.layers),
+        opt("--hidden-size", model.hidden_size),
+        opt("--ffn-hidden-size", model.ffn_hidden_size),
+        opt("--num-attention-heads", model.num_attention_heads),
+    ]
     items += _attention_items(model)
     items += [opt("--seq-length", job.seq_len), opt("--max-position-embeddings", max(model.max_seq_len, job.seq_len))]
     items += list(_NORM[model.norm])
@@ -303,24 +333,36 @@ def notes(model: ModelSpec, plan: Plan, *, stack: StackProfile | None = None) ->
     out = []
     hidden = stack is None or stack.ep_overlap
     if hidden and model.moe is not None and plan.pp > 1 and plan.ep > 1 and not ep_overlap(model, plan):
-        out.append("the estimate hides the MoE all-to-all behind the pipeline; Megatron-LM overlaps it only with "
-                   "interleaving (vpp > 1) and without full recompute, so this plan may run slower than estimated")
+        out.append(
+            "the estimate hides the MoE all-to-all behind the pipeline; Megatron-LM overlaps it only with "
+            "interleaving (vpp > 1) and without full recompute, so this plan may run slower than estimated"
+        )
     if model.position_embedding == "alibi":
-        out.append(f"{model.name} uses ALiBi, which Megatron-LM's GPT model does not have: the launch uses no "
-                   "position embedding")
+        out.append(f"{model.name} uses ALiBi, which Megatron-LM's GPT model does not have: the launch uses no position embedding")
     if model.position_embedding == "rope" and model.rope_scaling not in (1.0, 8.0):
-        out.append(f"Megatron-LM's GPT builder at the pin applies Llama 3.1 rope scaling with factor 8, not "
-                   f"{model.rope_scaling:g}")
+        out.append(f"Megatron-LM's GPT builder at the pin applies Llama 3.1 rope scaling with factor 8, not {model.rope_scaling:g}")
     if model.position_embedding == "rope" and model.rope_base != round(model.rope_base):
         out.append(f"Megatron-LM takes an integer --rotary-base; {model.rope_base} was rounded")
     return out
 
 
 def megatron_command(
-    model: ModelSpec, plan: Plan, job: Job, *, nnodes: int, nproc_per_node: int,
-    rdzv_endpoint: str = "$MASTER_ADDR:29500", rdzv_id: str | None = None, script: str | None = None,
-    data_path: str | None = None, tokenizer_model: str | None = None, train_iters: int = 100, lr: float = 3e-4,
-    extra_args: Sequence[str] = (), multiline: bool = False, stack: StackProfile | None = None,
+    model: ModelSpec,
+    plan: Plan,
+    job: Job,
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    rdzv_endpoint: str = "$MASTER_ADDR:29500",
+    rdzv_id: str | None = None,
+    script: str | None = None,
+    data_path: str | None = None,
+    tokenizer_model: str | None = None,
+    train_iters: int = 100,
+    lr: float = 3e-4,
+    extra_args: Sequence[str] = (),
+    multiline: bool = False,
+    stack: StackProfile | None = None,
 ) -> str:
     """A complete torchrun line for Megatron-LM running ``plan`` on ``model``.
 

@@ -26,11 +26,33 @@ from autopar.spec.serve import Deployment, Engine, Workload
 MODEL_VAR = '"$MODEL"'
 PROMPTS_PER_SLOT = 10  # requests per concurrency slot: enough to reach the steady state the estimate assumes
 
-VLLM_BENCH_FLAGS = frozenset({"--backend", "--base-url", "--model", "--dataset-name", "--random-input-len",
-                              "--random-output-len", "--random-range-ratio", "--num-prompts", "--max-concurrency",
-                              "--ignore-eos"})
-SGLANG_BENCH_FLAGS = frozenset({"--backend", "--host", "--port", "--dataset-name", "--random-input-len",
-                                "--random-output-len", "--random-range-ratio", "--num-prompts", "--max-concurrency"})
+VLLM_BENCH_FLAGS = frozenset(
+    {
+        "--backend",
+        "--base-url",
+        "--model",
+        "--dataset-name",
+        "--random-input-len",
+        "--random-output-len",
+        "--random-range-ratio",
+        "--num-prompts",
+        "--max-concurrency",
+        "--ignore-eos",
+    }
+)
+SGLANG_BENCH_FLAGS = frozenset(
+    {
+        "--backend",
+        "--host",
+        "--port",
+        "--dataset-name",
+        "--random-input-len",
+        "--random-output-len",
+        "--random-range-ratio",
+        "--num-prompts",
+        "--max-concurrency",
+    }
+)
 
 # The weight format a framework's server line quantizes bf16 weights to on load: vLLM 0.12.0 and SGLang
 # 0.5.6.post2 `--quantization fp8` (their Fp8Config with is_checkpoint_fp8_serialized False keeps the
@@ -90,15 +112,20 @@ def weights_note(dep: Deployment) -> tuple[str, ...]:
     if w == "bf16":
         return ()
     if QUANTIZE_ON_LOAD.get(dep.framework) == w:
-        return (f"# --weights {w}: --quantization {w} quantizes a bf16 MODEL on load; drop it if MODEL is "
-                f"an {w} checkpoint of another format (compressed-tensors, ModelOpt): the server reads that "
-                "from its config and refuses a mismatch",)
-    return (f"# --weights {w}: MODEL must be {CHECKPOINT[w]} checkpoint, whose config the server reads; "
-            "this line does not quantize a bf16 one on load",)
+        return (
+            f"# --weights {w}: --quantization {w} quantizes a bf16 MODEL on load; drop it if MODEL is "
+            f"an {w} checkpoint of another format (compressed-tensors, ModelOpt): the server reads that "
+            "from its config and refuses a mismatch",
+        )
+    return (
+        f"# --weights {w}: MODEL must be {CHECKPOINT[w]} checkpoint, whose config the server reads; "
+        "this line does not quantize a bf16 one on load",
+    )
 
 
-def server_lines(dep: Deployment, *, line: Callable[[Engine, str | None], str], port: int,
-                 front: str, host_gpus: int | None = None) -> tuple[str, ...]:
+def server_lines(
+    dep: Deployment, *, line: Callable[[Engine, str | None], str], port: int, front: str, host_gpus: int | None = None
+) -> tuple[str, ...]:
     """One server line per engine, from `line(engine, role)` (role None, "prefill" or "decode").
 
     Aggregated: the replicas on ports port, port+1, ... Disaggregated: a note saying what
@@ -107,10 +134,16 @@ def server_lines(dep: Deployment, *, line: Callable[[Engine, str | None], str], 
     (weights_note). A deployment of more than `host_gpus` GPUs is written as one block per host
     (hosts), each numbering its GPUs from 0; else every engine on one host, on the GPUs after
     the previous one's."""
-    roles: list[tuple[str | None, Engine, int, int]] = ([(None, dep.engine, dep.replicas, port)] if dep.prefill is None else
-             [("prefill", dep.prefill, dep.prefill_replicas, port + 100), ("decode", dep.engine, dep.replicas, port + 200)])
-    note = () if dep.prefill is None else (
-        f"# prefill engines on ports {port + 100}+, decode engines on {port + 200}+; {front} on port {port}",)
+    roles: list[tuple[str | None, Engine, int, int]] = (
+        [(None, dep.engine, dep.replicas, port)]
+        if dep.prefill is None
+        else [("prefill", dep.prefill, dep.prefill_replicas, port + 100), ("decode", dep.engine, dep.replicas, port + 200)]
+    )
+    note = (
+        ()
+        if dep.prefill is None
+        else (f"# prefill engines on ports {port + 100}+, decode engines on {port + 200}+; {front} on port {port}",)
+    )
     if host_gpus is None or dep.gpus <= host_gpus:
         out, first = [], 0
         for role, engine, replicas, base in roles:
@@ -120,13 +153,13 @@ def server_lines(dep: Deployment, *, line: Callable[[Engine, str | None], str], 
     return (*weights_note(dep), *note, *hosts(roles, line=line, host_gpus=host_gpus))
 
 
-def hosts(roles: list[tuple[str | None, Engine, int, int]], *, line: Callable[[Engine, str | None], str],
-          host_gpus: int) -> list[str]:
+def hosts(roles: list[tuple[str | None, Engine, int, int]], *, line: Callable[[Engine, str | None], str], host_gpus: int) -> list[str]:
     """Per-host blocks: a header naming the host, its rank and the engines' roles, then their lines with
     the host's own GPU numbers (CUDA_VISIBLE_DEVICES from 0). Engines are packed largest first, so
     that engines of power-of-two sizes, none larger than a host, fill every host but the last."""
-    engines = sorted(((role, i, engine, base + i) for role, engine, replicas, base in roles for i in range(replicas)),
-                     key=lambda item: -item[2].gpus)
+    engines = sorted(
+        ((role, i, engine, base + i) for role, engine, replicas, base in roles for i in range(replicas)), key=lambda item: -item[2].gpus
+    )
     packed: list[list[tuple[str | None, int, Engine, int, int]]] = []
     used = host_gpus
     for role, i, engine, p in engines:
@@ -135,8 +168,10 @@ def hosts(roles: list[tuple[str | None, Engine, int, int]], *, line: Callable[[E
             used = 0
         packed[-1].append((role, i, engine, p, used))
         used += engine.gpus
-    out = [f"# {len(packed)} hosts of {host_gpus} GPUs: run each block below on its own host, and point each "
-           "client (and router) at the host of its engine"]
+    out = [
+        f"# {len(packed)} hosts of {host_gpus} GPUs: run each block below on its own host, and point each "
+        "client (and router) at the host of its engine"
+    ]
     for h, members in enumerate(packed):
         names = [f"{role or 'engine'} {i}" for role, i, *_ in members]
         out.append(f"# host {h} of {len(packed)}, GPUs numbered from 0 there: {', '.join(names)}")
@@ -155,14 +190,19 @@ def _per_replica(one: str, wl: Workload, *, port: int, replicas: int) -> str:
 
 
 def vllm_bench(wl: Workload, *, port: int, replicas: int = 1) -> str:
-    one = ("vllm bench serve --backend openai --base-url http://localhost:{port} --model " + MODEL_VAR
-           + f" --dataset-name random --random-input-len {wl.isl} --random-output-len {wl.osl} --random-range-ratio 0"
-           " --max-concurrency {conc} --num-prompts {prompts} --ignore-eos")
+    one = (
+        "vllm bench serve --backend openai --base-url http://localhost:{port} --model "
+        + MODEL_VAR
+        + f" --dataset-name random --random-input-len {wl.isl} --random-output-len {wl.osl} --random-range-ratio 0"
+        " --max-concurrency {conc} --num-prompts {prompts} --ignore-eos"
+    )
     return _per_replica(one, wl, port=port, replicas=replicas)
 
 
 def sglang_bench(wl: Workload, *, port: int, replicas: int = 1) -> str:
-    one = ("python -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port {port} --dataset-name random"
-           f" --random-input-len {wl.isl} --random-output-len {wl.osl} --random-range-ratio 1"
-           " --max-concurrency {conc} --num-prompts {prompts}")
+    one = (
+        "python -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port {port} --dataset-name random"
+        f" --random-input-len {wl.isl} --random-output-len {wl.osl} --random-range-ratio 1"
+        " --max-concurrency {conc} --num-prompts {prompts}"
+    )
     return _per_replica(one, wl, port=port, replicas=replicas)

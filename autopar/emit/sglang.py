@@ -12,10 +12,25 @@ from __future__ import annotations
 from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, ServeLaunch, per_engine, server_lines, sglang_bench
 from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 
-SGLANG_FLAGS = frozenset({"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention", "--ep-size",
-                          "--quantization", "--kv-cache-dtype", "--mem-fraction-static", "--max-running-requests",
-                          "--chunked-prefill-size", "--enable-mixed-chunk", "--max-prefill-tokens",
-                          "--disaggregation-mode", "--port"})
+SGLANG_FLAGS = frozenset(
+    {
+        "--model-path",
+        "--tp-size",
+        "--pp-size",
+        "--dp-size",
+        "--enable-dp-attention",
+        "--ep-size",
+        "--quantization",
+        "--kv-cache-dtype",
+        "--mem-fraction-static",
+        "--max-running-requests",
+        "--chunked-prefill-size",
+        "--enable-mixed-chunk",
+        "--max-prefill-tokens",
+        "--disaggregation-mode",
+        "--port",
+    }
+)
 PORT = 30000
 
 
@@ -33,8 +48,14 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
         words += ["--quantization", dep.weights]
     if dep.kv_dtype == "fp8":
         words += ["--kv-cache-dtype", "fp8_e4m3"]
-    words += ["--mem-fraction-static", str(fw.memory_fraction), "--max-running-requests", str(batch),
-              "--chunked-prefill-size", str(fw.chunk_tokens)]
+    words += [
+        "--mem-fraction-static",
+        str(fw.memory_fraction),
+        "--max-running-requests",
+        str(batch),
+        "--chunked-prefill-size",
+        str(fw.chunk_tokens),
+    ]
     if fw.mixed_chunk:
         words += ["--enable-mixed-chunk"]
     if fw.max_prefill_tokens:
@@ -46,8 +67,16 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
 
 def launch(dep: Deployment, wl: Workload, *, host_gpus: int | None = None) -> ServeLaunch:
     """Server lines (one per engine, per host past `host_gpus` GPUs) and `sglang.bench_serving` for the workload."""
-    servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), role=role),
-                           port=PORT, front="route them with SGLang's router in PD-disaggregation mode",
-                           host_gpus=host_gpus)
-    return ServeLaunch(framework="sglang", servers=servers, files=(),
-                       benchmark=sglang_bench(wl, port=PORT, replicas=dep.replicas if dep.prefill is None else 1))
+    servers = server_lines(
+        dep,
+        line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), role=role),
+        port=PORT,
+        front="route them with SGLang's router in PD-disaggregation mode",
+        host_gpus=host_gpus,
+    )
+    return ServeLaunch(
+        framework="sglang",
+        servers=servers,
+        files=(),
+        benchmark=sglang_bench(wl, port=PORT, replicas=dep.replicas if dep.prefill is None else 1),
+    )

@@ -35,8 +35,7 @@ def directive(name: str, value: object) -> str:
     return f"#SBATCH --{name}={text}"
 
 
-def slurm_script(command: str, *, nnodes: int, nproc_per_node: int, job_name: str,
-                 options: SlurmOptions | None = None) -> str:
+def slurm_script(command: str, *, nnodes: int, nproc_per_node: int, job_name: str, options: SlurmOptions | None = None) -> str:
     """An sbatch script that runs ``command`` once on every node.
 
     One srun task per node starts ``bash -c`` on the command (quoted as one word), so environment
@@ -47,15 +46,29 @@ def slurm_script(command: str, *, nnodes: int, nproc_per_node: int, job_name: st
         raise SpecError(f"nnodes ({nnodes}) and nproc_per_node ({nproc_per_node}) must be >= 1")
     opts = options or SlurmOptions()
     cpus = opts.cpus_per_task or CPUS_PER_GPU * nproc_per_node
-    lines = ["#!/bin/bash", directive("job-name", job_name), directive("nodes", nnodes),
-             directive("ntasks-per-node", 1), directive("gpus-per-node", nproc_per_node),
-             directive("cpus-per-task", cpus), "#SBATCH --exclusive"]
+    lines = [
+        "#!/bin/bash",
+        directive("job-name", job_name),
+        directive("nodes", nnodes),
+        directive("ntasks-per-node", 1),
+        directive("gpus-per-node", nproc_per_node),
+        directive("cpus-per-task", cpus),
+        "#SBATCH --exclusive",
+    ]
     for name in ("partition", "time", "account", "qos", "output"):
         value = getattr(opts, name)
         if value is not None:
             lines.append(directive(name, value))
-    lines += ["", "set -euo pipefail", "", "# The rendezvous host: the first node of the allocation.",
-              'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"', "export MASTER_ADDR", "",
-              # srun is given the CPUs again: since Slurm 22.05 it no longer takes --cpus-per-task from sbatch
-              f"srun --nodes={nnodes} --ntasks-per-node=1 --cpus-per-task={cpus} bash -c {shlex.quote(command)}", ""]
+    lines += [
+        "",
+        "set -euo pipefail",
+        "",
+        "# The rendezvous host: the first node of the allocation.",
+        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        "export MASTER_ADDR",
+        "",
+        # srun is given the CPUs again: since Slurm 22.05 it no longer takes --cpus-per-task from sbatch
+        f"srun --nodes={nnodes} --ntasks-per-node=1 --cpus-per-task={cpus} bash -c {shlex.quote(command)}",
+        "",
+    ]
     return "\n".join(lines)

@@ -27,8 +27,10 @@ TORCHTITAN_PIN = "torchtitan 0.3.0"
 # autopar preset -> torchtitan (module, config function) whose model is the same network; the
 # tests build each on the meta device and compare parameter counts.
 PRESET_CONFIGS = {
-    "llama3-8b": ("llama3", "llama3_8b"), "llama3.1-8b": ("llama3", "llama3_8b"),
-    "llama3-70b": ("llama3", "llama3_70b"), "llama3.1-70b": ("llama3", "llama3_70b"),
+    "llama3-8b": ("llama3", "llama3_8b"),
+    "llama3.1-8b": ("llama3", "llama3_8b"),
+    "llama3-70b": ("llama3", "llama3_70b"),
+    "llama3.1-70b": ("llama3", "llama3_70b"),
     "llama3.1-405b": ("llama3", "llama3_405b"),
     "qwen3-30b-a3b": ("qwen3", "qwen3_30b_a3b"),
     "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
@@ -89,8 +91,10 @@ def unsupported(model: ModelSpec, plan: Plan, job: Job) -> str | None:
         # SDPA under PyTorch's context_parallel, rotate method ALL_GATHER by default; Flex gathers K/V by hand
         return "its context parallelism all-gathers K/V (no overlapped ring)"
     if model.moe is not None and plan.etp != (plan.tp if plan.ep == 1 else 1):
-        return ("its experts are split like the MLP (etp = tp) without EP and kept whole (etp = 1) with EP; "
-                f"this plan has ep {plan.ep}, etp {plan.etp}")
+        return (
+            "its experts are split like the MLP (etp = tp) without EP and kept whole (etp = 1) with EP; "
+            f"this plan has ep {plan.ep}, etp {plan.etp}"
+        )
     shard = plan.dp if plan.zero >= 1 else 1
     if plan.ep > 1 and (shard * plan.cp * plan.tp) % plan.ep:
         return f"its EP group lies within dp_shard x cp x tp ({shard} x {plan.cp} x {plan.tp}), which ep ({plan.ep}) must divide"
@@ -109,8 +113,10 @@ def config_for(model: ModelSpec, config: str | None) -> tuple[str, str]:
         return module or "llama3", name
     if model.name in PRESET_CONFIGS:
         return PRESET_CONFIGS[model.name]
-    raise SpecError(f"torchtitan has no known config for {model.name}: give `torchtitan_config` NAME or MODULE:NAME "
-                    f"(known: {', '.join(sorted(PRESET_CONFIGS))})")
+    raise SpecError(
+        f"torchtitan has no known config for {model.name}: give `torchtitan_config` NAME or MODULE:NAME "
+        f"(known: {', '.join(sorted(PRESET_CONFIGS))})"
+    )
 
 
 def check_config(model: ModelSpec, module: str, name: str) -> None:
@@ -130,7 +136,8 @@ def check_config(model: ModelSpec, module: str, name: str) -> None:
             f"{flag} builds torchtitan's {layers} layers, hidden {hidden}, vocabulary {vocab:,}, "
             f"{params / 1e9:.1f}B parameters; {model.name} has {model.layers} layers, hidden {model.hidden_size}, "
             f"vocabulary {model.vocab_size:,}, {model.total_params() / 1e9:.1f}B"
-            f"{hint or ' (torchtitan has no config of its shape)'}")
+            f"{hint or ' (torchtitan has no config of its shape)'}"
+        )
 
 
 def torchtitan_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
@@ -148,8 +155,7 @@ def torchtitan_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     if reason is not None:
         raise SpecError(f"{TORCHTITAN_PIN} cannot run this plan: {reason}")
     shard = plan.dp if plan.zero >= 1 else 1
-    items = [opt("--parallelism.data_parallel_replicate_degree", plan.dp // shard),
-             opt("--parallelism.data_parallel_shard_degree", shard)]
+    items = [opt("--parallelism.data_parallel_replicate_degree", plan.dp // shard), opt("--parallelism.data_parallel_shard_degree", shard)]
     if plan.zero in (1, 2):
         items.append(opt("--parallelism.fsdp_reshard_after_forward", "never"))
     elif plan.zero == 3:
@@ -161,18 +167,23 @@ def torchtitan_items(model: ModelSpec, plan: Plan, job: Job) -> list[str]:
     if plan.pp > 1:
         items.append(opt("--parallelism.pipeline_parallel_schedule", "Interleaved1F1B" if plan.vpp > 1 else "1F1B"))
         if plan.vpp > 1:
-            items.append(opt("--parallelism.pipeline_parallel_layers_per_stage",
-                             layers_per_stage(model.layers, plan.pp * plan.vpp)))
-        items += [opt("--parallelism.pipeline_parallel_first_stage_less_layers", 0),
-                  opt("--parallelism.pipeline_parallel_last_stage_less_layers", 0),
-                  opt("--parallelism.pipeline_parallel_microbatch_size", plan.mbs)]
+            items.append(opt("--parallelism.pipeline_parallel_layers_per_stage", layers_per_stage(model.layers, plan.pp * plan.vpp)))
+        items += [
+            opt("--parallelism.pipeline_parallel_first_stage_less_layers", 0),
+            opt("--parallelism.pipeline_parallel_last_stage_less_layers", 0),
+            opt("--parallelism.pipeline_parallel_microbatch_size", plan.mbs),
+        ]
     else:
         local = plan.mbs
     items.append(opt("--parallelism.context_parallel_degree", plan.cp))
     if plan.ep > 1:
         items.append(opt("--parallelism.expert_parallel_degree", plan.ep))
-    items += [opt("--training.local_batch_size", local), opt("--training.global_batch_size", job.global_batch),
-              opt("--training.seq_len", job.seq_len), opt("--training.mixed_precision_param", "bfloat16")]
+    items += [
+        opt("--training.local_batch_size", local),
+        opt("--training.global_batch_size", job.global_batch),
+        opt("--training.seq_len", job.seq_len),
+        opt("--training.mixed_precision_param", "bfloat16"),
+    ]
     if plan.pp > 1 or plan.ep > 1:  # torchtitan refuses CUDA graphs with PP, and with its all-to-all EP dispatcher
         items.append("--training.disable_cuda_graphs")
     return items
@@ -184,9 +195,18 @@ def stage_counts(model: ModelSpec, plan: Plan) -> list[int]:
 
 
 def torchtitan_command(
-    model: ModelSpec, plan: Plan, job: Job, *, config: str | None = None, nnodes: int, nproc_per_node: int,
-    rdzv_endpoint: str = "$MASTER_ADDR:29500", rdzv_id: str | None = None, extra_args: Sequence[str] = (),
-    multiline: bool = False, stack: StackProfile | None = None,
+    model: ModelSpec,
+    plan: Plan,
+    job: Job,
+    *,
+    config: str | None = None,
+    nnodes: int,
+    nproc_per_node: int,
+    rdzv_endpoint: str = "$MASTER_ADDR:29500",
+    rdzv_id: str | None = None,
+    extra_args: Sequence[str] = (),
+    multiline: bool = False,
+    stack: StackProfile | None = None,
 ) -> str:
     """One torchrun line for ``python -m torchtitan.train`` with ``plan`` as config overrides.
 
@@ -196,8 +216,12 @@ def torchtitan_command(
     """
     check_launch(plan, model, job, nnodes, nproc_per_node, stack=stack)
     module, name = config_for(model, config)
-    items = [*torchrun_items(nnodes=nnodes, nproc_per_node=nproc_per_node, rdzv_endpoint=rdzv_endpoint,
-                             rdzv_id=rdzv_id), "-m torchtitan.train", opt("--module", module), opt("--config", name)]
+    items = [
+        *torchrun_items(nnodes=nnodes, nproc_per_node=nproc_per_node, rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id),
+        "-m torchtitan.train",
+        opt("--module", module),
+        opt("--config", name),
+    ]
     items += torchtitan_items(model, plan, job)
     items += extra_items(extra_args)
     items.append(AC_SUBCOMMANDS[plan.recompute])

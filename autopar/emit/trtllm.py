@@ -24,8 +24,19 @@ from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_line
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 
-TRTLLM_FLAGS = frozenset({"--backend", "--tp_size", "--pp_size", "--ep_size", "--max_batch_size", "--max_num_tokens",
-                          "--kv_cache_free_gpu_memory_fraction", "--extra_llm_api_options", "--port"})
+TRTLLM_FLAGS = frozenset(
+    {
+        "--backend",
+        "--tp_size",
+        "--pp_size",
+        "--ep_size",
+        "--max_batch_size",
+        "--max_num_tokens",
+        "--kv_cache_free_gpu_memory_fraction",
+        "--extra_llm_api_options",
+        "--port",
+    }
+)
 PORT = 8000
 EXTRA = "extra_llm_api_options.yaml"
 ROLE_EXTRA = {"prefill": "ctx_extra_llm_api_options.yaml", "decode": "gen_extra_llm_api_options.yaml"}
@@ -49,8 +60,10 @@ def _yaml(dep: Deployment, engine: Engine, role: str | None, wl: Workload) -> li
 
 def _line(dep: Deployment, engine: Engine, role: str | None, *, batch: int, extra: bool) -> str:
     if engine.dp > 1 and engine.tp > 1:
-        raise SpecError(f"`emit=trtllm`: TensorRT-LLM's attention-DP runs attention on one GPU per rank; "
-                        f"use `tp=1` `dp={engine.tp * engine.dp}` `attention_dp=True`")
+        raise SpecError(
+            f"`emit=trtllm`: TensorRT-LLM's attention-DP runs attention on one GPU per rank; "
+            f"use `tp=1` `dp={engine.tp * engine.dp}` `attention_dp=True`"
+        )
     fw = for_deployment(dep, role)
     batch = dep.args_for(role).max_batch_size or batch
     words = ["trtllm-serve", MODEL_VAR, "--backend", "pytorch", "--tp_size", str(engine.tp * engine.dp)]
@@ -58,8 +71,14 @@ def _line(dep: Deployment, engine: Engine, role: str | None, *, batch: int, extr
         words += ["--pp_size", str(engine.pp)]
     if engine.ep > 1:
         words += ["--ep_size", str(engine.ep)]
-    words += ["--max_batch_size", str(batch), "--max_num_tokens", str(fw.chunk_tokens),
-              "--kv_cache_free_gpu_memory_fraction", str(fw.memory_fraction)]
+    words += [
+        "--max_batch_size",
+        str(batch),
+        "--max_num_tokens",
+        str(fw.chunk_tokens),
+        "--kv_cache_free_gpu_memory_fraction",
+        str(fw.memory_fraction),
+    ]
     if extra:
         words += ["--extra_llm_api_options", ROLE_EXTRA[role] if role else EXTRA]
     return " ".join([*words, "--port", "{port}"])
@@ -68,8 +87,7 @@ def _line(dep: Deployment, engine: Engine, role: str | None, *, batch: int, extr
 def _disagg_config(dep: Deployment) -> str:
     """The front end's YAML: its port and the engines' URLs (ports as emit.serving.server_lines places them)."""
     lines = ["hostname: localhost", f"port: {PORT}", "backend: pytorch"]
-    for key, count, first in (("context_servers", dep.prefill_replicas, PORT + 100),
-                              ("generation_servers", dep.replicas, PORT + 200)):
+    for key, count, first in (("context_servers", dep.prefill_replicas, PORT + 100), ("generation_servers", dep.replicas, PORT + 200)):
         lines += [f"{key}:", f"  num_instances: {count}", "  urls:"]
         lines += [f'    - "localhost:{first + i}"' for i in range(count)]
     return "\n".join(lines) + "\n"
@@ -81,14 +99,19 @@ def launch(dep: Deployment, wl: Workload, *, host_gpus: int | None = None) -> Se
     batch = per_engine(dep, wl)
     if dep.prefill is None:
         yaml = _yaml(dep, dep.engine, None, wl)
-        servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, role, batch=batch, extra=bool(yaml)),
-                               port=PORT, front="", host_gpus=host_gpus)
+        servers = server_lines(
+            dep, line=lambda engine, role: _line(dep, engine, role, batch=batch, extra=bool(yaml)), port=PORT, front="", host_gpus=host_gpus
+        )
         files = ((EXTRA, "\n".join(yaml) + "\n"),) if yaml else ()
-        return ServeLaunch(framework="trtllm", servers=servers, files=files,
-                           benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas))
+        return ServeLaunch(framework="trtllm", servers=servers, files=files, benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas))
     engines = {"prefill": dep.prefill, "decode": dep.engine}
     extras = tuple((ROLE_EXTRA[role], "\n".join(_yaml(dep, engines[role], role, wl)) + "\n") for role in ROLE_EXTRA)
-    servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, role, batch=batch, extra=True),
-                           port=PORT, front=f"`{FRONT}`", host_gpus=host_gpus)
-    return ServeLaunch(framework="trtllm", servers=(*servers, FRONT), files=(*extras, (DISAGG_CONFIG, _disagg_config(dep))),
-                       benchmark=vllm_bench(wl, port=PORT, replicas=1))
+    servers = server_lines(
+        dep, line=lambda engine, role: _line(dep, engine, role, batch=batch, extra=True), port=PORT, front=f"`{FRONT}`", host_gpus=host_gpus
+    )
+    return ServeLaunch(
+        framework="trtllm",
+        servers=(*servers, FRONT),
+        files=(*extras, (DISAGG_CONFIG, _disagg_config(dep))),
+        benchmark=vllm_bench(wl, port=PORT, replicas=1),
+    )

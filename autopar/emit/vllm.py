@@ -16,9 +16,21 @@ from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, ServeLaunch, per_e
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 
-VLLM_FLAGS = frozenset({"--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
-                        "--enable-expert-parallel", "--quantization", "--kv-cache-dtype", "--gpu-memory-utilization",
-                        "--max-num-seqs", "--max-num-batched-tokens", "--kv-transfer-config", "--port"})
+VLLM_FLAGS = frozenset(
+    {
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--data-parallel-size",
+        "--enable-expert-parallel",
+        "--quantization",
+        "--kv-cache-dtype",
+        "--gpu-memory-utilization",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--kv-transfer-config",
+        "--port",
+    }
+)
 PORT = 8000
 # NIXL moves the KV cache between prefill and decode instances (vLLM docs, "Disaggregated Prefilling");
 # kv_both lets one launch line serve either role behind the proxy.
@@ -27,8 +39,10 @@ KV_TRANSFER = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 
 def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> str:
     if engine.ep > 1 and engine.ep != engine.tp * engine.dp:
-        raise SpecError(f"vLLM runs MoE experts either tensor-parallel (`ep=1`) or expert-parallel over all "
-                        f"tp x dp = {engine.tp * engine.dp} GPUs; `ep={engine.ep}` is neither")
+        raise SpecError(
+            f"vLLM runs MoE experts either tensor-parallel (`ep=1`) or expert-parallel over all "
+            f"tp x dp = {engine.tp * engine.dp} GPUs; `ep={engine.ep}` is neither"
+        )
     fw = for_deployment(dep, role)
     batch = dep.args_for(role).max_batch_size or batch
     words = ["vllm", "serve", MODEL_VAR, "--tensor-parallel-size", str(engine.tp)]
@@ -42,8 +56,14 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
         words += ["--quantization", dep.weights]
     if dep.kv_dtype == "fp8":
         words += ["--kv-cache-dtype", "fp8"]
-    words += ["--gpu-memory-utilization", str(fw.memory_fraction), "--max-num-seqs", str(batch),
-              "--max-num-batched-tokens", str(fw.chunk_tokens)]
+    words += [
+        "--gpu-memory-utilization",
+        str(fw.memory_fraction),
+        "--max-num-seqs",
+        str(batch),
+        "--max-num-batched-tokens",
+        str(fw.chunk_tokens),
+    ]
     if role is not None:
         words += ["--kv-transfer-config", shlex.quote(KV_TRANSFER)]
     return " ".join([*words, "--port", "{port}"])
@@ -51,7 +71,16 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
 
 def launch(dep: Deployment, wl: Workload, *, host_gpus: int | None = None) -> ServeLaunch:
     """Server lines (one per engine, per host past `host_gpus` GPUs) and `vllm bench serve` for the workload."""
-    servers = server_lines(dep, line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), role=role),
-                           port=PORT, front="put vLLM's disaggregation proxy in front", host_gpus=host_gpus)
-    return ServeLaunch(framework="vllm", servers=servers, files=(),
-                       benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas if dep.prefill is None else 1))
+    servers = server_lines(
+        dep,
+        line=lambda engine, role: _line(dep, engine, batch=per_engine(dep, wl), role=role),
+        port=PORT,
+        front="put vLLM's disaggregation proxy in front",
+        host_gpus=host_gpus,
+    )
+    return ServeLaunch(
+        framework="vllm",
+        servers=servers,
+        files=(),
+        benchmark=vllm_bench(wl, port=PORT, replicas=dep.replicas if dep.prefill is None else 1),
+    )

@@ -27,8 +27,13 @@ from autopar.errors import AutoparError, OutputError, SpecError
 from autopar.io.reading import input_named, named
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG}  # the disk, not the user's choice of path
-_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def output_target(path: Path, *, option: str, err: type[AutoparError] = SpecError, updates_input: bool = False) -> Path:
@@ -43,8 +48,7 @@ def output_target(path: Path, *, option: str, err: type[AutoparError] = SpecErro
     if stat.S_ISREG(mode):
         read_as = None if updates_input else input_named(path)
         if read_as is not None:
-            raise err(f"{option} {named(path)}: this command reads that file (as {named(read_as)}); autopar does "
-                      "not overwrite its inputs")
+            raise err(f"{option} {named(path)}: this command reads that file (as {named(read_as)}); autopar does not overwrite its inputs")
         return Path(os.path.realpath(path))
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
     via = " (through a symlink)" if os.path.islink(path) else ""
@@ -57,8 +61,16 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: Path, data: str | bytes, *, option: str, executable: bool = False,
-                 err: type[AutoparError] = SpecError, make_parents: bool = False, updates_input: bool = False) -> None:
+def write_atomic(
+    path: Path,
+    data: str | bytes,
+    *,
+    option: str,
+    executable: bool = False,
+    err: type[AutoparError] = SpecError,
+    make_parents: bool = False,
+    updates_input: bool = False,
+) -> None:
     """Write `data` to `path` atomically; an OSError becomes one line naming `option`.
 
     `make_parents` creates the folder first (the saved-profile location);

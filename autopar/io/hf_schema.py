@@ -34,9 +34,25 @@ from autopar.io.schema import (
 )
 from autopar.spec import limits as lim
 
-__all__ = ["READERS_SCHEMA", "AttnCfg", "Common", "DeepSeek", "Gemma2", "Gemma3Text", "Gpt2", "GptOss", "Kind", "Llama",
-           "Mamba2", "MambaSsm",
-           "Mixtral", "NemotronH", "Qwen3Moe", "SsmCfg", "validate"]
+__all__ = [
+    "READERS_SCHEMA",
+    "AttnCfg",
+    "Common",
+    "DeepSeek",
+    "Gemma2",
+    "Gemma3Text",
+    "Gpt2",
+    "GptOss",
+    "Kind",
+    "Llama",
+    "Mamba2",
+    "MambaSsm",
+    "Mixtral",
+    "NemotronH",
+    "Qwen3Moe",
+    "SsmCfg",
+    "validate",
+]
 
 RopeTheta = Annotated[float, Field(ge=1, le=lim.MAX_ROPE_BASE, allow_inf_nan=False)]
 RopeFactor = Annotated[float, Field(gt=0, le=lim.MAX_ROPE_SCALING, allow_inf_nan=False)]  # >= 1 for llama3 (reader)

@@ -27,8 +27,7 @@ def preset_names() -> list[str]:
 def load_model(ref: str) -> ModelSpec:
     """A preset name, a YAML spec, a Hugging Face config.json, or a folder holding one."""
     if not ref.strip():
-        raise SpecError("empty model name: give a preset name (see `autopar models`), a model .yaml file "
-                        "or a Hugging Face config.json")
+        raise SpecError("empty model name: give a preset name (see `autopar models`), a model .yaml file or a Hugging Face config.json")
     path = Path(ref)
     if path.is_dir():
         path = path / "config.json"
@@ -48,9 +47,11 @@ def load_model(ref: str) -> ModelSpec:
             return with_checkpoint_kv(from_hf_config(data, where=f"{ref} ({named(cached)})"), cached, data)
         found = preset_for_hf_id(ref)
         if found is None:
-            raise SpecError(f"unknown model '{named(ref)}': its config.json is not in the Hugging Face cache "
-                            f"({named(hf_cache_dir())}) and no built-in preset has this architecture (see `autopar "
-                            f"models`); get it with `huggingface-cli download {ref} config.json`, or pass a config.json")
+            raise SpecError(
+                f"unknown model '{named(ref)}': its config.json is not in the Hugging Face cache "
+                f"({named(hf_cache_dir())}) and no built-in preset has this architecture (see `autopar "
+                f"models`); get it with `huggingface-cli download {ref} config.json`, or pass a config.json"
+            )
         ref = found
     if ref in names:
         preset = resources.files("autopar") / "data" / "presets" / f"{ref}.yaml"
@@ -72,8 +73,11 @@ def with_checkpoint_kv(spec: ModelSpec, config_path: Path, config: dict[str, Any
 # variant (Instruct, Chat, Base, it, Thinking: Qwen3-235B-A22B-Thinking-2507 and Kimi-K2-Thinking have their
 # Instruct sibling's config.json shape), the weight format (FP8, FP4, AWQ, Static-PerTensor, ...), a release
 # date (Qwen3-...-2507, DeepSeek-V3-0324), a version (Mixtral-...-v0.1) and a context tag (-8K).
-_VARIANT = re.compile(r"[-_.](instruct|chat|base|it|thinking|hf|fp8|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8"
-                      r"|dynamic|static|pertensor|\d{4}|v\d+(\.\d+)*|\d+k)$", re.IGNORECASE)
+_VARIANT = re.compile(
+    r"[-_.](instruct|chat|base|it|thinking|hf|fp8|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8"
+    r"|dynamic|static|pertensor|\d{4}|v\d+(\.\d+)*|\d+k)$",
+    re.IGNORECASE,
+)
 # Released under another name with a preset's architecture (their config.json matches it):
 # DeepSeek-R1 is trained from DeepSeek-V3-Base (arXiv:2501.12948 sec. 2.2); Llama 3.3 70B has the
 # Llama 3.1 70B shape (meta-llama/Llama-3.3-70B-Instruct config.json: 80 layers, 8192 hidden, 64/8 heads).
@@ -81,9 +85,13 @@ _VARIANT = re.compile(r"[-_.](instruct|chat|base|it|thinking|hf|fp8|fp4|nvfp4|mx
 # 61 layers, 7168 hidden, 64 heads, MLA 1536/512, 384 experts top-8, 1 shared, vocab 163840, as kimi-k2).
 # Qwen3-Coder-480B-A35B and Llama-4-Scout-17B-16E are the presets qwen3-coder-480b and llama4-scout (shorter
 # names, so `autopar models` fits 80 columns).
-_SAME_ARCHITECTURE = {"deepseekr1": "deepseek-v3", "llama3370b": "llama3.1-70b", "qwen3coder480ba35b": "qwen3-coder-480b",
-                      "llama4scout17b16e": "llama4-scout",
-                      "kimik25": "kimi-k2"}
+_SAME_ARCHITECTURE = {
+    "deepseekr1": "deepseek-v3",
+    "llama3370b": "llama3.1-70b",
+    "qwen3coder480ba35b": "qwen3-coder-480b",
+    "llama4scout17b16e": "llama4-scout",
+    "kimik25": "kimi-k2",
+}
 
 
 def _stem(name: str) -> str:

@@ -79,13 +79,13 @@ def _builtin(ref: str) -> tuple[dict[str, Any], str]:
     files = _files()
     if name not in files:
         names = sorted(files)
-        raise SpecError(f"`stack`: unknown stack '{name}'{did_you_mean(name, names)}: one of {', '.join(names)} "
-                        "(see `autopar stacks`) or a stack .yaml")
+        raise SpecError(
+            f"`stack`: unknown stack '{name}'{did_you_mean(name, names)}: one of {', '.join(names)} (see `autopar stacks`) or a stack .yaml"
+        )
     known = stack_versions(name)
     version = version if at else known[-1]
     if version not in files[name]:
-        raise SpecError(f"`stack` {ref}: {name} has no version '{version}'; it has {', '.join(known)} "
-                        f"(default {known[-1]})")
+        raise SpecError(f"`stack` {ref}: {name} has no version '{version}'; it has {', '.join(known)} (default {known[-1]})")
     with resources.as_file(resources.files("autopar") / "data" / "stacks" / files[name][version]) as p:
         data, where = load_mapping(p), str(p)
     base = data.pop("extends", None)
@@ -140,8 +140,14 @@ def _keys_as_text(data: dict[str, Any]) -> dict[str, Any]:
     opts = data.get("options")
     if not isinstance(opts, dict):
         return data
-    fixed = {k: ({**o, "choices": {_text(c): v for c, v in o["choices"].items()}}
-                 if isinstance(o, dict) and isinstance(o.get("choices"), dict) else o) for k, o in opts.items()}
+    fixed = {
+        k: (
+            {**o, "choices": {_text(c): v for c, v in o["choices"].items()}}
+            if isinstance(o, dict) and isinstance(o.get("choices"), dict)
+            else o
+        )
+        for k, o in opts.items()
+    }
     return {**data, "options": fixed}
 
 
@@ -157,8 +163,9 @@ def stack_options(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def option_lines(ref: str) -> str:
     """A built-in stack's options as one line: KEY (a|b) or KEY (number)."""
     offered = stack_options(_keys_as_text(_builtin(ref)[0]))
-    return ", ".join(f"{k} ({'|'.join(sorted(o['choices'])) if o.get('choices') else 'number'})"
-                     for k, o in sorted(offered.items())) or "none"
+    return (
+        ", ".join(f"{k} ({'|'.join(sorted(o['choices'])) if o.get('choices') else 'number'})" for k, o in sorted(offered.items())) or "none"
+    )
 
 
 def _with_option(data: dict[str, Any], key: str, value: str, *, stack: StackProfile) -> dict[str, Any]:
@@ -166,8 +173,10 @@ def _with_option(data: dict[str, Any], key: str, value: str, *, stack: StackProf
     offered = stack_options(data)
     if key not in offered:
         names = ", ".join(sorted(offered)) or "none"
-        raise SpecError(f"`stack_opt` {key}: stack {stack.label} has no option '{key}'{did_you_mean(key, list(offered))}"
-                        f"; its options: {names} (see `autopar stacks`)")
+        raise SpecError(
+            f"`stack_opt` {key}: stack {stack.label} has no option '{key}'{did_you_mean(key, list(offered))}"
+            f"; its options: {names} (see `autopar stacks`)"
+        )
     spec = offered[key]
     if spec.get("choices"):
         choices = spec["choices"]
@@ -212,8 +221,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
 
     version = data.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise SpecError(f"{where}: schema_version: stack is from a newer autopar (schema {version}, this one reads "
-                        f"{SCHEMA_VERSION})")
+        raise SpecError(f"{where}: schema_version: stack is from a newer autopar (schema {version}, this one reads {SCHEMA_VERSION})")
     s = validate(StackFile, data, where=where, err=SpecError)
     k, o, c, m, r = s.kernels, s.overlap, s.collectives, s.memory, s.plan_rules
     if "dp" not in r.parallelisms:
@@ -225,24 +233,54 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
     for key, opt in (s.options or {}).items():
         _check_option(key, opt, s, where=where)
     return StackProfile(
-        name=s.name, description=s.description, launcher=s.launcher,
-        attention_kernel=k.attention, attention_vs_fa3=Curve(xs=tuple(x for x, _ in pairs), ys=tuple(y for _, y in pairs)),
-        compiled=k.compiled, elementwise_passes=k.elementwise_passes, layer_overhead_us=k.layer_overhead_us,
-        fp8_cast_bytes=k.fp8_cast_bytes, logit_bytes=k.logit_bytes, moe_host_us=k.moe_host_us,
-        tp_overlap=o.tp, cp_overlap=o.cp, ep_overlap=o.ep, dp_overlap=o.dp, dp_gather_overlap=o.dp_gather,
-        dp_granularity=c.dp_granularity, dp_bucket_params=c.dp_bucket_params, grad_reduce_bytes=c.grad_reduce_bytes,
+        name=s.name,
+        description=s.description,
+        launcher=s.launcher,
+        attention_kernel=k.attention,
+        attention_vs_fa3=Curve(xs=tuple(x for x, _ in pairs), ys=tuple(y for _, y in pairs)),
+        compiled=k.compiled,
+        elementwise_passes=k.elementwise_passes,
+        layer_overhead_us=k.layer_overhead_us,
+        fp8_cast_bytes=k.fp8_cast_bytes,
+        logit_bytes=k.logit_bytes,
+        moe_host_us=k.moe_host_us,
+        tp_overlap=o.tp,
+        cp_overlap=o.cp,
+        ep_overlap=o.ep,
+        dp_overlap=o.dp,
+        dp_gather_overlap=o.dp_gather,
+        dp_granularity=c.dp_granularity,
+        dp_bucket_params=c.dp_bucket_params,
+        grad_reduce_bytes=c.grad_reduce_bytes,
         fp8_grad_reduce_bytes=c.fp8_grad_reduce_bytes,
-        selective=m.selective, fp8_weight_copy_bytes=m.fp8_weight_copy_bytes,
-        fp8_weight_copy_sharded=m.fp8_weight_copy_sharded, fp8_saves_fp8_inputs=m.fp8_saves_fp8_inputs,
-        fp8_gather=m.fp8_gather, pp_reshard=m.pp_reshard, pp_stage_buffers=m.pp_stage_buffers,
-        fixed_overhead_gib=m.fixed_overhead_gib, allocator_fragmentation=m.allocator_fragmentation,
-        activation_saves=m.activation_saves, fsdp_master=m.fsdp_master, gather_bytes=m.gather_bytes,
-        root_gathered=m.root_gathered, logit_peak_bytes=m.logit_peak_bytes, logit_peak_bytes_tp=m.logit_peak_bytes_tp,
+        selective=m.selective,
+        fp8_weight_copy_bytes=m.fp8_weight_copy_bytes,
+        fp8_weight_copy_sharded=m.fp8_weight_copy_sharded,
+        fp8_saves_fp8_inputs=m.fp8_saves_fp8_inputs,
+        fp8_gather=m.fp8_gather,
+        pp_reshard=m.pp_reshard,
+        pp_stage_buffers=m.pp_stage_buffers,
+        fixed_overhead_gib=m.fixed_overhead_gib,
+        allocator_fragmentation=m.allocator_fragmentation,
+        activation_saves=m.activation_saves,
+        fsdp_master=m.fsdp_master,
+        gather_bytes=m.gather_bytes,
+        root_gathered=m.root_gathered,
+        logit_peak_bytes=m.logit_peak_bytes,
+        logit_peak_bytes_tp=m.logit_peak_bytes_tp,
         tp_saves_gathered=m.tp_saves_gathered,
-        parallelisms=tuple(r.parallelisms), cp_comms=tuple(r.cp_comms), zero_stages=tuple(r.zero_stages),
-        vpp=r.vpp, equal_stages=r.equal_stages, ep_over_tp=r.ep_over_tp, experts_whole_with_ep=r.experts_whole_with_ep,
-        pipeline_counts_embedding=r.pipeline_counts_embedding, recompute_modules=tuple(r.recompute_modules),
-        citations=tuple((s.citations or {}).items()), path=where, version=s.version or "",
+        parallelisms=tuple(r.parallelisms),
+        cp_comms=tuple(r.cp_comms),
+        zero_stages=tuple(r.zero_stages),
+        vpp=r.vpp,
+        equal_stages=r.equal_stages,
+        ep_over_tp=r.ep_over_tp,
+        experts_whole_with_ep=r.experts_whole_with_ep,
+        pipeline_counts_embedding=r.pipeline_counts_embedding,
+        recompute_modules=tuple(r.recompute_modules),
+        citations=tuple((s.citations or {}).items()),
+        path=where,
+        version=s.version or "",
     )
 
 

@@ -69,8 +69,7 @@ def default_output(kind: str) -> Path:
     return saved if kind == "cuda" else saved.with_name("profile-cpu.yaml")
 
 
-def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None, compare: str | None,
-                console: Console) -> None:
+def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None, compare: str | None, console: Console) -> None:
     """`console`: where the summary goes, the CLI's (render/text.py: names escaped, at most 80 columns)."""
     if compare is not None and not compare.strip():
         raise ProfileError("`compare` is empty: give a built-in profile name (see `autopar hardware`) or a profile .yaml")
@@ -109,10 +108,15 @@ def run_profile(*, out: Path | None, quick: bool, device: str, nproc: int | None
     print_summary(console, written, str(path))
     if nvml[0] is not None:
         said = nvml[0].as_provenance()
-        console.print(f"NVML: {said['nvml_gpus']}, {said['nvml_memory_gib']} GiB, power limit "
-                      f"{said['nvml_power_limit_w']} W; {said['nvml_topology']}", markup=False, highlight=False)
+        console.print(
+            f"NVML: {said['nvml_gpus']}, {said['nvml_memory_gib']} GiB, power limit "
+            f"{said['nvml_power_limit_w']} W; {said['nvml_topology']}",
+            markup=False,
+            highlight=False,
+        )
     if out is None and kind != "cuda":
-        console.print(f"a CPU profile is not saved as the default hardware: pass --hardware {path} to use it",
-                      markup=False, highlight=False)
+        console.print(
+            f"a CPU profile is not saved as the default hardware: pass --hardware {path} to use it", markup=False, highlight=False
+        )
     if reference is not None:
         print_compare(console, written, reference)

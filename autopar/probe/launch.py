@@ -230,8 +230,7 @@ def _spawn(task: Task, n: int, console: Console) -> Any:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=spawned_main, args=(task, r, n, port, q, os.getpid()), name=f"autopar-rank{r}")
-             for r in range(n)]
+    procs = [ctx.Process(target=spawned_main, args=(task, r, n, port, q, os.getpid()), name=f"autopar-rank{r}") for r in range(n)]
     sink = RichSink(console)
     phase, result, ok = "start-up", None, False
     silent_limit = task.timeout_s + GRACE_S

@@ -57,8 +57,9 @@ def _timeout(default: float) -> float:
     except ValueError:
         raise ProfileError(f"AUTOPAR_PROBE_TIMEOUT_S: expected seconds, got {raw[:40]!r}") from None
     if not (math.isfinite(value) and MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S):
-        raise ProfileError(f"AUTOPAR_PROBE_TIMEOUT_S: must be a number of seconds from {MIN_TIMEOUT_S:g} to "
-                           f"{MAX_TIMEOUT_S:g}, got {raw[:40]!r}")
+        raise ProfileError(
+            f"AUTOPAR_PROBE_TIMEOUT_S: must be a number of seconds from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g}, got {raw[:40]!r}"
+        )
     return value
 
 

@@ -182,8 +182,9 @@ def schedule_lines(*, stages: int, microbatches: int, chunks: int, bwd_units: in
         head, tail = room // unit, 0
     else:
         head = tail = max(1, (room - 3) // 2 // unit)
-    tl, _ = timeline_ends(stages=stages, microbatches=microbatches, chunks=chunks, fwd_units=1, bwd_units=bwd_units,
-                          head_units=head, tail_units=tail)
+    tl, _ = timeline_ends(
+        stages=stages, microbatches=microbatches, chunks=chunks, fwd_units=1, bwd_units=bwd_units, head_units=head, tail_units=tail
+    )
     cut = head + tail < tl.total_units
     lines = []
     for i, row in enumerate(tl.stages):
@@ -213,10 +214,14 @@ def schedule_picture(x: Explained, width: int) -> list[Text]:
         Text(f"pipeline schedule: {name}, {p.pp} stages, {m} micro-batches"),
         Text(f"{label}, B = backward, {IDLE_CHAR} = idle", style="dim"),
         *schedule_lines(stages=p.pp, microbatches=m, chunks=p.vpp, bwd_units=bwd, width=width),
-        Text(f"bubble: (p-1)/(v·m) = {p.pp - 1}/{p.vpp * m} = {ideal:.2%} of the busy time; estimated "
-             f"{e.time.bubble:.3f} s of a {e.step_time_s:.3f} s step (uneven stages and the loss layer included)"),
-        Text(f"(schematic: equal stages, a backward {bwd}x a forward{' with full recompute' if bwd == 3 else ''}, "
-             "no transfer time)", style="dim"),
+        Text(
+            f"bubble: (p-1)/(v·m) = {p.pp - 1}/{p.vpp * m} = {ideal:.2%} of the busy time; estimated "
+            f"{e.time.bubble:.3f} s of a {e.step_time_s:.3f} s step (uneven stages and the loss layer included)"
+        ),
+        Text(
+            f"(schematic: equal stages, a backward {bwd}x a forward{' with full recompute' if bwd == 3 else ''}, no transfer time)",
+            style="dim",
+        ),
     ]
 
 

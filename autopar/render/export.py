@@ -36,8 +36,9 @@ def csv_text(rows: Sequence[dict[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=list(keys), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "+".join(map(str, v)) if isinstance(v, list) else json.dumps(v) if isinstance(v, dict) else v
-                         for k, v in row.items()})
+        writer.writerow(
+            {k: "+".join(map(str, v)) if isinstance(v, list) else json.dumps(v) if isinstance(v, dict) else v for k, v in row.items()}
+        )
     return out.getvalue()
 
 
@@ -55,8 +56,9 @@ def suggestion_files(s: Suggestion, top: int, *, launch: Launch | None = None) -
     from autopar.advise.launch import script_text
     from autopar.render.report import plan_dict, plan_text, suggestion_json
 
-    files = table_files("plans", [{"plan": plan_text(e), **plan_dict(e, s.bands(e), headroom_bytes=s.ctx.headroom_bytes)}
-                                  for e in s.plans[:top]])
+    files = table_files(
+        "plans", [{"plan": plan_text(e), **plan_dict(e, s.bands(e), headroom_bytes=s.ctx.headroom_bytes)} for e in s.plans[:top]]
+    )
     files["suggestion.json"] = suggestion_json(s, top, launch=launch) + "\n"
     if launch is not None:
         files["launch.sh"] = script_text(launch)

@@ -123,28 +123,43 @@ def figure(s: Suggestion, points: Sequence[tuple[float, float, Candidate, int]] 
     ax = fig.add_subplot()
     points = _distinct(ranked.candidates) if points is None else points
     xs, ys = [p[0] for p in points], [p[1] for p in points]
-    ax.scatter(xs, ys, s=9, color="#9aa5b1", alpha=0.6, linewidths=0,
-               label=f"plans timed ({len(ranked)} of {s.result.feasible} that fit)",
-               gid="plans", rasterized=len(xs) > RASTER_ABOVE)
+    ax.scatter(
+        xs,
+        ys,
+        s=9,
+        color="#9aa5b1",
+        alpha=0.6,
+        linewidths=0,
+        label=f"plans timed ({len(ranked)} of {s.result.feasible} that fit)",
+        gid="plans",
+        rasterized=len(xs) > RASTER_ABOVE,
+    )
     fx = [e.memory.total / GIB for e in front]
     fy = [e.tokens_per_s for e in front]
-    ax.plot(fx, fy, drawstyle="steps-post", color="#d62728", linewidth=1, label=f"Pareto front ({len(front)})",
-            gid="pareto-front")
+    ax.plot(fx, fy, drawstyle="steps-post", color="#d62728", linewidth=1, label=f"Pareto front ({len(front)})", gid="pareto-front")
     for i, e in enumerate(front):
         ax.plot([fx[i]], [fy[i]], marker="o", markersize=4, color="#d62728", gid=f"pareto-{i}-{plan_slug(e)}")
     bx, by = best.memory.total / GIB, best.tokens_per_s
-    ax.plot([bx], [by], marker="*", markersize=13, color="#2ca02c", linestyle="none", gid="recommended",
-            label="recommended")
+    ax.plot([bx], [by], marker="*", markersize=13, color="#2ca02c", linestyle="none", gid="recommended", label="recommended")
     # above the axes, left-aligned: never on a point or the front, whatever their shape
-    ax.text(0, 1.015, f"\u2605 recommended: {plan_text(best)}; {by:,.0f} tokens/s, {bx:.1f} GiB",
-            transform=ax.transAxes, ha="left", va="bottom", color="#2ca02c", gid="recommended-label")
+    ax.text(
+        0,
+        1.015,
+        f"\u2605 recommended: {plan_text(best)}; {by:,.0f} tokens/s, {bx:.1f} GiB",
+        transform=ax.transAxes,
+        ha="left",
+        va="bottom",
+        color="#2ca02c",
+        gid="recommended-label",
+    )
     ax.axvline(cap, color="#444444", linestyle="--", linewidth=0.8, label=f"GPU memory ({cap:.1f} GiB)")
     ax.set_xlabel("peak memory per GPU (GiB)")
     ax.set_ylabel("tokens/s (whole job)")
     ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     j = s.ctx.job
-    ax.set_title(f"{s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}: global batch {j.global_batch} x "
-                 f"{j.seq_len} tokens, {j.dtype}", pad=22)
+    ax.set_title(
+        f"{s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}: global batch {j.global_batch} x {j.seq_len} tokens, {j.dtype}", pad=22
+    )
     ax.grid(True, linewidth=0.3, alpha=0.5)
     ax.legend(loc="lower right")
     return fig
@@ -177,12 +192,14 @@ def html_page(s: Suggestion, svg: str) -> str:
     rows = []
     for e in front:
         mark = " (recommended)" if e is best else ""
-        rows.append(f"<tr><td>{html.escape(plan_text(e))}{mark}</td><td>{e.tokens_per_s:,.0f}</td>"
-                    f"<td>{e.mfu:.1%}</td><td>{e.memory.total / GIB:.1f}</td></tr>")
+        rows.append(
+            f"<tr><td>{html.escape(plan_text(e))}{mark}</td><td>{e.tokens_per_s:,.0f}</td>"
+            f"<td>{e.mfu:.1%}</td><td>{e.memory.total / GIB:.1f}</td></tr>"
+        )
     j = s.ctx.job
     title = html.escape(f"autopar: {s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{title}</title>\n"
         "<style>body{font-family:sans-serif;max-width:60rem;margin:2rem auto}"
         "table{border-collapse:collapse}td,th{padding:.2rem .6rem;border-bottom:1px solid #ddd;text-align:right}"
@@ -193,7 +210,8 @@ def html_page(s: Suggestion, svg: str) -> str:
         f"{best.tokens_per_s:,.0f} tokens/s. Hover over a point for its plan.</p>\n"
         f"{inline}\n<h2>Pareto front: tokens/s against peak memory per GPU</h2>\n"
         "<table>\n<tr><th>plan</th><th>tokens/s</th><th>MFU</th><th>GiB per GPU</th></tr>\n"
-        + "\n".join(rows) + "\n</table>\n</body>\n</html>\n"
+        + "\n".join(rows)
+        + "\n</table>\n</body>\n</html>\n"
     )
 
 
@@ -203,8 +221,9 @@ def plot_file(path: Path, s: Suggestion) -> tuple[str, PlotSummary]:
         raise SpecError(f"`plot` {path}: the file name must end in .svg or .html")
     svg = svg_chart(s)
     text = svg if path.suffix.lower() == ".svg" else html_page(s, svg)
-    return text, PlotSummary(path=path, plans=s.result.feasible, drawn=len(s.result.ranked),
-                             pareto=len(pareto_front(s.result.ranked.candidates)))
+    return text, PlotSummary(
+        path=path, plans=s.result.feasible, drawn=len(s.result.ranked), pareto=len(pareto_front(s.result.ranked.candidates))
+    )
 
 
 def _front(s: Suggestion) -> list[Estimate]:

@@ -13,8 +13,9 @@ DELAY_S = 1.0  # no bar for work that ends sooner
 
 
 @contextmanager
-def progress_after(label: str, *, console: Console | None = None, delay_s: float = DELAY_S,
-                   enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+def progress_after(
+    label: str, *, console: Console | None = None, delay_s: float = DELAY_S, enabled: bool = True
+) -> Iterator[Callable[[int, int], None] | None]:
     """A callback(done, total) that draws a transient bar on stderr once `delay_s` has passed;
     None when stderr is not a terminal (or not `enabled`), so piped output and --json stay clean."""
     console = console or Console(stderr=True)
@@ -30,8 +31,9 @@ def progress_after(label: str, *, console: Console | None = None, delay_s: float
         if bar is None:
             if time.perf_counter() - start < delay_s:
                 return
-            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           console=console, transient=True)
+            bar = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True
+            )
             bar.start()
             task = bar.add_task(label, total=total)
         if task is not None:

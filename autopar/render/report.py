@@ -20,6 +20,7 @@ from autopar.spec.units import GIB
 if TYPE_CHECKING:
     from autopar.advise.launch import Launch
 
+
 def lookup_dict(found: Lookup) -> dict[str, Any]:
     """The class whose rows set a band: {"class", "rows"}, or no class, the rows of the wanted one and why."""
     if found.band is None:
@@ -30,9 +31,12 @@ def lookup_dict(found: Lookup) -> dict[str, Any]:
 def bands_dict(b: TrainingBands) -> dict[str, Any]:
     """[p10, p90] of each figure (null: too few rows), the fit's margin and confidence, and the classes."""
     return {
-        "tokens_per_s_range": pair(b.tokens_per_s), "tokens_per_s_per_gpu_range": pair(b.tokens_per_s_per_gpu),
-        "step_time_s_range": pair(b.step_time_s), "memory_gib_per_gpu_range": pair(b.memory_gib),
-        "fit_margin_gib": b.fit_margin_gib, "fit_confidence": b.fit_confidence,
+        "tokens_per_s_range": pair(b.tokens_per_s),
+        "tokens_per_s_per_gpu_range": pair(b.tokens_per_s_per_gpu),
+        "step_time_s_range": pair(b.step_time_s),
+        "memory_gib_per_gpu_range": pair(b.memory_gib),
+        "fit_margin_gib": b.fit_margin_gib,
+        "fit_confidence": b.fit_confidence,
         "error_classes": {"tokens_per_s": lookup_dict(b.speed), "memory": lookup_dict(b.memory)},
     }
 
@@ -42,10 +46,19 @@ def plan_dict(est: Estimate, bands: TrainingBands | None = None, *, headroom_byt
     free, when given)."""
     p = est.plan
     return {
-        "dp": p.dp, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "cp_comm": p.cp_comm,
+        "dp": p.dp,
+        "tp": p.tp,
+        "pp": p.pp,
+        "vpp": p.vpp,
+        "cp": p.cp,
+        "ep": p.ep,
+        "etp": p.etp,
+        "cp_comm": p.cp_comm,
         "mbs": p.mbs,
-        "recompute": p.recompute, **({"recompute_modules": list(p.recompute_modules)} if p.recompute_modules else {}),
-        "zero": p.zero, "sp": p.sp,
+        "recompute": p.recompute,
+        **({"recompute_modules": list(p.recompute_modules)} if p.recompute_modules else {}),
+        "zero": p.zero,
+        "sp": p.sp,
         "step_time_s": est.step_time_s,
         "tokens_per_s": est.tokens_per_s,
         "tokens_per_s_per_gpu": est.tokens_per_s_per_gpu,
@@ -54,8 +67,11 @@ def plan_dict(est: Estimate, bands: TrainingBands | None = None, *, headroom_byt
         "memory_gib_per_gpu": est.memory.total / GIB,
         "allocator_reserved_gib": est.memory.allocator_reserved / GIB,
         "fits": est.fits,
-        **({} if headroom_bytes is None else
-           {"within_headroom": est.fits and est.memory_capacity_bytes - est.memory.total >= headroom_bytes}),
+        **(
+            {}
+            if headroom_bytes is None
+            else {"within_headroom": est.fits and est.memory_capacity_bytes - est.memory.total >= headroom_bytes}
+        ),
         **({} if bands is None else bands_dict(bands)),
     }
 
@@ -67,8 +83,11 @@ def context_dict(ctx: Context) -> dict[str, Any]:
         "params": ctx.model.total_params(),
         "hardware": ctx.hw.name,
         "hardware_source": ctx.hw_reason,
-        "corrections": {c.name: {"factor": c.factor, "stack": c.stack, "source": c.source} for c in ctx.hw.corrections
-                        if ctx.stack.takes_eager_corrections},
+        "corrections": {
+            c.name: {"factor": c.factor, "stack": c.stack, "source": c.source}
+            for c in ctx.hw.corrections
+            if ctx.stack.takes_eager_corrections
+        },
         "stack": ctx.stack.name,
         "stack_version": ctx.stack.version,
         "stack_options": dict(ctx.stack.applied),
@@ -97,12 +116,21 @@ def launch_dict(launch: Launch | None) -> dict[str, Any]:
     return doc
 
 
-def suggestion_dict(s: Suggestion, top: int, *, launch: Launch | None = None,
-                    plot: PlotSummary | None = None, saved: Sequence[Path] | None = None) -> dict[str, Any]:
+def suggestion_dict(
+    s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None, saved: Sequence[Path] | None = None
+) -> dict[str, Any]:
     """`suggest --json`'s document (also the Python API's to_dict)."""
     plans = [plan_dict(e, s.bands(e), headroom_bytes=s.ctx.headroom_bytes) for e in s.plans[:top]]
-    doc = {**context_dict(s.ctx), **plans[0], "considered": s.result.considered, "feasible": s.result.feasible,
-           "plans": plans, "warnings": list(s.warnings), "ties": ties_dict(s), **launch_dict(launch)}
+    doc = {
+        **context_dict(s.ctx),
+        **plans[0],
+        "considered": s.result.considered,
+        "feasible": s.result.feasible,
+        "plans": plans,
+        "warnings": list(s.warnings),
+        "ties": ties_dict(s),
+        **launch_dict(launch),
+    }
     if plot is not None:
         doc["plot_file"] = str(plot.path)
     if saved is not None:
@@ -110,20 +138,23 @@ def suggestion_dict(s: Suggestion, top: int, *, launch: Launch | None = None,
     return doc
 
 
-def suggestion_json(s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None,
-                    saved: Sequence[Path] | None = None) -> str:
-    return dumps(suggestion_dict(s, top, launch=launch, plot=plot, saved=saved),
-                 mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
+def suggestion_json(
+    s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None, saved: Sequence[Path] | None = None
+) -> str:
+    return dumps(suggestion_dict(s, top, launch=launch, plot=plot, saved=saved), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
 
 
 def explained_dict(x: Explained, *, launch: Launch | None = None) -> dict[str, Any]:
     """`estimate --json`'s document (also the Python API's to_dict)."""
     e = x.estimate
-    return {**context_dict(x.ctx), **plan_dict(e, x.bands, headroom_bytes=x.ctx.headroom_bytes),
-            "time_breakdown_s": e.time.as_dict(),
-            "memory_breakdown_gib": e.memory.as_gib(),
-            "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints],
-            **launch_dict(launch)}
+    return {
+        **context_dict(x.ctx),
+        **plan_dict(e, x.bands, headroom_bytes=x.ctx.headroom_bytes),
+        "time_breakdown_s": e.time.as_dict(),
+        "memory_breakdown_gib": e.memory.as_gib(),
+        "fit_hints": [{"change": c, "memory_gib_per_gpu": g} for c, g in x.hints],
+        **launch_dict(launch),
+    }
 
 
 def ties_dict(s: Suggestion) -> dict[str, Any] | None:
@@ -131,9 +162,13 @@ def ties_dict(s: Suggestion) -> dict[str, Any] | None:
     t = s.ties
     if t is None:
         return None
-    return {"within_error": t.count, "within_error_at_least": t.more, "spread": t.spread,
-            "fastest": plan_label(t.fastest),
-            "fastest_tokens_per_s_per_gpu": t.fastest.tokens_per_s_per_gpu}
+    return {
+        "within_error": t.count,
+        "within_error_at_least": t.more,
+        "spread": t.spread,
+        "fastest": plan_label(t.fastest),
+        "fastest_tokens_per_s_per_gpu": t.fastest.tokens_per_s_per_gpu,
+    }
 
 
 def explained_json(x: Explained, *, launch: Launch | None = None) -> str:
@@ -144,10 +179,16 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     """The launch after the tables: the command itself, or where it was written."""
     if launch is None:
         return
-    what = ("sbatch script" if launch.kind.startswith("slurm")
-            else "deepspeed command" if launch.line.startswith("deepspeed ") else "torchrun command")
-    where = (f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs" if launch.nnodes > 1
-             else f"1 node, {counted(launch.nproc_per_node, 'GPU')}")
+    what = (
+        "sbatch script"
+        if launch.kind.startswith("slurm")
+        else "deepspeed command"
+        if launch.line.startswith("deepspeed ")
+        else "torchrun command"
+    )
+    where = (
+        f"{launch.nnodes} nodes x {launch.nproc_per_node} GPUs" if launch.nnodes > 1 else f"1 node, {counted(launch.nproc_per_node, 'GPU')}"
+    )
     for note in launch.notes:
         say(console, f"note: {note}", markup=False)
     if launch.path is not None:
@@ -185,10 +226,12 @@ def _header(console: Console, ctx: Context) -> None:
         else:  # measured on eager PyTorch: says nothing of a stack with fused kernels
             say(console, f"not applied to stack {ctx.stack.name} (fused kernels): autopar calibrate's {c.describe()}")
     say(console, f"stack: {ctx.stack.label} — {ctx.stack_reason}")
-    say(console, f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, "
-        f"{j.dtype}")
-    say(console, f"memory: a plan fits in the GPU's {ctx.hw.memory_bytes / GIB:.1f} GiB; it should leave "
-        f"{ctx.headroom_bytes / GIB:.1f} GiB free (--headroom {ctx.headroom})")
+    say(console, f"job: global batch {batch} x {j.seq_len} tokens = {j.tokens_per_step / 1e6:.2f}M tokens/step, {j.dtype}")
+    say(
+        console,
+        f"memory: a plan fits in the GPU's {ctx.hw.memory_bytes / GIB:.1f} GiB; it should leave "
+        f"{ctx.headroom_bytes / GIB:.1f} GiB free (--headroom {ctx.headroom})",
+    )
 
 
 def plan_label(est: Estimate | Candidate) -> str:
@@ -212,10 +255,12 @@ def plan_text(est: Estimate | Candidate) -> str:
     return f"{plan_label(est)}, mbs {p.mbs}, recompute {p.recompute_label}, ZeRO-{p.zero}"
 
 
-LEGEND = (("+sp", "+sp: sequence parallelism with tp"),
-          ("(ag)", "cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)"),
-          ("vpp", "vppN: interleaved pipeline stages per rank"),
-          ("etp", "etpN: expert tensor parallelism"))
+LEGEND = (
+    ("+sp", "+sp: sequence parallelism with tp"),
+    ("(ag)", "cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)"),
+    ("vpp", "vppN: interleaved pipeline stages per rank"),
+    ("etp", "etpN: expert tensor parallelism"),
+)
 
 
 def legend(labels: Sequence[str]) -> str | None:
@@ -240,7 +285,12 @@ def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
 
 
 def render_suggestion(
-    console: Console, s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None,
+    console: Console,
+    s: Suggestion,
+    top: int,
+    *,
+    launch: Launch | None = None,
+    plot: PlotSummary | None = None,
     saved: Sequence[Path] | None = None,
 ) -> None:
     checked(suggestion_dict(s, top), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
@@ -248,47 +298,73 @@ def render_suggestion(
     r = s.result
     for warning in s.warnings:
         say(console, f"[yellow]warning:[/] {warning}")
-    say(console, f"searched {r.considered} plans in {s.search_s:.2f} s; {r.feasible} fit in "
-        f"{s.ctx.hw.memory_bytes / GIB:.1f} GiB")
+    say(console, f"searched {r.considered} plans in {s.search_s:.2f} s; {r.feasible} fit in {s.ctx.hw.memory_bytes / GIB:.1f} GiB")
     shown = distinct_layouts(s.plans, top)
     # tokens/s and TFLOP/s per GPU are tok/s/GPU x GPUs and MFU x peak: in --json and `estimate`, not here
     order = "by tokens/s" if s.ties is None else "by tokens/s, the most conventional first within the model's error"
-    heading = f"the best layout {order} (its best variant" if len(shown) == 1 else (
-        f"top {len(shown)} layouts {order} (the best variant of each")
+    heading = (
+        f"the best layout {order} (its best variant" if len(shown) == 1 else (f"top {len(shown)} layouts {order} (the best variant of each")
+    )
     say(console, f"{heading}; --json keeps the variants):")
-    t = table("#", "plan", "mbs", "recompute", "ZeRO", "step s", "tok/s/GPU", "MFU", "GiB", left=("plan", "recompute"),
-              wrap=("plan", "recompute"))
+    t = table(
+        "#", "plan", "mbs", "recompute", "ZeRO", "step s", "tok/s/GPU", "MFU", "GiB", left=("plan", "recompute"), wrap=("plan", "recompute")
+    )
     for i, e in enumerate(shown, 1):
         b = s.bands(e)
         modules = f" ({', '.join(e.plan.recompute_modules)})" if e.plan.recompute_modules else ""  # wraps at words
-        t.add_row(str(i), plan_label(e), str(e.plan.mbs), e.plan.recompute + modules, str(e.plan.zero), f"{e.step_time_s:.2f}",
-                  figure(e.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, column=True), f"{e.mfu:.1%}",
-                  f"{e.memory.total / GIB:.1f}{FIT_MARK.get(b.fit_confidence or '', '') if b.memory_gib else ''}")
+        t.add_row(
+            str(i),
+            plan_label(e),
+            str(e.plan.mbs),
+            e.plan.recompute + modules,
+            str(e.plan.zero),
+            f"{e.step_time_s:.2f}",
+            figure(e.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, column=True),
+            f"{e.mfu:.1%}",
+            f"{e.memory.total / GIB:.1f}{FIT_MARK.get(b.fit_confidence or '', '') if b.memory_gib else ''}",
+        )
     console.print(t)
     best = s.plans[0]
     b = s.bands(best)
-    say(console, f"error bands (p10-p90 of measured/predicted on held-out rows): tokens/s {b.speed.note()}; "
-        f"memory {b.memory.note()}" + ("; GiB~ likely fit, GiB! borderline" if b.memory_gib else ""), markup=False)
+    say(
+        console,
+        f"error bands (p10-p90 of measured/predicted on held-out rows): tokens/s {b.speed.note()}; "
+        f"memory {b.memory.note()}" + ("; GiB~ likely fit, GiB! borderline" if b.memory_gib else ""),
+        markup=False,
+    )
     if s.ties is not None:
-        say(console, f"{'at least ' if s.ties.more else ''}{s.ties.count} plans are within the model's error "
+        say(
+            console,
+            f"{'at least ' if s.ties.more else ''}{s.ties.count} plans are within the model's error "
             f"(±{s.ties.spread:.0%}) of the best "
             f"({plan_label(s.ties.fastest)}, {s.ties.fastest.tokens_per_s_per_gpu:,.0f} tok/s/GPU); the most "
-            f"conventional: {plan_label(s.ties.chosen)}, ZeRO-{s.ties.chosen.plan.zero}", markup=False)
+            f"conventional: {plan_label(s.ties.chosen)}, ZeRO-{s.ties.chosen.plan.zero}",
+            markup=False,
+        )
     notes = legend([plan_label(e) for e in (*shown, best)])
     if notes:
         say(console, notes, markup=False)
     say(console, f"[bold green]recommended:[/] {plan_text(best)}")
-    say(console, f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s, "
-        f"{figure(best.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu)} per GPU, MFU {best.mfu:.1%}")
-    say(console, f"  peak {best.memory.total / GIB:.1f} GiB/GPU ({best.memory.allocator_reserved / GIB:.1f} reserved "
-        f"by torch's allocator), {b.fit_margin_gib:.1f} GiB to spare, fit {b.fit_confidence}")
+    say(
+        console,
+        f"  {best.step_time_s:.2f} s/step, {best.tokens_per_s:,.0f} tokens/s, "
+        f"{figure(best.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu)} per GPU, MFU {best.mfu:.1%}",
+    )
+    say(
+        console,
+        f"  peak {best.memory.total / GIB:.1f} GiB/GPU ({best.memory.allocator_reserved / GIB:.1f} reserved "
+        f"by torch's allocator), {b.fit_margin_gib:.1f} GiB to spare, fit {b.fit_confidence}",
+    )
     tight = s.ctx.headroom_warning(best)
     if tight:
         say(console, f"[yellow]warning:[/] {tight}")
     say(console, "MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, bf16 dense peak")
     if plot is not None:
-        say(console, f"plot: {plot.plans} feasible plans ({plot.drawn} timed and drawn), {plot.pareto} on the Pareto "
-            f"front, written to {plot.path}", markup=False)
+        say(
+            console,
+            f"plot: {plot.plans} feasible plans ({plot.drawn} timed and drawn), {plot.pareto} on the Pareto front, written to {plot.path}",
+            markup=False,
+        )
     render_saved(console, saved)
     render_launch(console, launch)
 
@@ -304,40 +380,63 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
     _header(console, x.ctx)
     e = x.estimate
     p = e.plan
-    say(console, f"plan: {plan_label(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute "
-        f"{p.recompute_label}, ZeRO-{p.zero}")
+    say(
+        console,
+        f"plan: {plan_label(e)}, mbs {p.mbs}, {p.microbatches(x.ctx.job)} micro-batches, recompute {p.recompute_label}, ZeRO-{p.zero}",
+    )
     b = x.bands
     step = "" if b is None or b.step_time_s is None else f" (p10-p90 {b.step_time_s.lo:.3f}-{b.step_time_s.hi:.3f} s)"
-    t = table("component", "seconds", "share", title=f"step time {e.step_time_s:.3f} s{step}", left=("component",),
-              wrap=("component",))
-    labels = {"compute": "compute", "tp_comm": "exposed TP comm", "cp_comm": "exposed CP comm",
-              "ep_comm": "exposed EP all-to-all", "pp_comm": "exposed PP p2p", "dp_comm": "exposed DP sync",
-              "bubble": "pipeline bubble", "optimizer": "optimizer step", "overlap": "overlap slowdown"}
+    t = table("component", "seconds", "share", title=f"step time {e.step_time_s:.3f} s{step}", left=("component",), wrap=("component",))
+    labels = {
+        "compute": "compute",
+        "tp_comm": "exposed TP comm",
+        "cp_comm": "exposed CP comm",
+        "ep_comm": "exposed EP all-to-all",
+        "pp_comm": "exposed PP p2p",
+        "dp_comm": "exposed DP sync",
+        "bubble": "pipeline bubble",
+        "optimizer": "optimizer step",
+        "overlap": "overlap slowdown",
+    }
     for key, value in e.time.as_dict().items():
         t.add_row(labels[key], f"{value:.3f}", f"{value / e.step_time_s:.1%}")
     console.print(t)
-    mem = table("part", "GiB", left=("part",),
-                title=f"memory per GPU (worst stage): {e.memory.total / GIB:.1f} of {e.memory_capacity_bytes / GIB:.1f} GiB")
+    mem = table(
+        "part",
+        "GiB",
+        left=("part",),
+        title=f"memory per GPU (worst stage): {e.memory.total / GIB:.1f} of {e.memory_capacity_bytes / GIB:.1f} GiB",
+    )
     for key, value in e.memory.as_gib().items():
         if key != "total":
             mem.add_row(key, f"{value:.2f}")
     mem.add_row("device peak", f"{e.memory.total / GIB:.2f}")
     mem.add_row("allocator reserved", f"{e.memory.allocator_reserved / GIB:.2f}")
     console.print(mem)
-    say(console, f"allocator reserved = torch.cuda.max_memory_reserved(): the device peak less the CUDA context "
-        f"and NCCL ({e.memory.outside_allocator / GIB:.1f} GiB)", markup=False)
+    say(
+        console,
+        f"allocator reserved = torch.cuda.max_memory_reserved(): the device peak less the CUDA context "
+        f"and NCCL ({e.memory.outside_allocator / GIB:.1f} GiB)",
+        markup=False,
+    )
     if explain:
         from autopar.render.charts import render_explain
 
         render_explain(console, x)
         console.print()
     per_gpu = figure(e.tokens_per_s_per_gpu, None if b is None else b.tokens_per_s_per_gpu)
-    say(console, f"throughput: {e.tokens_per_s:,.0f} tokens/s, {per_gpu} per GPU, "
-        f"{e.model_tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {e.mfu:.1%} (PaLM convention, bf16 peak)")
+    say(
+        console,
+        f"throughput: {e.tokens_per_s:,.0f} tokens/s, {per_gpu} per GPU, "
+        f"{e.model_tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {e.mfu:.1%} (PaLM convention, bf16 peak)",
+    )
     if b is not None:
         ends = "" if b.memory_gib is None else f" (p10-p90 {b.memory_gib.lo:.1f}-{b.memory_gib.hi:.1f} GiB)"
-        say(console, f"error bands (p10-p90 of measured/predicted on held-out rows): tokens/s {b.speed.note()}; "
-            f"memory {b.memory.note()}{ends}", markup=False)
+        say(
+            console,
+            f"error bands (p10-p90 of measured/predicted on held-out rows): tokens/s {b.speed.note()}; memory {b.memory.note()}{ends}",
+            markup=False,
+        )
     if e.fits:
         how = "" if b is None else f": {b.fit_margin_gib:.1f} GiB to spare, fit {b.fit_confidence}"
         console.print(f"[green]fits in memory{how}[/]")
@@ -351,6 +450,9 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
             for c, g in x.hints:
                 say(console, f"  {c} -> {g:.1f} GiB", indent=4, markup=False)
         else:
-            say(console, f"[red]does not fit: {over:.1f} GiB over[/]; what would fit: no single change of recompute, "
-                "ZeRO, mbs, tp, pp or cp on these GPUs; use more GPUs or a shorter --seq-len")
+            say(
+                console,
+                f"[red]does not fit: {over:.1f} GiB over[/]; what would fit: no single change of recompute, "
+                "ZeRO, mbs, tp, pp or cp on these GPUs; use more GPUs or a shorter --seq-len",
+            )
     render_launch(console, launch)

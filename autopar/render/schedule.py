@@ -138,7 +138,13 @@ def timeline(*, stages: int, microbatches: int, chunks: int = 1, fwd_units: int 
 
 
 def timeline_ends(
-    *, stages: int, microbatches: int, chunks: int = 1, fwd_units: int = 1, bwd_units: int = 2, head_units: int,
+    *,
+    stages: int,
+    microbatches: int,
+    chunks: int = 1,
+    fwd_units: int = 1,
+    bwd_units: int = 2,
+    head_units: int,
     tail_units: int,
 ) -> tuple[Timeline, int]:
     """A timeline whose first `head_units` and last `tail_units` are those of the full schedule,
@@ -155,8 +161,7 @@ def timeline_ends(
     ops_bound = head_units + tail_units + 5 * stages
     keep = (-(-ops_bound // stages) + 1) * stages
     if microbatches <= keep:
-        return timeline(stages=stages, microbatches=microbatches, chunks=chunks, fwd_units=fwd_units,
-                        bwd_units=bwd_units), 0
+        return timeline(stages=stages, microbatches=microbatches, chunks=chunks, fwd_units=fwd_units, bwd_units=bwd_units), 0
     short = timeline(stages=stages, microbatches=keep, chunks=chunks, fwd_units=fwd_units, bwd_units=bwd_units)
     skipped = microbatches - keep
     split = head_units + stages  # every micro-batch in the head is below this, every one in the tail above

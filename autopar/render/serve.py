@@ -24,16 +24,17 @@ from autopar.spec.units import GIB
 def _degrees(dep: Deployment, pool: PoolEstimate) -> dict[str, Any]:
     e = pool.engine
     attention_dp = e.dp > 1
-    return {"tp": e.tp, "pp": e.pp, "dp": e.dp if attention_dp else pool.replicas, "ep": e.ep,
-            "attention_dp": attention_dp}
+    return {"tp": e.tp, "pp": e.pp, "dp": e.dp if attention_dp else pool.replicas, "ep": e.ep, "attention_dp": attention_dp}
 
 
 def layout_label(dep: Deployment) -> str:
     """tp4 x2, tp1 dp8 ep8 (attention-DP), 2P(tp4) + 1D(tp8)."""
+
     def one(pool_engine: Any, n: int) -> str:
         e = pool_engine
         s = f"tp{e.tp}" + (f" pp{e.pp}" if e.pp > 1 else "") + (f" adp{e.dp}" if e.dp > 1 else "")
         return s + (f" ep{e.ep}" if e.ep > 1 else "") + (f" x{n}" if n > 1 else "")
+
     if dep.prefill is not None:
         return f"{dep.prefill_replicas}P({one(dep.prefill, 1)}) + {dep.replicas}D({one(dep.engine, 1)})"
     return one(dep.engine, dep.replicas)
@@ -43,24 +44,33 @@ def engine_args(dep: Deployment, role: str | None) -> dict[str, Any]:
     """The launch settings the estimate used for the engines in `role` (the framework's defaults where
     --max-num-tokens, --max-batch-size or --memory-fraction is not given)."""
     fw = for_deployment(dep, role)
-    out: dict[str, Any] = {"max_num_tokens": fw.chunk_tokens, "max_batch_size": fw.max_seqs,
-                           "memory_fraction": fw.memory_fraction}
+    out: dict[str, Any] = {"max_num_tokens": fw.chunk_tokens, "max_batch_size": fw.max_seqs, "memory_fraction": fw.memory_fraction}
     if fw.name == "sglang":  # --enable-mixed-chunk, --max-prefill-tokens (0: SGLang's own 16384)
         out |= {"mixed_chunk": fw.mixed_chunk, "max_prefill_tokens": fw.max_prefill_tokens}
     return out
 
 
 def pool_dict(dep: Deployment, pool: PoolEstimate) -> dict[str, Any]:
-    return {**_degrees(dep, pool), "workers": pool.replicas, "gpus": pool.engine.gpus * pool.replicas,
-            "engine_args": engine_args(dep, pool.role),
-            "kv_cache_tokens": pool.kv_cache_tokens, "max_concurrency": pool.max_concurrency,
-            "weights_gib_per_gpu": pool.weights_gib, "memory_gib_per_gpu": pool.memory_gib_per_gpu, "fits": pool.fits}
+    return {
+        **_degrees(dep, pool),
+        "workers": pool.replicas,
+        "gpus": pool.engine.gpus * pool.replicas,
+        "engine_args": engine_args(dep, pool.role),
+        "kv_cache_tokens": pool.kv_cache_tokens,
+        "max_concurrency": pool.max_concurrency,
+        "weights_gib_per_gpu": pool.weights_gib,
+        "memory_gib_per_gpu": pool.memory_gib_per_gpu,
+        "fits": pool.fits,
+    }
 
 
 def bands_dict(b: ServingBands) -> dict[str, Any]:
     """TTFT and TPOT [p10, p90] (null: too few rows) and the classes that set them."""
-    return {"ttft_ms_range": pair(b.ttft_ms), "tpot_ms_range": pair(b.tpot_ms),
-            "error_classes": {"ttft": lookup_dict(b.ttft_class), "tpot": lookup_dict(b.tpot_class)}}
+    return {
+        "ttft_ms_range": pair(b.ttft_ms),
+        "tpot_ms_range": pair(b.tpot_ms),
+        "error_classes": {"ttft": lookup_dict(b.ttft_class), "tpot": lookup_dict(b.tpot_class)},
+    }
 
 
 def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
@@ -69,18 +79,35 @@ def estimate_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
     decode = est.pools[-1]
     bands = serving_bands(ctx.errors, est)
     doc: dict[str, Any] = {
-        "model": ctx.model.name, "hardware": ctx.hw.name, "hardware_source": ctx.hw_reason,
-        "framework": dep.framework, "framework_constants": est.framework_label,
+        "model": ctx.model.name,
+        "hardware": ctx.hw.name,
+        "hardware_source": ctx.hw_reason,
+        "framework": dep.framework,
+        "framework_constants": est.framework_label,
         **({"framework_note": ctx.framework_note} if ctx.framework_note else {}),
-        "weights": dep.weights, "kv_dtype": dep.kv_dtype, "kv_dtype_auto": kv_auto_dict(ctx), "gpus": dep.gpus,
-        "mode": dep.mode, **_degrees(dep, decode), "concurrency": wl.concurrency, "isl": wl.isl, "osl": wl.osl,
-        "ttft_ms": est.ttft_s * 1e3, "tpot_ms": est.tpot_s * 1e3, **bands_dict(bands),
-        "latency_ms": est.latency_s * 1e3, "output_tokens_per_s": est.output_tokens_per_s,
+        "weights": dep.weights,
+        "kv_dtype": dep.kv_dtype,
+        "kv_dtype_auto": kv_auto_dict(ctx),
+        "gpus": dep.gpus,
+        "mode": dep.mode,
+        **_degrees(dep, decode),
+        "concurrency": wl.concurrency,
+        "isl": wl.isl,
+        "osl": wl.osl,
+        "ttft_ms": est.ttft_s * 1e3,
+        "tpot_ms": est.tpot_s * 1e3,
+        **bands_dict(bands),
+        "latency_ms": est.latency_s * 1e3,
+        "output_tokens_per_s": est.output_tokens_per_s,
         "output_tokens_per_s_per_gpu": est.output_tokens_per_s / dep.gpus,
-        "tokens_per_s_per_user": 1.0 / est.tpot_s, "requests_per_s": est.requests_per_s,
-        "kv_cache_tokens": decode.kv_cache_tokens, "max_concurrency": decode.max_concurrency,
-        "memory_gib_per_gpu": max(p.memory_gib_per_gpu for p in est.pools), "fits": est.fits,
-        "queue_saturated": est.saturated, "engine_args": engine_args(dep, None),
+        "tokens_per_s_per_user": 1.0 / est.tpot_s,
+        "requests_per_s": est.requests_per_s,
+        "kv_cache_tokens": decode.kv_cache_tokens,
+        "max_concurrency": decode.max_concurrency,
+        "memory_gib_per_gpu": max(p.memory_gib_per_gpu for p in est.pools),
+        "fits": est.fits,
+        "queue_saturated": est.saturated,
+        "engine_args": engine_args(dep, None),
         "ttft_breakdown_ms": {k: v * 1e3 for k, v in est.ttft_parts.items()},
         "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()},
         "tpot_definition": TPOT_DEFINITION,
@@ -95,12 +122,23 @@ def estimate_json(ctx: ServeContext, est: ServeEstimate, launched: ServeLaunch |
     return dumps({**estimate_dict(ctx, est), **launch_dict(launched)})
 
 
-_TTFT_LABELS = {"prefill": "own prefill", "queue": "queued behind other prefills", "first_step": "step in progress",
-                "kv_transfer": "KV transfer to decode", "serving": "tokens queued in the serving process",
-                "overhead": "request overhead"}
-_TPOT_LABELS = {"weights": "weights read", "kv": "KV cache read", "compute": "compute beyond memory",
-                "tp_comm": "TP all-reduce", "ep_comm": "EP all-to-all", "overhead": "host step overhead",
-                "prefill_mix": "prefill interference"}
+_TTFT_LABELS = {
+    "prefill": "own prefill",
+    "queue": "queued behind other prefills",
+    "first_step": "step in progress",
+    "kv_transfer": "KV transfer to decode",
+    "serving": "tokens queued in the serving process",
+    "overhead": "request overhead",
+}
+_TPOT_LABELS = {
+    "weights": "weights read",
+    "kv": "KV cache read",
+    "compute": "compute beyond memory",
+    "tp_comm": "TP all-reduce",
+    "ep_comm": "EP all-to-all",
+    "overhead": "host step overhead",
+    "prefill_mix": "prefill interference",
+}
 
 
 def _breakdown(title: str, parts: dict[str, float], labels: dict[str, str]) -> Table:
@@ -124,8 +162,7 @@ def header(console: Console, ctx: ServeContext) -> None:
     if kv == "auto":
         dtype, why = kv_auto(m)
         kv = f"auto ({dtype}, from {why})" if m.kv_dtype_default else f"auto ({dtype})"  # else: the activation dtype
-    say(console, f"model: {m.name} ({m.family()}, {m.total_params() / 1e9:.1f}B params), weights {ctx.weights}, "
-        f"KV {kv}")
+    say(console, f"model: {m.name} ({m.family()}, {m.total_params() / 1e9:.1f}B params), weights {ctx.weights}, KV {kv}")
     say(console, f"hardware: {ctx.hw.name} ({ctx.hw.gpu_name}, {ctx.hw.memory_bytes / GIB:.0f} GiB) - {ctx.hw_reason}")
     if ctx.framework_note:
         say(console, f"framework: {ctx.framework_note}", markup=False)
@@ -136,30 +173,39 @@ def render_estimate(console: Console, ctx: ServeContext, est: ServeEstimate, *, 
     dep, wl = est.deployment, est.workload
     if with_header:
         header(console, ctx)
-    say(console, f"deployment: {dep.mode} {layout_label(dep)} on {dep.gpus} GPU{'' if dep.gpus == 1 else 's'}, "
-                 f"{est.framework_label}")
-    say(console, f"workload: {wl.concurrency} request{'' if wl.concurrency == 1 else 's'} in flight, "
-                 f"{wl.isl} in / {wl.osl} out tokens")
+    say(console, f"deployment: {dep.mode} {layout_label(dep)} on {dep.gpus} GPU{'' if dep.gpus == 1 else 's'}, {est.framework_label}")
+    say(console, f"workload: {wl.concurrency} request{'' if wl.concurrency == 1 else 's'} in flight, {wl.isl} in / {wl.osl} out tokens")
     b = serving_bands(ctx.errors, est)
     console.print(_breakdown(f"TTFT {est.ttft_s * 1e3:.0f} ms{_spread(b.ttft_ms)}", est.ttft_parts, _TTFT_LABELS))
     console.print(_breakdown(f"TPOT {est.tpot_s * 1e3:.1f} ms{_spread(b.tpot_ms)}", est.tpot_parts, _TPOT_LABELS))
-    say(console, f"error bands (p10-p90 of measured/predicted, out of sample): "
-        f"TTFT {b.ttft_class.note()}; TPOT {b.tpot_class.note()}", markup=False)
-    say(console, f"throughput: {est.output_tokens_per_s:,.0f} output tokens/s, "
+    say(
+        console,
+        f"error bands (p10-p90 of measured/predicted, out of sample): TTFT {b.ttft_class.note()}; TPOT {b.tpot_class.note()}",
+        markup=False,
+    )
+    say(
+        console,
+        f"throughput: {est.output_tokens_per_s:,.0f} output tokens/s, "
         f"{est.output_tokens_per_s / dep.gpus:,.0f} per GPU, {1 / est.tpot_s:.1f} tokens/s per user, "
-        f"{est.requests_per_s:.2f} requests/s")
+        f"{est.requests_per_s:.2f} requests/s",
+    )
     for pool in est.pools:
-        say(console, f"{pool.role} engines: KV cache {pool.kv_cache_tokens:,} tokens each, holds "
-            f"{pool.max_concurrency:,} requests")
+        say(console, f"{pool.role} engines: KV cache {pool.kv_cache_tokens:,} tokens each, holds {pool.max_concurrency:,} requests")
         say(console, f"  {pool.weights_gib:.1f} GiB weights, {pool.memory_gib_per_gpu:.1f} GiB in use per GPU")
     if not est.fits:
         say(console, "[red]does not fit: the KV cache cannot hold one request beside the weights[/]")
     elif est.saturated and kv_full(est):
-        say(console, f"[yellow]queue-saturated: {wl.concurrency} requests exceed what the KV cache holds "
-            f"({est.pools[-1].max_concurrency}); the surplus waits for a slot[/]")
+        say(
+            console,
+            f"[yellow]queue-saturated: {wl.concurrency} requests exceed what the KV cache holds "
+            f"({est.pools[-1].max_concurrency}); the surplus waits for a slot[/]",
+        )
     elif est.saturated:
-        say(console, "[yellow]queue-saturated: the prefill engines set the rate; the requests the decode "
-            "engines do not hold wait in the prefill queue[/]")
+        say(
+            console,
+            "[yellow]queue-saturated: the prefill engines set the rate; the requests the decode "
+            "engines do not hold wait in the prefill queue[/]",
+        )
     say(console, TPOT_DEFINITION, markup=False)
 
 
@@ -177,9 +223,16 @@ def kv_full(est: ServeEstimate) -> bool:
 
 def _point_row(est: ServeEstimate) -> dict[str, Any]:
     dep = est.deployment
-    return {"layout": layout_label(dep), "mode": dep.mode, "kv_dtype": dep.kv_dtype,
-            "concurrency": est.workload.concurrency, "ttft_ms": est.ttft_s * 1e3, "tpot_ms": est.tpot_s * 1e3,
-            "output_tokens_per_s_per_gpu": est.output_tokens_per_s / dep.gpus, "tokens_per_s_per_user": 1 / est.tpot_s}
+    return {
+        "layout": layout_label(dep),
+        "mode": dep.mode,
+        "kv_dtype": dep.kv_dtype,
+        "concurrency": est.workload.concurrency,
+        "ttft_ms": est.ttft_s * 1e3,
+        "tpot_ms": est.tpot_s * 1e3,
+        "output_tokens_per_s_per_gpu": est.output_tokens_per_s / dep.gpus,
+        "tokens_per_s_per_user": 1 / est.tpot_s,
+    }
 
 
 def shown_front(front: tuple[ServeEstimate, ...]) -> list[dict[str, Any]]:
@@ -197,22 +250,37 @@ def shown_front(front: tuple[ServeEstimate, ...]) -> list[dict[str, Any]]:
 def _point_dict(ctx: ServeContext, est: ServeEstimate) -> dict[str, Any]:
     """A Pareto point for JSON: the table row, its TTFT and TPOT bands and both breakdowns."""
     b = serving_bands(ctx.errors, est)
-    return {**_point_row(est), "ttft_ms_range": pair(b.ttft_ms), "tpot_ms_range": pair(b.tpot_ms),
-            "queue_saturated": est.saturated,
-            "ttft_breakdown_ms": {k: v * 1e3 for k, v in est.ttft_parts.items()},
-            "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()}}
+    return {
+        **_point_row(est),
+        "ttft_ms_range": pair(b.ttft_ms),
+        "tpot_ms_range": pair(b.tpot_ms),
+        "queue_saturated": est.saturated,
+        "ttft_breakdown_ms": {k: v * 1e3 for k, v in est.ttft_parts.items()},
+        "tpot_breakdown_ms": {k: v * 1e3 for k, v in est.tpot_parts.items()},
+    }
 
 
-def suggestion_dict(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None, *,
-                    saved: Sequence[Path] | None = None, plot: PlotSummary | None = None) -> dict[str, Any]:
+def suggestion_dict(
+    ctx: ServeContext,
+    result: ServeSweep,
+    launched: ServeLaunch | None = None,
+    *,
+    saved: Sequence[Path] | None = None,
+    plot: PlotSummary | None = None,
+) -> dict[str, Any]:
     """`serve suggest --json`'s document (also the Python API's to_dict)."""
     if result.best is None:
         raise ValueError("suggestion_dict needs a recommended deployment")
-    doc: dict[str, Any] = {"recommended": estimate_dict(ctx, result.best), "recommended_by": result.rule,
-           "recommendation_rule": RULES[result.rule], "pareto": [_point_dict(ctx, p) for p in result.pareto],
-           "deployments_tried": result.layouts, "points_priced": len(result.points) + result.skipped,
-           "points_bounded": result.skipped,
-           "tpot_definition": TPOT_DEFINITION}
+    doc: dict[str, Any] = {
+        "recommended": estimate_dict(ctx, result.best),
+        "recommended_by": result.rule,
+        "recommendation_rule": RULES[result.rule],
+        "pareto": [_point_dict(ctx, p) for p in result.pareto],
+        "deployments_tried": result.layouts,
+        "points_priced": len(result.points) + result.skipped,
+        "points_bounded": result.skipped,
+        "tpot_definition": TPOT_DEFINITION,
+    }
     doc["recommended"].update(launch_dict(launched))
     if saved is not None:
         doc["saved_files"] = [str(p) for p in saved]
@@ -221,38 +289,52 @@ def suggestion_dict(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch
     return doc
 
 
-def suggestion_json(ctx: ServeContext, result: ServeSweep, launched: ServeLaunch | None = None, *,
-                    saved: Sequence[Path] | None = None, plot: PlotSummary | None = None) -> str:
+def suggestion_json(
+    ctx: ServeContext,
+    result: ServeSweep,
+    launched: ServeLaunch | None = None,
+    *,
+    saved: Sequence[Path] | None = None,
+    plot: PlotSummary | None = None,
+) -> str:
     return dumps(suggestion_dict(ctx, result, launched, saved=saved, plot=plot))
 
 
 def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *, targets: str) -> None:
     checked(suggestion_dict(ctx, result) if result.best is not None else [_point_dict(ctx, p) for p in result.pareto])
     header(console, ctx)
-    say(console, f"searched {result.layouts:,} deployments on {ctx.gpus:,} GPU{'' if ctx.gpus == 1 else 's'}, "
-        f"{len(result.points) + result.skipped:,} (deployment, concurrency) points fit")
+    say(
+        console,
+        f"searched {result.layouts:,} deployments on {ctx.gpus:,} GPU{'' if ctx.gpus == 1 else 's'}, "
+        f"{len(result.points) + result.skipped:,} (deployment, concurrency) points fit",
+    )
     say(console, f"targets: {targets}")
     say(console, "Pareto front: output tokens/s per GPU against tokens/s per user")
     if any(p.deployment.mode == "disagg" for p in result.pareto):
         say(console, "xP(engine) + yD(engine): disaggregated, x prefill and y decode engines")
-    if any(p.deployment.engine.dp > 1 or (p.deployment.prefill is not None and p.deployment.prefill.dp > 1)
-           for p in result.pareto):
-        say(console, "adpN: attention data parallelism, N ranks each with its own requests and KV cache (the MoE "
-            "layers span them by ep)")
+    if any(p.deployment.engine.dp > 1 or (p.deployment.prefill is not None and p.deployment.prefill.dp > 1) for p in result.pareto):
+        say(console, "adpN: attention data parallelism, N ranks each with its own requests and KV cache (the MoE layers span them by ep)")
     t = table("layout", "KV", "conc", "TTFT ms", "TPOT ms", "tok/s/GPU", "tok/s/user", left=("layout", "KV"), wrap=("layout",))
     shown = shown_front(result.pareto)
     for r in shown:
-        t.add_row(r["layout"], r["kv_dtype"], str(r["concurrency"]), f"{r['ttft_ms']:.0f}",
-                  f"{r['tpot_ms']:.1f}", r["per_gpu"], r["per_user"])
+        t.add_row(
+            r["layout"], r["kv_dtype"], str(r["concurrency"]), f"{r['ttft_ms']:.0f}", f"{r['tpot_ms']:.1f}", r["per_gpu"], r["per_user"]
+        )
     console.print(t)
     if len(shown) < len(result.pareto):
-        say(console, f"{len(shown)} of {len(result.pareto):,} front points: of those whose tok/s/GPU and "
-            "tok/s/user print alike, the lowest TTFT (--json lists all)")
+        say(
+            console,
+            f"{len(shown)} of {len(result.pareto):,} front points: of those whose tok/s/GPU and "
+            "tok/s/user print alike, the lowest TTFT (--json lists all)",
+        )
     best = result.best
     if best is None:
         return
-    say(console, f"recommended: {best.deployment.mode} {layout_label(best.deployment)}, KV {best.deployment.kv_dtype}, "
-        f"concurrency {best.workload.concurrency} ({best.framework_label})")
+    say(
+        console,
+        f"recommended: {best.deployment.mode} {layout_label(best.deployment)}, KV {best.deployment.kv_dtype}, "
+        f"concurrency {best.workload.concurrency} ({best.framework_label})",
+    )
     say(console, f"picked by rule '{result.rule}': {RULES[result.rule]}", markup=False)
     render_estimate(console, ctx, best, with_header=False)
 
@@ -260,8 +342,14 @@ def render_suggestion(console: Console, ctx: ServeContext, result: ServeSweep, *
 def launch_dict(launched: ServeLaunch | None) -> dict[str, Any]:
     if launched is None:
         return {}
-    return {"launch": {"framework": launched.framework, "servers": list(launched.servers),
-                       "files": dict(launched.files), "benchmark": launched.benchmark}}
+    return {
+        "launch": {
+            "framework": launched.framework,
+            "servers": list(launched.servers),
+            "files": dict(launched.files),
+            "benchmark": launched.benchmark,
+        }
+    }
 
 
 def render_launch(console: Console, launched: ServeLaunch) -> None:

@@ -94,7 +94,7 @@ def wrap(text: str | Text, *, width: int = WIDTH, indent: int = INDENT, markup: 
         out: list[Text] = []
         start = 0
         for part in plain.split("\n"):
-            out += wrap(t[start:start + len(part)], width=width, indent=indent)
+            out += wrap(t[start : start + len(part)], width=width, indent=indent)
             start += len(part) + 1
         return out
     cuts: list[int] = []  # offsets where a new line starts
@@ -152,11 +152,21 @@ def table(*columns: str, title: str | None = None, left: Iterable[str] = (), wra
     Columns named in `left` are left-justified, the others (numbers) right-justified; only columns named
     in `wrap` may wrap their cells when the table would be wider than the console."""
     lefts, wraps = set(left), set(wrap)
-    t = _Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
-              collapse_padding=True, title_justify="left", title_style="", header_style="bold")
+    t = _Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+        title_justify="left",
+        title_style="",
+        header_style="bold",
+    )
     for name in columns:
-        t.add_column(name, justify="left" if name in lefts else "right", no_wrap=name not in wraps,
-                     overflow="fold")  # never "…": a cell too narrow folds, nothing is cut
+        t.add_column(
+            name, justify="left" if name in lefts else "right", no_wrap=name not in wraps, overflow="fold"
+        )  # never "…": a cell too narrow folds, nothing is cut
     return t
 
 
@@ -199,8 +209,16 @@ def _items(words: Sequence[str], longest: int) -> list[str]:
     items: list[str] = []
     for word in words:
         operator = word in ("&", "&&", ";", "|")  # it ends the line it follows
-        value = (items[-1].startswith("-") and " " not in items[-1] and not word.startswith("-")
-                 and cell_len(items[-1]) + 1 + cell_len(word) <= longest) if items else False
+        value = (
+            (
+                items[-1].startswith("-")
+                and " " not in items[-1]
+                and not word.startswith("-")
+                and cell_len(items[-1]) + 1 + cell_len(word) <= longest
+            )
+            if items
+            else False
+        )
         if items and (operator or value):
             items[-1] += " " + word
         else:
@@ -218,7 +236,7 @@ def shell_lines(line: str, *, width: int = WIDTH) -> list[str]:
         return [line]
     if line.startswith("#"):
         return ["# " + t.plain for t in wrap(line[1:].lstrip(), width=width - 2, indent=0, markup=False)]
-    lead = line[:len(line) - len(line.lstrip(" "))]  # a continued line of a script keeps its own indent
+    lead = line[: len(line) - len(line.lstrip(" "))]  # a continued line of a script keeps its own indent
     items = _items(shell_words(line), width - 2 - len(lead) - len(SHELL_INDENT))
     out: list[str] = []
     current = ""

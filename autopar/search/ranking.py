@@ -37,8 +37,9 @@ class RankedPlans(Sequence[Estimate]):
     as fast as its threshold; reading past them, the length or ``candidates`` first completes the
     ranking with `complete` (the unpruned search, whose first `exact` plans are the same)."""
 
-    def __init__(self, memo: Memo, candidates: list[Candidate], *, exact: int | None = None,
-                 complete: Callable[[], list[Candidate]] | None = None) -> None:
+    def __init__(
+        self, memo: Memo, candidates: list[Candidate], *, exact: int | None = None, complete: Callable[[], list[Candidate]] | None = None
+    ) -> None:
         self._memo = memo
         self._candidates: tuple[Candidate, ...] = tuple(candidates)
         self._exact = len(self._candidates) if exact is None or complete is None else exact
@@ -175,4 +176,4 @@ def rank(plans: Sequence[R]) -> list[R]:
     band = [e for e in by_speed if e.tokens_per_s >= floor]
     beaten = dominated(by_speed)
     order = sorted(range(len(band)), key=lambda i: (i in beaten, simplicity(band[i].plan)))
-    return [band[i] for i in order] + by_speed[len(band):]
+    return [band[i] for i in order] + by_speed[len(band) :]

@@ -100,8 +100,7 @@ def searched_zero(stack: StackProfile) -> list[int]:
     return [z for z in SEARCHED_ZERO if z in stack.zero_stages] or list(stack.zero_stages)
 
 
-def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object], *,
-                        stack: StackProfile = NEUTRAL) -> Iterator[Plan]:
+def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object], *, stack: StackProfile = NEUTRAL) -> Iterator[Plan]:
     """Every valid layout (degrees, micro-batch, interleaving, SP) the stack can launch; recompute and
     ZeRO stage left at defaults, recompute_modules the modules of its selective variant."""
     fixed = stack_limits(stack, fixed)
@@ -120,34 +119,69 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object],
                 dp = rest // pp
                 if rest % pp or ("dp" in fixed and fixed["dp"] != dp) or batch_rule(job, dp, 1):
                     continue
-                eps = [e for e in divisors(moe.num_experts)
-                       if ep_rule(model, dp=dp, cp=cp, ep=e, tp=tp, ep_over_tp=over_tp) is None] if moe else [1]
+                eps = (
+                    [e for e in divisors(moe.num_experts) if ep_rule(model, dp=dp, cp=cp, ep=e, tp=tp, ep_over_tp=over_tp) is None]
+                    if moe
+                    else [1]
+                )
                 etps = [e for e in {1, tp} if etp_rule(model, tp=tp, etp=e) is None] if moe else [1]
                 for mbs in choices(fixed, "mbs", [b for b in MICRO_BATCH_SIZES if batch_rule(job, dp, b) is None]):
                     m = job.global_batch // (dp * mbs)
-                    vpps = [v for v in [1, *virtual_stages(model.layers, pp)]
-                            if vpp_rule(model, pp=pp, vpp=v, microbatches=m, ends=ends) is None]
+                    vpps = [
+                        v
+                        for v in [1, *virtual_stages(model.layers, pp)]
+                        if vpp_rule(model, pp=pp, vpp=v, microbatches=m, ends=ends) is None
+                    ]
                     sps = [s for s in ([True, False] if tp > 1 else [False]) if sp_rule(model, tp=tp, sp=s) is None]
-                    knobs = product(choices(fixed, "vpp", vpps), choices(fixed, "sp", sps),
-                                    choices(fixed, "ep", eps), choices(fixed, "etp", sorted(etps)))
+                    knobs = product(
+                        choices(fixed, "vpp", vpps),
+                        choices(fixed, "sp", sps),
+                        choices(fixed, "ep", eps),
+                        choices(fixed, "etp", sorted(etps)),
+                    )
                     for vpp, sp, ep, etp in knobs:
                         if etp > 1 and ep_rule(model, dp=dp, cp=cp, ep=ep, tp=tp, etp=etp, ep_over_tp=over_tp):
                             continue
                         if moe and stack.experts_whole_with_ep and etp != (1 if ep > 1 else tp):
                             continue
-                        yield Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp,
-                                   cp_comm=str(fixed.get("cp_comm", "ring")), recompute_modules=modules)
+                        yield Plan(
+                            dp=dp,
+                            tp=tp,
+                            pp=pp,
+                            cp=cp,
+                            vpp=vpp,
+                            ep=ep,
+                            etp=etp,
+                            mbs=mbs,
+                            sp=sp,
+                            cp_comm=str(fixed.get("cp_comm", "ring")),
+                            recompute_modules=modules,
+                        )
 
 
 def with_knobs(s: Plan, recompute: str, zero: int) -> Plan:
     """The skeleton with these knobs (a direct constructor: dataclasses.replace is slow in the hot loop); a
     skeleton's recompute_modules are what its selective variant recomputes (spec/plan.py searched_modules)."""
-    return Plan(dp=s.dp, tp=s.tp, pp=s.pp, cp=s.cp, vpp=s.vpp, ep=s.ep, etp=s.etp, mbs=s.mbs, recompute=recompute, zero=zero,
-                sp=s.sp, cp_comm=s.cp_comm, recompute_modules=s.recompute_modules if recompute == "selective" else ())
+    return Plan(
+        dp=s.dp,
+        tp=s.tp,
+        pp=s.pp,
+        cp=s.cp,
+        vpp=s.vpp,
+        ep=s.ep,
+        etp=s.etp,
+        mbs=s.mbs,
+        recompute=recompute,
+        zero=zero,
+        sp=s.sp,
+        cp_comm=s.cp_comm,
+        recompute_modules=s.recompute_modules if recompute == "selective" else (),
+    )
 
 
-def enumerate_plans(model: ModelSpec, job: Job, fixed: Mapping[str, object] | None = None, *,
-                    stack: StackProfile = NEUTRAL) -> Iterator[Plan]:
+def enumerate_plans(
+    model: ModelSpec, job: Job, fixed: Mapping[str, object] | None = None, *, stack: StackProfile = NEUTRAL
+) -> Iterator[Plan]:
     """Every valid plan of the domain the stack can launch; `fixed` pins any Plan field to one value."""
     fixed = dict(fixed or {})
     zeros = searched_zero(stack)

@@ -111,8 +111,7 @@ class Interval:
 
     def shifted(self, offset: float) -> Interval:
         """The band of value + offset, an exactly known amount added to the prediction."""
-        return Interval(value=self.value + offset, lo=self.lo + offset, hi=self.hi + offset, name=self.name,
-                        rows=self.rows)
+        return Interval(value=self.value + offset, lo=self.lo + offset, hi=self.hi + offset, name=self.name, rows=self.rows)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -88,8 +88,11 @@ class MLASpec:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
     def params(self, hidden: int, heads: int) -> int:
-        q = (hidden * self.q_lora_rank + self.q_lora_rank * heads * self.qk_head_dim + self.q_lora_rank
-             if self.q_lora_rank else hidden * heads * self.qk_head_dim)
+        q = (
+            hidden * self.q_lora_rank + self.q_lora_rank * heads * self.qk_head_dim + self.q_lora_rank
+            if self.q_lora_rank
+            else hidden * heads * self.qk_head_dim
+        )
         kv = hidden * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
         kv += self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
         return q + kv + heads * self.v_head_dim * hidden
@@ -134,5 +137,4 @@ class MambaSpec:
         """Projections, causal conv (weights and bias), dt bias, A, D and the gated norm."""
         di = self.inner(hidden)
         conv_channels = di + 2 * self.num_groups * self.state_size
-        return (hidden * self.in_proj_width(hidden) + conv_channels * (self.conv_kernel + 1) + 3 * self.heads(hidden)
-                + di + di * hidden)
+        return hidden * self.in_proj_width(hidden) + conv_channels * (self.conv_kernel + 1) + 3 * self.heads(hidden) + di + di * hidden

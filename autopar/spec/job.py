@@ -31,8 +31,7 @@ def headroom_bytes(text: str, gpu_bytes: float) -> float:
         raise SpecError(f"`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got {text!r}")
     out = value / 100 * gpu_bytes if raw.endswith("%") else value * 2**30
     if out >= MAX_HEADROOM_SHARE * gpu_bytes:
-        raise SpecError(f"`headroom` must be less than {MAX_HEADROOM_SHARE:.0%} of the GPU's "
-                        f"{gpu_bytes / 2**30:.1f} GiB, got {text}")
+        raise SpecError(f"`headroom` must be less than {MAX_HEADROOM_SHARE:.0%} of the GPU's {gpu_bytes / 2**30:.1f} GiB, got {text}")
     return out
 
 
@@ -50,8 +49,7 @@ class Job:
     gpus_per_host: int = 0
 
     def __post_init__(self) -> None:
-        for name, limit in (("gpus", MAX_GPUS), ("gpus_per_node", MAX_GPUS_PER_NODE), ("global_batch", MAX_BATCH),
-                            ("seq_len", MAX_SEQ)):
+        for name, limit in (("gpus", MAX_GPUS), ("gpus_per_node", MAX_GPUS_PER_NODE), ("global_batch", MAX_BATCH), ("seq_len", MAX_SEQ)):
             value = getattr(self, name)
             if value <= 0:
                 raise SpecError(f"`{name}` must be positive, got {value}")
@@ -59,13 +57,13 @@ class Job:
                 raise SpecError(f"`{name}` must be at most {limit:,} (autopar's limit), got {value:,}")
         if self.gpus_per_host and self.gpus > self.gpus_per_host and self.gpus % self.gpus_per_host:
             h = self.gpus_per_host
-            raise SpecError(f"`gpus` ({self.gpus}) must be a multiple of {h}, the GPUs of one host (a job takes whole "
-                            f"hosts of the {self.gpus_per_node}-GPU NVLink domain): {self.gpus - self.gpus % h} or "
-                            f"{self.gpus - self.gpus % h + h}")
-        if not self.gpus_per_host and self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
             raise SpecError(
-                f"`gpus` ({self.gpus}) must be a multiple of the node size ({self.gpus_per_node} GPUs per node)"
+                f"`gpus` ({self.gpus}) must be a multiple of {h}, the GPUs of one host (a job takes whole "
+                f"hosts of the {self.gpus_per_node}-GPU NVLink domain): {self.gpus - self.gpus % h} or "
+                f"{self.gpus - self.gpus % h + h}"
             )
+        if not self.gpus_per_host and self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
+            raise SpecError(f"`gpus` ({self.gpus}) must be a multiple of the node size ({self.gpus_per_node} GPUs per node)")
         if self.dtype not in JOB_DTYPES:
             raise SpecError(f"`dtype` must be one of {', '.join(JOB_DTYPES)}, got {self.dtype!r}")
 

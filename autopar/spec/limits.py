@@ -68,24 +68,63 @@ MAX_ROPE_BASE = 1e12  # RoPE base frequency (Llama 3: 500,000)
 MAX_ROPE_SCALING = 1e6  # RoPE frequency scaling factor (Llama 3.1: 8)
 MAX_CAPACITY_FACTOR = 64.0  # MoE load of the busiest expert over the mean
 
-_WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "ffn_hidden_size", "intermediate_size", "n_inner", "d_intermediate",
-               "expert_ffn_hidden_size", "shared_expert_ffn_hidden_size", "moe_intermediate_size",
-               "moe_shared_expert_intermediate_size", "head_dim", "headdim", "attention_head_dim", "mamba_head_dim",
-               "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
-_SMALL_KEYS = ("top_k", "num_experts_per_tok", "experts_per_token", "topk_group", "n_group", "max_nodes_per_token",
-               "decoder_sparse_step", "moe_layer_freq", "state_size", "ssm_state_size", "mamba_d_state", "d_state",
-               "num_groups", "n_groups", "mamba_n_groups", "ngroups", "conv_kernel", "mamba_d_conv", "d_conv",
-               "chunk_size", "mamba_chunk_size", "expand", "pad_vocab_size_multiple")
+_WIDTH_KEYS = (
+    "hidden_size",
+    "n_embd",
+    "d_model",
+    "ffn_hidden_size",
+    "intermediate_size",
+    "n_inner",
+    "d_intermediate",
+    "expert_ffn_hidden_size",
+    "shared_expert_ffn_hidden_size",
+    "moe_intermediate_size",
+    "moe_shared_expert_intermediate_size",
+    "head_dim",
+    "headdim",
+    "attention_head_dim",
+    "mamba_head_dim",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+)
+_SMALL_KEYS = (
+    "top_k",
+    "num_experts_per_tok",
+    "experts_per_token",
+    "topk_group",
+    "n_group",
+    "max_nodes_per_token",
+    "decoder_sparse_step",
+    "moe_layer_freq",
+    "state_size",
+    "ssm_state_size",
+    "mamba_d_state",
+    "d_state",
+    "num_groups",
+    "n_groups",
+    "mamba_n_groups",
+    "ngroups",
+    "conv_kernel",
+    "mamba_d_conv",
+    "d_conv",
+    "chunk_size",
+    "mamba_chunk_size",
+    "expand",
+    "pad_vocab_size_multiple",
+)
 # The bound of every integer key of a model spec (YAML) or a Hugging Face config, by key name.
 MODEL_KEY_LIMITS: dict[str, int] = {
     **dict.fromkeys(("layers", "n_layer", "num_hidden_layers", "first_dense_layers", "first_k_dense_replace"), MAX_LAYERS),
     **dict.fromkeys(_WIDTH_KEYS, MAX_WIDTH),
-    **dict.fromkeys(("num_attention_heads", "n_head", "num_kv_heads", "num_key_value_heads", "num_heads", "num_heads_kv",
-                     "mamba_num_heads"), MAX_HEADS),
+    **dict.fromkeys(
+        ("num_attention_heads", "n_head", "num_kv_heads", "num_key_value_heads", "num_heads", "num_heads_kv", "mamba_num_heads"), MAX_HEADS
+    ),
     "vocab_size": MAX_VOCAB,
     **dict.fromkeys(("seq_len", "max_seq_len", "max_position_embeddings", "n_positions"), MAX_SEQ),
-    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "shared_experts", "n_shared_experts"),
-                    MAX_EXPERTS),
+    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "shared_experts", "n_shared_experts"), MAX_EXPERTS),
     **dict.fromkeys(_SMALL_KEYS, MAX_SMALL),
 }
 MAX_HISTOGRAM_BINS = 100_000  # bins of one histogram

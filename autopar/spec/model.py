@@ -62,31 +62,33 @@ class ModelSpec:
         if self.sliding_window < 0 or self.window_layers < 0:
             raise SpecError(f"{self.name}: sliding_window and window_layers must be >= 0")
         if bool(self.sliding_window) != bool(self.window_layers):
-            raise SpecError(f"{self.name}: sliding_window ({self.sliding_window}) and window_layers "
-                            f"({self.window_layers}) must both be 0 or both positive")
+            raise SpecError(
+                f"{self.name}: sliding_window ({self.sliding_window}) and window_layers "
+                f"({self.window_layers}) must both be 0 or both positive"
+            )
         if self.kv_dtype_default not in ("", "bf16", "fp8"):
             raise SpecError(f"{self.name}: kv_dtype_default must be bf16 or fp8, got {self.kv_dtype_default!r}")
         if self.window_layers > self.layers:
             raise SpecError(f"{self.name}: window_layers ({self.window_layers}) exceeds layers ({self.layers})")
         if self.num_attention_heads % self.num_kv_heads:
             raise SpecError(
-                f"{self.name}: num_attention_heads ({self.num_attention_heads}) must be divisible "
-                f"by num_kv_heads ({self.num_kv_heads})"
+                f"{self.name}: num_attention_heads ({self.num_attention_heads}) must be divisible by num_kv_heads ({self.num_kv_heads})"
             )
         if self.ffn_activation not in ACTIVATIONS:
             raise SpecError(f"{self.name}: ffn_activation must be one of {', '.join(ACTIVATIONS)}")
         if self.norm not in NORMS:
             raise SpecError(f"{self.name}: norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
         if self.position_embedding not in POSITIONS:
-            raise SpecError(f"{self.name}: position_embedding must be one of {', '.join(POSITIONS)}, "
-                            f"got {self.position_embedding!r}")
+            raise SpecError(f"{self.name}: position_embedding must be one of {', '.join(POSITIONS)}, got {self.position_embedding!r}")
         if self.rope_scaling < 1:
             raise SpecError(f"{self.name}: rope_scaling must be >= 1 (1 = none), got {self.rope_scaling}")
         if self.rope_base <= 0:
             raise SpecError(f"{self.name}: rope_base must be > 0, got {self.rope_base}")
         if self.sliding_window > self.max_seq_len:  # issue 23: a window past the context is no window
-            raise SpecError(f"{self.name}: sliding_window ({self.sliding_window}) exceeds max_seq_len "
-                            f"({self.max_seq_len}); a window that long is full attention: set it to 0")
+            raise SpecError(
+                f"{self.name}: sliding_window ({self.sliding_window}) exceeds max_seq_len "
+                f"({self.max_seq_len}); a window that long is full attention: set it to 0"
+            )
         if self.max_seq_len < self.seq_len:
             raise SpecError(f"{self.name}: max_seq_len ({self.max_seq_len}) is below seq_len ({self.seq_len})")
         if self.mamba is not None:
@@ -96,8 +98,10 @@ class ModelSpec:
             if "E" in pattern and self.moe is None:
                 raise SpecError(f"{self.name}: mamba.layer_pattern uses E (MoE) but the spec has no moe section")
             if self.mamba.inner(self.hidden_size) % self.mamba.head_dim:
-                raise SpecError(f"{self.name}: mamba d_inner ({self.mamba.inner(self.hidden_size)}) must be divisible "
-                                f"by mamba.head_dim ({self.mamba.head_dim})")
+                raise SpecError(
+                    f"{self.name}: mamba d_inner ({self.mamba.inner(self.hidden_size)}) must be divisible "
+                    f"by mamba.head_dim ({self.mamba.head_dim})"
+                )
         if self.moe is not None and self.moe.first_dense_layers > self.layers:
             raise SpecError(f"{self.name}: moe.first_dense_layers ({self.moe.first_dense_layers}) exceeds layers ({self.layers})")
 

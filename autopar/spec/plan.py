@@ -93,8 +93,7 @@ def tp_rule(model: ModelSpec, job: Job, tp: int) -> str | None:
         return f"{model.name}: ffn_hidden_size ({model.ffn_hidden_size}) must be divisible by tp ({tp})"
     m = model.mamba
     if m is not None and (m.heads(model.hidden_size) % tp or m.num_groups % tp):
-        return (f"{model.name}: Mamba heads ({m.heads(model.hidden_size)}) and groups ({m.num_groups}) "
-                f"must be divisible by tp ({tp})")
+        return f"{model.name}: Mamba heads ({m.heads(model.hidden_size)}) and groups ({m.num_groups}) must be divisible by tp ({tp})"
     return None
 
 
@@ -106,8 +105,10 @@ def cp_rule(model: ModelSpec, job: Job, tp: int, cp: int) -> str | None:
         return f"seq_len ({job.seq_len}) must be divisible by 2*cp ({2 * cp}) for causal load balancing"
     m = model.mamba
     if m is not None and (m.heads(model.hidden_size) // tp) % cp:
-        return (f"{model.name}: CP for Mamba layers swaps sequence for heads, so heads/tp "
-                f"({m.heads(model.hidden_size) // tp}) must be divisible by cp ({cp})")
+        return (
+            f"{model.name}: CP for Mamba layers swaps sequence for heads, so heads/tp "
+            f"({m.heads(model.hidden_size) // tp}) must be divisible by cp ({cp})"
+        )
     return None
 
 
@@ -153,8 +154,7 @@ def vpp_rule(model: ModelSpec, *, pp: int, vpp: int, microbatches: int, ends: in
     return None
 
 
-def ep_rule(model: ModelSpec, *, dp: int, cp: int, ep: int, tp: int = 1, etp: int = 1,
-            ep_over_tp: bool = False) -> str | None:
+def ep_rule(model: ModelSpec, *, dp: int, cp: int, ep: int, tp: int = 1, etp: int = 1, ep_over_tp: bool = False) -> str | None:
     """Experts split evenly; the EP group lies within the DP x CP ranks, or within DP x CP x TP
     where the stack lays EP over TP too and experts are whole (Megatron-Core with etp 1:
     StackProfile.ep_over_tp)."""
@@ -165,8 +165,7 @@ def ep_rule(model: ModelSpec, *, dp: int, cp: int, ep: int, tp: int = 1, etp: in
         return f"{model.name}: moe.num_experts ({moe.num_experts}) must be divisible by ep ({ep})"
     if ep_over_tp and etp == 1:
         if (dp * cp * tp) % ep:
-            return (f"ep ({ep}) must divide dp*cp*tp ({dp}*{cp}*{tp}): with etp 1 the EP group lies within "
-                    "the DP x CP x TP ranks")
+            return f"ep ({ep}) must divide dp*cp*tp ({dp}*{cp}*{tp}): with etp 1 the EP group lies within the DP x CP x TP ranks"
         return None
     if (dp * cp) % ep:
         return f"ep ({ep}) must divide dp*cp ({dp}*{cp}): the EP group lies within the DP x CP ranks"
@@ -217,10 +216,13 @@ def modules_rule(model: ModelSpec, *, recompute: str, modules: tuple[str, ...]) 
     if recompute != "selective":
         return f"`recompute_modules` needs `recompute=selective`, got {recompute!r}"
     moe = model.moe
-    needs = {"mla_up_proj": (model.mla is not None, "multi-latent attention"),
-             "moe_act": (moe is not None, "experts"), "moe": (moe is not None, "experts"),
-             "shared_experts": (moe is not None and moe.shared_width > 0, "shared experts"),
-             "mlp": (any("mlp" in KIND_PARTS[k] for k in model.layer_kinds()), "dense MLP layers")}
+    needs = {
+        "mla_up_proj": (model.mla is not None, "multi-latent attention"),
+        "moe_act": (moe is not None, "experts"),
+        "moe": (moe is not None, "experts"),
+        "shared_experts": (moe is not None and moe.shared_width > 0, "shared experts"),
+        "mlp": (any("mlp" in KIND_PARTS[k] for k in model.layer_kinds()), "dense MLP layers"),
+    }
     for m in modules:
         ok, what = needs.get(m, (True, ""))
         if not ok:
@@ -254,11 +256,13 @@ def plan_errors(plan: Plan, model: ModelSpec, job: Job, stack: StackProfile | No
         batch_rule(job, p.dp, p.mbs),
     ]
     if not checks[-1]:
-        checks.append(vpp_rule(model, pp=p.pp, vpp=p.vpp, microbatches=p.microbatches(job),
-                               ends=end_slots_allowed(stack)))
+        checks.append(vpp_rule(model, pp=p.pp, vpp=p.vpp, microbatches=p.microbatches(job), ends=end_slots_allowed(stack)))
     over_tp = stack is not None and stack.ep_over_tp
-    checks += [ep_rule(model, dp=p.dp, cp=p.cp, ep=p.ep, tp=p.tp, etp=p.etp, ep_over_tp=over_tp),
-               etp_rule(model, tp=p.tp, etp=p.etp), sp_rule(model, tp=p.tp, sp=p.sp)]
+    checks += [
+        ep_rule(model, dp=p.dp, cp=p.cp, ep=p.ep, tp=p.tp, etp=p.etp, ep_over_tp=over_tp),
+        etp_rule(model, tp=p.tp, etp=p.etp),
+        sp_rule(model, tp=p.tp, sp=p.sp),
+    ]
     if stack is not None:
         checks.append(stack.refusal(p))
     return [e for e in checks if e]

@@ -43,8 +43,10 @@ class Engine:
             if value < 1:
                 raise SpecError(f"`{name}` must be at least 1, got {value}")
         if (self.tp * self.dp) % self.ep:
-            raise SpecError(f"`ep` ({self.ep}) must divide tp x dp ({self.tp} x {self.dp}): "
-                            "the MoE layers span the engine's tp x dp ranks (tp x dp = moe_tp x ep)")
+            raise SpecError(
+                f"`ep` ({self.ep}) must divide tp x dp ({self.tp} x {self.dp}): "
+                "the MoE layers span the engine's tp x dp ranks (tp x dp = moe_tp x ep)"
+            )
 
     @property
     def gpus(self) -> int:
@@ -59,32 +61,37 @@ class Engine:
         """The rules the frameworks enforce, with the numbers; `prefix` prefixes the parameters named
         (prefill_ / decode_ for a disaggregated pool)."""
         if model.num_attention_heads % self.tp:
-            raise SpecError(f"{model.name}: num_attention_heads ({model.num_attention_heads}) must be divisible "
-                            f"by `{prefix}tp` ({self.tp})")
+            raise SpecError(
+                f"{model.name}: num_attention_heads ({model.num_attention_heads}) must be divisible by `{prefix}tp` ({self.tp})"
+            )
         if self.pp > model.layers:
             raise SpecError(f"{model.name}: `{prefix}pp` ({self.pp}) exceeds layers ({model.layers})")
         if model.moe is None and self.ep > 1:
             raise SpecError(f"{model.name}: `{prefix}ep={self.ep}` needs an MoE model")
         if model.moe is not None:
             if model.moe.num_experts % self.ep:
-                raise SpecError(f"{model.name}: moe.num_experts ({model.moe.num_experts}) must be divisible "
-                                f"by `{prefix}ep` ({self.ep})")
+                raise SpecError(f"{model.name}: moe.num_experts ({model.moe.num_experts}) must be divisible by `{prefix}ep` ({self.ep})")
             if model.moe.expert_ffn_hidden_size % self.etp:
-                raise SpecError(f"{model.name}: moe.expert_ffn_hidden_size ({model.moe.expert_ffn_hidden_size}) "
-                                f"must be divisible by the expert TP `{prefix}tp` x `{prefix}dp` / `{prefix}ep` ({self.etp})")
+                raise SpecError(
+                    f"{model.name}: moe.expert_ffn_hidden_size ({model.moe.expert_ffn_hidden_size}) "
+                    f"must be divisible by the expert TP `{prefix}tp` x `{prefix}dp` / `{prefix}ep` ({self.etp})"
+                )
         elif model.ffn_hidden_size % self.tp:
-            raise SpecError(f"{model.name}: ffn_hidden_size ({model.ffn_hidden_size}) must be divisible by "
-                            f"`{prefix}tp` ({self.tp})")
+            raise SpecError(f"{model.name}: ffn_hidden_size ({model.ffn_hidden_size}) must be divisible by `{prefix}tp` ({self.tp})")
 
     def check_framework(self, framework: str, *, prefix: str = "") -> None:
         """Layouts a framework cannot express: vLLM's experts are TP-split (ep 1) or EP over all tp x dp GPUs;
         TensorRT-LLM's attention-DP runs attention on one GPU per rank."""
         if framework == "vllm" and self.ep not in (1, self.tp * self.dp):
-            raise SpecError(f"vLLM runs MoE experts either tensor-parallel (`{prefix}ep=1`) or expert-parallel over all "
-                            f"tp x dp = {self.tp * self.dp} GPUs; `{prefix}ep={self.ep}` is neither (SGLang runs it)")
+            raise SpecError(
+                f"vLLM runs MoE experts either tensor-parallel (`{prefix}ep=1`) or expert-parallel over all "
+                f"tp x dp = {self.tp * self.dp} GPUs; `{prefix}ep={self.ep}` is neither (SGLang runs it)"
+            )
         if framework == "trtllm" and self.dp > 1 and self.tp > 1:
-            raise SpecError(f"TensorRT-LLM's attention-DP runs attention on one GPU per rank: `{prefix}tp` must be 1 with "
-                            f"`{prefix}attention_dp`, got {self.tp} (SGLang runs it)")
+            raise SpecError(
+                f"TensorRT-LLM's attention-DP runs attention on one GPU per rank: `{prefix}tp` must be 1 with "
+                f"`{prefix}attention_dp`, got {self.tp} (SGLang runs it)"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,8 +142,12 @@ class Deployment:
     prefill_args: EngineArgs = DEFAULT_ARGS  # disagg: launch settings of the prefill engines
 
     def __post_init__(self) -> None:
-        for name, value, allowed in (("`mode`", self.mode, MODES), ("`weights`", self.weights, WEIGHT_DTYPES),
-                                     ("`kv_dtype`", self.kv_dtype, KV_DTYPES), ("kv_auto", self.kv_auto, ("bf16", "fp8"))):
+        for name, value, allowed in (
+            ("`mode`", self.mode, MODES),
+            ("`weights`", self.weights, WEIGHT_DTYPES),
+            ("`kv_dtype`", self.kv_dtype, KV_DTYPES),
+            ("kv_auto", self.kv_auto, ("bf16", "fp8")),
+        ):
             if value not in allowed:
                 raise SpecError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if self.replicas < 1:
@@ -169,10 +180,17 @@ class Deployment:
         """The framework as the engines in `role` are launched: its values with the launch settings
         (args; role "prefill": a disaggregated deployment's prefill engines, prefill_args)."""
         fw, args = self.fw, self.args_for(role)
-        changed: dict[str, Any] = {name: value for name, value in (
-            ("chunk_tokens", args.max_num_tokens), ("max_seqs", args.max_batch_size),
-            ("memory_fraction", args.memory_fraction), ("mixed_chunk", args.mixed_chunk),
-            ("max_prefill_tokens", args.max_prefill_tokens)) if value is not None}
+        changed: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("chunk_tokens", args.max_num_tokens),
+                ("max_seqs", args.max_batch_size),
+                ("memory_fraction", args.memory_fraction),
+                ("mixed_chunk", args.mixed_chunk),
+                ("max_prefill_tokens", args.max_prefill_tokens),
+            )
+            if value is not None
+        }
         return replace(fw, **changed) if changed else fw
 
     @property

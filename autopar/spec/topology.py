@@ -126,8 +126,7 @@ class RankGrid:
     def group(self, axis: str) -> Group:
         """Node placement of one group along `axis` (dpcp strides like cp: tp)."""
         stride = self.tp if axis == "dpcp" else self.stride(axis)
-        return span(size=self.size(axis), stride=stride, gpus_per_node=self.gpus_per_node,
-                    ranks=self.tp * self.cp * self.dp * self.pp)
+        return span(size=self.size(axis), stride=stride, gpus_per_node=self.gpus_per_node, ranks=self.tp * self.cp * self.dp * self.pp)
 
     def neighbours(self, axis: str) -> Group:
         """Placement of a send/recv between neighbours along `axis`.

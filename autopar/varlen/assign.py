@@ -112,7 +112,7 @@ def next_fit(lengths: np.ndarray, budget: float) -> np.ndarray:
     new = np.empty(steps, dtype=bool)
     positive = bool((lengths > 0).all())  # then a micro-batch holds tokens once opened: only item 0 finds it empty
     for first in range(0, n, SLAB):  # the loop runs over sequences, each step a lane: a slab at a time, transposed
-        by_item = _transposed(lengths[:, first:first + SLAB])
+        by_item = _transposed(lengths[:, first : first + SLAB])
         out = np.empty(by_item.shape, dtype=np.int64)
         for i, x in enumerate(by_item):
             np.add(fill, x, out=fill)
@@ -122,7 +122,7 @@ def next_fit(lengths: np.ndarray, budget: float) -> np.ndarray:
             np.add(mb, new, out=mb)
             np.copyto(fill, x, where=new)
             out[i] = mb
-        ids[:, first:first + SLAB] = _transposed(out)
+        ids[:, first : first + SLAB] = _transposed(out)
     return ids
 
 
@@ -132,7 +132,7 @@ def _transposed(a: np.ndarray, tile: int = 128) -> np.ndarray:
     out = np.empty((cols, rows), dtype=a.dtype)
     for i in range(0, rows, tile):
         for j in range(0, cols, tile):
-            out[j:j + tile, i:i + tile] = a[i:i + tile, j:j + tile].T
+            out[j : j + tile, i : i + tile] = a[i : i + tile, j : j + tile].T
     return out
 
 
@@ -180,8 +180,7 @@ def _overflow(lengths: np.ndarray, hard: float) -> np.ndarray:
     return (lengths * over).sum(axis=1).astype(np.float64) if over.any() else np.zeros(lengths.shape[0])
 
 
-def naive_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
-                  mb_ids: np.ndarray | None = None) -> Assignment:
+def naive_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *, mb_ids: np.ndarray | None = None) -> Assignment:
     """Fixed CP, next-fit token packing in sampled order, micro-batches dealt round-robin.
 
     ``mb_ids`` may pass ``next_fit(lengths, plan.micro_batch_tokens)`` computed
@@ -191,9 +190,15 @@ def naive_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
     comp, attn = packed_parts(lengths, cost, plan.cp)
     mb = next_fit(lengths, plan.micro_batch_tokens) if mb_ids is None else mb_ids
     (load, tokens, attn_cells), m = deal((comp, lengths, attn), mb, plan.dp)
-    return Assignment(strategy="naive", cell_cost_s=with_exchange(cost, load, tokens, attn_cells, plan.cp),
-                      cell_tokens=tokens, gpus_per_row=plan.cp, group_size=np.full(lengths.shape, plan.cp),
-                      n_microbatches=m, overflow_tokens=_overflow(lengths, plan.cp * plan.max_tokens_per_rank))
+    return Assignment(
+        strategy="naive",
+        cell_cost_s=with_exchange(cost, load, tokens, attn_cells, plan.cp),
+        cell_tokens=tokens,
+        gpus_per_row=plan.cp,
+        group_size=np.full(lengths.shape, plan.cp),
+        n_microbatches=m,
+        overflow_tokens=_overflow(lengths, plan.cp * plan.max_tokens_per_rank),
+    )
 
 
 def microbatches(lengths: np.ndarray, plan: VarlenPlan, n_microbatches: int | np.ndarray | None) -> np.ndarray:
@@ -205,8 +210,7 @@ def microbatches(lengths: np.ndarray, plan: VarlenPlan, n_microbatches: int | np
     return m
 
 
-def fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, level: np.ndarray,
-         greedy: Greedy) -> None:
+def fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, level: np.ndarray, greedy: Greedy) -> None:
     """Place heavy items by LPT (largest groups first, then largest cost), pour the light ones.
 
     A fluid has one cost per token, so it cannot mix dense and sparse sequences
@@ -237,31 +241,39 @@ def fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, le
         pour(cells, np.clip(light_cost, 0.0, None), np.clip(light_tokens, 0.0, None))
 
 
-def _fixed_greedy(name: str, lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, m: np.ndarray, cap: float,
-                  greedy: Greedy) -> Assignment:
+def _fixed_greedy(name: str, lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, m: np.ndarray, cap: float, greedy: Greedy) -> Assignment:
     comp, _ = packed_parts(lengths, cost, plan.cp)
     total = comp.sum(axis=1)
     hard = plan.cp * plan.max_tokens_per_rank
-    cells = Cells(steps=lengths.shape[0], rows=plan.dp, open_cols=m, cap_tokens=cap, hard_cap_tokens=hard,
-                  big_s=10.0 * total + 1.0, pp=plan.pp)
+    cells = Cells(
+        steps=lengths.shape[0], rows=plan.dp, open_cols=m, cap_tokens=cap, hard_cap_tokens=hard, big_s=10.0 * total + 1.0, pp=plan.pp
+    )
     fill(cells, lengths, comp, np.ones_like(lengths), total / (plan.dp * m), greedy)
     # the cells hold linear + attention; linear is exact in tokens, so attention is what is left
     attn = np.clip(cells.load - cost.linear(cells.tokens, plan.cp), 0.0, None)
-    return Assignment(strategy=name, cell_cost_s=with_exchange(cost, cells.load, cells.tokens, attn, plan.cp),
-                      cell_tokens=cells.tokens, gpus_per_row=plan.cp, group_size=np.full(lengths.shape, plan.cp),
-                      n_microbatches=m, overflow_tokens=cells.overflow_tokens)
+    return Assignment(
+        strategy=name,
+        cell_cost_s=with_exchange(cost, cells.load, cells.tokens, attn, plan.cp),
+        cell_tokens=cells.tokens,
+        gpus_per_row=plan.cp,
+        group_size=np.full(lengths.shape, plan.cp),
+        n_microbatches=m,
+        overflow_tokens=cells.overflow_tokens,
+    )
 
 
-def balanced_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
-                     n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT) -> Assignment:
+def balanced_packing(
+    lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *, n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT
+) -> Assignment:
     """Fixed CP, LPT by cost over (replica, micro-batch) cells of at most the window's tokens."""
     lengths = steps_of(lengths)
     m = microbatches(lengths, plan, n_microbatches)
     return _fixed_greedy("balanced", lengths, cost, plan, m, plan.micro_batch_tokens, greedy)
 
 
-def wlb_packing(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
-                n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT) -> Assignment:
+def wlb_packing(
+    lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *, n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT
+) -> Assignment:
     """WLB-LLM's variable-length packing: LPT by cost, micro-batches up to the CP group's memory."""
     lengths = steps_of(lengths)
     cap = plan.cp * plan.max_tokens_per_rank

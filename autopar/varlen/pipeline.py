@@ -58,8 +58,7 @@ class StepMetrics:
     tokens: np.ndarray  # tokens trained in the step
 
 
-def step_metrics(assignment: Assignment, pp: int, *, vpp: int = 1,
-                 overhead_s: float | np.ndarray = 0.0) -> StepMetrics:
+def step_metrics(assignment: Assignment, pp: int, *, vpp: int = 1, overhead_s: float | np.ndarray = 0.0) -> StepMetrics:
     """Step time, imbalance and pipeline stall of every step in ``assignment`` (vpp chunks per rank)."""
     cells = assignment.cell_cost_s
     work = cells.sum(axis=-1)

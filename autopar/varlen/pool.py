@@ -65,19 +65,35 @@ def _standalone(lengths: np.ndarray, cost: SeqCost, group: np.ndarray) -> np.nda
     return w
 
 
-def _balanced(name: str, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, plan: VarlenPlan,
-              m: np.ndarray, open_cols: np.ndarray, greedy: Greedy) -> Assignment:
+def _balanced(
+    name: str, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, plan: VarlenPlan, m: np.ndarray, open_cols: np.ndarray, greedy: Greedy
+) -> Assignment:
     ranks = plan.pool_ranks
     work = (w * group).sum(axis=1)
-    cells = Cells(steps=lengths.shape[0], rows=ranks, open_cols=open_cols, cap_tokens=plan.token_cap,
-                  hard_cap_tokens=plan.max_tokens_per_rank, big_s=10.0 * work + 1.0, pp=plan.pp)
+    cells = Cells(
+        steps=lengths.shape[0],
+        rows=ranks,
+        open_cols=open_cols,
+        cap_tokens=plan.token_cap,
+        hard_cap_tokens=plan.max_tokens_per_rank,
+        big_s=10.0 * work + 1.0,
+        pp=plan.pp,
+    )
     fill(cells, lengths, w, group, work / (ranks * open_cols), greedy)
-    return Assignment(strategy=name, cell_cost_s=cells.load, cell_tokens=cells.tokens, gpus_per_row=1,
-                      group_size=group, n_microbatches=m, overflow_tokens=cells.overflow_tokens)
+    return Assignment(
+        strategy=name,
+        cell_cost_s=cells.load,
+        cell_tokens=cells.tokens,
+        gpus_per_row=1,
+        group_size=group,
+        n_microbatches=m,
+        overflow_tokens=cells.overflow_tokens,
+    )
 
 
-def megatron_dynamic_cp(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
-                        n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT) -> Assignment:
+def megatron_dynamic_cp(
+    lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *, n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT
+) -> Assignment:
     """Power-of-two groups sized by memory, balanced by cost, the same micro-batch count on every rank."""
     lengths = steps_of(lengths)
     m = microbatches(lengths, plan, n_microbatches)
@@ -85,8 +101,15 @@ def megatron_dynamic_cp(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
     return _balanced("megatron_dynamic_cp", lengths, _standalone(lengths, cost, group), group, plan, m, m, greedy)
 
 
-def hdp(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *, node: int = 8,
-        n_microbatches: int | np.ndarray | None = None, greedy: Greedy = EXACT) -> Assignment:
+def hdp(
+    lengths: np.ndarray,
+    cost: SeqCost,
+    plan: VarlenPlan,
+    *,
+    node: int = 8,
+    n_microbatches: int | np.ndarray | None = None,
+    greedy: Greedy = EXACT,
+) -> Assignment:
     """ByteScale's HDP with its balance scheduler: any group size, micro-batch counts free per rank."""
     lengths = steps_of(lengths)
     m = microbatches(lengths, plan, n_microbatches)
@@ -127,5 +150,12 @@ def hdp_no_balance(lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *, node
     (load, cells_tok), m = deal((cost_u, tok), mb, plan.pool_ranks)
     over = (tok > plan.max_tokens_per_rank).any()
     overflow = (tok * (tok > plan.max_tokens_per_rank)).sum(axis=1) if over else np.zeros(lengths.shape[0])
-    return Assignment(strategy="hdp_no_balance", cell_cost_s=load, cell_tokens=cells_tok, gpus_per_row=1,
-                      group_size=np.maximum(group, 1), n_microbatches=m, overflow_tokens=overflow)
+    return Assignment(
+        strategy="hdp_no_balance",
+        cell_cost_s=load,
+        cell_tokens=cells_tok,
+        gpus_per_row=1,
+        group_size=np.maximum(group, 1),
+        n_microbatches=m,
+        overflow_tokens=overflow,
+    )

@@ -86,8 +86,11 @@ class StrategyResult:
 
 def strategy_plan(name: str, plan: VarlenPlan, over: Overheads) -> VarlenPlan:
     """The plan as the strategy sees it: token room less its communicators' memory."""
-    comm = {"hdp": st.HDP_COMM_BYTES, "hdp_no_balance": st.HDP_COMM_BYTES,
-            "megatron_dynamic_cp": st.NCCL_COMM_BYTES * max(1, int(math.log2(plan.largest_group)))}.get(name, 0.0)
+    comm = {
+        "hdp": st.HDP_COMM_BYTES,
+        "hdp_no_balance": st.HDP_COMM_BYTES,
+        "megatron_dynamic_cp": st.NCCL_COMM_BYTES * max(1, int(math.log2(plan.largest_group))),
+    }.get(name, 0.0)
     if comm == 0.0 or over.bytes_per_token <= 0:
         return plan
     room = max(1, plan.max_tokens_per_rank - int(comm / over.bytes_per_token))
@@ -101,8 +104,7 @@ def longest_fit(name: str, plan: VarlenPlan) -> int:
     return group * plan.max_tokens_per_rank
 
 
-def delay_outliers(block: np.ndarray, threshold: float, per_release: int,
-                   queue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def delay_outliers(block: np.ndarray, threshold: float, per_release: int, queue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """WLB-LLM's outlier delay over a block of steps: (new block, zero-padded; the queue left over).
 
     Lengths above ``threshold`` leave their step and join the queue (after the
@@ -114,21 +116,29 @@ def delay_outliers(block: np.ndarray, threshold: float, per_release: int,
     waiting = np.concatenate([queue, block[out]])
     arrival = np.concatenate([np.zeros(queue.size, dtype=np.int64), rows])
     n_go = (waiting.size // per_release) * per_release
-    at = np.repeat(arrival[per_release - 1:n_go:per_release], per_release) if n_go else np.zeros(0, np.int64)
+    at = np.repeat(arrival[per_release - 1 : n_go : per_release], per_release) if n_go else np.zeros(0, np.int64)
     counts = np.bincount(at, minlength=block.shape[0])
     kept = np.where(out, 0, block)
     width = block.shape[1] + int(counts.max(initial=0))
     new = np.zeros((block.shape[0], width), dtype=np.int64)
-    new[:, :block.shape[1]] = kept
+    new[:, : block.shape[1]] = kept
     if n_go:
         slot = block.shape[1] + np.arange(n_go) - np.repeat(np.cumsum(counts) - counts, counts)
         new[at, slot] = waiting[:n_go]
     return new, waiting[n_go:]
 
 
-def run_strategy(name: str, lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan, *,
-                 overheads: Overheads | None = None, greedy: Greedy = EXACT,
-                 n_microbatches: np.ndarray | None = None, mb_ids: np.ndarray | None = None) -> Assignment:
+def run_strategy(
+    name: str,
+    lengths: np.ndarray,
+    cost: SeqCost,
+    plan: VarlenPlan,
+    *,
+    overheads: Overheads | None = None,
+    greedy: Greedy = EXACT,
+    n_microbatches: np.ndarray | None = None,
+    mb_ids: np.ndarray | None = None,
+) -> Assignment:
     """One strategy on given steps (no outlier delay), under its own token room."""
     over = overheads or Overheads()
     p = strategy_plan(name, plan, over)
@@ -152,7 +162,7 @@ def run_strategy(name: str, lengths: np.ndarray, cost: SeqCost, plan: VarlenPlan
 def _compact(lengths: np.ndarray) -> np.ndarray:
     """Non-zero lengths first in each step, trailing all-padding columns dropped."""
     ordered = -np.sort(-lengths, axis=1)
-    return ordered[:, :max(1, int((ordered > 0).sum(axis=1).max()))]
+    return ordered[:, : max(1, int((ordered > 0).sum(axis=1).max()))]
 
 
 def _extra_s(name: str, lengths: np.ndarray, plan: VarlenPlan, over: Overheads) -> np.ndarray:
@@ -179,11 +189,26 @@ def with_p2p(a: Assignment, cost: SeqCost) -> tuple[Assignment, np.ndarray]:
     return replace(a, cell_cost_s=cells), np.where(used, fill, 0.0).max(axis=(1, 2))
 
 
-def simulate(dist: LengthDist, cost: SeqCost, *, dp: int, cp: int, pp: int, global_batch: int,
-             micro_batch_tokens: int, max_tokens_per_rank: int, steps: int = 1000, seed: int = 0,
-             strategies: Sequence[str] = st.STRATEGIES, greedy: Greedy = FAST, step_overhead_s: float = 0.0,
-             overheads: Overheads | None = None, rel_sem: float = 0.0,
-             min_steps: int = 200, vpp: int = 1) -> dict[str, StrategyResult]:
+def simulate(
+    dist: LengthDist,
+    cost: SeqCost,
+    *,
+    dp: int,
+    cp: int,
+    pp: int,
+    global_batch: int,
+    micro_batch_tokens: int,
+    max_tokens_per_rank: int,
+    steps: int = 1000,
+    seed: int = 0,
+    strategies: Sequence[str] = st.STRATEGIES,
+    greedy: Greedy = FAST,
+    step_overhead_s: float = 0.0,
+    overheads: Overheads | None = None,
+    rel_sem: float = 0.0,
+    min_steps: int = 200,
+    vpp: int = 1,
+) -> dict[str, StrategyResult]:
     """Expected step time of each strategy for one plan; see the module doc.
 
     With ``rel_sem > 0`` the simulation stops early, after at least
@@ -196,8 +221,7 @@ def simulate(dist: LengthDist, cost: SeqCost, *, dp: int, cp: int, pp: int, glob
     if steps < 1 or global_batch < 1:
         raise SpecError(f"steps and global_batch must be >= 1, got {steps} and {global_batch}")
     over = overheads or Overheads()
-    plan = VarlenPlan(dp=dp, cp=cp, pp=pp, micro_batch_tokens=micro_batch_tokens,
-                      max_tokens_per_rank=max_tokens_per_rank)
+    plan = VarlenPlan(dp=dp, cp=cp, pp=pp, micro_batch_tokens=micro_batch_tokens, max_tokens_per_rank=max_tokens_per_rank)
     plans = {name: strategy_plan(name, plan, over) for name in strategies}
     rng = np.random.default_rng(seed)
     parts: dict[str, list[Part]] = {name: [] for name in strategies}
@@ -213,20 +237,20 @@ def simulate(dist: LengthDist, cost: SeqCost, *, dp: int, cp: int, pp: int, glob
             per_release = max(1, int(np.median(-(-(block_mb[:, -1] + 1) // dp))) * dp)
             delayed, queue = delay_outliers(block, OUTLIER_FRAC * micro_batch_tokens, per_release, queue)
         for first in range(0, block.shape[0], inner):
-            lengths, mb = block[first:first + inner], block_mb[first:first + inner]
+            lengths, mb = block[first : first + inner], block_mb[first : first + inner]
             m = -(-(mb[:, -1] + 1) // dp)
             for name in strategies:
                 p = plans[name]
-                used = _compact(delayed[first:first + inner]) if name == "wlb" else lengths
+                used = _compact(delayed[first : first + inner]) if name == "wlb" else lengths
                 # wlb keeps the step's micro-batch count; released outliers make its micro-batches longer
-                a = run_strategy(name, used, cost, plan, overheads=over, greedy=greedy, n_microbatches=m,
-                                 mb_ids=mb if name == "naive" else None)
+                a = run_strategy(
+                    name, used, cost, plan, overheads=over, greedy=greedy, n_microbatches=m, mb_ids=mb if name == "naive" else None
+                )
                 a, fill = with_p2p(a, cost)
                 extra = _extra_s(name, used, p, over)
                 metrics = step_metrics(a, pp, vpp=vpp, overhead_s=step_overhead_s + extra + fill)
                 weighted = float((a.group_size * used).sum())
-                parts[name].append((metrics, float(a.overflow_tokens.sum()), weighted, extra,
-                                    (used.astype(np.float64) ** 2).sum(axis=1)))
+                parts[name].append((metrics, float(a.overflow_tokens.sum()), weighted, extra, (used.astype(np.float64) ** 2).sum(axis=1)))
             done += lengths.shape[0]
             if _converged(parts, done, rel_sem, min_steps):
                 break

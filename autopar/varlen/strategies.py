@@ -48,32 +48,64 @@ class Strategy:
 
 
 STRATEGY_INFO = {
-    s.name: s for s in (
-        Strategy(name="naive", label="naive", fixed_cp=True, megatron_flag="", launchable=True,
-                 models="fixed CP, next-fit packing to the window in sampled order (WLB-LLM's Plain-4D, "
-                        "ByteScale's static mesh)",
-                 leaves_out="CP imbalance of per-sequence sharding (every strategy shards per document)"),
-        Strategy(name="balanced", label="balanced", fixed_cp=True, megatron_flag="", launchable=False,
-                 models="fixed CP, LPT by cost into window-sized micro-batches (WLB-LLM sec. 7, "
-                        "fixed-length packing)",
-                 leaves_out="nothing else; needs a cost-aware sampler Megatron-LM does not ship"),
-        Strategy(name="wlb", label="WLB-LLM", fixed_cp=True, megatron_flag="", launchable=False,
-                 models="WLB-LLM (Wang et al., OSDI'25): variable-length packing past the window up to "
-                        "memory, outliers delayed until each micro-batch of a step gets one",
-                 leaves_out="multi-level queues (one level here), adaptive CP sharding choice"),
-        Strategy(name="megatron_dynamic_cp", label="Megatron DCP", fixed_cp=False,
-                 megatron_flag="--hybrid-context-parallel", launchable=True,
-                 models="Megatron-LM dynamic/hybrid CP: power-of-two groups by memory, cost-balanced, "
-                        "the same micro-batch count on every DP rank",
-                 leaves_out="its 5% stopping rule (plain LPT here)"),
-        Strategy(name="hdp_no_balance", label="HDP w/o bal", fixed_cp=False, megatron_flag="", launchable=False,
-                 models="ByteScale HDP (Ge et al. 2025) without its balance scheduler: any group size, "
-                        "tokens dealt in order",
-                 leaves_out="selective offloading (groups are sized by GPU memory only)"),
-        Strategy(name="hdp", label="HDP", fixed_cp=False, megatron_flag="", launchable=False,
-                 models="ByteScale HDP with its balance scheduler: any group size, cost-balanced, "
-                        "micro-batch counts free per rank",
-                 leaves_out="selective offloading; its exact heuristics (LPT here)"),
+    s.name: s
+    for s in (
+        Strategy(
+            name="naive",
+            label="naive",
+            fixed_cp=True,
+            megatron_flag="",
+            launchable=True,
+            models="fixed CP, next-fit packing to the window in sampled order (WLB-LLM's Plain-4D, ByteScale's static mesh)",
+            leaves_out="CP imbalance of per-sequence sharding (every strategy shards per document)",
+        ),
+        Strategy(
+            name="balanced",
+            label="balanced",
+            fixed_cp=True,
+            megatron_flag="",
+            launchable=False,
+            models="fixed CP, LPT by cost into window-sized micro-batches (WLB-LLM sec. 7, fixed-length packing)",
+            leaves_out="nothing else; needs a cost-aware sampler Megatron-LM does not ship",
+        ),
+        Strategy(
+            name="wlb",
+            label="WLB-LLM",
+            fixed_cp=True,
+            megatron_flag="",
+            launchable=False,
+            models="WLB-LLM (Wang et al., OSDI'25): variable-length packing past the window up to "
+            "memory, outliers delayed until each micro-batch of a step gets one",
+            leaves_out="multi-level queues (one level here), adaptive CP sharding choice",
+        ),
+        Strategy(
+            name="megatron_dynamic_cp",
+            label="Megatron DCP",
+            fixed_cp=False,
+            megatron_flag="--hybrid-context-parallel",
+            launchable=True,
+            models="Megatron-LM dynamic/hybrid CP: power-of-two groups by memory, cost-balanced, "
+            "the same micro-batch count on every DP rank",
+            leaves_out="its 5% stopping rule (plain LPT here)",
+        ),
+        Strategy(
+            name="hdp_no_balance",
+            label="HDP w/o bal",
+            fixed_cp=False,
+            megatron_flag="",
+            launchable=False,
+            models="ByteScale HDP (Ge et al. 2025) without its balance scheduler: any group size, tokens dealt in order",
+            leaves_out="selective offloading (groups are sized by GPU memory only)",
+        ),
+        Strategy(
+            name="hdp",
+            label="HDP",
+            fixed_cp=False,
+            megatron_flag="",
+            launchable=False,
+            models="ByteScale HDP with its balance scheduler: any group size, cost-balanced, micro-batch counts free per rank",
+            leaves_out="selective offloading; its exact heuristics (LPT here)",
+        ),
     )
 }
 STRATEGIES = tuple(STRATEGY_INFO)

@@ -9,15 +9,34 @@ import yaml
 
 from benchmarks import accuracy
 
-ROW = {"id": "ok", "framework": "torchtitan (FSDP2)", "model": "llama3.1-8b", "hardware": "h100-sxm", "gpus": 8,
-       "global_batch": 16, "seq_len": 8192, "dtype": "bf16", "tp": 1, "pp": 1, "vpp": 1, "cp": 1, "ep": 1, "mbs": 1,
-       "recompute": "full", "zero": 3, "tokens_per_s_per_gpu": 6000.0}
+ROW = {
+    "id": "ok",
+    "framework": "torchtitan (FSDP2)",
+    "model": "llama3.1-8b",
+    "hardware": "h100-sxm",
+    "gpus": 8,
+    "global_batch": 16,
+    "seq_len": 8192,
+    "dtype": "bf16",
+    "tp": 1,
+    "pp": 1,
+    "vpp": 1,
+    "cp": 1,
+    "ep": 1,
+    "mbs": 1,
+    "recompute": "full",
+    "zero": 3,
+    "tokens_per_s_per_gpu": 6000.0,
+}
 
 
 def test_rows_it_cannot_describe_are_listed(tmp_path: Path) -> None:
     path = tmp_path / "runs.yaml"
-    path.write_text(yaml.safe_dump({"runs": [ROW, ROW | {"id": "gpu", "hardware": "mi300x"},
-                                             {k: v for k, v in ROW.items() if k != "seq_len"} | {"id": "short"}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {"runs": [ROW, ROW | {"id": "gpu", "hardware": "mi300x"}, {k: v for k, v in ROW.items() if k != "seq_len"} | {"id": "short"}]}
+        )
+    )
     results, skipped = accuracy.evaluate_file(path)
     assert [(r.id, r.stack, r.accepted) for r in results] == [("ok", "torchtitan", True)]
     assert results[0].predicted is not None and results[0].published == 6000.0

@@ -21,9 +21,18 @@ from benchmarks.serving_campaign import kv_dtype, launch_args
 def _row(*, tp: int, isl: int, concurrency: int, ttft_ms: float = 100.0, source: str = "") -> sr.Row:
     model = load_model("llama3.1-8b")
     dep = Deployment(fw=load_framework("vllm@0.12"), mode="agg", engine=Engine(tp=tp), replicas=1)
-    return sr.Row(key=("vllm", "h100_sxm", "agg"), label="test", model=model, model_key="meta-llama/Llama-3.1-8B-Instruct",
-                  hw_name="h100-sxm", dep=dep, wl=Workload(isl=isl, osl=128, concurrency=concurrency),
-                  ttft_ms=ttft_ms, tpot_ms=10.0, source=source)
+    return sr.Row(
+        key=("vllm", "h100_sxm", "agg"),
+        label="test",
+        model=model,
+        model_key="meta-llama/Llama-3.1-8B-Instruct",
+        hw_name="h100-sxm",
+        dep=dep,
+        wl=Workload(isl=isl, osl=128, concurrency=concurrency),
+        ttft_ms=ttft_ms,
+        tpot_ms=10.0,
+        source=source,
+    )
 
 
 def test_wave_bound_is_half_the_wave_at_peak() -> None:
@@ -47,11 +56,24 @@ def test_strata_buckets_concurrency_by_powers_of_two() -> None:
     assert n == 2 and bias == pytest.approx(sum(errs) / 2) and mape == pytest.approx(sum(map(abs, errs)) / 2)
 
 
-@pytest.mark.parametrize(("system", "profile"), [("h100_sxm", "h100-sxm"), ("h200_sxm", "h200-sxm"), ("b200_sxm", "b200"),
-                                                 ("a100_sxm", "a100-sxm-80g"), ("h100_pcie", "h100-pcie"), ("h20", "h20"),
-                                                 ("gb200", "gb200"), ("gb200_sxm", "gb200"), ("l40s", "l40s"),
-                                                 ("h20_3e", "h20-3e"), ("a100_pcie", None), ("b300_sxm", "b300"),
-                                                 ("gb300", None)])
+@pytest.mark.parametrize(
+    ("system", "profile"),
+    [
+        ("h100_sxm", "h100-sxm"),
+        ("h200_sxm", "h200-sxm"),
+        ("b200_sxm", "b200"),
+        ("a100_sxm", "a100-sxm-80g"),
+        ("h100_pcie", "h100-pcie"),
+        ("h20", "h20"),
+        ("gb200", "gb200"),
+        ("gb200_sxm", "gb200"),
+        ("l40s", "l40s"),
+        ("h20_3e", "h20-3e"),
+        ("a100_pcie", None),
+        ("b300_sxm", "b300"),
+        ("gb300", None),
+    ],
+)
 def test_a_system_name_finds_the_profile_of_the_same_gpu(system: str, profile: str | None) -> None:
     assert sr.profile_for_system(system) == profile
 
@@ -60,19 +82,35 @@ def test_rows_autopar_cannot_describe_are_counted_not_fatal(tmp_path: Path) -> N
     with open(sr.HERE / "data" / "serving_runs.csv") as f:
         head = f.readline()
     cols = head.strip().split(",")
-    good = {c: "" for c in cols} | {"backend": "vllm", "backend_version": "0.12.0", "model_path": "Qwen/Qwen3-32B",
-                                     "system": "b200_sxm", "mode": "agg", "isl": "1024", "osl": "128", "batch_size": "8",
-                                     "tp_size": "2", "silicon_ttft_ms": "100", "silicon_tpot_ms": "10"}
-    others = [good | {"model_path": "Qwen/Qwen2.5-72B-Instruct"}, good | {"system": "gb300"},
-              good | {"system": "gb300"}, good | {"backend": "lmdeploy"}]
+    good = {c: "" for c in cols} | {
+        "backend": "vllm",
+        "backend_version": "0.12.0",
+        "model_path": "Qwen/Qwen3-32B",
+        "system": "b200_sxm",
+        "mode": "agg",
+        "isl": "1024",
+        "osl": "128",
+        "batch_size": "8",
+        "tp_size": "2",
+        "silicon_ttft_ms": "100",
+        "silicon_tpot_ms": "10",
+    }
+    others = [
+        good | {"model_path": "Qwen/Qwen2.5-72B-Instruct"},
+        good | {"system": "gb300"},
+        good | {"system": "gb300"},
+        good | {"backend": "lmdeploy"},
+    ]
     path = tmp_path / "rows.csv"
     path.write_text(head + "".join(",".join(r[c] for c in cols) + "\n" for r in [good, *others]))
     skipped: list[str] = []
     rows = sr.load_rows(path, skipped)
     assert [(r.model.name, r.hw_name, r.dep.engine.tp, r.wl.concurrency) for r in rows] == [("qwen3-32b", "b200", 2, 8)]
-    assert skipped == ["framework 'lmdeploy' is not modelled (1 rows)",
-                       "no built-in preset for model 'Qwen/Qwen2.5-72B-Instruct' (1 rows)",
-                       "no built-in profile for system 'gb300' (2 rows)"]
+    assert skipped == [
+        "framework 'lmdeploy' is not modelled (1 rows)",
+        "no built-in preset for model 'Qwen/Qwen2.5-72B-Instruct' (1 rows)",
+        "no built-in profile for system 'gb300' (2 rows)",
+    ]
 
 
 def test_a_file_with_a_row_below_the_first_wave_share_was_measured_warm() -> None:
@@ -93,11 +131,20 @@ def test_disaggregated_rows_are_reached_only_if_the_prefill_pool_keeps_up() -> N
     # 16 / 1.37 = 11.7 prompts/s: more than the one prefill GPU of 1P(tp1) 3D(tp1) sustains, though
     # less than all four GPUs would.
     model = load_model("llama3.1-8b")
-    dep = Deployment(fw=load_framework("vllm@0.12"), mode="disagg", engine=Engine(tp=1), replicas=3,
-                     prefill=Engine(tp=1), prefill_replicas=1)
-    row = sr.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
-                 model_key="meta-llama/Llama-3.1-8B-Instruct", hw_name="h100-sxm", dep=dep,
-                 wl=Workload(isl=4096, osl=128, concurrency=16), ttft_ms=100.0, tpot_ms=10.0)
+    dep = Deployment(
+        fw=load_framework("vllm@0.12"), mode="disagg", engine=Engine(tp=1), replicas=3, prefill=Engine(tp=1), prefill_replicas=1
+    )
+    row = sr.Row(
+        key=("vllm", "h100_sxm", "disagg"),
+        label="test",
+        model=model,
+        model_key="meta-llama/Llama-3.1-8B-Instruct",
+        hw_name="h100-sxm",
+        dep=dep,
+        wl=Workload(isl=4096, osl=128, concurrency=16),
+        ttft_ms=100.0,
+        tpot_ms=10.0,
+    )
     est = sa.estimate(model, sa.load_hardware("h100-sxm"), dep, row.wl)
     assert sa.not_reached(row, est)
     two = dataclasses.replace(row, dep=dataclasses.replace(dep, prefill_replicas=2), wl=row.wl)
@@ -133,11 +180,20 @@ def test_the_engine_time_a_row_needs_counts_the_prompts_tp_all_reduce() -> None:
 
 def _disagg_row(*, tpot_ms: float) -> sr.Row:
     model = load_model("llama3.1-8b")
-    dep = Deployment(fw=load_framework("vllm@0.12"), mode="disagg", engine=Engine(tp=1), replicas=1,
-                     prefill=Engine(tp=1), prefill_replicas=2)
-    return sr.Row(key=("vllm", "h100_sxm", "disagg"), label="test", model=model,
-                  model_key="meta-llama/Llama-3.1-8B-Instruct", hw_name="h100-sxm", dep=dep,
-                  wl=Workload(isl=4096, osl=128, concurrency=16), ttft_ms=100.0, tpot_ms=tpot_ms)
+    dep = Deployment(
+        fw=load_framework("vllm@0.12"), mode="disagg", engine=Engine(tp=1), replicas=1, prefill=Engine(tp=1), prefill_replicas=2
+    )
+    return sr.Row(
+        key=("vllm", "h100_sxm", "disagg"),
+        label="test",
+        model=model,
+        model_key="meta-llama/Llama-3.1-8B-Instruct",
+        hw_name="h100-sxm",
+        dep=dep,
+        wl=Workload(isl=4096, osl=128, concurrency=16),
+        ttft_ms=100.0,
+        tpot_ms=tpot_ms,
+    )
 
 
 def test_a_disaggregated_decode_step_faster_than_its_batch_reads_is_not_reached() -> None:
@@ -162,8 +218,7 @@ def test_a_disaggregated_row_stands_for_decode_batch_x_attention_ranks_x_workers
     # vLLM Qwen3-235B row 2P 1D(tp1 x attention-DP 8) with decode_batch_size 7 stands for 7 x 8 x 1 = 56
     row = {"decode_batch_size": "7", "decode_attention_dp_size": "8", "decode_num_workers": "1"}
     assert sr.disagg_concurrency(row) == 56
-    assert sr.disagg_concurrency({**row, "decode_attention_dp_size": "", "decode_num_workers": "11",
-                                  "decode_batch_size": "48"}) == 528
+    assert sr.disagg_concurrency({**row, "decode_attention_dp_size": "", "decode_num_workers": "11", "decode_batch_size": "48"}) == 528
 
 
 def test_an_aggregated_row_with_attention_dp_stands_for_batch_x_attention_ranks() -> None:
@@ -231,9 +286,14 @@ def test_a_row_that_repeats_a_named_run_runs_that_runs_layout(tmp_path: Path) ->
 
 
 def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv() -> None:
-    row = {"backend": "vllm", "mode": "disagg", "isl": "4000", "prefill_batch_size": "1", "decode_batch_size": "24",
-           "silicon_data_source": "source_file=x.csv; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0; "
-                                  "dynamo_version=0.8.0"}
+    row = {
+        "backend": "vllm",
+        "mode": "disagg",
+        "isl": "4000",
+        "prefill_batch_size": "1",
+        "decode_batch_size": "24",
+        "silicon_data_source": "source_file=x.csv; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0; dynamo_version=0.8.0",
+    }
     assert launch_args(row, "prefill") == EngineArgs(max_batch_size=1)
     assert launch_args(row) == EngineArgs(max_batch_size=24)  # vLLM: no --max-num-batched-tokens printed
     trt = {**row, "backend": "trtllm"}
@@ -252,8 +312,11 @@ def test_the_dynamo_campaign_rows_aggregated_and_disaggregated_run_fp8_kv(monkey
     # (aiconfigurator sdk/task.py _get_quant_mode, commit 5e0243eb1); the other rows keep auto
     path = sr.HERE / "data" / "serving_runs.csv"
     with path.open() as f:
-        campaign = Counter((r["silicon_data_source"].split(";")[0].rsplit("/data/", 1)[-1], r["mode"])
-                           for r in csv.DictReader(f) if "gtl_job_id=23364591" in r["silicon_data_source"])
+        campaign = Counter(
+            (r["silicon_data_source"].split(";")[0].rsplit("/data/", 1)[-1], r["mode"])
+            for r in csv.DictReader(f)
+            if "gtl_job_id=23364591" in r["silicon_data_source"]
+        )
     assert Counter(mode for _, mode in campaign.elements()) == {"agg": 8, "disagg": 7}
     monkeypatch.setattr(sr, "warmed_sources", lambda rows: set())  # not what is tested here (seconds)
     rows = sr.load_rows(path)
@@ -261,8 +324,7 @@ def test_the_dynamo_campaign_rows_aggregated_and_disaggregated_run_fp8_kv(monkey
     assert sum(r.dep.kv_dtype == "auto" for r in rows) == len(rows) - 15
 
 
-@pytest.mark.parametrize("version,mode,mixed", [("0.5.6.post2", "agg", True), ("0.5.8.post1", "agg", True),
-                                                 ("0.5.1.post1", "agg", None)])
+@pytest.mark.parametrize("version,mode,mixed", [("0.5.6.post2", "agg", True), ("0.5.8.post1", "agg", True), ("0.5.1.post1", "agg", None)])
 def test_sglang_rows_launched_with_mixed_chunks(version: str, mode: str, mixed: bool | None) -> None:
     # aiconfigurator's generator rule sets enable_mixed_chunk for aggregated SGLang engines (07a377923); its
     # 0.5.6.post2 and 0.5.8 templates came after (c46a56b02); 0.5.1.post1 rows keep
@@ -281,9 +343,7 @@ def test_a_fit_runs_the_rows_on_the_values_tried_and_prints_them_as_yaml() -> No
     trial = dataclasses.replace(load_framework("vllm@0.12"), step_overhead_s=0.004)
     moved = sa.with_framework([vllm, other], trial)
     assert moved[0].dep.fw is trial and moved[1] is other
-    assert sa.fitted_fields(load_framework("trtllm@1.0")) == ["step_overhead_s", "ttft_overhead_s", "prefill_slowdown",
-                                                              "eager_layer_s"]
+    assert sa.fitted_fields(load_framework("trtllm@1.0")) == ["step_overhead_s", "ttft_overhead_s", "prefill_slowdown", "eager_layer_s"]
     text = sa.fitted_yaml(trial)
-    assert text.splitlines()[:3] == ["# autopar/data/frameworks/vllm-0.12.yaml, fitted values:", "step_overhead_s:",
-                                     "  value: 0.004"]
+    assert text.splitlines()[:3] == ["# autopar/data/frameworks/vllm-0.12.yaml, fitted values:", "step_overhead_s:", "  value: 0.004"]
     assert "moe_decode_slowdown:\n  value: 1.5" in text and "host_request_s" not in text

@@ -19,8 +19,24 @@ from tests.conftest import toy_profile_dict
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
-PLAN_KEYS = {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "memory_gib_per_gpu",
-             "fits", "dp", "tp", "pp", "vpp", "cp", "ep", "mbs", "recompute", "zero"}
+PLAN_KEYS = {
+    "step_time_s",
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "model_tflops_per_gpu",
+    "mfu",
+    "memory_gib_per_gpu",
+    "fits",
+    "dp",
+    "tp",
+    "pp",
+    "vpp",
+    "cp",
+    "ep",
+    "mbs",
+    "recompute",
+    "zero",
+}
 
 MODEL = """\
 name: tiny
@@ -67,8 +83,9 @@ def test_suggest_table_names_profile_and_recommendation(files: dict[str, str]) -
 
 
 def test_estimate_json_breakdowns(files: dict[str, str]) -> None:
-    code, out, _ = run("estimate", files["model"], "--hardware", files["hw"], "--gpus", "16", "--tp", "2", "--pp", "2",
-                       "--global-batch", "64", "--json")
+    code, out, _ = run(
+        "estimate", files["model"], "--hardware", files["hw"], "--gpus", "16", "--tp", "2", "--pp", "2", "--global-batch", "64", "--json"
+    )
     assert code == 0
     doc = json.loads(out)
     assert doc.keys() >= PLAN_KEYS
@@ -83,12 +100,37 @@ def test_estimate_over_budget_says_what_fits(files: dict[str, str], tmp_path: Pa
     small = toy_profile_dict()
     small["gpu"]["memory_gib"] = 4
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(small))
-    code, out, _ = run("estimate", files["model"], "--hardware", str(tmp_path / "small.yaml"), "--gpus", "8",
-                       "--mbs", "8", "--global-batch", "64", "--zero", "0")
+    code, out, _ = run(
+        "estimate",
+        files["model"],
+        "--hardware",
+        str(tmp_path / "small.yaml"),
+        "--gpus",
+        "8",
+        "--mbs",
+        "8",
+        "--global-batch",
+        "64",
+        "--zero",
+        "0",
+    )
     assert code == 1  # as suggest's "no plan fits" (issue 25: it was 0), with the breakdown still printed
     assert "does not fit" in out and "what would fit" in out and "memory" in out
-    code, out, _ = run("estimate", files["model"], "--hardware", str(tmp_path / "small.yaml"), "--gpus", "8",
-                       "--mbs", "8", "--global-batch", "64", "--zero", "0", "--json")
+    code, out, _ = run(
+        "estimate",
+        files["model"],
+        "--hardware",
+        str(tmp_path / "small.yaml"),
+        "--gpus",
+        "8",
+        "--mbs",
+        "8",
+        "--global-batch",
+        "64",
+        "--zero",
+        "0",
+        "--json",
+    )
     assert code == 1 and json.loads(out)["fits"] is False
     code, out, _ = run("estimate", files["model"], "--hardware", files["hw"], "--gpus", "8", "--global-batch", "64")
     assert code == 0 and "does not fit" not in out
@@ -129,8 +171,10 @@ def test_bad_files_exit_2(files: dict[str, str], tmp_path: Path) -> None:
         (["suggest", str(tmp_path / "missing.yaml"), "--gpus", "8"], "file not found"),
         (["suggest", files["model"], "--hardware", "h100-sxn", "--gpus", "8"], "unknown hardware 'h100-sxn'"),
         (["estimate", files["model"], "--hardware", files["hw"], "--gpus", "16", "--tp", "3"], "divisible by tp*pp*cp"),
-        (["estimate", files["model"], "--hardware", files["hw"], "--gpus", "16", "--tp", "8", "--recompute", "some"],
-         "--recompute must be one of none, selective, full"),
+        (
+            ["estimate", files["model"], "--hardware", files["hw"], "--gpus", "16", "--tp", "8", "--recompute", "some"],
+            "--recompute must be one of none, selective, full",
+        ),
     ]:
         code, _, err = run(*args)
         assert code == 2, args
@@ -163,8 +207,15 @@ def test_no_plan_fits_names_the_profile_it_used(files: dict[str, str], monkeypat
     assert code == 1 and err.rstrip().endswith("; hardware: --hardware h100-sxm")
 
 
-@pytest.mark.parametrize("args", [["suggest", "llama3-8b", "--gpus", "8"], ["suggest", "llama3-8b", "--gpus", "8", "--json"],
-                                  ["estimate", "llama3-8b", "--gpus", "8", "--tp", "2"], ["models"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["suggest", "llama3-8b", "--gpus", "8"],
+        ["suggest", "llama3-8b", "--gpus", "8", "--json"],
+        ["estimate", "llama3-8b", "--gpus", "8", "--tp", "2"],
+        ["models"],
+    ],
+)
 def test_a_reader_that_stops_early_gets_no_error_line(args: list[str]) -> None:
     # issue 25: `| head` printed "autopar: error: the output was closed early (broken pipe)" and exited 3
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
@@ -188,38 +239,45 @@ def test_suggest_and_estimate_never_import_torch(files: dict[str, str]) -> None:
     assert out.strip() == "False False"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["estimate", "mixtral-8x7b", "--hardware", "h100-sxm", "--gpus", "24", "--ep", "3"],
-     "moe.num_experts (8) must be divisible by ep (3)"),
-    (["estimate", "mixtral-8x7b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "2", "--etp", "4"],
-     "etp (4) must be 1 or tp (2)"),
-    (["estimate", "mamba2-2.7b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "2"],
-     "Mamba heads (80) and groups (1) must be divisible by tp (2)"),
-    (["estimate", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--ep", "2"], "ep (2) needs an MoE model"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["estimate", "mixtral-8x7b", "--hardware", "h100-sxm", "--gpus", "24", "--ep", "3"],
+            "moe.num_experts (8) must be divisible by ep (3)",
+        ),
+        (["estimate", "mixtral-8x7b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "2", "--etp", "4"], "etp (4) must be 1 or tp (2)"),
+        (
+            ["estimate", "mamba2-2.7b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "2"],
+            "Mamba heads (80) and groups (1) must be divisible by tp (2)",
+        ),
+        (["estimate", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--ep", "2"], "ep (2) needs an MoE model"),
+    ],
+)
 def test_bad_family_plans_exit_2(args: list[str], message: str) -> None:
     code, out, err = run(*args)
     assert code == 2 and message in err and out == ""
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["suggest", "llama3-8b", "--gpus", "8", "--top", "0"], "Invalid value for '--top': must be at least 1, got 0"),
-    (["suggest", "llama3-8b", "--gpus", "8", "--top", "many"], "Invalid value for '--top': expected a whole number, got 'many'"),
-    (["serve", "suggest", "llama3-8b", "--gpus", "auto"], "Invalid value for '--gpus': expected a whole number, got 'auto'"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["suggest", "llama3-8b", "--gpus", "8", "--top", "0"], "Invalid value for '--top': must be at least 1, got 0"),
+        (["suggest", "llama3-8b", "--gpus", "8", "--top", "many"], "Invalid value for '--top': expected a whole number, got 'many'"),
+        (["serve", "suggest", "llama3-8b", "--gpus", "auto"], "Invalid value for '--gpus': expected a whole number, got 'auto'"),
+    ],
+)
 def test_option_values_are_refused_in_our_words(args: list[str], message: str) -> None:
     # issue 25: Typer's pydantic coercion printed "Input should be greater than or equal to 1"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-    res = subprocess.run([sys.executable, "-m", "autopar", *args], env=env, capture_output=True, text=True, timeout=60,
-                         check=False)
+    res = subprocess.run([sys.executable, "-m", "autopar", *args], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1
     assert res.stderr.startswith(f"autopar: error: {message} (see `autopar ") and "Input should" not in res.stderr
 
 
 def test_counts_of_one_are_singular() -> None:
     # issue 25: "top 1 layouts by tokens/s", "launch: Megatron-LM torchrun command (1 node, 1 GPUs)"
-    out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "1", "--top", "1",
-                              "--emit", "megatron"]).stdout
+    out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "1", "--top", "1", "--emit", "megatron"]).stdout
     assert "the best layout by tokens/s" in out and "(its best variant; --json keeps the variants):" in out
     assert "(1 node, 1 GPU)" in out and "1 GPUs" not in out and "top 1 layouts" not in out
     out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "2", "--top", "2"]).stdout
@@ -231,7 +289,8 @@ def test_the_plan_notation_is_explained_where_it_is_used() -> None:
     from autopar.render.report import legend
 
     assert legend(["dp4 tp2+sp pp1", "dp1 tp1 pp1 cp8(ag)"]) == (
-        "+sp: sequence parallelism with tp; cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)")
+        "+sp: sequence parallelism with tp; cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)"
+    )
     assert legend(["dp8 tp1 pp1"]) is None
     out = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16", "--top", "3"]).stdout
     assert "\n+sp: sequence parallelism with tp\nrecommended: " in out and "cpN(ag)" not in out  # only what is shown

@@ -35,8 +35,16 @@ def _env(tmp: Path, extra: dict[str, str]) -> dict[str, str]:
 def run_case(case: Case, tmp: Path) -> tuple[int, str, str, float]:
     command = case.setup(tmp).replace("{A}", AUTOPAR).replace("{T}", str(tmp))
     start = time.monotonic()
-    res = subprocess.run(["bash", "-c", command], cwd=tmp, env=_env(tmp, case.env), capture_output=True, text=True,
-                         timeout=case.seconds + 60, check=False, stdin=subprocess.DEVNULL)
+    res = subprocess.run(
+        ["bash", "-c", command],
+        cwd=tmp,
+        env=_env(tmp, case.env),
+        capture_output=True,
+        text=True,
+        timeout=case.seconds + 60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     return res.returncode, res.stdout, res.stderr, time.monotonic() - start
 
 
@@ -64,14 +72,21 @@ def test_every_cause_of_the_issue_has_rows() -> None:
     assert causes >= {"26.3", "26.4", "26.6", "26.7", "26.8", "26.9"}  # issue 26's classes, the rest in their own rows
 
 
-@pytest.mark.parametrize("command", [
-    ["suggest", "--gpus", "16"], ["suggest", "--gpus", "auto"], ["estimate", "--gpus", "8", "--tp", "2"],
-    ["suggest", "--gpus", "8", "--seq-len-dist", "{T}/l.txt", "--global-batch", "64"], ["serve", "suggest", "--gpus", "8"],
-], ids=["suggest", "gpus-auto", "estimate", "varlen", "serve"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["suggest", "--gpus", "16"],
+        ["suggest", "--gpus", "auto"],
+        ["estimate", "--gpus", "8", "--tp", "2"],
+        ["suggest", "--gpus", "8", "--seq-len-dist", "{T}/l.txt", "--global-batch", "64"],
+        ["serve", "suggest", "--gpus", "8"],
+    ],
+    ids=["suggest", "gpus-auto", "estimate", "varlen", "serve"],
+)
 def test_json_is_byte_identical_between_runs(tmp_path: Path, command: list[str]) -> None:
     model = files(tmp_path, tiny__yaml=TINY, l__txt="100\n300\n2000\n")["tiny__yaml"]
     verb = command[:2] if command[0] == "serve" else command[:1]
-    rest = [a.replace("{T}", str(tmp_path)) for a in command[len(verb):]]
+    rest = [a.replace("{T}", str(tmp_path)) for a in command[len(verb) :]]
     args = [sys.executable, "-m", "autopar", *verb, model, "--hardware", hw(tmp_path), *rest, "--json"]
     runs = [subprocess.run(args, env=_env(tmp_path, {}), capture_output=True, check=True).stdout for _ in range(2)]
     assert runs[0] == runs[1] and runs[0].startswith(b"{") and b'"search_s"' not in runs[0]
@@ -97,15 +112,23 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_profile_workers_die_with_their_parent(tmp_path: Path, sig: signal.Signals) -> None:
     env = _env(tmp_path, {"AUTOPAR_PROBE_FAULT": "hang:1", "AUTOPAR_PROBE_TIMEOUT_S": "600"})
-    parent = subprocess.Popen([sys.executable, "-m", "autopar", "profile", "--device", "cpu", "--nproc", "2", "--quick",
-                               "--out", str(tmp_path / "p.yaml")], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, cwd=tmp_path)
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "autopar", "profile", "--device", "cpu", "--nproc", "2", "--quick", "--out", str(tmp_path / "p.yaml")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and len(workers) < 2:
-            workers = [p for p in _children(parent.pid) if "autopar" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
-                       or "multiprocessing" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+            workers = [
+                p
+                for p in _children(parent.pid)
+                if "autopar" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
+                or "multiprocessing" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
+            ]
             time.sleep(0.5)
         assert len(workers) >= 2, "the workers did not start"
         time.sleep(2.0)  # past the start-up of each worker (where die_with_parent is set)
@@ -127,7 +150,14 @@ def test_profile_workers_die_with_their_parent(tmp_path: Path, sig: signal.Signa
 def test_failing_profile_creates_no_folder(tmp_path: Path) -> None:
     env = _env(tmp_path, {"AUTOPAR_PROBE_FAULT": "exit:1", "XDG_CONFIG_HOME": str(tmp_path / "xdg")})
     del env["AUTOPAR_HOME"]
-    res = subprocess.run([sys.executable, "-m", "autopar", "profile", "--device", "cpu", "--nproc", "2", "--quick"],
-                         env=env, capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-m", "autopar", "profile", "--device", "cpu", "--nproc", "2", "--quick"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
     assert res.returncode == 2 and "rank 1 exited" in res.stderr
     assert not (tmp_path / "xdg").exists()

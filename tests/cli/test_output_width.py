@@ -61,7 +61,9 @@ COMMANDS = [
     "serve estimate llama3.1-70b --hardware h100-sxm --gpus 8 --tp 4 --mode disagg --prefill-workers 1 --prefill-tp 4 "
     "--decode-workers 1 --decode-tp 4 --concurrency 64 --emit trtllm",
     # listings (`schema` prints JSON, as --json does: not for people, and not wrapped)
-    "models", "hardware", "stacks",
+    "models",
+    "hardware",
+    "stacks",
 ]
 
 
@@ -89,8 +91,27 @@ def pasted(text: str) -> list[str]:
 
 
 def test_a_printed_megatron_command_pastes_to_the_json_one() -> None:
-    args = ["estimate", "deepseek-v3", "--hardware", "h100-sxm", "--gpus", "256", "--tp", "2", "--pp", "16", "--cp", "2",
-            "--ep", "8", "--no-explain", "--emit", "megatron", "--emit-extra", "--save '/ck pt' --log-interval 1"]
+    args = [
+        "estimate",
+        "deepseek-v3",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "256",
+        "--tp",
+        "2",
+        "--pp",
+        "16",
+        "--cp",
+        "2",
+        "--ep",
+        "8",
+        "--no-explain",
+        "--emit",
+        "megatron",
+        "--emit-extra",
+        "--save '/ck pt' --log-interval 1",
+    ]
     printed = runner.invoke(app, args).stdout.split("first node's address\n", 1)[1]
     assert pasted(printed) == shlex.split(json.loads(runner.invoke(app, [*args, "--json"]).stdout)["launch"])
 
@@ -100,8 +121,23 @@ def test_a_long_pipeline_layout_stays_indented(tmp_path: Path) -> None:
     preset = ROOT / "autopar" / "data" / "presets" / "llama3-8b.yaml"
     model = tmp_path / "odd.yaml"
     model.write_text(re.sub(r"(?m)^layers: .*$", "layers: 119", preset.read_text()))  # 12 uneven chunks: 60 characters
-    args = ["estimate", str(model), "--hardware", "h100-sxm", "--gpus", "24", "--tp", "8", "--pp", "3", "--vpp", "4",
-            "--no-explain", "--emit", "megatron"]
+    args = [
+        "estimate",
+        str(model),
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "24",
+        "--tp",
+        "8",
+        "--pp",
+        "3",
+        "--vpp",
+        "4",
+        "--no-explain",
+        "--emit",
+        "megatron",
+    ]
     out = runner.invoke(app, args).stdout
     lines = out.split("\n")
     flag = next(i for i, line in enumerate(lines) if "--pipeline-model-parallel-layout" in line)
@@ -114,9 +150,32 @@ def test_a_long_pipeline_layout_stays_indented(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("framework", ["vllm", "sglang", "trtllm"])
 def test_printed_serving_lines_paste_to_the_json_ones(framework: str) -> None:
-    args = ["serve", "estimate", "qwen3-235b-a22b", "--hardware", "h200-sxm", "--gpus", "16", "--tp", "1", "--dp", "8",
-            "--attention-dp", "--ep", "8", "--weights", "fp8", "--concurrency", "512", "--isl", "1000", "--osl", "1000",
-            "--emit", framework]
+    args = [
+        "serve",
+        "estimate",
+        "qwen3-235b-a22b",
+        "--hardware",
+        "h200-sxm",
+        "--gpus",
+        "16",
+        "--tp",
+        "1",
+        "--dp",
+        "8",
+        "--attention-dp",
+        "--ep",
+        "8",
+        "--weights",
+        "fp8",
+        "--concurrency",
+        "512",
+        "--isl",
+        "1000",
+        "--osl",
+        "1000",
+        "--emit",
+        framework,
+    ]
     printed = runner.invoke(app, args).stdout.split("reproduces the workload:\n", 1)[1]
     doc = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["launch"]
     commands = [c for c in (*doc["servers"], *doc["benchmark"].split("\n")) if not c.startswith("#")]
@@ -138,8 +197,13 @@ def test_a_printed_sbatch_script_runs_the_one_line_command(tmp_path: Path) -> No
     for name, body in (("srun", 'shift 3; exec "$@"'), ("torchrun", 'printf "%s\\0" "$@"'), ("scontrol", "echo node0")):
         (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
         (stubs / name).chmod(0o755)
-    out = subprocess.run(["bash", "-c", script], capture_output=True, check=True, text=True,
-                         env={"PATH": f"{stubs}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "n"}).stdout
+    out = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        check=True,
+        text=True,
+        env={"PATH": f"{stubs}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "n"},
+    ).stdout
     argv = out.split("\0")[:-1]
     assert argv == [w.replace("$MASTER_ADDR", "node0") for w in inner[2:]]  # torchrun's own words
 
@@ -166,7 +230,7 @@ def test_wide_characters_count_two_cells() -> None:
 
 
 def test_shell_lines_break_before_options_and_keep_values_with_them() -> None:
-    line = "server --model-path \"$MODEL\" --tp-size 8 --dp-size 8 --enable-dp-attention --port 30000 &"
+    line = 'server --model-path "$MODEL" --tp-size 8 --dp-size 8 --enable-dp-attention --port 30000 &'
     assert shell_lines(line, width=40) == [
         'server --model-path "$MODEL" \\',
         "    --tp-size 8 --dp-size 8 \\",
@@ -189,16 +253,17 @@ def test_shell_words_keep_quotes() -> None:
 WORD = st.text(alphabet=st.sampled_from("abcXYZ019-_=./$:,'\" "), min_size=1, max_size=30)
 
 
-@given(st.lists(st.from_regex(r"[a-z0-9]{1,12}", fullmatch=True), min_size=1, max_size=40),
-       st.integers(min_value=20, max_value=100))
+@given(st.lists(st.from_regex(r"[a-z0-9]{1,12}", fullmatch=True), min_size=1, max_size=40), st.integers(min_value=20, max_value=100))
 def test_wrap_keeps_every_word_in_order_within_the_width(words: list[str], width: int) -> None:
     lines = wrap(Text(" ".join(words)), width=width, indent=2)
     assert all(t.cell_len <= width for t in lines)
     assert " ".join(t.plain for t in lines).split() == words
 
 
-@given(st.lists(st.tuples(st.from_regex(r"--[a-z]{1,20}", fullmatch=True), WORD), min_size=1, max_size=25),
-       st.integers(min_value=40, max_value=100))
+@given(
+    st.lists(st.tuples(st.from_regex(r"--[a-z]{1,20}", fullmatch=True), WORD), min_size=1, max_size=25),
+    st.integers(min_value=40, max_value=100),
+)
 def test_shell_lines_paste_back_to_the_same_words(pairs: list[tuple[str, str]], width: int) -> None:
     line = "cmd " + " ".join(f"{flag} {shlex.quote(value)}" for flag, value in pairs)
     wrapped = shell_lines(line, width=width)
@@ -208,8 +273,10 @@ def test_shell_lines_paste_back_to_the_same_words(pairs: list[tuple[str, str]], 
 
 
 def test_errors_are_one_line_piped_and_wrapped_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
-    message = "unknown model 'llama3-405b' (did you mean 'llama3.1-405b'?): give a preset name (see `autopar models`), " \
-              "a model .yaml file or a Hugging Face config.json"
+    message = (
+        "unknown model 'llama3-405b' (did you mean 'llama3.1-405b'?): give a preset name (see `autopar models`), "
+        "a model .yaml file or a Hugging Face config.json"
+    )
     error(message, terminal=False)
     assert capsys.readouterr().err == f"autopar: error: {message}\n"
     error(message + "\nsecond", terminal=True)

@@ -162,8 +162,10 @@ def test_without_torch_one_line_error_with_the_fix(tmp_path: Path) -> None:
     assert "needs PyTorch" in res.stderr and "pip install torch==2.13.0" in res.stderr and "autopar[profile]" in res.stderr
 
 
-@pytest.mark.parametrize("args", [["calibrate", "llama3.1-8b", "--plan", "dp1", "--device", "cpu"],
-                                  ["calibrate", "llama3.1-8b", "--top", "1", "--device", "cpu"]])
+@pytest.mark.parametrize(
+    "args",
+    [["calibrate", "llama3.1-8b", "--plan", "dp1", "--device", "cpu"], ["calibrate", "llama3.1-8b", "--top", "1", "--device", "cpu"]],
+)
 def test_calibrate_without_torch_names_calibrate(tmp_path: Path, args: list[str]) -> None:
     # issue 25: calibrate said "autopar profile needs PyTorch"
     code = f"import sys; sys.modules['torch'] = None; sys.argv = ['autopar', *{args!r}]; from autopar.cli import main; main()"

@@ -24,8 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MARK = "<!-- sample: tests/cli/test_readme_samples.py runs it -->\n```\n"
 SLOW_MARK = "<!-- slow sample: tests/cli/test_readme_samples.py runs it with AUTOPAR_SLOW_SAMPLES=1 -->\n```\n"
-SLOW = [pytest.mark.slow, pytest.mark.skipif(os.environ.get("AUTOPAR_SLOW_SAMPLES") != "1",
-                                             reason="a slow sample: set AUTOPAR_SLOW_SAMPLES=1")]
+SLOW = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("AUTOPAR_SLOW_SAMPLES") != "1", reason="a slow sample: set AUTOPAR_SLOW_SAMPLES=1"),
+]
 
 
 def pages() -> list[Path]:
@@ -51,16 +53,18 @@ def samples(mark: str = MARK, files: list[Path] | None = None) -> list[tuple[str
     return out
 
 
-@pytest.mark.parametrize(("command", "expected"), [*samples(), *(pytest.param(*s, marks=SLOW) for s in samples(SLOW_MARK))],
-                         ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [*samples(), *(pytest.param(*s, marks=SLOW) for s in samples(SLOW_MARK))],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_readme_sample_is_what_the_command_prints(command: str, expected: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert samples(), "no checked samples in README.md or docs/"
     monkeypatch.chdir(ROOT)
     res = CliRunner().invoke(app, shlex.split(command)[1:])
     assert res.exit_code == 0, res.output
     printed = [line.rstrip() for line in res.output.split("\n")]
-    missing = [line for line in expected
-               if not any(p.startswith(line[:-3]) if line.endswith("...") else p == line for p in printed)]
+    missing = [line for line in expected if not any(p.startswith(line[:-3]) if line.endswith("...") else p == line for p in printed)]
     assert not missing, "README sample is stale; the command now prints:\n" + res.output
 
 
@@ -68,7 +72,7 @@ def test_the_samples_cover_every_command_family() -> None:
     """suggest, estimate, serve and the variable-length estimate run in CI; calibrate when asked (slow)."""
     commands = [c.split()[1:3] for c, _ in samples()]
     for family in (["suggest"], ["estimate"], ["serve", "suggest"], ["serve", "estimate"]):
-        assert any(c[:len(family)] == family for c in commands), family
+        assert any(c[: len(family)] == family for c in commands), family
     assert any("--seq-len-dist" in c for c, _ in samples())
     assert any(c.split()[1] == "calibrate" for c, _ in samples(SLOW_MARK))
 

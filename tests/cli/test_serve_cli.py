@@ -11,9 +11,25 @@ from typer.testing import CliRunner
 from autopar.cli import app
 
 runner = CliRunner()
-KEYS = {"ttft_ms", "tpot_ms", "output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
-        "requests_per_s", "kv_cache_tokens", "max_concurrency", "memory_gib_per_gpu", "fits", "tp", "pp", "dp", "ep",
-        "attention_dp", "mode", "concurrency"}
+KEYS = {
+    "ttft_ms",
+    "tpot_ms",
+    "output_tokens_per_s",
+    "output_tokens_per_s_per_gpu",
+    "tokens_per_s_per_user",
+    "requests_per_s",
+    "kv_cache_tokens",
+    "max_concurrency",
+    "memory_gib_per_gpu",
+    "fits",
+    "tp",
+    "pp",
+    "dp",
+    "ep",
+    "attention_dp",
+    "mode",
+    "concurrency",
+}
 BASE = ["serve", "estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--isl", "1024", "--osl", "256"]
 
 
@@ -34,17 +50,66 @@ def test_estimate_json_keys_and_degrees() -> None:
 
 
 def test_attention_dp_moe_engine() -> None:
-    doc = _json(["serve", "estimate", "qwen3-235b-a22b", "--hardware", "h200-sxm", "--gpus", "8", "--tp", "1", "--dp",
-                 "8", "--attention-dp", "--ep", "8", "--weights", "fp8", "--concurrency", "256", "--isl", "1000",
-                 "--osl", "1000"])
+    doc = _json(
+        [
+            "serve",
+            "estimate",
+            "qwen3-235b-a22b",
+            "--hardware",
+            "h200-sxm",
+            "--gpus",
+            "8",
+            "--tp",
+            "1",
+            "--dp",
+            "8",
+            "--attention-dp",
+            "--ep",
+            "8",
+            "--weights",
+            "fp8",
+            "--concurrency",
+            "256",
+            "--isl",
+            "1000",
+            "--osl",
+            "1000",
+        ]
+    )
     assert (doc["tp"], doc["dp"], doc["ep"], doc["attention_dp"]) == (1, 8, 8, True)
     assert doc["tpot_breakdown_ms"]["ep_comm"] > 0
 
 
 def test_disagg_has_prefill_and_decode_subplans() -> None:
-    doc = _json(["serve", "estimate", "qwen3-32b", "--hardware", "h100-sxm", "--gpus", "16", "--mode", "disagg",
-                 "--prefill-workers", "8", "--prefill-tp", "1", "--decode-workers", "2", "--decode-tp", "4",
-                 "--weights", "fp8", "--concurrency", "224", "--isl", "4000", "--osl", "1000"])
+    doc = _json(
+        [
+            "serve",
+            "estimate",
+            "qwen3-32b",
+            "--hardware",
+            "h100-sxm",
+            "--gpus",
+            "16",
+            "--mode",
+            "disagg",
+            "--prefill-workers",
+            "8",
+            "--prefill-tp",
+            "1",
+            "--decode-workers",
+            "2",
+            "--decode-tp",
+            "4",
+            "--weights",
+            "fp8",
+            "--concurrency",
+            "224",
+            "--isl",
+            "4000",
+            "--osl",
+            "1000",
+        ]
+    )
     assert doc["mode"] == "disagg" and doc["tp"] == 4
     assert doc["prefill"]["workers"] == 8 and doc["decode"]["workers"] == 2 and doc["decode"]["tp"] == 4
     assert doc["ttft_breakdown_ms"]["kv_transfer"] > 0 and doc["tpot_breakdown_ms"]["prefill_mix"] == 0
@@ -56,22 +121,25 @@ def test_human_output_states_tpot_definition() -> None:
     assert "TPOT = inter-token latency after the first token" in r.stdout
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--gpus", "4", "--tp", "2", "--framework", "tgi"], "--framework"),
-    (["--gpus", "4", "--tp", "2", "--weights", "int3"], "--weights"),
-    (["--gpus", "4", "--tp", "2", "--kv-dtype", "fp4"], "--kv-dtype"),
-    (["--gpus", "3", "--tp", "2"], "--gpus"),
-    (["--gpus", "4", "--tp", "2", "--dp", "4"], "--gpus"),
-    (["--gpus", "4"], "--tp"),
-    (["--tp", "2"], "--gpus"),
-    (["--gpus", "3", "--tp", "3"], "num_attention_heads"),
-    (["--gpus", "4", "--tp", "2", "--ep", "2"], "MoE"),
-    (["--gpus", "4", "--tp", "4", "--concurrency", "0"], "--concurrency"),
-    (["--gpus", "4", "--tp", "4", "--osl", "1"], "--osl"),
-    (["--gpus", "4", "--tp", "4", "--mode", "both"], "--mode"),
-    (["--gpus", "4", "--tp", "4", "--mode", "disagg"], "--prefill-workers"),
-    (["--gpus", "4", "--tp", "4", "--decode-workers", "2"], "--mode disagg"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--gpus", "4", "--tp", "2", "--framework", "tgi"], "--framework"),
+        (["--gpus", "4", "--tp", "2", "--weights", "int3"], "--weights"),
+        (["--gpus", "4", "--tp", "2", "--kv-dtype", "fp4"], "--kv-dtype"),
+        (["--gpus", "3", "--tp", "2"], "--gpus"),
+        (["--gpus", "4", "--tp", "2", "--dp", "4"], "--gpus"),
+        (["--gpus", "4"], "--tp"),
+        (["--tp", "2"], "--gpus"),
+        (["--gpus", "3", "--tp", "3"], "num_attention_heads"),
+        (["--gpus", "4", "--tp", "2", "--ep", "2"], "MoE"),
+        (["--gpus", "4", "--tp", "4", "--concurrency", "0"], "--concurrency"),
+        (["--gpus", "4", "--tp", "4", "--osl", "1"], "--osl"),
+        (["--gpus", "4", "--tp", "4", "--mode", "both"], "--mode"),
+        (["--gpus", "4", "--tp", "4", "--mode", "disagg"], "--prefill-workers"),
+        (["--gpus", "4", "--tp", "4", "--decode-workers", "2"], "--mode disagg"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
     r = runner.invoke(app, [*BASE, *args])
     assert r.exit_code == 2, r.output
@@ -132,12 +200,15 @@ def test_suggest_table_shows_front_points_that_print_alike_once() -> None:
     assert f"{len(lowest)} of {len(front)} front points" in r.stdout
 
 
-@pytest.mark.parametrize(("args", "code", "needle"), [
-    (["--tpot-ms", "0.5"], 1, "no deployment"),
-    (["--modes", "agg,split"], 2, "--modes"),
-    (["--ttft-ms", "-3"], 2, "--ttft-ms"),
-    (["--weights", "fp2"], 2, "--weights"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["--tpot-ms", "0.5"], 1, "no deployment"),
+        (["--modes", "agg,split"], 2, "--modes"),
+        (["--ttft-ms", "-3"], 2, "--ttft-ms"),
+        (["--weights", "fp2"], 2, "--weights"),
+    ],
+)
 def test_suggest_refusals(args: list[str], code: int, needle: str) -> None:
     r = runner.invoke(app, [*SUGGEST, *args])
     assert r.exit_code == code, r.output
@@ -150,8 +221,23 @@ def test_suggest_model_that_fits_nowhere_exits_1() -> None:
 
 
 def test_framework_version_selects_its_data_file() -> None:
-    base = ["serve", "estimate", "qwen3-32b", "--hardware", "h100-sxm", "--gpus", "8", "--tp", "8", "--concurrency", "64",
-            "--isl", "1024", "--osl", "128"]
+    base = [
+        "serve",
+        "estimate",
+        "qwen3-32b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--concurrency",
+        "64",
+        "--isl",
+        "1024",
+        "--osl",
+        "128",
+    ]
     old = _json([*base, "--framework", "sglang@0.5.1.post1"])
     new = _json([*base, "--framework", "sglang"])
     assert old["framework_constants"] == "SGLang 0.5.1" and new["framework_constants"] == "SGLang 0.5.6"
@@ -203,13 +289,11 @@ def test_engine_args_reach_the_estimate_the_json_and_the_launch_line() -> None:
     default = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm"])
     assert default["engine_args"] == {"max_num_tokens": 8192, "max_batch_size": 2048, "memory_fraction": 0.9}
     args = ["--max-num-tokens", "2688", "--max-batch-size", "8", "--memory-fraction", "0.45"]
-    doc = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm", *args,
-                 "--emit", "trtllm"])
+    doc = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm", *args, "--emit", "trtllm"])
     assert doc["engine_args"] == {"max_num_tokens": 2688, "max_batch_size": 8, "memory_fraction": 0.45}
     # TensorRT-LLM gives the KV cache the fraction of what the weights (and reserves) leave: half the fraction,
     # half the pool, to the token (the smaller step budget above also shrinks the activation reserve)
-    half = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm",
-                  "--memory-fraction", "0.45"])
+    half = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm", "--memory-fraction", "0.45"])
     assert half["kv_cache_tokens"] == pytest.approx(default["kv_cache_tokens"] / 2, abs=1)
     assert doc["kv_cache_tokens"] > half["kv_cache_tokens"]
     # 16 requests, 8 running at once: the other 8 wait a whole request's latency for a slot
@@ -218,13 +302,35 @@ def test_engine_args_reach_the_estimate_the_json_and_the_launch_line() -> None:
     assert "--max_batch_size 8 --max_num_tokens 2688 --kv_cache_free_gpu_memory_fraction 0.45" in line
 
 
-@pytest.mark.parametrize("framework,flags", [
-    ("vllm", "--gpu-memory-utilization 0.8 --max-num-seqs 32 --max-num-batched-tokens 4096"),
-    ("sglang", "--mem-fraction-static 0.8 --max-running-requests 32 --chunked-prefill-size 4096"),
-])
+@pytest.mark.parametrize(
+    "framework,flags",
+    [
+        ("vllm", "--gpu-memory-utilization 0.8 --max-num-seqs 32 --max-num-batched-tokens 4096"),
+        ("sglang", "--mem-fraction-static 0.8 --max-running-requests 32 --chunked-prefill-size 4096"),
+    ],
+)
 def test_engine_args_in_vllm_and_sglang_launch_lines(framework: str, flags: str) -> None:
-    doc = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "4", "--framework", framework,
-                 "--max-num-tokens", "4096", "--max-batch-size", "32", "--memory-fraction", "0.8", "--emit", framework])
+    doc = _json(
+        [
+            *BASE,
+            "--gpus",
+            "1",
+            "--tp",
+            "1",
+            "--concurrency",
+            "4",
+            "--framework",
+            framework,
+            "--max-num-tokens",
+            "4096",
+            "--max-batch-size",
+            "32",
+            "--memory-fraction",
+            "0.8",
+            "--emit",
+            framework,
+        ]
+    )
     assert flags in doc["launch"]["servers"][0]
 
 
@@ -241,8 +347,25 @@ def test_replicas_past_one_node_are_one_block_per_node() -> None:
 
 
 def test_disagg_pools_report_their_engine_args() -> None:
-    doc = _json([*BASE, "--gpus", "2", "--mode", "disagg", "--prefill-workers", "1", "--decode-workers", "1",
-                 "--tp", "1", "--concurrency", "8", "--max-num-tokens", "4096"])
+    doc = _json(
+        [
+            *BASE,
+            "--gpus",
+            "2",
+            "--mode",
+            "disagg",
+            "--prefill-workers",
+            "1",
+            "--decode-workers",
+            "1",
+            "--tp",
+            "1",
+            "--concurrency",
+            "8",
+            "--max-num-tokens",
+            "4096",
+        ]
+    )
     assert doc["prefill"]["engine_args"]["max_num_tokens"] == 4096
     assert doc["decode"]["engine_args"]["max_num_tokens"] == 4096
 
@@ -265,5 +388,4 @@ def test_sglang_mixed_chunk_and_max_prefill_tokens_reach_the_json_and_the_launch
 def test_attention_data_parallelism_is_explained_where_shown() -> None:
     # issue 25: "tp1 adp8" was never explained
     out = runner.invoke(app, ["serve", "suggest", "qwen3-30b-a3b", "--gpus", "8", "--hardware", "h200-sxm"]).stdout
-    assert " adp" in out and "adpN: attention data parallelism, N ranks each with its own requests and KV cache" in " ".join(
-        out.split())
+    assert " adp" in out and "adpN: attention data parallelism, N ranks each with its own requests and KV cache" in " ".join(out.split())

@@ -30,10 +30,8 @@ def test_seqcost_is_the_layer_model_for_one_sequence() -> None:
     cost = ModelSeqCost.from_model(m, hw, Plan(dp=2, tp=8, pp=4, cp=2), dtype="bf16")
     # 8,192 tokens per rank: the linear rate's own reference; 4,096: GEMMs priced at a full micro-batch's
     # efficiency (packing gives short documents the whole micro-batch's GEMM shapes), 1.5% cheaper
-    for length, cp, rel in ((8192, 1, 0.001), (16384, 2, 0.001), (65536, 4, 0.005), (131072, 16, 0.005),
-                            (4096, 1, 0.02)):
-        stage = 20 * layer_time(m, hw, Shape(dtype="bf16", seq_len=length, mbs=1), Plan(dp=2, tp=8, pp=4, cp=cp),
-                                "dense").total
+    for length, cp, rel in ((8192, 1, 0.001), (16384, 2, 0.001), (65536, 4, 0.005), (131072, 16, 0.005), (4096, 1, 0.02)):
+        stage = 20 * layer_time(m, hw, Shape(dtype="bf16", seq_len=length, mbs=1), Plan(dp=2, tp=8, pp=4, cp=cp), "dense").total
         assert cost.time(np.array([length]), cp)[0] == pytest.approx(stage, rel=rel), (length, cp)
     # attention is quadratic per document; the linear part is exactly linear
     a = cost.attention(np.array([16384, 32768]), 1)
@@ -57,12 +55,29 @@ def test_packed_exchange_is_one_ring_of_the_micro_batch() -> None:
     step = collective_time(hw, "send_recv", kv * 131072 / 4, pair)
     ring = 3 * step
     assert cost.exposed(np.array([131072]), 4, np.array([0.0]))[0] == pytest.approx(
-        20 * (3 * ring + 0.0), rel=1e-3)  # nothing to hide behind: forward ring + 2x backward, 20 layers
+        20 * (3 * ring + 0.0), rel=1e-3
+    )  # nothing to hide behind: forward ring + 2x backward, 20 layers
 
 
 def test_suggest_with_distribution_json_contract() -> None:
-    r = runner.invoke(app, ["suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "16", "--seq-len-dist", LONG,
-                            "--global-batch", "128", "--varlen-strategy", "hdp", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "suggest",
+            "llama3.1-8b",
+            "--hardware",
+            "h100-sxm",
+            "--gpus",
+            "16",
+            "--seq-len-dist",
+            LONG,
+            "--global-batch",
+            "128",
+            "--varlen-strategy",
+            "hdp",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["strategy"] == "hdp" and doc["sequences_per_step"] == 128
@@ -73,8 +88,17 @@ def test_suggest_with_distribution_json_contract() -> None:
     assert doc["mfu"] == pytest.approx(best["hdp"]["mfu"]) and 0.0 < doc["mfu"] < 1.0
     assert doc["speedup_over_naive"] == pytest.approx(best["hdp"]["tokens_per_s"] / best["naive"]["tokens_per_s"])
     for r in best.values():
-        assert {"tokens_per_s", "mfu", "imbalance", "step_time_p50_s", "step_time_p90_s", "step_time_p99_s",
-                "token_room", "models", "launchable"} <= r.keys()
+        assert {
+            "tokens_per_s",
+            "mfu",
+            "imbalance",
+            "step_time_p50_s",
+            "step_time_p90_s",
+            "step_time_p99_s",
+            "token_room",
+            "models",
+            "launchable",
+        } <= r.keys()
         assert r["step_time_p50_s"] <= r["step_time_p90_s"] <= r["step_time_p99_s"]
     # balancing never loses to naive packing
     assert best["balanced"]["tokens_per_s"] >= best["naive"]["tokens_per_s"] * 0.999
@@ -90,8 +114,28 @@ def test_distribution_changes_the_recommended_layout() -> None:
 
 @pytest.mark.parametrize("strategy", ["wlb", "hdp_no_balance"])
 def test_estimate_reports_the_strategy_asked_for(strategy: str) -> None:
-    r = runner.invoke(app, ["estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "16", "--tp", "2", "--cp", "8",
-                            "--seq-len-dist", LONG, "--global-batch", "64", "--varlen-strategy", strategy, "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "estimate",
+            "llama3.1-8b",
+            "--hardware",
+            "h100-sxm",
+            "--gpus",
+            "16",
+            "--tp",
+            "2",
+            "--cp",
+            "8",
+            "--seq-len-dist",
+            LONG,
+            "--global-batch",
+            "64",
+            "--varlen-strategy",
+            strategy,
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["strategy"] == strategy
@@ -101,8 +145,25 @@ def test_estimate_reports_the_strategy_asked_for(strategy: str) -> None:
     assert set(loads) == set(STRATEGIES)
     assert len(loads["naive"]) == 1  # one DP replica (16 / (2*8)) of cp 8
     assert len(loads["hdp"]) == 8  # the pool: every GPU of the DP x CP group
-    text = runner.invoke(app, ["estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "16", "--tp", "2", "--cp", "8",
-                               "--seq-len-dist", LONG, "--global-batch", "64"])
+    text = runner.invoke(
+        app,
+        [
+            "estimate",
+            "llama3.1-8b",
+            "--hardware",
+            "h100-sxm",
+            "--gpus",
+            "16",
+            "--tp",
+            "2",
+            "--cp",
+            "8",
+            "--seq-len-dist",
+            LONG,
+            "--global-batch",
+            "64",
+        ],
+    )
     assert "per-rank load in one sampled step" in text.stdout and "Megatron DCP *" in text.stdout
     # the header suggest prints: model, GPUs, hardware and why (issue 25: estimate began at "stack:")
     assert text.stdout.startswith("llama3.1-8b on 16 x NVIDIA H100 80GB HBM3; hardware: h100-sxm — --hardware")
@@ -110,8 +171,25 @@ def test_estimate_reports_the_strategy_asked_for(strategy: str) -> None:
 
 
 def test_emit_megatron_carries_hybrid_cp_or_says_it_cannot() -> None:
-    base = ["estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "16", "--tp", "2", "--cp", "8",
-            "--seq-len-dist", LONG, "--global-batch", "64", "--emit", "megatron", "--json"]
+    base = [
+        "estimate",
+        "llama3.1-8b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "16",
+        "--tp",
+        "2",
+        "--cp",
+        "8",
+        "--seq-len-dist",
+        LONG,
+        "--global-batch",
+        "64",
+        "--emit",
+        "megatron",
+        "--json",
+    ]
     doc = json.loads(runner.invoke(app, base).stdout)  # megatron_dynamic_cp, pp 1: launchable
     assert "--hybrid-context-parallel" in doc["launch"]
     assert "--max-seqlen-per-dp-cp-rank 16384" in doc["launch"]  # 131,072-token window / cp 8
@@ -120,22 +198,27 @@ def test_emit_megatron_carries_hybrid_cp_or_says_it_cannot() -> None:
     assert "--hybrid-context-parallel" not in piped["launch"]
     assert "not launchable here" in piped["launch_note"] and "pipeline parallelism (pp = 2)" in piped["launch_note"]
     # torchtitan's own CP all-gathers K/V and it shards with FSDP2 (--emit torchtitan costs as its stack)
-    titan = json.loads(runner.invoke(app, [*base[:-3], "--cp-comm", "allgather", "--zero", "3", "--emit", "torchtitan",
-                                            "--torchtitan-config", "llama3_8b", "--json"]).stdout)
-    assert titan["launch_note"] == ("megatron_dynamic_cp is not launchable with torchtitan: the command runs the "
-                                    "fixed plan (as naive)")
+    titan = json.loads(
+        runner.invoke(
+            app, [*base[:-3], "--cp-comm", "allgather", "--zero", "3", "--emit", "torchtitan", "--torchtitan-config", "llama3_8b", "--json"]
+        ).stdout
+    )
+    assert titan["launch_note"] == ("megatron_dynamic_cp is not launchable with torchtitan: the command runs the fixed plan (as naive)")
     hdp = json.loads(runner.invoke(app, [*base, "--varlen-strategy", "hdp"]).stdout)
     assert "--hybrid-context-parallel" not in hdp["launch"]
     assert hdp["launch_note"].startswith("hdp is not launchable with Megatron-LM as pinned")
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("", "file is empty"),
-    ("100\n-5\n", "lengths.txt:2: lengths must be positive, got -5"),
-    ("100\n0\n", "lengths.txt:2: lengths must be positive, got 0"),
-    ("100\nabc\n", "lengths.txt:2: expected a positive integer length, got 'abc'"),
-    ("100\n200000\n", "exceeds llama3.1-8b's max_seq_len (131072)"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "file is empty"),
+        ("100\n-5\n", "lengths.txt:2: lengths must be positive, got -5"),
+        ("100\n0\n", "lengths.txt:2: lengths must be positive, got 0"),
+        ("100\nabc\n", "lengths.txt:2: expected a positive integer length, got 'abc'"),
+        ("100\n200000\n", "exceeds llama3.1-8b's max_seq_len (131072)"),
+    ],
+)
 def test_bad_distribution_files(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "lengths.txt"
     path.write_text(content)
@@ -146,16 +229,20 @@ def test_bad_distribution_files(tmp_path: Path, content: str, message: str) -> N
 
 
 def test_unknown_strategy() -> None:
-    r = runner.invoke(app, ["suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "8", "--seq-len-dist", LONG,
-                            "--varlen-strategy", "magic"])
+    r = runner.invoke(
+        app, ["suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "8", "--seq-len-dist", LONG, "--varlen-strategy", "magic"]
+    )
     assert r.exit_code == 2 and "--varlen-strategy must be one of " + ", ".join(STRATEGIES) in r.stderr
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (["--seq-len", "4096"], "give --seq-len or --seq-len-dist, not both"),
-    (["--plot", "x.svg"], "--plot charts fixed-length plans; it cannot be combined with --seq-len-dist"),
-    (["--save-dir", "out"], "--save-dir saves fixed-length plans; it cannot be combined with --seq-len-dist"),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--seq-len", "4096"], "give --seq-len or --seq-len-dist, not both"),
+        (["--plot", "x.svg"], "--plot charts fixed-length plans; it cannot be combined with --seq-len-dist"),
+        (["--save-dir", "out"], "--save-dir saves fixed-length plans; it cannot be combined with --seq-len-dist"),
+    ],
+)
 def test_options_that_do_not_combine(extra: list[str], message: str) -> None:
     r = runner.invoke(app, ["suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "8", "--seq-len-dist", LONG, *extra])
     assert r.exit_code == 2 and message in r.stderr
@@ -169,8 +256,9 @@ def test_allgather_plans_gather_the_micro_batch_and_pipelines_pay_p2p() -> None:
     ring = ModelSeqCost.from_model(m, hw, Plan(dp=1, tp=8, pp=4, cp=4), dtype="bf16")
     t = np.array([131072])
     big_attn = np.array([1e3])  # enough attention to hide any ring
-    assert ring.exposed(t, 4, big_attn)[0] == pytest.approx(20 * (hw.compute_slowdown - 1) * 3 * (
-        ring.exposed(t, 4, np.array([0.0]))[0] / 20 / 3))  # a hidden ring only slows the compute it overlaps
+    assert ring.exposed(t, 4, big_attn)[0] == pytest.approx(
+        20 * (hw.compute_slowdown - 1) * 3 * (ring.exposed(t, 4, np.array([0.0]))[0] / 20 / 3)
+    )  # a hidden ring only slows the compute it overlaps
     assert ag.exposed(t, 4, big_attn)[0] == pytest.approx(ag.exposed(t, 4, np.array([0.0]))[0])  # never hidden
     assert ag.exposed(t, 2, big_attn)[0] == pytest.approx(ring.exposed(t, 2, big_attn)[0])  # other sizes: ring
     per_mb, fill = ring.p2p(np.array([0.0, 32768.0]))
@@ -186,8 +274,14 @@ def test_hybrid_cp_flags_follow_the_pinned_megatron() -> None:
     from autopar.emit.megatron import megatron_hybrid_cp_args
 
     words = megatron_hybrid_cp_args(Plan(dp=2, tp=2, pp=1, cp=8), 16384)
-    assert words == ["--hybrid-context-parallel", "--max-seqlen-per-dp-cp-rank", "16384", "--calculate-per-token-loss",
-                     "--dataloader-type", "single"]
+    assert words == [
+        "--hybrid-context-parallel",
+        "--max-seqlen-per-dp-cp-rank",
+        "16384",
+        "--calculate-per-token-loss",
+        "--dataloader-type",
+        "single",
+    ]
     with pytest.raises(SpecError, match="pipeline parallelism"):
         megatron_hybrid_cp_args(Plan(dp=2, tp=2, pp=2, cp=4), 16384)
     with pytest.raises(SpecError, match="Megatron-FSDP"):
@@ -195,8 +289,26 @@ def test_hybrid_cp_flags_follow_the_pinned_megatron() -> None:
 
 
 def test_json_charges_communicator_memory() -> None:
-    r = runner.invoke(app, ["estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "16", "--tp", "2", "--cp", "8",
-                            "--seq-len-dist", LONG, "--global-batch", "64", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "estimate",
+            "llama3.1-8b",
+            "--hardware",
+            "h100-sxm",
+            "--gpus",
+            "16",
+            "--tp",
+            "2",
+            "--cp",
+            "8",
+            "--seq-len-dist",
+            LONG,
+            "--global-batch",
+            "64",
+            "--json",
+        ],
+    )
     s = json.loads(r.stdout)["strategies"]
     # 7.5 GB of HDP communicators, 3 x 0.5 GB for Megatron's groups of 2, 4 and 8: less room than the static mesh
     assert s["hdp"]["token_room"] < s["megatron_dynamic_cp"]["token_room"] < s["naive"]["token_room"]

@@ -26,21 +26,29 @@ from tests.conftest import toy_profile_dict
 from tests.support.hostile import HF, TINY
 
 SECONDS = 2.0  # per input
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                         HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(10**40), max_value=10**40),
-    st.sampled_from([0, 1, -1, 2**31, 2**63, 2**64, 10**12]), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12), st.sampled_from(["a\nb", "", " ", "x" * 500]),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.sampled_from([0, 1, -1, 2**31, 2**63, 2**64, 10**12]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["a\nb", "", " ", "x" * 500]),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
-                                                                                              max_size=3), max_leaves=10)
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=10
+)
 DISTS = [
     {"bin_edges": [1, 100, 1000], "counts": [3, 1]},
     {"lognormal": {"median": 300, "sigma": 1.0, "max": 2048}},
-    {"mixture": [{"weight": 1, "bin_edges": [1, 64], "counts": [1]},
-                 {"weight": 2, "lognormal": {"median": 100, "sigma": 0.5, "max": 1024, "min": 2}}]},
+    {
+        "mixture": [
+            {"weight": 1, "bin_edges": [1, 64], "counts": [1]},
+            {"weight": 2, "lognormal": {"median": 100, "sigma": 0.5, "max": 1024, "min": 2}},
+        ]
+    },
 ]
 
 
@@ -105,8 +113,13 @@ def test_profile_reader(tmp_path: Path, doc: Any, as_json: bool) -> None:
 
 
 STACK = yaml.safe_load((Path(__file__).resolve().parents[2] / "autopar/data/stacks/torchtitan-2025.06.yaml").read_text())
-VARIANT = {"schema_version": 1, "name": "v", "base": "h100-sxm", "overrides": {"gpu": {"memory_gib": 94.0}},
-           "power": {"tdp_w": 700, "limit_w": 500}}
+VARIANT = {
+    "schema_version": 1,
+    "name": "v",
+    "base": "h100-sxm",
+    "overrides": {"gpu": {"memory_gib": 94.0}},
+    "power": {"tdp_w": 700, "limit_w": 500},
+}
 
 
 @FUZZ
@@ -134,9 +147,17 @@ def test_distribution_mapping_reader(tmp_path: Path, doc: Any, as_json: bool) ->
 
 
 @FUZZ
-@given(lines=st.lists(st.one_of(st.integers(min_value=-(10**25), max_value=10**25).map(str), st.text(max_size=10),
-                                st.builds(lambda v: json.dumps({"length": v}), values)), max_size=8),
-       suffix=st.sampled_from([".txt", ".jsonl"]))
+@given(
+    lines=st.lists(
+        st.one_of(
+            st.integers(min_value=-(10**25), max_value=10**25).map(str),
+            st.text(max_size=10),
+            st.builds(lambda v: json.dumps({"length": v}), values),
+        ),
+        max_size=8,
+    ),
+    suffix=st.sampled_from([".txt", ".jsonl"]),
+)
 def test_length_list_readers(tmp_path: Path, lines: list[str], suffix: str) -> None:
     path = tmp_path / f"l{suffix}"
     path.write_text("\n".join(line.replace("\r", "") for line in lines), encoding="utf-8")

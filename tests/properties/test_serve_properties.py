@@ -29,10 +29,15 @@ def without_cuda_graph_sizes(name: str) -> Framework:
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(tp=st.sampled_from([1, 2, 4, 8]), framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
-       isl=st.integers(16, 8192), osl=st.integers(2, 4096), conc=st.integers(1, 512), extra=st.integers(1, 256))
-def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int, osl: int, conc: int,
-                                              extra: int) -> None:
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]),
+    framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
+    isl=st.integers(16, 8192),
+    osl=st.integers(2, 4096),
+    conc=st.integers(1, 512),
+    extra=st.integers(1, 256),
+)
+def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int, osl: int, conc: int, extra: int) -> None:
     dep = Deployment(fw=without_cuda_graph_sizes(framework), mode="agg", engine=Engine(tp=tp), replicas=8 // tp)
     low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
     high = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc + extra))
@@ -62,8 +67,14 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
 def test_kv_capacity_grows_with_tp_and_smaller_dtypes(tp: int, kv: str, weights: str) -> None:
     def cap(**kw: object) -> int:
         args = {"tp": tp, "kv": kv, "weights": weights} | kw
-        dep = Deployment(fw=load_framework("vllm"), mode="agg", engine=Engine(tp=int(args["tp"])), replicas=1,  # type: ignore[call-overload]
-                         weights=str(args["weights"]), kv_dtype=str(args["kv"]))
+        dep = Deployment(
+            fw=load_framework("vllm"),
+            mode="agg",
+            engine=Engine(tp=int(args["tp"])),
+            replicas=1,  # type: ignore[call-overload]
+            weights=str(args["weights"]),
+            kv_dtype=str(args["kv"]),
+        )
         return estimate(MODEL, HW, dep, Workload(isl=1024, osl=1024, concurrency=1)).pools[0].kv_cache_tokens
 
     base = cap()
@@ -83,8 +94,18 @@ def test_fleet_throughput_per_gpu_does_not_fall_with_its_size() -> None:
     model = load_model("llama3.1-8b")
     per_gpu = []
     for gpus in (8, 512):
-        best = sweep(model, HW, gpus=gpus, isl=1024, osl=256, framework=load_framework("vllm"), weights="bf16", kv_dtypes=("auto",),
-                     modes=("agg",), targets=Targets(tpot_s=0.05)).best
+        best = sweep(
+            model,
+            HW,
+            gpus=gpus,
+            isl=1024,
+            osl=256,
+            framework=load_framework("vllm"),
+            weights="bf16",
+            kv_dtypes=("auto",),
+            modes=("agg",),
+            targets=Targets(tpot_s=0.05),
+        ).best
         assert best is not None
         per_gpu.append(best.output_tokens_per_s / gpus)
     assert per_gpu[1] == pytest.approx(per_gpu[0], rel=0.01)
@@ -92,22 +113,47 @@ def test_fleet_throughput_per_gpu_does_not_fall_with_its_size() -> None:
 
 def test_the_sweep_reports_each_deployment_it_prices() -> None:
     seen: list[tuple[int, int]] = []
-    result = sweep(MODEL, HW, gpus=8, isl=1024, osl=256, framework=load_framework("vllm"), weights="bf16", kv_dtypes=("auto",),
-                   modes=("agg",), targets=Targets(), progress=lambda done, total: seen.append((done, total)))
+    result = sweep(
+        MODEL,
+        HW,
+        gpus=8,
+        isl=1024,
+        osl=256,
+        framework=load_framework("vllm"),
+        weights="bf16",
+        kv_dtypes=("auto",),
+        modes=("agg",),
+        targets=Targets(),
+        progress=lambda done, total: seen.append((done, total)),
+    )
     # one call per deployment, in order, each with the number of deployments
     assert [d for d, _ in seen] == list(range(1, result.layouts + 1))
     assert {t for _, t in seen} == {result.layouts}
 
 
 @settings(max_examples=12, deadline=None, derandomize=True)
-@given(framework=st.sampled_from(["vllm", "sglang", "trtllm"]), isl=st.integers(16, 8192), osl=st.integers(2, 2048),
-       tpot_ms=st.sampled_from([None, 20.0, 40.0]))
+@given(
+    framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
+    isl=st.integers(16, 8192),
+    osl=st.integers(2, 2048),
+    tpot_ms=st.sampled_from([None, 20.0, 40.0]),
+)
 def test_the_sweep_shows_what_estimate_says(framework: str, isl: int, osl: int, tpot_ms: float | None) -> None:
     # the sweep prices each (deployment, concurrency) with the closed-loop simulation estimate runs: every
     # point it shows, the Pareto front and the recommendation included, is estimate's figure for that plan
     targets = Targets(tpot_s=None if tpot_ms is None else tpot_ms / 1e3)
-    result = sweep(MODEL, HW, gpus=8, isl=isl, osl=osl, framework=load_framework(framework), weights="bf16", kv_dtypes=("auto",),
-                   modes=("agg",), targets=targets)
+    result = sweep(
+        MODEL,
+        HW,
+        gpus=8,
+        isl=isl,
+        osl=osl,
+        framework=load_framework(framework),
+        weights="bf16",
+        kv_dtypes=("auto",),
+        modes=("agg",),
+        targets=targets,
+    )
     shown = [*result.pareto, *([result.best] if result.best is not None else [])]
     for point in [*result.points[::7], *shown]:
         again = estimate(MODEL, HW, point.deployment, point.workload)

@@ -17,32 +17,82 @@ import typing
 from typing import Any
 
 # Flags that configure training, data or parallelism, not the network (arguments.py at the pin).
-TRAINING = frozenset({
-    "--micro-batch-size", "--global-batch-size", "--use-distributed-optimizer", "--overlap-grad-reduce",
-    "--overlap-param-gather", "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--ckpt-format",
-    "--num-virtual-stages-per-pipeline-rank", "--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers",
-    "--decoder-last-pipeline-num-layers", "--seq-length", "--mock-data", "--data-path", "--tokenizer-type",
-    "--tokenizer-model", "--vocab-size", "--train-iters", "--lr", "--no-bias-gelu-fusion", "--group-query-attention",
-    "--spec", "--dataloader-type", "--max-seqlen-per-dp-cp-rank", "--hybrid-context-parallel",
-    "--calculate-per-token-loss",
-})
+TRAINING = frozenset(
+    {
+        "--micro-batch-size",
+        "--global-batch-size",
+        "--use-distributed-optimizer",
+        "--overlap-grad-reduce",
+        "--overlap-param-gather",
+        "--use-megatron-fsdp",
+        "--data-parallel-sharding-strategy",
+        "--ckpt-format",
+        "--num-virtual-stages-per-pipeline-rank",
+        "--pipeline-model-parallel-layout",
+        "--decoder-first-pipeline-num-layers",
+        "--decoder-last-pipeline-num-layers",
+        "--seq-length",
+        "--mock-data",
+        "--data-path",
+        "--tokenizer-type",
+        "--tokenizer-model",
+        "--vocab-size",
+        "--train-iters",
+        "--lr",
+        "--no-bias-gelu-fusion",
+        "--group-query-attention",
+        "--spec",
+        "--dataloader-type",
+        "--max-seqlen-per-dp-cp-rank",
+        "--hybrid-context-parallel",
+        "--calculate-per-token-loss",
+    }
+)
 # Parallel degrees: the test builds the whole model on one rank, so these are read and then reset.
-PARALLEL = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-            "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel", "tp_comm_overlap",
-            "overlap_moe_expert_parallel_comm", "cp_comm_type", "recompute_granularity", "recompute_method",
-            "recompute_num_layers", "pipeline_model_parallel_layout", "virtual_pipeline_model_parallel_size",
-            "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "hybrid_context_parallel",
-            "max_seqlen_per_dp_cp_rank")
+PARALLEL = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+    "sequence_parallel",
+    "tp_comm_overlap",
+    "overlap_moe_expert_parallel_comm",
+    "cp_comm_type",
+    "recompute_granularity",
+    "recompute_method",
+    "recompute_num_layers",
+    "pipeline_model_parallel_layout",
+    "virtual_pipeline_model_parallel_size",
+    "num_layers_in_first_pipeline_stage",
+    "num_layers_in_last_pipeline_stage",
+    "hybrid_context_parallel",
+    "max_seqlen_per_dp_cp_rank",
+)
 # Flags Megatron-LM maps by hand, and where they go (GPT/Mamba model arguments or config fields).
-HAND = frozenset({"--swiglu", "--squared-relu", "--num-experts", "--moe-layer-freq", "--untie-embeddings-and-output-weights",
-                  "--position-embedding-type", "--rotary-base", "--max-position-embeddings", "--padded-vocab-size",
-                  "--hybrid-override-pattern", "--multi-latent-attention", "--use-rope-scaling", "--rope-scaling-factor"})
+HAND = frozenset(
+    {
+        "--swiglu",
+        "--squared-relu",
+        "--num-experts",
+        "--moe-layer-freq",
+        "--untie-embeddings-and-output-weights",
+        "--position-embedding-type",
+        "--rotary-base",
+        "--max-position-embeddings",
+        "--padded-vocab-size",
+        "--hybrid-override-pattern",
+        "--multi-latent-attention",
+        "--use-rope-scaling",
+        "--rope-scaling-factor",
+    }
+)
 
 
 def split_command(line: str, script: str) -> dict[str, list[str]]:
     """The words after ``script``, as flag -> its values (empty for a switch); a repeated flag fails."""
     words = shlex.split(line)
-    words = words[words.index(script) + 1:]
+    words = words[words.index(script) + 1 :]
     out: dict[str, list[str]] = {}
     flag = None
     for w in words:

@@ -26,15 +26,24 @@ GIB = 2**30
 
 
 def _ctx(model: str = "llama3-70b", gpus: int = 64, **kw: object) -> advise.Context:
-    return advise.context(model, hardware="h100-sxm", gpus=gpus, nodes=None, global_batch=kw.pop("global_batch", None),  # type: ignore[arg-type]
-                          seq_len=None, dtype="bf16", **kw)  # type: ignore[arg-type]
+    return advise.context(
+        model,
+        hardware="h100-sxm",
+        gpus=gpus,
+        nodes=None,
+        global_batch=kw.pop("global_batch", None),  # type: ignore[arg-type]
+        seq_len=None,
+        dtype="bf16",
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_batch_that_limits_data_parallelism_is_named() -> None:
     # 513 = 3^3 x 19: of the divisors of 24 only 1 and 3 divide it; 504 = 24 x 21 and 528 = 24 x 22 allow dp 24
     assert batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=513, seq_len=8192)) == (
         "global batch 513 allows data parallelism of at most 3 on 24 GPUs (dp must divide the batch); "
-        "504 or 528 sequences would allow dp 24")
+        "504 or 528 sequences would allow dp 24"
+    )
     assert batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=512, seq_len=8192)) is not None  # dp <= 8 of 24
     assert batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=528, seq_len=8192)) is None
     assert batch_warning(Job(gpus=64, gpus_per_node=8, global_batch=96, seq_len=8192)) is None  # dp 32 of 64: not poor
@@ -70,11 +79,11 @@ def test_the_default_batch_lets_24_gpus_run_dp12() -> None:
 
 
 def test_suggest_json_carries_the_warning() -> None:
-    res = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "24", "--global-batch", "513",
-                              "--json", "--top", "1"])
+    res = runner.invoke(
+        app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "24", "--global-batch", "513", "--json", "--top", "1"]
+    )
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["warnings"] == [batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=513,
-                                                                   seq_len=8192))]
+    assert json.loads(res.stdout)["warnings"] == [batch_warning(Job(gpus=24, gpus_per_node=8, global_batch=513, seq_len=8192))]
 
 
 @pytest.mark.parametrize(("text", "gib"), [("5%", 4.0), ("4", 4.0), ("2.5GiB", 2.5), (" 0 ", 0.0), ("12.5%", 10.0)])
@@ -82,13 +91,16 @@ def test_headroom_is_gib_or_a_share_of_the_gpu(text: str, gib: float) -> None:
     assert headroom_bytes(text, 80 * GIB) == pytest.approx(gib * GIB)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("x", "`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'x'"),
-    ("-1", "`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got '-1'"),
-    ("nan", "`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'nan'"),
-    ("50%", "`headroom` must be less than 50% of the GPU's 80.0 GiB, got 50%"),
-    ("40", "`headroom` must be less than 50% of the GPU's 80.0 GiB, got 40"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("x", "`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'x'"),
+        ("-1", "`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got '-1'"),
+        ("nan", "`headroom` must be GiB (e.g. 4) or a share of the GPU's memory (e.g. 5%), got 'nan'"),
+        ("50%", "`headroom` must be less than 50% of the GPU's 80.0 GiB, got 50%"),
+        ("40", "`headroom` must be less than 50% of the GPU's 80.0 GiB, got 40"),
+    ],
+)
 def test_headroom_refusals_name_the_option_and_value(text: str, message: str) -> None:
     with pytest.raises(SpecError) as exc:
         headroom_bytes(text, 80 * GIB)
@@ -102,8 +114,22 @@ def test_fit_is_the_whole_gpu_and_the_headroom_a_warning() -> None:
     assert DEFAULT_HEADROOM == "5%"
     ctx = _ctx()
     assert ctx.hw.memory_bytes == pytest.approx(79.65 * GIB) and ctx.headroom_bytes == pytest.approx(0.05 * 79.65 * GIB)
-    args = ["estimate", "llama3.1-405b", "--hardware", "h100-sxm", "--gpus", "128", "--tp", "4", "--pp", "32",
-            "--recompute", "full", "--seq-len", "10240"]
+    args = [
+        "estimate",
+        "llama3.1-405b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "128",
+        "--tp",
+        "4",
+        "--pp",
+        "32",
+        "--recompute",
+        "full",
+        "--seq-len",
+        "10240",
+    ]
     tight = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
     assert round(tight["memory_gib_per_gpu"], 1) == 76.2 and tight["fits"] is True
     assert tight["within_headroom"] is False and tight["headroom_gib"] == pytest.approx(0.05 * 79.65)
@@ -112,8 +138,7 @@ def test_fit_is_the_whole_gpu_and_the_headroom_a_warning() -> None:
     text = runner.invoke(app, [*args, "--no-explain"], env={"COLUMNS": "200"})
     assert text.exit_code == 0
     flat = " ".join(text.output.split())
-    assert ("warning: 76.2 GiB fits the 79.7 GiB GPU but leaves 3.5 GiB free, less than the headroom of 4.0 GiB "
-            "(--headroom 5%)") in flat
+    assert ("warning: 76.2 GiB fits the 79.7 GiB GPU but leaves 3.5 GiB free, less than the headroom of 4.0 GiB (--headroom 5%)") in flat
     roomy = json.loads(runner.invoke(app, [*args, "--json", "--headroom", "3"]).stdout)
     assert roomy["within_headroom"] is True and roomy["headroom_gib"] == 3.0
     bad = runner.invoke(app, [*args, "--headroom", "50%"])

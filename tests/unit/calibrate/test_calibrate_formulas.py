@@ -28,9 +28,17 @@ def small():
 
 def test_scale_to_fit_says_how(small) -> None:
     scaling = scale_to_fit(load_model("llama3.1-8b"), Plan(dp=1, tp=2, pp=1), BUDGETS["cpu"])
-    assert scaling.lines == ("layers 32 -> 4", "hidden 4096 -> 256", "heads 32 -> 8", "kv heads 8 -> 2",
-                             "head dim 128 -> 32", "ffn 14336 -> 896", "vocab 128256 -> 2048", "seq 8192 -> 256",
-                             "parameters 8.03B -> 4.46M")
+    assert scaling.lines == (
+        "layers 32 -> 4",
+        "hidden 4096 -> 256",
+        "heads 32 -> 8",
+        "kv heads 8 -> 2",
+        "head dim 128 -> 32",
+        "ffn 14336 -> 896",
+        "vocab 128256 -> 2048",
+        "seq 8192 -> 256",
+        "parameters 8.03B -> 4.46M",
+    )
     assert small.total_params() == TOTAL == 4_458_752
     # tp 1 builds the same model (kv heads stay >= 2), so plans compare on one shape
     same = scale_to_fit(load_model("llama3.1-8b"), Plan(dp=2, tp=1, pp=1), BUDGETS["cpu"]).model
@@ -44,12 +52,15 @@ def test_scale_keeps_a_layer_per_chunk() -> None:
 
 def test_parse_plan() -> None:
     req = parse_plan("dp1,tp2,pp2,vpp2,mbs2,gb8,zero2,nosp,seq128")
-    assert (req.plan.dp, req.plan.tp, req.plan.pp, req.plan.vpp, req.plan.mbs, req.plan.zero, req.plan.sp) == (
-        1, 2, 2, 2, 2, 2, False)
+    assert (req.plan.dp, req.plan.tp, req.plan.pp, req.plan.vpp, req.plan.mbs, req.plan.zero, req.plan.sp) == (1, 2, 2, 2, 2, 2, False)
     assert (req.global_batch, req.seq_len) == (8, 128)
     assert parse_plan("tp2").plan.zero == 3  # FSDP2 fully_shard by default
-    for bad, words in (("dp2,xx3", "unknown token 'xx3'"), ("dp2,dp2", "dp given twice"), ("tp0", "tp must be >= 1"),
-                       ("dp2,zero1", "zero1 with dp > 1")):
+    for bad, words in (
+        ("dp2,xx3", "unknown token 'xx3'"),
+        ("dp2,dp2", "dp given twice"),
+        ("tp0", "tp must be >= 1"),
+        ("dp2,zero1", "zero1 with dp > 1"),
+    ):
         with pytest.raises(SpecError, match=words):
             parse_plan(bad)
 
@@ -61,6 +72,7 @@ def test_moe_is_refused_with_the_reason() -> None:
 
 def test_state_bytes_fsdp2_per_rank(small) -> None:
     """4 + 4 + 8 bytes per parameter (fp32 sharded params, fp32 grads, AdamW m and v); norms whole under TP."""
+
     def ranks(text: str):
         req = parse_plan(text)
         return predict(small, req.plan, make_job(small, req, gpus=2)).ranks
@@ -96,13 +108,13 @@ def test_context_parallel_chunks_and_bytes(small) -> None:
     half = T // 2
     # eager attention keeps the gathered K and V: 2(2q + 2kv cp) per local token
     cp2 = habits.dense_block_activation_bytes(small, habits.EAGER_TORCH, tokens=half, tp=1, sp=True, cp=2)
-    assert cp2 == 2 * half * (6 * 256 + 4) + 2 * 2 * half * 256 + 2 * half * (512 + 2 * 64 * 2) + 4 * half * 8 \
-        + 8 * half * 896 == 1_643_520
-    traffic = step_traffic(small, Plan(dp=1, tp=1, pp=1, cp=2, cp_comm="allgather", zero=3), seq_len=256,
-                           microbatches=1)
+    assert cp2 == 2 * half * (6 * 256 + 4) + 2 * 2 * half * 256 + 2 * half * (512 + 2 * 64 * 2) + 4 * half * 8 + 8 * half * 896 == 1_643_520
+    traffic = step_traffic(small, Plan(dp=1, tp=1, pp=1, cp=2, cp_comm="allgather", zero=3), seq_len=256, microbatches=1)
     kv = 2 * half * 2 * 64  # one of K or V, gathered: 2 bytes x 256 tokens x 64
-    assert traffic == {"all_gather": 4 * 2 * kv + 2 * (2 * 4 * BLOCK + 2 * EMBED + 256),
-                       "reduce_scatter": 4 * 2 * kv + 4 * TOTAL}  # FSDP over dp x cp = 2
+    assert traffic == {
+        "all_gather": 4 * 2 * kv + 2 * (2 * 4 * BLOCK + 2 * EMBED + 256),
+        "reduce_scatter": 4 * 2 * kv + 4 * TOTAL,
+    }  # FSDP over dp x cp = 2
 
 
 def test_collective_bytes_per_step(small) -> None:
@@ -141,16 +153,27 @@ def test_the_torch_free_modules_stay_torch_free() -> None:
     root = Path(__file__).resolve().parents[3] / "autopar"
     torch_users = {"llama", "parallel", "meters", "worker"}
     offenders = []
-    for path in [*(root / "calibrate").glob("*.py"), root / "render" / "calibrate.py", root / "cost" / "habits.py",
-                 root / "cost" / "traffic.py"]:
+    for path in [
+        *(root / "calibrate").glob("*.py"),
+        root / "render" / "calibrate.py",
+        root / "cost" / "habits.py",
+        root / "cost" / "traffic.py",
+    ]:
         if path.stem in torch_users and path.parent.name == "calibrate":
             continue
         for node in ast.parse(path.read_text()).body:
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "torch"
-                          or n.startswith(("autopar.probe.launch", "autopar.probe.worker"))
-                          or any(n == f"autopar.calibrate.{u}" for u in torch_users)]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            )
+            offenders += [
+                f"{path.name}: {n}"
+                for n in names
+                if n.split(".")[0] == "torch"
+                or n.startswith(("autopar.probe.launch", "autopar.probe.worker"))
+                or any(n == f"autopar.calibrate.{u}" for u in torch_users)
+            ]
     assert offenders == []
 
 
@@ -169,14 +192,18 @@ def test_profile_corrections_are_named_and_bounded() -> None:
     from autopar.errors import ProfileError
     from autopar.io.profiles import parse_profile
 
-    ok = parse_profile(_profile_with({"activation_bytes_per_block": {"factor": 1.45, "stack": "eager-torch",
-                                                                     "source": "a run"}}), where="p.yaml")
+    ok = parse_profile(
+        _profile_with({"activation_bytes_per_block": {"factor": 1.45, "stack": "eager-torch", "source": "a run"}}), where="p.yaml"
+    )
     assert ok.correction("activation_bytes_per_block") == 1.45
     assert ok.correction("something_else") == 1.0
-    for bad, words in (({"activation_bytes_per_blok": {}}, "unknown correction 'activation_bytes_per_blok' "
-                        "(did you mean 'activation_bytes_per_block'?)"),
-                       ({"activation_bytes_per_block": {"factor": 7.0, "stack": "s", "source": "r"}},
-                        "p.yaml: corrections.activation_bytes_per_block.factor: must lie in [0.5, 3.0], got 7.0")):
+    for bad, words in (
+        ({"activation_bytes_per_blok": {}}, "unknown correction 'activation_bytes_per_blok' (did you mean 'activation_bytes_per_block'?)"),
+        (
+            {"activation_bytes_per_block": {"factor": 7.0, "stack": "s", "source": "r"}},
+            "p.yaml: corrections.activation_bytes_per_block.factor: must lie in [0.5, 3.0], got 7.0",
+        ),
+    ):
         with pytest.raises(ProfileError) as info:
             parse_profile(_profile_with(bad), where="p.yaml")
         assert words in str(info.value) and "\n" not in str(info.value)

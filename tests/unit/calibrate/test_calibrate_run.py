@@ -23,8 +23,13 @@ from autopar.spec.plan import Plan
 ROOT = Path(__file__).resolve().parents[3]
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 PLANS = ("dp2", "tp2,gb2", "pp2,gb4", "pp2,vpp2,gb4", "cp2,gb2")
-ACTS = {"dp2": 3_221_504, "tp2,gb2": 1_741_824, "pp2,gb4": 3_221_504, "pp2,vpp2,gb4": 3_221_504,
-        "cp2,gb2": 1_643_520}  # bytes per block, hand-derived in test_calibrate_formulas.py
+ACTS = {
+    "dp2": 3_221_504,
+    "tp2,gb2": 1_741_824,
+    "pp2,gb4": 3_221_504,
+    "pp2,vpp2,gb4": 3_221_504,
+    "cp2,gb2": 1_643_520,
+}  # bytes per block, hand-derived in test_calibrate_formulas.py
 SMALL = scale_to_fit(load_model("llama3.1-8b"), Plan(dp=1, tp=2, pp=1), BUDGETS["cpu"]).model
 BLOCK = 852_480  # parameters of one scaled block (test_calibrate_formulas.py)
 
@@ -32,8 +37,9 @@ BLOCK = 852_480  # parameters of one scaled block (test_calibrate_formulas.py)
 def autopar(*args: str, tmp_path: Path, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPAR_PROBE_")}
     full_env = {**inherited, "AUTOPAR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "autopar", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "autopar", *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +49,22 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], flo
     tmp = tmp_path_factory.mktemp("calibrate")
     plans = [a for p in PLANS for a in ("--plan", p)]
     start = time.monotonic()
-    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "2", *plans,
-                   "--steps", "2", "--warmup", "1", "--json", tmp_path=tmp)
+    proc = autopar(
+        "calibrate",
+        "llama3.1-8b",
+        "--scale-to-fit",
+        "--device",
+        "cpu",
+        "--nproc",
+        "2",
+        *plans,
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+        tmp_path=tmp,
+    )
     took = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
@@ -126,8 +146,23 @@ def test_one_process_run_fits_80_columns_and_saves_the_correction(tmp_path: Path
     home.mkdir()
     builtin = ROOT / "autopar" / "data" / "profiles" / "h100-sxm.yaml"
     (home / "profile.yaml").write_text(builtin.read_text())
-    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "1", "--plan", "dp1",
-                   "--steps", "1", "--warmup", "0", "--save", tmp_path=tmp_path)
+    proc = autopar(
+        "calibrate",
+        "llama3.1-8b",
+        "--scale-to-fit",
+        "--device",
+        "cpu",
+        "--nproc",
+        "1",
+        "--plan",
+        "dp1",
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        "--save",
+        tmp_path=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "scaled to fit: layers 32 -> 4" in proc.stdout
     assert "acts/block (eager-torch)" in proc.stdout
@@ -159,8 +194,9 @@ def test_one_process_run_fits_80_columns_and_saves_the_correction(tmp_path: Path
 
 def test_save_without_a_saved_profile_is_refused_before_running(tmp_path: Path) -> None:
     start = time.monotonic()
-    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "1", "--plan", "dp1",
-                   "--save", tmp_path=tmp_path)
+    proc = autopar(
+        "calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "1", "--plan", "dp1", "--save", tmp_path=tmp_path
+    )
     assert proc.returncode == 2 and "--save: no saved profile" in proc.stderr
     assert time.monotonic() - start < 10
     assert not (tmp_path / "home").exists()
@@ -170,20 +206,37 @@ def test_a_dead_rank_ends_the_run_with_a_message(tmp_path: Path) -> None:
     if not HAS_TORCH:
         pytest.skip("torch is not installed")
     start = time.monotonic()
-    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cpu", "--nproc", "2", "--plan", "dp2",
-                   "--steps", "1", "--warmup", "0", tmp_path=tmp_path,
-                   env={"AUTOPAR_PROBE_FAULT": "exit:1", "AUTOPAR_PROBE_TIMEOUT_S": "10"})
+    proc = autopar(
+        "calibrate",
+        "llama3.1-8b",
+        "--scale-to-fit",
+        "--device",
+        "cpu",
+        "--nproc",
+        "2",
+        "--plan",
+        "dp2",
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        tmp_path=tmp_path,
+        env={"AUTOPAR_PROBE_FAULT": "exit:1", "AUTOPAR_PROBE_TIMEOUT_S": "10"},
+    )
     assert proc.returncode == 2
     assert "rank 1" in proc.stderr and "Traceback" not in proc.stderr
     assert time.monotonic() - start < 60
     assert proc.stdout == ""
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (("--plan", "dp2,bogus"), "unknown token 'bogus'"),
-    (("--plan", "dp1,tp2", "--nproc", "1"), "must equal the number of processes (1"),
-    (("--plan", "dp1,tp1"), "add --scale-to-fit"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--plan", "dp2,bogus"), "unknown token 'bogus'"),
+        (("--plan", "dp1,tp2", "--nproc", "1"), "must equal the number of processes (1"),
+        (("--plan", "dp1,tp1"), "add --scale-to-fit"),
+    ],
+)
 def test_bad_requests_are_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
     if not HAS_TORCH and "bogus" not in args[1]:
         pytest.skip("torch is not installed")
@@ -197,8 +250,21 @@ def test_gpu_path() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device here: the GPU path runs on a GPU node (benchmarks/gpu_profile.sh)")
-    proc = autopar("calibrate", "llama3.1-8b", "--scale-to-fit", "--device", "cuda", "--nproc", "1", "--plan", "dp1",
-                   "--steps", "3", "--json", tmp_path=Path(os.environ.get("TMPDIR", "/tmp")))
+    proc = autopar(
+        "calibrate",
+        "llama3.1-8b",
+        "--scale-to-fit",
+        "--device",
+        "cuda",
+        "--nproc",
+        "1",
+        "--plan",
+        "dp1",
+        "--steps",
+        "3",
+        "--json",
+        tmp_path=Path(os.environ.get("TMPDIR", "/tmp")),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = rows(json.loads(proc.stdout)["runs"][0])
     for key in ("rank0.params", "rank0.grads", "rank0.optimizer"):

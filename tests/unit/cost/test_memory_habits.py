@@ -46,11 +46,9 @@ def test_fsdp_root_unit_and_gathered_layers() -> None:
     assert memory_breakdown(m, job, plan, stack=titan).buffers == pytest.approx(2 * GIB + 2 * LAYER_8B * 2 + root)
     # llm-foundry's DEFAULT mixed precision gathers fp32 (4 B); MPT ties its output to the embedding
     foundry = load_stack("llm-foundry")
-    assert memory_breakdown(m, job, plan, stack=foundry).buffers == pytest.approx(
-        2 * GIB + 2 * LAYER_8B * 4 + (2 * VOCAB_8B + 4096) * 4)
+    assert memory_breakdown(m, job, plan, stack=foundry).buffers == pytest.approx(2 * GIB + 2 * LAYER_8B * 4 + (2 * VOCAB_8B + 4096) * 4)
     tied = replace(m, tie_embeddings=True)
-    assert memory_breakdown(tied, job, plan, stack=foundry).buffers == pytest.approx(
-        2 * GIB + 2 * LAYER_8B * 4 + (VOCAB_8B + 4096) * 4)
+    assert memory_breakdown(tied, job, plan, stack=foundry).buffers == pytest.approx(2 * GIB + 2 * LAYER_8B * 4 + (VOCAB_8B + 4096) * 4)
 
 
 def test_slack_on_activations_and_recompute_inside_the_freed_logits() -> None:

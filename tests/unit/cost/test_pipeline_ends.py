@@ -36,9 +36,20 @@ QWEN_PLAN = Plan(dp=4, tp=2, pp=32, vpp=3, ep=8, mbs=1, recompute="selective", r
 
 
 def dense(layers: int) -> ModelSpec:
-    return ModelSpec(name="dense", layers=layers, hidden_size=1024, num_attention_heads=16, num_kv_heads=16, head_dim=64,
-                     ffn_hidden_size=4096, ffn_activation="swiglu", vocab_size=32000, seq_len=2048, max_seq_len=2048,
-                     tie_embeddings=False)
+    return ModelSpec(
+        name="dense",
+        layers=layers,
+        hidden_size=1024,
+        num_attention_heads=16,
+        num_kv_heads=16,
+        head_dim=64,
+        ffn_hidden_size=4096,
+        ffn_activation="swiglu",
+        vocab_size=32000,
+        seq_len=2048,
+        max_seq_len=2048,
+        tie_embeddings=False,
+    )
 
 
 def test_chunks_beyond_the_layers_hold_the_loss_then_the_embedding_alone() -> None:
@@ -73,8 +84,9 @@ def test_megatron_accepts_pp_times_vpp_up_to_the_layers_plus_two() -> None:
     validate(Plan(dp=1, tp=1, pp=5), small, Job(gpus=5, gpus_per_node=8, global_batch=8, seq_len=2048), stack=mg)
     assert plan_errors(Plan(dp=1, tp=1, pp=6), small, Job(gpus=6, gpus_per_node=8, global_batch=8, seq_len=2048), mg)
     # torchtitan does not count them (torchtitan-2025.06.yaml plan_rules.pipeline_counts_embedding false)
-    tt_errors = plan_errors(Plan(dp=1, tp=1, pp=5), small, Job(gpus=5, gpus_per_node=8, global_batch=8, seq_len=2048),
-                            load_stack("torchtitan"))
+    tt_errors = plan_errors(
+        Plan(dp=1, tp=1, pp=5), small, Job(gpus=5, gpus_per_node=8, global_batch=8, seq_len=2048), load_stack("torchtitan")
+    )
     assert "pp (5) exceeds the number of layers (3)" in tt_errors
 
 
@@ -110,12 +122,17 @@ def test_megatron_core_builds_the_estimated_chunks(layers: int, pp: int, vpp: in
     assert ("--account-for-embedding-in-pipeline-split" in words) == (ends == 2)
     assert "--account-for-loss-in-pipeline-split" in words
     config = TransformerConfig(
-        num_layers=layers, hidden_size=64, num_attention_heads=4, pipeline_model_parallel_size=pp,
-        virtual_pipeline_model_parallel_size=vpp if vpp > 1 else None, pipeline_dtype=torch.bfloat16,
+        num_layers=layers,
+        hidden_size=64,
+        num_attention_heads=4,
+        pipeline_model_parallel_size=pp,
+        virtual_pipeline_model_parallel_size=vpp if vpp > 1 else None,
+        pipeline_dtype=torch.bfloat16,
         account_for_embedding_in_pipeline_split="--account-for-embedding-in-pipeline-split" in words,
-        account_for_loss_in_pipeline_split=True, use_cpu_initialization=True)
-    built = tuple(tuple(get_num_layers_to_build(config, vp_stage=c if vpp > 1 else None, pp_rank=r) for c in range(vpp))
-                  for r in range(pp))
+        account_for_loss_in_pipeline_split=True,
+        use_cpu_initialization=True,
+    )
+    built = tuple(tuple(get_num_layers_to_build(config, vp_stage=c if vpp > 1 else None, pp_rank=r) for c in range(vpp)) for r in range(pp))
     assert built == stage_layers(layers, pp, vpp)
 
 

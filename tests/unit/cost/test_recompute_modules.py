@@ -38,11 +38,11 @@ def test_layernorm_and_mlp_drop_the_norm_outputs_and_the_mlp_inside() -> None:
     # 2 x 2 B x h per token; mlp: gate and up outputs (2 x 2 B x f) and fc2's input (2 B x f).
     none = Plan(dp=1, tp=1, pp=1, recompute="none")
     both = replace(none, recompute="selective", recompute_modules=("layernorm", "mlp"))
-    assert kept("llama3-8b", "dense", none) - kept("llama3-8b", "dense", both) == pytest.approx(
-        T * (4 * 4096 + 6 * 14336))
+    assert kept("llama3-8b", "dense", none) - kept("llama3-8b", "dense", both) == pytest.approx(T * (4 * 4096 + 6 * 14336))
     # under FP8 (Transformer Engine) the saved GEMM inputs are 1 B: norm outputs 2 x 1 B x h, fc2 input 1 B x f
     assert kept("llama3-8b", "dense", none, fp8=True) - kept("llama3-8b", "dense", both, fp8=True) == pytest.approx(
-        T * (2 * 4096 + 5 * 14336))
+        T * (2 * 4096 + 5 * 14336)
+    )
     # core_attn alone keeps everything: flash attention saves only its inputs and output
     core = replace(none, recompute="selective", recompute_modules=("core_attn",))
     assert kept("llama3-8b", "dense", core) == pytest.approx(kept("llama3-8b", "dense", none))
@@ -71,8 +71,7 @@ def test_moe_act_drops_each_routed_copys_activation_output() -> None:
     # routed: dispatched input (2 B x h) and expert output (2 B x h), gate/up (4 B x 768) and fc2 input (2 B x 768)
     # per copy; fp32 routing probabilities 4 B x 128 experts per token
     routed = 8 * (2 * 2048 + 2 * 2048 + 6 * 768)
-    assert kept("qwen3-30b-a3b", "moe", none) - kept("qwen3-30b-a3b", "moe", whole) == pytest.approx(
-        T * (routed + 4 * 128))
+    assert kept("qwen3-30b-a3b", "moe", none) - kept("qwen3-30b-a3b", "moe", whole) == pytest.approx(T * (routed + 4 * 128))
 
 
 def test_recomputed_modules_cost_their_forward(toy_hw: HardwareProfile) -> None:
@@ -92,9 +91,9 @@ def test_rules_name_what_is_wrong() -> None:
     m, job = load_model("llama3-8b"), Job(gpus=8, gpus_per_node=8, global_batch=8, seq_len=8192)
     base = Plan(dp=8, tp=1, pp=1, recompute="selective")
     assert plan_errors(replace(base, recompute_modules=("mla_up_proj",)), m, job) == [
-        "`recompute_modules=mla_up_proj`: llama3-8b has no multi-latent attention"]
-    assert "needs `recompute=selective`" in plan_errors(replace(base, recompute="full", recompute_modules=("mlp",)),
-                                                        m, job)[0]
+        "`recompute_modules=mla_up_proj`: llama3-8b has no multi-latent attention"
+    ]
+    assert "needs `recompute=selective`" in plan_errors(replace(base, recompute="full", recompute_modules=("mlp",)), m, job)[0]
     assert "unknown module 'attn'" in plan_errors(replace(base, recompute_modules=("attn",)), m, job)[0]
     assert plan_errors(replace(base, recompute_modules=("mlp",)), m, job, load_stack("megatron")) == []
     titan = plan_errors(replace(base, zero=3, recompute_modules=("mlp",)), m, job, load_stack("torchtitan"))
@@ -103,8 +102,20 @@ def test_rules_name_what_is_wrong() -> None:
 
 def test_cli_costs_and_emits_the_modules() -> None:
     runner = CliRunner()
-    args = ["estimate", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--recompute", "selective",
-            "--recompute-modules", "mlp,layernorm", "--emit", "megatron"]
+    args = [
+        "estimate",
+        "llama3-8b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "8",
+        "--recompute",
+        "selective",
+        "--recompute-modules",
+        "mlp,layernorm",
+        "--emit",
+        "megatron",
+    ]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "recompute selective(layernorm,mlp)" in res.output  # Megatron's order
@@ -126,11 +137,14 @@ def test_module_recompute_fits_what_selective_alone_does_not() -> None:
 
 
 @settings(deadline=None)  # a model load per example: over 200 ms on a loaded machine
-@given(modules=st.sets(st.sampled_from(RECOMPUTE_MODULES)), extra=st.sampled_from(RECOMPUTE_MODULES),
-       name=st.sampled_from(["llama3-8b", "deepseek-v3", "qwen3-30b-a3b"]), tp=st.sampled_from([1, 2]),
-       fp8=st.booleans())
-def test_recomputing_one_more_module_never_keeps_more(modules: set[str], extra: str, name: str, tp: int,
-                                                      fp8: bool) -> None:
+@given(
+    modules=st.sets(st.sampled_from(RECOMPUTE_MODULES)),
+    extra=st.sampled_from(RECOMPUTE_MODULES),
+    name=st.sampled_from(["llama3-8b", "deepseek-v3", "qwen3-30b-a3b"]),
+    tp=st.sampled_from([1, 2]),
+    fp8=st.booleans(),
+)
+def test_recomputing_one_more_module_never_keeps_more(modules: set[str], extra: str, name: str, tp: int, fp8: bool) -> None:
     model = load_model(name)
     order = tuple(m for m in RECOMPUTE_MODULES if m in modules)
     more = tuple(m for m in RECOMPUTE_MODULES if m in modules | {extra})

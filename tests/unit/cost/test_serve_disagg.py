@@ -71,8 +71,7 @@ def test_a_full_decode_cache_stops_the_batch() -> None:
 
 def test_disagg_estimate_obeys_littles_law(toy_hw: HardwareProfile) -> None:
     m = gpt_like()
-    dep = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
-                     prefill_replicas=1)
+    dep = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1), prefill_replicas=1)
     for conc in (2, 16, 256):
         est = estimate(m, toy_hw, dep, Workload(isl=8192, osl=16, concurrency=conc))
         decode = est.pools[1]
@@ -91,8 +90,7 @@ def test_saturation_names_the_pool_that_sets_the_rate(toy_hw: HardwareProfile) -
     m = gpt_like(max_seq_len=131072)
     # one prefill engine for 256 requests of 8192 tokens: it sets the rate (rho >= 0.95), and the
     # requests it queues hold no decode KV, so the decode engines' cache is far from full
-    one = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
-                     prefill_replicas=1)
+    one = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1), prefill_replicas=1)
     paced = estimate(m, toy_hw, one, Workload(isl=8192, osl=16, concurrency=256))
     assert paced.saturated and not kv_full(paced)
     assert 2 * paced.pools[1].requests_per_rank < paced.pools[1].max_concurrency
@@ -113,14 +111,12 @@ def test_the_decode_engines_max_batch_caps_the_decode_batch(toy_hw: HardwareProf
     from autopar.spec.serve import EngineArgs
 
     m = gpt_like()
-    dep = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1),
-                     prefill_replicas=64)
+    dep = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=2, prefill=Engine(tp=1), prefill_replicas=64)
     wl = Workload(isl=1024, osl=16, concurrency=64)
     free = estimate(m, toy_hw, dep, wl)
     assert free.pools[1].requests_per_rank > 2
     capped = estimate(m, toy_hw, dataclasses.replace(dep, args=EngineArgs(max_batch_size=2)), wl)
-    t2 = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=2, context=1024 + 8,
-                     fw=load_framework("vllm")).total
+    t2 = decode_step(m, toy_hw, Engine(tp=1), weights="bf16", kv_bytes=2.0, batch=2, context=1024 + 8, fw=load_framework("vllm")).total
     assert capped.pools[1].requests_per_rank == pytest.approx(2)
     assert capped.tpot_s == pytest.approx(t2)
     assert capped.requests_per_s == pytest.approx(4 / (16 * t2))
@@ -148,8 +144,9 @@ def test_disagg_prefill_batches_short_prompts(toy_hw: HardwareProfile) -> None:
     # prompt a step (--max-num-batched-tokens 256) paces the loop lower
     m = gpt_like()
     wl = Workload(isl=256, osl=16, concurrency=512)
-    dep = Deployment(fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=1, prefill=Engine(tp=1),
-                     prefill_replicas=1, weights="bf16")
+    dep = Deployment(
+        fw=load_framework("vllm"), mode="disagg", engine=Engine(tp=1), replicas=1, prefill=Engine(tp=1), prefill_replicas=1, weights="bf16"
+    )
     one = dataclasses.replace(dep, prefill_args=EngineArgs(max_num_tokens=256))
     fast, slow = estimate(m, toy_hw, dep, wl), estimate(m, toy_hw, one, wl)
     assert fast.requests_per_s > 1.5 * slow.requests_per_s

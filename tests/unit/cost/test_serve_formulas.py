@@ -146,6 +146,7 @@ def test_ep_exchanges_tokens_only_with_attention_dp(toy_hw: HardwareProfile) -> 
     # tp2 ep2: both ranks hold every token after the attention all-reduce, the MoE all-reduce
     # (in tp_comm) combines the experts; dp2 ep2: each rank's tokens travel to the other's experts
     m = gpt_like(moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512), ffn_activation="swiglu")
+
     def ep_comm(engine: Engine) -> float:
         return decode_step(m, toy_hw, engine, weights="bf16", kv_bytes=2.0, batch=4, context=100, fw=PLAIN).ep_comm
 
@@ -233,16 +234,24 @@ def test_for_deployment_applies_each_pools_launch_settings() -> None:
     or prefill_args (a disaggregated deployment's prefill engines); unset settings keep the defaults."""
     from autopar.spec.serve import Deployment, Engine, EngineArgs, for_deployment
 
-    dep = Deployment(fw=load_framework("sglang"), mode="disagg", engine=Engine(), replicas=1, prefill=Engine(),
-                     prefill_replicas=1, args=EngineArgs(max_batch_size=64),
-                     prefill_args=EngineArgs(max_num_tokens=2524, memory_fraction=0.7))
+    dep = Deployment(
+        fw=load_framework("sglang"),
+        mode="disagg",
+        engine=Engine(),
+        replicas=1,
+        prefill=Engine(),
+        prefill_replicas=1,
+        args=EngineArgs(max_batch_size=64),
+        prefill_args=EngineArgs(max_num_tokens=2524, memory_fraction=0.7),
+    )
     base = load_framework("sglang")
     dec, pre = for_deployment(dep), for_deployment(dep, "prefill")
     assert (dec.max_seqs, dec.chunk_tokens, dec.memory_fraction) == (64, base.chunk_tokens, base.memory_fraction)
     assert (pre.max_seqs, pre.chunk_tokens, pre.memory_fraction) == (base.max_seqs, 2524, 0.7)
     assert (dec.mixed_chunk, dec.max_prefill_tokens) == (False, 0)  # SGLang's defaults: off, its own 16384
-    mixed = Deployment(fw=load_framework("sglang"), mode="agg", engine=Engine(), replicas=1,
-                       args=EngineArgs(mixed_chunk=True, max_prefill_tokens=2500))
+    mixed = Deployment(
+        fw=load_framework("sglang"), mode="agg", engine=Engine(), replicas=1, args=EngineArgs(mixed_chunk=True, max_prefill_tokens=2500)
+    )
     assert (for_deployment(mixed).mixed_chunk, for_deployment(mixed).max_prefill_tokens) == (True, 2500)
 
 

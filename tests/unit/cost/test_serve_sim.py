@@ -305,8 +305,9 @@ def test_each_disaggregated_decode_engine_streams_at_most_what_its_serving_proce
     model, hw, wl = load_model("llama3.1-8b"), load_hardware("h100-sxm"), Workload(isl=1024, osl=512, concurrency=128)
 
     def disagg(framework: str, decoders: int) -> Deployment:
-        return Deployment(fw=load_framework(framework), mode="disagg", engine=Engine(tp=4), replicas=decoders,
-                          prefill=Engine(tp=1), prefill_replicas=4)
+        return Deployment(
+            fw=load_framework(framework), mode="disagg", engine=Engine(tp=4), replicas=decoders, prefill=Engine(tp=1), prefill_replicas=4
+        )
 
     trt = estimate(model, hw, disagg("trtllm", 1), wl)
     assert trt.requests_per_s * 512 == pytest.approx(1 / load_framework("trtllm@1.0").host_token_s)

@@ -47,9 +47,21 @@ def test_fsdp_backward_collectives_overlap_the_recomputed_forward(toy_hw: Hardwa
 
 
 def _moe_toy() -> ModelSpec:
-    return ModelSpec(name="moe-toy", layers=4, hidden_size=1024, num_attention_heads=16, num_kv_heads=4, head_dim=64,
-                     ffn_hidden_size=2048, ffn_activation="swiglu", vocab_size=32000, seq_len=4096, max_seq_len=4096,
-                     tie_embeddings=False, moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=2048))
+    return ModelSpec(
+        name="moe-toy",
+        layers=4,
+        hidden_size=1024,
+        num_attention_heads=16,
+        num_kv_heads=4,
+        head_dim=64,
+        ffn_hidden_size=2048,
+        ffn_activation="swiglu",
+        vocab_size=32000,
+        seq_len=4096,
+        max_seq_len=4096,
+        tie_embeddings=False,
+        moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=2048),
+    )
 
 
 def test_eager_moe_dispatch_host_time_is_added_per_moe_layer_and_micro_batch(toy_hw: HardwareProfile) -> None:
@@ -72,7 +84,8 @@ def test_eager_moe_dispatch_host_time_is_added_per_moe_layer_and_micro_batch(toy
     dense = gpt_like(layers=4)
     dense_job = Job(gpus=1, gpus_per_node=8, global_batch=2, seq_len=2048)
     assert estimate(dense, toy_hw, dense_job, plan, stack=eager).step_time_s == pytest.approx(
-        estimate(dense, toy_hw, dense_job, plan, stack=NEUTRAL).step_time_s)
+        estimate(dense, toy_hw, dense_job, plan, stack=NEUTRAL).step_time_s
+    )
 
 
 def test_megatron_profile_runs_moe_dispatch_eagerly_by_default() -> None:
@@ -102,8 +115,7 @@ def test_llm_foundry_runs_triton_flash_attention() -> None:
     foundry, titan = load_stack("llm-foundry"), load_stack("torchtitan")
     assert foundry.attention_kernel == "triton"
     for seq in (512, 2048, 8192, 65536):
-        assert foundry.attention_factor(seq, hopper=True) == pytest.approx(0.8 * titan.attention_factor(seq, hopper=True),
-                                                                           abs=1e-3)
+        assert foundry.attention_factor(seq, hopper=True) == pytest.approx(0.8 * titan.attention_factor(seq, hopper=True), abs=1e-3)
     assert foundry.attention_factor(8192, hopper=False) == 1.0  # A100: the profile's own FA2-class curve
     # fp32 residual stream under amp_bf16: 56h bytes of norms/residuals/GELU per block against the model's 44h
     assert foundry.elementwise_passes == pytest.approx(56 / 44, abs=0.005)

@@ -30,16 +30,38 @@ from autopar.spec.plan import Plan
 
 def spec(**overrides: object) -> ModelSpec:
     """A Llama-3-70B-shaped spec (arXiv 2407.21783, table 3), fields overridable."""
-    fields: dict = dict(name="llama3-70b", layers=80, hidden_size=8192, num_attention_heads=64, num_kv_heads=8,
-                        head_dim=128, ffn_hidden_size=28672, ffn_activation="swiglu", vocab_size=128256,
-                        seq_len=8192, max_seq_len=8192, tie_embeddings=False)
+    fields: dict = dict(
+        name="llama3-70b",
+        layers=80,
+        hidden_size=8192,
+        num_attention_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_hidden_size=28672,
+        ffn_activation="swiglu",
+        vocab_size=128256,
+        seq_len=8192,
+        max_seq_len=8192,
+        tie_embeddings=False,
+    )
     fields.update(overrides)
     return ModelSpec(**fields)
 
 
-GPT2 = spec(name="gpt2-medium", layers=24, hidden_size=1024, num_attention_heads=16, num_kv_heads=16, head_dim=64,
-            ffn_hidden_size=4096, ffn_activation="gelu", vocab_size=50257, seq_len=1024, max_seq_len=1024,
-            tie_embeddings=True)
+GPT2 = spec(
+    name="gpt2-medium",
+    layers=24,
+    hidden_size=1024,
+    num_attention_heads=16,
+    num_kv_heads=16,
+    head_dim=64,
+    ffn_hidden_size=4096,
+    ffn_activation="gelu",
+    vocab_size=50257,
+    seq_len=1024,
+    max_seq_len=1024,
+    tie_embeddings=True,
+)
 
 
 @dataclass(frozen=True)
@@ -53,24 +75,58 @@ class Case:
 
 
 CASES = [
-    Case("llama3_70b_64gpu", spec(), Plan(dp=2, tp=8, pp=4, vpp=5, recompute="selective", zero=1),
-         Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192), 8, 8),
-    Case("llama3_70b_fsdp_full", spec(), Plan(dp=8, tp=8, pp=1, recompute="full", zero=3),
-         Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192), 8, 8),
-    Case("llama3_70b_cp_ddp", spec(), Plan(dp=4, tp=4, pp=2, cp=2, cp_comm="allgather", mbs=2, zero=0, sp=False),
-         Job(gpus=64, gpus_per_node=8, global_batch=256, seq_len=16384), 8, 8),
-    Case("llama3_70b_zero2", spec(), Plan(dp=4, tp=8, pp=2, zero=2),
-         Job(gpus=64, gpus_per_node=8, global_batch=256, seq_len=8192), 8, 8),
-    Case("uneven_first_last", spec(name="llama3-405b-like", layers=126), Plan(dp=1, tp=8, pp=16, recompute="full"),
-         Job(gpus=128, gpus_per_node=8, global_batch=64, seq_len=8192), 16, 8),
-    Case("uneven_layout", spec(name="tiny", layers=9, hidden_size=1024, num_attention_heads=8, num_kv_heads=8,
-                               ffn_hidden_size=4096), Plan(dp=1, tp=1, pp=6),
-         Job(gpus=6, gpus_per_node=8, global_batch=12, seq_len=2048), 1, 6),
-    Case("gpt2_fp16", GPT2, Plan(dp=4, tp=2, pp=1, zero=0),
-         Job(gpus=8, gpus_per_node=8, global_batch=64, seq_len=1024, dtype="fp16"), 1, 8),
-    Case("relu2_head_dim", spec(name="wide-heads", layers=28, hidden_size=3072, num_attention_heads=32, num_kv_heads=8,
-                                head_dim=128, ffn_activation="relu2"), Plan(dp=4, tp=4, pp=1),
-         Job(gpus=16, gpus_per_node=8, global_batch=64, seq_len=4096), 2, 8),
+    Case(
+        "llama3_70b_64gpu",
+        spec(),
+        Plan(dp=2, tp=8, pp=4, vpp=5, recompute="selective", zero=1),
+        Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192),
+        8,
+        8,
+    ),
+    Case(
+        "llama3_70b_fsdp_full",
+        spec(),
+        Plan(dp=8, tp=8, pp=1, recompute="full", zero=3),
+        Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192),
+        8,
+        8,
+    ),
+    Case(
+        "llama3_70b_cp_ddp",
+        spec(),
+        Plan(dp=4, tp=4, pp=2, cp=2, cp_comm="allgather", mbs=2, zero=0, sp=False),
+        Job(gpus=64, gpus_per_node=8, global_batch=256, seq_len=16384),
+        8,
+        8,
+    ),
+    Case("llama3_70b_zero2", spec(), Plan(dp=4, tp=8, pp=2, zero=2), Job(gpus=64, gpus_per_node=8, global_batch=256, seq_len=8192), 8, 8),
+    Case(
+        "uneven_first_last",
+        spec(name="llama3-405b-like", layers=126),
+        Plan(dp=1, tp=8, pp=16, recompute="full"),
+        Job(gpus=128, gpus_per_node=8, global_batch=64, seq_len=8192),
+        16,
+        8,
+    ),
+    Case(
+        "uneven_layout",
+        spec(name="tiny", layers=9, hidden_size=1024, num_attention_heads=8, num_kv_heads=8, ffn_hidden_size=4096),
+        Plan(dp=1, tp=1, pp=6),
+        Job(gpus=6, gpus_per_node=8, global_batch=12, seq_len=2048),
+        1,
+        6,
+    ),
+    Case(
+        "gpt2_fp16", GPT2, Plan(dp=4, tp=2, pp=1, zero=0), Job(gpus=8, gpus_per_node=8, global_batch=64, seq_len=1024, dtype="fp16"), 1, 8
+    ),
+    Case(
+        "relu2_head_dim",
+        spec(name="wide-heads", layers=28, hidden_size=3072, num_attention_heads=32, num_kv_heads=8, head_dim=128, ffn_activation="relu2"),
+        Plan(dp=4, tp=4, pp=1),
+        Job(gpus=16, gpus_per_node=8, global_batch=64, seq_len=4096),
+        2,
+        8,
+    ),
 ]
 TITAN_CASES = [c for c in CASES if c.job.dtype == "bf16"]
 
@@ -80,8 +136,7 @@ def megatron(case: Case, **kw: object) -> str:
 
 
 def titan(case: Case, **kw: object) -> str:
-    return tt.torchtitan_command(case.model, case.plan, case.job, config="llama3_70b",
-                                   nnodes=case.nnodes, nproc_per_node=case.nproc, **kw)
+    return tt.torchtitan_command(case.model, case.plan, case.job, config="llama3_70b", nnodes=case.nnodes, nproc_per_node=case.nproc, **kw)
 
 
 def launcher_words(cmd: str) -> list[str]:
@@ -126,20 +181,30 @@ def test_torchrun_parses_torchtitan(case: Case) -> None:
 # --- semantics of the mapping ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("zero", "want", "absent"), [
-    (0, ["--overlap-grad-reduce"], ["--use-distributed-optimizer", "--overlap-param-gather"]),
-    (1, ["--use-distributed-optimizer", "--overlap-param-gather"], ["--use-megatron-fsdp"]),
-    (2, ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads", "--ckpt-format fsdp_dtensor"], []),
-    (3, ["--data-parallel-sharding-strategy optim_grads_params"], []),
-])
+@pytest.mark.parametrize(
+    ("zero", "want", "absent"),
+    [
+        (0, ["--overlap-grad-reduce"], ["--use-distributed-optimizer", "--overlap-param-gather"]),
+        (1, ["--use-distributed-optimizer", "--overlap-param-gather"], ["--use-megatron-fsdp"]),
+        (2, ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads", "--ckpt-format fsdp_dtensor"], []),
+        (3, ["--data-parallel-sharding-strategy optim_grads_params"], []),
+    ],
+)
 def test_megatron_zero_stages(zero: int, want: list[str], absent: list[str]) -> None:
     items = mg.parallel_items(spec(), Plan(dp=8, tp=8, pp=1, zero=zero), CASES[0].job)
     assert all(w in items for w in want) and not any(a in items for a in absent)
 
 
-@pytest.mark.parametrize(("zero", "pp", "replicate", "shard", "reshard"), [
-    (0, 1, 8, 1, None), (1, 1, 1, 8, "never"), (2, 1, 1, 8, "never"), (3, 1, 1, 8, "always"), (3, 2, 1, 8, "always"),
-])
+@pytest.mark.parametrize(
+    ("zero", "pp", "replicate", "shard", "reshard"),
+    [
+        (0, 1, 8, 1, None),
+        (1, 1, 1, 8, "never"),
+        (2, 1, 1, 8, "never"),
+        (3, 1, 1, 8, "always"),
+        (3, 2, 1, 8, "always"),
+    ],
+)
 def test_torchtitan_zero_stages(zero: int, pp: int, replicate: int, shard: int, reshard: str | None) -> None:
     items = tt.torchtitan_items(spec(), Plan(dp=8, tp=8, pp=pp, zero=zero), CASES[0].job)
     assert f"--parallelism.data_parallel_replicate_degree {replicate}" in items
@@ -153,10 +218,16 @@ def test_megatron_env() -> None:
     assert megatron(CASES[5]).startswith("torchrun ")  # tp = cp = 1
 
 
-@pytest.mark.parametrize(("layers", "pp", "vpp", "counts"), [
-    (32, 3, 1, [11, 11, 10]), (9, 6, 1, [2, 2, 2, 1, 1, 1]), (126, 16, 1, [8] * 14 + [7] * 2),
-    (126, 16, 2, [4] * 30 + [3] * 2), (61, 8, 1, [8] * 5 + [7] * 3),
-])
+@pytest.mark.parametrize(
+    ("layers", "pp", "vpp", "counts"),
+    [
+        (32, 3, 1, [11, 11, 10]),
+        (9, 6, 1, [2, 2, 2, 1, 1, 1]),
+        (126, 16, 1, [8] * 14 + [7] * 2),
+        (126, 16, 2, [4] * 30 + [3] * 2),
+        (61, 8, 1, [8] * 5 + [7] * 3),
+    ],
+)
 def test_stage_layout_is_the_estimates(layers: int, pp: int, vpp: int, counts: list[int]) -> None:
     """Hand-derived: floor(layers / chunks) each, the remainder one each to the first chunks (cost.pipeline)."""
     assert mg.stage_layout(layers, pp, vpp) == counts == chunk_sizes(layers, pp * vpp)
@@ -179,10 +250,17 @@ def test_pipeline_flags() -> None:
     assert "--pipeline-model-parallel-layout 'Et*2|t*2|t*2|t*1|t*1|t*1L'" in megatron(CASES[5])
 
 
-@pytest.mark.parametrize(("counts", "ends"), [
-    ([4, 4, 4], (None, None)), ([5, 4, 4], (5, None)), ([5, 5, 4], (None, 4)), ([5, 4], (5, None)),
-    ([6, 6, 5, 5], None), ([3, 2, 2, 2], (3, None)),
-])
+@pytest.mark.parametrize(
+    ("counts", "ends"),
+    [
+        ([4, 4, 4], (None, None)),
+        ([5, 4, 4], (5, None)),
+        ([5, 5, 4], (None, 4)),
+        ([5, 4], (5, None)),
+        ([6, 6, 5, 5], None),
+        ([3, 2, 2, 2], (3, None)),
+    ],
+)
 def test_first_last(counts: list[int], ends: tuple[int | None, int | None] | None) -> None:
     assert mg.first_last(counts) == ends
 
@@ -203,8 +281,15 @@ def test_cp_comm_and_overlaps_follow_the_plan() -> None:
     assert "--tp-comm-overlap" not in no_sp
 
 
-MOE = spec(name="moe", layers=32, hidden_size=4096, num_attention_heads=32, num_kv_heads=8, ffn_hidden_size=14336,
-           moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336))
+MOE = spec(
+    name="moe",
+    layers=32,
+    hidden_size=4096,
+    num_attention_heads=32,
+    num_kv_heads=8,
+    ffn_hidden_size=14336,
+    moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336),
+)
 
 
 def test_moe_all_to_all_overlap_where_megatron_has_it() -> None:
@@ -239,8 +324,13 @@ def test_overlaps_follow_the_stack() -> None:
 def test_hybrid_cp_words_where_the_pin_has_them() -> None:
     """validate_args at the pin: hybrid CP needs per-token loss and the single loader, and no PP or Megatron-FSDP."""
     assert mg.megatron_hybrid_cp_args(Plan(dp=4, tp=2, pp=1, cp=2), 16384) == [
-        "--hybrid-context-parallel", "--max-seqlen-per-dp-cp-rank", "16384", "--calculate-per-token-loss",
-        "--dataloader-type", "single"]
+        "--hybrid-context-parallel",
+        "--max-seqlen-per-dp-cp-rank",
+        "16384",
+        "--calculate-per-token-loss",
+        "--dataloader-type",
+        "single",
+    ]
     with pytest.raises(SpecError, match="pipeline parallelism"):
         mg.megatron_hybrid_cp_args(Plan(dp=2, tp=2, pp=2, cp=2), 16384)
     with pytest.raises(SpecError, match="Megatron-FSDP"):
@@ -263,10 +353,21 @@ def test_architecture_flags_follow_the_spec() -> None:
     job = CASES[0].job
     plan = Plan(dp=8, tp=8, pp=1)
     llama = mg.model_items(spec(rope_base=500000.0), plan, job)
-    assert {"--normalization RMSNorm", "--position-embedding-type rope", "--rotary-base 500000", "--disable-bias-linear",
-            "--hidden-dropout 0", "--attention-dropout 0", "--swiglu", "--group-query-attention"} <= set(llama)
-    gpt3 = mg.model_items(spec(norm="layernorm", position_embedding="learned", linear_bias=True, dropout=True,
-                               ffn_activation="gelu", num_kv_heads=64), plan, job)
+    assert {
+        "--normalization RMSNorm",
+        "--position-embedding-type rope",
+        "--rotary-base 500000",
+        "--disable-bias-linear",
+        "--hidden-dropout 0",
+        "--attention-dropout 0",
+        "--swiglu",
+        "--group-query-attention",
+    } <= set(llama)
+    gpt3 = mg.model_items(
+        spec(norm="layernorm", position_embedding="learned", linear_bias=True, dropout=True, ffn_activation="gelu", num_kv_heads=64),
+        plan,
+        job,
+    )
     assert "--position-embedding-type learned_absolute" in gpt3 and "--normalization LayerNorm" in gpt3
     assert not {"--disable-bias-linear", "--hidden-dropout 0", "--swiglu", "--group-query-attention"} & set(gpt3)
     assert "--apply-layernorm-1p" in mg.model_items(spec(norm="layernorm1p"), plan, job)
@@ -283,7 +384,7 @@ def test_hybrid_goes_to_the_mamba_entry_point() -> None:
     words = launcher_words(mg.megatron_command(model, Plan(dp=4, tp=2, pp=1), job, nnodes=1, nproc_per_node=8))
     assert words[words.index("--rdzv-endpoint") + 2] == "pretrain_mamba.py"
     assert words[words.index("--hybrid-override-pattern") + 1] == model.mamba.layer_pattern
-    assert words[words.index("--spec") + 1:words.index("--spec") + 3] == list(mg.MAMBA_SPEC)
+    assert words[words.index("--spec") + 1 : words.index("--spec") + 3] == list(mg.MAMBA_SPEC)
     assert words[words.index("--position-embedding-type") + 1] == "none"
     assert mg.unsupported(model, Plan(dp=1, tp=2, pp=2, vpp=2)) is not None  # no interleaving for hybrids at the pin
 
@@ -295,8 +396,9 @@ NASTY = ["/opt/my megatron/pretrain_gpt.py", "x; touch /tmp/pwned", "$(reboot)",
 
 @pytest.mark.parametrize("value", NASTY)
 def test_values_stay_single_words(value: str) -> None:
-    cmd = megatron(CASES[0], script=value, data_path=value, tokenizer_model=value, extra_args=["--x", value],
-                   rdzv_endpoint=value, rdzv_id=value)
+    cmd = megatron(
+        CASES[0], script=value, data_path=value, tokenizer_model=value, extra_args=["--x", value], rdzv_endpoint=value, rdzv_id=value
+    )
     words = launcher_words(cmd)
     assert words.count(value) == 6
     assert words[-2:] == ["--x", value]
@@ -310,8 +412,7 @@ def test_extra_values_stay_on_their_options_line() -> None:
         lines = build(CASES[0], extra_args=extra, multiline=True).split("\n")
         assert "    --log-interval 1 \\" in lines and "    --save '/ck pt' \\" in lines
         assert any(line.startswith("    --no-load-optim") for line in lines)
-        assert launcher_words(build(CASES[0], extra_args=extra, multiline=True)) == launcher_words(
-            build(CASES[0], extra_args=extra))
+        assert launcher_words(build(CASES[0], extra_args=extra, multiline=True)) == launcher_words(build(CASES[0], extra_args=extra))
 
 
 def test_env_reference_expands_but_nothing_else_does() -> None:
@@ -325,16 +426,18 @@ def test_env_reference_expands_but_nothing_else_does() -> None:
 def test_real_shell_sees_the_intended_argv() -> None:
     cmd = megatron(CASES[0], script=NASTY[1], data_path=NASTY[2], extra_args=[NASTY[3]])
     probe = cmd.replace("torchrun", "printf '%s\\0'", 1)  # print argv instead of launching
-    out = subprocess.run(["bash", "-c", probe], capture_output=True, check=True, text=True,
-                         env={"MASTER_ADDR": "10.0.0.1", "PATH": os.environ["PATH"]}).stdout
+    out = subprocess.run(
+        ["bash", "-c", probe], capture_output=True, check=True, text=True, env={"MASTER_ADDR": "10.0.0.1", "PATH": os.environ["PATH"]}
+    ).stdout
     argv = out.split("\0")[:-1]
     assert "10.0.0.1:29500" in argv and NASTY[1] in argv and NASTY[2] in argv and argv[-1] == NASTY[3]
 
 
 def test_slurm_runs_the_same_command_on_every_node() -> None:
     cmd = megatron(CASES[0], script=NASTY[1])
-    script = slurm_script(cmd, nnodes=8, nproc_per_node=8, job_name="j",
-                          options=SlurmOptions(partition="gpu", time="04:00:00", account="proj-1", qos="high"))
+    script = slurm_script(
+        cmd, nnodes=8, nproc_per_node=8, job_name="j", options=SlurmOptions(partition="gpu", time="04:00:00", account="proj-1", qos="high")
+    )
     assert "#SBATCH --partition=gpu\n#SBATCH --time=04:00:00\n#SBATCH --account=proj-1\n#SBATCH --qos=high\n" in script
     srun = next(line for line in script.splitlines() if line.startswith("srun "))
     assert shlex.split(srun) == ["srun", "--nodes=8", "--ntasks-per-node=1", "--cpus-per-task=64", "bash", "-c", cmd]
@@ -344,10 +447,17 @@ def test_slurm_runs_the_same_command_on_every_node() -> None:
         subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("job_name", "x; rm -rf ~"), ("job_name", "a\n#SBATCH --nodes=99"), ("partition", "gpu batch"), ("time", "$(id)"),
-    ("qos", "a\nb"), ("account", "x y"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("job_name", "x; rm -rf ~"),
+        ("job_name", "a\n#SBATCH --nodes=99"),
+        ("partition", "gpu batch"),
+        ("time", "$(id)"),
+        ("qos", "a\nb"),
+        ("account", "x y"),
+    ],
+)
 def test_slurm_refuses_unsafe_directive_values(field: str, value: str) -> None:
     job_name = value if field == "job_name" else "ok"
     options = SlurmOptions() if field == "job_name" else SlurmOptions(**{field: value})
@@ -364,8 +474,14 @@ def test_errors_are_one_line_spec_errors() -> None:
         lambda: mg.megatron_command(case.model, case.plan, case.job, nnodes=4, nproc_per_node=8),
         lambda: mg.megatron_command(case.model, Plan(dp=1, tp=8, pp=8, ep=2), case.job, nnodes=8, nproc_per_node=8),
         lambda: titan(CASES[6]),  # fp16: torchtitan's CLI has bf16 mixed precision only
-        lambda: tt.torchtitan_command(spec(), Plan(dp=4, tp=4, pp=1), Job(gpus=16, gpus_per_node=8, global_batch=16,
-                                      seq_len=1002), config="c", nnodes=2, nproc_per_node=8),
+        lambda: tt.torchtitan_command(
+            spec(),
+            Plan(dp=4, tp=4, pp=1),
+            Job(gpus=16, gpus_per_node=8, global_batch=16, seq_len=1002),
+            config="c",
+            nnodes=2,
+            nproc_per_node=8,
+        ),
         lambda: tt.torchtitan_command(spec(name="unknown"), Plan(dp=8, tp=8, pp=1), case.job, nnodes=8, nproc_per_node=8),
         lambda: slurm_script("true", nnodes=0, nproc_per_node=8, job_name="j"),
     ]

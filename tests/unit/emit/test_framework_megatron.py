@@ -33,20 +33,24 @@ mcore = pytest.importorskip("megatron.core", reason="megatron-core is not instal
 # (preset, plan, job): plans that use what each family needs: GQA+TP+SP+uneven PP, EP/ETP, MLA+EP.
 CASES = {
     "llama3.1-8b": (Plan(dp=2, tp=2, pp=3, cp=1, mbs=1), Job(gpus=12, gpus_per_node=4, global_batch=24, seq_len=8192)),
-    "mixtral-8x7b": (Plan(dp=4, tp=2, pp=2, ep=4, etp=1, vpp=2, mbs=1),
-                     Job(gpus=16, gpus_per_node=8, global_batch=32, seq_len=4096)),
-    "qwen3-30b-a3b": (Plan(dp=8, tp=1, pp=2, ep=8, cp=1, recompute="selective"),
-                      Job(gpus=16, gpus_per_node=8, global_batch=64, seq_len=4096)),
-    "deepseek-v3": (Plan(dp=32, tp=2, pp=8, ep=32, etp=1, recompute="full"),
-                    Job(gpus=512, gpus_per_node=8, global_batch=1024, seq_len=4096)),
+    "mixtral-8x7b": (Plan(dp=4, tp=2, pp=2, ep=4, etp=1, vpp=2, mbs=1), Job(gpus=16, gpus_per_node=8, global_batch=32, seq_len=4096)),
+    "qwen3-30b-a3b": (
+        Plan(dp=8, tp=1, pp=2, ep=8, cp=1, recompute="selective"),
+        Job(gpus=16, gpus_per_node=8, global_batch=64, seq_len=4096),
+    ),
+    "deepseek-v3": (
+        Plan(dp=32, tp=2, pp=8, ep=32, etp=1, recompute="full"),
+        Job(gpus=512, gpus_per_node=8, global_batch=1024, seq_len=4096),
+    ),
 }
 
 
 def emitted(name: str) -> tuple[ModelSpec, Plan, Job, dict[str, list[str]]]:
     model = load_model(name)
     plan, job = CASES[name]
-    line = megatron.megatron_command(model, plan, job, nnodes=job.gpus // min(job.gpus, job.gpus_per_node),
-                                     nproc_per_node=min(job.gpus, job.gpus_per_node))
+    line = megatron.megatron_command(
+        model, plan, job, nnodes=job.gpus // min(job.gpus, job.gpus_per_node), nproc_per_node=min(job.gpus, job.gpus_per_node)
+    )
     return model, plan, job, split_command(line, megatron.entry_point(model))
 
 
@@ -89,8 +93,9 @@ def build_gpt(args: dict[str, list[str]]) -> Any:
     if config.num_moe_experts:
         spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization=config.normalization)
     else:
-        spec = get_gpt_layer_local_spec(qk_layernorm=config.qk_layernorm, normalization=config.normalization,
-                                        multi_latent_attention=config.multi_latent_attention)
+        spec = get_gpt_layer_local_spec(
+            qk_layernorm=config.qk_layernorm, normalization=config.normalization, multi_latent_attention=config.multi_latent_attention
+        )
     if cls is MLATransformerConfig:  # the local attention kernel cannot take MLA's head widths; it holds no weights
         from megatron.core.transformer.identity_op import IdentityOp
 
@@ -98,15 +103,21 @@ def build_gpt(args: dict[str, list[str]]) -> Any:
             layer.submodules.self_attention.submodules.core_attention = IdentityOp
     # MLA's rotary tables ignore use_cpu_initialization at the pin and ask CUDA for a device, and MLA
     # takes TransformerEngine for present when its extension module imports (it does, without TE)
-    with torch.device("meta"), mock.patch("torch.cuda.current_device", lambda: "cpu"), \
-            mock.patch("megatron.core.transformer.multi_latent_attention.HAVE_TE", False):
+    with (
+        torch.device("meta"),
+        mock.patch("torch.cuda.current_device", lambda: "cpu"),
+        mock.patch("megatron.core.transformer.multi_latent_attention.HAVE_TE", False),
+    ):
         return config, GPTModel(
-            config=config, transformer_layer_spec=spec, vocab_size=int(args["--padded-vocab-size"][0]),
+            config=config,
+            transformer_layer_spec=spec,
+            vocab_size=int(args["--padded-vocab-size"][0]),
             max_sequence_length=int(args["--max-position-embeddings"][0]),
             share_embeddings_and_output_weights="--untie-embeddings-and-output-weights" not in args,
             position_embedding_type=args["--position-embedding-type"][0],
             rotary_base=int(args["--rotary-base"][0]) if "--rotary-base" in args else 10000,
-            rope_scaling="--use-rope-scaling" in args)  # as the GPT builder passes it at the pin
+            rope_scaling="--use-rope-scaling" in args,
+        )  # as the GPT builder passes it at the pin
 
 
 PARAMS: dict[str, tuple[int, int]] = {}  # preset -> (megatron-core, autopar), printed at the end
@@ -236,8 +247,13 @@ def parse_with_megatron_lm(root: Path, words: list[str], world: int, monkeypatch
 LAUNCHES = [
     *[(name, None) for name in sorted(CASES)],
     ("nemotron-h-8b", (Plan(dp=2, tp=2, pp=2, mbs=1), Job(gpus=8, gpus_per_node=8, global_batch=16, seq_len=8192))),
-    ("llama3.1-70b", (Plan(dp=2, tp=4, pp=2, cp=2, cp_comm="allgather", zero=3, mbs=1),
-                      Job(gpus=32, gpus_per_node=8, global_batch=32, seq_len=16384, dtype="fp8"))),
+    (
+        "llama3.1-70b",
+        (
+            Plan(dp=2, tp=4, pp=2, cp=2, cp_comm="allgather", zero=3, mbs=1),
+            Job(gpus=32, gpus_per_node=8, global_batch=32, seq_len=16384, dtype="fp8"),
+        ),
+    ),
 ]
 
 
@@ -246,8 +262,9 @@ def test_megatron_lm_parse_args_accepts_the_launch(name: str, case: Any, monkeyp
     root = _megatron_lm()
     model = load_model(name)
     plan, job = case or CASES[name]
-    line = megatron.megatron_command(model, plan, job, nnodes=max(1, job.gpus // job.gpus_per_node),
-                                     nproc_per_node=min(job.gpus, job.gpus_per_node))
+    line = megatron.megatron_command(
+        model, plan, job, nnodes=max(1, job.gpus // job.gpus_per_node), nproc_per_node=min(job.gpus, job.gpus_per_node)
+    )
     env_words, _, rest = line.partition("torchrun")
     for word in env_words.split():
         key, _, value = word.partition("=")
@@ -267,8 +284,7 @@ def test_megatron_lm_parse_args_accepts_the_launch(name: str, case: Any, monkeyp
     assert "normalization" in fields and config.normalization == "RMSNorm"
 
 
-@pytest.mark.parametrize(("name", "modules"), [("deepseek-v3", ("mla_up_proj", "mlp")),
-                                               ("qwen3-30b-a3b", ("moe_act", "layernorm"))])
+@pytest.mark.parametrize(("name", "modules"), [("deepseek-v3", ("mla_up_proj", "mlp")), ("qwen3-30b-a3b", ("moe_act", "layernorm"))])
 def test_megatron_core_accepts_the_recompute_modules(name: str, modules: tuple[str, ...]) -> None:
     """--recompute-granularity selective --recompute-modules, as TransformerConfig.__post_init__ checks them
     at the pin: known modules, mla_up_proj only with MLA, moe_act only with the grouped GEMM we emit."""
@@ -277,8 +293,7 @@ def test_megatron_core_accepts_the_recompute_modules(name: str, modules: tuple[s
     model = load_model(name)
     base, job = CASES[name]
     plan = dataclasses.replace(base, recompute="selective", recompute_modules=modules)
-    line = megatron.megatron_command(model, plan, job, nnodes=job.gpus // job.gpus_per_node,
-                                     nproc_per_node=job.gpus_per_node)
+    line = megatron.megatron_command(model, plan, job, nnodes=job.gpus // job.gpus_per_node, nproc_per_node=job.gpus_per_node)
     args = split_command(line, megatron.entry_point(model))
     assert args["--recompute-granularity"] == ["selective"] and args["--recompute-modules"] == list(modules)
     cls = MLATransformerConfig if "--multi-latent-attention" in args else TransformerConfig

@@ -47,16 +47,47 @@ WL = Workload(isl=1000, osl=500, concurrency=64)
 # ServerArgs.add_cli_args, checked against the wheel itself below where the wheel is at hand.
 # A flag added to a set must be read from its parser first: these tests fail until it is listed here.
 def test_frozen_flag_sets() -> None:
-    assert {"--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
-            "--enable-expert-parallel", "--quantization", "--kv-cache-dtype", "--gpu-memory-utilization",
-            "--max-num-seqs", "--max-num-batched-tokens", "--kv-transfer-config", "--port"} == vllm.VLLM_FLAGS
-    assert {"--model-path", "--tp-size", "--pp-size", "--dp-size", "--enable-dp-attention",
-            "--ep-size", "--quantization", "--kv-cache-dtype", "--mem-fraction-static",
-            "--max-running-requests", "--chunked-prefill-size", "--enable-mixed-chunk",
-            "--max-prefill-tokens", "--disaggregation-mode", "--port"} == sglang.SGLANG_FLAGS
-    assert {"--backend", "--tp_size", "--pp_size", "--ep_size", "--max_batch_size",
-            "--max_num_tokens", "--kv_cache_free_gpu_memory_fraction",
-            "--extra_llm_api_options", "--port"} == trtllm.TRTLLM_FLAGS
+    assert {
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--data-parallel-size",
+        "--enable-expert-parallel",
+        "--quantization",
+        "--kv-cache-dtype",
+        "--gpu-memory-utilization",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--kv-transfer-config",
+        "--port",
+    } == vllm.VLLM_FLAGS
+    assert {
+        "--model-path",
+        "--tp-size",
+        "--pp-size",
+        "--dp-size",
+        "--enable-dp-attention",
+        "--ep-size",
+        "--quantization",
+        "--kv-cache-dtype",
+        "--mem-fraction-static",
+        "--max-running-requests",
+        "--chunked-prefill-size",
+        "--enable-mixed-chunk",
+        "--max-prefill-tokens",
+        "--disaggregation-mode",
+        "--port",
+    } == sglang.SGLANG_FLAGS
+    assert {
+        "--backend",
+        "--tp_size",
+        "--pp_size",
+        "--ep_size",
+        "--max_batch_size",
+        "--max_num_tokens",
+        "--kv_cache_free_gpu_memory_fraction",
+        "--extra_llm_api_options",
+        "--port",
+    } == trtllm.TRTLLM_FLAGS
 
 
 # SGLang 0.5.6.post2's wheel (PyPI, pure Python, 3.7 MB; `make test` downloads it to .venv/wheels,
@@ -67,9 +98,13 @@ SGLANG_WHEEL_SHA256 = "cb542f7adeec56bbb5598443c52d0f347fab74dbb5df09d37cad69eae
 
 def _argparse_flags(source: str) -> set[str]:
     """The --names given as literals to every add_argument call of a module."""
-    return {a.value for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
-            for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")}
+    return {
+        a.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+        for a in node.args
+        if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")
+    }
 
 
 def test_argparse_flags_reads_add_argument_literals() -> None:
@@ -98,8 +133,7 @@ def _servers(launched: object) -> list[str]:
 @pytest.mark.parametrize("engine", [Engine(tp=4), Engine(tp=2, pp=2), Engine(tp=1, dp=8, ep=8), Engine(tp=2, dp=4, ep=8)])
 def test_every_emitted_flag_is_defined(engine: Engine) -> None:
     dep = Deployment(fw=load_framework("vllm"), mode="agg", engine=engine, replicas=1, weights="fp8", kv_dtype="fp8")
-    for module, flags, bench in ((vllm, vllm.VLLM_FLAGS, VLLM_BENCH_FLAGS), (sglang, sglang.SGLANG_FLAGS,
-                                                                             SGLANG_BENCH_FLAGS)):
+    for module, flags, bench in ((vllm, vllm.VLLM_FLAGS, VLLM_BENCH_FLAGS), (sglang, sglang.SGLANG_FLAGS, SGLANG_BENCH_FLAGS)):
         launched = module.launch(dep, WL)  # type: ignore[attr-defined]
         for line in _servers(launched):
             assert set(flags_of(line)) <= flags, line
@@ -117,37 +151,50 @@ def test_every_emitted_flag_is_defined(engine: Engine) -> None:
 # is_checkpoint_fp8_serialized False) and refuse a --quantization other than the checkpoint's own format
 # (vllm/config/model.py, sglang/srt/configs/model_config.py _verify_quantization); trtllm-serve at 00209af
 # has no quantization option; int4 (AWQ/GPTQ) and NVFP4 are read from the checkpoint's config.
-FP8_ON_LOAD = ("# --weights fp8: --quantization fp8 quantizes a bf16 MODEL on load; drop it if MODEL is an fp8 "
-               "checkpoint of another format (compressed-tensors, ModelOpt): the server reads that from its config "
-               "and refuses a mismatch")
+FP8_ON_LOAD = (
+    "# --weights fp8: --quantization fp8 quantizes a bf16 MODEL on load; drop it if MODEL is an fp8 "
+    "checkpoint of another format (compressed-tensors, ModelOpt): the server reads that from its config "
+    "and refuses a mismatch"
+)
 
 
 def _must_be(weights: str, what: str) -> str:
-    return (f"# --weights {weights}: MODEL must be {what} checkpoint, whose config the server reads; "
-            "this line does not quantize a bf16 one on load")
+    return (
+        f"# --weights {weights}: MODEL must be {what} checkpoint, whose config the server reads; "
+        "this line does not quantize a bf16 one on load"
+    )
 
 
-@pytest.mark.parametrize(("framework", "weights", "note", "flag"), [
-    ("vllm", "fp8", FP8_ON_LOAD, "--quantization fp8"),
-    ("sglang", "fp8", FP8_ON_LOAD, "--quantization fp8"),
-    ("trtllm", "fp8", _must_be("fp8", "an fp8"), None),
-    ("vllm", "int4", _must_be("int4", "an int4 (AWQ/GPTQ)"), None),
-    ("sglang", "int4", _must_be("int4", "an int4 (AWQ/GPTQ)"), None),
-    ("trtllm", "int4", _must_be("int4", "an int4 (AWQ/GPTQ)"), None),
-    ("vllm", "fp4", _must_be("fp4", "an NVFP4 (ModelOpt)"), None),
-    ("sglang", "fp4", _must_be("fp4", "an NVFP4 (ModelOpt)"), None),
-    ("trtllm", "fp4", _must_be("fp4", "an NVFP4 (ModelOpt)"), None),
-])
-def test_quantized_weights_say_what_the_checkpoint_must_be(framework: str, weights: str, note: str,
-                                                           flag: str | None) -> None:
+@pytest.mark.parametrize(
+    ("framework", "weights", "note", "flag"),
+    [
+        ("vllm", "fp8", FP8_ON_LOAD, "--quantization fp8"),
+        ("sglang", "fp8", FP8_ON_LOAD, "--quantization fp8"),
+        ("trtllm", "fp8", _must_be("fp8", "an fp8"), None),
+        ("vllm", "int4", _must_be("int4", "an int4 (AWQ/GPTQ)"), None),
+        ("sglang", "int4", _must_be("int4", "an int4 (AWQ/GPTQ)"), None),
+        ("trtllm", "int4", _must_be("int4", "an int4 (AWQ/GPTQ)"), None),
+        ("vllm", "fp4", _must_be("fp4", "an NVFP4 (ModelOpt)"), None),
+        ("sglang", "fp4", _must_be("fp4", "an NVFP4 (ModelOpt)"), None),
+        ("trtllm", "fp4", _must_be("fp4", "an NVFP4 (ModelOpt)"), None),
+    ],
+)
+def test_quantized_weights_say_what_the_checkpoint_must_be(framework: str, weights: str, note: str, flag: str | None) -> None:
     module = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}[framework]
     dep = Deployment(fw=load_framework(framework), mode="agg", engine=Engine(tp=2), replicas=2, weights=weights)
     servers = module.launch(dep, WL).servers  # type: ignore[attr-defined]
     assert servers[0] == note and len(servers) == 3  # one note above both replicas' lines
     for line in servers[1:]:
         assert ("--quantization" in line) == (flag is not None) and (flag is None or flag in line)
-    disagg = Deployment(fw=load_framework(framework), mode="disagg", engine=Engine(tp=2), replicas=1, weights=weights,
-                        prefill=Engine(tp=2), prefill_replicas=1)
+    disagg = Deployment(
+        fw=load_framework(framework),
+        mode="disagg",
+        engine=Engine(tp=2),
+        replicas=1,
+        weights=weights,
+        prefill=Engine(tp=2),
+        prefill_replicas=1,
+    )
     assert module.launch(disagg, WL).servers[0] == note  # type: ignore[attr-defined]
 
 
@@ -161,12 +208,13 @@ def test_bf16_weights_have_no_note() -> None:
 @pytest.mark.parametrize("command", ["estimate", "suggest"])
 def test_int4_launch_says_what_model_must_be(command: str) -> None:
     layout = ["--tp", "1"] if command == "estimate" else []
-    r = runner.invoke(app, ["serve", command, "llama3.1-8b", "--gpus", "1", *layout, "--weights", "int4",
-                            "--emit", "vllm"], env={"COLUMNS": "80"})
+    r = runner.invoke(
+        app, ["serve", command, "llama3.1-8b", "--gpus", "1", *layout, "--weights", "int4", "--emit", "vllm"], env={"COLUMNS": "80"}
+    )
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     at = lines.index("# MODEL=<Hugging Face id or checkpoint path>")
-    assert lines[at + 1:at + 4] == [
+    assert lines[at + 1 : at + 4] == [
         "# --weights int4: MODEL must be an int4 (AWQ/GPTQ) checkpoint, whose config the",
         "# server reads; this line does not quantize a bf16 one on load",
         'CUDA_VISIBLE_DEVICES=0 vllm serve "$MODEL" --tensor-parallel-size 1 \\',
@@ -176,14 +224,16 @@ def test_int4_launch_says_what_model_must_be(command: str) -> None:
 def test_gb200_launch_lines_stop_at_a_4_gpu_host() -> None:
     """gb200's node is the 72-GPU NVLink domain, a host (one CUDA_VISIBLE_DEVICES numbering) a 4-GPU tray:
     an engine of more than 4 GPUs has no launch line; replicas of up to 4 continue across hosts."""
-    r = runner.invoke(app, ["serve", "estimate", "llama3.1-405b", "--hardware", "gb200", "--gpus", "72", "--tp", "8",
-                            "--pp", "9", "--emit", "trtllm"])
+    r = runner.invoke(
+        app, ["serve", "estimate", "llama3.1-405b", "--hardware", "gb200", "--gpus", "72", "--tp", "8", "--pp", "9", "--emit", "trtllm"]
+    )
     assert r.exit_code == 2
-    assert "an engine of 72 GPUs (tp x pp x attention-dp) spans more than one gb200 host (4 GPUs)" in " ".join(
-        r.output.split())
+    assert "an engine of 72 GPUs (tp x pp x attention-dp) spans more than one gb200 host (4 GPUs)" in " ".join(r.output.split())
     assert "CUDA_VISIBLE_DEVICES=" not in r.output
-    r = runner.invoke(app, ["serve", "estimate", "llama3.1-8b", "--hardware", "gb200", "--gpus", "8", "--tp", "4",
-                            "--dp", "2", "--emit", "vllm", "--json"])
+    r = runner.invoke(
+        app,
+        ["serve", "estimate", "llama3.1-8b", "--hardware", "gb200", "--gpus", "8", "--tp", "4", "--dp", "2", "--emit", "vllm", "--json"],
+    )
     assert r.exit_code == 0, r.output
     servers = json.loads(r.output)["launch"]["servers"]
     assert servers[0].startswith("# 2 hosts of 4 GPUs: run each block below on its own host")
@@ -195,8 +245,14 @@ def test_disagg_past_one_host_is_one_block_per_host(emitter: object) -> None:
     """3 tp4 prefill engines and 1 tp8 decode engine on hosts of 8 GPUs: packed largest first, the decode
     engine fills host 0, two prefill engines host 1, the third host 2; each host numbers its GPUs from 0,
     and the ports stay each role's (prefill PORT + 100.., decode PORT + 200..)."""
-    dep = Deployment(fw=load_framework(emitter.__name__.rsplit(".", 1)[-1]), mode="disagg", engine=Engine(tp=8), replicas=1,
-                     prefill=Engine(tp=4), prefill_replicas=3)
+    dep = Deployment(
+        fw=load_framework(emitter.__name__.rsplit(".", 1)[-1]),
+        mode="disagg",
+        engine=Engine(tp=8),
+        replicas=1,
+        prefill=Engine(tp=4),
+        prefill_replicas=3,
+    )
     launched = emitter.launch(dep, WL, host_gpus=8)  # type: ignore[attr-defined]
     port = emitter.PORT  # type: ignore[attr-defined]
     blocks = [s for s in launched.servers if s.startswith(("# host", "CUDA_VISIBLE_DEVICES"))]
@@ -212,8 +268,12 @@ def test_disagg_past_one_host_is_one_block_per_host(emitter: object) -> None:
         assert set(flags_of(line)) <= allowed, line
     # one host: the lines of before, GPUs numbered on from the prefill engines
     flat = [s for s in emitter.launch(dep, WL).servers if s.startswith("CUDA")]  # type: ignore[attr-defined]
-    assert [s.split()[0] for s in flat] == ["CUDA_VISIBLE_DEVICES=0,1,2,3", "CUDA_VISIBLE_DEVICES=4,5,6,7",
-                                            "CUDA_VISIBLE_DEVICES=8,9,10,11", "CUDA_VISIBLE_DEVICES=12,13,14,15,16,17,18,19"]
+    assert [s.split()[0] for s in flat] == [
+        "CUDA_VISIBLE_DEVICES=0,1,2,3",
+        "CUDA_VISIBLE_DEVICES=4,5,6,7",
+        "CUDA_VISIBLE_DEVICES=8,9,10,11",
+        "CUDA_VISIBLE_DEVICES=12,13,14,15,16,17,18,19",
+    ]
 
 
 def test_vllm_line() -> None:
@@ -249,15 +309,13 @@ def test_attention_dp_spellings() -> None:
 
 
 def test_disagg_roles() -> None:
-    dep = Deployment(fw=load_framework("sglang"), mode="disagg", engine=Engine(tp=4), replicas=1, prefill=Engine(tp=2),
-                     prefill_replicas=2)
+    dep = Deployment(fw=load_framework("sglang"), mode="disagg", engine=Engine(tp=4), replicas=1, prefill=Engine(tp=2), prefill_replicas=2)
     servers = _servers(sglang.launch(dep, WL))
     assert len(servers) == 3
     assert servers[0].startswith("CUDA_VISIBLE_DEVICES=0,1 ") and "--disaggregation-mode prefill" in servers[0]
     assert servers[2].startswith("CUDA_VISIBLE_DEVICES=4,5,6,7 ") and "--disaggregation-mode decode" in servers[2]
     v = _servers(vllm.launch(dep, WL))
-    assert all(json.loads(shlex.split(s)[shlex.split(s).index("--kv-transfer-config") + 1])["kv_connector"]
-               == "NixlConnector" for s in v)
+    assert all(json.loads(shlex.split(s)[shlex.split(s).index("--kv-transfer-config") + 1])["kv_connector"] == "NixlConnector" for s in v)
 
 
 def test_trtllm_disagg() -> None:
@@ -266,8 +324,15 @@ def test_trtllm_disagg() -> None:
     # (read at commit 013971245ed5ddb230f1917dd8ccce711a17280f); cache_transceiver_config backend
     # UCX and max_tokens_in_buffer >= the input length, disable_overlap_scheduler on context
     # servers (the same README at commit af3ea37176a035e3dee0aff52028c63db8f51c12, 2025-09-19)
-    dep = Deployment(fw=load_framework("trtllm"), mode="disagg", engine=Engine(tp=4), replicas=1, prefill=Engine(tp=2),
-                     prefill_replicas=2, kv_dtype="fp8")
+    dep = Deployment(
+        fw=load_framework("trtllm"),
+        mode="disagg",
+        engine=Engine(tp=4),
+        replicas=1,
+        prefill=Engine(tp=2),
+        prefill_replicas=2,
+        kv_dtype="fp8",
+    )
     t = trtllm.launch(dep, WL)
     servers = _servers(t)
     assert len(servers) == 4 and servers[-1] == "trtllm-serve disaggregated -c disagg_config.yaml"
@@ -279,15 +344,20 @@ def test_trtllm_disagg() -> None:
     for line in servers[:3]:
         assert set(flags_of(line)) <= trtllm.TRTLLM_FLAGS, line
     files = dict(t.files)
-    assert files["ctx_extra_llm_api_options.yaml"] == ("kv_cache_config:\n  dtype: fp8\ndisable_overlap_scheduler: true\n"
-                                                       "cache_transceiver_config:\n  backend: UCX\n"
-                                                       "  max_tokens_in_buffer: 1000\n")
-    assert files["gen_extra_llm_api_options.yaml"] == ("kv_cache_config:\n  dtype: fp8\ncache_transceiver_config:\n"
-                                                       "  backend: UCX\n  max_tokens_in_buffer: 1000\n")
-    assert files["disagg_config.yaml"] == ('hostname: localhost\nport: 8000\nbackend: pytorch\n'
-                                           'context_servers:\n  num_instances: 2\n  urls:\n'
-                                           '    - "localhost:8100"\n    - "localhost:8101"\n'
-                                           'generation_servers:\n  num_instances: 1\n  urls:\n    - "localhost:8200"\n')
+    assert files["ctx_extra_llm_api_options.yaml"] == (
+        "kv_cache_config:\n  dtype: fp8\ndisable_overlap_scheduler: true\n"
+        "cache_transceiver_config:\n  backend: UCX\n"
+        "  max_tokens_in_buffer: 1000\n"
+    )
+    assert files["gen_extra_llm_api_options.yaml"] == (
+        "kv_cache_config:\n  dtype: fp8\ncache_transceiver_config:\n  backend: UCX\n  max_tokens_in_buffer: 1000\n"
+    )
+    assert files["disagg_config.yaml"] == (
+        "hostname: localhost\nport: 8000\nbackend: pytorch\n"
+        "context_servers:\n  num_instances: 2\n  urls:\n"
+        '    - "localhost:8100"\n    - "localhost:8101"\n'
+        'generation_servers:\n  num_instances: 1\n  urls:\n    - "localhost:8200"\n'
+    )
     text = t.text()
     assert text.index("cat > disagg_config.yaml") < text.index("trtllm-serve")
     assert "--base-url http://localhost:8000 " in t.benchmark and "--max-concurrency 64 " in t.benchmark
@@ -301,8 +371,25 @@ def test_refusals() -> None:
 
 
 def test_cli_emit() -> None:
-    base = ["serve", "estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "2", "--tp", "1", "--dp", "2",
-            "--concurrency", "16", "--isl", "512", "--osl", "128"]
+    base = [
+        "serve",
+        "estimate",
+        "llama3.1-8b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "2",
+        "--tp",
+        "1",
+        "--dp",
+        "2",
+        "--concurrency",
+        "16",
+        "--isl",
+        "512",
+        "--osl",
+        "128",
+    ]
     r = runner.invoke(app, [*base, "--emit", "sglang", "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
@@ -312,8 +399,9 @@ def test_cli_emit() -> None:
     assert r.exit_code == 2 and "--emit sglang with --framework vllm" in r.stderr
     r = runner.invoke(app, [*base, "--emit", "tgi"])
     assert r.exit_code == 2 and "--emit" in r.stderr
-    r = runner.invoke(app, ["serve", "suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "2", "--emit",
-                            "trtllm", "--modes", "agg"])
+    r = runner.invoke(
+        app, ["serve", "suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "2", "--emit", "trtllm", "--modes", "agg"]
+    )
     assert r.exit_code == 0, r.output
     assert "trtllm-serve" in r.stdout and "vllm bench serve" in r.stdout
 
@@ -334,7 +422,9 @@ def test_suggest_emit_launches_the_best_deployment_it_can_start() -> None:
     assert "launching the best one vllm can start, agg 2 x tp4 pp1 dp1 ep1" in note
     assert [s.split()[0] for s in servers if s.startswith("CUDA")] == ["CUDA_VISIBLE_DEVICES=0,1,2,3"] * 2
     # none of the deployments that meet the targets can be launched: exit 2, one line naming --emit
-    r = runner.invoke(app, ["serve", "suggest", "llama3.1-70b", "--hardware", "gb200", "--gpus", "16", "--tpot-ms", "10",
-                            "--modes", "agg", "--emit", "vllm"])
+    r = runner.invoke(
+        app,
+        ["serve", "suggest", "llama3.1-70b", "--hardware", "gb200", "--gpus", "16", "--tpot-ms", "10", "--modes", "agg", "--emit", "vllm"],
+    )
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert r.stderr.count("\n") == 1 and "--emit vllm: the recommended deployment has no launch line" in r.stderr

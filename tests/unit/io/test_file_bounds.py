@@ -154,8 +154,7 @@ FORMATS.append(("derived profile", "v.yaml", _variant, lambda p: load_hardware(s
 for stack in ("megatron-0.16", "torchtitan-2025.06"):
     doc = _yaml(DATA / "stacks" / f"{stack}.yaml")
     # an option's numbers are bounded when it is set (--stack-opt names it; tests/unit/cost/test_stack_options.py)
-    FORMATS.append((f"stack {stack}", "st.yaml", doc, lambda p: load_stack(str(p)),
-                    list(numbers(doc, skip=TEXT_KEYS | {"options"}))))
+    FORMATS.append((f"stack {stack}", "st.yaml", doc, lambda p: load_stack(str(p)), list(numbers(doc, skip=TEXT_KEYS | {"options"}))))
 for i, doc in enumerate(
     [
         {"bin_edges": [1, 100, 1000], "counts": [3, 1]},

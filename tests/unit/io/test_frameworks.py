@@ -244,9 +244,7 @@ def test_frameworks_lists_each_version_with_what_it_is_and_its_source() -> None:
     r = runner.invoke(app, ["frameworks"])
     assert r.exit_code == 0
     rows = [line.split(None, 2) for line in r.stdout.splitlines() if line.split(" ")[0] in ("vllm", "sglang", "trtllm")]
-    assert [row[:2] for row in rows] == [
-        ["sglang", "0.5.1"], ["sglang", "0.5.6"], ["trtllm", "1.0"], ["vllm", "0.12"], ["vllm", "0.15"]
-    ]
+    assert [row[:2] for row in rows] == [["sglang", "0.5.1"], ["sglang", "0.5.6"], ["trtllm", "1.0"], ["vllm", "0.12"], ["vllm", "0.15"]]
     assert "NVIDIA/TensorRT-LLM v1.0.0rc3" in r.stdout and "vllm-project/vllm v0.12.0" in r.stdout
     assert "--framework NAME uses its newest version (sglang 0.5.6, trtllm 1.0, vllm 0.15)" in r.stdout
     assert "default when no --framework and no --emit: vllm" in r.stdout

@@ -35,8 +35,7 @@ def test_model_schema_forbids_unknown_keys_and_names_the_bounds() -> None:
     props = s["properties"]
     assert props["layers"]["maximum"] == limits.MAX_LAYERS == 4096 and props["layers"]["minimum"] == 1
     assert props["ffn_activation"]["enum"] == ["swiglu", "gelu", "relu2"]
-    assert set(s["required"]) == {"name", "layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size",
-                                  "seq_len"}
+    assert set(s["required"]) == {"name", "layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "vocab_size", "seq_len"}
     assert s["$defs"]["MoEFile"]["additionalProperties"] is False
 
 
@@ -60,20 +59,29 @@ def test_every_builtin_file_passes_its_schema() -> None:
     assert all(load_hardware(name).gpus_per_node >= 1 for name in builtin_names())
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"layers": "32"}, "m.yaml: layers: expected an integer, got '32'"),  # no coercion from strings
-    ({"layers": 32.5}, "m.yaml: layers: expected an integer, got 32.5"),
-    ({"layers": True}, "m.yaml: layers: expected an integer, got True"),
-    ({"vocab_size": 2**30}, "m.yaml: vocab_size: must be at most 16,777,216, got 1073741824"),
-    ({"tie_embeddings": "yes"}, "m.yaml: tie_embeddings: expected true or false, got 'yes'"),
-    ({"name": "  "}, "m.yaml: name: expected a non-empty string, got '  '"),
-    ({"moe": [1]}, "m.yaml: moe: expected a mapping, got list"),
-    ({"ffn_activation": "swiglo"}, "m.yaml: ffn_activation: must be one of swiglu, gelu, relu2, got 'swiglo' "
-                                   "(did you mean 'swiglu'?)"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"layers": "32"}, "m.yaml: layers: expected an integer, got '32'"),  # no coercion from strings
+        ({"layers": 32.5}, "m.yaml: layers: expected an integer, got 32.5"),
+        ({"layers": True}, "m.yaml: layers: expected an integer, got True"),
+        ({"vocab_size": 2**30}, "m.yaml: vocab_size: must be at most 16,777,216, got 1073741824"),
+        ({"tie_embeddings": "yes"}, "m.yaml: tie_embeddings: expected true or false, got 'yes'"),
+        ({"name": "  "}, "m.yaml: name: expected a non-empty string, got '  '"),
+        ({"moe": [1]}, "m.yaml: moe: expected a mapping, got list"),
+        ({"ffn_activation": "swiglo"}, "m.yaml: ffn_activation: must be one of swiglu, gelu, relu2, got 'swiglo' (did you mean 'swiglu'?)"),
+    ],
+)
 def test_model_messages_name_file_and_field(tmp_path: Path, change: dict, message: str) -> None:
-    base = {"name": "m", "layers": 2, "hidden_size": 64, "num_attention_heads": 4, "ffn_hidden_size": 128,
-            "vocab_size": 100, "seq_len": 128}
+    base = {
+        "name": "m",
+        "layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "ffn_hidden_size": 128,
+        "vocab_size": 100,
+        "seq_len": 128,
+    }
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump({**base, **change}))
     with pytest.raises(SpecError) as err:
@@ -83,8 +91,9 @@ def test_model_messages_name_file_and_field(tmp_path: Path, change: dict, messag
 
 def test_integral_floats_are_integers(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
-    path.write_text("name: m\nlayers: 2.0\nhidden_size: 6.4e+1\nnum_attention_heads: 4\nffn_hidden_size: 128\n"
-                    "vocab_size: 100\nseq_len: 128\n")
+    path.write_text(
+        "name: m\nlayers: 2.0\nhidden_size: 6.4e+1\nnum_attention_heads: 4\nffn_hidden_size: 128\nvocab_size: 100\nseq_len: 128\n"
+    )
     m = load_model(str(path))
     assert (m.layers, m.hidden_size, m.head_dim) == (2, 64, 16)
 
@@ -94,14 +103,17 @@ def test_profile_key_errors_say_what_is_allowed() -> None:
     data["gpu"]["peak_tflops"] = {"bf16": 1000, "bf17": 1}
     with pytest.raises(ProfileError) as err:
         parse_profile(data, where="toy.yaml")
-    assert str(err.value) == ("toy.yaml: gpu.peak_tflops.bf17: must be one of bf16, fp16, fp8, fp4, fp32, tf32, got 'bf17' "
-                              "(did you mean 'bf16'?)")
+    assert str(err.value) == (
+        "toy.yaml: gpu.peak_tflops.bf17: must be one of bf16, fp16, fp8, fp4, fp32, tf32, got 'bf17' (did you mean 'bf16'?)"
+    )
 
 
 def test_help_does_not_import_pydantic_and_starts_fast() -> None:
-    code = ("import sys, time\nt = time.perf_counter()\nfrom autopar.cli import main\nsys.argv = ['autopar', '--help']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('pydantic' in sys.modules, time.perf_counter() - t, file=sys.stderr)")
+    code = (
+        "import sys, time\nt = time.perf_counter()\nfrom autopar.cli import main\nsys.argv = ['autopar', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('pydantic' in sys.modules, time.perf_counter() - t, file=sys.stderr)"
+    )
     start = time.monotonic()
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     loaded, seconds = res.stderr.split()[-2:]

@@ -14,8 +14,17 @@ from autopar.cli import app
 from autopar.render import charts
 
 
-def explained(*, gpus: int = 16, tp: int = 2, pp: int = 2, vpp: int = 1, batch: int = 16, zero: int = 1,
-              hardware: str = "h100-sxm", model: str = "llama3-8b") -> Explained:
+def explained(
+    *,
+    gpus: int = 16,
+    tp: int = 2,
+    pp: int = 2,
+    vpp: int = 1,
+    batch: int = 16,
+    zero: int = 1,
+    hardware: str = "h100-sxm",
+    model: str = "llama3-8b",
+) -> Explained:
     ctx = advise.context(model, hardware=hardware, gpus=gpus, nodes=None, global_batch=batch, seq_len=None, dtype="bf16")
     return advise.explain(ctx, tp=tp, pp=pp, cp=1, vpp=vpp, ep=1, mbs=1, recompute="none", zero=zero, sp=True)
 
@@ -24,15 +33,18 @@ def plain(lines: list[Text]) -> list[str]:
     return [line.plain.rstrip() for line in lines]
 
 
-@pytest.mark.parametrize(("values", "width", "expected"), [
-    ([3.0, 1.0], 40, [30, 10]),
-    ([1.0, 1.0, 1.0], 10, [4, 3, 3]),
-    ([0.0, 5.0, 0.0], 7, [0, 7, 0]),
-    ([0.004, 0.996], 100, [0, 100]),  # under half a character rounds away
-    ([2.0, 1.0, 1.0], 9, [5, 2, 2]),  # exact 4.5, 2.25, 2.25: the largest remainder takes the spare
-    ([1.0, 2.0], 0, [0, 0]),
-    ([0.0, 0.0], 10, [0, 0]),
-])
+@pytest.mark.parametrize(
+    ("values", "width", "expected"),
+    [
+        ([3.0, 1.0], 40, [30, 10]),
+        ([1.0, 1.0, 1.0], 10, [4, 3, 3]),
+        ([0.0, 5.0, 0.0], 7, [0, 7, 0]),
+        ([0.004, 0.996], 100, [0, 100]),  # under half a character rounds away
+        ([2.0, 1.0, 1.0], 9, [5, 2, 2]),  # exact 4.5, 2.25, 2.25: the largest remainder takes the spare
+        ([1.0, 2.0], 0, [0, 0]),
+        ([0.0, 0.0], 10, [0, 0]),
+    ],
+)
 def test_proportional_widths(values: list[float], width: int, expected: list[int]) -> None:
     assert charts.proportional_widths(values, width) == expected
 
@@ -125,8 +137,7 @@ def test_render_explain_fits_a_narrow_console() -> None:
 
 
 def test_estimate_explains_by_default_and_not_with_no_explain() -> None:
-    args = ["estimate", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16", "--tp", "2", "--pp", "2",
-            "--global-batch", "16"]
+    args = ["estimate", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16", "--tp", "2", "--pp", "2", "--global-batch", "16"]
     runner = CliRunner()
     out = runner.invoke(app, args).stdout
     assert "pipeline schedule: 1F1B, 2 stages, 4 micro-batches" in out

@@ -41,14 +41,20 @@ def point(name: str, gib: float, tokens_per_s: float) -> Any:
 
 @cache
 def suggestion() -> Suggestion:
-    ctx = advise.context("llama3-8b", hardware="h100-sxm", gpus=8, nodes=None, global_batch=None, seq_len=None,
-                         dtype="bf16")
+    ctx = advise.context("llama3-8b", hardware="h100-sxm", gpus=8, nodes=None, global_batch=None, seq_len=None, dtype="bf16")
     return advise.suggest(ctx)
 
 
 def test_pareto_front_hand_case() -> None:
-    pts = [point("A", 10, 100), point("B", 20, 150), point("C", 15, 90), point("D", 20, 140), point("E", 30, 150),
-           point("F", 5, 50), point("G", 10, 100)]
+    pts = [
+        point("A", 10, 100),
+        point("B", 20, 150),
+        point("C", 15, 90),
+        point("D", 20, 140),
+        point("E", 30, 150),
+        point("F", 5, 50),
+        point("G", 10, 100),
+    ]
     # C: A is faster with less memory; D: B is faster with the same; E: B is as fast with less;
     # G: the same as A (one of equal points is kept)
     assert [p.name for p in plot.pareto_front(pts)] == ["F", "A", "B"]
@@ -74,13 +80,16 @@ def test_svg_holds_every_pareto_point_and_the_recommended_plan(tmp_path: Path) -
     s = suggestion()
     front = plot.pareto_front(s.result.ranked)
     said = " ".join(r.stdout.split())  # prose wraps at 80 columns
-    assert (f"plot: {s.result.feasible} feasible plans ({len(s.result.ranked)} timed and drawn), {len(front)} on the "
-            f"Pareto front, written to {target}") in said
+    assert (
+        f"plot: {s.result.feasible} feasible plans ({len(s.result.ranked)} timed and drawn), {len(front)} on the "
+        f"Pareto front, written to {target}"
+    ) in said
     assert f"searched {s.result.considered} plans in" in said and f"; {s.result.feasible} fit in" in said
     root = ET.parse(target).getroot()
     ids = [g.get("id", "") for g in root.iter(f"{SVG_NS}g")]
-    assert [i for i in ids if i.startswith("pareto-") and i != "pareto-front"] == \
-        [f"pareto-{n}-{plot.plan_slug(e)}" for n, e in enumerate(front)]
+    assert [i for i in ids if i.startswith("pareto-") and i != "pareto-front"] == [
+        f"pareto-{n}-{plot.plan_slug(e)}" for n, e in enumerate(front)
+    ]
     assert "recommended" in ids and "plans" in ids
     text = " ".join(t.text or "" for t in root.iter(f"{SVG_NS}text"))
     best = s.plans[0]
@@ -121,8 +130,10 @@ def test_missing_matplotlib_is_one_line_with_the_install_command(tmp_path: Path,
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     r = runner.invoke(app, [*SUGGEST, "--plot", str(tmp_path / "p.svg")])
     assert r.exit_code == 2
-    assert r.stderr == ("autopar: error: --plot needs matplotlib, an optional extra: pip install matplotlib (in a clone "
-                        "of autopar: pip install -e '.[plot]')\n")
+    assert r.stderr == (
+        "autopar: error: --plot needs matplotlib, an optional extra: pip install matplotlib (in a clone "
+        "of autopar: pip install -e '.[plot]')\n"
+    )
     assert r.stdout == "" and os.listdir(tmp_path) == []
 
 
@@ -149,12 +160,10 @@ def test_page_count_is_the_texts_and_the_label_is_the_tables(tmp_path: Path) -> 
     """llama3-8b on 24 GPUs: the search times fewer plans than fit (higher-ZeRO and more-recompute variants
     are counted, not timed); the page says the count the text says, and names the plan as the table does."""
     target = tmp_path / "p.html"
-    r = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "24", "--json", "--plot",
-                            str(target)])
+    r = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "24", "--json", "--plot", str(target)])
     doc = json.loads(r.stdout)
     page = target.read_text()
-    s = advise.suggest(advise.context("llama3-8b", hardware="h100-sxm", gpus=24, nodes=None, global_batch=None,
-                                      seq_len=None, dtype="bf16"))
+    s = advise.suggest(advise.context("llama3-8b", hardware="h100-sxm", gpus=24, nodes=None, global_batch=None, seq_len=None, dtype="bf16"))
     ranked = s.result.ranked
     assert len(ranked) < doc["feasible"]
     assert f"<p>{doc['feasible']} feasible plans of {doc['considered']} searched ({len(ranked)} timed and drawn;" in page

@@ -45,15 +45,28 @@ def test_the_modules_drop_the_norm_outputs_and_the_expert_activation() -> None:
     none = Plan(dp=1, tp=1, pp=1)
     modules = Plan(dp=1, tp=1, pp=1, recompute="selective", recompute_modules=("moe_act", "layernorm"))
     tokens = 4096
-    drop = (layer_activation_bytes(model, "moe", tokens=tokens, plan=none, stack=MEGA)
-            - layer_activation_bytes(model, "moe", tokens=tokens, plan=modules, stack=MEGA))
+    drop = layer_activation_bytes(model, "moe", tokens=tokens, plan=none, stack=MEGA) - layer_activation_bytes(
+        model, "moe", tokens=tokens, plan=modules, stack=MEGA
+    )
     assert drop == pytest.approx(tokens * 34_560)
 
 
 def _small_moe() -> ModelSpec:
-    return ModelSpec(name="moe", layers=4, hidden_size=1024, num_attention_heads=8, num_kv_heads=8, head_dim=128,
-                     ffn_hidden_size=4096, ffn_activation="swiglu", vocab_size=32000, seq_len=4096, max_seq_len=4096,
-                     tie_embeddings=False, moe=load_model("qwen3-30b-a3b").moe)
+    return ModelSpec(
+        name="moe",
+        layers=4,
+        hidden_size=1024,
+        num_attention_heads=8,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_hidden_size=4096,
+        ffn_activation="swiglu",
+        vocab_size=32000,
+        seq_len=4096,
+        max_seq_len=4096,
+        tie_embeddings=False,
+        moe=load_model("qwen3-30b-a3b").moe,
+    )
 
 
 def test_the_search_tries_them_and_agrees_with_estimate() -> None:
@@ -77,8 +90,7 @@ def test_fit_advice_offers_the_modules_when_they_fit() -> None:
     """gpt-oss-120b on 64 H100s, dp8 tp2 pp4 vpp9 ep16, mbs 4, no recompute: 84.9 GiB. Megatron's plain
     selective does not bring it under 75.7 GiB (an H100 with 95% of its memory); the modules do (74.2 GiB),
     and are listed though three changes save more memory."""
-    ctx = context("gpt-oss-120b", hardware="h100-sxm", gpus=64, nodes=None, global_batch=1024, seq_len=4096,
-                  dtype="bf16")
+    ctx = context("gpt-oss-120b", hardware="h100-sxm", gpus=64, nodes=None, global_batch=1024, seq_len=4096, dtype="bf16")
     ctx = replace(ctx, hw=replace(ctx.hw, memory_bytes=0.95 * ctx.hw.memory_bytes))
     model, job = ctx.model, ctx.job
     assert ctx.stack.name == "megatron" and ctx.hw.memory_bytes / 2**30 == pytest.approx(75.7, abs=0.05)
@@ -86,7 +98,6 @@ def test_fit_advice_offers_the_modules_when_they_fit() -> None:
     hints = dict(fit_hints(ctx, plan))
     label = "--recompute selective --recompute-modules moe_act,layernorm"
     assert label in hints and len(hints) == 4
-    with_modules = Plan(dp=8, tp=2, pp=4, vpp=9, ep=16, mbs=4, recompute="selective",
-                        recompute_modules=("moe_act", "layernorm"))
+    with_modules = Plan(dp=8, tp=2, pp=4, vpp=9, ep=16, mbs=4, recompute="selective", recompute_modules=("moe_act", "layernorm"))
     assert hints[label] * 2**30 == pytest.approx(memory_breakdown(model, job, with_modules, stack=MEGA).total)
     assert "--recompute selective" not in hints

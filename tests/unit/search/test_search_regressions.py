@@ -67,7 +67,7 @@ def test_recommended_plan_is_not_pareto_dominated() -> None:
     assert not any(e.tokens_per_s >= best.tokens_per_s and e.memory.total < best.memory.total for e in r.ranked)
     floor = max(e.tokens_per_s for e in r.ranked) * (1 - 0.005)
     band = [e for e in r.ranked if e.tokens_per_s >= floor]
-    assert list(r.ranked[:len(band)]) == band  # the band leads the ranking
+    assert list(r.ranked[: len(band)]) == band  # the band leads the ranking
     assert [e.plan.vpp for e in band] == [4, 5, 10, 2]  # undominated by simplicity, then the dominated vpp2
 
 

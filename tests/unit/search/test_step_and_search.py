@@ -139,8 +139,11 @@ def test_distinct_layouts_keep_the_best_variant_of_each(toy_hw: HardwareProfile)
     assert len(shown) == 5 and len(set(keys)) == 5
     assert shown[0] is ranked[0]
     for e in shown:  # each is the first of its layout in the ranking
-        first = next(x for x in ranked if (x.plan.dp, x.plan.tp, x.plan.pp, x.plan.cp, x.plan.ep) == (
-            e.plan.dp, e.plan.tp, e.plan.pp, e.plan.cp, e.plan.ep))
+        first = next(
+            x
+            for x in ranked
+            if (x.plan.dp, x.plan.tp, x.plan.pp, x.plan.cp, x.plan.ep) == (e.plan.dp, e.plan.tp, e.plan.pp, e.plan.cp, e.plan.ep)
+        )
         assert first is e
 
 

@@ -133,8 +133,10 @@ def test_curve_points_are_pairs(tmp_path: Path) -> None:
 def test_a_derived_profile_does_not_keep_its_base_gpus_name(tmp_path: Path) -> None:
     # issue 25: a 64 GiB variant of h100-sxm still said "on 8 x NVIDIA H100 80GB HBM3"
     path = tmp_path / "my-h100.yaml"
-    path.write_text("schema_version: 1\nname: my-h100\nbase: h100-sxm\noverrides:\n  gpu:\n    memory_gib: 64\n"
-                    "citations:\n  schema_version: format number\n  overrides.gpu.memory_gib: test\n")
+    path.write_text(
+        "schema_version: 1\nname: my-h100\nbase: h100-sxm\noverrides:\n  gpu:\n    memory_gib: 64\n"
+        "citations:\n  schema_version: format number\n  overrides.gpu.memory_gib: test\n"
+    )
     hw = load_hardware(str(path))
     assert hw.gpu_name == "NVIDIA H100 80GB HBM3 (my-h100)" and hw.memory_bytes == 64 * 2**30
     assert load_hardware("h100-96g-500w").gpu_name == "NVIDIA H100 96GB HBM2e (500 W)"  # a name it gives is kept

@@ -57,24 +57,38 @@ BAD = [
     ("wrong type", GOOD.replace("layers: 2", "layers: two"), "layers: expected an integer, got 'two'"),
     ("zero size", GOOD.replace("hidden_size: 256", "hidden_size: 0"), "hidden_size: must be >= 1, got 0"),
     ("negative size", GOOD.replace("seq_len: 512", "seq_len: -5"), "seq_len: must be >= 1, got -5"),
-    ("heads vs kv", GOOD.replace("num_kv_heads: 2", "num_kv_heads: 3"),
-     "num_attention_heads (8) must be divisible by num_kv_heads (3)"),
+    ("heads vs kv", GOOD.replace("num_kv_heads: 2", "num_kv_heads: 3"), "num_attention_heads (8) must be divisible by num_kv_heads (3)"),
     ("activation", GOOD.replace("swiglu", "swish"), "ffn_activation: must be one of swiglu, gelu, relu2"),
     ("malformed", "name: [unclosed\n", "malformed YAML at line 2"),
     ("empty", "  \n", "file is empty"),
     ("python tag", "!!python/object/apply:os.system ['echo hi']\n", "YAML tags that construct objects are not allowed"),
     ("not a mapping", "- 1\n- 2\n", "expected a mapping of fields at the top level, got list"),
     ("moe missing", GOOD + "moe: {num_experts: 8}\n", "moe.top_k: missing required field"),
-    ("moe top_k", GOOD + "moe: {num_experts: 8, top_k: 9, expert_ffn_hidden_size: 64}\n",
-     "moe.top_k (9) must not exceed moe.num_experts (8)"),
-    ("moe typo", GOOD + "moe: {num_experts: 8, top_k: 2, expert_ffn_hidden_size: 64, topk: 2}\n",
-     "moe.topk: unknown field (did you mean 'top_k'?)"),
-    ("pattern char", GOOD + "mamba: {state_size: 128, head_dim: 64, layer_pattern: 'M*X'}\n",
-     "mamba.layer_pattern: unknown character(s) 'X'"),
-    ("pattern length", GOOD + "mamba: {state_size: 128, head_dim: 64, layer_pattern: 'M*M'}\n",
-     "mamba.layer_pattern has 3 layers but layers is 2"),
-    ("pattern E without moe", GOOD + "mamba: {state_size: 128, head_dim: 64, layer_pattern: 'ME'}\n",
-     "uses E (MoE) but the spec has no moe section"),
+    (
+        "moe top_k",
+        GOOD + "moe: {num_experts: 8, top_k: 9, expert_ffn_hidden_size: 64}\n",
+        "moe.top_k (9) must not exceed moe.num_experts (8)",
+    ),
+    (
+        "moe typo",
+        GOOD + "moe: {num_experts: 8, top_k: 2, expert_ffn_hidden_size: 64, topk: 2}\n",
+        "moe.topk: unknown field (did you mean 'top_k'?)",
+    ),
+    (
+        "pattern char",
+        GOOD + "mamba: {state_size: 128, head_dim: 64, layer_pattern: 'M*X'}\n",
+        "mamba.layer_pattern: unknown character(s) 'X'",
+    ),
+    (
+        "pattern length",
+        GOOD + "mamba: {state_size: 128, head_dim: 64, layer_pattern: 'M*M'}\n",
+        "mamba.layer_pattern has 3 layers but layers is 2",
+    ),
+    (
+        "pattern E without moe",
+        GOOD + "mamba: {state_size: 128, head_dim: 64, layer_pattern: 'ME'}\n",
+        "uses E (MoE) but the spec has no moe section",
+    ),
 ]
 
 
@@ -99,9 +113,18 @@ def test_missing_file_and_unknown_preset() -> None:
 
 
 HF_LLAMA = {
-    "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 8192,
-    "hidden_act": "silu", "tie_word_embeddings": False, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "rope_theta": 500000.0,
+    "torch_dtype": "bfloat16",
 }
 
 
@@ -129,6 +152,11 @@ def test_hf_unsupported_type() -> None:
 
 
 def test_family_labels() -> None:
-    assert [load_model(n).family() for n in ("llama3-8b", "gpt3-175b", "deepseek-v3", "mixtral-8x7b", "mamba2-2.7b",
-                                             "nemotron-h-8b")] == [
-        "dense GQA", "dense", "MoE MLA", "MoE GQA", "Mamba-2", "hybrid Mamba-2"]
+    assert [load_model(n).family() for n in ("llama3-8b", "gpt3-175b", "deepseek-v3", "mixtral-8x7b", "mamba2-2.7b", "nemotron-h-8b")] == [
+        "dense GQA",
+        "dense",
+        "MoE MLA",
+        "MoE GQA",
+        "Mamba-2",
+        "hybrid Mamba-2",
+    ]

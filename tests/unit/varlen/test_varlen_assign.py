@@ -108,7 +108,7 @@ def test_next_fit_and_naive_cells_match_a_plain_loop() -> None:
     cells = np.zeros_like(a.cell_cost_s)
     tokens = np.zeros_like(a.cell_tokens)
     for s, i in itertools.product(range(ok.shape[0]), range(ok.shape[1])):
-        cells[s, mb[s, i] % plan.dp, mb[s, i] // plan.dp] += QUAD.time(ok[s, i:i + 1], 1)[0]  # cp 1: no exchange
+        cells[s, mb[s, i] % plan.dp, mb[s, i] // plan.dp] += QUAD.time(ok[s, i : i + 1], 1)[0]  # cp 1: no exchange
         tokens[s, mb[s, i] % plan.dp, mb[s, i] // plan.dp] += ok[s, i]
     assert np.allclose(a.cell_cost_s, cells, rtol=1e-12, atol=0) and (a.cell_tokens == tokens).all()
 
@@ -194,7 +194,8 @@ def test_hdp_no_balance_deals_tokens_in_order() -> None:
     one = QUAD.time(np.array([1000]), 1)[0]
     assert a.cell_cost_s[0, :, 0].tolist() == pytest.approx([long, long, long, 2 * QUAD.time(np.array([500]), 1)[0]])
     assert a.cell_cost_s[0, :, 1].tolist() == pytest.approx(
-        [one, QUAD.time(np.array([800]), 1)[0] + QUAD.time(np.array([200]), 1)[0], 0.0, 0.0])
+        [one, QUAD.time(np.array([800]), 1)[0] + QUAD.time(np.array([200]), 1)[0], 0.0, 0.0]
+    )
     assert a.group_size[0].tolist() == [3, 1, 1, 1, 1, 1]
 
 
@@ -305,8 +306,7 @@ def test_pipeline_formula_and_stall_by_hand() -> None:
         ("chat_short.yaml", QUAD, 0.02),
     ],
 )
-def test_fast_greedy_stays_close_to_exact(kw: dict[str, int], example: str, cost: QuadraticSeqCost,
-                                          tolerance: float) -> None:
+def test_fast_greedy_stays_close_to_exact(kw: dict[str, int], example: str, cost: QuadraticSeqCost, tolerance: float) -> None:
     dist = load_distribution(f"examples/seqlen/{example}")
     lengths = dist.sample((12, 1024), np.random.default_rng(3))
     plan = VarlenPlan(**kw)
@@ -345,8 +345,9 @@ def test_pipeline_fill_levels_the_rows_pipeline_time() -> None:
             assert np.ptp(new[s, r][partial]) < 1e-6 if partial.any() else True
 
 
-@pytest.mark.parametrize(("example", "pp", "cap"), [("chat_short.yaml", 4, 16384), ("long_context.yaml", 1, 131072),
-                                                    ("chat_short.yaml", 2, 4000)])
+@pytest.mark.parametrize(
+    ("example", "pp", "cap"), [("chat_short.yaml", 4, 16384), ("long_context.yaml", 1, 131072), ("chat_short.yaml", 2, 4000)]
+)
 def test_one_row_rounds_place_as_lpt_one_item_at_a_time(example: str, pp: int, cap: int) -> None:
     """FAST on a single row takes many items per round: the micro-batches get what one-by-one LPT gives them."""
     from autopar.varlen import place as pl
@@ -358,8 +359,7 @@ def test_one_row_rounds_place_as_lpt_one_item_at_a_time(example: str, pp: int, c
     m = np.full(6, 12)
 
     def cells() -> pl.Cells:
-        return pl.Cells(steps=6, rows=1, open_cols=m, cap_tokens=cap, hard_cap_tokens=cap,
-                        big_s=10.0 * cost.sum(axis=1) + 1.0, pp=pp)
+        return pl.Cells(steps=6, rows=1, open_cols=m, cap_tokens=cap, hard_cap_tokens=cap, big_s=10.0 * cost.sum(axis=1) + 1.0, pp=pp)
 
     fast, one = cells(), cells()
     pl.place(fast, cost, lengths.astype(np.float64), 1, FAST)

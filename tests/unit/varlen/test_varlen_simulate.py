@@ -22,8 +22,9 @@ def test_constant_lengths_give_the_fixed_length_answer(tmp_path: Path) -> None:
     path = tmp_path / "const.yaml"
     path.write_text("bin_edges: [4096, 4097]\ncounts: [1]\n", encoding="utf-8")
     dist = load_distribution(path)
-    res = simulate(dist, COST, dp=4, cp=2, pp=2, global_batch=64, micro_batch_tokens=16384,
-                   max_tokens_per_rank=8192, steps=10, step_overhead_s=0.5)
+    res = simulate(
+        dist, COST, dp=4, cp=2, pp=2, global_batch=64, micro_batch_tokens=16384, max_tokens_per_rank=8192, steps=10, step_overhead_s=0.5
+    )
     # 16 micro-batches of 4 sequences, 4 per replica; one exchange of 16,384 tokens per micro-batch
     attn = 4 * COST.attention(np.array([4096]), 2)[0]
     mb = 4 * (COST.linear(np.array([4096]), 2)[0]) + attn + COST.exposed(np.array([16384]), 2, np.array([attn]))[0]
@@ -46,8 +47,7 @@ def test_constant_lengths_give_the_fixed_length_answer(tmp_path: Path) -> None:
 
 def test_same_seed_same_answer_other_seed_other_answer() -> None:
     dist = load_distribution(EXAMPLES / "chat_short.yaml")
-    kw: dict[str, Any] = dict(dp=4, cp=1, pp=2, global_batch=256, micro_batch_tokens=16384, max_tokens_per_rank=16384,
-                              steps=20)
+    kw: dict[str, Any] = dict(dp=4, cp=1, pp=2, global_batch=256, micro_batch_tokens=16384, max_tokens_per_rank=16384, steps=20)
     a, b = simulate(dist, COST, seed=1, **kw), simulate(dist, COST, seed=1, **kw)
     c = simulate(dist, COST, seed=2, **kw)
     assert a == b
@@ -76,8 +76,18 @@ def test_long_context_ranking_and_memory() -> None:
 
 def test_sequences_beyond_memory_are_reported() -> None:
     dist = load_distribution(EXAMPLES / "long_context.yaml")
-    res = simulate(dist, COST, dp=8, cp=2, pp=1, global_batch=512, micro_batch_tokens=32768,
-                   max_tokens_per_rank=32768, steps=8, strategies=("naive", "hdp"))
+    res = simulate(
+        dist,
+        COST,
+        dp=8,
+        cp=2,
+        pp=1,
+        global_batch=512,
+        micro_batch_tokens=32768,
+        max_tokens_per_rank=32768,
+        steps=8,
+        strategies=("naive", "hdp"),
+    )
     assert set(res) == {"naive", "hdp"}
     assert not res["naive"].fits and res["naive"].longest_fit_tokens == 65536
     # lengths above 65536: the last bin, 1.2% of sequences averaging ~98K tokens, 23% of all tokens
@@ -89,8 +99,7 @@ def test_overheads_are_charged() -> None:
     """Communicator memory shrinks the token room; planning and re-sharding lengthen the step."""
     dist = load_distribution(EXAMPLES / "chat_short.yaml")
     over = Overheads(bytes_per_token=1e6, nic_bytes_per_s=1e9, gpus_per_node=8)  # 1 MB of activations per token
-    kw: dict[str, Any] = dict(dp=8, cp=2, pp=1, global_batch=256, micro_batch_tokens=16384, max_tokens_per_rank=16384,
-                              steps=4)
+    kw: dict[str, Any] = dict(dp=8, cp=2, pp=1, global_batch=256, micro_batch_tokens=16384, max_tokens_per_rank=16384, steps=4)
     res = simulate(dist, COST, overheads=over, **kw)
     bare = simulate(dist, COST, **kw)
     assert res["naive"] == bare["naive"] and res["wlb"].token_room == 16384  # static mesh: nothing extra
@@ -106,8 +115,19 @@ def test_overheads_are_charged() -> None:
 
 def test_convergence_check_stops_early() -> None:
     dist = load_distribution(EXAMPLES / "chat_short.yaml")
-    res = simulate(dist, COST, dp=4, cp=1, pp=1, global_batch=4096, micro_batch_tokens=16384,
-                   max_tokens_per_rank=16384, steps=1000, rel_sem=0.01, min_steps=100)
+    res = simulate(
+        dist,
+        COST,
+        dp=4,
+        cp=1,
+        pp=1,
+        global_batch=4096,
+        micro_batch_tokens=16384,
+        max_tokens_per_rank=16384,
+        steps=1000,
+        rel_sem=0.01,
+        min_steps=100,
+    )
     r = res["naive"]
     assert 100 <= r.steps < 1000
     assert all(v.step_time_sem_s <= 0.01 * v.step_time_mean_s for v in res.values())
