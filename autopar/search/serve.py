@@ -216,7 +216,7 @@ def sweep(
     (search/serve_prune.py): the aggregated deployments are priced first, so that their points bound the
     rest, and a disaggregated deployment whose every point is bounded out is not walked. The answer is
     the same; `points` then lacks the skipped ones (and when nothing meets given targets, the sweep runs
-    again whole, for the message's lowest TTFT)."""
+    again for the message's lowest TPOT and TTFT: _unmet)."""
     todo = [
         d
         for d in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes, modes=modes, args=args)
@@ -246,21 +246,7 @@ def sweep(
     points = [p for group in priced for p in group]
     result = _answer(points, targets=targets, layouts=layouts, skipped=state.skipped)
     if state.skipped and result.best is None and not targets.default:
-        return sweep(
-            model,
-            hw,
-            gpus=gpus,
-            isl=isl,
-            osl=osl,
-            framework=framework,
-            weights=weights,
-            kv_dtypes=kv_dtypes,
-            modes=modes,
-            targets=targets,
-            args=args,
-            prune=False,
-            keep=keep,
-        )
+        return _unmet(model, hw, todo, one, targets=targets, gpus=gpus)
     return result
 
 
@@ -358,6 +344,38 @@ def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload,
         if j > 0 and est.tpot_s > state.stop:
             break  # TPOT only grows with concurrency; far past the target nothing better follows
     return out
+
+
+def _unmet(model: ModelSpec, hw: HardwareProfile, todo: list[Deployment], one: Workload, *, targets: Targets, gpus: int) -> ServeSweep:
+    """The sweep again when nothing meets the given targets, for the message's lowest TPOT and TTFT
+    (advise/serve.py suggest): every point the whole sweep prices, less the disaggregated deployments
+    whose every point has a TPOT (at least t(0)) and a TTFT (at least ttft_floor) above the lowest ones
+    priced so far and is off the front; the aggregated ones are priced first. Nothing meets the targets
+    here either: the pruned sweep skips only points that cannot be the recommendation."""
+    state = _Bounds(targets=targets, gpus=gpus)
+    priced: list[list[ServeEstimate]] = [[] for _ in todo]
+    tpot = ttft = math.inf
+    for i in sorted(range(len(todo)), key=lambda i: todo[i].mode == "disagg"):
+        dep = todo[i]
+        if dep.mode == "disagg":
+            fits, held = capacity(model, hw, dep, one)
+            if not fits:
+                continue
+            levels = _levels(held, gpus)
+            whole = box(model, hw, dep, replace(one, concurrency=levels[-1]), held=held, every=True)
+            # the whole sweep walks every level, or stops after the first two (as _walk counts them)
+            walked = len(levels) if whole.tpot_hi * (1 + MARGIN) <= state.stop else 0
+            if whole.tpot_lo > state.stop * (1 + MARGIN):
+                walked = min(2, len(levels))
+            low = whole.tpot_lo > tpot * (1 + MARGIN) and ttft_floor(model, hw, dep, one, held=held) > ttft * (1 + MARGIN)
+            if walked and low and state.front.beats(whole):  # nor on the front
+                state.skipped += walked
+                continue
+        priced[i] = _walk(model, hw, dep, one, state=state, plan=_Plan(index=i))
+        tpot = min([tpot, *(p.tpot_s for p in priced[i])])
+        ttft = min([ttft, *(p.ttft_s for p in priced[i])])
+    points = [p for group in priced for p in group]
+    return _answer(points, targets=targets, layouts=len(todo), skipped=state.skipped)
 
 
 def _answer(points: list[ServeEstimate], *, targets: Targets, layouts: int, skipped: int) -> ServeSweep:
