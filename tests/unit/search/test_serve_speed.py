@@ -193,3 +193,25 @@ def test_a_second_sweep_prices_nothing_again() -> None:
     }
     first, again = sweep(MODEL, HW, **kw), sweep(MODEL, HW, **kw)  # type: ignore[arg-type]
     assert first.points and all(a is b for a, b in zip(first.points, again.points, strict=True))
+
+
+def test_targets_nothing_meets_keep_the_lowest_tpot_and_ttft() -> None:
+    # advise/serve.py prints the lowest TPOT and TTFT of every point that fits when nothing meets the
+    # targets: the sweep run again for them (search/serve.py _unmet, here after a first pass that bounded
+    # points) finds the whole sweep's
+    kw = {
+        "gpus": 4,
+        "isl": 1024,
+        "osl": 256,
+        "framework": FW,
+        "weights": "fp8",
+        "kv_dtypes": ("auto",),
+        "modes": ("agg", "disagg"),
+        "targets": Targets(ttft_s=0.05, tpot_s=0.004),
+    }
+    pruned, whole = sweep(MODEL, HW, prune=True, **kw), sweep(MODEL, HW, prune=False, **kw)  # type: ignore[arg-type]
+    assert pruned.best is None and whole.best is None
+    _same(pruned, whole)
+    assert len(pruned.points) + pruned.skipped == len(whole.points)
+    for metric in ("tpot_s", "ttft_s"):
+        assert min(getattr(p, metric) for p in pruned.points) == min(getattr(p, metric) for p in whole.points)
