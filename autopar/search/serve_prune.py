@@ -64,7 +64,7 @@ from autopar.cost.serve_memo import LIMIT, remembered
 from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
+from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload, for_deployment
 
 MARGIN = 1e-9  # relative: a bound must lose by more than rounding
 GRID = 8  # decode-step batches per doubling where a box prices its steps (_grid)
@@ -86,7 +86,7 @@ def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *,
     """The box of `dep` under `wl`; `held`: requests its decode pool's KV cache holds (the pool's
     max_concurrency, which does not depend on the concurrency). The decode steps it prices are the
     ones the estimate prices (cached: cost/serve_memo.py)."""
-    fw = for_deployment(dep)
+    fw = _framework(dep)
     ranks = dep.replicas * dep.engine.dp
     if dep.prefill is None:
         running = _running(dep, wl, held=held)
@@ -124,11 +124,11 @@ class _Prefill:
 
 def _prefill_pool(model: ModelSpec, hw: HardwareProfile, dep: Deployment, isl: int) -> _Prefill:
     assert dep.prefill is not None
-    fw, pre = for_deployment(dep), dep.prefill
+    fw, pre = _framework(dep), dep.prefill
 
     def make() -> _Prefill:
         ahead = fw.ttft_overhead_s + kv_transfer_time(model, hw, dep, isl=isl)
-        pfw = for_deployment(dep, "prefill")
+        pfw = _framework(dep, "prefill")
         return _prefill_of(model, hw, pre, dep.prefill_replicas, pfw, dep.weights, fw.prefill_slowdown, ahead, isl)
 
     key = ("prefill", pre, dep.prefill_replicas, dep.prefill_args, dep.weights, dep.kv_bytes, isl)
@@ -211,9 +211,27 @@ def _seen(model: ModelSpec, hw: HardwareProfile, fw: Framework, key: tuple[Any, 
     return value
 
 
+_FRAMEWORKS: dict[tuple[int, EngineArgs], tuple[Framework, Framework]] = {}
+
+
+def _framework(dep: Deployment, role: str | None = None) -> Framework:
+    """for_deployment(dep, role), one object per framework and launch settings: a deployment launched
+    with settings of its own gets a new framework object at every call, which _seen would never find."""
+    args = dep.args_for(role)
+    key = (id(dep.fw), args)
+    hit = _FRAMEWORKS.get(key)
+    if hit is not None and hit[0] is dep.fw:
+        return hit[1]
+    if len(_FRAMEWORKS) >= LIMIT:
+        _FRAMEWORKS.clear()
+    value = for_deployment(dep, role)
+    _FRAMEWORKS[key] = (dep.fw, value)
+    return value
+
+
 def _step(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, batch: float) -> StepTime:
     """The decode step the estimate prices at `batch` (cached: cost/serve_memo.py)."""
-    fw = for_deployment(dep)
+    fw = _framework(dep)
 
     def make() -> StepTime:
         context = wl.isl + wl.osl / 2
