@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from autopar.cost.serve_load import ServeEstimate, capacity, estimate
+from autopar.cost.serve_load import ServeEstimate, capacity
+from autopar.cost.serve_load import estimate as _estimate
+from autopar.cost.serve_memo import remembered
 from autopar.errors import SpecError
 from autopar.search.serve_prune import MARGIN, Box, Staircase, box, ttft_floor
 from autopar.spec.framework import Framework
@@ -41,6 +43,8 @@ from autopar.spec.serve import DEFAULT_ARGS, Deployment, Engine, EngineArgs, Wor
 # per GPU so that a fleet's throughput per GPU does not fall only because its concurrency was capped.
 MAX_CONCURRENCY_PER_GPU = 512
 ALL_COUNTS = 16  # disaggregated prefill-engine counts tried one by one up to here, then about 10% apart
+# a point priced once per process: serve suggest --emit sweeps again over the deployments it can launch
+estimate = remembered(_estimate)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,8 +56,9 @@ class Targets:
     default: bool = False  # not given by the user: no early stop of the sweep, and the knee if none meets them
 
     def met(self, est: ServeEstimate) -> bool:
-        return ((self.ttft_s is None or est.ttft_s <= self.ttft_s) and (self.tpot_s is None or est.tpot_s <= self.tpot_s)
-                and not est.saturated)
+        return (
+            (self.ttft_s is None or est.ttft_s <= self.ttft_s) and (self.tpot_s is None or est.tpot_s <= self.tpot_s) and not est.saturated
+        )
 
 
 # MLPerf Inference, llama2-70b-interactive.Server (mlcommons/inference loadgen/mlperf.conf): see the module docstring
@@ -64,10 +69,9 @@ _MLPERF = f"MLPerf's interactive bounds ({_BOUNDS})"
 # How the recommendation was picked: rule name -> the sentence outputs print (see the module docstring)
 RULES = {
     "targets": "the most output tokens/s per GPU meeting the targets, not queue-saturated",
-    "default": f"no --ttft-ms/--tpot-ms given, so {_MLPERF}: the most output tokens/s per GPU meeting them, "
-               "not queue-saturated",
+    "default": f"no --ttft-ms/--tpot-ms given, so {_MLPERF}: the most output tokens/s per GPU meeting them, not queue-saturated",
     "knee": f"no --ttft-ms/--tpot-ms given and nothing meets {_MLPERF}, so the knee of the front: the largest "
-            "tokens/s per GPU x tokens/s per user",
+    "tokens/s per GPU x tokens/s per user",
 }
 DEFAULT_TARGETS_TEXT = f"default {_BOUNDS} (MLPerf interactive)"  # the targets line of suggest
 
@@ -130,9 +134,17 @@ def engines(model: ModelSpec, hw: HardwareProfile, gpus: int, *, max_pp: int, fr
                         yield engine
 
 
-def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: Framework, weights: str,
-                kv_dtypes: tuple[str, ...], modes: tuple[str, ...],
-                args: EngineArgs = DEFAULT_ARGS) -> Iterator[Deployment]:
+def deployments(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    *,
+    gpus: int,
+    framework: Framework,
+    weights: str,
+    kv_dtypes: tuple[str, ...],
+    modes: tuple[str, ...],
+    args: EngineArgs = DEFAULT_ARGS,
+) -> Iterator[Deployment]:
     """Every deployment of `gpus` GPUs in the given modes, each engine launched with `args`."""
     layouts = list(engines(model, hw, gpus, max_pp=gpus, framework=framework.name))
     auto = kv_auto(model)[0]
@@ -140,9 +152,9 @@ def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: 
         if "agg" in modes:
             for e in layouts:
                 if gpus % e.gpus == 0:
-                    yield Deployment(fw=framework, mode="agg",
-                                     engine=e, replicas=gpus // e.gpus, weights=weights,
-                                     kv_dtype=kv, kv_auto=auto, args=args)
+                    yield Deployment(
+                        fw=framework, mode="agg", engine=e, replicas=gpus // e.gpus, weights=weights, kv_dtype=kv, kv_auto=auto, args=args
+                    )
         if "disagg" in modes:
             flat = [e for e in layouts if e.pp == 1]
             for pre in flat:
@@ -150,10 +162,19 @@ def deployments(model: ModelSpec, hw: HardwareProfile, *, gpus: int, framework: 
                     for x in counts(gpus // pre.gpus - 1):
                         rest = gpus - x * pre.gpus
                         if rest > 0 and rest % dec.gpus == 0:
-                            yield Deployment(fw=framework, mode="disagg",
-                                             engine=dec, replicas=rest // dec.gpus,
-                                             prefill=pre, prefill_replicas=x, weights=weights, kv_dtype=kv,
-                                             kv_auto=auto, args=args, prefill_args=args)
+                            yield Deployment(
+                                fw=framework,
+                                mode="disagg",
+                                engine=dec,
+                                replicas=rest // dec.gpus,
+                                prefill=pre,
+                                prefill_replicas=x,
+                                weights=weights,
+                                kv_dtype=kv,
+                                kv_auto=auto,
+                                args=args,
+                                prefill_args=args,
+                            )
 
 
 def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
@@ -169,11 +190,24 @@ def pareto(points: list[ServeEstimate]) -> tuple[ServeEstimate, ...]:
     return tuple(front)
 
 
-def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: int, framework: Framework, weights: str,
-          kv_dtypes: tuple[str, ...], modes: tuple[str, ...], targets: Targets,
-          concurrency: int | None = None, args: EngineArgs = DEFAULT_ARGS,
-          progress: Callable[[int, int], None] | None = None, prune: bool = True,
-          keep: Callable[[Deployment], bool] | None = None) -> ServeSweep:
+def sweep(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    *,
+    gpus: int,
+    isl: int,
+    osl: int,
+    framework: Framework,
+    weights: str,
+    kv_dtypes: tuple[str, ...],
+    modes: tuple[str, ...],
+    targets: Targets,
+    concurrency: int | None = None,
+    args: EngineArgs = DEFAULT_ARGS,
+    progress: Callable[[int, int], None] | None = None,
+    prune: bool = True,
+    keep: Callable[[Deployment], bool] | None = None,
+) -> ServeSweep:
     """Price every deployment at every concurrency (or the one given) and pick the best that meets the targets;
     `progress(done, total)`, if given, is told of each deployment priced; `keep`, if given, says which
     deployments to consider (serve suggest --emit: those its engine can launch).
@@ -182,9 +216,12 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
     (search/serve_prune.py): the aggregated deployments are priced first, so that their points bound the
     rest, and a disaggregated deployment whose every point is bounded out is not walked. The answer is
     the same; `points` then lacks the skipped ones (and when nothing meets given targets, the sweep runs
-    again whole, for the message's lowest TTFT)."""
-    todo = [d for d in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes,
-                                   modes=modes, args=args) if keep is None or keep(d)]
+    again for the message's lowest TPOT and TTFT: _unmet)."""
+    todo = [
+        d
+        for d in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes, modes=modes, args=args)
+        if keep is None or keep(d)
+    ]
     layouts = len(todo)
     priced: list[list[ServeEstimate]] = [[] for _ in todo]
     state = _Bounds(targets=targets, gpus=gpus)
@@ -209,8 +246,7 @@ def sweep(model: ModelSpec, hw: HardwareProfile, *, gpus: int, isl: int, osl: in
     points = [p for group in priced for p in group]
     result = _answer(points, targets=targets, layouts=layouts, skipped=state.skipped)
     if state.skipped and result.best is None and not targets.default:
-        return sweep(model, hw, gpus=gpus, isl=isl, osl=osl, framework=framework, weights=weights,
-                     kv_dtypes=kv_dtypes, modes=modes, targets=targets, args=args, prune=False, keep=keep)
+        return _unmet(model, hw, todo, one, targets=targets, gpus=gpus)
     return result
 
 
@@ -234,7 +270,7 @@ class _Bounds:
         """No point in the box (with a TTFT of at least `ttft()`) is on the front or can be the recommendation."""
         if not self.front.beats(b):
             return False
-        if b.per_gpu * self.gpus * (1 + MARGIN) < self.best or b.tpot_lo > self.tpot * (1 + MARGIN):
+        if b.per_gpu * self.gpus * (1 + MARGIN) < self.best or 1 / b.per_user > self.tpot * (1 + MARGIN):
             return True
         return self.ttft < math.inf and ttft() > self.ttft * (1 + MARGIN)
 
@@ -265,18 +301,16 @@ def _levels(held: int, gpus: int) -> list[int]:
     return [1, *_powers(min(MAX_CONCURRENCY_PER_GPU * gpus, held))[1:]]
 
 
-def _plan(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload, *, index: int,
-          gpus: int) -> _Plan | None:
+def _plan(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload, *, index: int, gpus: int) -> _Plan | None:
     """The deployment's plan, None when it does not fit."""
     fits, held = capacity(model, hw, dep, one)
     if not fits:
         return None
-    whole = box(model, hw, dep, replace(one, concurrency=_levels(held, gpus)[-1]), held=held)
+    whole = box(model, hw, dep, replace(one, concurrency=_levels(held, gpus)[-1]), held=held, every=True)
     return _Plan(disagg=dep.mode != "disagg", neg_per_gpu=-whole.per_gpu, index=index, held=held, whole=whole)
 
 
-def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload, *, state: _Bounds,
-          plan: _Plan) -> list[ServeEstimate]:
+def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload, *, state: _Bounds, plan: _Plan) -> list[ServeEstimate]:
     """The points of one deployment at its levels, less those bounded out (when `plan` holds a box:
     the pruned sweep; counted in state.skipped)."""
     first = None if plan.whole is not None else estimate(model, hw, dep, one)
@@ -312,15 +346,47 @@ def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload,
     return out
 
 
+def _unmet(model: ModelSpec, hw: HardwareProfile, todo: list[Deployment], one: Workload, *, targets: Targets, gpus: int) -> ServeSweep:
+    """The sweep again when nothing meets the given targets, for the message's lowest TPOT and TTFT
+    (advise/serve.py suggest): every point the whole sweep prices, less the disaggregated deployments
+    whose every point has a TPOT (at least t(0)) and a TTFT (at least ttft_floor) above the lowest ones
+    priced so far and is off the front; the aggregated ones are priced first. Nothing meets the targets
+    here either: the pruned sweep skips only points that cannot be the recommendation."""
+    state = _Bounds(targets=targets, gpus=gpus)
+    priced: list[list[ServeEstimate]] = [[] for _ in todo]
+    tpot = ttft = math.inf
+    for i in sorted(range(len(todo)), key=lambda i: todo[i].mode == "disagg"):
+        dep = todo[i]
+        if dep.mode == "disagg":
+            fits, held = capacity(model, hw, dep, one)
+            if not fits:
+                continue
+            levels = _levels(held, gpus)
+            whole = box(model, hw, dep, replace(one, concurrency=levels[-1]), held=held, every=True)
+            # the whole sweep walks every level, or stops after the first two (as _walk counts them)
+            walked = len(levels) if whole.tpot_hi * (1 + MARGIN) <= state.stop else 0
+            if whole.tpot_lo > state.stop * (1 + MARGIN):
+                walked = min(2, len(levels))
+            low = whole.tpot_lo > tpot * (1 + MARGIN) and ttft_floor(model, hw, dep, one, held=held) > ttft * (1 + MARGIN)
+            if walked and low and state.front.beats(whole):  # nor on the front
+                state.skipped += walked
+                continue
+        priced[i] = _walk(model, hw, dep, one, state=state, plan=_Plan(index=i))
+        tpot = min([tpot, *(p.tpot_s for p in priced[i])])
+        ttft = min([ttft, *(p.ttft_s for p in priced[i])])
+    points = [p for group in priced for p in group]
+    return _answer(points, targets=targets, layouts=len(todo), skipped=state.skipped)
+
+
 def _answer(points: list[ServeEstimate], *, targets: Targets, layouts: int, skipped: int) -> ServeSweep:
     front = pareto([p for p in points if not p.saturated])
     ok = [p for p in points if targets.met(p)]
     best = max(ok, key=lambda e: (e.output_tokens_per_s, -e.deployment.gpus), default=None)
     if targets.default and best is None:
-        return ServeSweep(points=tuple(points), pareto=front, best=knee(front), layouts=layouts, rule="knee",
-                          skipped=skipped)
-    return ServeSweep(points=tuple(points), pareto=front, best=best, layouts=layouts,
-                      rule="default" if targets.default else "targets", skipped=skipped)
+        return ServeSweep(points=tuple(points), pareto=front, best=knee(front), layouts=layouts, rule="knee", skipped=skipped)
+    return ServeSweep(
+        points=tuple(points), pareto=front, best=best, layouts=layouts, rule="default" if targets.default else "targets", skipped=skipped
+    )
 
 
 def knee(front: tuple[ServeEstimate, ...]) -> ServeEstimate | None:

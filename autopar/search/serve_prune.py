@@ -3,16 +3,27 @@
 A disaggregated point's decode pool runs b requests per attention rank, R
 ranks, steps of t(b) seconds (cost/serve_disagg.py): its TPOT is t(b) and its
 output tokens/s per GPU is R b / (t(b) G). The closed loop only decides b, which
-is at most `most` = min(C / R, what the decode KV cache holds) and at least 0.
-The decode step is non-decreasing in the batch and so is b / t(b) (weights read
-once, KV, experts touched and tensor-core time all grow no faster than the
-batch: tests/unit/search/test_serve_speed.py checks both over models, GPUs and layouts).
-So without solving the loop (the costly part: the prefill queue and the decode
-step at the solution) the point lies in a box:
+is at most `most` = min(C / R, what the decode KV cache holds, the engine's max
+batch) and at least 0. The decode step is non-decreasing in the batch and so is
+b / t(b) (weights read once, KV, experts touched and tensor-core time all grow
+no faster than the batch: tests/unit/search/test_serve_speed.py checks both over
+models, GPUs and layouts). So without solving the loop (the costly part: the
+prefill queue and the decode step at the solution) the point lies in a box:
 
-    tokens/s per user  <= 1 / t(0)
-    tokens/s per GPU   <= R most / (t(most) G)
     TPOT within [t(0), t(most)]
+    tokens/s per GPU   <= R most / (t(most) G), and <= 0.95 osl S B / (s_B G)
+    tokens/s per user  <= 1 / t(b_lo)
+
+The second per-GPU bound is the prefill pool's: a point whose pool is busier
+than RHO_SATURATED is queue-saturated, and those are neither on the front nor
+recommended, so only the others need bounding. b_lo is what the loop's
+population leaves (cost/serve_disagg.py: C = X (a + s + W(X)) + R b): X is at
+most min(R most / (osl t(0)), 0.95 S B / s_B) and W grows with X, so
+b >= (C - X (a + s + W(X))) / R at that X; SOLVED widens both by the slack of
+the loop's secant solution. The steps are priced at the batches 2^(i / GRID)
+just outside the bound (t(most) from above, t(b_lo) from below), a few per
+engine, instead of one at every point's own batch. A deployment's box at its
+largest concurrency, with t(0) for the user bound, holds every one of its points.
 
 A point strictly inside what an already priced, not queue-saturated point beats
 on both axes is off the Pareto front, and removing it changes no other point's
@@ -42,15 +53,23 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from autopar.cost.serve import StepTime, decode_step, prefill_in_step, prefill_time
+from autopar.cost.serve_disagg import RHO_SATURATED
 from autopar.cost.serve_load import ServeEstimate, kv_transfer_time
+from autopar.cost.serve_memo import LIMIT, remembered
+from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import Deployment, Workload, for_deployment
+from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload, for_deployment
 
 MARGIN = 1e-9  # relative: a bound must lose by more than rounding
+GRID = 8  # decode-step batches per doubling where a box prices its steps (_grid)
+T = TypeVar("T")
+SOLVED = 0.02  # relative: how far the loop's solution (cost/serve_disagg.py, a secant) may stray from the root
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,11 +82,11 @@ class Box:
     tpot_hi: float  # TPOT, at most (inf: not bounded)
 
 
-def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int) -> Box:
+def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int, every: bool = False) -> Box:
     """The box of `dep` under `wl`; `held`: requests its decode pool's KV cache holds (the pool's
     max_concurrency, which does not depend on the concurrency). The decode steps it prices are the
     ones the estimate prices (cached: cost/serve_memo.py)."""
-    fw = for_deployment(dep)
+    fw = _framework(dep)
     ranks = dep.replicas * dep.engine.dp
     if dep.prefill is None:
         running = _running(dep, wl, held=held)
@@ -75,9 +94,65 @@ def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *,
         high = _step(model, hw, dep, wl, running).total
         low = high if k == 1 or fw.host_token_s == 0 else _step(model, hw, dep, wl, 1.0).total
         return Box(per_gpu=ranks * max(running, k) / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf)
-    most = min(wl.concurrency / ranks, max(held / ranks, 1e-9))  # as cost/serve_load.py _disagg bounds b
-    low, high = _step(model, hw, dep, wl, 0.0).total, _step(model, hw, dep, wl, most).total
-    return Box(per_gpu=ranks * most / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=high)
+    most = min(wl.concurrency / ranks, max(held / ranks, 1e-9), fw.max_seqs)  # as cost/serve_load.py _disagg bounds b
+    top = _grid(most, up=True)  # the step there is at least t(most) and top / t(top) at least most / t(most)
+    low, high = _step(model, hw, dep, wl, 0.0).total, _step(model, hw, dep, wl, top).total
+    pre = _prefill_pool(model, hw, dep, wl.isl)
+    rate = min(ranks * top / (wl.osl * high), RHO_SATURATED * pre.top)  # requests/s of a point not saturated
+    if fw.host_token_s > 0:
+        rate = min(rate, dep.replicas / (fw.host_token_s * wl.osl))
+    user = low
+    if not every:  # the loop holds C = X (a + s + W) + R b: b is at least what X at its most leaves
+        x = min(ranks * most / (wl.osl * low), RHO_SATURATED * pre.top) * (1 + SOLVED)
+        rho = x / pre.top
+        if rho < 1:
+            wait = rho * pre.each_s / (2 * (1 - rho))
+            least = min(most, (wl.concurrency - x * (pre.ahead_s + pre.service_s + wait)) / ranks) * (1 - SOLVED)
+            user = _step(model, hw, dep, wl, _grid(least, up=False)).total if least > 0 else low
+    return Box(per_gpu=rate * wl.osl / dep.gpus, per_user=1 / user, tpot_lo=low, tpot_hi=high)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prefill:
+    """A disaggregated deployment's prefill pool as its closed loop sees it (cost/serve_load.py _disagg)."""
+
+    service_s: float  # s: one prompt's prefill, with the serving slowdown
+    each_s: float  # s_B / B: a prompt's share of a full batched prefill step
+    ahead_s: float  # a: the per-request overhead and the KV transfer
+    top: float  # B S / s_B: requests/s at which the pool is always busy (rho = 1)
+
+
+def _prefill_pool(model: ModelSpec, hw: HardwareProfile, dep: Deployment, isl: int) -> _Prefill:
+    assert dep.prefill is not None
+    fw, pre = _framework(dep), dep.prefill
+
+    def make() -> _Prefill:
+        ahead = fw.ttft_overhead_s + kv_transfer_time(model, hw, dep, isl=isl)
+        pfw = _framework(dep, "prefill")
+        return _prefill_of(model, hw, pre, dep.prefill_replicas, pfw, dep.weights, fw.prefill_slowdown, ahead, isl)
+
+    key = ("prefill", pre, dep.prefill_replicas, dep.prefill_args, dep.weights, dep.kv_bytes, isl)
+    return _seen(model, hw, fw, key, make)
+
+
+@remembered
+def _prefill_of(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    pre: Engine,
+    replicas: int,
+    pfw: Framework,
+    weights: str,
+    slowdown: float,
+    ahead_s: float,
+    isl: int,
+) -> _Prefill:
+    """_Prefill of `replicas` prefill engines `pre` (cached: the same for every decode pool and concurrency)."""
+    pstep = prefill_time(model, hw, pre, weights=weights, tokens=isl, seq_len=isl, fw=pfw)
+    batch = max(1, min(pfw.chunk_tokens // max(1, isl), pfw.max_seqs))
+    full = prefill_time(model, hw, pre, weights=weights, tokens=batch * isl, seq_len=isl, fw=pfw) if batch > 1 else pstep
+    step_s = full.total * slowdown
+    return _Prefill(service_s=pstep.total * slowdown, each_s=step_s / batch, ahead_s=ahead_s, top=batch * replicas * pre.dp / step_s)
 
 
 def ttft_floor(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int) -> float:
@@ -88,10 +163,28 @@ def ttft_floor(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workl
         alone = prefill_time(model, hw, dep.engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
         riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
         return riding + (fw.prefill_slowdown - 1) * alone.total + fw.ttft_overhead_s
-    pstep = prefill_time(model, hw, dep.prefill, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl,
-                         fw=for_deployment(dep, "prefill"))
-    return (pstep.total * fw.prefill_slowdown + _step(model, hw, dep, wl, 0.0).total
-            + kv_transfer_time(model, hw, dep, isl=wl.isl) + fw.ttft_overhead_s)
+    pstep = prefill_time(model, hw, dep.prefill, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=for_deployment(dep, "prefill"))
+    return (
+        pstep.total * fw.prefill_slowdown
+        + _step(model, hw, dep, wl, 0.0).total
+        + kv_transfer_time(model, hw, dep, isl=wl.isl)
+        + fw.ttft_overhead_s
+    )
+
+
+def _grid(batch: float, *, up: bool) -> float:
+    """The nearest of the batches 2^(i / GRID) at or above (`up`) or at or below `batch` (0 below the
+    smallest), where a disaggregated box prices its decode steps: a few per decode engine, cached,
+    instead of one at every point's own batch."""
+    if batch <= 0:
+        return 0.0
+    i = math.log2(batch) * GRID
+    g = 2.0 ** ((math.ceil(i) if up else math.floor(i)) / GRID)
+    if up and g < batch:
+        return g * 2.0 ** (1 / GRID)
+    if not up and g > batch:
+        g /= 2.0 ** (1 / GRID)
+    return g if up or g >= 2.0**-GRID else 0.0
 
 
 def _running(dep: Deployment, wl: Workload, *, held: int) -> float:
@@ -100,10 +193,51 @@ def _running(dep: Deployment, wl: Workload, *, held: int) -> float:
     return min(wl.concurrency / ranks, max(held / ranks, 1.0))
 
 
+# the steps and prefill pools boxes read, by the identity of the model, profile and framework objects
+# (checked on a hit) and the values of the rest: a box asks for a few of them, and hashing the framework
+# by value, as cost/serve_memo.py keys them, costs more than the box's own arithmetic
+_SEEN: dict[tuple[Any, ...], tuple[object, object, object, Any]] = {}
+
+
+def _seen(model: ModelSpec, hw: HardwareProfile, fw: Framework, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+    full = (id(model), id(hw), id(fw), *key)
+    hit = _SEEN.get(full)
+    if hit is not None and hit[0] is model and hit[1] is hw and hit[2] is fw:
+        return cast(T, hit[3])
+    if len(_SEEN) >= LIMIT:
+        _SEEN.clear()
+    value = make()
+    _SEEN[full] = (model, hw, fw, value)
+    return value
+
+
+_FRAMEWORKS: dict[tuple[int, EngineArgs], tuple[Framework, Framework]] = {}
+
+
+def _framework(dep: Deployment, role: str | None = None) -> Framework:
+    """for_deployment(dep, role), one object per framework and launch settings: a deployment launched
+    with settings of its own gets a new framework object at every call, which _seen would never find."""
+    args = dep.args_for(role)
+    key = (id(dep.fw), args)
+    hit = _FRAMEWORKS.get(key)
+    if hit is not None and hit[0] is dep.fw:
+        return hit[1]
+    if len(_FRAMEWORKS) >= LIMIT:
+        _FRAMEWORKS.clear()
+    value = for_deployment(dep, role)
+    _FRAMEWORKS[key] = (dep.fw, value)
+    return value
+
+
 def _step(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, batch: float) -> StepTime:
     """The decode step the estimate prices at `batch` (cached: cost/serve_memo.py)."""
-    return decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=batch,
-                       context=wl.isl + wl.osl / 2, fw=for_deployment(dep))
+    fw = _framework(dep)
+
+    def make() -> StepTime:
+        context = wl.isl + wl.osl / 2
+        return decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=batch, context=context, fw=fw)
+
+    return _seen(model, hw, fw, ("step", dep.engine, dep.weights, dep.kv_bytes, batch, wl.isl, wl.osl), make)
 
 
 class Staircase:

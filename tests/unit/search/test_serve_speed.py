@@ -40,12 +40,19 @@ def test_a_cached_step_is_the_step_of_those_objects() -> None:
 # the batch per second of step: the weights once, then the KV, the experts touched and the tensor-core time,
 # none of which grows faster than the batch.
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(model=st.sampled_from(["qwen3-30b-a3b", "mixtral-8x7b", "llama3.1-8b", "nemotron-h-8b", "deepseek-v3"]),
-       hw=st.sampled_from(["h100-sxm", "h200-sxm", "l40s"]), framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
-       tp=st.sampled_from([1, 2, 4, 8]), dp=st.sampled_from([1, 2, 8]), ep=st.sampled_from([1, 2, 8]),
-       kv=st.sampled_from([1.0, 2.0]), batches=st.lists(st.floats(0.0, 8192.0), min_size=2, max_size=6))
-def test_the_decode_step_grows_with_the_batch_and_no_faster(model: str, hw: str, framework: str, tp: int, dp: int,
-                                                             ep: int, kv: float, batches: list[float]) -> None:
+@given(
+    model=st.sampled_from(["qwen3-30b-a3b", "mixtral-8x7b", "llama3.1-8b", "nemotron-h-8b", "deepseek-v3"]),
+    hw=st.sampled_from(["h100-sxm", "h200-sxm", "l40s"]),
+    framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    dp=st.sampled_from([1, 2, 8]),
+    ep=st.sampled_from([1, 2, 8]),
+    kv=st.sampled_from([1.0, 2.0]),
+    batches=st.lists(st.floats(0.0, 8192.0), min_size=2, max_size=6),
+)
+def test_the_decode_step_grows_with_the_batch_and_no_faster(
+    model: str, hw: str, framework: str, tp: int, dp: int, ep: int, kv: float, batches: list[float]
+) -> None:
     spec, prof = load_model(model), load_hardware(hw)
     try:
         engine = Engine(tp=tp, dp=dp, ep=ep)
@@ -69,15 +76,30 @@ def _same(a: ServeSweep, b: ServeSweep) -> None:
 
 
 @settings(max_examples=15, deadline=None, derandomize=True)
-@given(model=st.sampled_from(["qwen3-30b-a3b", "mixtral-8x7b", "llama3.1-8b"]), gpus=st.integers(2, 8),
-       framework=st.sampled_from(["vllm", "sglang", "trtllm"]), isl=st.sampled_from([128, 1024, 4096]),
-       osl=st.sampled_from([16, 256, 1024]), ttft=st.sampled_from([None, 0.2, 1.0]),
-       tpot=st.sampled_from([None, 0.008, 0.02, 0.05]), default=st.booleans())
-def test_the_pruned_sweep_answers_as_the_whole_one(model: str, gpus: int, framework: str, isl: int, osl: int,
-                                                   ttft: float | None, tpot: float | None, default: bool) -> None:
+@given(
+    model=st.sampled_from(["qwen3-30b-a3b", "mixtral-8x7b", "llama3.1-8b"]),
+    gpus=st.integers(2, 8),
+    framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
+    isl=st.sampled_from([128, 1024, 4096]),
+    osl=st.sampled_from([16, 256, 1024]),
+    ttft=st.sampled_from([None, 0.2, 1.0]),
+    tpot=st.sampled_from([None, 0.008, 0.02, 0.05]),
+    default=st.booleans(),
+)
+def test_the_pruned_sweep_answers_as_the_whole_one(
+    model: str, gpus: int, framework: str, isl: int, osl: int, ttft: float | None, tpot: float | None, default: bool
+) -> None:
     targets = DEFAULT_TARGETS if default else Targets(ttft_s=ttft, tpot_s=tpot)
-    kw = {"gpus": gpus, "isl": isl, "osl": osl, "framework": load_framework(framework), "weights": "fp8", "kv_dtypes": ("auto", "fp8"),
-          "modes": ("agg", "disagg"), "targets": targets}
+    kw = {
+        "gpus": gpus,
+        "isl": isl,
+        "osl": osl,
+        "framework": load_framework(framework),
+        "weights": "fp8",
+        "kv_dtypes": ("auto", "fp8"),
+        "modes": ("agg", "disagg"),
+        "targets": targets,
+    }
     spec, prof = load_model(model), load_hardware("h100-sxm")
     pruned, whole = sweep(spec, prof, prune=True, **kw), sweep(spec, prof, prune=False, **kw)  # type: ignore[arg-type]
     _same(pruned, whole)
@@ -87,11 +109,109 @@ def test_the_pruned_sweep_answers_as_the_whole_one(model: str, gpus: int, framew
 def test_pruning_skips_points_on_a_moe_fleet() -> None:
     # Qwen3-30B-A3B on 8 H100, 1024 in / 256 out, default targets: 926 of the 5,083 points were not solved
     # when this was written (the count moves with the cost model; that some are skipped does not)
-    kw = {"gpus": 8, "isl": 1024, "osl": 256, "framework": load_framework("vllm"), "weights": "fp8", "kv_dtypes": ("auto", "fp8"),
-          "modes": ("agg", "disagg"), "targets": DEFAULT_TARGETS}
+    kw = {
+        "gpus": 8,
+        "isl": 1024,
+        "osl": 256,
+        "framework": load_framework("vllm"),
+        "weights": "fp8",
+        "kv_dtypes": ("auto", "fp8"),
+        "modes": ("agg", "disagg"),
+        "targets": DEFAULT_TARGETS,
+    }
     pruned, whole = sweep(MODEL, HW, prune=True, **kw), sweep(MODEL, HW, prune=False, **kw)  # type: ignore[arg-type]
     _same(pruned, whole)
     assert len(pruned.points) < 0.9 * len(whole.points) and len(pruned.points) + pruned.skipped == len(whole.points)
     # aggregated points are bounded too (their step simulation is the costly part)
     agg = [sum(p.deployment.mode == "agg" for p in s.points) for s in (pruned, whole)]
     assert agg[0] < 0.9 * agg[1]
+
+
+# The disaggregated box (search/serve_prune.py box) holds the point the loop solves: its TPOT within
+# [tpot_lo, tpot_hi] always, and when the point is not queue-saturated (the only ones that can be on the
+# front or the recommendation) its tokens/s per GPU below per_gpu and its tokens/s per user below per_user,
+# the bounds that read the prefill pool's rate and the loop's population (SOLVED: the secant's slack).
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    model=st.sampled_from(["qwen3-30b-a3b", "mixtral-8x7b", "llama3.1-8b", "deepseek-v3", "qwen3-235b-a22b"]),
+    hw=st.sampled_from(["h100-sxm", "h200-sxm"]),
+    framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
+    isl=st.sampled_from([128, 1024, 4096]),
+    osl=st.sampled_from([16, 256, 1024]),
+    pick=st.integers(0, 10**6),
+    weights=st.sampled_from(["fp8", "fp4"]),
+)
+def test_the_disaggregated_box_holds_its_point(model: str, hw: str, framework: str, isl: int, osl: int, pick: int, weights: str) -> None:
+    from autopar.cost.serve_load import capacity, estimate
+    from autopar.search.serve import _levels, deployments
+    from autopar.search.serve_prune import MARGIN, box
+    from autopar.spec.serve import Workload
+
+    spec, prof = load_model(model), load_hardware(hw)
+    gpus = 64 if spec.moe is not None and spec.moe.num_experts > 100 else 16
+    deps = list(
+        deployments(spec, prof, gpus=gpus, framework=load_framework(framework), weights=weights, kv_dtypes=("auto",), modes=("disagg",))
+    )
+    one = Workload(isl=isl, osl=osl, concurrency=1)
+    for dep in (deps[(pick + 7919 * i) % len(deps)] for i in range(4)):
+        fits, held = capacity(spec, prof, dep, one)
+        if not fits:
+            continue
+        for c in _levels(held, gpus):
+            wl = dataclasses.replace(one, concurrency=c)
+            est, b = estimate(spec, prof, dep, wl), box(spec, prof, dep, wl, held=held)
+            assert b.tpot_lo * (1 - MARGIN) <= est.tpot_s <= b.tpot_hi * (1 + MARGIN)
+            if not est.saturated:
+                assert est.output_tokens_per_s / dep.gpus <= b.per_gpu * (1 + MARGIN)
+                assert 1 / est.tpot_s <= b.per_user * (1 + MARGIN)
+                whole = box(spec, prof, dep, dataclasses.replace(one, concurrency=_levels(held, gpus)[-1]), held=held, every=True)
+                assert est.output_tokens_per_s / dep.gpus <= whole.per_gpu * (1 + MARGIN)
+                assert 1 / est.tpot_s <= whole.per_user * (1 + MARGIN)
+
+
+def test_the_box_grid_brackets_a_batch() -> None:
+    from autopar.search.serve_prune import GRID, _grid
+
+    for batch in (1e-9, 1e-6, 0.3, 1.0, 3.0, 4.0, 1000.5, 2.0**20):
+        up, down = _grid(batch, up=True), _grid(batch, up=False)
+        assert down <= batch <= up <= batch * 2 ** (1 / GRID) * (1 + 1e-12)
+        assert down == 0.0 or down >= batch / 2 ** (1 / GRID) * (1 - 1e-12)
+    assert _grid(0.0, up=True) == 0.0 and _grid(4.0, up=False) == 4.0
+
+
+def test_a_second_sweep_prices_nothing_again() -> None:
+    # serve suggest --emit sweeps again over the deployments it can launch: the points are cached
+    kw = {
+        "gpus": 4,
+        "isl": 1024,
+        "osl": 256,
+        "framework": FW,
+        "weights": "fp8",
+        "kv_dtypes": ("auto",),
+        "modes": ("agg", "disagg"),
+        "targets": DEFAULT_TARGETS,
+    }
+    first, again = sweep(MODEL, HW, **kw), sweep(MODEL, HW, **kw)  # type: ignore[arg-type]
+    assert first.points and all(a is b for a, b in zip(first.points, again.points, strict=True))
+
+
+def test_targets_nothing_meets_keep_the_lowest_tpot_and_ttft() -> None:
+    # advise/serve.py prints the lowest TPOT and TTFT of every point that fits when nothing meets the
+    # targets: the sweep run again for them (search/serve.py _unmet, here after a first pass that bounded
+    # points) finds the whole sweep's
+    kw = {
+        "gpus": 4,
+        "isl": 1024,
+        "osl": 256,
+        "framework": FW,
+        "weights": "fp8",
+        "kv_dtypes": ("auto",),
+        "modes": ("agg", "disagg"),
+        "targets": Targets(ttft_s=0.05, tpot_s=0.004),
+    }
+    pruned, whole = sweep(MODEL, HW, prune=True, **kw), sweep(MODEL, HW, prune=False, **kw)  # type: ignore[arg-type]
+    assert pruned.best is None and whole.best is None
+    _same(pruned, whole)
+    assert len(pruned.points) + pruned.skipped == len(whole.points)
+    for metric in ("tpot_s", "ttft_s"):
+        assert min(getattr(p, metric) for p in pruned.points) == min(getattr(p, metric) for p in whole.points)
