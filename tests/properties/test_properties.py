@@ -16,9 +16,10 @@ from dataclasses import replace
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from autopar.cost.floors import class_floors, step_floor
 from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown
-from autopar.cost.step import class_floors, estimate, step_floor
+from autopar.cost.step import estimate
 from autopar.emit.megatron import pipeline_items
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.profiles import parse_profile
