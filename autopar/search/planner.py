@@ -81,16 +81,18 @@ class SearchResult:
 def search(
     model: ModelSpec, hw: HardwareProfile, job: Job, *, fixed: Mapping[str, object] | None = None,
     stack: StackProfile = NEUTRAL,
-    progress: Callable[[int, int], None] | None = None, keep: int | None = KEEP,
+    progress: Callable[[int, int], None] | None = None, keep: int | None = KEEP, share: Memo | None = None,
 ) -> SearchResult:
     """All feasible plans `stack` can launch, ranked by tokens/s as it runs them.
 
     `keep`: time at least the plans needed to rank this many exactly (the rest of the
-    ranking is completed if read); None times every plan. Raises InfeasibleError when
-    none fits, saying why.
+    ranking is completed if read); None times every plan. `share`: a memo of this job at
+    another GPU count and batch, whose values the search reuses (cost/memo.py). Raises
+    InfeasibleError when none fits, saying why.
     """
+    memo = Memo(model, hw, job, stack, share=share)
     with _no_cyclic_gc():
-        return _search(model, hw, job, stack_limits(stack, dict(fixed or {})), stack, progress, keep=keep)
+        return _search(memo, stack_limits(stack, dict(fixed or {})), progress, keep=keep)
 
 
 @contextmanager
@@ -108,9 +110,9 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, object], stack: StackProfile,
-            progress: Callable[[int, int], None] | None = None, *, keep: int | None = KEEP) -> SearchResult:
-    memo = Memo(model, hw, job, stack)
+def _search(memo: Memo, fixed: dict[str, object], progress: Callable[[int, int], None] | None = None, *,
+            keep: int | None = KEEP) -> SearchResult:
+    model, hw, job, stack = memo.model, memo.profile, memo.job, memo.stack
     cap = hw.memory_bytes
     considered = feasible = 0
     smallest: tuple[float, Plan, str, int] | None = None
