@@ -146,8 +146,9 @@ print(json.dumps(out))
 
 def time_phases(tree: Path, cases: list[tuple[str, int]], cache: str) -> list[tuple[float, dict[str, float]]]:
     """(CPU seconds, seconds per step of the search) of each case, one fresh search in one process."""
-    done = subprocess.run([sys.executable, "-c", _PHASES, json.dumps(cases)], check=True, capture_output=True, text=True,
-                          cwd=tree, env=_env(tree, cache))
+    done = subprocess.run(
+        [sys.executable, "-c", _PHASES, json.dumps(cases)], check=True, capture_output=True, text=True, cwd=tree, env=_env(tree, cache)
+    )
     return [(float(total), {k: float(v) for k, v in parts.items()}) for total, parts in json.loads(done.stdout)]
 
 

@@ -51,8 +51,9 @@ if TYPE_CHECKING:
 # models of its own format only (a training `suggest` builds no serving-framework or distribution model).
 _HOME = {
     **dict.fromkeys(("ComponentFile", "DistFile", "LognormalFile", "MixtureEntry"), "distribution"),
-    **dict.fromkeys(("Experts", "Experts0", "Heads", "Layers", "Layers0", "Small", "Small0", "Text", "Tokens", "Vocab",
-                     "Width", "Width0"), "fields"),
+    **dict.fromkeys(
+        ("Experts", "Experts0", "Heads", "Layers", "Layers0", "Small", "Small0", "Text", "Tokens", "Vocab", "Width", "Width0"), "fields"
+    ),
     "FrameworkFile": "framework",
     "ProfileFile": "hardware",
     "VariantFile": "hardware",
@@ -102,7 +103,13 @@ __all__ = [
 
 def schemas() -> dict[str, dict[str, Any]]:
     """JSON Schema of each format, by the name `autopar schema` takes."""
-    kinds = (("model", "ModelFile"), ("hardware", "ProfileFile"), ("distribution", "DistFile"), ("stack", "StackFile"),
-             ("framework", "FrameworkFile"))
-    return {name: {"$schema": "https://json-schema.org/draft/2020-12/schema", **__getattr__(cls).model_json_schema()}
-            for name, cls in kinds}
+    kinds = (
+        ("model", "ModelFile"),
+        ("hardware", "ProfileFile"),
+        ("distribution", "DistFile"),
+        ("stack", "StackFile"),
+        ("framework", "FrameworkFile"),
+    )
+    return {
+        name: {"$schema": "https://json-schema.org/draft/2020-12/schema", **__getattr__(cls).model_json_schema()} for name, cls in kinds
+    }
