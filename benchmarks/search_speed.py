@@ -4,6 +4,7 @@
     python benchmarks/search_speed.py --sweep             # also every preset at 8 to 16,384 GPUs
     python benchmarks/search_speed.py --against /tmp/old  # the same, and another checkout's figures and ratios
     python benchmarks/search_speed.py --against /tmp/old --rounds 3  # searches: medians of 3 alternate rounds
+    python benchmarks/search_speed.py --phases            # where each search's time goes
 
 Searches: `suggest`'s search in a fresh process per case (CPU seconds of the
 search alone, median of 3 in that process) for the largest dense models at the
@@ -45,6 +46,7 @@ CASES = (
     ("deepseek-v3", 16384),
     ("kimi-k2", 4096),
     ("kimi-k2", 16384),
+    ("kimi-k2", 15360),  # the sweep's slowest: the most layouts (82,276) and plans to time
     ("deepseek-v3", 1024),
     ("qwen3-235b-a22b", 256),
     ("gpt-oss-120b", 64),
@@ -103,6 +105,52 @@ for name, gpus, repeats in json.loads(sys.argv[1]):
 print(json.dumps(out))
 """
 
+# The same search, its CPU seconds split by the steps of search/planner.py (each wrapped where the planner
+# calls it; the enumeration is timed as the search loop draws from it, so it is the loop's share).
+_PHASES = """
+import json, sys, time
+from autopar.io.models import load_model
+from autopar.io.profiles import load_hardware
+from autopar.io.stacks import load_stack
+from autopar.search import planner
+from autopar.spec.job import Job, default_global_batch
+STEPS = {"variant_peaks": "memory check", "class_floors": "class bounds", "step_floors": "plan bounds",
+         "variant_step_seconds": "timing", "rank": "ranking"}
+spent = dict.fromkeys(STEPS.values(), 0.0)
+def timed(fn, what):
+    def run(*args, **kw):
+        start = time.process_time()
+        try:
+            return fn(*args, **kw)
+        finally:
+            spent[what] += time.process_time() - start
+    return run
+for name, what in STEPS.items():
+    setattr(planner, name, timed(getattr(planner, name), what))
+out = []
+for name, gpus in json.loads(sys.argv[1]):
+    model, hw, stack = load_model(name), load_hardware("h100-sxm"), load_stack(None)
+    job = Job(gpus=gpus, gpus_per_node=hw.gpus_per_node, seq_len=model.seq_len,
+              global_batch=default_global_batch(gpus, hw.gpus_per_node, model.seq_len))
+    spent.update(dict.fromkeys(spent, 0.0))
+    start = time.process_time()
+    try:
+        planner.search(model, hw, job, stack=stack)
+    except Exception:
+        pass
+    total = time.process_time() - start
+    out.append([total, {**spent, "enumeration, loop, heap": total - sum(spent.values())}])
+print(json.dumps(out))
+"""
+
+
+def time_phases(tree: Path, cases: list[tuple[str, int]], cache: str) -> list[tuple[float, dict[str, float]]]:
+    """(CPU seconds, seconds per step of the search) of each case, one fresh search in one process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PHASES, json.dumps(cases)], check=True, capture_output=True, text=True, cwd=tree, env=_env(tree, cache)
+    )
+    return [(float(total), {k: float(v) for k, v in parts.items()}) for total, parts in json.loads(done.stdout)]
+
 
 def _env(tree: Path, cache: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -141,7 +189,14 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true", help="every preset at 8 to 16,384 GPUs as well")
     ap.add_argument("--against", type=Path, help="another checkout (e.g. git worktree of an older commit) to compare")
     ap.add_argument("--rounds", type=int, default=1, help="searches: alternate rounds per case, medians reported")
+    ap.add_argument("--phases", action="store_true", help="only: each search's CPU seconds by step, then exit")
     args = ap.parse_args()
+    if args.phases:
+        with tempfile.TemporaryDirectory() as cache:
+            for (name, gpus), (total, parts) in zip(CASES, time_phases(ROOT, list(CASES), cache), strict=True):
+                shares = ", ".join(f"{k} {v / total:.0%}" for k, v in parts.items() if v >= 0.005 * total)
+                print(f"{name:<16} {gpus:>6} {total:>6.3f} s: {shares}")
+        return 0
     other: Path | None = args.against.resolve() if args.against else None
     ok = True
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as cache_other:

@@ -8,12 +8,15 @@ memory by stack; serving by engine, mode and load.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from autopar.cost.serve_load import ServeEstimate
 from autopar.cost.step import Estimate
 from autopar.spec.error_model import ErrorModel, Interval, Lookup
 from autopar.spec.model import ModelSpec
 from autopar.spec.units import GIB
+
+if TYPE_CHECKING:  # serving's cost model is not imported by a training answer
+    from autopar.cost.serve_load import ServeEstimate
 
 # Scale buckets by GPU count: one node; up to 16 nodes of 8; beyond
 SCALES = ((8, "gpus<=8"), (128, "gpus<=128"))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from autopar.advise.train import Context, Suggestion
+from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_floor
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.error_model import error_model
@@ -63,6 +64,7 @@ def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS,
     errors = error_model()  # each point's bands: its class at its GPU count
     tried: list[int] = []
     found: list[ScalePoint] = []
+    shared = Memo(ctx.model, ctx.hw, ctx.job, ctx.stack)  # layer times and the like, the same at every count
     for i, gpus in enumerate(counts):
         if progress is not None:
             progress(i, len(counts))
@@ -76,7 +78,7 @@ def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS,
         try:
             # the curve reads each count's best plan alone: a search ranking one plan exactly ranks it
             # as the full one does (search/planner.py)
-            result = search(here.model, here.hw, job, stack=here.stack, keep=1)
+            result = search(here.model, here.hw, job, stack=here.stack, keep=1, share=shared)
         except InfeasibleError:
             if found:
                 break  # a larger count that fits nothing (the batch no longer splits): the curve ends

@@ -12,9 +12,22 @@ from autopar.cost.flops import Gemm
 from autopar.cost.shape import Shape
 from autopar.spec.hardware import HardwareProfile
 
+GEMM_CACHE = 1 << 16  # gemm_time's entries before it starts over (serving and variable lengths price many sizes)
+_GEMMS: dict[tuple[int, str, float], tuple[HardwareProfile, float]] = {}
+
 
 def gemm_time(hw: HardwareProfile, dtype: str, flops: float) -> float:
-    return hw.gemm_flops_per_efficiency(dtype, flops) / (hw.peak(dtype) * cal.SUSTAINED_TENSOR_EFFICIENCY)
+    """Seconds of a GEMM of `flops` on `hw`'s curve. Kept per (profile, dtype, size): a MoE search prices
+    ~10^4 GEMMs of ~10^2 sizes. An entry holds its profile, so the profile's id names it while cached."""
+    key = (id(hw), dtype, flops)
+    hit = _GEMMS.get(key)
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    value = hw.gemm_flops_per_efficiency(dtype, flops) / (hw.peak(dtype) * cal.SUSTAINED_TENSOR_EFFICIENCY)
+    if len(_GEMMS) >= GEMM_CACHE:
+        _GEMMS.clear()
+    _GEMMS[key] = (hw, value)
+    return value
 
 
 def gemm_time_floor(hw: HardwareProfile, dtype: str, flops: float) -> float:

@@ -12,12 +12,17 @@ function reads, as hand-written key tuples did (a layer time cached without
 pp reused a pipelined plan's all-to-all overlap for plans without a pipeline).
 
 A memo lives as long as its caller keeps it (a search, an estimate); the cost
-functions stay pure.
+functions stay pure. Memos of jobs that differ only in their GPU count and global
+batch may hold one store (``share=``: ``suggest --gpus auto`` searches one job at
+several counts), so a cost function reads ``job.gpus`` and ``job.global_batch``
+only through its key (tests/properties/test_properties.py checks that a search
+with a shared memo ranks as a fresh one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from autopar.spec.hardware import HardwareProfile
@@ -34,13 +39,21 @@ class Memo:
 
     __slots__ = ("_values", "hw", "job", "model", "stack")
 
-    def __init__(self, model: ModelSpec, hw: HardwareProfile | None, job: Job, stack: StackProfile = NEUTRAL) -> None:
-        """A memo for `model` trained as `job` on `hw` (None for memory only, which reads no hardware) by `stack`."""
+    def __init__(self, model: ModelSpec, hw: HardwareProfile | None, job: Job, stack: StackProfile = NEUTRAL, *,
+                 share: Memo | None = None) -> None:
+        """A memo for `model` trained as `job` on `hw` (None for memory only, which reads no hardware) by `stack`;
+        `share`: a memo of the same inputs but the job's GPU count and global batch, whose values this one
+        reuses and adds to."""
         self.model = model
         self.hw = hw
         self.job = job
         self.stack = stack
         self._values: dict[tuple[Callable[..., Any], Hashable], Any] = {}
+        if share is not None:
+            other = replace(job, gpus=share.job.gpus, global_batch=share.job.global_batch)
+            if not share.serves(model, hw, other, stack):  # type: ignore[arg-type]
+                raise ValueError("a memo is shared only between jobs that differ in GPU count and global batch")
+            self._values = share._values
 
     def get(self, fn: Callable[[Memo, K], T], key: K) -> T:
         """fn(self, key), computed once per key."""

@@ -417,6 +417,7 @@ class LayoutKey(NamedTuple):
     sp: bool
     cp_comm: str
     modules: tuple[str, ...] = ()  # what the selective variant recomputes (Plan.recompute_modules)
+    batch: int = 0  # the job's global batch (the micro-batches in flight): memos of several GPU counts share values
 
 
 def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list[tuple[float, float]], float, float]:
@@ -444,7 +445,8 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: 
     """
     s = skeleton
     acts, logits0, logits1 = memo.get_by(_act_peaks, ((s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm,
-                                                       s.recompute_modules), tuple(recomputes)), _layout_key)
+                                                       s.recompute_modules, memo.job.global_batch), tuple(recomputes)),
+                                         _layout_key)
     states = memo.get_by(_state_sums, ((s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)), _state_key)
     f = memo.stack.allocator_fragmentation
     out = []

@@ -12,7 +12,8 @@ interleaved one (p-1)/(v*m) of Narayanan et al. 2021 (sec. 2.2); unequal stages
 
 Every cached piece is a function of a Memo (model, hardware, job) and one small
 key holding exactly the plan values it reads (LayerPlan, P2PPlan, SyncPlan,
-ParamPlan): see cost/memo.py.
+ParamPlan): see cost/memo.py. Layer and stage times: cost/layers.py; lower
+bounds of the step for the search: cost/floors.py.
 """
 
 from __future__ import annotations
@@ -23,26 +24,14 @@ from typing import NamedTuple
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
-from autopar.cost.compute import (
-    BlockTime,
-    Dims,
-    LayerPlan,
-    Shape,
-    combine_parts,
-    loss_time,
-    memory_time,
-    moe_floor,
-    part_args,
-    part_time,
-)
+from autopar.cost.compute import Dims, LayerPlan, memory_time
 from autopar.cost.flops import model_flops_per_token
+from autopar.cost.layers import Stages, stage_times
 from autopar.cost.memo import Memo, memo_for
 from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown, pipe_kinds
 from autopar.cost.pipeline import P2PTime, p2p_time, schedule_time_of
-from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
-from autopar.spec.layout import rank_groups
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan, validate
 from autopar.spec.stack import NEUTRAL, StackProfile
@@ -65,8 +54,17 @@ class TimeBreakdown:
 
     @property
     def total(self) -> float:
-        return (self.compute + self.tp_comm + self.cp_comm + self.ep_comm + self.pp_comm + self.dp_comm + self.bubble
-                + self.optimizer + self.overlap)
+        return (
+            self.compute
+            + self.tp_comm
+            + self.cp_comm
+            + self.ep_comm
+            + self.pp_comm
+            + self.dp_comm
+            + self.bubble
+            + self.optimizer
+            + self.overlap
+        )
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -100,7 +98,12 @@ class Estimate:
 
 
 def estimate(
-    model: ModelSpec, hw: HardwareProfile, job: Job, plan: Plan, *, memo: Memo | None = None,
+    model: ModelSpec,
+    hw: HardwareProfile,
+    job: Job,
+    plan: Plan,
+    *,
+    memo: Memo | None = None,
     stack: StackProfile = NEUTRAL,
 ) -> Estimate:
     """Time and memory of `plan` as `stack` runs it. `memo` (made for this model, hardware, job and
@@ -141,85 +144,6 @@ class SyncPlan(NamedTuple):
         return ParamPlan(tp=self.tp, ep=self.ep, etp=self.etp, pp=self.pp, vpp=self.vpp)
 
 
-def _part(memo: Memo, key: tuple[str, Shape, tuple]) -> BlockTime:
-    part, shape, args = key
-    return part_time(memo.model, memo.profile, shape, part, args)
-
-
-def _kind_set(memo: Memo, _: None) -> tuple[str, ...]:
-    """The model's layer kinds, each once."""
-    return tuple(sorted(set(memo.model.layer_kinds())))
-
-
-def _layers(memo: Memo, key: tuple[LayerPlan, int]) -> dict[str, BlockTime]:
-    """Per layer kind, one micro-batch's time on one rank, for key (layer plan, mbs)."""
-    lp, mbs = key
-    shape = Shape(dtype=memo.job.dtype, seq_len=memo.job.seq_len, mbs=mbs, stack=memo.stack)
-    out = {}
-    for kind in memo.get(_kind_set, None):
-        parts = [memo.get(_part, (p, shape, part_args(p, lp))) for p in KIND_PARTS[kind]]
-        out[kind] = combine_parts(memo.profile, parts, pipelined=lp.pipelined, stack=memo.stack,
-                                  moe="moe" in KIND_PARTS[kind])
-    return out
-
-
-def _loss(memo: Memo, key: tuple[int, int, int]) -> float:
-    """The loss layer per micro-batch, for key (tp, cp, mbs)."""
-    tp, cp, mbs = key
-    job = memo.job
-    return loss_time(memo.model, memo.profile, dtype=job.dtype, seq_len=job.seq_len, mbs=mbs, tp=tp, cp=cp,
-                     logit_bytes=memo.stack.logit_bytes)
-
-
-class _Stages(NamedTuple):
-    """Per-micro-batch stage times of one layout, before pipeline p2p."""
-
-    worst_s: float  # the slowest stage, seconds
-    total_s: float  # all stages together
-    loss_s: float  # the loss layer, when the slowest stage is the last one (else 0)
-    fwd: float  # the slowest stage's layers: BlockTime's fields, summed
-    bwd: float
-    recompute: float
-    tp_exposed: float
-    cp_exposed: float
-    ep_exposed: float
-    overlap_penalty: float
-
-
-def _groups(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[tuple[str, int], ...], int], ...]:
-    """Distinct pipeline ranks for key (pp, vpp): ((kind, layers) pairs, count), the last rank last."""
-    return tuple((tuple(kinds.items()), n) for kinds, n in rank_groups(memo.model.layer_kinds(), key[0], key[1]))
-
-
-def _vectors(memo: Memo, key: tuple[LayerPlan, int]) -> dict[str, tuple[float, ...]]:
-    """Per layer kind: (total, then BlockTime's fields in order), for key (layer plan, mbs)."""
-    return {k: (t.total, t.fwd, t.bwd, t.recompute, t.tp_exposed, t.cp_exposed, t.ep_exposed, t.overlap_penalty)
-            for k, t in memo.get(_layers, key).items()}
-
-
-def _stages(memo: Memo, key: tuple[LayerPlan, int, int, int]) -> _Stages:
-    """For key (layer plan, mbs, pp, vpp). The slowest stage is the first rank with the largest time."""
-    lp, mbs, pp, vpp = key
-    vec = memo.get(_vectors, (lp, mbs))
-    loss = memo.get(_loss, (lp.dims.tp, lp.dims.cp, mbs))
-    groups = memo.get(_groups, (pp, vpp))
-    last = len(groups) - 1
-    total = 0.0
-    worst_s, worst = -1.0, 0
-    for g, (items, count) in enumerate(groups):
-        t = 0.0
-        for k, n in items:
-            t += n * vec[k][0]
-        if g == last:
-            t += loss
-        total += t * count
-        if t > worst_s:
-            worst_s, worst = t, g
-    items = groups[worst][0]
-    fields = [sum(n * vec[k][j] for k, n in items) for j in range(1, 8)]
-    return _Stages(worst_s, total, loss if worst == last else 0.0, *fields)
-
-
 def _p2p(memo: Memo, key: P2PPlan) -> P2PTime:
     """Pipeline send/recv: one micro-batch's activations, split by tp (Megatron's scatter/gather)."""
     grid = RankGrid(gpus_per_node=memo.profile.gpus_per_node, tp=key.tp, cp=key.cp, dp=key.dp, pp=key.pp)
@@ -236,8 +160,7 @@ def _sync(memo: Memo, key: SyncPlan) -> tuple[float, float, float]:
 def _optimizer(memo: Memo, key: SyncPlan) -> float:
     """The optimizer step on the rank with the most parameters, over its sharded state."""
     dense, expert = max(memo.get(end_params, key.params()), key=sum)
-    grid = RankGrid(gpus_per_node=memo.profile.gpus_per_node, tp=key.tp, cp=key.cp, dp=key.dp, pp=key.pp, ep=key.ep,
-                    etp=key.etp)
+    grid = RankGrid(gpus_per_node=memo.profile.gpus_per_node, tp=key.tp, cp=key.cp, dp=key.dp, pp=key.pp, ep=key.ep, etp=key.etp)
     dense_shards, expert_shards = (1, 1) if key.zero == 0 else (grid.size("dpcp"), grid.size("edp"))
     return memory_time(memo.profile, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * (dense / dense_shards + expert / expert_shards))
 
@@ -248,7 +171,7 @@ def _model_flops(memo: Memo, _: None) -> float:
 
 def step_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     """TimeBreakdown's fields, in order (their sum is the step time)."""
-    stages = memo.get(_stages, (LayerPlan.of(plan), plan.mbs, plan.pp, plan.vpp))
+    stages = memo.get(stage_times, (LayerPlan.of(plan), plan.mbs, plan.pp, plan.vpp))
     p2p = memo.get(_p2p, P2PPlan(tp=plan.tp, cp=plan.cp, dp=plan.dp, pp=plan.pp, vpp=plan.vpp, mbs=plan.mbs))
     return _assemble(memo, plan, stages, p2p, memo.get(_sync, SyncPlan.of(plan)))
 
@@ -262,146 +185,49 @@ def variant_step_seconds(memo: Memo, skeleton: Plan, variants: list[tuple[str, i
     out = []
     for recompute, zero in variants:
         modules = p.recompute_modules if recompute == "selective" else ()
-        lp = LayerPlan(dims=Dims(tp=p.tp, cp=p.cp, sp=sp, recompute=recompute, modules=modules), cp_comm=p.cp_comm,
-                       ep=p.ep, etp=p.etp, pipelined=p.pp > 1)
-        stages = memo.get(_stages, (lp, p.mbs, p.pp, p.vpp))
+        lp = LayerPlan(
+            dims=Dims(tp=p.tp, cp=p.cp, sp=sp, recompute=recompute, modules=modules),
+            cp_comm=p.cp_comm,
+            ep=p.ep,
+            etp=p.etp,
+            pipelined=p.pp > 1,
+        )
+        stages = memo.get(stage_times, (lp, p.mbs, p.pp, p.vpp))
         sync = memo.get(_sync, SyncPlan(tp=p.tp, cp=p.cp, dp=p.dp, pp=p.pp, vpp=p.vpp, ep=p.ep, etp=p.etp, zero=zero))
         out.append(sum(_assemble(memo, p, stages, p2p, sync, zero=zero)))
     return out
 
 
-def _kind_counts(memo: Memo, _: None) -> tuple[tuple[str, int], ...]:
-    """(kind, layers of that kind in the whole model) pairs."""
-    kinds = memo.model.layer_kinds()
-    return tuple((k, kinds.count(k)) for k in memo.get(_kind_set, None))
-
-
-def _all_stages(memo: Memo, key: tuple[LayerPlan, int]) -> float:
-    """All stages' seconds per micro-batch, loss included, for key (layer plan, mbs): _Stages.total_s
-    summed by kind instead of by rank (the same value up to rounding, for any pp and vpp)."""
-    lp, mbs = key
-    vec = memo.get(_vectors, key)
-    return sum(n * vec[k][0] for k, n in memo.get(_kind_counts, None)) + memo.get(_loss, (lp.dims.tp, lp.dims.cp, mbs))
-
-
-class FloorKey(NamedTuple):
-    """What step_floor's stage total reads of a plan: LayerPlan's values and the micro-batch, flat."""
-
-    tp: int
-    cp: int
-    sp: bool  # in effect (tp > 1)
-    recompute: str
-    cp_comm: str
-    ep: int
-    etp: int
-    pipelined: bool
-    mbs: int
-    modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules
-
-
-def _floor_stages(memo: Memo, key: FloorKey) -> float:
-    lp = LayerPlan(dims=Dims(tp=key.tp, cp=key.cp, sp=key.sp, recompute=key.recompute, modules=key.modules),
-                   cp_comm=key.cp_comm, ep=key.ep, etp=key.etp, pipelined=key.pipelined)
-    return memo.get(_all_stages, (lp, key.mbs))
-
-
-FLOOR_SLACK = 1e-6  # relative; far above the rounding of two sums of the same terms in different orders
-
-
-def step_floor(memo: Memo, skeleton: Plan, recompute: str) -> float:
-    """A lower bound of the step seconds of `skeleton` with `recompute`, at any ZeRO stage, for a search
-    to skip plans that cannot rank high, at a fraction of variant_step_seconds' cost.
-
-    With m micro-batches, p stages, v chunks per stage, stage times t_i (worst w, total S = sum t_i):
-    the step is m * w (the worst stage's compute and exposed TP/CP/EP) plus the bubble
-    (S + (p-1) * p2p - w) / v plus p2p, DP sync, optimizer and overlap slowdown, none below zero
-    (compute_slowdown >= 1: checked). So step >= m * w + (S - w) / v, which grows with w (m >= 1 >= 1/v),
-    and w >= S / p: step >= S * (m / p + (p - 1) / (p * v)). Returns 0 where a term could be negative.
-    """
-    p = skeleton
-    if memo.profile.compute_slowdown < 1:
-        return 0.0
-    modules = p.recompute_modules if recompute == "selective" else ()
-    total = memo.get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, recompute, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs,
-                                             modules))
-    m = memo.job.global_batch // (p.dp * p.mbs)
-    return total * (m / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
-
-
-def step_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
-    """step_floor of each (skeleton, recompute), with what they share read once (the search's hot path)."""
-    if memo.profile.compute_slowdown < 1:
-        return [0.0] * len(jobs)
-    get, batch, keep = memo.get_by, memo.job.global_batch, 1 - FLOOR_SLACK
-    return [get(_floor_stages, (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs,
-                                p.recompute_modules if r == "selective" else ()), FloorKey._make)
-            * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * keep for p, r in jobs]
-
-
-class ClassKey(NamedTuple):
-    """A layer class: what every layer's time reads of a plan but its experts' placement (ep, etp) and
-    pipelining (which only hides the EP all-to-all)."""
-
-    tp: int
-    cp: int
-    sp: bool  # in effect (tp > 1)
-    recompute: str
-    cp_comm: str
-    mbs: int
-    modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules
-
-
-def _class_stages(memo: Memo, key: ClassKey) -> float:
-    """A lower bound of _all_stages for every plan of this layer class: layers without experts as they are
-    timed, the MoE sub-layer at compute.moe_floor, its exposed all-to-all at 0 (the pipelined pairing
-    only hides it, at an overlap slowdown of at least 1)."""
-    stack, hw = memo.stack, memo.profile
-    dims = Dims(tp=key.tp, cp=key.cp, sp=key.sp, recompute=key.recompute, modules=key.modules)
-    lp = LayerPlan(dims=dims, cp_comm=key.cp_comm, ep=1, etp=1, pipelined=False)
-    shape = Shape(dtype=memo.job.dtype, seq_len=memo.job.seq_len, mbs=key.mbs, stack=stack)
-    total = 0.0
-    for kind, n in memo.get(_kind_counts, None):
-        names = KIND_PARTS[kind]
-        parts = [memo.get(_part, (p, shape, part_args(p, lp))) for p in names if p != "moe"]
-        if "moe" not in names:
-            total += n * combine_parts(hw, parts, pipelined=False, stack=stack).total
-            continue
-        host_s = (stack.layer_overhead_us + stack.moe_host_us) * 1e-6
-        total += n * (sum(t.total for t in parts) + memo.get(_moe_floor, (shape, dims)) + host_s)
-    return total + memo.get(_loss, (key.tp, key.cp, key.mbs))
-
-
-def _moe_floor(memo: Memo, key: tuple[Shape, Dims]) -> float:
-    return moe_floor(memo.model, memo.profile, *key)
-
-
-def class_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
-    """A lower bound of step_floor of each (skeleton, recompute), from its layer class (ClassKey): one
-    bound serves every ep and etp, so a search refines (step_floor) only the plans this bound keeps."""
-    if memo.profile.compute_slowdown < 1:
-        return [0.0] * len(jobs)
-    get, batch, keep = memo.get_by, memo.job.global_batch, 1 - 2 * FLOOR_SLACK
-    return [get(_class_stages, (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.mbs,
-                                p.recompute_modules if r == "selective" else ()), ClassKey._make)
-            * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * keep for p, r in jobs]
-
-
-def _assemble(memo: Memo, plan: Plan, stages: _Stages, p2p: P2PTime, sync: tuple[float, float, float], *,
-              zero: int | None = None) -> tuple[float, ...]:
+def _assemble(
+    memo: Memo, plan: Plan, stages: Stages, p2p: P2PTime, sync: tuple[float, float, float], *, zero: int | None = None
+) -> tuple[float, ...]:
     """TimeBreakdown's fields from the step's cached parts (`zero` overrides plan.zero)."""
     reduce, gather, optimizer = sync
     m = memo.job.global_batch // (plan.dp * plan.mbs)
-    sched = schedule_time_of(stages.worst_s, stages.total_s, stages=plan.pp, microbatches=m, vpp=plan.vpp,
-                             p2p_s=p2p.per_microbatch_s)
+    sched = schedule_time_of(stages.worst_s, stages.total_s, stages=plan.pp, microbatches=m, vpp=plan.vpp, p2p_s=p2p.per_microbatch_s)
     w = stages
     # the backward window holds the recomputed forward too: a block's backward collectives run
     # behind its recompute and its backward alike
-    dp_comm, dp_hidden = _dp_overlap((reduce, gather), plan.zero if zero is None else zero, m, fwd_s=w.fwd,
-                                     bwd_s=w.bwd + w.recompute, overlap=memo.stack.dp_overlap,
-                                     gather_overlap=memo.stack.gather_overlap)
-    return (m * (w.fwd + w.bwd + w.recompute + w.loss_s), m * w.tp_exposed, m * w.cp_exposed, m * w.ep_exposed,
-            m * p2p.per_microbatch_s + p2p.fill_s, dp_comm, sched.bubble_s, optimizer,
-            m * w.overlap_penalty + (memo.profile.compute_slowdown - 1) * dp_hidden)
+    dp_comm, dp_hidden = _dp_overlap(
+        (reduce, gather),
+        plan.zero if zero is None else zero,
+        m,
+        fwd_s=w.fwd,
+        bwd_s=w.bwd + w.recompute,
+        overlap=memo.stack.dp_overlap,
+        gather_overlap=memo.stack.gather_overlap,
+    )
+    return (
+        m * (w.fwd + w.bwd + w.recompute + w.loss_s),
+        m * w.tp_exposed,
+        m * w.cp_exposed,
+        m * w.ep_exposed,
+        m * p2p.per_microbatch_s + p2p.fill_s,
+        dp_comm,
+        sched.bubble_s,
+        optimizer,
+        m * w.overlap_penalty + (memo.profile.compute_slowdown - 1) * dp_hidden,
+    )
 
 
 def step_seconds(memo: Memo, plan: Plan) -> TimeBreakdown:
@@ -474,8 +300,16 @@ def _collectives_per_pass(stack: StackProfile, params: float, layers: int) -> in
     return max(1, math.ceil(params / stack.dp_bucket_params)) if stack.dp_bucket_params else 1
 
 
-def _dp_overlap(times: tuple[float, float], zero: int, microbatches: int, *, fwd_s: float, bwd_s: float,
-                overlap: float = cal.DP_OVERLAP_FRACTION, gather_overlap: float | None = None) -> tuple[float, float]:
+def _dp_overlap(
+    times: tuple[float, float],
+    zero: int,
+    microbatches: int,
+    *,
+    fwd_s: float,
+    bwd_s: float,
+    overlap: float = cal.DP_OVERLAP_FRACTION,
+    gather_overlap: float | None = None,
+) -> tuple[float, float]:
     """(exposed, hidden) seconds of DP sync given one micro-batch's forward/backward on the worst stage
     (`bwd_s` with its recomputed forward: activation recomputation runs inside the backward pass).
 

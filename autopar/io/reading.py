@@ -176,20 +176,25 @@ class _Loader(yaml.SafeLoader):
             self._depth -= 1
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    duplicate = key in seen
-                    seen.add(key)
-                except TypeError:
-                    continue  # an unhashable key: the constructor reports it
-                if duplicate:
-                    raise _Refused(f"duplicate key {shown(key)} (at line {key_node.start_mark.line + 1})")
+        _no_duplicates(self, node)
         return super().construct_mapping(node, deep=deep)
+
+
+def _no_duplicates(loader: Any, node: Any) -> None:
+    """Refuse a mapping that repeats a key (YAML 1.2 forbids it; PyYAML keeps the last)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # an unhashable key: the constructor reports it
+            if duplicate:
+                raise _Refused(f"duplicate key {shown(key)} (at line {key_node.start_mark.line + 1})")
 
 
 def _expanded(node: Any) -> int:
@@ -240,8 +245,41 @@ def _precheck(text: str) -> None:
         return
 
 
-def _load_yaml(text: str) -> Any:
+_SHIPPED = Path(__file__).resolve().parent.parent / "data"  # autopar/data: the presets, profiles and stacks we ship
+
+
+if getattr(yaml, "__with_libyaml__", False):
+
+    class _CLoader(yaml.CSafeLoader):
+        """libyaml's parser with _Loader's constructor rules (no duplicate keys), for the files we ship."""
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            _no_duplicates(self, node)
+            return super().construct_mapping(node, deep=deep)
+
+
+def _load_shipped(text: str) -> Any:
+    """A file of autopar/data parsed by libyaml (about 10 times faster: `suggest` reads four), or None to
+    parse it as any other file. The same values: tests/unit/io/test_builtin_data.py parses every shipped
+    file both ways; anything libyaml refuses is parsed the slow way, which says why."""
+    if not getattr(yaml, "__with_libyaml__", False):
+        return None
+    loader = _CLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None or _expanded(node) > MAX_NODES:
+            return None
+        return loader.construct_document(node)
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None
+    finally:
+        loader.dispose()
+
+
+def _load_yaml(text: str, *, shipped: bool = False) -> Any:
     _precheck(text)
+    if shipped and (data := _load_shipped(text)) is not None:
+        return data
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -326,12 +364,13 @@ def _check_unicode(data: Any) -> Any:
     return data
 
 
-def parse(text: str, *, json_text: bool) -> Any:
-    """YAML or JSON text to plain values; raises ValueError with a one-line reason."""
-    return _check_unicode(_parse(text, json_text=json_text))
+def parse(text: str, *, json_text: bool, shipped: bool = False) -> Any:
+    """YAML or JSON text to plain values; raises ValueError with a one-line reason. `shipped`: the text of
+    a file of autopar/data (parsed faster, to the same values)."""
+    return _check_unicode(_parse(text, json_text=json_text, shipped=shipped))
 
 
-def _parse(text: str, *, json_text: bool) -> Any:
+def _parse(text: str, *, json_text: bool, shipped: bool = False) -> Any:
     if json_text:
         try:
             data = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
@@ -342,7 +381,7 @@ def _parse(text: str, *, json_text: bool) -> Any:
         _check_shape(data)
         return data
     try:
-        return _load_yaml(text)
+        return _load_yaml(text, shipped=shipped)
     except yaml.constructor.ConstructorError as exc:
         problem = str(getattr(exc, "problem", "") or "unsupported tag")
         if "could not determine a constructor" in problem:
@@ -361,7 +400,7 @@ def load_mapping(path: Path, *, err: type[AutoparError] = SpecError, cap: int = 
     """Load a YAML or JSON file whose top level must be a mapping."""
     text = read_text(path, err=err, cap=cap)
     try:
-        data = parse(text, json_text=path.suffix.lower() == ".json")
+        data = parse(text, json_text=path.suffix.lower() == ".json", shipped=path.resolve().is_relative_to(_SHIPPED))
     except ValueError as exc:  # also int() of a number with thousands of digits
         text = str(exc)
         if "integer string conversion" in text:

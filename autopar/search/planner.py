@@ -19,14 +19,14 @@ Two facts of the cost model keep the search exact while timing few plans:
   timed plan with no more memory is strictly faster than that (otherwise it can
   be neither recommended nor on the Pareto front, and is left out of the
   ranking; it still counts as feasible);
-- step time is at least cost/step.py step_floor (the stages' total compute spread
+- step time is at least cost/floors.py step_floor (the stages' total compute spread
   evenly, with the smallest bubble), found from per-layer times alone. Plans are
   timed from the highest such bound down, and once a bound falls below the KEEP-th
   fastest plan timed (and below the band of the fastest), the rest are skipped: the
   leading plans, all those at least that fast, rank exactly as with every plan
   timed. Reading further (the whole ranking, a plot of every plan) times the rest
   with the same memo. The bound is found in two levels (_time_jobs): one per layer
-  class first (cost/step.py class_floors, any ep and etp), a plan's own only where
+  class first (cost/floors.py class_floors, any ep and etp), a plan's own only where
   that one still clears the bar.
 
 Ranking: search/ranking.py.
@@ -41,9 +41,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
+from autopar.cost.floors import class_floors, step_floors
 from autopar.cost.memo import Memo
 from autopar.cost.memory import peak_bytes, variant_peaks
-from autopar.cost.step import class_floors, step_floors, step_parts, variant_step_seconds
+from autopar.cost.step import step_parts, variant_step_seconds
 from autopar.errors import InfeasibleError
 from autopar.search.ranking import TIE_BAND, Candidate, RankedPlans, dominated, rank, simplicity
 from autopar.search.space import (
@@ -80,16 +81,18 @@ class SearchResult:
 def search(
     model: ModelSpec, hw: HardwareProfile, job: Job, *, fixed: Mapping[str, object] | None = None,
     stack: StackProfile = NEUTRAL,
-    progress: Callable[[int, int], None] | None = None, keep: int | None = KEEP,
+    progress: Callable[[int, int], None] | None = None, keep: int | None = KEEP, share: Memo | None = None,
 ) -> SearchResult:
     """All feasible plans `stack` can launch, ranked by tokens/s as it runs them.
 
     `keep`: time at least the plans needed to rank this many exactly (the rest of the
-    ranking is completed if read); None times every plan. Raises InfeasibleError when
-    none fits, saying why.
+    ranking is completed if read); None times every plan. `share`: a memo of this job at
+    another GPU count and batch, whose values the search reuses (cost/memo.py). Raises
+    InfeasibleError when none fits, saying why.
     """
+    memo = Memo(model, hw, job, stack, share=share)
     with _no_cyclic_gc():
-        return _search(model, hw, job, stack_limits(stack, dict(fixed or {})), stack, progress, keep=keep)
+        return _search(memo, stack_limits(stack, dict(fixed or {})), progress, keep=keep)
 
 
 @contextmanager
@@ -107,9 +110,9 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _search(model: ModelSpec, hw: HardwareProfile, job: Job, fixed: dict[str, object], stack: StackProfile,
-            progress: Callable[[int, int], None] | None = None, *, keep: int | None = KEEP) -> SearchResult:
-    memo = Memo(model, hw, job, stack)
+def _search(memo: Memo, fixed: dict[str, object], progress: Callable[[int, int], None] | None = None, *,
+            keep: int | None = KEEP) -> SearchResult:
+    model, hw, job, stack = memo.model, memo.profile, memo.job, memo.stack
     cap = hw.memory_bytes
     considered = feasible = 0
     smallest: tuple[float, Plan, str, int] | None = None
@@ -219,9 +222,9 @@ class _Bar:
 
 def _time_jobs(memo: Memo, jobs: list[tuple[Plan, str, int, float]], bar: _Bar) -> list[float | None]:
     """Tokens/s of each job, None for those a pruned search skips: jobs are timed from the highest
-    upper bound (cost/step.py step_floor) down, until the bound falls below the bar.
+    upper bound (cost/floors.py step_floor) down, until the bound falls below the bar.
 
-    Two levels: each job starts at its layer class's bound (step.py class_floors, looser, shared by
+    Two levels: each job starts at its layer class's bound (floors.py class_floors, looser, shared by
     every ep and etp) and is refined to its step_floor only when it reaches the top of the heap, so a
     job whose class bound falls below the bar is never refined. Every bound held is at least the
     job's step_floor bound, so jobs are timed in the order of that bound (ties by index, as a stable

@@ -30,6 +30,22 @@ def test_fixed_length_suggest_and_estimate_never_import_numpy() -> None:
     assert out.strip() == "False"
 
 
+def test_a_training_suggest_loads_no_serving_model_and_no_other_formats() -> None:
+    """advise/bands.py names the serving estimate for its annotations only; io/schema/ builds a format's
+    pydantic models when a file of that format is read (a training answer reads no framework or
+    length distribution)."""
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from autopar.cli import app\n"
+        "r = CliRunner().invoke(app, ['suggest', 'llama3-8b', '--gpus', '8', '--json', '--hardware', 'h100-sxm'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('autopar.cost.serve', 'autopar.io.schema.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str([f"autopar.io.schema.{m}" for m in ("fields", "hardware", "messages", "model", "stack")])
+
+
 def _descriptor(annotation: Any, **info: Any) -> SimpleNamespace:
     fields = {"min": None, "max": None, "clamp": False, "parser": None, **info}
     return SimpleNamespace(annotation=annotation, file_annotation=None, parameter_info=SimpleNamespace(**fields))

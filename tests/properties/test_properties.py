@@ -13,12 +13,14 @@ import re
 import shlex
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from autopar.cost.floors import class_floors, step_floor
 from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown
-from autopar.cost.step import class_floors, estimate, step_floor
+from autopar.cost.step import estimate
 from autopar.emit.megatron import pipeline_items
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.profiles import parse_profile
@@ -190,6 +192,41 @@ def test_a_pruned_search_ranks_its_leading_plans_as_the_full_one(setup: tuple[Mo
     assert pruned.ranked[:exact] == full.ranked[:exact]
     assert (pruned.considered, pruned.feasible) == (full.considered, full.feasible)
     assert pruned.ranked.candidates == everything
+
+
+@SETTINGS
+@given(setups(), st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from([8, 16, 24, 32, 64]))
+def test_a_search_with_a_memo_of_other_gpu_counts_ranks_as_a_fresh_one(setup: tuple[ModelSpec, HardwareProfile, Job],
+                                                                         gpus: int, batch: int) -> None:
+    """cost/memo.py share=: `suggest --gpus auto` searches the counts of its curve with one store of values; a
+    search after one at another GPU count and batch (in either order) finds what a fresh search finds."""
+    model, hw, job = setup
+    assume(gpus <= hw.gpus_per_node or gpus % hw.gpus_per_node == 0)
+    other = replace(job, gpus=gpus, global_batch=batch)
+    shared = Memo(model, hw, job)
+    for first, then in ((other, job), (job, other)):
+        _search(model, hw, first, keep=None, share=shared)
+        fresh, reused = _search(model, hw, then, keep=None), _search(model, hw, then, keep=None, share=shared)
+        if fresh is None:
+            assert reused is None
+            continue
+        assert (reused.considered, reused.feasible) == (fresh.considered, fresh.feasible)
+        assert reused.ranked.candidates == fresh.ranked.candidates
+        assert reused.ranked[:8] == fresh.ranked[:8]
+        assert [c.plan for c in _search(model, hw, then, keep=1, share=shared).ranked.candidates[:1]] == [
+            fresh.ranked.candidates[0].plan]
+
+
+def test_a_memo_is_shared_only_across_gpu_counts_and_batches() -> None:
+    model = ModelSpec(name="m", layers=2, hidden_size=512, num_attention_heads=8, num_kv_heads=8, head_dim=64,
+                      ffn_hidden_size=1024, ffn_activation="swiglu", vocab_size=32000, seq_len=1024, max_seq_len=1024,
+                      tie_embeddings=True)
+    hw = parse_profile(toy_profile_dict(), where="toy.yaml")
+    job = Job(gpus=8, gpus_per_node=hw.gpus_per_node, global_batch=16, seq_len=1024)
+    shared = Memo(model, hw, job)
+    Memo(model, hw, replace(job, gpus=16, global_batch=64), share=shared)
+    with pytest.raises(ValueError, match="differ in GPU count and global batch"):
+        Memo(model, hw, replace(job, seq_len=512), share=shared)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)

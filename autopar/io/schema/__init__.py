@@ -21,29 +21,57 @@ only when a file is read, so that ``autopar --help`` does not pay for it.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# the formats, by kind, and the bounded values io/hf_schema.py builds on
-from autopar.io.schema.distribution import ComponentFile, DistFile, LognormalFile, MixtureEntry
-from autopar.io.schema.fields import (
-    Experts,
-    Experts0,
-    Heads,
-    Layers,
-    Layers0,
-    Small,
-    Small0,
-    Text,
-    Tokens,
-    Vocab,
-    Width,
-    Width0,
-)
-from autopar.io.schema.framework import FrameworkFile
-from autopar.io.schema.hardware import ProfileFile, VariantFile
-from autopar.io.schema.messages import describe, validate
-from autopar.io.schema.model import ModelFile
-from autopar.io.schema.stack import StackFile
+if TYPE_CHECKING:
+    # the formats, by kind, and the bounded values io/hf_schema.py builds on
+    from autopar.io.schema.distribution import ComponentFile, DistFile, LognormalFile, MixtureEntry
+    from autopar.io.schema.fields import (
+        Experts,
+        Experts0,
+        Heads,
+        Layers,
+        Layers0,
+        Small,
+        Small0,
+        Text,
+        Tokens,
+        Vocab,
+        Width,
+        Width0,
+    )
+    from autopar.io.schema.framework import FrameworkFile
+    from autopar.io.schema.hardware import ProfileFile, VariantFile
+    from autopar.io.schema.messages import describe, validate
+    from autopar.io.schema.model import ModelFile
+    from autopar.io.schema.stack import StackFile
+
+# Each name is imported from its module when first read (PEP 562): a reader builds the pydantic
+# models of its own format only (a training `suggest` builds no serving-framework or distribution model).
+_HOME = {
+    **dict.fromkeys(("ComponentFile", "DistFile", "LognormalFile", "MixtureEntry"), "distribution"),
+    **dict.fromkeys(
+        ("Experts", "Experts0", "Heads", "Layers", "Layers0", "Small", "Small0", "Text", "Tokens", "Vocab", "Width", "Width0"), "fields"
+    ),
+    "FrameworkFile": "framework",
+    "ProfileFile": "hardware",
+    "VariantFile": "hardware",
+    "describe": "messages",
+    "validate": "messages",
+    "ModelFile": "model",
+    "StackFile": "stack",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ComponentFile",
@@ -75,13 +103,13 @@ __all__ = [
 
 def schemas() -> dict[str, dict[str, Any]]:
     """JSON Schema of each format, by the name `autopar schema` takes."""
+    kinds = (
+        ("model", "ModelFile"),
+        ("hardware", "ProfileFile"),
+        ("distribution", "DistFile"),
+        ("stack", "StackFile"),
+        ("framework", "FrameworkFile"),
+    )
     return {
-        name: {"$schema": "https://json-schema.org/draft/2020-12/schema", **cls.model_json_schema()}
-        for name, cls in (
-            ("model", ModelFile),
-            ("hardware", ProfileFile),
-            ("distribution", DistFile),
-            ("stack", StackFile),
-            ("framework", FrameworkFile),
-        )
+        name: {"$schema": "https://json-schema.org/draft/2020-12/schema", **__getattr__(cls).model_json_schema()} for name, cls in kinds
     }

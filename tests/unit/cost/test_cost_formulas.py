@@ -206,3 +206,19 @@ def test_gemm_time_floor_is_the_best_efficiency(toy_hw: HardwareProfile) -> None
     assert gemm_time_floor(toy_hw, "bf16", 1e12) == pytest.approx(1e12 / (1e15 * 0.5 * 0.75))
     for pieces in (1, 10, 1000, 10**5):
         assert pieces * gemm_time(toy_hw, "bf16", 1e12 / pieces) >= gemm_time_floor(toy_hw, "bf16", 1e12)
+
+
+def test_gemm_time_is_kept_per_profile_and_equals_the_curve(toy_hw: HardwareProfile) -> None:
+    """kernels.gemm_time keeps its values per (profile, dtype, FLOPs): a kept value is the curve's, and a
+    profile with another peak gets its own (the toy: 1 PFLOP/s bf16, curve 0.5 at its top)."""
+    from dataclasses import replace
+
+    from autopar.cost import kernels
+
+    fresh = toy_hw.gemm_flops_per_efficiency("bf16", 1e12) / (1e15 * SUSTAINED)
+    assert gemm_time(toy_hw, "bf16", 1e12) == gemm_time(toy_hw, "bf16", 1e12) == fresh
+    faster = replace(toy_hw, peak_flops={**toy_hw.peak_flops, "bf16": 2e15})
+    assert gemm_time(faster, "bf16", 1e12) == fresh / 2
+    assert kernels._GEMMS[(id(faster), "bf16", 1e12)] == (faster, fresh / 2)
+    kernels._GEMMS.clear()
+    assert gemm_time(toy_hw, "bf16", 1e12) == fresh

@@ -383,3 +383,28 @@ def test_every_code_folder_is_a_package():
     missing = [str(d.relative_to(root)) for d in root.rglob("*") if d.is_dir() and any(d.glob("*.py"))
                and not (d / "__init__.py").exists()]
     assert missing == []
+
+
+SHIPPED = sorted(Path(autopar.__file__).parent.joinpath("data").rglob("*.yaml"))
+
+
+def test_every_shipped_file_is_parsed_by_libyaml_to_the_values_of_the_slow_parser() -> None:
+    """io/reading.py reads autopar/data with libyaml (start-up), any other file with the pure-Python loader
+    that tracks lines for messages: on every file we ship the two give equal values of equal types."""
+    from autopar.io.reading import _load_shipped, parse
+
+    assert len(SHIPPED) > 40 and yaml.__with_libyaml__
+    for path in SHIPPED:
+        text = path.read_text()
+        fast, slow = _load_shipped(text), parse(text, json_text=False)
+        assert fast is not None, path
+        assert fast == slow and repr(fast) == repr(slow), path
+
+
+def test_a_shipped_file_with_a_repeated_key_is_still_refused_with_its_line() -> None:
+    from autopar.io.reading import parse
+
+    with pytest.raises(ValueError, match=r"duplicate key 'a' \(at line 2\)"):
+        parse("a: 1\na: 2\n", json_text=False, shipped=True)
+    with pytest.raises(ValueError, match="malformed YAML at line 2"):
+        parse("a: [1\nb: 2\n", json_text=False, shipped=True)

@@ -1,0 +1,137 @@
+"""Lower bounds of a plan's step time, cheaper than timing it: the search's pruning (search/planner.py).
+
+Two levels: step_floor, from a plan's total stage time spread evenly over its stages with
+the smallest bubble; class_floors, looser, one per layer class (every expert placement at
+once), so that a search refines only the plans it keeps. Each is at most the step time
+(tests/properties/test_properties.py).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from autopar.cost.compute import Dims, LayerPlan, Shape, combine_parts, moe_floor, part_args
+from autopar.cost.layers import all_stages, kind_counts, loss_seconds, part_seconds
+from autopar.cost.memo import Memo
+from autopar.spec.families import KIND_PARTS
+from autopar.spec.plan import Plan
+
+
+class FloorKey(NamedTuple):
+    """What step_floor's stage total reads of a plan: LayerPlan's values and the micro-batch, flat."""
+
+    tp: int
+    cp: int
+    sp: bool  # in effect (tp > 1)
+    recompute: str
+    cp_comm: str
+    ep: int
+    etp: int
+    pipelined: bool
+    mbs: int
+    modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules
+
+
+def _floor_stages(memo: Memo, key: FloorKey) -> float:
+    lp = LayerPlan(
+        dims=Dims(tp=key.tp, cp=key.cp, sp=key.sp, recompute=key.recompute, modules=key.modules),
+        cp_comm=key.cp_comm,
+        ep=key.ep,
+        etp=key.etp,
+        pipelined=key.pipelined,
+    )
+    return memo.get(all_stages, (lp, key.mbs))
+
+
+FLOOR_SLACK = 1e-6  # relative; far above the rounding of two sums of the same terms in different orders
+
+
+def step_floor(memo: Memo, skeleton: Plan, recompute: str) -> float:
+    """A lower bound of the step seconds of `skeleton` with `recompute`, at any ZeRO stage, for a search
+    to skip plans that cannot rank high, at a fraction of variant_step_seconds' cost.
+
+    With m micro-batches, p stages, v chunks per stage, stage times t_i (worst w, total S = sum t_i):
+    the step is m * w (the worst stage's compute and exposed TP/CP/EP) plus the bubble
+    (S + (p-1) * p2p - w) / v plus p2p, DP sync, optimizer and overlap slowdown, none below zero
+    (compute_slowdown >= 1: checked). So step >= m * w + (S - w) / v, which grows with w (m >= 1 >= 1/v),
+    and w >= S / p: step >= S * (m / p + (p - 1) / (p * v)). Returns 0 where a term could be negative.
+    """
+    p = skeleton
+    if memo.profile.compute_slowdown < 1:
+        return 0.0
+    modules = p.recompute_modules if recompute == "selective" else ()
+    total = memo.get(_floor_stages, FloorKey(p.tp, p.cp, p.sp and p.tp > 1, recompute, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs, modules))
+    m = memo.job.global_batch // (p.dp * p.mbs)
+    return total * (m / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
+
+
+def step_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
+    """step_floor of each (skeleton, recompute), with what they share read once (the search's hot path)."""
+    if memo.profile.compute_slowdown < 1:
+        return [0.0] * len(jobs)
+    get, batch, keep = memo.get_by, memo.job.global_batch, 1 - FLOOR_SLACK
+    return [
+        get(
+            _floor_stages,
+            (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs, p.recompute_modules if r == "selective" else ()),
+            FloorKey._make,
+        )
+        * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp))
+        * keep
+        for p, r in jobs
+    ]
+
+
+class ClassKey(NamedTuple):
+    """A layer class: what every layer's time reads of a plan but its experts' placement (ep, etp) and
+    pipelining (which only hides the EP all-to-all)."""
+
+    tp: int
+    cp: int
+    sp: bool  # in effect (tp > 1)
+    recompute: str
+    cp_comm: str
+    mbs: int
+    modules: tuple[str, ...] = ()  # under selective: Megatron's recomputed modules
+
+
+def _class_stages(memo: Memo, key: ClassKey) -> float:
+    """A lower bound of all_stages for every plan of this layer class: layers without experts as they are
+    timed, the MoE sub-layer at compute.moe_floor, its exposed all-to-all at 0 (the pipelined pairing
+    only hides it, at an overlap slowdown of at least 1)."""
+    stack, hw = memo.stack, memo.profile
+    dims = Dims(tp=key.tp, cp=key.cp, sp=key.sp, recompute=key.recompute, modules=key.modules)
+    lp = LayerPlan(dims=dims, cp_comm=key.cp_comm, ep=1, etp=1, pipelined=False)
+    shape = Shape(dtype=memo.job.dtype, seq_len=memo.job.seq_len, mbs=key.mbs, stack=stack)
+    total = 0.0
+    for kind, n in memo.get(kind_counts, None):
+        names = KIND_PARTS[kind]
+        parts = [memo.get(part_seconds, (p, shape, part_args(p, lp))) for p in names if p != "moe"]
+        if "moe" not in names:
+            total += n * combine_parts(hw, parts, pipelined=False, stack=stack).total
+            continue
+        host_s = (stack.layer_overhead_us + stack.moe_host_us) * 1e-6
+        total += n * (sum(t.total for t in parts) + memo.get(_moe_floor, (shape, dims)) + host_s)
+    return total + memo.get(loss_seconds, (key.tp, key.cp, key.mbs))
+
+
+def _moe_floor(memo: Memo, key: tuple[Shape, Dims]) -> float:
+    return moe_floor(memo.model, memo.profile, *key)
+
+
+def class_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
+    """A lower bound of step_floor of each (skeleton, recompute), from its layer class (ClassKey): one
+    bound serves every ep and etp, so a search refines (step_floor) only the plans this bound keeps."""
+    if memo.profile.compute_slowdown < 1:
+        return [0.0] * len(jobs)
+    get, batch, keep = memo.get_by, memo.job.global_batch, 1 - 2 * FLOOR_SLACK
+    return [
+        get(
+            _class_stages,
+            (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.mbs, p.recompute_modules if r == "selective" else ()),
+            ClassKey._make,
+        )
+        * (batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp))
+        * keep
+        for p, r in jobs
+    ]
