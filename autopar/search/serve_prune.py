@@ -25,7 +25,7 @@ simulated (cost/serve_sim.py, the costly part): R attention ranks of at most
 k = round(b) requests each, b = min(C / R, what the KV cache holds), steps
 that cost at least the decode step at their decode batch (prompt tokens,
 eager launches and the serving process only add to it), linear between the
-steps at batch 1 and b (cost/serve_load.py closed_loop). So
+steps at batch 1 and b (cost/serve_loop.py closed_loop). So
 
     tokens/s per user  <= 1 / t(1)        (t(b) when k = 1: the step is t(b))
     tokens/s per GPU   <= R max(b, k) / (t(b) G)
@@ -88,10 +88,13 @@ def ttft_floor(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workl
         alone = prefill_time(model, hw, dep.engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
         riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
         return riding + (fw.prefill_slowdown - 1) * alone.total + fw.ttft_overhead_s
-    pstep = prefill_time(model, hw, dep.prefill, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl,
-                         fw=for_deployment(dep, "prefill"))
-    return (pstep.total * fw.prefill_slowdown + _step(model, hw, dep, wl, 0.0).total
-            + kv_transfer_time(model, hw, dep, isl=wl.isl) + fw.ttft_overhead_s)
+    pstep = prefill_time(model, hw, dep.prefill, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=for_deployment(dep, "prefill"))
+    return (
+        pstep.total * fw.prefill_slowdown
+        + _step(model, hw, dep, wl, 0.0).total
+        + kv_transfer_time(model, hw, dep, isl=wl.isl)
+        + fw.ttft_overhead_s
+    )
 
 
 def _running(dep: Deployment, wl: Workload, *, held: int) -> float:
@@ -102,8 +105,9 @@ def _running(dep: Deployment, wl: Workload, *, held: int) -> float:
 
 def _step(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, batch: float) -> StepTime:
     """The decode step the estimate prices at `batch` (cached: cost/serve_memo.py)."""
-    return decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=batch,
-                       context=wl.isl + wl.osl / 2, fw=for_deployment(dep))
+    return decode_step(
+        model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=batch, context=wl.isl + wl.osl / 2, fw=for_deployment(dep)
+    )
 
 
 class Staircase:
