@@ -52,6 +52,7 @@ def serve_suggest(
 ) -> ServeSuggestResult:
     """Search serving deployments (`autopar serve suggest`; same options)."""
     from autopar.advise import serve as advise
+    from autopar.advise import serve_launch
     from autopar.render.serve import suggestion_dict
 
     ctx = advise.options_context(
@@ -67,7 +68,7 @@ def serve_suggest(
     result = advise.suggest(
         ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms, modes=advise.parse_modes(modes), kv_dtypes=advise.kv_dtypes(kv_dtype)
     )
-    launched = advise.launch(ctx, emit, result.best) if emit and result.best is not None else None
+    launched = serve_launch.launch(ctx, emit, result.best) if emit and result.best is not None else None
     doc = suggestion_dict(ctx, result, launched)
     return build(
         ServeSuggestResult,
@@ -116,6 +117,7 @@ def serve_estimate(
 ) -> ServeEstimateResult:
     """One serving deployment, explained (`autopar serve estimate`; same options)."""
     from autopar.advise import serve as advise
+    from autopar.advise import serve_launch
     from autopar.render.serve import estimate_dict, launch_dict
     from autopar.spec.serve import Workload
 
@@ -141,5 +143,5 @@ def serve_estimate(
         ),
     )
     est = advise.explain(ctx, dep, Workload(isl=isl, osl=osl, concurrency=concurrency))
-    launched = advise.launch(ctx, emit, est) if emit else None
+    launched = serve_launch.launch(ctx, emit, est) if emit else None
     return _serve_estimate({**estimate_dict(ctx, est), **launch_dict(launched)})

@@ -28,7 +28,8 @@ from autopar.cli.options import (
 from autopar.cli.run import console
 
 if TYPE_CHECKING:
-    from autopar.advise.serve import ServeContext, ServeLaunch, ServeSweep
+    from autopar.advise.serve import ServeContext, ServeSweep
+    from autopar.advise.serve_launch import ServeLaunch
     from autopar.render.answer import PlotSummary
 
 
@@ -116,6 +117,7 @@ def estimate_cmd(
 ) -> None:
     """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory."""
     from autopar.advise import serve as advise
+    from autopar.advise import serve_launch
     from autopar.render import serve as render
     from autopar.spec.serve import Workload
 
@@ -146,7 +148,7 @@ def estimate_cmd(
         ),
     )
     est = advise.explain(ctx, dep, wl)
-    launched = advise.launch(ctx, emit, est) if emit else None
+    launched = serve_launch.launch(ctx, emit, est) if emit else None
     if json_out:
         print(render.estimate_json(ctx, est, launched))
     else:
@@ -190,6 +192,7 @@ def suggest_cmd(
 ) -> None:
     """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""
     from autopar.advise import serve as advise
+    from autopar.advise import serve_launch
     from autopar.advise.serve import DEFAULT_TARGETS_TEXT
     from autopar.render import serve as render
     from autopar.render.progress import progress_after
@@ -220,7 +223,7 @@ def suggest_cmd(
     )
     with progress_after("pricing deployments", enabled=not json_out) as tick:
         result = search(progress=tick)
-    launched = advise.launch_best(ctx, emit, result, lambda keep: search(keep=keep)) if emit and result.best is not None else None
+    launched = serve_launch.launch_best(ctx, emit, result, lambda keep: search(keep=keep)) if emit and result.best is not None else None
     saved, plotted = _front_files(ctx, result, launched, save_dir=save_dir, plot=plot)
     if json_out:
         print(render.suggestion_json(ctx, result, launched, saved=saved, plot=plotted))

@@ -6,11 +6,11 @@ and aiperf drive a server). Per attention rank n = concurrency / (engines x
 attention-DP ranks) requests share every step.
 
 Aggregated (prefill and decode on the same engines): the closed loop is run
-step by step under the framework's scheduler (cost/serve_sim.py, closed_loop
-below): which prompts wait behind which, and which prompts land in a request's
-decode steps, follow from the policy. A step costs the decode step at its
-batch plus each prompt token riding in it (its prefill less the weight read
-the step already makes, cost/serve.py prefill_in_step).
+step by step under the framework's scheduler (cost/serve_sim.py; the loop:
+cost/serve_loop.py): which prompts wait behind which, and which prompts land
+in a request's decode steps, follow from the policy. A step costs the decode
+step at its batch plus each prompt token riding in it (its prefill less the
+weight read the step already makes, cost/serve.py prefill_in_step).
 - The run is the benchmark's: PROMPTS_PER_REQUEST x concurrency requests, the
   first `concurrency` of them arriving together (a warm-up-free run, like the
   command autopar prints); Workload.warmed measures the steady state alone.
@@ -41,14 +41,13 @@ from autopar.cost.serve import (
     decode_step,
     kv_bytes_per_token,
     kv_pool_bytes,
-    prefill_in_step,
     prefill_time,
     state_bytes_per_request,
     weight_bytes_per_gpu,
 )
 from autopar.cost.serve_disagg import EMPTY, RHO_SATURATED, DisaggLoop
+from autopar.cost.serve_loop import closed_loop
 from autopar.cost.serve_memo import remembered
-from autopar.cost.serve_sim import LoopResult, Scheduler, StepCost, simulate
 from autopar.errors import SpecError
 from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
@@ -56,16 +55,6 @@ from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload, for_deployment
 from autopar.spec.topology import Group
 from autopar.spec.units import GIB
-
-# requests the benchmark client sends per request in flight (emit/serving.py PROMPTS_PER_SLOT: the
-# --num-prompts of the benchmark command autopar prints)
-PROMPTS_PER_REQUEST = 10
-# with a serving process that may fall behind (Framework.host_token_s), the steady loop leaves out the
-# first HOST_WARMUP rounds of C requests while its lag builds and averages over HOST_ROUNDS more, as the
-# lag swings from round to round (the rounds tried: docs/calibration.md, host_token_s)
-HOST_WARMUP = 2
-HOST_ROUNDS = 3
-HOST_NEAR = 0.7  # ... when one round's tokens/s is above 0.7 of the process's 1 / host_token_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -265,81 +254,6 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
         ttft_parts=ttft_parts,
         tpot_parts=_tpot_parts(step, tpot),
         saturated=saturated,
-    )
-
-
-def closed_loop(
-    model: ModelSpec,
-    hw: HardwareProfile,
-    dep: Deployment,
-    wl: Workload,
-    *,
-    step: StepTime,
-    alone: StepTime,
-    running: float,
-    kv_tokens: int = 0,
-) -> LoopResult:
-    """The benchmark's closed loop on one attention rank, step by step (cost/serve_sim.py).
-
-    A step with d decode requests and p prompt tokens costs the decode step
-    at batch d (linear between the decode steps at batch 1 and `running`)
-    plus p / isl of a prompt's prefill riding in a step (prefill_in_step: its
-    prefill less the weight read the step already makes). A framework that
-    admits by the KV pool it has left (Framework.admission other than
-    reserve_full) is given the rank's `kv_tokens`."""
-    fw = for_deployment(dep)
-    conc = max(1, round(running))
-    one = (
-        decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=1.0, context=wl.isl + wl.osl / 2, fw=fw).total
-        if conc > 1
-        else step.total
-    )
-    per_decode = (step.total - one) / (conc - 1) if conc > 1 else 0.0
-    riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
-    eager = fw.eager_layer_s * model.layers / dep.engine.pp if fw.graph_sizes else 0.0
-    cost = StepCost(
-        fixed=one - per_decode,
-        per_decode=per_decode,
-        per_token=riding / wl.isl,
-        eager_s=eager,
-        graph_sizes=frozenset(fw.graph_sizes),
-        host_per_decode=fw.host_request_s,
-    )
-    sched = Scheduler(
-        policy=fw.policy,
-        budget=fw.chunk_tokens,
-        chunked=fw.chunked,
-        max_seqs=fw.max_seqs,
-        kv_tokens=kv_tokens if fw.admission != "reserve_full" else 0,
-        overlap=fw.overlap,
-        mixed=fw.mixed_chunk,
-        admission="room" if fw.admission == "reserve_ratio" else "blocks",
-        retract_steps=fw.retract_steps,
-        prefill_tokens=fw.max_prefill_tokens,
-        host_token_s=fw.host_token_s * dep.engine.dp,
-    )
-    if fw.policy == "prefill_first" and not fw.mixed_chunk:  # every cycle re-forms the clients' first wave
-        return simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=PROMPTS_PER_REQUEST * conc)
-    steady = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc, staggered=True)
-    if sched.host_token_s * conc * wl.osl > HOST_NEAR * (steady.ttft_s + (wl.osl - 1) * steady.tpot_s):
-        # the serving process (Framework.host_token_s) sets the loop's pace: its lag builds over the first
-        # requests, so the steady loop is run longer and its first rounds left out
-        warm = conc * HOST_WARMUP
-        steady = simulate(
-            cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc * HOST_ROUNDS + warm, staggered=True, warmup=warm
-        )
-    if wl.warmed:
-        return steady
-    wave = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc)
-    k = PROMPTS_PER_REQUEST
-    return LoopResult(
-        ttft_s=(wave.ttft_s + (k - 1) * steady.ttft_s) / k,
-        tpot_s=(wave.tpot_s + (k - 1) * steady.tpot_s) / k,
-        seconds=wave.seconds + (k - 1) * steady.seconds,
-        steps=wave.steps + (k - 1) * steady.steps,
-        late_s=(wave.late_s + (k - 1) * steady.late_s) / k,
-        preempted=steady.preempted,
-        refused=steady.refused,
     )
 
 

@@ -54,7 +54,8 @@ def table_files(stem: str, rows: Sequence[dict[str, Any]]) -> dict[str, str]:
 def suggestion_files(s: Suggestion, top: int, *, launch: Launch | None = None) -> dict[str, str]:
     """suggest --save-dir: the plans, the --json document and the launch with the files it reads."""
     from autopar.advise.launch import script_text
-    from autopar.render.report import plan_dict, plan_text, suggestion_json
+    from autopar.render.labels import plan_text
+    from autopar.render.report import plan_dict, suggestion_json
 
     files = table_files(
         "plans", [{"plan": plan_text(e), **plan_dict(e, s.bands(e), headroom_bytes=s.ctx.headroom_bytes)} for e in s.plans[:top]]

@@ -2,7 +2,7 @@
 
 The chart marks the Pareto front (the plans that no other beats on both axes: more tokens/s
 for no more memory) and names the recommended plan above the axes, clear of the points, with the
-label the text table uses (``report.plan_text``). It is drawn with matplotlib, an optional extra
+label the text table uses (``labels.plan_text``). It is drawn with matplotlib, an optional extra
 (INSTALL_HINT) so that the core install stays small; matplotlib is imported only here, only when
 a plot is asked for. ``.svg`` writes the chart; ``.html`` writes a self-contained page with the
 same SVG inline and a table of the Pareto plans.
@@ -29,7 +29,7 @@ from autopar.advise.train import Candidate, Suggestion
 from autopar.cost.step import Estimate
 from autopar.errors import SpecError
 from autopar.render.answer import PlotSummary
-from autopar.render.report import plan_text
+from autopar.render.labels import plan_text
 from autopar.spec.units import GIB
 
 if TYPE_CHECKING:

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from autopar.advise.bands import TrainingBands, pair
-from autopar.advise.train import Candidate, Context, Explained, Suggestion
+from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
 from autopar.render.answer import PlotSummary, checked, dumps, mfu_ceiling
+from autopar.render.labels import distinct_layouts, figure, legend, plan_label, plan_text
 from autopar.render.text import say, shell_text, table
-from autopar.spec.error_model import Interval, Lookup
+from autopar.spec.error_model import Lookup
 from autopar.spec.text import counted
 from autopar.spec.units import GIB
 
@@ -207,14 +208,6 @@ def render_launch(console: Console, launch: Launch | None) -> None:
 FIT_MARK = {"likely": "~", "borderline": "!"}  # after GiB in the suggest table; a sure fit has none
 
 
-def figure(value: float, band: Interval | None, *, column: bool = False) -> str:
-    """1,082 (±6%), the band's half-width over the value (--json has its two ends); in a table column
-    1,082 ±6%; 1,082 without a band."""
-    if band is None:
-        return f"{value:,.0f}"
-    return f"{value:,.0f} ±{band.spread:.0%}" if column else f"{value:,.0f} (±{band.spread:.0%})"
-
-
 def _header(console: Console, ctx: Context) -> None:
     j, m = ctx.job, ctx.model
     batch = f"{j.global_batch} sequences" + (" (default: about 4M tokens)" if ctx.batch_defaulted else "")
@@ -232,56 +225,6 @@ def _header(console: Console, ctx: Context) -> None:
         f"memory: a plan fits in the GPU's {ctx.hw.memory_bytes / GIB:.1f} GiB; it should leave "
         f"{ctx.headroom_bytes / GIB:.1f} GiB free (--headroom {ctx.headroom})",
     )
-
-
-def plan_label(est: Estimate | Candidate) -> str:
-    """The layout as the tables show it: dp8 tp4+sp pp2 vpp2 cp2(ag) ep4."""
-    p = est.plan
-    bits = [f"dp{p.dp}", f"tp{p.tp}" + ("+sp" if p.sp else ""), f"pp{p.pp}"]
-    if p.vpp > 1:
-        bits.append(f"vpp{p.vpp}")
-    if p.cp > 1:
-        bits.append(f"cp{p.cp}" + ("(ag)" if p.cp_comm == "allgather" else ""))
-    if p.ep > 1:
-        bits.append(f"ep{p.ep}")
-    if p.etp > 1:
-        bits.append(f"etp{p.etp}")
-    return " ".join(bits)
-
-
-def plan_text(est: Estimate | Candidate) -> str:
-    """The whole plan in one line, as "recommended:" says it: the layout, mbs, recompute (with its modules), ZeRO."""
-    p = est.plan
-    return f"{plan_label(est)}, mbs {p.mbs}, recompute {p.recompute_label}, ZeRO-{p.zero}"
-
-
-LEGEND = (
-    ("+sp", "+sp: sequence parallelism with tp"),
-    ("(ag)", "cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)"),
-    ("vpp", "vppN: interleaved pipeline stages per rank"),
-    ("etp", "etpN: expert tensor parallelism"),
-)
-
-
-def legend(labels: Sequence[str]) -> str | None:
-    """One line explaining the plan notations that `labels` use (plan_label's), or None."""
-    found = [text for mark, text in LEGEND if any(mark in label for label in labels)]
-    return "; ".join(found) if found else None
-
-
-def distinct_layouts(ranked: Sequence[Estimate], top: int) -> list[Estimate]:
-    """The first `top` plans with distinct degrees (dp, tp, pp, cp, ep): interleaving depth, micro-batch,
-    recompute and ZeRO variants of a layout already shown are left out."""
-    seen: set[tuple[int, ...]] = set()
-    out = []
-    for e in ranked:
-        key = (e.plan.dp, e.plan.tp, e.plan.pp, e.plan.cp, e.plan.ep)
-        if key not in seen:
-            seen.add(key)
-            out.append(e)
-            if len(out) == top:
-                break
-    return out
 
 
 def render_suggestion(

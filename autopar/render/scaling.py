@@ -8,7 +8,8 @@ from rich.console import Console
 
 from autopar.advise.questions import Scaling
 from autopar.render.answer import checked, dumps, mfu_ceiling
-from autopar.render.report import context_dict, figure, plan_dict, plan_label
+from autopar.render.labels import figure, plan_label
+from autopar.render.report import context_dict, plan_dict
 from autopar.render.text import say, table
 from autopar.spec.units import GIB
 

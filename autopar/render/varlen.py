@@ -15,7 +15,8 @@ from autopar.advise.bands import TrainingBands
 from autopar.advise.train import Context
 from autopar.advise.varlen import VarlenCandidate, VarlenExplained, VarlenSuggestion
 from autopar.render.answer import checked, dumps, mfu_ceiling
-from autopar.render.report import bands_dict, context_dict, figure, plan_dict, plan_label
+from autopar.render.labels import figure, plan_label
+from autopar.render.report import bands_dict, context_dict, plan_dict
 from autopar.render.text import say, table
 
 SPARK = " ▁▂▃▄▅▆▇█"

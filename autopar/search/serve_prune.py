@@ -36,7 +36,7 @@ simulated (cost/serve_sim.py, the costly part): R attention ranks of at most
 k = round(b) requests each, b = min(C / R, what the KV cache holds), steps
 that cost at least the decode step at their decode batch (prompt tokens,
 eager launches and the serving process only add to it), linear between the
-steps at batch 1 and b (cost/serve_load.py closed_loop). So
+steps at batch 1 and b (cost/serve_loop.py closed_loop). So
 
     tokens/s per user  <= 1 / t(1)        (t(b) when k = 1: the step is t(b))
     tokens/s per GPU   <= R max(b, k) / (t(b) G)

@@ -286,7 +286,7 @@ def test_counts_of_one_are_singular() -> None:
 
 def test_the_plan_notation_is_explained_where_it_is_used() -> None:
     # issue 25: "+sp", "cp2(ag)", "adp" were never explained
-    from autopar.render.report import legend
+    from autopar.render.labels import legend
 
     assert legend(["dp4 tp2+sp pp1", "dp1 tp1 pp1 cp8(ag)"]) == (
         "+sp: sequence parallelism with tp; cpN(ag): context parallelism that all-gathers K/V (cpN: a ring exchange)"

@@ -50,7 +50,7 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
     if reserve or not high.saturated:
         assert high.tpot_s >= low.tpot_s * (1 - TOLERANCE)
     # the serving process's lag (Framework.host_token_s, TensorRT-LLM) is read off a warm-up whose rounds
-    # swing (cost/serve_load.py HOST_NEAR; docs/calibration.md): TTFT less that lag must not fall
+    # swing (cost/serve_loop.py HOST_NEAR; docs/calibration.md): TTFT less that lag must not fall
     # (trtllm tp4, isl 16, osl 2310, 83 -> 85 requests: the lag 388 -> 375 ms)
     assert high.ttft_s - high.ttft_parts["serving"] >= (low.ttft_s - low.ttft_parts["serving"]) * (1 - TOLERANCE)
     assert min(low.tpot_parts.values()) >= 0 and min(low.ttft_parts.values()) >= 0

@@ -195,7 +195,7 @@ def test_agg_ttft_of_a_prefill_first_framework_is_a_wave(toy_hw: HardwareProfile
     # SGLang 0.5.1 runs waiting prompts before decodes and keeps decode tokens out of prefill steps: the 16
     # prompts of 1024 arrive together, 8 fill each 8192-token step, the first 8 get their token with step 1
     # and the rest with step 2 (mean 1.5 steps); they decode together, end together, and the next wave does
-    # the same. A prefill step costs the step's fixed part plus 8 prompts riding (cost/serve_load.closed_loop).
+    # the same. A prefill step costs the step's fixed part plus 8 prompts riding (cost/serve_loop.closed_loop).
     m, eng = gpt_like(), Engine(tp=1)
     fw = load_framework("sglang@0.5.1")
     assert fw.policy == "prefill_first" and fw.prefill_slowdown == 1.0

@@ -134,7 +134,7 @@ def test_unknown_policy() -> None:
 
 
 def test_the_loop_runs_as_many_requests_as_the_printed_benchmark() -> None:
-    from autopar.cost.serve_load import PROMPTS_PER_REQUEST
+    from autopar.cost.serve_loop import PROMPTS_PER_REQUEST
     from autopar.emit.serving import PROMPTS_PER_SLOT
 
     assert PROMPTS_PER_REQUEST == PROMPTS_PER_SLOT == 10

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from autopar.advise import train as advise
 from autopar.advise.train import Suggestion
 from autopar.cli import app
-from autopar.render import plot, report
+from autopar.render import labels, plot
 
 needs_matplotlib = pytest.mark.skipif(find_spec("matplotlib") is None, reason="needs the plot extra (matplotlib)")
 
@@ -93,7 +93,7 @@ def test_svg_holds_every_pareto_point_and_the_recommended_plan(tmp_path: Path) -
     assert "recommended" in ids and "plans" in ids
     text = " ".join(t.text or "" for t in root.iter(f"{SVG_NS}text"))
     best = s.plans[0]
-    assert f"recommended: {report.plan_text(best)};" in text
+    assert f"recommended: {labels.plan_text(best)};" in text
     assert "peak memory per GPU (GiB)" in text
     assert os.listdir(tmp_path) == ["plans.svg"]
 
@@ -167,7 +167,7 @@ def test_page_count_is_the_texts_and_the_label_is_the_tables(tmp_path: Path) -> 
     ranked = s.result.ranked
     assert len(ranked) < doc["feasible"]
     assert f"<p>{doc['feasible']} feasible plans of {doc['considered']} searched ({len(ranked)} timed and drawn;" in page
-    best = report.plan_text(s.plans[0])  # the recommendation after the re-ranking within the error band
+    best = labels.plan_text(s.plans[0])  # the recommendation after the re-ranking within the error band
     assert best == "dp24 tp1 pp1, mbs 1, recompute none, ZeRO-3" and f"recommended: {best}, " in page
 
 
@@ -181,7 +181,7 @@ def test_recommended_label_sits_outside_the_plot_area() -> None:
     ax = fig.axes[0]
     box, area = label.get_window_extent(renderer), ax.get_window_extent(renderer)
     assert box.y0 >= area.y1  # above the axes: no point, no front line, whatever the data
-    assert label.get_text().startswith(f"\u2605 recommended: {report.plan_text(suggestion().plans[0])};")
+    assert label.get_text().startswith(f"\u2605 recommended: {labels.plan_text(suggestion().plans[0])};")
 
 
 @needs_matplotlib
@@ -196,7 +196,7 @@ def test_every_point_names_its_plan_on_hover(tmp_path: Path) -> None:
     assert len(uses) == len(titled) > 10
     names = {(t.text or "").split(":")[0].split(" (and")[0] for t in cloud.iter(f"{SVG_NS}title")}
     ranked = suggestion().result.ranked
-    assert names <= {report.plan_text(c) for c in ranked.candidates}
+    assert names <= {labels.plan_text(c) for c in ranked.candidates}
     front = plot.pareto_front(ranked)
     for i, e in enumerate(front):
         title = groups[f"pareto-{i}-{plot.plan_slug(e)}"].find(f"{SVG_NS}title")

@@ -131,7 +131,7 @@ def test_search_ranks_by_throughput_and_all_fit(toy_hw: HardwareProfile) -> None
 
 
 def test_distinct_layouts_keep_the_best_variant_of_each(toy_hw: HardwareProfile) -> None:
-    from autopar.render.report import distinct_layouts
+    from autopar.render.labels import distinct_layouts
 
     ranked = search(llama70b(), toy_hw, Job(gpus=64, gpus_per_node=8, global_batch=512, seq_len=8192)).ranked
     shown = distinct_layouts(ranked, 5)
