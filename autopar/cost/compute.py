@@ -19,7 +19,16 @@ from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
 from autopar.cost.experts import moe_floor, moe_time
 from autopar.cost.flops import FLASH_BWD_OVER_FWD, attention_fwd_flops, logits_gemm, part_gemms, ssd_scan_flops
-from autopar.cost.kernels import elementwise_time, fp8_cast_time, gemm_time, gemms_time, hopper_or_later, memory_time, op_sac
+from autopar.cost.kernels import (
+    elementwise_time,
+    fp8_cast_time,
+    gemm_time,
+    gemms_time,
+    hopper_or_later,
+    memory_time,
+    op_sac,
+    sustained,
+)
 from autopar.cost.shape import Dims, Shape
 from autopar.cost.sublayer import BlockTime, act_elems, assemble, norm_residual_bytes, norm_time, tp_collectives
 from autopar.spec.families import KIND_PARTS
@@ -136,7 +145,7 @@ def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, 
     flops = attention_fwd_flops(model, seq_len=shape.seq_len, batch=shape.mbs, tp=plan.tp, cp=plan.cp)
     chunk = shape.seq_len / plan.cp
     eff = hw.attention_efficiency("bf16", chunk) * shape.stack.attention_factor(chunk, hopper=hopper_or_later(hw))
-    attn_fwd = flops / (hw.peak("bf16") * eff * cal.SUSTAINED_TENSOR_EFFICIENCY)
+    attn_fwd = flops / (hw.peak("bf16") * eff * sustained(hw))
     attn_bwd = FLASH_BWD_OVER_FWD * attn_fwd
     rope = cal.ACT_BYTES * 2 * (_q_width(model) + _k_width(model)) / plan.tp * tokens
     mem = elementwise_time(hw, shape, norm_residual_bytes(model, plan, tokens) + rope)
