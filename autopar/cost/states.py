@@ -86,6 +86,7 @@ def state_bytes(
     grad_bytes: float = cal.GRAD_BYTES,
     fsdp_master: bool = False,
     gather_bytes: float = cal.WEIGHT_BYTES,
+    optimizer_bytes: float = cal.OPTIMIZER_BYTES,
 ) -> tuple[float, float, float]:
     """(weights, grads, optimizer) bytes for `params` under a ZeRO stage over `shards` ranks.
 
@@ -95,6 +96,8 @@ def state_bytes(
     (4 B) and the optimizer holds only Adam's two moments (8 B); below ZeRO-3 (FSDP2
     reshard_after_forward=False, FSDP1 SHARD_GRAD_OP) the gathered `gather_bytes` copy of every
     weight is held from forward to backward as well (habits.FSDP2_STATE).
+    `optimizer_bytes`: the optimizer's bytes per parameter otherwise (fp32 master, Adam m and v: 12; the
+    stack's, StackProfile.optimizer_state_bytes).
     """
     if fsdp_master:
         st = FSDP2_STATE
@@ -104,7 +107,7 @@ def state_bytes(
         return w, g, params * st.optimizer / shard
     w = params * cal.WEIGHT_BYTES
     g = params * grad_bytes
-    o = params * cal.OPTIMIZER_BYTES
+    o = params * optimizer_bytes
     if zero >= 1:
         o /= shards
     if zero >= 2:
@@ -130,6 +133,7 @@ def memory_floor(model: ModelSpec, job: Job, stack: StackProfile = NEUTRAL) -> f
         grad_bytes=stack.grad_bytes(job.dtype),
         fsdp_master=stack.fsdp_master,
         gather_bytes=stack.gather_bytes,
+        optimizer_bytes=stack.optimizer_state_bytes(job.dtype),
     )
     return FLOOR_SHARE * (w + g + o) + stack.fixed_overhead_gib * 2**30
 
@@ -151,10 +155,25 @@ def rank_states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float],
     for dense, expert in memo.get(end_params, p):
         grad = stack.grad_bytes(memo.job.dtype)
         gathered = 1 if fp8 and stack.fp8_gather else stack.gather_bytes
-        w, g, o = state_bytes(dense, zero=key.zero, shards=dp_shards, grad_bytes=grad, fsdp_master=stack.fsdp_master, gather_bytes=gathered)
+        opt = stack.optimizer_state_bytes(memo.job.dtype)
+        w, g, o = state_bytes(
+            dense,
+            zero=key.zero,
+            shards=dp_shards,
+            grad_bytes=grad,
+            gather_bytes=gathered,
+            optimizer_bytes=opt,
+            fsdp_master=stack.fsdp_master,
+        )
         if expert:
             ew, eg, eo = state_bytes(
-                expert, zero=key.zero, shards=expert_shards, grad_bytes=grad, fsdp_master=stack.fsdp_master, gather_bytes=gathered
+                expert,
+                zero=key.zero,
+                shards=expert_shards,
+                grad_bytes=grad,
+                gather_bytes=gathered,
+                optimizer_bytes=opt,
+                fsdp_master=stack.fsdp_master,
             )
             w, g, o = w + ew, g + eg, o + eo
         if fp8 and stack.fp8_weight_copy_bytes:

@@ -238,7 +238,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         fixed_overhead_gib=m.fixed_overhead_gib, allocator_fragmentation=m.allocator_fragmentation,
         activation_saves=m.activation_saves, fsdp_master=m.fsdp_master, gather_bytes=m.gather_bytes,
         root_gathered=m.root_gathered, logit_peak_bytes=m.logit_peak_bytes, logit_peak_bytes_tp=m.logit_peak_bytes_tp,
-        tp_saves_gathered=m.tp_saves_gathered,
+        tp_saves_gathered=m.tp_saves_gathered, optimizer_bytes=m.optimizer_bytes, fp8_optimizer_bytes=m.fp8_optimizer_bytes,
         parallelisms=tuple(r.parallelisms), cp_comms=tuple(r.cp_comms), zero_stages=tuple(r.zero_stages),
         vpp=r.vpp, equal_stages=r.equal_stages, ep_over_tp=r.ep_over_tp, experts_whole_with_ep=r.experts_whole_with_ep,
         pipeline_counts_embedding=r.pipeline_counts_embedding, recompute_modules=tuple(r.recompute_modules),
