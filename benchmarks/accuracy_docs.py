@@ -59,6 +59,9 @@ def headline_table() -> str:
     lines += ["", "| fitted constant | value (unfitted) | its source: MAPE (unfitted) | other sources: MAPE (unfitted) | "
               "keep rule |", "|---|---|---|---|---|"]
     for r in doc["rule"]:
+        if "fit" in r:  # set on rows of several sources: refit without each for its leave-one-source-out score
+            v = r["refit_without"].values()
+            r = {**r, "source": f"{r['source']} ({len(v)} sources; refit without each {min(v):.3f}-{max(v):.3f})"}
         lines.append(f"| `{r['constant']}` | {r['value']:g} ({r['unfitted']:g}) | {r['source']}: {pct(r['own_mape'])} "
                      f"({pct(r['own_mape_unfitted'])}) | {pct(r['others_mape'])} ({pct(r['others_mape_unfitted'])}) | "
                      f"{'dropped' if r['dropped'] else 'kept'} |")

@@ -53,9 +53,11 @@ STACK_OPTS: dict[str, tuple[str, ...]] = {
     "mb2604_b200_deepseekv3_mxfp8_256": ("moe_a2a_overlap=true", "moe_cuda_graphs=true"),
     # Megatron-Bridge's GPT-OSS performance configs reduce gradients in bf16 (set_gpt_oss_common_configs:
     # ddp.grad_reduce_in_fp32 False, scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py at 21d102f5);
-    # the FP8 rows already reduce in bf16 (megatron-0.16.yaml collectives.fp8_grad_reduce_bytes).
-    "mb2604_h100_gptoss120b_bf16_64": ("grad_reduce=bf16",),
-    "mb2604_b200_gptoss120b_bf16_64": ("grad_reduce=bf16",),
+    # the FP8 rows already reduce in bf16 (megatron-0.16.yaml collectives.fp8_grad_reduce_bytes). Its BF16 runs
+    # also use the precision-aware optimizer (set_post_overrides: use_precision_aware_optimizer when compute_dtype
+    # is bf16, scripts/performance/utils/overrides.py): memory only, these rows publish none.
+    "mb2604_h100_gptoss120b_bf16_64": ("grad_reduce=bf16", "precision_aware_optimizer=true"),
+    "mb2604_b200_gptoss120b_bf16_64": ("grad_reduce=bf16", "precision_aware_optimizer=true"),
     # QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_*_V1: cuda_graph_scope attn, moe_router, moe_preprocess (qwen3_workload_
     # base_configs.py at 21d102f5); the H100 FP8 config of the same release has none.
     "mb2604_b200_qwen3_30b_mxfp8_8": ("moe_cuda_graphs=true",),

@@ -6,8 +6,8 @@ without them. A source is one table or paper (a framework row's source repo and
 path, a published row's primary reference). Each source's rows are scored with
 every constant set without them: a constant whose rows all come from that
 source falls to `unfitted` there, and keeps its value for every other source.
-(A constant set on rows of several sources would need a refit without each one;
-none is, and the loader refuses one.)
+A constant set on rows of several sources (`refit: true`: the sustained tensor
+efficiency) is refit without each source's rows for that source (refit_value).
 
 The keep rule: a constant that improves its own source's rows and worsens the
 other sources' rows (MAPE with it against MAPE at `unfitted`) is reported as
@@ -39,12 +39,20 @@ class Constant:
     value: float  # as fitted
     unfitted: float  # its mechanism's value without its rows
     rows: tuple[str, ...]  # the row ids it was set on
+    refit: bool = False  # set on rows of several sources: refit without each source's rows for that source
 
 
 def constants(path: Path = DATA / "fitted_constants.yaml") -> list[Constant]:
     doc = yaml.safe_load(path.read_text())["constants"]
     return [
-        Constant(name=k, where=dict(v["where"]), value=float(v["value"]), unfitted=float(v["unfitted"]), rows=tuple(v["rows"]))
+        Constant(
+            name=k,
+            where=dict(v["where"]),
+            value=float(v["value"]),
+            unfitted=float(v["unfitted"]),
+            rows=tuple(v["rows"]),
+            refit=bool(v.get("refit", False)),
+        )
         for k, v in doc.items()
     ]
 
@@ -60,11 +68,18 @@ def source_of(row: dict[str, Any]) -> str:
 @contextmanager
 def unfitted(c: Constant) -> Iterator[None]:
     """The cost model with constant `c` at its unfitted value, in this process (the CLI runs in it too)."""
+    with at_value(c, c.unfitted):
+        yield
+
+
+@contextmanager
+def at_value(c: Constant, value: float) -> Iterator[None]:
+    """The cost model with constant `c` at `value`: a module constant or a stack's field."""
     w = c.where
     if "module" in w:
         mod = importlib.import_module(w["module"])
         old = getattr(mod, w["name"])
-        setattr(mod, w["name"], c.unfitted)
+        setattr(mod, w["name"], value)
         try:
             yield
         finally:
@@ -76,17 +91,42 @@ def unfitted(c: Constant) -> Iterator[None]:
         s = parse(data, where=where)
         if s.name != w["stack"]:
             return s
-        if "scale_of" in w:  # a factor on a curve: scale it to the unfitted factor
+        if "scale_of" in w:  # a factor on a curve: scale it to the factor `value`
             curve: Curve = getattr(s, w["field"])
-            k = c.unfitted / float(w["scale_of"])
+            k = value / float(w["scale_of"])
             return replace(s, **{w["field"]: Curve(xs=curve.xs, ys=tuple(y * k for y in curve.ys))})
-        return replace(s, **{w["field"]: c.unfitted})
+        return replace(s, **{w["field"]: value})
 
     stacks.parse_stack = patched  # type: ignore[assignment]
     try:
         yield
     finally:
         stacks.parse_stack = parse  # type: ignore[assignment]
+
+
+def error_at(f: float, *, value: float, unfitted: float, errors: tuple[float, float]) -> float:
+    """A row's error with the constant at `f`, from its errors at `value` and at `unfitted`: the step time
+    taken affine in 1/f (the tensor-core time goes as 1/f, the rest does not move), through both points."""
+    e1, e2 = errors
+    x1, x2 = 1 / value, 1 / unfitted
+    t = 1 + (1 / f - x1) * ((1 + e1) / (1 + e2) - 1) / (x2 - x1)  # step time / step time at `value`
+    return (1 + e1) / t - 1
+
+
+REFIT_GRID = tuple(round(0.3 + 0.001 * i, 3) for i in range(701))  # 0.300 .. 1.000
+
+
+def refit_value(c: Constant, errors: dict[str, tuple[float, float]], ids: Sequence[str]) -> float:
+    """The value of `c` that minimises the mean absolute error of rows `ids` (errors: per row id, its error
+    at c.value and at c.unfitted; error_at between them); c.unfitted when none of the rows has errors."""
+    pts = [errors[i] for i in ids if i in errors]
+    if not pts:
+        return c.unfitted
+
+    def mape(f: float) -> float:
+        return sum(abs(error_at(f, value=c.value, unfitted=c.unfitted, errors=e)) for e in pts) / len(pts)
+
+    return min(REFIT_GRID, key=mape)
 
 
 def _mape(results: Sequence[Any]) -> float | None:
@@ -111,45 +151,70 @@ def leave_one_source_out(rows: list[dict[str, Any]], score: Score, fitted: list[
     owner: dict[str, str] = {}
     for c in consts:
         own = {sources[i] for i in c.rows if i in sources}
-        if len(own) > 1:
+        if len(own) > 1 and not c.refit:
             raise SystemExit(f"loso.py: {c.name} is set on rows of {len(own)} sources: a refit without each is needed")
-        owner[c.name] = next(iter(own), "")
-    loso = {r.id: r for r in fitted}
-    for source in sorted(set(owner.values()) - {""}):
-        mine = [c for c in consts if owner[c.name] == source]
-        own_rows = [by_id[i] for i in by_id if sources[i] == source]
-        with _all_unfitted(mine):
-            for r in score(own_rows):
-                loso[r.id] = r
+        owner[c.name] = "" if c.refit else next(iter(own), "")
+    fit_by_id = {r.id: r for r in fitted}
+    bare = {c.name: _bare(c, rows, score, fit_by_id) for c in consts}
+    errors = {c.name: _errors(fit_by_id, bare[c.name]) for c in consts if c.refit}
+    loso = dict(fit_by_id)
+    refits: dict[str, dict[str, float]] = {c.name: {} for c in consts if c.refit}
+    for source in sorted(set(sources.values())):
+        values = [(c, c.unfitted) for c in consts if owner[c.name] == source]
+        for c in consts:
+            if c.refit and any(sources.get(i) == source for i in c.rows):
+                rest = [i for i in c.rows if sources.get(i) != source]
+                refits[c.name][source] = v = refit_value(c, errors[c.name], rest) if rest else c.unfitted
+                values.append((c, v))
+        if values:
+            with _at_values(values):
+                for r in score([by_id[i] for i in by_id if sources[i] == source]):
+                    loso[r.id] = r
     out: dict[str, Any] = {"stacks": {}}
     for stack in [*sorted({r.stack for r in fitted}), "all"]:
         keep = [r for r in fitted if stack in ("all", r.stack)]
         out["stacks"][stack] = {"in_sample": _stats(keep), "loso": _stats([loso[r.id] for r in keep])}
-    out["rule"] = [_rule(c, owner[c.name], rows, sources, score, fitted) for c in consts]
+    out["rule"] = [_rule(c, owner[c.name], sources, fitted, bare[c.name]) for c in consts]
+    for doc, c in zip(out["rule"], consts, strict=True):
+        if c.refit:
+            doc["fit"] = refit_value(c, errors[c.name], c.rows)
+            doc["refit_without"] = refits[c.name]
     return out
 
 
+def _bare(c: Constant, rows: list[dict[str, Any]], score: Score, fitted: dict[str, Any]) -> dict[str, Any]:
+    """Every row's result with `c` at its unfitted value; a stack's constant moves only the rows on that stack:
+    those alone are scored again."""
+    stack = c.where.get("stack")
+    with unfitted(c):
+        again = [row for row in rows if stack in (None, fitted[row["id"]].stack)]
+        return fitted | {r.id: r for r in score(again)}
+
+
+def _errors(fitted: dict[str, Any], bare: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Per row id: its error as fitted and at the unfitted value, where both are scored."""
+    ok = [i for i, r in fitted.items() if r.accepted and r.error is not None and bare[i].accepted and bare[i].error is not None]
+    return {i: (fitted[i].error, bare[i].error) for i in ok}
+
+
 @contextmanager
-def _all_unfitted(cs: list[Constant]) -> Iterator[None]:
-    if not cs:
+def _at_values(values: list[tuple[Constant, float]]) -> Iterator[None]:
+    if not values:
         yield
         return
-    with unfitted(cs[0]), _all_unfitted(cs[1:]):
+    with at_value(*values[0]), _at_values(values[1:]):
         yield
 
 
-def _rule(c: Constant, source: str, rows: list[dict[str, Any]], sources: dict[str, str], score: Score, fitted: list[Any]) -> dict[str, Any]:
-    """Its own source's MAPE and the others', with it and at its unfitted value; dropped when it improves its own
-    and worsens the others."""
-    bare = {r.id: r for r in fitted}
-    stack = c.where.get("stack")  # a stack's constant moves only the rows on that stack: score those alone
-    with unfitted(c):
-        bare |= {r.id: r for r in score([row for row in rows if stack in (None, bare[row["id"]].stack)])}
-    own = [r for r in fitted if sources[r.id] == source]
-    others = [r for r in fitted if sources[r.id] != source]
+def _rule(c: Constant, source: str, sources: dict[str, str], fitted: list[Any], bare: dict[str, Any]) -> dict[str, Any]:
+    """Its own rows' MAPE and the others', with it and at its unfitted value; dropped when it improves its own
+    and worsens the others. Its own rows: its source's (a refit constant: the rows it was set on)."""
+    mine = (lambda r: r.id in c.rows) if c.refit else (lambda r: sources[r.id] == source)
+    own = [r for r in fitted if mine(r)]
+    others = [r for r in fitted if not mine(r)]
     doc = {
         "constant": c.name,
-        "source": source,
+        "source": f"its {len(own)} rows" if c.refit else source,
         "value": c.value,
         "unfitted": c.unfitted,
         "own_mape": _mape(own),
@@ -178,8 +243,14 @@ def table(doc: dict[str, Any]) -> list[str]:
     for r in doc["rule"]:
         verdict = "DROPPED by the rule" if r["dropped"] else "kept"
         lines.append(
-            f"  {r['constant']} = {r['value']:g} (unfitted {r['unfitted']:g}): own source "
+            f"  {r['constant']} = {r['value']:g} (unfitted {r['unfitted']:g}): {'its rows' if 'fit' in r else 'own source'} "
             f"{pct(r['own_mape'])} ({pct(r['own_mape_unfitted'])} unfitted), others {pct(r['others_mape'])} "
             f"({pct(r['others_mape_unfitted'])}): {verdict}"
         )
+        if "fit" in r:
+            without = r["refit_without"].values()
+            lines.append(
+                f"    fit on its rows {r['fit']:.3f}; refit without each of its {len(without)} sources "
+                f"{min(without, default=r['fit']):.3f}-{max(without, default=r['fit']):.3f}"
+            )
     return lines

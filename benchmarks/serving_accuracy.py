@@ -54,8 +54,8 @@ from pathlib import Path
 if not __package__:  # run as a file: python benchmarks/serving_accuracy.py
     import _as_script  # noqa: F401
 
-from autopar.cost import calibration as cal
 from autopar.cost.flops import matmul_params
+from autopar.cost.kernels import sustained
 from autopar.cost.serve import decode_step, gemm_dtype, prefill_time
 from autopar.cost.serve_load import ServeEstimate, estimate
 from autopar.io.frameworks import builtin_frameworks, load_framework
@@ -72,10 +72,10 @@ NEWER = HERE / "data" / "serving_runs_newer.csv"  # held out: nothing is fitted 
 
 def _best_flops(row: Row) -> float:
     """One GPU's best sustained GEMM rate in the row's dtype: the largest GEMM of the profile's curve x
-    SUSTAINED_TENSOR_EFFICIENCY (the dense peak where the profile has no curve)."""
+    the GPU's sustained share (cost/kernels.py sustained; the dense peak where the profile has no curve)."""
     hw = load_hardware(row.hw_name)
     dtype = gemm_dtype(hw, row.dep.weights)
-    return hw.peak(dtype) * hw.gemm_eff[dtype].ys[-1] * cal.SUSTAINED_TENSOR_EFFICIENCY if dtype in hw.gemm_eff else hw.peak(dtype)
+    return hw.peak(dtype) * hw.gemm_eff[dtype].ys[-1] * sustained(hw, serving=True) if dtype in hw.gemm_eff else hw.peak(dtype)
 
 
 def measured_latency_s(row: Row) -> float:

@@ -15,8 +15,9 @@ from autopar.spec.model import ModelSpec
 def toy_profile_dict(**overrides: Any) -> dict[str, Any]:
     """A profile with round numbers so hand derivations stay simple.
 
-    1000 TFLOP/s bf16, flat GEMM efficiency 0.5 above 1 GFLOP, attention 0.5,
-    HBM 2000 GB/s at efficiency 0.5 (so 1e12 B/s effective), intra collectives
+    1000 TFLOP/s bf16, flat GEMM efficiency 0.5 above 1 GFLOP, attention 0.5, its own
+    sustained tensor efficiency 0.75 (not the fitted fallback of cost/calibration.py), HBM
+    2000 GB/s at efficiency 0.5 (so 1e12 B/s effective), intra collectives
     10 us + 100 GB/s, inter 20 us + 10 GB/s, no overlap slowdown.
     """
     intra = {c: [{"group_size": 8, "latency_us": 10, "bw_gbps": 100}] for c in
@@ -35,6 +36,7 @@ def toy_profile_dict(**overrides: Any) -> dict[str, Any]:
             "peak_tflops": {"bf16": 1000, "fp8": 2000},
             "gemm_efficiency": {"bf16": [[1.0e9, 0.5], [1.0e15, 0.5]]},
             "attention_efficiency": {"bf16": [[128, 0.5], [1048576, 0.5]]},
+            "sustained_tensor_efficiency": 0.75,
         },
         "node": {"gpus_per_node": 8, "intra": intra},
         "cluster": {"inter": inter},

@@ -13,13 +13,16 @@ from __future__ import annotations
 # power cap: Kurzynski et al. 2025, "Chopper", arXiv:2512.08242, find frequency
 # the single largest contributor to the gap between peak and observed training
 # throughput), kernels wait on launches and on the slowest rank of each collective.
-# One global number for all of it, applied to tensor-core work (GEMMs, attention).
-# It is the one constant in this file set against published runs: the Megatron-LM
-# 2021 A100 rows of shared/calibration/published_runs.yaml from 7.5B up (the H100 and
-# BLOOM rows held out; the fit: docs/calibration.md). It sits inside the 15-30%
-# sustained-vs-roofline gap commonly reported for compute-bound kernels under power
-# and thermal limits.
-SUSTAINED_TENSOR_EFFICIENCY = 0.75
+# The share of the curves' rate a run sustains, on tensor-core work (GEMMs, attention);
+# a profile may give its GPU's own (gpu.sustained_tensor_efficiency, cost/kernels.py
+# sustained), none of the built-ins does: no per-GPU measurement of it was found, and
+# set per GPU on the published rows it comes out the same (A100 0.742, Hopper 0.725,
+# B200 0.724). Set on every framework and published row of 9 sources
+# (benchmarks/data/fitted_constants.yaml; docs/calibration.md).
+SUSTAINED_TENSOR_EFFICIENCY = 0.726
+# Serving (cost/serve.py) keeps 0.75, the value the serving frameworks' constants
+# (data/frameworks/*.yaml, docs/calibration.md) were fit with, until they are refit with this one.
+SERVING_SUSTAINED_TENSOR_EFFICIENCY = 0.75
 
 # --- memory-bound work (bytes moved per token per block, forward) -----------------
 # Each sub-layer (attention, MLP, ...) has a norm that reads h and writes h and a

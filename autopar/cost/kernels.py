@@ -16,14 +16,24 @@ GEMM_CACHE = 1 << 16  # gemm_time's entries before it starts over (serving and v
 _GEMMS: dict[tuple[int, str, float], tuple[HardwareProfile, float]] = {}
 
 
-def gemm_time(hw: HardwareProfile, dtype: str, flops: float) -> float:
-    """Seconds of a GEMM of `flops` on `hw`'s curve. Kept per (profile, dtype, size): a MoE search prices
-    ~10^4 GEMMs of ~10^2 sizes. An entry holds its profile, so the profile's id names it while cached."""
-    key = (id(hw), dtype, flops)
+def sustained(hw: HardwareProfile, *, serving: bool = False) -> float:
+    """The share of the profile's isolated-kernel tensor-core rate (GEMM and attention curves) a training
+    run (or, `serving`, an engine) sustains on this GPU: the profile's own value (gpu.sustained_tensor_efficiency,
+    per GPU), else cost/calibration.py's for a profile that gives none."""
+    own = hw.sustained_tensor_efficiency
+    if own is not None:
+        return own
+    return cal.SERVING_SUSTAINED_TENSOR_EFFICIENCY if serving else cal.SUSTAINED_TENSOR_EFFICIENCY
+
+
+def gemm_time(hw: HardwareProfile, dtype: str, flops: float, *, serving: bool = False) -> float:
+    """Seconds of a GEMM of `flops` on `hw`'s curve. Kept per (profile, dtype, size, serving): a MoE search
+    prices ~10^4 GEMMs of ~10^2 sizes. An entry holds its profile, so the profile's id names it while cached."""
+    key = (id(hw), dtype, flops, serving)
     hit = _GEMMS.get(key)
     if hit is not None and hit[0] is hw:
         return hit[1]
-    value = hw.gemm_flops_per_efficiency(dtype, flops) / (hw.peak(dtype) * cal.SUSTAINED_TENSOR_EFFICIENCY)
+    value = hw.gemm_flops_per_efficiency(dtype, flops) / (hw.peak(dtype) * sustained(hw, serving=serving))
     if len(_GEMMS) >= GEMM_CACHE:
         _GEMMS.clear()
     _GEMMS[key] = (hw, value)
@@ -35,11 +45,11 @@ def gemm_time_floor(hw: HardwareProfile, dtype: str, flops: float) -> float:
     (gemm_time never runs faster; a curve's points below 1 FLOP would extrapolate above its best)."""
     curve = hw.gemm_eff.get(dtype) or hw.gemm_eff["bf16"]
     best = max(curve.ys) * max(1.0, 1.0 / curve.xs[0])
-    return flops / best / (hw.peak(dtype) * cal.SUSTAINED_TENSOR_EFFICIENCY)
+    return flops / best / (hw.peak(dtype) * sustained(hw))
 
 
-def gemms_time(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...]) -> float:
-    return sum(gemm_time(hw, dtype, g.flops) * g.count for g in gemms)
+def gemms_time(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...], *, serving: bool = False) -> float:
+    return sum(gemm_time(hw, dtype, g.flops, serving=serving) * g.count for g in gemms)
 
 
 def memory_time(hw: HardwareProfile, nbytes: float) -> float:

@@ -14,11 +14,11 @@ With GPT's shapes (a*d = h, g = a, f = 4h) this is T*h*(10 + 24/t), their eq. (2
 with flash attention removing the 5as/h term; sequence parallelism divides the
 10 by t as well (their eq. (4)). MLA, MoE and Mamba sub-layers follow the same
 rule: every tensor a backward kernel reads is counted once (part_activation_bytes).
+Weights, gradients and optimizer states per rank are cost/states.py's.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
@@ -26,16 +26,45 @@ from typing import NamedTuple
 from autopar.cost import calibration as cal
 from autopar.cost.activations import ActPlan, part_activation_bytes
 from autopar.cost.compute import kv_bytes_per_token
-from autopar.cost.habits import FSDP2_STATE, eager_block_bytes
+from autopar.cost.habits import eager_block_bytes
 from autopar.cost.memo import Memo
 from autopar.cost.pipeline import in_flight_microbatches
 from autopar.cost.recompute import module_dropped_bytes, op_sac_bytes
+from autopar.cost.states import (
+    FLOOR_SHARE,
+    ParamPlan,
+    StatePlan,
+    end_params,
+    memory_floor,
+    pipe_kinds,
+    rank_params,
+    rank_states,
+    routed_expert_params,
+    state_bytes,
+)
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
-from autopar.spec.layout import peak_rank, rank_kinds
+from autopar.spec.layout import peak_rank
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import NEUTRAL, StackProfile
+
+__all__ = [
+    "FLOOR_SHARE",
+    "MemoryBreakdown",
+    "ParamPlan",
+    "end_kinds",
+    "end_params",
+    "layer_activation_bytes",
+    "memory_breakdown",
+    "memory_floor",
+    "peak_bytes",
+    "pipe_kinds",
+    "rank_params",
+    "routed_expert_params",
+    "state_bytes",
+    "variant_peaks",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,8 +99,9 @@ class MemoryBreakdown:
         return out
 
 
-def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False,
-                           stack: StackProfile = NEUTRAL) -> float:
+def layer_activation_bytes(
+    model: ModelSpec, kind: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False, stack: StackProfile = NEUTRAL
+) -> float:
     """Bytes one layer keeps for backward as `stack` saves them; under full recompute only its input
     (split by tp under SP)."""
     if plan.recompute == "full":
@@ -82,9 +112,11 @@ def layer_activation_bytes(model: ModelSpec, kind: str, *, tokens: float, plan: 
     modules = plan.recompute_modules if plan.recompute == "selective" else ()
     if modules:  # Megatron's module-level recompute: what no recompute keeps, less what the modules drop
         whole = plan._replace(recompute="none") if isinstance(plan, ActPlan) else replace(plan, recompute="none")
-        return sum(part_activation_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8)
-                   - module_dropped_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8, modules=modules)
-                   for p in KIND_PARTS[kind])
+        return sum(
+            part_activation_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8)
+            - module_dropped_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8, modules=modules)
+            for p in KIND_PARTS[kind]
+        )
     if plan.recompute == "selective" and stack.selective == "op":
         op = op_sac_bytes(model, KIND_PARTS[kind], tokens=tokens, plan=plan)
         if op is not None:
@@ -97,122 +129,28 @@ def block_activation_bytes(model: ModelSpec, *, tokens: float, tp: int, sp: bool
     return layer_activation_bytes(model, "dense", tokens=tokens, plan=Plan(dp=1, tp=tp, pp=1, sp=sp, recompute=recompute))
 
 
-def routed_expert_params(model: ModelSpec, kind: str) -> int:
-    """The routed-expert weights of one layer (sharded by ep * etp, not by tp)."""
-    if model.moe is None or "moe" not in KIND_PARTS[kind]:
-        return 0
-    return model.moe.num_experts * model.mlp_matrices * model.hidden_size * model.moe.expert_ffn_hidden_size
-
-
-def rank_params(model: ModelSpec, plan: Plan | ParamPlan, kinds: Counter[str], *, first: bool, last: bool) -> tuple[float, float]:
-    """(dense, routed-expert) parameters one rank holds for the layers `kinds` and its embedding/output.
-
-    Norm weights are whole on every TP rank (Megatron and DTensor TP replicate
-    them; `autopar calibrate` counts them so), the matrices are split by tp.
-    """
-    dense = expert = 0.0
-    h = model.hidden_size
-    for kind, n in kinds.items():
-        routed = routed_expert_params(model, kind)
-        norms = h * len(KIND_PARTS[kind])
-        dense += n * ((model.kind_params(kind) - routed - norms) / plan.tp + norms)
-        expert += n * routed / (plan.ep * plan.etp)
-    embed = model.embedding_params() / plan.tp
-    if first:
-        dense += embed
-    if last:
-        dense += (model.output_params() - h) / plan.tp + h  # the final norm is whole too
-        if model.tie_embeddings and not first:
-            dense += embed  # the last stage keeps its own copy of the tied matrix
-    return dense, expert
-
-
-def state_bytes(params: float, *, zero: int, shards: int, grad_bytes: float = cal.GRAD_BYTES,
-                fsdp_master: bool = False, gather_bytes: float = cal.WEIGHT_BYTES) -> tuple[float, float, float]:
-    """(weights, grads, optimizer) bytes for `params` under a ZeRO stage over `shards` ranks.
-
-    `grad_bytes`: the gradient buffer's element size, the stack's reduce dtype (Megatron-Core
-    allocates main_grad in bf16 when grad_reduce_in_fp32 is off, as its FP8 recipes set it).
-    `fsdp_master`: FSDP mixed precision, where the sharded parameter is itself the fp32 master
-    (4 B) and the optimizer holds only Adam's two moments (8 B); below ZeRO-3 (FSDP2
-    reshard_after_forward=False, FSDP1 SHARD_GRAD_OP) the gathered `gather_bytes` copy of every
-    weight is held from forward to backward as well (habits.FSDP2_STATE).
-    """
-    if fsdp_master:
-        st = FSDP2_STATE
-        shard = shards if zero >= 1 else 1
-        w = params * st.weight / shard + (params * gather_bytes if 1 <= zero < 3 else 0.0)
-        g = params * grad_bytes / (shards if zero >= 2 else 1)
-        return w, g, params * st.optimizer / shard
-    w = params * cal.WEIGHT_BYTES
-    g = params * grad_bytes
-    o = params * cal.OPTIMIZER_BYTES
-    if zero >= 1:
-        o /= shards
-    if zero >= 2:
-        g /= shards
-    if zero >= 3:
-        w /= shards
-    return w, g, o
-
-
-FLOOR_SHARE = 0.5  # memory_floor's share of an even split: the worse of the first and last rank may hold less
-# state than the average rank (dense first layers on rank 0, the extra layers on earlier ranks), never half
-
-
-def memory_floor(model: ModelSpec, job: Job, stack: StackProfile = NEUTRAL) -> float:
-    """Bytes per GPU below which no plan on job.gpus GPUs falls: FLOOR_SHARE of the leanest the model's
-    states can be (weights, gradients and optimizer of every parameter under ZeRO-3 over all GPUs, as
-    state_bytes counts them) plus the stack's fixed buffers; activations, logits and copies add to it.
-    `suggest --gpus auto` skips GPU counts whose floor is above the memory without searching them."""
-    w, g, o = state_bytes(model.total_params(), zero=3, shards=job.gpus, grad_bytes=stack.grad_bytes(job.dtype),
-                          fsdp_master=stack.fsdp_master, gather_bytes=stack.gather_bytes)
-    return FLOOR_SHARE * (w + g + o) + stack.fixed_overhead_gib * 2**30
-
-
-def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, memo: Memo | None = None,
-                     stack: StackProfile = NEUTRAL) -> MemoryBreakdown:
+def memory_breakdown(model: ModelSpec, job: Job, plan: Plan, *, memo: Memo | None = None, stack: StackProfile = NEUTRAL) -> MemoryBreakdown:
     """Peak memory of the worse of the first stage (most activations) and the last (logits), as `stack` holds it.
 
     `memo` (made for this model, job and stack) shares per-layer and per-stage sizes across plans.
     """
     memo = Memo(model, None, job, stack) if memo is None else memo
     w, g, o, acts, logits, buffers, frag = _peak_parts(memo, plan)
-    return MemoryBreakdown(weights=w, grads=g, optimizer=o, activations=acts, logits=logits, buffers=buffers, fragmentation=frag,
-                           outside_allocator=memo.stack.fixed_overhead_gib * 2**30)
+    return MemoryBreakdown(
+        weights=w,
+        grads=g,
+        optimizer=o,
+        activations=acts,
+        logits=logits,
+        buffers=buffers,
+        fragmentation=frag,
+        outside_allocator=memo.stack.fixed_overhead_gib * 2**30,
+    )
 
 
 def peak_bytes(memo: Memo, plan: Plan) -> float:
     """memory_breakdown(...).total without building the breakdown (the search's hot path)."""
     return sum(_peak_parts(memo, plan))
-
-
-class ParamPlan(NamedTuple):
-    """What the per-rank parameter counts read of a plan."""
-
-    tp: int  # dense weights split by tp
-    ep: int  # routed experts split by ep * etp
-    etp: int
-    pp: int  # stages
-    vpp: int  # chunks per stage
-
-
-def pipe_kinds(memo: Memo, key: tuple[int, int]) -> tuple[Counter[str], ...]:
-    """Per pipeline rank, its layers' kinds, for key (pp, vpp)."""
-    return rank_kinds(memo.model.layer_kinds(), key[0], key[1])
-
-
-def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(dense, expert) parameters of the first and of the last pipeline rank. Where the embedding holds
-    rank 0's first chunk alone (spec/layout.py peak_rank), the first is the larger of rank 0 (with the
-    embedding) and rank 1, whose activations the first rank's are."""
-    ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
-    last = key.pp - 1
-    model = memo.model
-    first = rank_params(model, key, ranks[0], first=True, last=last == 0)
-    if peak_rank(model.layers, key.pp, key.vpp):
-        first = max(first, rank_params(model, key, ranks[1], first=False, last=False), key=sum)
-    return first, rank_params(model, key, ranks[last], first=last == 0, last=True)
 
 
 def end_kinds(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
@@ -221,8 +159,9 @@ def end_kinds(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[str, int], 
     return tuple(ranks[peak_rank(memo.model.layers, *key)].items()), tuple(ranks[-1].items())
 
 
-def _stage_activations(memo: Memo, key: tuple[ActPlan, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
-                       ) -> tuple[tuple[float, float], tuple[float, float]]:
+def _stage_activations(
+    memo: Memo, key: tuple[ActPlan, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
+) -> tuple[tuple[float, float], tuple[float, float]]:
     """For key (act plan, first rank's and last rank's (kind, layers)), per end rank: (bytes kept per
     micro-batch, transient bytes). Layouts whose end ranks hold the same layers share it.
 
@@ -260,68 +199,6 @@ def _layer_bytes(memo: Memo, key: tuple[ActPlan, str]) -> float:
     return layer_activation_bytes(memo.model, kind, tokens=tokens, plan=act, fp8=memo.job.dtype == "fp8", stack=memo.stack)
 
 
-class StatePlan(NamedTuple):
-    """What weights, gradients, optimizer states and buffers read of a plan."""
-
-    params: ParamPlan  # whose parameters
-    shards: int  # dp * cp: the ranks that shard dense state (Megatron's DP x CP group)
-    zero: int  # ZeRO stage
-
-
-def _states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tuple[float, float, float], float]:
-    """(weights, grads, optimizer) bytes of the first and of the last rank, and the buffers."""
-    p, stack, fp8 = key.params, memo.stack, memo.job.dtype == "fp8"
-    dp_shards = key.shards  # Megatron shards optimizer state over the DP x CP group
-    expert_shards = max(1, dp_shards * p.tp // (p.ep * p.etp))  # and expert state over the expert-DP group
-    out = []
-    for dense, expert in memo.get(end_params, p):
-        grad = stack.grad_bytes(memo.job.dtype)
-        gathered = 1 if fp8 and stack.fp8_gather else stack.gather_bytes
-        w, g, o = state_bytes(dense, zero=key.zero, shards=dp_shards, grad_bytes=grad, fsdp_master=stack.fsdp_master,
-                              gather_bytes=gathered)
-        if expert:
-            ew, eg, eo = state_bytes(expert, zero=key.zero, shards=expert_shards, grad_bytes=grad,
-                                     fsdp_master=stack.fsdp_master, gather_bytes=gathered)
-            w, g, o = w + ew, g + eg, o + eo
-        if fp8 and stack.fp8_weight_copy_bytes:
-            # Transformer Engine keeps an FP8 weight and its transpose per TP shard; under ZeRO-3 a
-            # stack that shards it (Megatron-FSDP) holds only this rank's share.
-            sharded = key.zero >= 3 and stack.fp8_weight_copy_sharded
-            w += (dense / (dp_shards if sharded else 1) + expert / (expert_shards if sharded else 1)) * stack.fp8_weight_copy_bytes
-        if key.zero >= 3 and p.pp > 1 and not stack.pp_reshard:
-            # FSDP under PP keeps the stage's weights gathered from forward to backward (torchtitan
-            # apply_fsdp: reshard_after_forward=False when PP is enabled)
-            w += (dense + expert) * gathered
-        if key.zero >= 2 and p.pp > 1 and not stack.pp_reshard:
-            # torch.distributed.pipelining runs every micro-batch's backward but the last with FSDP's
-            # gradient sync off (PipelineStage.backward_maybe_with_nosync); FSDP2 then accumulates the
-            # stage's unsharded gradients in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed)
-            # and reduce-scatters once: the whole stage's gradient, not a 1/dp shard, is held
-            g = (dense + expert) * grad
-        out.append((w, g, o))
-    buffers = stack.fixed_overhead_gib * 2**30
-    if key.zero >= 3:  # the gathered layer and the prefetched next one (FP8 where the stack gathers FP8)
-        buffers += 2 * memo.get(_gathered_layer_params, (p.tp, p.ep, p.etp)) * (
-            1 if fp8 and stack.fp8_gather else stack.gather_bytes)
-        if stack.root_gathered and p.pp == 1:
-            # FSDP's root unit (embedding, final norm, output projection: not float8 linears) is not
-            # resharded after forward and is gathered again at the start of backward, so it is whole
-            # at the loss (FSDP2 lazy_init: root post_forward_mesh_info None; FSDP1 _is_root)
-            model = memo.model
-            buffers += (model.embedding_params() + model.output_params()) / p.tp * stack.gather_bytes
-    return out[0], out[1], buffers
-
-
-def _gathered_layer_params(memo: Memo, key: tuple[int, int, int]) -> float:
-    """Parameters of the largest layer one rank all-gathers under ZeRO-3, for key (tp, ep, etp): the dense
-    matrices split by tp, and only the rank's own experts (num_experts / ep, split by etp), which FSDP gathers
-    over the expert-DP group (torchtitan efsdp, Megatron-FSDP's expert data-parallel group)."""
-    tp, ep, etp = key
-    model = memo.model
-    return max((model.kind_params(k) - routed_expert_params(model, k)) / tp + routed_expert_params(model, k) / (ep * etp)
-               for k in set(model.layer_kinds()))
-
-
 class _Layout(NamedTuple):
     """What the memory of a layout's variants shares: per end rank, in-flight micro-batches and logits."""
 
@@ -347,15 +224,19 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
         # torch.distributed.pipelining keeps each in-flight micro-batch's stage input and output
         # (full width: not split by SP) until its backward (PipelineStage fwd_cache, args)
         fixed += memo.stack.pp_stage_buffers * held * tokens * model.hidden_size * cal.ACT_BYTES
-    return _Layout(held=(held, 1.0), fixed=fixed, logits=(logits if plan.pp == 1 else 0.0, logits),
-                   params=ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp))
+    return _Layout(
+        held=(held, 1.0),
+        fixed=fixed,
+        logits=(logits if plan.pp == 1 else 0.0, logits),
+        params=ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp),
+    )
 
 
 def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     """MemoryBreakdown's fields, in order, for the worse of the first and last stage."""
     lay = _layout(plan, memo)
     (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), *memo.get(end_kinds, (plan.pp, plan.vpp))))
-    state0, state1, buffers = memo.get(_states, StatePlan(params=lay.params, shards=plan.dp * plan.cp, zero=plan.zero))
+    state0, state1, buffers = memo.get(rank_states, StatePlan(params=lay.params, shards=plan.dp * plan.cp, zero=plan.zero))
     frag = memo.stack.allocator_fragmentation
     first = _stage(state0, _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), lay.logits[0], buffers, frag)
     if plan.pp == 1:
@@ -371,8 +252,7 @@ def _acts(kept: float, transient: float, fixed: float, logits: float) -> float:
     return kept + fixed + (transient - logits if transient > logits else 0.0)
 
 
-def _stage(state: tuple[float, float, float], acts: float, logits: float, buffers: float,
-           fragmentation: float) -> tuple[float, ...]:
+def _stage(state: tuple[float, float, float], acts: float, logits: float, buffers: float, fragmentation: float) -> tuple[float, ...]:
     """(weights, grads, optimizer, activations, logits, buffers, fragmentation) bytes of one stage.
 
     Allocator slack grows on what is allocated and freed, in many sizes, every step: the
@@ -389,18 +269,22 @@ def _state_sums(memo: Memo, key: tuple[ParamPlan, int, tuple[int, ...]]) -> list
     params, shards, zeros = key
     out = []
     for zero in zeros:
-        (w0, g0, o0), (w1, g1, o1), buffers = memo.get(_states, StatePlan(params=params, shards=shards, zero=zero))
+        (w0, g0, o0), (w1, g1, o1), buffers = memo.get(rank_states, StatePlan(params=params, shards=shards, zero=zero))
         out.append((w0 + g0 + o0, w1 + g1 + o1, buffers))
     return out
 
 
-def _act_rows(memo: Memo, key: tuple[ActPlan, int, int, tuple[str, ...]]
-              ) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+def _act_rows(memo: Memo, key: tuple[ActPlan, int, int, tuple[str, ...]]) -> list[tuple[tuple[float, float], tuple[float, float]]]:
     """Per recompute mode of key (act plan without its mode, pp, vpp, modes): _stage_activations."""
     act, pp, vpp, modes = key
     first, last = memo.get(end_kinds, (pp, vpp))
-    return [memo.get(_stage_activations, (act._replace(recompute=r, recompute_modules=act.recompute_modules if r == "selective"
-                                                       else ()), first, last)) for r in modes]
+    return [
+        memo.get(
+            _stage_activations,
+            (act._replace(recompute=r, recompute_modules=act.recompute_modules if r == "selective" else ()), first, last),
+        )
+        for r in modes
+    ]
 
 
 class LayoutKey(NamedTuple):
@@ -426,11 +310,19 @@ def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list
     lk, modes = key
     plan = Plan(dp=lk.dp, tp=lk.tp, pp=lk.pp, cp=lk.cp, vpp=lk.vpp, etp=lk.etp, mbs=lk.mbs, sp=lk.sp, cp_comm=lk.cp_comm)
     lay = _layout(plan, memo)
-    rows = memo.get(_act_rows, (ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp,
-                                        recompute_modules=lk.modules), lk.pp, lk.vpp, modes))
-    acts = [(_acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), _acts(kept1 * lay.held[1], extra1, lay.fixed,
-                                                                               lay.logits[1]))
-            for (kept0, extra0), (kept1, extra1) in rows]
+    rows = memo.get(
+        _act_rows,
+        (
+            ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp, recompute_modules=lk.modules),
+            lk.pp,
+            lk.vpp,
+            modes,
+        ),
+    )
+    acts = [
+        (_acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), _acts(kept1 * lay.held[1], extra1, lay.fixed, lay.logits[1]))
+        for (kept0, extra0), (kept1, extra1) in rows
+    ]
     return acts, lay.logits[0], lay.logits[1]
 
 
@@ -444,9 +336,11 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: 
     activation part once for a layout's expert-parallel variants.
     """
     s = skeleton
-    acts, logits0, logits1 = memo.get_by(_act_peaks, ((s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm,
-                                                       s.recompute_modules, memo.job.global_batch), tuple(recomputes)),
-                                         _layout_key)
+    acts, logits0, logits1 = memo.get_by(
+        _act_peaks,
+        ((s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, memo.job.global_batch), tuple(recomputes)),
+        _layout_key,
+    )
     states = memo.get_by(_state_sums, ((s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)), _state_key)
     f = memo.stack.allocator_fragmentation
     out = []

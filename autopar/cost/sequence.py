@@ -38,6 +38,7 @@ from autopar.cost import calibration as cal
 from autopar.cost.comm import Group, collective_time
 from autopar.cost.compute import Shape, kv_bytes_per_token, layer_time
 from autopar.cost.flops import FLASH_BWD_OVER_FWD, attention_fwd_flops
+from autopar.cost.kernels import sustained
 from autopar.cost.pipeline import P2PTime, p2p_time
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
@@ -88,7 +89,7 @@ class ModelSeqCost:
         attn_layers = sum(n for kind, n in stage.items() if "attn" in KIND_PARTS[kind])
         coef = attention_fwd_flops(model, seq_len=1, batch=1, tp=plan.tp, cp=1)
         mult = 1.0 + FLASH_BWD_OVER_FWD + (0.0 if plan.recompute == "none" else 1.0)
-        peak = hw.peak("bf16") * cal.SUSTAINED_TENSOR_EFFICIENCY
+        peak = hw.peak("bf16") * sustained(hw)
         xs = np.geomspace(16, 2**24, 64)
         ys = np.array([hw.attention_efficiency("bf16", float(x)) for x in xs])
         ref_attn = attn_layers * mult * coef * ref_tokens**2 / (peak * hw.attention_efficiency("bf16", ref_tokens))

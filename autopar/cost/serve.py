@@ -36,6 +36,7 @@ from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
 from autopar.cost.compute import gemm_time, gemms_time, memory_time
 from autopar.cost.flops import Gemm, attention_head_width, expert_gemms, logits_gemm, part_gemms
+from autopar.cost.kernels import sustained
 from autopar.cost.serve_memo import remembered
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.framework import Framework
@@ -169,7 +170,7 @@ def _roofline(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...], *, weigh
               kv: float) -> tuple[float, float, float]:
     """(weights, kv, compute excess) seconds of one sub-layer: max(memory, tensor cores)."""
     w_t, kv_t = memory_time(hw, weight_bytes), memory_time(hw, kv)
-    comp = gemms_time(hw, dtype, gemms)
+    comp = gemms_time(hw, dtype, gemms, serving=True)
     return w_t, kv_t, max(0.0, comp - w_t - kv_t)
 
 
@@ -238,7 +239,7 @@ def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: st
     touched = local if all_local else local * (1.0 - (1.0 - moe.top_k / moe.num_experts) ** tokens)
     read = read_slowdown * memory_time(hw, touched * expert_bytes)
     flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
-    comp = max(0.0, gemm_time(hw, dtype, flops) - read) if flops > 0 else 0.0
+    comp = max(0.0, gemm_time(hw, dtype, flops, serving=True) - read) if flops > 0 else 0.0
     ep = 0.0
     # Without attention-DP every rank of the EP group holds all the step's tokens after the
     # attention all-reduce: each runs its local experts on them and the layer's TP all-reduce
@@ -272,7 +273,7 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
     chunks = tokens / chunk
     tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node)
     ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * chunk * model.hidden_size, tp_group) if engine.tp > 1 else 0.0
-    attn_rate = hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len) * cal.SUSTAINED_TENSOR_EFFICIENCY
+    attn_rate = hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len) * sustained(hw, serving=True)
     attn_flops = 2.0 * chunk * seq_len * model.num_attention_heads / engine.tp * attention_head_width(model) / 2
     attn_flops *= model.causal_attention_share(seq_len)  # windowed layers attend to their window only
     w_sum = comp_sum = tp_sum = ep_sum = 0.0

@@ -185,6 +185,7 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
         peak_flops={str(k): v * 1e12 for k, v in p.gpu.peak_tflops.items()},
         gemm_eff=_curves(p.gpu.gemm_efficiency, "gpu.gemm_efficiency", fail),
         attn_eff=_curves(p.gpu.attention_efficiency, "gpu.attention_efficiency", fail),
+        sustained_tensor_efficiency=p.gpu.sustained_tensor_efficiency,
         gpus_per_node=p.node.gpus_per_node,
         gpus_per_host=p.node.gpus_per_host,
         intra=_collectives(p.node.intra),

@@ -269,6 +269,8 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         logit_peak_bytes=m.logit_peak_bytes,
         logit_peak_bytes_tp=m.logit_peak_bytes_tp,
         tp_saves_gathered=m.tp_saves_gathered,
+        optimizer_bytes=m.optimizer_bytes,
+        fp8_optimizer_bytes=m.fp8_optimizer_bytes,
         parallelisms=tuple(r.parallelisms),
         cp_comms=tuple(r.cp_comms),
         zero_stages=tuple(r.zero_stages),

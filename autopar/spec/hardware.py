@@ -140,6 +140,9 @@ class HardwareProfile:
     peak_flops: dict[str, float]  # dense peak FLOP/s per dtype
     gemm_eff: dict[str, Curve]  # per dtype: GEMM FLOPs -> achieved/peak
     attn_eff: dict[str, Curve]  # per dtype: sequence length -> achieved/peak (flash attention fwd+bwd)
+    # share of the curves' isolated-kernel tensor-core rate a training run sustains on this GPU (power-capped
+    # clocks, launch gaps); None: the cost model's fallback (cost/kernels.py sustained)
+    sustained_tensor_efficiency: float | None = None
     gpus_per_node: int  # GPUs sharing the fast intra-node fabric
     gpus_per_host: int | None = None  # GPUs one host (one OS) holds, when fewer than the node (GB200 NVL72: 4)
     intra: dict[str, tuple[CollectiveFit, ...]]  # per collective, fits by group size, inside a node

@@ -106,6 +106,10 @@ class StackProfile:
     # and token-dispatch preprocessing run eagerly and the dispatch syncs host and device (0 under CUDA graphs)
     moe_host_us: float = 0.0
     dp_gather_overlap: float | None = None  # share of compute the parameter all-gather hides (None: dp_overlap)
+    # optimizer bytes per parameter under BF16 (fp32 master, Adam m and v: 12; Megatron's precision-aware
+    # optimizer keeps the master as 16-bit remainders of the bf16 weight: 10), and under FP8
+    optimizer_bytes: float = 12.0
+    fp8_optimizer_bytes: float = 12.0
     # --- plan rules ---
     parallelisms: tuple[str, ...]  # axes the stack can split: dp, tp, pp, cp, ep
     cp_comms: tuple[str, ...]  # CP variants it implements: ring | allgather
@@ -181,6 +185,10 @@ class StackProfile:
     def grad_bytes(self, dtype: str) -> float:
         """Bytes per gradient element in the DP reduce under `dtype`."""
         return self.fp8_grad_reduce_bytes if dtype == "fp8" else self.grad_reduce_bytes
+
+    def optimizer_state_bytes(self, dtype: str) -> float:
+        """Bytes per parameter the optimizer holds (before ZeRO sharding) under `dtype`."""
+        return self.fp8_optimizer_bytes if dtype == "fp8" else self.optimizer_bytes
 
     def attention_factor(self, seq_len: float, *, hopper: bool) -> float:
         """Throughput of this stack's attention relative to the hardware profile's curve (FA3-class on Hopper)."""

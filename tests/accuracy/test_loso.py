@@ -11,6 +11,8 @@ import autopar.cost.calibration as cal
 from autopar.io.stacks import load_stack
 from benchmarks import loso
 
+SHIPPED = cal.SUSTAINED_TENSOR_EFFICIENCY  # the value the tests must leave in place
+
 
 @dataclass(frozen=True)
 class Result:
@@ -52,7 +54,7 @@ def test_a_sources_rows_are_scored_without_the_constants_set_on_them() -> None:
     rule = doc["rule"][0]
     assert (rule["source"], rule["own_mape"], rule["others_mape_unfitted"]) == ("a/a:t.md", pytest.approx(0.02), 0.12)
     assert rule["dropped"] is False  # it improves its own source and also the others (0.10 < 0.12)
-    assert cal.SUSTAINED_TENSOR_EFFICIENCY == 0.75  # restored
+    assert cal.SUSTAINED_TENSOR_EFFICIENCY == SHIPPED  # restored
 
 
 def test_a_constant_that_helps_its_source_and_hurts_the_others_is_dropped() -> None:
@@ -88,5 +90,61 @@ def test_the_shipped_constants_name_rows_that_exist() -> None:
     assert {c.name for c in consts} == {"sustained_tensor_efficiency", "llm_foundry_triton_attention", "megatron_moe_host_us"}
     for c in consts:
         assert c.rows and set(c.rows) <= ids, c.name
-    assert next(c for c in consts if c.name == "sustained_tensor_efficiency").value == cal.SUSTAINED_TENSOR_EFFICIENCY
+    sustained = next(c for c in consts if c.name == "sustained_tensor_efficiency")
+    assert sustained.value == cal.SUSTAINED_TENSOR_EFFICIENCY and sustained.refit
+    # set on every framework and published row (not the held-out ones), of several sources
+    from benchmarks import published
+
+    shipped = [r for f in ("framework_runs.yaml", "published_runs.yaml") for r in yaml.safe_load((data / f).read_text())["runs"]]
+    assert set(sustained.rows) == {r["id"] for r in shipped if "achieved" not in r or published.usable(r)}
     assert next(c for c in consts if c.name == "megatron_moe_host_us").value == load_stack("megatron").moe_host_us
+
+
+def test_error_at_is_exact_when_the_step_time_is_affine_in_one_over_f() -> None:
+    # t(f) = 1 + 1/f: t(0.5) = 3, t(1) = 2, t(0.8) = 2.25. Published 1/2.25: errors -0.25 at 0.5, +0.125 at 1.
+    errors = (2.25 / 3 - 1, 2.25 / 2 - 1)
+    assert loso.error_at(0.8, value=0.5, unfitted=1.0, errors=errors) == pytest.approx(0.0)
+    assert loso.error_at(0.5, value=0.5, unfitted=1.0, errors=errors) == pytest.approx(-0.25)
+    assert loso.error_at(1.0, value=0.5, unfitted=1.0, errors=errors) == pytest.approx(0.125)
+    assert loso.error_at(0.6, value=0.5, unfitted=1.0, errors=errors) == pytest.approx(2.25 / (1 + 1 / 0.6) - 1)
+
+
+# Rows whose tokens/s go as f (all tensor-core time): error(f) = f / wanted - 1. Source a wants 0.8, b and c 0.7.
+WANTS = {"a1": 0.8, "b1": 0.7, "b2": 0.7, "c1": 0.7, "c2": 0.7}
+REFIT = loso.Constant(
+    name="eff",
+    where={"module": "autopar.cost.calibration", "name": "SUSTAINED_TENSOR_EFFICIENCY"},
+    value=0.75,
+    unfitted=1.0,
+    rows=tuple(WANTS),
+    refit=True,
+)
+
+
+def _by_f(rows: list[dict[str, Any]]) -> list[Result]:
+    f = cal.SUSTAINED_TENSOR_EFFICIENCY
+    return [Result(id=r["id"], stack="s", error=f / WANTS[r["id"]] - 1) for r in rows]
+
+
+def test_a_constant_of_several_sources_is_refit_without_each_source_for_its_rows() -> None:
+    rows = [{"id": i, "source": {"repo": i[0], "path": "t.md"}} for i in WANTS]
+    with loso.at_value(REFIT, 0.75):
+        fitted = _by_f(rows)
+    doc = loso.leave_one_source_out(rows, _by_f, fitted, [REFIT])
+    rule = doc["rule"][0]
+    # without a: b and c want 0.7; without b (or c): a1 at 0.8 and two rows at 0.7 -> 0.7 (two errors of 0 beat one)
+    assert rule["refit_without"] == {"a:t.md": 0.7, "b:t.md": 0.7, "c:t.md": 0.7}
+    assert rule["fit"] == 0.7
+    # leave-one-source-out: a1 at 0.7 is 0.7 / 0.8 - 1 = -12.5% off, the others exact
+    assert doc["stacks"]["all"]["loso"]["mean"] == pytest.approx(0.125 / 5)
+    # in sample at 0.75: a1 -6.25%, the four others +7.14%
+    assert doc["stacks"]["all"]["in_sample"]["mean"] == pytest.approx((0.0625 + 4 * (0.75 / 0.7 - 1)) / 5)
+    assert rule["source"] == "its 5 rows" and rule["dropped"] is False
+    assert cal.SUSTAINED_TENSOR_EFFICIENCY == SHIPPED  # restored
+
+
+def test_a_constant_of_several_sources_without_refit_is_refused() -> None:
+    rows = [{"id": i, "source": {"repo": i[0], "path": "t.md"}} for i in WANTS]
+    plain = loso.Constant(name="eff", where=REFIT.where, value=0.75, unfitted=1.0, rows=tuple(WANTS))
+    with pytest.raises(SystemExit, match="set on rows of 3 sources"):
+        loso.leave_one_source_out(rows, _by_f, _by_f(rows), [plain])

@@ -60,6 +60,8 @@ class GpuFile(_Strict):
     peak_tflops: dict[Dtype, Tflops]  # must give bf16
     gemm_efficiency: dict[Dtype, Curve]  # [GEMM FLOPs, achieved/peak] pairs; must give bf16
     attention_efficiency: dict[Dtype, Curve]  # [sequence length, achieved/peak] pairs; must give bf16
+    # share of the isolated-kernel tensor-core rate sustained in training; default: autopar's fallback
+    sustained_tensor_efficiency: Efficiency | None = None
 
 
 class NodeFile(_Strict):

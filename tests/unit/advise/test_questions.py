@@ -73,7 +73,7 @@ def test_the_default_batch_lets_24_gpus_run_dp12() -> None:
     # the fastest in the model is dp12 cp2 (+10.7% over the old default's dp3 tp4 cp2, 8,623 tok/s/GPU); within
     # the ±13% error band the re-ranking (advise/ties.py) recommends the more conventional plain dp24 with ZeRO-3
     assert out["ties"]["fastest"] == "dp12 tp1 pp1 cp2"
-    assert out["ties"]["fastest_tokens_per_s_per_gpu"] == pytest.approx(9544, abs=1)
+    assert out["ties"]["fastest_tokens_per_s_per_gpu"] == pytest.approx(9259, abs=1)  # 9,544 at the sustained efficiency 0.75
     best = out["plans"][0]
     assert (best["dp"], best["tp"], best["pp"], best["cp"], best["zero"]) == (24, 1, 1, 1, 3)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from autopar.cost.calibration import SUSTAINED_TENSOR_EFFICIENCY as SUSTAINED
+from autopar.cost.calibration import SUSTAINED_TENSOR_EFFICIENCY
 from autopar.cost.comm import collective_time
 from autopar.cost.compute import block_time, loss_time
 from autopar.cost.flops import (
@@ -18,12 +18,14 @@ from autopar.cost.flops import (
     megatron_flops_per_iteration,
     model_flops_per_token,
 )
-from autopar.cost.kernels import gemm_time, gemm_time_floor
+from autopar.cost.kernels import gemm_time, gemm_time_floor, sustained
 from autopar.cost.memory import block_activation_bytes, state_bytes
 from autopar.cost.pipeline import in_flight_microbatches
+from autopar.errors import ProfileError
+from autopar.io.profiles import parse_profile
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.topology import Group, span
-from tests.conftest import gpt_like, llama70b
+from tests.conftest import gpt_like, llama70b, toy_profile_dict
 
 # --- FLOPs -----------------------------------------------------------------------
 
@@ -104,7 +106,7 @@ def test_block_time_hand_derived(toy_hw: HardwareProfile) -> None:
     # Attention 8.59e9 FLOPs fwd; fwd+bwd 3.5x -> 80.17 us (22.91 fwd, 57.27 bwd).
     # Memory-bound fwd: (10*1024 + 2*4096 + 2*2048) elements/token * 2048 tokens * 2 B = 92.27 MB
     # at 1e12 B/s -> 92.27 us; backward 2x.
-    assert SUSTAINED == 0.75
+    assert toy_hw.sustained_tensor_efficiency == 0.75  # the toy profile's own (tests/conftest.py)
     b = block_time(gpt_like(), toy_hw, dtype="bf16", seq_len=2048, mbs=1, tp=1, cp=1, sp=False, recompute="none")
     gemm, attn_f, attn_b, mem = 137.439e-6, 22.906e-6, 57.266e-6, 92.275e-6
     assert b.fwd == pytest.approx(gemm + attn_f + mem, rel=1e-4)
@@ -130,7 +132,7 @@ def test_cp_ring_hidden_behind_attention(toy_hw: HardwareProfile) -> None:
     # attention per rank halves (8.59 us fwd) so the ring (1 step: 10 us + 41.9 us) is partly exposed.
     b = block_time(gpt_like(), toy_hw, dtype="bf16", seq_len=2048, mbs=1, tp=1, cp=2, sp=False, recompute="none")
     ring = 10e-6 + 2 * 1024 * 1024 * 2 / 1e11
-    attn_f = 3.5 * 8_589_934_592 / 2 / (0.5e15 * SUSTAINED) / 3.5
+    attn_f = 3.5 * 8_589_934_592 / 2 / (0.5e15 * 0.75) / 3.5
     attn_b = 2.5 * attn_f
     assert b.cp_exposed == pytest.approx(max(0, ring - attn_f) + max(0, 2 * ring - attn_b), rel=1e-6)
 
@@ -215,10 +217,23 @@ def test_gemm_time_is_kept_per_profile_and_equals_the_curve(toy_hw: HardwareProf
 
     from autopar.cost import kernels
 
-    fresh = toy_hw.gemm_flops_per_efficiency("bf16", 1e12) / (1e15 * SUSTAINED)
+    fresh = toy_hw.gemm_flops_per_efficiency("bf16", 1e12) / (1e15 * sustained(toy_hw))
     assert gemm_time(toy_hw, "bf16", 1e12) == gemm_time(toy_hw, "bf16", 1e12) == fresh
     faster = replace(toy_hw, peak_flops={**toy_hw.peak_flops, "bf16": 2e15})
     assert gemm_time(faster, "bf16", 1e12) == fresh / 2
-    assert kernels._GEMMS[(id(faster), "bf16", 1e12)] == (faster, fresh / 2)
+    assert kernels._GEMMS[(id(faster), "bf16", 1e12, False)] == (faster, fresh / 2)
     kernels._GEMMS.clear()
     assert gemm_time(toy_hw, "bf16", 1e12) == fresh
+
+
+def test_a_profiles_own_sustained_share_sets_its_tensor_rate_else_the_fallback(toy_hw: HardwareProfile) -> None:
+    """cost/kernels.py sustained: the profile's gpu.sustained_tensor_efficiency (the toy's 0.75), else
+    cost/calibration.py's SUSTAINED_TENSOR_EFFICIENCY. 1 TFLOP on the toy (1000 TFLOP/s, flat 0.5):
+    1e12 / (1e15 x 0.5 x 0.75) = 2.67 ms; without its own value 1e12 / (1e15 x 0.5 x 0.726) = 2.75 ms."""
+    gpu = {k: v for k, v in toy_profile_dict()["gpu"].items() if k != "sustained_tensor_efficiency"}
+    bare = parse_profile(toy_profile_dict(gpu=gpu), where="bare.yaml")
+    assert (sustained(toy_hw), sustained(bare)) == (0.75, SUSTAINED_TENSOR_EFFICIENCY)
+    assert gemm_time(toy_hw, "bf16", 1e12) == pytest.approx(1e12 / (1e15 * 0.5 * 0.75))
+    assert gemm_time(bare, "bf16", 1e12) == pytest.approx(1e12 / (1e15 * 0.5 * SUSTAINED_TENSOR_EFFICIENCY))
+    with pytest.raises(ProfileError, match=r"gpu\.sustained_tensor_efficiency"):
+        parse_profile(toy_profile_dict(gpu={**gpu, "sustained_tensor_efficiency": 1.5}), where="bad.yaml")

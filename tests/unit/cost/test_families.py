@@ -253,7 +253,8 @@ def test_fp8_keeps_gemm_inputs_in_one_byte() -> None:
 def test_ep_exchange_across_nodes_node_aware() -> None:
     # EP 16 over 2 nodes (8 per node), top-2 of 8 experts: a token's experts sit on 2*(1 - (1/2)^2) = 1.5 nodes,
     # 0.75 of them remote; network 4096 tok * 0.75 * 1024 * 2 B / 10 GB/s; NVLink fan-out of 8192 copies * 7/8.
-    from autopar.cost.compute import LayerPlan, _ep_exchange
+    from autopar.cost.compute import LayerPlan
+    from autopar.cost.experts import _ep_exchange
     from autopar.io.profiles import parse_profile
     from tests.conftest import toy_profile_dict
 

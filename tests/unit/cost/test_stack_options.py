@@ -345,3 +345,22 @@ def test_switching_a_dp_overlap_or_fp8_gather_off_exposes_more_dp_time(
 def test_moe_a2a_overlap_sets_the_ep_overlap() -> None:
     assert load_stack("megatron", {"moe_a2a_overlap": "true"}).ep_overlap is True
     assert load_stack("megatron").ep_overlap is False
+
+
+def test_the_precision_aware_optimizer_keeps_10_bytes_a_parameter_under_bf16_only() -> None:
+    """megatron@0.16 precision_aware_optimizer=true (Megatron-Core 0.16 OptimizerConfig, set for BF16 by the
+    NeMo and Megatron-Bridge performance recipes): TE's FusedAdam keeps the fp32 master as the 16 bits the
+    bf16 weight lacks (store_param_remainders), 2 + 4 + 4 = 10 B a parameter against 12 (fp32 master, m, v);
+    under FP8 recipes Megatron keeps the fp32 master itself: 12. Only the optimizer part moves, by 10/12."""
+    base, pao = load_stack("megatron"), load_stack("megatron", {"precision_aware_optimizer": "true"})
+    assert (base.optimizer_state_bytes("bf16"), pao.optimizer_state_bytes("bf16"), pao.optimizer_state_bytes("fp8")) == (12, 10, 12)
+    args = ["estimate", "nemotron4-15b", "--gpus", "16", "--tp", "2", "--mbs", "2", "--seq-len", "4096", "--json"]
+    off = json.loads(runner.invoke(app, args).stdout)["memory_breakdown_gib"]
+    doc = json.loads(runner.invoke(app, [*args, "--stack-opt", "precision_aware_optimizer=true"]).stdout)
+    on = doc["memory_breakdown_gib"]
+    assert doc["stack_options"] == {"precision_aware_optimizer": "true"}
+    assert on["optimizer"] == pytest.approx(off["optimizer"] * 10 / 12)
+    assert {k: on[k] for k in on if k not in ("optimizer", "total")} == {k: off[k] for k in off if k not in ("optimizer", "total")}
+    bad = runner.invoke(app, [*args, "--stack-opt", "precision_aware_optimizer=yes"])
+    line = "autopar: error: --stack-opt precision_aware_optimizer: must be false or true, got 'yes'"
+    assert (bad.exit_code, bad.stderr.strip()) == (2, line)

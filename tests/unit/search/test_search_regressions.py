@@ -28,7 +28,7 @@ def test_mixtral_pipelined_plans_equal_a_fresh_estimate() -> None:
         assert e.step_time_s == estimate(m, hw, job, e.plan).step_time_s
     best = r.ranked[0]
     assert (best.plan.dp, best.plan.tp, best.plan.pp, best.plan.vpp, best.plan.cp) == (16, 1, 2, 16, 1)
-    assert best.step_time_s == pytest.approx(1.351, abs=5e-4)
+    assert best.step_time_s == pytest.approx(1.3895, abs=5e-4)  # 1.351 s at the sustained efficiency 0.75
 
 
 def test_qwen3_moe_search_finds_the_plan_estimate_ranks_first() -> None:
