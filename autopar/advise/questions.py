@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from autopar.advise.train import Context, Suggestion
 from autopar.cost.memo import Memo
-from autopar.cost.memory import memory_floor
+from autopar.cost.states import memory_floor
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.error_model import error_model
 from autopar.search.planner import search
@@ -57,8 +57,7 @@ def gpu_counts(gpus_per_node: int, limit: int = MAX_AUTO_GPUS) -> list[int]:
     return out
 
 
-def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS,
-            progress: Callable[[int, int], None] | None = None) -> Scaling:
+def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS, progress: Callable[[int, int], None] | None = None) -> Scaling:
     """Search at growing GPU counts. Without a given batch each count takes its default (about 4M tokens)."""
     counts = gpu_counts(ctx.hw.gpus_per_node)
     errors = error_model()  # each point's bands: its class at its GPU count
@@ -84,13 +83,13 @@ def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS,
                 break  # a larger count that fits nothing (the batch no longer splits): the curve ends
             tried.append(gpus)
             continue
-        found.append(ScalePoint(gpus=gpus, suggestion=Suggestion(ctx=here, result=result, errors=errors,
-                                                                 search_s=time.perf_counter() - start)))
+        found.append(
+            ScalePoint(gpus=gpus, suggestion=Suggestion(ctx=here, result=result, errors=errors, search_s=time.perf_counter() - start))
+        )
         if len(found) == points:
             break
     if not found:
-        raise InfeasibleError(f"no plan for {ctx.model.name} fits on up to {counts[-1]} x {ctx.hw.gpu_name}; "
-                              f"hardware: {ctx.hw_reason}")
+        raise InfeasibleError(f"no plan for {ctx.model.name} fits on up to {counts[-1]} x {ctx.hw.gpu_name}; hardware: {ctx.hw_reason}")
     return Scaling(min_gpus=found[0].gpus, tried=tuple(tried), points=tuple(found))
 
 

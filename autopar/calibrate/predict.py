@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar.cost import habits
-from autopar.cost.memory import rank_params
 from autopar.cost.pipeline import in_flight_microbatches
+from autopar.cost.states import rank_params
 from autopar.cost.traffic import step_traffic
 from autopar.spec.job import Job
 from autopar.spec.layout import rank_kinds

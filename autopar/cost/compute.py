@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
-from autopar.cost.experts import moe_floor, moe_time
+from autopar.cost.experts import moe_time
 from autopar.cost.flops import FLASH_BWD_OVER_FWD, attention_fwd_flops, logits_gemm, part_gemms, ssd_scan_flops
 from autopar.cost.kernels import (
     elementwise_time,
@@ -39,19 +39,12 @@ from autopar.spec.stack import NEUTRAL, StackProfile
 from autopar.spec.topology import RankGrid
 
 __all__ = [
-    "BlockTime",
-    "Dims",
     "LayerPlan",
-    "Shape",
     "block_time",
     "combine_parts",
-    "gemm_time",
-    "gemms_time",
     "kv_bytes_per_token",
     "layer_time",
     "loss_time",
-    "memory_time",
-    "moe_floor",
     "part_args",
     "part_time",
 ]

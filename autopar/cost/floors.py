@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from autopar.cost.compute import Dims, LayerPlan, Shape, combine_parts, moe_floor, part_args
+from autopar.cost.compute import LayerPlan, combine_parts, part_args
+from autopar.cost.experts import moe_floor
 from autopar.cost.layers import all_stages, kind_counts, loss_seconds, part_seconds
 from autopar.cost.memo import Memo
+from autopar.cost.shape import Dims, Shape
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.plan import Plan
 

@@ -13,7 +13,7 @@ from autopar.cost.shape import Shape
 from autopar.spec.hardware import HardwareProfile
 
 GEMM_CACHE = 1 << 16  # gemm_time's entries before it starts over (serving and variable lengths price many sizes)
-_GEMMS: dict[tuple[int, str, float], tuple[HardwareProfile, float]] = {}
+_GEMMS: dict[tuple[int, str, float, bool], tuple[HardwareProfile, float]] = {}
 
 
 def sustained(hw: HardwareProfile, *, serving: bool = False) -> float:

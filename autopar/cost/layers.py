@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from autopar.cost.compute import BlockTime, LayerPlan, Shape, combine_parts, loss_time, part_args, part_time
+from autopar.cost.compute import LayerPlan, combine_parts, loss_time, part_args, part_time
 from autopar.cost.memo import Memo
+from autopar.cost.shape import Shape
+from autopar.cost.sublayer import BlockTime
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.layout import rank_groups
 

@@ -31,16 +31,10 @@ from autopar.cost.memo import Memo
 from autopar.cost.pipeline import in_flight_microbatches
 from autopar.cost.recompute import module_dropped_bytes, op_sac_bytes
 from autopar.cost.states import (
-    FLOOR_SHARE,
     ParamPlan,
     StatePlan,
-    end_params,
-    memory_floor,
     pipe_kinds,
-    rank_params,
     rank_states,
-    routed_expert_params,
-    state_bytes,
 )
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
@@ -50,19 +44,11 @@ from autopar.spec.plan import Plan
 from autopar.spec.stack import NEUTRAL, StackProfile
 
 __all__ = [
-    "FLOOR_SHARE",
     "MemoryBreakdown",
-    "ParamPlan",
     "end_kinds",
-    "end_params",
     "layer_activation_bytes",
     "memory_breakdown",
-    "memory_floor",
     "peak_bytes",
-    "pipe_kinds",
-    "rank_params",
-    "routed_expert_params",
-    "state_bytes",
     "variant_peaks",
 ]
 

@@ -36,10 +36,11 @@ import numpy as np
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import Group, collective_time
-from autopar.cost.compute import Shape, kv_bytes_per_token, layer_time
+from autopar.cost.compute import kv_bytes_per_token, layer_time
 from autopar.cost.flops import FLASH_BWD_OVER_FWD, attention_fwd_flops
 from autopar.cost.kernels import sustained
 from autopar.cost.pipeline import P2PTime, p2p_time
+from autopar.cost.shape import Shape
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.layout import rank_kinds
@@ -80,8 +81,7 @@ class ModelSeqCost:
     ag_s_per_byte: float = 0.0
 
     @classmethod
-    def from_model(cls, model: ModelSpec, hw: HardwareProfile, plan: Plan, *, dtype: str,
-                   ref_tokens: int = REF_TOKENS) -> ModelSeqCost:
+    def from_model(cls, model: ModelSpec, hw: HardwareProfile, plan: Plan, *, dtype: str, ref_tokens: int = REF_TOKENS) -> ModelSeqCost:
         stage: Counter[str] = max(rank_kinds(model.layer_kinds(), plan.pp, plan.vpp), key=lambda k: sum(k.values()))
         base = replace(plan, cp=1, mbs=1)
         shape = Shape(dtype=dtype, seq_len=ref_tokens, mbs=1)
@@ -105,8 +105,7 @@ class ModelSeqCost:
             group = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp, dp=plan.dp, pp=plan.pp).group("cp")
 
             def both(nbytes: float) -> float:
-                return (collective_time(hw, "all_gather", nbytes, group)
-                        + collective_time(hw, "reduce_scatter", nbytes, group))
+                return collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
 
             ag_cp, ag_lat, ag_per_byte = plan.cp, both(1.0), (both(one + 1.0) - both(1.0)) / one
         p2p = {}
@@ -118,13 +117,35 @@ class ModelSeqCost:
                 return p2p_time(hw, nbytes=width * tokens, pp=plan.pp, vpp=plan.vpp, pair=grid.neighbours("pp"))
 
             a, b = times(1.0), times(one + 1.0)
-            p2p = dict(p2p_lat_s=a.per_microbatch_s, p2p_s_per_tok=(b.per_microbatch_s - a.per_microbatch_s) / one,
-                       fill_lat_s=a.fill_s, fill_s_per_tok=(b.fill_s - a.fill_s) / one)
-        return cls(allgather_cp=ag_cp, ag_lat_s=ag_lat, ag_s_per_byte=ag_per_byte, pp=plan.pp, vpp=plan.vpp, **p2p,
-                   linear_s_per_tok=linear, attn_layers=attn_layers, attn_coef=coef, attn_mult=mult, attn_peak=peak,
-                   eff_log_x=np.log(xs), eff_y=ys, kv_bytes_per_tok=kv_bytes_per_token(model, plan.tp), tp=plan.tp,
-                   gpus_per_node=hw.gpus_per_node, intra_lat_s=fits[0][0], intra_s_per_byte=fits[0][1],
-                   inter_lat_s=fits[1][0], inter_s_per_byte=fits[1][1], slowdown=hw.compute_slowdown)
+            p2p = dict(
+                p2p_lat_s=a.per_microbatch_s,
+                p2p_s_per_tok=(b.per_microbatch_s - a.per_microbatch_s) / one,
+                fill_lat_s=a.fill_s,
+                fill_s_per_tok=(b.fill_s - a.fill_s) / one,
+            )
+        return cls(
+            allgather_cp=ag_cp,
+            ag_lat_s=ag_lat,
+            ag_s_per_byte=ag_per_byte,
+            pp=plan.pp,
+            vpp=plan.vpp,
+            **p2p,
+            linear_s_per_tok=linear,
+            attn_layers=attn_layers,
+            attn_coef=coef,
+            attn_mult=mult,
+            attn_peak=peak,
+            eff_log_x=np.log(xs),
+            eff_y=ys,
+            kv_bytes_per_tok=kv_bytes_per_token(model, plan.tp),
+            tp=plan.tp,
+            gpus_per_node=hw.gpus_per_node,
+            intra_lat_s=fits[0][0],
+            intra_s_per_byte=fits[0][1],
+            inter_lat_s=fits[1][0],
+            inter_s_per_byte=fits[1][1],
+            slowdown=hw.compute_slowdown,
+        )
 
     def _efficiency(self, chunk: np.ndarray) -> np.ndarray:
         """The profile's attention efficiency for chunks of ``chunk`` tokens (falls in proportion below its table)."""

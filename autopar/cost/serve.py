@@ -34,9 +34,8 @@ from types import MappingProxyType
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
-from autopar.cost.compute import gemm_time, gemms_time, memory_time
 from autopar.cost.flops import Gemm, attention_head_width, expert_gemms, logits_gemm, part_gemms
-from autopar.cost.kernels import sustained
+from autopar.cost.kernels import gemm_time, gemms_time, memory_time, sustained
 from autopar.cost.serve_memo import remembered
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.framework import Framework

@@ -24,12 +24,15 @@ from typing import NamedTuple
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
-from autopar.cost.compute import Dims, LayerPlan, memory_time
+from autopar.cost.compute import LayerPlan
 from autopar.cost.flops import model_flops_per_token
+from autopar.cost.kernels import memory_time
 from autopar.cost.layers import Stages, stage_times
 from autopar.cost.memo import Memo, memo_for
-from autopar.cost.memory import MemoryBreakdown, ParamPlan, end_params, memory_breakdown, pipe_kinds
+from autopar.cost.memory import MemoryBreakdown, memory_breakdown
 from autopar.cost.pipeline import P2PTime, p2p_time, schedule_time_of
+from autopar.cost.shape import Dims
+from autopar.cost.states import ParamPlan, end_params, pipe_kinds
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec

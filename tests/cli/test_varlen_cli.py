@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from autopar.cli import app
 from autopar.cost.comm import Group, collective_time
-from autopar.cost.compute import Shape, layer_time
+from autopar.cost.compute import layer_time
 from autopar.cost.sequence import ModelSeqCost
+from autopar.cost.shape import Shape
 from autopar.errors import SpecError
 from autopar.io.profiles import load_hardware
 from autopar.spec.plan import Plan

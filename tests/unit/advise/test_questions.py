@@ -15,7 +15,7 @@ from autopar.advise import train as advise
 from autopar.advise.questions import gpu_counts, parse_gpus
 from autopar.advise.train import batch_warning, fit_hints
 from autopar.cli import app
-from autopar.cost.memory import memory_floor
+from autopar.cost.states import memory_floor
 from autopar.errors import InfeasibleError, SpecError
 from autopar.search.planner import search
 from autopar.spec.job import DEFAULT_HEADROOM, Job, default_global_batch, headroom_bytes

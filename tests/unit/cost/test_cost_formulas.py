@@ -19,8 +19,9 @@ from autopar.cost.flops import (
     model_flops_per_token,
 )
 from autopar.cost.kernels import gemm_time, gemm_time_floor, sustained
-from autopar.cost.memory import block_activation_bytes, state_bytes
+from autopar.cost.memory import block_activation_bytes
 from autopar.cost.pipeline import in_flight_microbatches
+from autopar.cost.states import state_bytes
 from autopar.errors import ProfileError
 from autopar.io.profiles import parse_profile
 from autopar.spec.hardware import HardwareProfile

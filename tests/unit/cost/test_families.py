@@ -10,9 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from autopar.cost.compute import Shape, layer_time
+from autopar.cost.compute import layer_time
 from autopar.cost.flops import attention_fwd_flops, expert_gemms, model_flops_per_token, ssd_scan_flops
 from autopar.cost.memory import layer_activation_bytes, memory_breakdown
+from autopar.cost.shape import Shape
 from autopar.cost.step import estimate
 from autopar.errors import SpecError
 from autopar.search.planner import enumerate_plans, search
@@ -30,17 +31,39 @@ TENSOR = 1e15 * 0.5 * 0.75  # toy bf16 GEMM rate
 def moe_model(**moe: object) -> ModelSpec:
     spec = dict(num_experts=8, top_k=2, expert_ffn_hidden_size=2048)
     spec.update(moe)
-    return ModelSpec(name="moe-toy", layers=4, hidden_size=1024, num_attention_heads=16, num_kv_heads=4, head_dim=64,
-                     ffn_hidden_size=2048, ffn_activation="swiglu", vocab_size=32000, seq_len=4096, max_seq_len=4096,
-                     tie_embeddings=False, moe=MoESpec(**spec))  # type: ignore[arg-type]
+    return ModelSpec(
+        name="moe-toy",
+        layers=4,
+        hidden_size=1024,
+        num_attention_heads=16,
+        num_kv_heads=4,
+        head_dim=64,
+        ffn_hidden_size=2048,
+        ffn_activation="swiglu",
+        vocab_size=32000,
+        seq_len=4096,
+        max_seq_len=4096,
+        tie_embeddings=False,
+        moe=MoESpec(**spec),
+    )  # type: ignore[arg-type]
 
 
 def mamba_model(pattern: str = "M*M-", groups: int = 8) -> ModelSpec:
-    return ModelSpec(name="hybrid-toy", layers=len(pattern), hidden_size=2560, num_attention_heads=40, num_kv_heads=8,
-                     head_dim=64, ffn_hidden_size=10240, ffn_activation="relu2", vocab_size=32000, seq_len=4096,
-                     max_seq_len=4096, tie_embeddings=True,
-                     mamba=MambaSpec(state_size=128, head_dim=64, expand=2, layer_pattern=pattern, num_groups=groups,
-                                     chunk_size=256))
+    return ModelSpec(
+        name="hybrid-toy",
+        layers=len(pattern),
+        hidden_size=2560,
+        num_attention_heads=40,
+        num_kv_heads=8,
+        head_dim=64,
+        ffn_hidden_size=10240,
+        ffn_activation="relu2",
+        vocab_size=32000,
+        seq_len=4096,
+        max_seq_len=4096,
+        tie_embeddings=True,
+        mamba=MambaSpec(state_size=128, head_dim=64, expand=2, layer_pattern=pattern, num_groups=groups, chunk_size=256),
+    )
 
 
 # --- MoE ---------------------------------------------------------------------------
@@ -104,10 +127,21 @@ def test_expert_state_sharded_by_ep(toy_hw: HardwareProfile) -> None:
 
 
 def mla_model() -> ModelSpec:
-    return ModelSpec(name="mla-toy", layers=2, hidden_size=7168, num_attention_heads=128, num_kv_heads=128, head_dim=56,
-                     ffn_hidden_size=18432, ffn_activation="swiglu", vocab_size=129280, seq_len=4096, max_seq_len=4096,
-                     tie_embeddings=False, mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
-                                                       qk_rope_head_dim=64, v_head_dim=128))
+    return ModelSpec(
+        name="mla-toy",
+        layers=2,
+        hidden_size=7168,
+        num_attention_heads=128,
+        num_kv_heads=128,
+        head_dim=56,
+        ffn_hidden_size=18432,
+        ffn_activation="swiglu",
+        vocab_size=129280,
+        seq_len=4096,
+        max_seq_len=4096,
+        tie_embeddings=False,
+        mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+    )
 
 
 def test_mla_params_deepseek_v3_shapes() -> None:
@@ -219,9 +253,20 @@ def test_search_picks_cp_for_long_sequences(toy_hw: HardwareProfile) -> None:
 
 def test_model_flops_moe_counts_active_experts() -> None:
     m = moe_model()
-    dense_equiv = ModelSpec(name="d", layers=4, hidden_size=1024, num_attention_heads=16, num_kv_heads=4, head_dim=64,
-                            ffn_hidden_size=2 * 2048, ffn_activation="swiglu", vocab_size=32000, seq_len=4096,
-                            max_seq_len=4096, tie_embeddings=False)
+    dense_equiv = ModelSpec(
+        name="d",
+        layers=4,
+        hidden_size=1024,
+        num_attention_heads=16,
+        num_kv_heads=4,
+        head_dim=64,
+        ffn_hidden_size=2 * 2048,
+        ffn_activation="swiglu",
+        vocab_size=32000,
+        seq_len=4096,
+        max_seq_len=4096,
+        tie_embeddings=False,
+    )
     # top-2 of 2048-wide experts multiply like one 4096-wide MLP, plus the router (h*E per layer)
     assert model_flops_per_token(m, 4096) == pytest.approx(model_flops_per_token(dense_equiv, 4096) + 6 * 4 * 1024 * 8)
 

@@ -14,7 +14,8 @@ from dataclasses import replace
 
 import pytest
 
-from autopar.cost.memory import memory_breakdown, state_bytes
+from autopar.cost.memory import memory_breakdown
+from autopar.cost.states import state_bytes
 from autopar.io.models import load_model
 from autopar.io.stacks import load_stack
 from autopar.spec.job import Job

@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autopar.cost.memo import Memo
-from autopar.cost.memory import ParamPlan, end_kinds, end_params, rank_params
+from autopar.cost.memory import end_kinds
+from autopar.cost.states import ParamPlan, end_params, rank_params
 from autopar.cost.step import estimate
 from autopar.emit import megatron
 from autopar.errors import SpecError

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from autopar.cli import app
-from autopar.cost.compute import LayerPlan, Shape, layer_time, part_time
+from autopar.cost.compute import LayerPlan, layer_time, part_time
 from autopar.cost.memory import layer_activation_bytes, memory_breakdown
+from autopar.cost.shape import Shape
 from autopar.io.models import load_model
 from autopar.io.stacks import load_stack
 from autopar.spec.hardware import HardwareProfile

@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from autopar.cost.comm import Group, collective_time
-from autopar.cost.compute import Shape, layer_time
+from autopar.cost.compute import layer_time
+from autopar.cost.shape import Shape
 from autopar.cost.step import estimate
 from autopar.io.stacks import load_stack
 from autopar.spec.families import MoESpec

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from autopar.cost.comm import Group, collective_time
-from autopar.cost.compute import Shape, layer_time, loss_time
+from autopar.cost.compute import layer_time, loss_time
 from autopar.cost.memory import layer_activation_bytes, memory_breakdown
+from autopar.cost.shape import Shape
 from autopar.cost.step import estimate
 from autopar.errors import ProfileError, SpecError
 from autopar.io.models import load_model
@@ -108,15 +109,13 @@ def test_logits_bytes_follow_the_stacks_cross_entropy() -> None:
     head = 2 * 8192 * 4096
     assert memory_breakdown(m, job, plan, stack=load_stack("megatron")).logits == pytest.approx(6 * 8192 * 128256 + head)
     titan = load_stack("torchtitan@2024.12")  # the eager loss of 9dec370 (2025.06 compiles it: 4 B)
-    assert memory_breakdown(m, job, replace(plan, zero=2), stack=titan).logits == pytest.approx(
-        14 * 8192 * 128256 + head)
+    assert memory_breakdown(m, job, replace(plan, zero=2), stack=titan).logits == pytest.approx(14 * 8192 * 128256 + head)
     # tp 2 (loss_parallel: 18 B on the vocabulary shard); the DTensor output projection saves the
     # all-gathered input, whole; Megatron saves its SP shard (h / 2)
     tp2 = Plan(dp=4, tp=2, pp=1, zero=2)
     assert memory_breakdown(m, job, tp2, stack=titan).logits == pytest.approx(18 * 8192 * 128256 / 2 + head)
     mega_tp2 = replace(tp2, zero=1)
-    assert memory_breakdown(m, job, mega_tp2, stack=load_stack("megatron")).logits == pytest.approx(
-        6 * 8192 * 128256 / 2 + head / 2)
+    assert memory_breakdown(m, job, mega_tp2, stack=load_stack("megatron")).logits == pytest.approx(6 * 8192 * 128256 / 2 + head / 2)
 
 
 # --- cause 3: FP8 all-gather and bf16 gradient reduction ---------------------------
@@ -173,8 +172,7 @@ def test_cp_ring_exchange_exposed_where_the_stack_does_not_overlap_it(toy_hw: Ha
     plan = Plan(dp=1, tp=1, pp=1, cp=2, sp=False)
     step = collective_time(toy_hw, "send_recv", 2 * 1024 * 2 * 4096, Group(size=2, per_node=2))
     hidden = layer_time(m, toy_hw, Shape(dtype="bf16", seq_len=8192, mbs=1), plan, "dense")
-    exposed = layer_time(m, toy_hw, Shape(dtype="bf16", seq_len=8192, mbs=1, stack=replace(NEUTRAL, cp_overlap=False)),
-                         plan, "dense")
+    exposed = layer_time(m, toy_hw, Shape(dtype="bf16", seq_len=8192, mbs=1, stack=replace(NEUTRAL, cp_overlap=False)), plan, "dense")
     assert hidden.cp_exposed == 0.0
     assert exposed.cp_exposed == pytest.approx(3 * step)
 
@@ -191,7 +189,8 @@ def test_moe_all_to_all_hidden_only_where_the_recipe_overlaps_it(toy_hw: Hardwar
     assert layer_time(m, toy_hw, shape, plan, "moe").ep_exposed == 0.0  # NEUTRAL pairs micro-batches
     mega = load_stack("megatron")
     assert layer_time(m, toy_hw, replace(shape, stack=mega), plan, "moe").ep_exposed == pytest.approx(
-        layer_time(m, toy_hw, replace(shape, stack=mega), replace(plan, pp=1), "moe").ep_exposed)
+        layer_time(m, toy_hw, replace(shape, stack=mega), replace(plan, pp=1), "moe").ep_exposed
+    )
 
 
 def test_megatron_lays_ep_over_dp_cp_tp_when_etp_is_1() -> None:
@@ -247,8 +246,7 @@ def test_eager_elementwise_passes_and_op_sac(toy_hw: HardwareProfile) -> None:
     # op SAC (torchtitan _get_custom_policy at 9dec370) counts the block's aten.mm calls and saves the
     # odd-numbered ones, wq, wv, fc1 (of wq wk wv wo fc1 fc2), the SDPA output and the block input:
     # 2 B x (h + h + h + 4h + h) = 16h B per token.
-    op = layer_activation_bytes(m, "dense", tokens=2048, plan=replace(plan, recompute="selective"),
-                                stack=replace(NEUTRAL, selective="op"))
+    op = layer_activation_bytes(m, "dense", tokens=2048, plan=replace(plan, recompute="selective"), stack=replace(NEUTRAL, selective="op"))
     assert op == pytest.approx(2048 * 16 * 1024)
 
 

@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from autopar.cli import app
-from autopar.cost.memory import memory_breakdown, routed_expert_params
+from autopar.cost.memory import memory_breakdown
+from autopar.cost.states import routed_expert_params
 from autopar.errors import SpecError
 from autopar.io.models import load_model
 from autopar.io.stacks import load_stack
