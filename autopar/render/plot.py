@@ -80,10 +80,10 @@ def cell_title(fastest: Candidate, plans: int) -> str:
     return hover(fastest) + (f" (and {plans - 1} more plans here)" if plans > 1 else "")
 
 
-def svg_chart(s: Suggestion) -> str:
-    """The chart as SVG text (autopar.render.svg), each point titled with its plan."""
+def svg_chart(s: Suggestion, front: Sequence[Estimate] | None = None) -> str:
+    """The chart as SVG text (autopar.render.svg), each point titled with its plan; `front`: ``_front(s)``."""
     ranked = s.result.ranked
-    front = _front(s)
+    front = _front(s) if front is None else front
     best = s.plans[0]  # the recommendation: the re-ranked first (advise/ties.py), as the text says
     cap = s.ctx.hw.memory_bytes / GIB
     bx, by = best.memory.total / GIB, best.tokens_per_s
@@ -113,9 +113,9 @@ def svg_chart(s: Suggestion) -> str:
     )
 
 
-def html_page(s: Suggestion, svg: str) -> str:
-    """A self-contained page: the chart inline and the Pareto plans as a table."""
-    front = _front(s)
+def html_page(s: Suggestion, svg: str, front: Sequence[Estimate] | None = None) -> str:
+    """A self-contained page: the chart inline and the Pareto plans as a table; `front`: ``_front(s)``."""
+    front = _front(s) if front is None else front
     best = s.plans[0]
     inline = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", "", svg)
     rows = []
@@ -148,11 +148,10 @@ def plot_file(path: Path, s: Suggestion) -> tuple[str, PlotSummary]:
     """The text of the chart of `s` for `path` (.svg or .html), and what it shows; the CLI writes it."""
     if path.suffix.lower() not in FORMATS:
         raise SpecError(f"`plot` {path}: the file name must end in .svg or .html")
-    chart = svg_chart(s)
-    text = chart if path.suffix.lower() == ".svg" else html_page(s, chart)
-    return text, PlotSummary(
-        path=path, plans=s.result.feasible, drawn=len(s.result.ranked), pareto=len(pareto_front(s.result.ranked.candidates))
-    )
+    front = _front(s)  # sorts every plan drawn: once for the chart, the page and the count
+    chart = svg_chart(s, front)
+    text = chart if path.suffix.lower() == ".svg" else html_page(s, chart, front)
+    return text, PlotSummary(path=path, plans=s.result.feasible, drawn=len(s.result.ranked), pareto=len(front))
 
 
 def _front(s: Suggestion) -> list[Estimate]:

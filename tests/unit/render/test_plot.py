@@ -128,18 +128,30 @@ def test_plot_works_without_matplotlib(tmp_path: Path, monkeypatch: pytest.Monke
     assert ET.parse(target).getroot().tag == f"{SVG_NS}svg"
 
 
-def test_the_svg_path_imports_no_matplotlib(tmp_path: Path) -> None:
+SERVE = ["serve", "suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8"]
+
+
+@pytest.mark.parametrize("command", [SUGGEST, SERVE], ids=["suggest", "serve"])
+def test_the_svg_path_imports_no_matplotlib(tmp_path: Path, command: list[str]) -> None:
     """In a fresh process (no test has imported it): the chart is written and matplotlib was never imported."""
     target = tmp_path / "p.svg"
     code = (
         "import sys\nfrom autopar.cli import main\n"
-        f"sys.argv = ['autopar', *{[*SUGGEST, '--plot', str(target)]!r}]\n"
+        f"sys.argv = ['autopar', *{[*command, '--plot', str(target)]!r}]\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib')\n"
         "print('imported:', bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "80"})
     assert out.stdout.splitlines()[-1] == "imported: []" and target.stat().st_size > 1000
+
+
+def test_svg_does_not_depend_on_the_terminal_width(tmp_path: Path) -> None:
+    narrow, wide = tmp_path / "narrow.svg", tmp_path / "wide.svg"
+    for target, columns in ((narrow, "40"), (wide, "200")):
+        r = runner.invoke(app, [*SUGGEST, "--plot", str(target)], env={"COLUMNS": columns})
+        assert r.exit_code == 0, r.output
+    assert narrow.read_bytes() == wide.read_bytes()
 
 
 def test_plot_needs_svg_or_html(tmp_path: Path) -> None:
