@@ -76,6 +76,12 @@ def limits(values: Sequence[float]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
+def fitted(s: str, size: float, room: float) -> float:
+    """`size`, or less where `s` would be wider than `room` (a long plan or serving label): a line of text
+    the chart cannot wrap stays inside the picture."""
+    return min(size, round(room / (CHAR_W * max(len(s), 1)), 1))
+
+
 def _n(v: float) -> str:
     """A coordinate: at most two decimals, no trailing zeros."""
     text = f"{v:.2f}".rstrip("0").rstrip(".")
@@ -120,8 +126,10 @@ def render(c: Chart) -> str:
         out.append(f'<path id="vline" d="M{vx} {TOP}V{BOTTOM}" stroke="{INK}" stroke-width="0.8" stroke-dasharray="3,2"/>')
     out += [
         f'<g id="recommended">\n<title>{escape(c.best.title)}</title>\n{_star(px(c.best.x), py(c.best.y))}\n</g>',
-        _text(WIDTH / 2, 16, c.title, size=10.8, anchor="middle", extra=' id="title"'),
-        _text(LEFT, TOP - 6, c.label, size=c.label_size, extra=f' id="recommended-label" fill="{GREEN}"'),
+        _text(WIDTH / 2, 16, c.title, size=fitted(c.title, 10.8, WIDTH - 8), anchor="middle", extra=' id="title"'),
+        _text(
+            LEFT, TOP - 6, c.label, size=fitted(c.label, c.label_size, WIDTH - LEFT - 4), extra=f' id="recommended-label" fill="{GREEN}"'
+        ),
         *_legend(c),
         "</svg>",
     ]

@@ -97,6 +97,14 @@ def test_a_large_cloud_is_one_path_of_distinct_dots_whatever_the_order() -> None
     assert svg.render(chart(cloud)) == text
 
 
+def test_a_long_label_is_set_smaller_to_fit() -> None:
+    assert svg.fitted("short", 9, 566) == 9
+    assert svg.fitted("x" * 200, 9, 566) == round(566 / (svg.CHAR_W * 200), 1) < 9
+    root = ET.fromstring(svg.render(chart([], label="\u2605 " + "y" * 300)))
+    (label,) = [t for t in root.iter(f"{NS}text") if t.get("id") == "recommended-label"]
+    assert float(label.get("font-size", "")) * svg.CHAR_W * 302 <= svg.WIDTH - svg.LEFT
+
+
 def test_line_front_and_legend_on_top() -> None:
     root = ET.fromstring(svg.render(chart([], steps=False, legend_top=True, vline=None)))
     paths = {p.get("id"): p.get("d") for p in root.iter(f"{NS}path") if p.get("id")}
