@@ -184,10 +184,7 @@ def suggest_cmd(
     ] = None,
     plot: Annotated[
         Path | None,
-        typer.Option(
-            help="Write a chart of every point that fits, tok/s/GPU against "
-            "tok/s/user (.svg or .html; needs the \\[plot] extra: matplotlib)."
-        ),
+        typer.Option(help="Write a chart of every point that fits, tok/s/GPU against tok/s/user (.svg or .html)."),
     ] = None,
 ) -> None:
     """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""

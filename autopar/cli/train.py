@@ -110,9 +110,7 @@ def suggest(
     slurm_account: AccountOpt = None,
     slurm_qos: QosOpt = None,
     slurm_cpus_per_task: CpusOpt = None,
-    plot: Annotated[
-        Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html; needs the \\[plot] extra: matplotlib).")
-    ] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html).")] = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
     headroom: HeadroomOpt = DEFAULT_HEADROOM,

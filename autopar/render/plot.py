@@ -2,16 +2,15 @@
 
 The chart marks the Pareto front (the plans that no other beats on both axes: more tokens/s
 for no more memory) and names the recommended plan above the axes, clear of the points, with the
-label the text table uses (``labels.plan_text``). It is drawn with matplotlib, an optional extra
-(INSTALL_HINT) so that the core install stays small; matplotlib is imported only here, only when
-a plot is asked for. ``.svg`` writes the chart; ``.html`` writes a self-contained page with the
-same SVG inline and a table of the Pareto plans.
+label the text table uses (``labels.plan_text``). It is written by hand (autopar.render.svg), so a
+chart needs no plotting library and costs a few milliseconds. ``.svg`` writes the chart; ``.html``
+writes a self-contained page with the same SVG inline and a table of the Pareto plans.
 
 Counts: the page and the text say the search's number of feasible plans; the chart draws the
 plans the search timed. The others are variants of a drawn layout at a higher ZeRO stage or with
 more recompute, which the search counts as fitting without timing them (search/planner.py).
 
-The SVG is reproducible (no date, fixed id salt) and keeps text as text; every Pareto point is
+The SVG is reproducible (the same search writes the same bytes) and keeps text as text; every Pareto point is
 its own element with id ``pareto-<i>-<plan>``, so a test or a script can find them, and every
 point carries an SVG ``<title>`` naming its plan, which a browser shows on hover.
 """
@@ -19,26 +18,22 @@ point carries an SVG ``<title>`` naming its plan, which a browser shows on hover
 from __future__ import annotations
 
 import html
-import io
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from autopar.advise.train import Candidate, Suggestion
 from autopar.cost.step import Estimate
 from autopar.errors import SpecError
+from autopar.render import svg
 from autopar.render.answer import PlotSummary
 from autopar.render.labels import plan_text
 from autopar.spec.units import GIB
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 P = TypeVar("P", Candidate, Estimate)
-INSTALL_HINT = "pip install matplotlib (in a clone of autopar: pip install -e '.[plot]')"
 FORMATS = (".svg", ".html", ".htm")
-RASTER_ABOVE = 2000  # more points than this are drawn as one embedded image (the SVG stays ~100 KB)
+RASTER_ABOVE = 2000  # more plans than this are drawn as one path of untitled dots (the SVG stays small)
 
 
 def pareto_front(estimates: Iterable[P]) -> list[P]:
@@ -85,108 +80,42 @@ def cell_title(fastest: Candidate, plans: int) -> str:
     return hover(fastest) + (f" (and {plans - 1} more plans here)" if plans > 1 else "")
 
 
-def _titled(svg: str, gid: str, titles: Sequence[str]) -> str:
-    """Give the i-th ``<use>`` marker inside the group ``gid`` the i-th title; unchanged if the counts differ."""
-    lines = svg.split("\n")
-    start = next((i for i, line in enumerate(lines) if line.strip() == f'<g id="{gid}">'), None)
-    if start is None:
-        return svg
-    close = lines[start][: len(lines[start]) - len(lines[start].lstrip())] + "</g>"
-    end = next(i for i in range(start + 1, len(lines)) if lines[i] == close)
-    uses = [i for i in range(start, end) if lines[i].lstrip().startswith("<use ")]
-    if len(uses) != len(titles):
-        return svg
-    for i, title in zip(uses, titles, strict=True):
-        lines[i] = f"<g><title>{html.escape(title)}</title>{lines[i].strip()}</g>"
-    return "\n".join(lines)
-
-
-def _title_groups(svg: str, titles: dict[str, str]) -> str:
-    """A ``<title>`` as the first child of each group whose id is a key."""
-    for gid, title in titles.items():
-        svg = svg.replace(f'<g id="{gid}">', f'<g id="{gid}">\n<title>{html.escape(title)}</title>', 1)
-    return svg
-
-
-def figure(s: Suggestion, points: Sequence[tuple[float, float, Candidate, int]] | None = None) -> Figure:
-    """The chart as a matplotlib Figure (drawn, not saved); ``points``: ``_distinct`` of the ranking."""
-    try:
-        from matplotlib.figure import Figure
-        from matplotlib.ticker import StrMethodFormatter
-    except ImportError:
-        raise SpecError(f"`plot` needs matplotlib, an optional extra: {INSTALL_HINT}") from None
+def svg_chart(s: Suggestion, front: Sequence[Estimate] | None = None) -> str:
+    """The chart as SVG text (autopar.render.svg), each point titled with its plan; `front`: ``_front(s)``."""
     ranked = s.result.ranked
-    front = _front(s)
+    front = _front(s) if front is None else front
     best = s.plans[0]  # the recommendation: the re-ranked first (advise/ties.py), as the text says
     cap = s.ctx.hw.memory_bytes / GIB
-    fig = Figure(figsize=(9, 5.5))
-    ax = fig.add_subplot()
-    points = _distinct(ranked.candidates) if points is None else points
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    ax.scatter(
-        xs,
-        ys,
-        s=9,
-        color="#9aa5b1",
-        alpha=0.6,
-        linewidths=0,
-        label=f"plans timed ({len(ranked)} of {s.result.feasible} that fit)",
-        gid="plans",
-        rasterized=len(xs) > RASTER_ABOVE,
-    )
-    fx = [e.memory.total / GIB for e in front]
-    fy = [e.tokens_per_s for e in front]
-    ax.plot(fx, fy, drawstyle="steps-post", color="#d62728", linewidth=1, label=f"Pareto front ({len(front)})", gid="pareto-front")
-    for i, e in enumerate(front):
-        ax.plot([fx[i]], [fy[i]], marker="o", markersize=4, color="#d62728", gid=f"pareto-{i}-{plan_slug(e)}")
     bx, by = best.memory.total / GIB, best.tokens_per_s
-    ax.plot([bx], [by], marker="*", markersize=13, color="#2ca02c", linestyle="none", gid="recommended", label="recommended")
-    # above the axes, left-aligned: never on a point or the front, whatever their shape
-    ax.text(
-        0,
-        1.015,
-        f"\u2605 recommended: {plan_text(best)}; {by:,.0f} tokens/s, {bx:.1f} GiB",
-        transform=ax.transAxes,
-        ha="left",
-        va="bottom",
-        color="#2ca02c",
-        gid="recommended-label",
-    )
-    ax.axvline(cap, color="#444444", linestyle="--", linewidth=0.8, label=f"GPU memory ({cap:.1f} GiB)")
-    ax.set_xlabel("peak memory per GPU (GiB)")
-    ax.set_ylabel("tokens/s (whole job)")
-    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     j = s.ctx.job
-    ax.set_title(
-        f"{s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}: global batch {j.global_batch} x {j.seq_len} tokens, {j.dtype}", pad=22
+    if len(ranked.candidates) > RASTER_ABOVE:  # one path of untitled dots: no cells, no titles to build
+        cloud = [svg.Point(c.memory_bytes / GIB, c.tokens_per_s) for c in ranked.candidates]
+    else:
+        cloud = [svg.Point(gib, tps, cell_title(fastest, n)) for gib, tps, fastest, n in _distinct(ranked.candidates)]
+    return svg.render(
+        svg.Chart(
+            title=f"{s.ctx.model.name} on {j.gpus} x {s.ctx.hw.gpu_name}: global batch {j.global_batch} x {j.seq_len} tokens, {j.dtype}",
+            label=f"\u2605 recommended: {plan_text(best)}; {by:,.0f} tokens/s, {bx:.1f} GiB",
+            xlabel="peak memory per GPU (GiB)",
+            ylabel="tokens/s (whole job)",
+            cloud=cloud,
+            cloud_label=f"plans timed ({len(ranked)} of {s.result.feasible} that fit)",
+            cloud_gid="plans",
+            front=[
+                svg.Point(e.memory.total / GIB, e.tokens_per_s, "Pareto: " + hover(e), f"pareto-{i}-{plan_slug(e)}")
+                for i, e in enumerate(front)
+            ],
+            front_label=f"Pareto front ({len(front)})",
+            best=svg.Point(bx, by, "recommended: " + hover(best)),
+            vline=(cap, f"GPU memory ({cap:.1f} GiB)"),
+            titled_up_to=RASTER_ABOVE,
+        )
     )
-    ax.grid(True, linewidth=0.3, alpha=0.5)
-    ax.legend(loc="lower right")
-    return fig
 
 
-def svg_chart(s: Suggestion) -> str:
-    """The chart as SVG text, each point titled with its plan."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise SpecError(f"`plot` needs matplotlib, an optional extra: {INSTALL_HINT}") from None
-    points = _distinct(s.result.ranked.candidates)
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autopar", "font.size": 9}):
-        fig = figure(s, points)
-        out = io.StringIO()
-        fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight", dpi=120)
-    front = _front(s)
-    svg = out.getvalue()
-    if len(points) <= RASTER_ABOVE:  # above, the cloud is one image: only the front and the star are titled
-        svg = _titled(svg, "plans", [cell_title(best, n) for *_, best, n in points])
-    titles = {f"pareto-{i}-{plan_slug(e)}": "Pareto: " + hover(e) for i, e in enumerate(front)}
-    return _title_groups(svg, {**titles, "recommended": "recommended: " + hover(s.plans[0])})
-
-
-def html_page(s: Suggestion, svg: str) -> str:
-    """A self-contained page: the chart inline and the Pareto plans as a table."""
-    front = _front(s)
+def html_page(s: Suggestion, svg: str, front: Sequence[Estimate] | None = None) -> str:
+    """A self-contained page: the chart inline and the Pareto plans as a table; `front`: ``_front(s)``."""
+    front = _front(s) if front is None else front
     best = s.plans[0]
     inline = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", "", svg)
     rows = []
@@ -219,11 +148,10 @@ def plot_file(path: Path, s: Suggestion) -> tuple[str, PlotSummary]:
     """The text of the chart of `s` for `path` (.svg or .html), and what it shows; the CLI writes it."""
     if path.suffix.lower() not in FORMATS:
         raise SpecError(f"`plot` {path}: the file name must end in .svg or .html")
-    svg = svg_chart(s)
-    text = svg if path.suffix.lower() == ".svg" else html_page(s, svg)
-    return text, PlotSummary(
-        path=path, plans=s.result.feasible, drawn=len(s.result.ranked), pareto=len(pareto_front(s.result.ranked.candidates))
-    )
+    front = _front(s)  # sorts every plan drawn: once for the chart, the page and the count
+    chart = svg_chart(s, front)
+    text = chart if path.suffix.lower() == ".svg" else html_page(s, chart, front)
+    return text, PlotSummary(path=path, plans=s.result.feasible, drawn=len(s.result.ranked), pareto=len(front))
 
 
 def _front(s: Suggestion) -> list[Estimate]:

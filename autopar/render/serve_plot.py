@@ -10,7 +10,6 @@ concurrency, TTFT and TPOT. ``.svg`` or ``.html`` (the chart inline and the fron
 from __future__ import annotations
 
 import html
-import io
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,8 +17,9 @@ from pathlib import Path
 from autopar.advise.serve import ServeContext, ServeSweep
 from autopar.cost.serve_load import ServeEstimate
 from autopar.errors import SpecError
+from autopar.render import svg
 from autopar.render.answer import PlotSummary
-from autopar.render.plot import FORMATS, INSTALL_HINT, RASTER_ABOVE, _title_groups, _titled
+from autopar.render.plot import FORMATS, RASTER_ABOVE
 from autopar.render.serve import layout_label
 
 
@@ -54,74 +54,30 @@ def _cells(points: Sequence[ServeEstimate]) -> list[tuple[float, float, str]]:
 
 
 def svg_chart(ctx: ServeContext, result: ServeSweep) -> str:
-    try:
-        import matplotlib
-        from matplotlib.figure import Figure
-        from matplotlib.ticker import StrMethodFormatter
-    except ImportError:
-        raise SpecError(f"`plot` needs matplotlib, an optional extra: {INSTALL_HINT}") from None
+    """The chart as SVG text (autopar.render.svg), each point titled as its table row."""
     best = result.best
     if best is None:
         raise SpecError("`plot` needs a recommended deployment")
     front = list(result.pareto)
-    cells = _cells(result.points)
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autopar", "font.size": 9}):
-        fig = Figure(figsize=(9, 5.5))
-        ax = fig.add_subplot()
-        ax.scatter(
-            [c[0] for c in cells],
-            [c[1] for c in cells],
-            s=9,
-            color="#9aa5b1",
-            alpha=0.6,
-            linewidths=0,
-            label=f"points priced ({len(result.points):,} of {fit_count(result):,} that fit)",
-            gid="points",
-            rasterized=len(cells) > RASTER_ABOVE,
+    wl = best.workload
+    return svg.render(
+        svg.Chart(
+            title=f"{ctx.model.name} on {ctx.gpus} x {ctx.hw.gpu_name}: ISL {wl.isl}, OSL {wl.osl}, {best.deployment.framework}",
+            label=f"\u2605 recommended ({result.rule}): {point_text(best)}",
+            xlabel="tokens/s per user (1 / TPOT)",
+            ylabel="output tokens/s per GPU",
+            cloud=[svg.Point(x, y, title) for x, y, title in _cells(result.points)],
+            cloud_label=f"points priced ({len(result.points):,} of {fit_count(result):,} that fit)",
+            cloud_gid="points",
+            front=[svg.Point(per_user(e), per_gpu(e), "Pareto: " + point_text(e), f"pareto-{i}") for i, e in enumerate(front)],
+            front_label=f"Pareto front ({len(front)})",
+            best=svg.Point(per_user(best), per_gpu(best), "recommended: " + point_text(best)),
+            steps=False,
+            legend_top=True,
+            label_size=8,
+            titled_up_to=RASTER_ABOVE,
         )
-        ax.plot(
-            [per_user(e) for e in front],
-            [per_gpu(e) for e in front],
-            color="#d62728",
-            linewidth=1,
-            label=f"Pareto front ({len(front)})",
-            gid="pareto-front",
-        )
-        for i, e in enumerate(front):
-            ax.plot([per_user(e)], [per_gpu(e)], marker="o", markersize=4, color="#d62728", gid=f"pareto-{i}")
-        ax.plot(
-            [per_user(best)],
-            [per_gpu(best)],
-            marker="*",
-            markersize=13,
-            color="#2ca02c",
-            linestyle="none",
-            gid="recommended",
-            label="recommended",
-        )
-        ax.text(
-            0,
-            1.015,
-            f"\u2605 recommended ({result.rule}): {point_text(best)}",
-            transform=ax.transAxes,
-            ha="left",
-            va="bottom",
-            color="#2ca02c",
-            gid="recommended-label",
-            fontsize=8,
-        )
-        ax.set_xlabel("tokens/s per user (1 / TPOT)")
-        ax.set_ylabel("output tokens/s per GPU")
-        ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-        wl = best.workload
-        ax.set_title(f"{ctx.model.name} on {ctx.gpus} x {ctx.hw.gpu_name}: ISL {wl.isl}, OSL {wl.osl}, {best.deployment.framework}", pad=22)
-        ax.grid(True, linewidth=0.3, alpha=0.5)
-        ax.legend(loc="upper right")
-        out = io.StringIO()
-        fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight", dpi=120)
-    svg = _titled(out.getvalue(), "points", [c[2] for c in cells])
-    titles = {f"pareto-{i}": "Pareto: " + point_text(e) for i, e in enumerate(front)}
-    return _title_groups(svg, {**titles, "recommended": "recommended: " + point_text(best)})
+    )
 
 
 def fit_count(result: ServeSweep) -> int:
@@ -150,6 +106,6 @@ def serve_plot_file(path: Path, ctx: ServeContext, result: ServeSweep) -> tuple[
     """The text of the chart of `result` for `path` (.svg or .html), and what it shows; the CLI writes it."""
     if path.suffix.lower() not in FORMATS:
         raise SpecError(f"`plot` {path}: the file name must end in .svg or .html")
-    svg = svg_chart(ctx, result)
-    text = svg if path.suffix.lower() == ".svg" else html_page(ctx, result, svg)
+    chart = svg_chart(ctx, result)
+    text = chart if path.suffix.lower() == ".svg" else html_page(ctx, result, chart)
     return text, PlotSummary(path=path, plans=fit_count(result), drawn=len(result.points), pareto=len(result.pareto))
