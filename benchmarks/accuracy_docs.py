@@ -50,21 +50,24 @@ def headline_table() -> str:
     fw, pub, held, _ = _shipped()
     doc = accuracy.headline(fw, pub, held)
     pct = accuracy._pct
-    lines = ["| stack | rows | LOSO MAPE | LOSO median | in-sample MAPE | in-sample median |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| stack | rows | LOSO MAPE | LOSO median | in-sample MAPE | in-sample median |", "|---|---:|---:|---:|---:|---:|"]
     for stack, s in doc["stacks"].items():
         a, b = s["loso"], s["in_sample"]
-        lines.append(f"| {stack} | {a['rows']} | {pct(a['mean'])} | {pct(a['median'])} | {pct(b['mean'])} | "
-                     f"{pct(b['median'])} |")
-    lines += ["", "| fitted constant | value (unfitted) | its source: MAPE (unfitted) | other sources: MAPE (unfitted) | "
-              "keep rule |", "|---|---|---|---|---|"]
+        lines.append(f"| {stack} | {a['rows']} | {pct(a['mean'])} | {pct(a['median'])} | {pct(b['mean'])} | {pct(b['median'])} |")
+    lines += [
+        "",
+        "| fitted constant | value (unfitted) | its source: MAPE (unfitted) | other sources: MAPE (unfitted) | keep rule |",
+        "|---|---|---|---|---|",
+    ]
     for r in doc["rule"]:
         if "fit" in r:  # set on rows of several sources: refit without each for its leave-one-source-out score
             v = r["refit_without"].values()
             r = {**r, "source": f"{r['source']} ({len(v)} sources; refit without each {min(v):.3f}-{max(v):.3f})"}
-        lines.append(f"| `{r['constant']}` | {r['value']:g} ({r['unfitted']:g}) | {r['source']}: {pct(r['own_mape'])} "
-                     f"({pct(r['own_mape_unfitted'])}) | {pct(r['others_mape'])} ({pct(r['others_mape_unfitted'])}) | "
-                     f"{'dropped' if r['dropped'] else 'kept'} |")
+        lines.append(
+            f"| `{r['constant']}` | {r['value']:g} ({r['unfitted']:g}) | {r['source']}: {pct(r['own_mape'])} "
+            f"({pct(r['own_mape_unfitted'])}) | {pct(r['others_mape'])} ({pct(r['others_mape_unfitted'])}) | "
+            f"{'dropped' if r['dropped'] else 'kept'} |"
+        )
     return "\n".join(lines)
 
 
@@ -113,10 +116,15 @@ def serving_headline() -> str:
         if isinstance(groups, str):
             lines.append(groups)
             continue
-        lines += ["| | rows | TTFT median | TTFT mean | TPOT median | TPOT mean | TTFT within 15% | TPOT within 15% "
-                  "| worst |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        lines += [f"| {k} | {v.rows} | {v.ttft_median:.1%} | {v.ttft_mean:.1%} | {v.tpot_median:.1%} | {v.tpot_mean:.1%}"
-                  f" | {v.ttft_within} | {v.tpot_within} | {v.worst:.1f}x |" for k, v in groups.items()]
+        lines += [
+            "| | rows | TTFT median | TTFT mean | TPOT median | TPOT mean | TTFT within 15% | TPOT within 15% | worst |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {k} | {v.rows} | {v.ttft_median:.1%} | {v.ttft_mean:.1%} | {v.tpot_median:.1%} | {v.tpot_mean:.1%}"
+            f" | {v.ttft_within} | {v.tpot_within} | {v.worst:.1f}x |"
+            for k, v in groups.items()
+        ]
     return "\n".join(lines)
 
 
@@ -125,8 +133,11 @@ def papers_table() -> str:
 
 
 PAGES: dict[str, list[tuple[str, Callable[[], str]]]] = {
-    "docs/accuracy.md": [("`python benchmarks/accuracy.py` (headline)", headline_table),
-                         ("`python benchmarks/accuracy.py`", training_table), ("`python benchmarks/serving_accuracy.py`", serving_table)],
+    "docs/accuracy.md": [
+        ("`python benchmarks/accuracy.py` (headline)", headline_table),
+        ("`python benchmarks/accuracy.py`", training_table),
+        ("`python benchmarks/serving_accuracy.py`", serving_table),
+    ],
     "docs/varlen.md": [("`python benchmarks/varlen_papers.py --steps 64`", papers_table)],
     "docs/serving-accuracy.md": [("`python benchmarks/serving_accuracy.py`", serving_headline)],
 }
@@ -141,8 +152,7 @@ def page(name: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    return refresh({name: (lambda _old, name=name: page(name)) for name in PAGES}, argv,
-                   command="python benchmarks/accuracy_docs.py")
+    return refresh({name: (lambda _old, name=name: page(name)) for name in PAGES}, argv, command="python benchmarks/accuracy_docs.py")
 
 
 if __name__ == "__main__":

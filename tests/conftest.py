@@ -20,8 +20,10 @@ def toy_profile_dict(**overrides: Any) -> dict[str, Any]:
     2000 GB/s at efficiency 0.5 (so 1e12 B/s effective), intra collectives
     10 us + 100 GB/s, inter 20 us + 10 GB/s, no overlap slowdown.
     """
-    intra = {c: [{"group_size": 8, "latency_us": 10, "bw_gbps": 100}] for c in
-             ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")}
+    intra = {
+        c: [{"group_size": 8, "latency_us": 10, "bw_gbps": 100}]
+        for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+    }
     inter = {c: [{"group_size": 16, "latency_us": 20, "bw_gbps": 10}] for c in intra}
     data: dict[str, Any] = {
         "schema_version": 1,
@@ -54,9 +56,19 @@ def toy_hw() -> HardwareProfile:
 def gpt_like(**overrides: Any) -> ModelSpec:
     """GPT-style block (MHA, 4h GELU MLP, dropout), Korthikanti et al.'s shapes."""
     kw: dict[str, Any] = dict(
-        name="gpt-toy", layers=4, hidden_size=1024, num_attention_heads=16, num_kv_heads=16, head_dim=64,
-        ffn_hidden_size=4096, ffn_activation="gelu", vocab_size=32000, seq_len=2048, max_seq_len=2048,
-        tie_embeddings=True, dropout=True,
+        name="gpt-toy",
+        layers=4,
+        hidden_size=1024,
+        num_attention_heads=16,
+        num_kv_heads=16,
+        head_dim=64,
+        ffn_hidden_size=4096,
+        ffn_activation="gelu",
+        vocab_size=32000,
+        seq_len=2048,
+        max_seq_len=2048,
+        tie_embeddings=True,
+        dropout=True,
     )
     kw.update(overrides)
     return ModelSpec(**kw)
@@ -64,8 +76,17 @@ def gpt_like(**overrides: Any) -> ModelSpec:
 
 def llama70b() -> ModelSpec:
     return ModelSpec(
-        name="llama3-70b", layers=80, hidden_size=8192, num_attention_heads=64, num_kv_heads=8, head_dim=128,
-        ffn_hidden_size=28672, ffn_activation="swiglu", vocab_size=128256, seq_len=8192, max_seq_len=131072,
+        name="llama3-70b",
+        layers=80,
+        hidden_size=8192,
+        num_attention_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        ffn_hidden_size=28672,
+        ffn_activation="swiglu",
+        vocab_size=128256,
+        seq_len=8192,
+        max_seq_len=131072,
         tie_embeddings=False,
     )
 

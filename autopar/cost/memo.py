@@ -39,8 +39,9 @@ class Memo:
 
     __slots__ = ("_values", "hw", "job", "model", "stack")
 
-    def __init__(self, model: ModelSpec, hw: HardwareProfile | None, job: Job, stack: StackProfile = NEUTRAL, *,
-                 share: Memo | None = None) -> None:
+    def __init__(
+        self, model: ModelSpec, hw: HardwareProfile | None, job: Job, stack: StackProfile = NEUTRAL, *, share: Memo | None = None
+    ) -> None:
         """A memo for `model` trained as `job` on `hw` (None for memory only, which reads no hardware) by `stack`;
         `share`: a memo of the same inputs but the job's GPU count and global batch, whose values this one
         reuses and adds to."""
@@ -87,8 +88,12 @@ class Memo:
 
     def serves(self, model: ModelSpec, hw: HardwareProfile, job: Job, stack: StackProfile = NEUTRAL) -> bool:
         """This memo was made for these inputs (the same objects, or equal ones)."""
-        return (self.model is model or self.model == model) and (self.hw is hw or self.hw == hw) and (
-            self.job is job or self.job == job) and (self.stack is stack or self.stack == stack)
+        return (
+            (self.model is model or self.model == model)
+            and (self.hw is hw or self.hw == hw)
+            and (self.job is job or self.job == job)
+            and (self.stack is stack or self.stack == stack)
+        )
 
 
 def memo_for(memo: Memo | None, model: ModelSpec, hw: HardwareProfile, job: Job, stack: StackProfile = NEUTRAL) -> Memo:

@@ -57,8 +57,10 @@ def saved_profile_path(*, instead: str = "") -> Path:
     what else the command takes)."""
     folder = config_dir()
     if folder is None:
-        raise ProfileError(f"no folder for the saved profile: HOME is not set and uid {os.getuid()} has no passwd "
-                           f"entry; set AUTOPAR_HOME or XDG_CONFIG_HOME to a folder{instead}")
+        raise ProfileError(
+            f"no folder for the saved profile: HOME is not set and uid {os.getuid()} has no passwd "
+            f"entry; set AUTOPAR_HOME or XDG_CONFIG_HOME to a folder{instead}"
+        )
     return folder / "profile.yaml"
 
 
@@ -132,8 +134,7 @@ def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> Hardwa
     if v.power is not None:
         tdp, limit = v.power.tdp_w, v.power.limit_w
         if limit > tdp:
-            raise ProfileError(f"{where}: power.limit_w: power limit ({limit:g} W) above the rated board power "
-                               f"({tdp:g} W)")
+            raise ProfileError(f"{where}: power.limit_w: power limit ({limit:g} W) above the rated board power ({tdp:g} W)")
         ratio = (limit / tdp) ** (1 / 3)  # limit_w and tdp_w are in [MIN_POWER_W, MAX_POWER_W]: ratio >= 0.02
     profile = parse_profile(merged, where=where)
     peaks = {dtype: flops * ratio for dtype, flops in profile.peak_flops.items()}
@@ -154,8 +155,9 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
 
     version = data.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise ProfileError(f"{where}: schema_version: profile is from a newer autopar (schema {version}, this one reads "
-                           f"{SCHEMA_VERSION}); upgrade autopar")
+        raise ProfileError(
+            f"{where}: schema_version: profile is from a newer autopar (schema {version}, this one reads {SCHEMA_VERSION}); upgrade autopar"
+        )
 
     def fail(field: str, msg: str) -> ProfileError:
         return ProfileError(f"{where}: {field}: {msg}")
@@ -163,8 +165,10 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
     named_corrections = data.get("corrections")
     for name in named_corrections if isinstance(named_corrections, dict) else ():
         if name not in CORRECTIONS:  # before the bodies: a misspelt name is the likelier mistake
-            raise fail("corrections", f"unknown correction {shown(name)}{did_you_mean(str(name), list(CORRECTIONS))}; "
-                       f"known: {', '.join(CORRECTIONS)}")
+            raise fail(
+                "corrections",
+                f"unknown correction {shown(name)}{did_you_mean(str(name), list(CORRECTIONS))}; known: {', '.join(CORRECTIONS)}",
+            )
     p = validate(ProfileFile, data, where=where, err=ProfileError)
 
     if "bf16" not in p.gpu.peak_tflops:
@@ -172,8 +176,7 @@ def parse_profile(data: dict[str, Any], *, where: str) -> HardwareProfile:
     if p.source == "datasheet" and p.citations is None:
         raise fail("citations", "missing required field")
     if p.node.gpus_per_host is not None and p.node.gpus_per_node % p.node.gpus_per_host:
-        raise fail("node.gpus_per_host", f"must divide gpus_per_node ({p.node.gpus_per_node}), "
-                   f"got {p.node.gpus_per_host}")
+        raise fail("node.gpus_per_host", f"must divide gpus_per_node ({p.node.gpus_per_node}), got {p.node.gpus_per_host}")
     return HardwareProfile(
         name=p.name,
         description=p.description,
@@ -210,8 +213,7 @@ def _corrections(raw: dict[str, Any], fail: Callable[[str, str], ProfileError]) 
     return tuple(out)
 
 
-def _curves(raw: Mapping[Any, list[tuple[float, float]]], key: str,
-            fail: Callable[[str, str], ProfileError]) -> dict[str, Curve]:
+def _curves(raw: Mapping[Any, list[tuple[float, float]]], key: str, fail: Callable[[str, str], ProfileError]) -> dict[str, Curve]:
     """Each dtype's [size, efficiency] points (each number bounded by the schema), sorted by size."""
     if "bf16" not in raw:
         raise fail(key, "must give a bf16 curve")
@@ -227,7 +229,9 @@ def _curves(raw: Mapping[Any, list[tuple[float, float]]], key: str,
 def _collectives(raw: Any) -> dict[str, tuple[CollectiveFit, ...]]:
     out = {}
     for coll in COLLECTIVES:
-        fits = [CollectiveFit(group_size=f.group_size, latency_s=f.latency_us * 1e-6, bw_bytes_per_s=f.bw_gbps * 1e9)
-                for f in getattr(raw, coll)]
+        fits = [
+            CollectiveFit(group_size=f.group_size, latency_s=f.latency_us * 1e-6, bw_bytes_per_s=f.bw_gbps * 1e9)
+            for f in getattr(raw, coll)
+        ]
         out[coll] = tuple(sorted(fits, key=lambda c: c.group_size))
     return out

@@ -1,11 +1,10 @@
 """Safe reading of input files: regular files only, bounded in size, depth and aliases.
 
-Every input autopar reads (model specs, hardware profiles, length distributions,
-Hugging Face configs) comes through here. The rules, each a one-line error
-naming the file:
+Every input file (model specs, profiles, distributions, HF configs) comes through
+here. The rules, each a one-line error naming the file:
 
-- only regular files are read: a FIFO, a device, a socket or a directory is
-  refused before a byte is read (a FIFO is opened non-blocking, so it cannot hang);
+- only regular files: a FIFO, device, socket or directory is refused before a
+  byte is read (a FIFO is opened non-blocking, so it cannot hang);
 - at most ``cap`` bytes (``MAX_SPEC_BYTES`` for specs and profiles) are read;
 - text is UTF-8, with or without a byte-order mark;
 - YAML is read with a safe loader that refuses tags that build Python objects,
@@ -16,10 +15,9 @@ naming the file:
 - in both, a text that is not Unicode (a lone surrogate written as ``"\\udc80"``,
   which no output could print) is refused, naming its field.
 
-Values quoted in messages go through :func:`shown`, which bounds their length
-and escapes newlines, so a message stays one short line whatever the input;
-:func:`printable` is the one escaping of terminal control characters, for
-everything autopar prints (render/text.py applies it to every console line).
+Values quoted in messages go through :func:`shown` (bounded, newlines escaped:
+one short line whatever the input); spec/text.py `printable` escapes terminal
+control characters in everything autopar prints.
 """
 
 from __future__ import annotations
@@ -69,8 +67,12 @@ def named(path: Path | str) -> str:
     return one_line(str(path), 160)
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _kind(mode: int) -> str:

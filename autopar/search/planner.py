@@ -61,8 +61,7 @@ from autopar.spec.model import ModelSpec
 from autopar.spec.plan import RECOMPUTE, Plan
 from autopar.spec.stack import NEUTRAL, StackProfile
 
-__all__ = ["TIE_BAND", "Candidate", "RankedPlans", "SearchResult", "dominated", "enumerate_plans", "rank", "search",
-           "simplicity"]
+__all__ = ["TIE_BAND", "Candidate", "RankedPlans", "SearchResult", "dominated", "enumerate_plans", "rank", "search", "simplicity"]
 
 PROGRESS_EVERY = 1024  # layouts between progress reports
 CP_VARIANT_CANDIDATES = 64  # leading plans on which the all-gather CP variant is tried
@@ -79,9 +78,15 @@ class SearchResult:
 
 
 def search(
-    model: ModelSpec, hw: HardwareProfile, job: Job, *, fixed: Mapping[str, object] | None = None,
+    model: ModelSpec,
+    hw: HardwareProfile,
+    job: Job,
+    *,
+    fixed: Mapping[str, object] | None = None,
     stack: StackProfile = NEUTRAL,
-    progress: Callable[[int, int], None] | None = None, keep: int | None = KEEP, share: Memo | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    keep: int | None = KEEP,
+    share: Memo | None = None,
 ) -> SearchResult:
     """All feasible plans `stack` can launch, ranked by tokens/s as it runs them.
 
@@ -110,8 +115,9 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _search(memo: Memo, fixed: dict[str, object], progress: Callable[[int, int], None] | None = None, *,
-            keep: int | None = KEEP) -> SearchResult:
+def _search(
+    memo: Memo, fixed: dict[str, object], progress: Callable[[int, int], None] | None = None, *, keep: int | None = KEEP
+) -> SearchResult:
     model, hw, job, stack = memo.model, memo.profile, memo.job, memo.stack
     cap = hw.memory_bytes
     considered = feasible = 0
@@ -153,8 +159,7 @@ def _search(memo: Memo, fixed: dict[str, object], progress: Callable[[int, int],
         keep = max(keep, CP_VARIANT_CANDIDATES)  # _pick_cp_comm's plans are then all ranked exactly
     bar = _Bar(keep if keep is not None and len(jobs) + len(deferred) > keep else None)
     tps = _time_jobs(memo, jobs, bar)
-    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][3], plan=with_knobs(*jobs[j][:3]))
-             for j, t in enumerate(tps) if t is not None]
+    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][3], plan=with_knobs(*jobs[j][:3])) for j, t in enumerate(tps) if t is not None]
     timed += _undominated(memo, timed, [(s, v, tps[j]) for s, v, j in deferred], bar)
     if not timed:
         least = None if smallest is None else (smallest[0], with_knobs(smallest[1], smallest[2], smallest[3]))
@@ -164,12 +169,17 @@ def _search(memo: Memo, fixed: dict[str, object], progress: Callable[[int, int],
     ranked = rank(timed)
     complete = (lambda: _complete(memo, jobs, tps, deferred, pick="cp_comm" not in fixed)) if bar.pruned else None
     exact = sum(1 for c in ranked if c.tokens_per_s >= bar.floor)
-    return SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered,
-                        feasible=feasible)
+    return SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered, feasible=feasible)
 
 
-def _complete(memo: Memo, jobs: list[tuple[Plan, str, int, float]], tps: list[float | None],
-              deferred: list[tuple[Plan, tuple[str, int, float], int]], *, pick: bool) -> list[Candidate]:
+def _complete(
+    memo: Memo,
+    jobs: list[tuple[Plan, str, int, float]],
+    tps: list[float | None],
+    deferred: list[tuple[Plan, tuple[str, int, float], int]],
+    *,
+    pick: bool,
+) -> list[Candidate]:
     """The ranking of the unpruned search (keep=None), from a pruned one's jobs: the jobs it skipped are
     timed with its memo (the same values: cost functions are pure) and the rest runs as _search runs it."""
     tokens = memo.job.tokens_per_step
@@ -179,8 +189,7 @@ def _complete(memo: Memo, jobs: list[tuple[Plan, str, int, float]], tps: list[fl
             skeleton, recompute, zero, _ = jobs[j]
             (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
             full[j] = tokens / step
-    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][3], plan=with_knobs(*jobs[j][:3]))
-             for j, t in enumerate(full) if t is not None]
+    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][3], plan=with_knobs(*jobs[j][:3])) for j, t in enumerate(full) if t is not None]
     timed += _undominated(memo, timed, [(s, v, full[j]) for s, v, j in deferred], _Bar(None))
     if pick:
         timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
@@ -257,8 +266,9 @@ def _time_jobs(memo: Memo, jobs: list[tuple[Plan, str, int, float]], bar: _Bar) 
     return out
 
 
-def _undominated(memo: Memo, timed: list[Candidate], deferred: list[tuple[Plan, tuple[str, int, float], float | None]],
-                 bar: _Bar) -> list[Candidate]:
+def _undominated(
+    memo: Memo, timed: list[Candidate], deferred: list[tuple[Plan, tuple[str, int, float], float | None]], bar: _Bar
+) -> list[Candidate]:
     """The deferred recompute variants that no timed plan beats: each is at most `bound` tokens/s (its
     layout's faster variant); one is left out when a timed plan with no more memory is strictly faster
     than that bound, so it is neither recommended nor on the Pareto front. A bound of None (the faster

@@ -36,8 +36,13 @@ from autopar.spec.plan import END_SLOTS, RECOMPUTE, Plan, searched_modules, vali
 from autopar.spec.stack import NEUTRAL, StackProfile
 from tests.conftest import toy_profile_dict
 
-SETTINGS = settings(max_examples=int(os.environ.get("AUTOPAR_EXAMPLES", "12")), deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("AUTOPAR_EXAMPLES", "12")),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @st.composite
@@ -46,11 +51,21 @@ def models(draw: st.DrawFn) -> ModelSpec:
     seq = draw(st.sampled_from([1024, 2048, 4096]))
     if family == "mamba":
         pattern = draw(st.sampled_from(["M*M-", "M*", "MM*-M*", "M-M*M-"]))
-        return ModelSpec(name="hybrid", layers=len(pattern), hidden_size=1024, num_attention_heads=16, num_kv_heads=8,
-                         head_dim=64, ffn_hidden_size=4096, ffn_activation="relu2", vocab_size=32000, seq_len=seq,
-                         max_seq_len=seq, tie_embeddings=True,
-                         mamba=MambaSpec(state_size=64, head_dim=64, expand=2, layer_pattern=pattern, num_groups=8,
-                                         chunk_size=256))
+        return ModelSpec(
+            name="hybrid",
+            layers=len(pattern),
+            hidden_size=1024,
+            num_attention_heads=16,
+            num_kv_heads=8,
+            head_dim=64,
+            ffn_hidden_size=4096,
+            ffn_activation="relu2",
+            vocab_size=32000,
+            seq_len=seq,
+            max_seq_len=seq,
+            tie_embeddings=True,
+            mamba=MambaSpec(state_size=64, head_dim=64, expand=2, layer_pattern=pattern, num_groups=8, chunk_size=256),
+        )
     layers = draw(st.integers(2, 12))
     hidden = draw(st.sampled_from([512, 1024, 2048]))
     heads = draw(st.sampled_from([8, 16]))
@@ -58,12 +73,24 @@ def models(draw: st.DrawFn) -> ModelSpec:
     moe = None
     if family == "moe":
         experts = draw(st.sampled_from([4, 8, 16]))
-        moe = MoESpec(num_experts=experts, top_k=draw(st.integers(1, 2)), expert_ffn_hidden_size=hidden,
-                      first_dense_layers=draw(st.integers(0, 1)))
-    return ModelSpec(name=family, layers=layers, hidden_size=hidden, num_attention_heads=heads, num_kv_heads=kv,
-                     head_dim=hidden // heads, ffn_hidden_size=draw(st.sampled_from([2 * hidden, 3 * hidden, 4 * hidden])),
-                     ffn_activation=draw(st.sampled_from(["swiglu", "gelu"])), vocab_size=32000, seq_len=seq,
-                     max_seq_len=seq, tie_embeddings=draw(st.booleans()), moe=moe)
+        moe = MoESpec(
+            num_experts=experts, top_k=draw(st.integers(1, 2)), expert_ffn_hidden_size=hidden, first_dense_layers=draw(st.integers(0, 1))
+        )
+    return ModelSpec(
+        name=family,
+        layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hidden // heads,
+        ffn_hidden_size=draw(st.sampled_from([2 * hidden, 3 * hidden, 4 * hidden])),
+        ffn_activation=draw(st.sampled_from(["swiglu", "gelu"])),
+        vocab_size=32000,
+        seq_len=seq,
+        max_seq_len=seq,
+        tie_embeddings=draw(st.booleans()),
+        moe=moe,
+    )
 
 
 @st.composite
@@ -118,10 +145,23 @@ def _domain(model: ModelSpec, job: Job, stack: StackProfile = NEUTRAL) -> set[Pl
             eps = divisors(moe.num_experts) if moe else [1]
             etps = sorted({1, tp}) if moe else [1]
             sps = [True, False] if tp > 1 else [False]
-            for mbs, vpp, ep, etp, sp, rc, zero in itertools.product(MICRO_BATCH_SIZES, vpps, eps, etps, sps, RECOMPUTE,
-                                                                     SEARCHED_ZERO):
-                out.add(Plan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp, recompute=rc, zero=zero,
-                             recompute_modules=modules if rc == "selective" else ()))
+            for mbs, vpp, ep, etp, sp, rc, zero in itertools.product(MICRO_BATCH_SIZES, vpps, eps, etps, sps, RECOMPUTE, SEARCHED_ZERO):
+                out.add(
+                    Plan(
+                        dp=dp,
+                        tp=tp,
+                        pp=pp,
+                        cp=cp,
+                        vpp=vpp,
+                        ep=ep,
+                        etp=etp,
+                        mbs=mbs,
+                        sp=sp,
+                        recompute=rc,
+                        zero=zero,
+                        recompute_modules=modules if rc == "selective" else (),
+                    )
+                )
     return out
 
 
@@ -135,8 +175,7 @@ def _valid(plan: Plan, model: ModelSpec, job: Job, stack: StackProfile | None = 
 
 @SETTINGS
 @given(setups(), st.sampled_from(["neutral", "megatron"]))
-def test_validate_accepts_exactly_the_plans_the_search_enumerates(setup: tuple[ModelSpec, HardwareProfile, Job],
-                                                                  stack_name: str) -> None:
+def test_validate_accepts_exactly_the_plans_the_search_enumerates(setup: tuple[ModelSpec, HardwareProfile, Job], stack_name: str) -> None:
     """On the neutral stack and on Megatron's (EP over TP, no ZeRO-2, up to two pipeline stages beyond
     the layers for the embedding and the loss)."""
     model, _, job = setup
@@ -153,8 +192,9 @@ def test_search_best_equals_exhaustive_best(setup: tuple[ModelSpec, HardwareProf
     model, hw, job = setup
     r = _search(model, hw, job, fixed={"cp_comm": "ring"})
     memo = Memo(model, hw, job)
-    fitting = [p for p in enumerate_plans(model, job, {"cp_comm": "ring"})
-               if memory_breakdown(model, job, p, memo=memo).total <= hw.memory_bytes]
+    fitting = [
+        p for p in enumerate_plans(model, job, {"cp_comm": "ring"}) if memory_breakdown(model, job, p, memo=memo).total <= hw.memory_bytes
+    ]
     if r is None:
         assert not fitting
         return
@@ -175,8 +215,9 @@ def test_recommended_plan_is_on_the_pareto_front(setup: tuple[ModelSpec, Hardwar
 
 @SETTINGS
 @given(setups(), st.sampled_from([None, "ring"]))
-def test_a_pruned_search_ranks_its_leading_plans_as_the_full_one(setup: tuple[ModelSpec, HardwareProfile, Job],
-                                                                 cp_comm: str | None) -> None:
+def test_a_pruned_search_ranks_its_leading_plans_as_the_full_one(
+    setup: tuple[ModelSpec, HardwareProfile, Job], cp_comm: str | None
+) -> None:
     """Pruning by step_floor (planner.py) keeps the first `exact` plans, at least `keep` of them, as
     timing every plan ranks them; reading on completes the ranking to the full one."""
     model, hw, job = setup
@@ -196,8 +237,9 @@ def test_a_pruned_search_ranks_its_leading_plans_as_the_full_one(setup: tuple[Mo
 
 @SETTINGS
 @given(setups(), st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from([8, 16, 24, 32, 64]))
-def test_a_search_with_a_memo_of_other_gpu_counts_ranks_as_a_fresh_one(setup: tuple[ModelSpec, HardwareProfile, Job],
-                                                                         gpus: int, batch: int) -> None:
+def test_a_search_with_a_memo_of_other_gpu_counts_ranks_as_a_fresh_one(
+    setup: tuple[ModelSpec, HardwareProfile, Job], gpus: int, batch: int
+) -> None:
     """cost/memo.py share=: `suggest --gpus auto` searches the counts of its curve with one store of values; a
     search after one at another GPU count and batch (in either order) finds what a fresh search finds."""
     model, hw, job = setup
@@ -213,14 +255,24 @@ def test_a_search_with_a_memo_of_other_gpu_counts_ranks_as_a_fresh_one(setup: tu
         assert (reused.considered, reused.feasible) == (fresh.considered, fresh.feasible)
         assert reused.ranked.candidates == fresh.ranked.candidates
         assert reused.ranked[:8] == fresh.ranked[:8]
-        assert [c.plan for c in _search(model, hw, then, keep=1, share=shared).ranked.candidates[:1]] == [
-            fresh.ranked.candidates[0].plan]
+        assert [c.plan for c in _search(model, hw, then, keep=1, share=shared).ranked.candidates[:1]] == [fresh.ranked.candidates[0].plan]
 
 
 def test_a_memo_is_shared_only_across_gpu_counts_and_batches() -> None:
-    model = ModelSpec(name="m", layers=2, hidden_size=512, num_attention_heads=8, num_kv_heads=8, head_dim=64,
-                      ffn_hidden_size=1024, ffn_activation="swiglu", vocab_size=32000, seq_len=1024, max_seq_len=1024,
-                      tie_embeddings=True)
+    model = ModelSpec(
+        name="m",
+        layers=2,
+        hidden_size=512,
+        num_attention_heads=8,
+        num_kv_heads=8,
+        head_dim=64,
+        ffn_hidden_size=1024,
+        ffn_activation="swiglu",
+        vocab_size=32000,
+        seq_len=1024,
+        max_seq_len=1024,
+        tie_embeddings=True,
+    )
     hw = parse_profile(toy_profile_dict(), where="toy.yaml")
     job = Job(gpus=8, gpus_per_node=hw.gpus_per_node, global_batch=16, seq_len=1024)
     shared = Memo(model, hw, job)
@@ -237,9 +289,20 @@ def test_launched_pipeline_layout_equals_the_estimated_one(layers: int, pp: int,
         return
     chunks = stage_layers(layers, pp, vpp)
     by_model_order = [chunks[c % pp][c // pp] for c in range(pp * vpp)]
-    dense = ModelSpec(name="dense", layers=layers, hidden_size=1024, num_attention_heads=16, num_kv_heads=16, head_dim=64,
-                      ffn_hidden_size=4096, ffn_activation="swiglu", vocab_size=32000, seq_len=2048, max_seq_len=2048,
-                      tie_embeddings=False)
+    dense = ModelSpec(
+        name="dense",
+        layers=layers,
+        hidden_size=1024,
+        num_attention_heads=16,
+        num_kv_heads=16,
+        head_dim=64,
+        ffn_hidden_size=4096,
+        ffn_activation="swiglu",
+        vocab_size=32000,
+        seq_len=2048,
+        max_seq_len=2048,
+        tie_embeddings=False,
+    )
     items = [shlex.split(i) for i in pipeline_items(dense, Plan(dp=1, tp=1, pp=pp, vpp=vpp))]
     flags = {i[0]: i[1:] for i in items}
     if "--pipeline-model-parallel-layout" in flags:

@@ -72,8 +72,20 @@ PUBLISHED_ACTIVE = {
     "glm-5": (40e9, True),  # zai-org/GLM-5 model card: 40B active; computed 41.1e9 (2.6% over)
 }
 
-EXPECTED_PROFILES = {"a100-sxm-80g", "h100-sxm", "h200-sxm", "h800-sxm", "b200", "l40s", "h100-96g-500w", "gb200", "h20",
-                     "h20-3e", "h100-pcie", "b300"}
+EXPECTED_PROFILES = {
+    "a100-sxm-80g",
+    "h100-sxm",
+    "h200-sxm",
+    "h800-sxm",
+    "b200",
+    "l40s",
+    "h100-96g-500w",
+    "gb200",
+    "h20",
+    "h20-3e",
+    "h100-pcie",
+    "b300",
+}
 NVLINK_DOMAIN = {"gb200": 72}  # GPUs per node where the NVLink domain is more than one 8-GPU board
 
 
@@ -128,11 +140,14 @@ def test_preset_active_parameters_match_publication(name: str, published: tuple[
     assert spec.active_params() < spec.total_params()
 
 
-@pytest.mark.parametrize(("name", "published"), [
-    ("deepseek-v3", 36.6e9),  # DeepSeek-V3 README_WEIGHTS.md: 36.6B activated, including the 0.9B output head
-    ("gpt-oss-120b", 5.13e9),  # model card Table 1
-    ("gpt-oss-20b", 3.61e9),  # model card Table 1
-])
+@pytest.mark.parametrize(
+    ("name", "published"),
+    [
+        ("deepseek-v3", 36.6e9),  # DeepSeek-V3 README_WEIGHTS.md: 36.6B activated, including the 0.9B output head
+        ("gpt-oss-120b", 5.13e9),  # model card Table 1
+        ("gpt-oss-20b", 3.61e9),  # model card Table 1
+    ],
+)
 def test_active_parameters_without_input_embedding_are_exact(name: str, published: float) -> None:
     """Counted the publisher's way (no input embedding), the active count matches to 0.5%."""
     spec = load_model(name)
@@ -147,9 +162,16 @@ def test_qwen3_non_embedding_parameters(name: str, published: float) -> None:
     assert non_embedding == pytest.approx(published, rel=0.01)
 
 
-@pytest.mark.parametrize(("name", "published"), [
-    ("qwen3-0.6b", 0.44e9), ("qwen3-1.7b", 1.4e9), ("qwen3-4b", 3.6e9), ("qwen3-8b", 6.95e9), ("qwen3-14b", 13.2e9),
-])
+@pytest.mark.parametrize(
+    ("name", "published"),
+    [
+        ("qwen3-0.6b", 0.44e9),
+        ("qwen3-1.7b", 1.4e9),
+        ("qwen3-4b", 3.6e9),
+        ("qwen3-8b", 6.95e9),
+        ("qwen3-14b", 13.2e9),
+    ],
+)
 def test_qwen3_dense_non_embedding_parameters(name: str, published: float) -> None:
     """Model cards: 'Number of Parameters (Non-Embedding)'. The 0.6B, 1.7B and 4B tie the output head to the
     input embedding (config.json tie_word_embeddings true; report Table 1), the 8B and 14B do not."""
@@ -210,8 +232,7 @@ def test_new_family_preset_details() -> None:
     hybrid = load_model("nemotron-h-8b")
     assert hybrid.mamba is not None and len(hybrid.mamba.layer_pattern) == hybrid.layers == 52
     assert (hybrid.mamba.heads(hybrid.hidden_size), hybrid.mamba.num_groups) == (128, 8)
-    for name in ("mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", "gpt-oss-20b",
-                 "qwen3-coder-480b"):
+    for name in ("mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", "gpt-oss-20b", "qwen3-coder-480b"):
         spec = load_model(name)
         assert spec.moe is not None and spec.moe.first_dense_layers == 0
         assert spec.ffn_hidden_size == spec.moe.expert_ffn_hidden_size, "unused dense width is set to the expert width"
@@ -324,8 +345,7 @@ def test_new_profiles_headline_numbers_match_their_sources(name: str, numbers: t
     hw = load_hardware(name)
     assert hw.memory_bytes == pytest.approx(mib * 2**20, rel=1e-4)
     assert hw.hbm_bytes_per_s == pytest.approx(tbps * 1e12)
-    assert [hw.peak(d) / 1e12 for d in ("bf16", "fp16", "fp8", "tf32", "fp32")] == \
-        pytest.approx([bf16, bf16, fp8, tf32, fp32])
+    assert [hw.peak(d) / 1e12 for d in ("bf16", "fp16", "fp8", "tf32", "fp32")] == pytest.approx([bf16, bf16, fp8, tf32, fp32])
 
 
 def test_gb200_is_one_72_gpu_nvlink_domain() -> None:
@@ -343,8 +363,7 @@ def test_gb200_hosts_hold_4_gpus_of_the_72_gpu_node() -> None:
     095f58a51c4c: num_gpus_per_node 4, '18 compute trays x 4 GPUs each'); the cost model's node stays 72."""
     gb200 = load_hardware("gb200")
     assert (gb200.gpus_per_node, gb200.gpus_per_host, gb200.host_gpus) == (72, 4, 4)
-    assert all(load_hardware(name).host_gpus == load_hardware(name).gpus_per_node
-               for name in EXPECTED_PROFILES - {"gb200"})
+    assert all(load_hardware(name).host_gpus == load_hardware(name).gpus_per_node for name in EXPECTED_PROFILES - {"gb200"})
 
 
 def test_h20_trades_compute_for_bandwidth() -> None:
@@ -380,8 +399,7 @@ def test_every_code_folder_is_a_package():
     __init__.py; a folder of modules without one works in an editable install and is
     missing from a real one (autopar/calibrate was)."""
     root = Path(autopar.__file__).parent
-    missing = [str(d.relative_to(root)) for d in root.rglob("*") if d.is_dir() and any(d.glob("*.py"))
-               and not (d / "__init__.py").exists()]
+    missing = [str(d.relative_to(root)) for d in root.rglob("*") if d.is_dir() and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
     assert missing == []
 
 
