@@ -212,12 +212,22 @@ def test_the_output_says_which_version_a_version_without_a_file_uses() -> None:
     assert [line for line in text.splitlines() if line.startswith("framework: ")] == [
         "framework: no data file for vllm 0.14.0: using 0.12, the newest before it"
     ]
-    # no version, or a version with its own file: no note, the figures of that file
-    for ref in (None, "vllm@0.12.0"):
+    # no version (the newest file, 0.15), or a version with its own file: no note, the figures of that file
+    newest = json.loads(runner.invoke(app, [*ESTIMATE, "--framework", "vllm@0.15", "--json"]).stdout)
+    for ref, want in ((None, newest), ("vllm@0.12.0", doc)):
         args = [*ESTIMATE, "--json"] + (["--framework", ref] if ref else [])
         plain = json.loads(runner.invoke(app, args).stdout)
-        assert "framework_note" not in plain and plain["ttft_ms"] == doc["ttft_ms"]
+        assert "framework_note" not in plain and plain["ttft_ms"] == want["ttft_ms"]
         assert "framework:" not in runner.invoke(app, args[:-1]).stdout
+
+
+def test_vllm_015_schedules_one_step_ahead() -> None:
+    """vLLM >= 0.14 runs async scheduling by default (vllm/config/vllm.py VllmConfig.__post_init__:
+    async_scheduling None -> on), so a new request joins a step later than under 0.12's synchronous
+    loop: on a dense model (where the two files differ only in `overlap`) TTFT is longer, TPOT not."""
+    assert load_framework("vllm@0.15").overlap and not load_framework("vllm@0.12").overlap
+    old, new = (json.loads(runner.invoke(app, [*ESTIMATE, "--framework", ref, "--json"]).stdout) for ref in ("vllm@0.12", "vllm@0.15"))
+    assert new["ttft_ms"] > old["ttft_ms"] and new["tpot_ms"] == pytest.approx(old["tpot_ms"], rel=0.02)
 
 
 def test_suggest_takes_name_at_version_too() -> None:
