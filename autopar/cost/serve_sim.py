@@ -17,12 +17,12 @@ import math
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
+from operator import itemgetter
 
 from autopar.cost.serve_admit import (
     Scheduler,
     _decayed,
     _held,
-    _joins,
     _plan,
     _preempt,
     _ratio_after_retract,
@@ -31,6 +31,8 @@ from autopar.cost.serve_admit import (
     admissible,
 )
 from autopar.spec.framework import POLICIES
+
+_JOINS = itemgetter(2)  # the step a waiting cohort [count, arrival, step it may join] may join
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,7 +151,7 @@ class _Loop:
         free, stop = 0, False  # KV tokens left after the running requests' next token (tracked pools)
         if self.tracked:
             ready, later, stop, free = self._room(ready, later)
-        slots, by_kv = self._slots(ready)
+        slots, by_kv = self._slots(ready) if self.by_room else (self.cap - self.n_dec - self.n_pre, -1)
         has_prompts = bool(self.prefilling) or (bool(ready or self.resumed) and slots > 0)  # it may hold prompt tokens
         d = 0 if self.waves and has_prompts else self.n_dec
         asked = sum(w[0] for w in ready) + sum(r[0] for r in self.resumed) if by_kv >= 0 else 0
@@ -172,7 +174,8 @@ class _Loop:
         firsts = self._firsts(items) if items else 0  # no items: nothing prefilled, the prefilling unchanged
         if back:
             self._recomputed(back)
-        n = self._ends()
+        decoding = self.decoding
+        n = self._ends() if decoding and decoding[0][2] + self.last <= self.dsteps else 0
         self.full = self.full and not n  # a request that ends frees the batch
         if firsts:
             if self.osl <= 1:
@@ -183,14 +186,18 @@ class _Loop:
                 self.decoding.append([firsts, self.host, self.dsteps])
                 self.n_dec += firsts
                 self.start_sum += firsts * self.dsteps
-        self._send(n)
+        if n or self.pending:
+            self._send(n)
 
     def _ready(self) -> tuple[list[list[float]], list[list[float]]]:
         """The waiting cohorts that may join this step, and the others. Waiting is in arrival order, and
         so in order of the step each cohort may join: the ready ones lead."""
         waiting, steps = self.waiting, self.steps
-        cut = bisect_right(waiting, float(steps), key=_joins) if waiting else 0
-        ready, later = waiting[:cut], waiting[cut:]
+        if not waiting or waiting[-1][2] <= steps:  # the usual cases: none waits, or all may join
+            ready, later = waiting[:], []
+        else:
+            cut = bisect_right(waiting, float(steps), key=_JOINS)
+            ready, later = waiting[:cut], waiting[cut:]
         if not ready and not self.decoding and not self.prefilling and not self.resumed:  # an idle engine takes them as they come
             pending = self.pending
             if not later and pending:  # it waits for the first one the process sends
@@ -293,11 +300,13 @@ class _Loop:
 
     def _run(self, d: int, p: int, items: list[tuple[int, float, int]]) -> None:
         """A step with prompt tokens."""
-        c = self.cost(d, p)
-        # the step's tokens: its decodes and its first tokens (counted only for a process that may lag)
-        tokens = d + sum(count for count, _, done in items if done >= self.isl) if self.paced else d
-        self.host = _sent(self.sched, self.host, self.t, c, tokens, 1)
-        self.t, self.steps = self.t + c, self.steps + 1
+        c, t = self.cost(d, p), self.t
+        if self.paced:  # the step's tokens: its decodes and its first tokens
+            tokens = d + sum(count for count, _, done in items if done >= self.isl)
+            self.host = _sent(self.sched, self.host, t, c, tokens, 1)
+        else:
+            self.host = t + c
+        self.t, self.steps = t + c, self.steps + 1
         self.dsteps += 1 if d else 0
         self.ratio = _decayed(self.sched, self.ratio, 1) if d and self.by_room else self.ratio
 
