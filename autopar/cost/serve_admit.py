@@ -169,11 +169,6 @@ def _decayed(sched: Scheduler, ratio: float, steps: int) -> float:
     return max(sched.ratio_min, ratio - steps * (sched.ratio_init - sched.ratio_min) / sched.ratio_decay_steps)
 
 
-def _joins(cohort: list[float]) -> float:
-    """The step a waiting cohort [count, arrival, step it may join] may join."""
-    return cohort[2]
-
-
 def _plan(
     sched: Scheduler,
     prefilling: list[list[float]],

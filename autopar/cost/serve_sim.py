@@ -6,8 +6,9 @@ flight until it has sent `prompts`. The engine runs in steps: what a step holds 
 the framework's scheduler (`Scheduler`: decode_first for vLLM V1 and TensorRT-LLM,
 prefill_first for SGLang, its admission by KV room or blocks, retraction and
 preemption, CUDA graphs, the overlap scheduler, the serving process); what it costs
-is `StepCost`. Identical requests move together as cohorts, and runs of steps that
-only decode are taken in one jump. Each policy's rule and the source file it is read
+is `StepCost`. Identical requests move together as cohorts, runs of steps that
+only decode are taken in one jump, and the commonest step of a loop without the
+rarer rules is planned in one place (`_Loop.quick`, the same results bit for bit). Each policy's rule and the source file it is read
 from (no code copied): docs/serving.md, "The step simulation, engine by engine".
 """
 
@@ -16,13 +17,12 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass
+from operator import itemgetter
 
 from autopar.cost.serve_admit import (
     Scheduler,
     _decayed,
     _held,
-    _joins,
     _plan,
     _preempt,
     _ratio_after_retract,
@@ -30,46 +30,11 @@ from autopar.cost.serve_admit import (
     _resume,
     admissible,
 )
+from autopar.cost.serve_step import LoopResult, StepCost, _sent
 from autopar.spec.framework import POLICIES
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepCost:
-    """Seconds of a step with `d` decode requests and `p` prompt tokens: fixed + d x per_decode + p x per_token,
-    at least d x host_per_decode (the host's walk over the running requests, which the overlap
-    scheduler runs beside the GPU's step: SGLang).
-
-    With `eager_s` set, a step that cannot replay a captured CUDA graph (one holding a prompt, or a
-    decode batch whose size is not in `graph_sizes`) takes at least `eager_s`: the host launching
-    every kernel of the step one by one, which the GPU's own time hides only when it is longer."""
-
-    fixed: float  # weight read, per-layer collectives' latency, host overhead: paid by every step
-    per_decode: float  # one decode request's KV read and compute
-    per_token: float  # one prompt token (its compute beyond the shared weight read)
-    eager_s: float = 0.0  # host time of a step run without a CUDA graph (0: every step is as fast as its GPU work)
-    graph_sizes: frozenset[int] = frozenset()  # decode-only batch sizes with a captured graph
-    host_per_decode: float = 0.0  # host seconds per running request a step that the GPU hides up to its own time
-
-    def __call__(self, d: int, p: int) -> float:
-        gpu = self.fixed + d * self.per_decode + p * self.per_token
-        if self.host_per_decode > 0:
-            gpu = max(gpu, d * self.host_per_decode)
-        if self.eager_s > 0 and (p > 0 or d not in self.graph_sizes):
-            return max(gpu, self.eager_s)
-        return gpu
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoopResult:
-    """Means over the run's requests."""
-
-    ttft_s: float  # arrival to the end of the step with the first token
-    tpot_s: float  # (last token - first token) / (osl - 1)
-    seconds: float  # the run's length (first arrival to last token)
-    steps: int  # engine steps run
-    late_s: float = 0.0  # part of ttft_s: the first token's wait in the serving process (Scheduler.host_token_s)
-    preempted: int = 0  # requests preempted (their KV freed, recomputed later) over the run
-    refused: int = 0  # steps whose waiting requests the KV pool refused (admission by room or blocks)
+_NONE: list = []  # read-only: a step without prompts or recomputes
+_JOINS = itemgetter(2)  # the step a waiting cohort [count, arrival, step it may join] may join
 
 
 def simulate(
@@ -84,7 +49,7 @@ def simulate(
     if sched.policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {sched.policy!r}")
     loop = _Loop(cost, sched, concurrency=concurrency, isl=isl, osl=osl, prompts=prompts, staggered=staggered, warmup=warmup)
-    step = loop.step
+    step = loop.quick if loop.plain else loop.step
     while loop.ended < prompts:
         step()
     return loop.result()
@@ -97,7 +62,7 @@ class _Loop:
 
     __slots__ = (
         "by_room", "cap", "cost", "decoding", "dsteps", "ended", "firsts_all", "full", "host", "isl", "lag",
-        "last", "late_sum", "n_dec", "n_pre", "osl", "paced", "pending", "preempted", "prefilling", "prompts",
+        "last", "late_sum", "n_dec", "n_pre", "osl", "paced", "pending", "plain", "preempted", "prefilling", "prompts",
         "ratio", "refused", "resumed", "sched", "sent", "staggered", "start_sum", "steps", "t", "tpot_n",
         "tpot_sum", "tracked", "ttft_n", "ttft_sum", "waiting", "warmup", "waves",
     )  # fmt: skip
@@ -142,21 +107,29 @@ class _Loop:
         self.waves = sched.policy == "prefill_first" and not sched.mixed  # a step with prompt tokens holds no decodes
         self.lag = 1 if sched.overlap else 0  # steps between a request reaching the scheduler and the step it joins
         self.pending: deque[list[float]] = deque()  # sent after `t` (the process was behind): [count, arrival]
+        # none of the rules `quick` leaves out applies: a pool that is not tracked, no admission by room, a
+        # process that keeps up, no prefill waves, no prefill-token cap, more than one output token
+        self.plain = not (self.tracked or self.by_room or self.paced or self.waves or sched.prefill_tokens > 0 or osl <= 1 or isl < 1)
 
     def step(self) -> None:
         """One step: what it takes, what it holds, its cost, and the requests it moves on."""
-        ready, later = self._ready()
+        waiting, resumed = self.waiting, self.resumed
+        later: list[list[float]] = []
+        if waiting and waiting[-1][2] <= self.steps:  # the usual case: every waiting cohort may join
+            ready = waiting
+        else:
+            ready, later = self._ready()
         free, stop = 0, False  # KV tokens left after the running requests' next token (tracked pools)
         if self.tracked:
             ready, later, stop, free = self._room(ready, later)
-        slots, by_kv = self._slots(ready)
-        has_prompts = bool(self.prefilling) or (bool(ready or self.resumed) and slots > 0)  # it may hold prompt tokens
+        slots, by_kv = self._slots(ready) if self.by_room else (self.cap - self.n_dec - self.n_pre, -1)
+        has_prompts = bool(self.prefilling) or (bool(ready or resumed) and slots > 0)  # it may hold prompt tokens
         d = 0 if self.waves and has_prompts else self.n_dec
-        asked = sum(w[0] for w in ready) + sum(r[0] for r in self.resumed) if by_kv >= 0 else 0
-        items: list[tuple[int, float, int]] = []  # the step's prompts: (count, arrival, prompt tokens done after it)
-        back: list[tuple[int, float, int, int]] = []  # resumed requests whose recompute the step holds
+        asked = sum(w[0] for w in ready) + sum(r[0] for r in resumed) if by_kv >= 0 else 0
+        items: list[tuple[int, float, int]] = _NONE  # the step's prompts: (count, arrival, prompt tokens done after it)
+        back: list[tuple[int, float, int, int]] = _NONE  # resumed requests whose recompute the step holds
         p = 0  # its prompt tokens (none: a decode-only step)
-        if has_prompts and self.resumed and slots > 0 and not stop:
+        if has_prompts and resumed and slots > 0 and not stop:
             items, p, back, ready, free = self._with_resumed(ready, d, slots, free)
         elif has_prompts:
             items, p, ready = self._prompts(ready, d, slots, free)
@@ -164,7 +137,7 @@ class _Loop:
             unserved = sum(w[0] for w in ready) + sum(r[0] for r in self.resumed)  # the batch full
             if asked - unserved >= by_kv:
                 self.full, self.refused = True, self.refused + 1
-        self.waiting = ready + later
+        self.waiting = ready + later if later else ready[:]
         if p == 0:
             self._decode_jump(d, later, free)
         else:
@@ -172,7 +145,8 @@ class _Loop:
         firsts = self._firsts(items) if items else 0  # no items: nothing prefilled, the prefilling unchanged
         if back:
             self._recomputed(back)
-        n = self._ends()
+        decoding, dsteps = self.decoding, self.dsteps
+        n = self._ends() if decoding and decoding[0][2] + self.last <= dsteps else 0
         self.full = self.full and not n  # a request that ends frees the batch
         if firsts:
             if self.osl <= 1:
@@ -180,17 +154,69 @@ class _Loop:
                 self.ended += firsts
                 n += firsts
             else:
-                self.decoding.append([firsts, self.host, self.dsteps])
+                decoding.append([firsts, self.host, dsteps])
                 self.n_dec += firsts
-                self.start_sum += firsts * self.dsteps
-        self._send(n)
+                self.start_sum += firsts * dsteps
+        if n or self.pending:
+            self._send(n)
+
+    def quick(self) -> None:
+        """`step` where the loop is `plain`, nothing is being prefilled and the ready requests the free
+        slots take fit whole in the step's budget: the same step in one place (the loop's commonest, a
+        full batch taking one request for each that ends); any other step is left to `step`."""
+        waiting, steps, slots = self.waiting, self.steps, self.cap - self.n_dec - self.n_pre
+        if self.prefilling or self.pending or slots <= 0:
+            return self.step()
+        items: list[tuple[int, float]] = []  # (count, arrival) of the prompts taken, in arrival order
+        took, left, whole, rest = 0, slots, 0, 0  # taken, slots left, cohorts taken whole, what stays of the next
+        for count, arrival, joins in waiting:
+            if joins > steps or not left:
+                break
+            take = min(int(count), left)
+            items.append((take, arrival))
+            took, left = took + take, left - take
+            if take < count:
+                rest = int(count) - take
+                break
+            whole += 1
+        d, isl = self.n_dec, self.isl
+        if not took or took * isl > max(0, self.sched.budget - d):
+            return self.step()
+        if rest:
+            head = waiting[whole]
+            waiting[whole] = [rest, head[1], head[2]]
+        del waiting[:whole]
+        c = self.cost(d, took * isl)
+        self.host = t = self.t + c
+        self.t, self.steps = t, steps + 1
+        self.dsteps = dsteps = self.dsteps + (1 if d else 0)
+        warmup = self.warmup
+        for count, arrival in items:  # every prompt of the step gives its first token
+            if self.firsts_all >= warmup:
+                self.ttft_sum += count * (t - arrival)
+                self.late_sum += count * (t - t)
+                self.ttft_n += count
+            self.firsts_all += count
+        self.n_pre = 0
+        decoding = self.decoding
+        n = self._ends() if decoding and decoding[0][2] + self.last <= dsteps else 0
+        self.full = self.full and not n
+        decoding.append([took, t, dsteps])
+        self.n_dec += took
+        self.start_sum += took * dsteps
+        if n or self.pending:
+            self._send(n)
+        return None
 
     def _ready(self) -> tuple[list[list[float]], list[list[float]]]:
         """The waiting cohorts that may join this step, and the others. Waiting is in arrival order, and
         so in order of the step each cohort may join: the ready ones lead."""
         waiting, steps = self.waiting, self.steps
-        cut = bisect_right(waiting, float(steps), key=_joins) if waiting else 0
-        ready, later = waiting[:cut], waiting[cut:]
+        if not waiting or waiting[-1][2] <= steps:  # the usual cases: none waits, or all may join
+            ready, later = waiting[:], []
+        else:
+            cut = bisect_right(waiting, float(steps), key=_JOINS)
+            ready, later = waiting[:cut], waiting[cut:]
         if not ready and not self.decoding and not self.prefilling and not self.resumed:  # an idle engine takes them as they come
             pending = self.pending
             if not later and pending:  # it waits for the first one the process sends
@@ -293,11 +319,13 @@ class _Loop:
 
     def _run(self, d: int, p: int, items: list[tuple[int, float, int]]) -> None:
         """A step with prompt tokens."""
-        c = self.cost(d, p)
-        # the step's tokens: its decodes and its first tokens (counted only for a process that may lag)
-        tokens = d + sum(count for count, _, done in items if done >= self.isl) if self.paced else d
-        self.host = _sent(self.sched, self.host, self.t, c, tokens, 1)
-        self.t, self.steps = self.t + c, self.steps + 1
+        c, t = self.cost(d, p), self.t
+        if self.paced:  # the step's tokens: its decodes and its first tokens
+            tokens = d + sum(count for count, _, done in items if done >= self.isl)
+            self.host = _sent(self.sched, self.host, t, c, tokens, 1)
+        else:
+            self.host = t + c
+        self.t, self.steps = t + c, self.steps + 1
         self.dsteps += 1 if d else 0
         self.ratio = _decayed(self.sched, self.ratio, 1) if d and self.by_room else self.ratio
 
@@ -367,15 +395,3 @@ class _Loop:
             preempted=self.preempted,
             refused=self.refused,
         )
-
-
-def _sent(sched: Scheduler, host: float, t: float, c: float, tokens: int, k: int) -> float:
-    """When the serving process has sent the tokens of `k` more steps, each `c` seconds from `t` and
-    giving `tokens` tokens, taking them in step order at `host_token_s` each from `host` on: a
-    first-come first-served queue (each step's tokens wait for the step and for those before them)."""
-    a = sched.host_token_s * tokens
-    if a <= 0:
-        return t + k * c
-    if c >= a:
-        return max(host + k * a, t + k * c + a)
-    return max(host, t + c) + k * a

@@ -39,11 +39,17 @@ eager launches and the serving process only add to it), linear between the
 steps at batch 1 and b (cost/serve_loop.py closed_loop). So
 
     tokens/s per user  <= 1 / t(1)        (t(b) when k = 1: the step is t(b))
+                       <= 1 / L(min(k, max_num_seqs))  without a serving-process cost
     tokens/s per GPU   <= R max(b, k) / (t(b) G)
     TTFT               >= (prefill_slowdown - 1) x one prompt's prefill + the TTFT overhead
 
-the first because every token a request gets takes a step that holds it, the
-second Little's law on the loop, whose engine writes at most k tokens per
+the first because every token a request gets takes a step that holds it, L the
+loop's step cost at a decode batch (linear through t(1) and t(b)); where the
+process keeps up, a decode step holds the whole running batch, at most
+max_num_seqs, less the requests being prefilled, whose prompt tokens cost more
+than their decodes would: tests/unit/search/test_serve_speed.py checks the loop's
+TPOT against it past and below max_num_seqs (t(b) itself, used before, was seen
+at 0.41 of it at 32,768 requests a rank past 1,024). The second is Little's law on the loop, whose engine writes at most k tokens per
 t(b); the last are the parts of TTFT that the loop does not set. A
 disaggregated point's TTFT is at least its prompt's prefill (with the
 slowdown), the first decode step, the KV transfer and the overhead.
@@ -92,7 +98,9 @@ def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *,
         running = _running(dep, wl, held=held)
         k = max(1, round(running))
         high = _step(model, hw, dep, wl, running).total
-        low = high if k == 1 or fw.host_token_s == 0 else _step(model, hw, dep, wl, 1.0).total
+        low = high if k == 1 else _step(model, hw, dep, wl, 1.0).total
+        if k > 1 and fw.host_token_s == 0:  # every step holds min(k, max_num_seqs) decodes at its cost or more
+            low += (min(k, fw.max_seqs) - 1) * (high - low) / (k - 1)
         return Box(per_gpu=ranks * max(running, k) / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf)
     most = min(wl.concurrency / ranks, max(held / ranks, 1e-9), fw.max_seqs)  # as cost/serve_load.py _disagg bounds b
     top = _grid(most, up=True)  # the step there is at least t(most) and top / t(top) at least most / t(most)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -215,3 +216,51 @@ def test_targets_nothing_meets_keep_the_lowest_tpot_and_ttft() -> None:
     assert len(pruned.points) + pruned.skipped == len(whole.points)
     for metric in ("tpot_s", "ttft_s"):
         assert min(getattr(p, metric) for p in pruned.points) == min(getattr(p, metric) for p in whole.points)
+
+
+# The aggregated box holds the point its closed loop simulates: TPOT at least tpot_lo (the loop's step at
+# min(k, max_num_seqs) decodes where the serving process keeps up), tokens/s per GPU and per user below
+# the box. Short prompts and outputs on a large KV pool put the running batch past max_num_seqs, where the
+# step at the whole running batch (the bound before) was seen at 0.41 of the simulated TPOT.
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    model=st.sampled_from(["qwen3-30b-a3b", "llama3.1-8b", "mixtral-8x7b"]),
+    framework=st.sampled_from(["vllm", "sglang", "trtllm"]),
+    isl=st.sampled_from([128, 1024]),
+    osl=st.sampled_from([16, 256]),
+    pick=st.integers(0, 10**6),
+)
+def test_the_aggregated_box_holds_its_point(model: str, framework: str, isl: int, osl: int, pick: int) -> None:
+    from autopar.cost.serve_load import capacity, estimate
+    from autopar.search.serve_prune import MARGIN, box
+    from autopar.spec.serve import Workload
+
+    spec, prof, fw = load_model(model), load_hardware("h200-sxm"), load_framework(framework)
+    deps = [d for d in deployments_of(spec, prof, fw) if d.replicas * d.engine.dp <= 2]
+    one = Workload(isl=isl, osl=osl, concurrency=1)
+    dep = deps[pick % len(deps)]
+    fits, held = capacity(spec, prof, dep, one)
+    ranks = dep.replicas * dep.engine.dp
+    for per_rank in (1, 3, 64, fw.max_seqs // 2, 2 * fw.max_seqs, 8 * fw.max_seqs):
+        wl = dataclasses.replace(one, concurrency=per_rank * ranks)
+        if not fits or per_rank > held / ranks:
+            continue
+        est, b = estimate(spec, prof, dep, wl), box(spec, prof, dep, wl, held=held)
+        assert b.tpot_lo * (1 - MARGIN) <= est.tpot_s, (dep, wl.concurrency)
+        if fw.host_token_s == 0 and per_rank > fw.max_seqs:  # the step at max_num_seqs decodes, not at k
+            t1, tk = (step_at(spec, prof, dep, wl, batch) for batch in (1.0, float(per_rank)))
+            assert b.tpot_lo == pytest.approx(t1 + (fw.max_seqs - 1) * (tk - t1) / (per_rank - 1), rel=1e-12)
+        assert 1 / est.tpot_s <= b.per_user * (1 + MARGIN)
+        assert est.output_tokens_per_s / dep.gpus <= b.per_gpu * (1 + MARGIN)
+
+
+def step_at(spec: object, prof: object, dep: object, wl: object, batch: float) -> float:
+    from autopar.search.serve_prune import _step
+
+    return _step(spec, prof, dep, wl, batch).total  # type: ignore[arg-type]
+
+
+def deployments_of(spec: object, prof: object, fw: object) -> list:
+    from autopar.search.serve import deployments
+
+    return list(deployments(spec, prof, gpus=8, framework=fw, weights="fp8", kv_dtypes=("auto",), modes=("agg",)))  # type: ignore[arg-type]
