@@ -130,8 +130,9 @@ def decode_floor_s(row: Row) -> float:
     fw = dataclasses.replace(dep.framework_for(), moe_decode_reads="touched")
     decoding = row.wl.concurrency * (1 - row.ttft_ms / 1e3 / measured_latency_s(row))
     per_rank = min(decoding / (dep.replicas * dep.engine.dp), fw.max_seqs)
-    step = decode_step(row.model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=per_rank,
-                       context=row.wl.isl + row.wl.osl / 2, fw=fw)
+    step = decode_step(
+        row.model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=per_rank, context=row.wl.isl + row.wl.osl / 2, fw=fw
+    )
     return step.weights + step.kv
 
 
@@ -160,8 +161,7 @@ def gpu_time_needed_s(row: Row, est: ServeEstimate) -> float:
     step = est.pools[-1].step
     prompts = row.wl.concurrency * row.wl.isl * 2 * matmul_params(row.model) / (_best_flops(row) * dep.gpus)
     per_rank = row.wl.concurrency / (dep.replicas * dep.engine.dp)
-    one = prefill_time(row.model, load_hardware(row.hw_name), dep.engine, weights=dep.weights, tokens=row.wl.isl,
-                       seq_len=row.wl.isl, fw=fw)
+    one = prefill_time(row.model, load_hardware(row.hw_name), dep.engine, weights=dep.weights, tokens=row.wl.isl, seq_len=row.wl.isl, fw=fw)
     decode = max(0, row.wl.osl - 1 - math.ceil(per_rank * row.wl.isl / fw.chunk_tokens))
     return prompts + per_rank * (one.tp_comm + one.ep_comm) + decode * (step.weights + step.kv)
 
@@ -219,10 +219,13 @@ def strata(results: list[tuple[Row, ServeEstimate, str]]) -> dict[tuple[str, str
     for row, est, kind in results:
         if kind == "scored" and row.dep.mode == "agg":
             key = (row.key[0], row.key[1], row.wl.isl, 1 << (row.wl.concurrency.bit_length() - 1))
-            acc.setdefault(key, []).append(((est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms,
-                                            abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms))
-    return {k: (len(v), sum(a for a, _ in v) / len(v), sum(abs(a) for a, _ in v) / len(v), sum(b for _, b in v) / len(v))
-            for k, v in sorted(acc.items())}
+            acc.setdefault(key, []).append(
+                ((est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms, abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms)
+            )
+    return {
+        k: (len(v), sum(a for a, _ in v) / len(v), sum(abs(a) for a, _ in v) / len(v), sum(b for _, b in v) / len(v))
+        for k, v in sorted(acc.items())
+    }
 
 
 def evaluate(rows: Iterable[Row]) -> list[tuple[Row, ServeEstimate, str]]:
@@ -246,8 +249,9 @@ def errors(results: list[tuple[Row, ServeEstimate, str]]) -> dict[tuple[str, str
     acc: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     for row, est, kind in results:
         if kind == "scored":
-            acc.setdefault(row.key, []).append((abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms,
-                                                abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms))
+            acc.setdefault(row.key, []).append(
+                (abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms, abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms)
+            )
     return {k: (len(v), sum(a for a, _ in v) / len(v), sum(b for _, b in v) / len(v)) for k, v in sorted(acc.items())}
 
 
@@ -264,8 +268,10 @@ FIT_GRID = {
 def with_framework(rows: list[Row], fw: Framework) -> list[Row]:
     """`rows` with the deployments of fw's name and version run on `fw` (the others unchanged)."""
     key = (fw.name, fw.version)
-    return [dataclasses.replace(r, dep=dataclasses.replace(r.dep, fw=fw))
-            if (r.dep.framework, r.dep.framework_version) == key else r for r in rows]
+    return [
+        dataclasses.replace(r, dep=dataclasses.replace(r.dep, fw=fw)) if (r.dep.framework, r.dep.framework_version) == key else r
+        for r in rows
+    ]
 
 
 def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> Framework:
@@ -274,12 +280,14 @@ def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> Framework:
     The search starts from a coarse grid over the two constants that trade TTFT against TPOT, from the
     values of the version's data file."""
     name, version = key
-    mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"
-            and not r.held_out]
+    mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg" and not r.held_out]
 
     def loss(fw: Framework) -> float:
-        errs = [abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms + abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms
-                for row, est, kind in evaluate(with_framework(mine, fw)) if kind == "scored"]
+        errs = [
+            abs(est.ttft_s * 1e3 - row.ttft_ms) / row.ttft_ms + abs(est.tpot_s * 1e3 - row.tpot_ms) / row.tpot_ms
+            for row, est, kind in evaluate(with_framework(mine, fw))
+            if kind == "scored"
+        ]
         return sum(errs) / max(1, len(errs))
 
     start = load_framework(f"{name}@{version}")
@@ -303,8 +311,7 @@ def fitted_fields(fw: Framework) -> list[str]:
     """The FIT_GRID fields fitted for fw's framework: eager_layer_s where it lists graph_sizes, host_request_s
     for SGLang (its per-request Python walk after each step), moe_decode_slowdown for vLLM (its expert read;
     the other frameworks read experts at the profile's copy rate)."""
-    skip = {"eager_layer_s": not fw.graph_sizes, "host_request_s": fw.name != "sglang",
-            "moe_decode_slowdown": fw.name != "vllm"}
+    skip = {"eager_layer_s": not fw.graph_sizes, "host_request_s": fw.name != "sglang", "moe_decode_slowdown": fw.name != "vllm"}
     return [field for field in FIT_GRID if not skip.get(field, False)]
 
 
@@ -332,8 +339,7 @@ def folds(rows: list[Row]) -> list[tuple[tuple[str, str], tuple[str, ...], list[
     each version with two groups or more."""
     out = []
     for key in builtin_frameworks():
-        mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg"
-                and not r.held_out]
+        mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg" and not r.held_out]
         by_isl = len({(r.key[1], r.model.name) for r in mine}) < 2
 
         def group_of(r: Row, by_isl: bool = by_isl) -> tuple[str, ...]:
@@ -347,8 +353,9 @@ def folds(rows: list[Row]) -> list[tuple[tuple[str, str], tuple[str, ...], list[
     return out
 
 
-def held_out_results(rows: list[Row], only: int | None = None, *, passes: int = 3, every: int = 1) -> Iterator[
-        tuple[tuple[str, str], tuple[str, ...], list[tuple[Row, ServeEstimate, str]]]]:
+def held_out_results(
+    rows: list[Row], only: int | None = None, *, passes: int = 3, every: int = 1
+) -> Iterator[tuple[tuple[str, str], tuple[str, ...], list[tuple[Row, ServeEstimate, str]]]]:
     """Each fold (or the `only`-th): the version's constants fitted (`passes` coordinate passes, on every
     `every`-th of the fold's other rows) and the held-out group evaluated with them. The fitted constants are
     restored after each fold."""
@@ -373,8 +380,7 @@ def load(paths: list[Path] | None) -> tuple[list[Row], list[str]]:
     return rows, notes
 
 
-def headline_groups(rows: list[Row], results: list[tuple[Row, ServeEstimate, str]]) -> list[
-        tuple[str, dict[str, ho.Score] | str]]:
+def headline_groups(rows: list[Row], results: list[tuple[Row, ServeEstimate, str]]) -> list[tuple[str, dict[str, ho.Score] | str]]:
     """The headline's tables, out of sample first (leave one model out, leave one GPU out, the newer rows),
     in-sample last: (title, scores per group, or why the table is missing)."""
     engine, model, gpu = (lambda r: r.dep.framework), (lambda r: r.model.name), (lambda r: r.key[1])
@@ -382,17 +388,17 @@ def headline_groups(rows: list[Row], results: list[tuple[Row, ServeEstimate, str
     out: list[tuple[str, dict[str, ho.Score] | str]] = []
     for axis, title in (("model", "leave-one-model-out"), ("gpu", "leave-one-GPU-out")):
         try:
-            out.append((f"out of sample, {title} (calibration rows), per engine",
-                        ho.by(ho.held_out(calib, axis, evaluate), engine)))
+            out.append((f"out of sample, {title} (calibration rows), per engine", ho.by(ho.held_out(calib, axis, evaluate), engine)))
         except ho.MissingFold as exc:
             out.append((f"out of sample, {title}", str(exc)))
     newer = [res for res in results if res[0].held_out]
     if newer:
-        out += [("held out, serving_runs_newer.csv (nothing fitted on it), every row, per engine",
-                 ho.by(newer, engine, every=True)),
-                ("the same, per model", ho.by(newer, model, every=True)),
-                ("the same, per GPU", ho.by(newer, gpu, every=True)),
-                ("its scored rows (not queue-saturated, concurrency reached), per engine", ho.by(newer, engine))]
+        out += [
+            ("held out, serving_runs_newer.csv (nothing fitted on it), every row, per engine", ho.by(newer, engine, every=True)),
+            ("the same, per model", ho.by(newer, model, every=True)),
+            ("the same, per GPU", ho.by(newer, gpu, every=True)),
+            ("its scored rows (not queue-saturated, concurrency reached), per engine", ho.by(newer, engine)),
+        ]
     inside = [res for res in results if not res[0].held_out and res[0].dep.mode == "agg"]
     out.append(("in sample (calibration rows, the shipped constants), per engine", ho.by(inside, engine)))
     return out
@@ -407,22 +413,31 @@ def headline(rows: list[Row], results: list[tuple[Row, ServeEstimate, str]]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--csv", type=Path, action="append",
-                    help="a rows file (default: serving_runs.csv, and serving_runs_newer.csv held out)")
+    ap.add_argument(
+        "--csv", type=Path, action="append", help="a rows file (default: serving_runs.csv, and serving_runs_newer.csv held out)"
+    )
     ap.add_argument("--rows", action="store_true", help="print every row's prediction")
     ap.add_argument("--list", action="store_true", help="list the queue-saturated and not-reached rows")
-    ap.add_argument("--fit", choices=[f"{n}@{v}" for n, v in builtin_frameworks()], action="append",
-                    default=[], help="refit one framework version's constants, e.g. sglang@0.5.1")
-    ap.add_argument("--strata", action="store_true",
-                    help="errors per framework, GPU, input length and concurrency (powers of two)")
-    ap.add_argument("--waves", action="store_true",
-                    help="per group, the rows whose TTFT is below the one-wave bound (wave_bound_s)")
-    ap.add_argument("--logo", action="store_true",
-                    help="leave one (GPU, model) group out of each fit and score it (minutes)")
-    ap.add_argument("--holdout", choices=sorted(ho.AXES),
-                    help="per fold of leave-one-model-out (model) or leave-one-GPU-out (gpu), from the cached refits")
-    ap.add_argument("--refit-holdout", action="store_true",
-                    help=f"refit every leave-one-model-out and leave-one-GPU-out fold into {ho.CACHE.name} (long)")
+    ap.add_argument(
+        "--fit",
+        choices=[f"{n}@{v}" for n, v in builtin_frameworks()],
+        action="append",
+        default=[],
+        help="refit one framework version's constants, e.g. sglang@0.5.1",
+    )
+    ap.add_argument("--strata", action="store_true", help="errors per framework, GPU, input length and concurrency (powers of two)")
+    ap.add_argument("--waves", action="store_true", help="per group, the rows whose TTFT is below the one-wave bound (wave_bound_s)")
+    ap.add_argument("--logo", action="store_true", help="leave one (GPU, model) group out of each fit and score it (minutes)")
+    ap.add_argument(
+        "--holdout",
+        choices=sorted(ho.AXES),
+        help="per fold of leave-one-model-out (model) or leave-one-GPU-out (gpu), from the cached refits",
+    )
+    ap.add_argument(
+        "--refit-holdout",
+        action="store_true",
+        help=f"refit every leave-one-model-out and leave-one-GPU-out fold into {ho.CACHE.name} (long)",
+    )
     args = ap.parse_args(argv)
     rows, notes = load(args.csv)
     for note in notes:
@@ -453,22 +468,27 @@ def main(argv: list[str] | None = None) -> int:
     for kind in ("saturated", "not-reached"):
         listed = [(r, e) for r, e, k in results if k == kind]
         newer = sum(r.held_out for r, _ in listed)
-        print(f"{kind} rows, not scored: {len(listed) - newer} calibration, {newer} held out"
-              + ("" if args.list else " (--list names them)"))
+        print(
+            f"{kind} rows, not scored: {len(listed) - newer} calibration, {newer} held out" + ("" if args.list else " (--list names them)")
+        )
         for r, e in listed if args.list else ():
-            why = (reach_note(r) if r.dep.mode == "disagg" and kind == "not-reached"
-                   else f"the prefill pool paces it at {e.requests_per_s:.1f} requests/s"
-                   if r.dep.mode == "disagg" and not kv_full(e)
-                   else f"model holds {e.pools[-1].max_concurrency} requests" if kind != "saturated" or e.saturated
-                   else f"worst prefill queue {worst_queue_s(r, e) * 1e3:.0f} ms")
+            why = (
+                reach_note(r)
+                if r.dep.mode == "disagg" and kind == "not-reached"
+                else f"the prefill pool paces it at {e.requests_per_s:.1f} requests/s"
+                if r.dep.mode == "disagg" and not kv_full(e)
+                else f"model holds {e.pools[-1].max_concurrency} requests"
+                if kind != "saturated" or e.saturated
+                else f"worst prefill queue {worst_queue_s(r, e) * 1e3:.0f} ms"
+            )
             print(f"  {' '.join(r.key)} {r.label}: measured TTFT {r.ttft_ms:.0f} ms, TPOT {r.tpot_ms:.1f} ms; {why}")
     if args.rows:
         for r, e, k in results:
-            print(f"  {k:11} {' '.join(r.key)} {r.label}: TTFT {e.ttft_s * 1e3:.0f}/{r.ttft_ms:.0f}"
-                  f" TPOT {e.tpot_s * 1e3:.1f}/{r.tpot_ms:.1f}")
+            print(
+                f"  {k:11} {' '.join(r.key)} {r.label}: TTFT {e.ttft_s * 1e3:.0f}/{r.ttft_ms:.0f} TPOT {e.tpot_s * 1e3:.1f}/{r.tpot_ms:.1f}"
+            )
     if args.strata:
-        print(f"\n{'framework':9} {'GPU':9} {'ISL':>5} {'conc':>5} {'rows':>4} {'TTFT bias':>10} {'TTFT MAPE':>10}"
-              f" {'TPOT MAPE':>10}")
+        print(f"\n{'framework':9} {'GPU':9} {'ISL':>5} {'conc':>5} {'rows':>4} {'TTFT bias':>10} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
         for (fw, gpu, isl, conc), (n, bias, ttft, tpot) in strata(results).items():
             print(f"{fw:9} {gpu:9} {isl:5} {conc:5} {n:4} {bias:+10.1%} {ttft:10.1%} {tpot:10.1%}")
     if args.waves:
@@ -479,8 +499,10 @@ def main(argv: list[str] | None = None) -> int:
                 below.setdefault(r.key[:2], []).append(r.ttft_ms / 1e3 / wave_bound_s(r))
         for (fw, gpu), ratios in sorted(below.items()):
             ratios.sort()
-            print(f"  {fw:9} {gpu:9} {sum(x < 1 for x in ratios):3} of {len(ratios):3} rows;"
-                  f" measured / bound median {ratios[len(ratios) // 2]:.2f}, least {ratios[0]:.2f}")
+            print(
+                f"  {fw:9} {gpu:9} {sum(x < 1 for x in ratios):3} of {len(ratios):3} rows;"
+                f" measured / bound median {ratios[len(ratios) // 2]:.2f}, least {ratios[0]:.2f}"
+            )
     for held, title in ((False, ""), (True, "\nheld out, serving_runs_newer.csv, its scored rows:")):
         part = [res for res in results if res[0].held_out is held]
         if part:

@@ -165,8 +165,7 @@ def kv_pool_bytes(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weig
     return fw.memory_fraction * hw.memory_bytes - used
 
 
-def _roofline(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...], *, weight_bytes: float,
-              kv: float) -> tuple[float, float, float]:
+def _roofline(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...], *, weight_bytes: float, kv: float) -> tuple[float, float, float]:
     """(weights, kv, compute excess) seconds of one sub-layer: max(memory, tensor cores)."""
     w_t, kv_t = memory_time(hw, weight_bytes), memory_time(hw, kv)
     comp = gemms_time(hw, dtype, gemms, serving=True)
@@ -174,8 +173,9 @@ def _roofline(hw: HardwareProfile, dtype: str, gemms: tuple[Gemm, ...], *, weigh
 
 
 @remembered
-def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, kv_bytes: float, batch: float,
-                context: float, fw: Framework) -> StepTime:
+def decode_step(
+    model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, kv_bytes: float, batch: float, context: float, fw: Framework
+) -> StepTime:
     """One decode step: `batch` requests per attention rank, each with `context` tokens cached.
 
     With pipeline stages the batch is split into pp groups in flight (one per
@@ -204,9 +204,16 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
             gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
         w, k, c = _roofline(hw, dtype, gemms, weight_bytes=dense * wb, kv=kv)
         if part == "moe" and model.moe is not None:
-            w2, c2, e = _experts(model, hw, engine, dtype=gemm_dtype(hw, weights), tokens=b * engine.dp,
-                                 expert_bytes=expert * eb,
-                                 all_local=fw.moe_decode_reads == "local", read_slowdown=fw.moe_decode_slowdown)
+            w2, c2, e = _experts(
+                model,
+                hw,
+                engine,
+                dtype=gemm_dtype(hw, weights),
+                tokens=b * engine.dp,
+                expert_bytes=expert * eb,
+                all_local=fw.moe_decode_reads == "local",
+                read_slowdown=fw.moe_decode_slowdown,
+            )
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
         tp_sum += count * ar if engine.tp > 1 else 0.0
@@ -216,12 +223,20 @@ def decode_step(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weight
     if engine.pp > 1:
         hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
         p2p = (engine.pp - 1) * collective_time(hw, "send_recv", cal.ACT_BYTES * b * model.hidden_size, hop)
-    return StepTime(weights=w_sum + w, kv=kv_sum, compute=comp_sum + c, tp_comm=tp_sum + p2p, ep_comm=ep_sum,
-                    overhead=fw.step_overhead_s)
+    return StepTime(weights=w_sum + w, kv=kv_sum, compute=comp_sum + c, tp_comm=tp_sum + p2p, ep_comm=ep_sum, overhead=fw.step_overhead_s)
 
 
-def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: str, tokens: float,
-             expert_bytes: float, all_local: bool = False, read_slowdown: float = 1.0) -> tuple[float, float, float]:
+def _experts(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    engine: Engine,
+    *,
+    dtype: str,
+    tokens: float,
+    expert_bytes: float,
+    all_local: bool = False,
+    read_slowdown: float = 1.0,
+) -> tuple[float, float, float]:
     """(weight read, compute excess, EP exchange) seconds of one MoE layer's routed experts.
 
     `tokens` is what the MoE layer sees: with attention-DP the tokens of every
@@ -260,8 +275,9 @@ def _experts(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, dtype: st
 
 
 @remembered
-def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, tokens: int, seq_len: int,
-                 fw: Framework) -> StepTime:
+def prefill_time(
+    model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, tokens: int, seq_len: int, fw: Framework
+) -> StepTime:
     """Prefill `tokens` prompt tokens (sequences of `seq_len`) on one attention rank, in the framework's chunks.
 
     With attention-DP and Framework.dp_padding the other ranks run the step at the same token count
@@ -278,21 +294,25 @@ def prefill_time(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weigh
     w_sum = comp_sum = tp_sum = ep_sum = 0.0
     for part, count in _part_counts(model).items():
         dense, expert = _part_weight_params(model, part, engine)
-        w, _, c = _roofline(hw, dtype, part_gemms(model, part, tokens=chunk, tp=engine.tp), weight_bytes=dense * wb,
-                            kv=0.0)
+        w, _, c = _roofline(hw, dtype, part_gemms(model, part, tokens=chunk, tp=engine.tp), weight_bytes=dense * wb, kv=0.0)
         if part == "attn":
             c += attn_flops / attn_rate
         if part == "moe" and model.moe is not None:
             # attention-DP ranks padded to this rank's chunk (Framework.dp_padding) all send it to the MoE layer
             gathered = chunk * engine.dp if fw.dp_padding else chunk
-            w2, c2, e = _experts(model, hw, engine, dtype=gemm_dtype(hw, weights), tokens=gathered,
-                                 expert_bytes=expert * eb)
+            w2, c2, e = _experts(model, hw, engine, dtype=gemm_dtype(hw, weights), tokens=gathered, expert_bytes=expert * eb)
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, comp_sum, tp_sum = w_sum + count * w, comp_sum + count * c, tp_sum + count * ar
     lm = logits_gemm(model, tokens=max(1.0, chunk / seq_len), tp=engine.tp)
     w, _, c = _roofline(hw, "bf16", (lm,), weight_bytes=cal.ACT_BYTES * lm.n * lm.k, kv=0.0)
-    return StepTime(weights=chunks * (w_sum + w), kv=0.0, compute=chunks * (comp_sum + c), tp_comm=chunks * tp_sum,
-                    ep_comm=chunks * ep_sum, overhead=0.0)
+    return StepTime(
+        weights=chunks * (w_sum + w),
+        kv=0.0,
+        compute=chunks * (comp_sum + c),
+        tp_comm=chunks * tp_sum,
+        ep_comm=chunks * ep_sum,
+        overhead=0.0,
+    )
 
 
 def prefill_in_step(prefill: StepTime, step: StepTime, *, chunks: float) -> float:
