@@ -47,8 +47,12 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
     # An engine that admits by the pool it has left (Framework.admission, not reserve_full) and refuses
     # prompts for room runs fewer prompts inside the decodes: its TPOT may fall, its TTFT does not
     reserve = dep.fw.admission == "reserve_full"
+    # A request's TPOT averages its osl - 1 intervals; a prompt landing a step earlier moves one interval's
+    # share of the prefill steps mixed into the decodes (tpot_parts["prefill_mix"]) out of the window:
+    # noticeable at short outputs (trtllm tp4, isl 97, osl 12, 215 -> 221 requests: 15.46 -> 15.05 ms)
+    slack = low.tpot_parts.get("prefill_mix", 0.0) / (osl - 1)
     if reserve or not high.saturated:
-        assert high.tpot_s >= low.tpot_s * (1 - TOLERANCE)
+        assert high.tpot_s >= low.tpot_s * (1 - TOLERANCE) - slack
     # the serving process's lag (Framework.host_token_s, TensorRT-LLM) is read off a warm-up whose rounds
     # swing (cost/serve_loop.py HOST_NEAR; docs/calibration.md): TTFT less that lag must not fall
     # (trtllm tp4, isl 16, osl 2310, 83 -> 85 requests: the lag 388 -> 375 ms)
