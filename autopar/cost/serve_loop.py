@@ -7,7 +7,9 @@ How a step is priced and how the run is made of a first wave and a steady state:
 from __future__ import annotations
 
 from autopar.cost.serve import StepTime, decode_step, prefill_in_step
-from autopar.cost.serve_sim import LoopResult, Scheduler, StepCost, simulate
+from autopar.cost.serve_admit import Scheduler
+from autopar.cost.serve_sim import simulate
+from autopar.cost.serve_step import LoopResult, StepCost
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Workload, for_deployment

@@ -11,8 +11,10 @@ from dataclasses import replace
 
 import pytest
 
+from autopar.cost.serve_admit import Scheduler, _preempt, _ratio_after_retract
 from autopar.cost.serve_load import estimate
-from autopar.cost.serve_sim import Scheduler, StepCost, _preempt, _ratio_after_retract, simulate
+from autopar.cost.serve_sim import simulate
+from autopar.cost.serve_step import StepCost
 from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware

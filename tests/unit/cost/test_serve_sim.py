@@ -10,7 +10,9 @@ from collections import deque
 
 import pytest
 
-from autopar.cost.serve_sim import Scheduler, StepCost, _sent, admissible, simulate
+from autopar.cost.serve_admit import Scheduler, admissible
+from autopar.cost.serve_sim import simulate
+from autopar.cost.serve_step import StepCost, _sent
 from autopar.io.frameworks import load_framework
 
 ONE = StepCost(fixed=1.0, per_decode=0.0, per_token=0.0)  # every step takes 1 s

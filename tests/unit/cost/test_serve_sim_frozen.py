@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from autopar.cost.serve_sim import Scheduler, StepCost, simulate
+from autopar.cost.serve_admit import Scheduler
+from autopar.cost.serve_sim import simulate
+from autopar.cost.serve_step import StepCost
 
 GOLDEN = Path(__file__).with_name("serve_sim_frozen.json")
 CASES = 600
