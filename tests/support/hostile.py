@@ -205,8 +205,10 @@ NO_HOME = (
     'runpy.run_module("autopar", run_name="__main__")\''
 )
 # Runs autopar as if Ctrl-C were pressed while it reads the model (SIGINT to itself, then a second to wait in).
+# Python's own SIGINT handler first: a job started in the background (`cmd &`) inherits SIGINT ignored.
 CTRL_C = (
     f"'{sys.executable}' -c 'import os, runpy, signal, time\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
     "import autopar.io.models as m\n"
     "load = m.load_model\n"
     "def slow(*a, **k):\n"
