@@ -24,9 +24,10 @@ cannot run and names the nearest one it can.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -138,48 +139,19 @@ def node_layout(job: Job, host_gpus: int) -> tuple[int, int]:
     return job.gpus // host_gpus, host_gpus
 
 
+# The emitters that take the plan and the node layout alone (torchtitan also takes its config name)
+_COMMANDS: dict[str, Callable[..., str]] = {"deepspeed": deepspeed.deepspeed_command, "megatron-bridge": megatron_bridge.bridge_command}
+
+
 def _command(req: LaunchRequest, ctx: Context, plan: Plan, *, endpoint: str, multiline: bool, extra_args: Sequence[str] = ()) -> str:
     """``extra_args`` (words the answer adds, e.g. hybrid CP) go before the user's --emit-extra words."""
     nnodes, nproc = node_layout(ctx.job, ctx.hw.host_gpus)
     words = [*extra_args, *req.extra]
     if FRAMEWORK[req.kind] == "torchtitan":
-        return torchtitan.torchtitan_command(
-            ctx.model,
-            plan,
-            ctx.job,
-            config=req.titan_config,
-            nnodes=nnodes,
-            nproc_per_node=nproc,
-            rdzv_endpoint=endpoint,
-            extra_args=words,
-            multiline=multiline,
-            stack=ctx.stack,
-        )
-    if req.kind == "deepspeed":
-        return deepspeed.deepspeed_command(
-            ctx.model,
-            plan,
-            ctx.job,
-            nnodes=nnodes,
-            nproc_per_node=nproc,
-            rdzv_endpoint=endpoint,
-            extra_args=words,
-            multiline=multiline,
-            stack=ctx.stack,
-        )
-    if req.kind == "megatron-bridge":
-        return megatron_bridge.bridge_command(
-            ctx.model,
-            plan,
-            ctx.job,
-            nnodes=nnodes,
-            nproc_per_node=nproc,
-            rdzv_endpoint=endpoint,
-            extra_args=words,
-            multiline=multiline,
-            stack=ctx.stack,
-        )
-    return megatron.megatron_command(
+        build: Callable[..., str] = functools.partial(torchtitan.torchtitan_command, config=req.titan_config)
+    else:
+        build = _COMMANDS.get(req.kind, megatron.megatron_command)
+    return build(
         ctx.model,
         plan,
         ctx.job,
