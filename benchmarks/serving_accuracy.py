@@ -1,7 +1,7 @@
 """Predicted against measured TTFT and TPOT for the serving calibration rows.
 
     python benchmarks/serving_accuracy.py [--csv FILE] [--rows] [--list] [--fit FRAMEWORK] [--holdout model|gpu]
-        [--refit-holdout]
+        [--refit-holdout] [--rates]
 
 The headline is out of sample (benchmarks/serving_holdout.py): each fitted
 framework version's constants refitted without one model's (one GPU's)
@@ -80,6 +80,18 @@ def _best_flops(row: Row) -> float:
 
 def measured_latency_s(row: Row) -> float:
     return (row.ttft_ms + (row.wl.osl - 1) * row.tpot_ms) / 1e3
+
+
+def stream_rates(rows: Iterable[Row], top: int = 3) -> dict[tuple[str, str], list[tuple[float, Row]]]:
+    """Per framework version, the `top` aggregated calibration rows of most output tokens/s per engine,
+    C x osl / latency / replicas (the measured latency): where a serving process caps what an engine
+    streams (Framework.host_token_s), the rows of most tokens/s stand at the cap, on every TP size alike."""
+    acc: dict[tuple[str, str], list[tuple[float, Row]]] = {}
+    for r in rows:
+        if r.dep.mode == "agg" and not r.held_out:
+            rate = r.wl.concurrency * r.wl.osl / measured_latency_s(r) / r.dep.replicas
+            acc.setdefault((r.dep.framework, r.dep.framework_version), []).append((rate, r))
+    return {k: sorted(v, key=lambda x: -x[0])[:top] for k, v in sorted(acc.items())}
 
 
 def not_reached(row: Row, est: ServeEstimate) -> bool:
@@ -278,7 +290,9 @@ def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> Framework:
     """Coordinate search of one framework version's fitted constants: mean over its scored rows of the TTFT
     plus the TPOT relative error. Only aggregated rows are fitted; the disaggregated ones are held out.
     The search starts from a coarse grid over the two constants that trade TTFT against TPOT, from the
-    values of the version's data file."""
+    values of the version's data file. Raises serving_holdout.NoScoredRows when no row is scored at those
+    values: every trial would tie and the grid's first point would be returned (it was, for SGLang 0.5.6
+    without its H200 rows: the six 0.5.8.post1 H100 rows left are all queue-saturated)."""
     name, version = key
     mine = [r for r in rows if (r.dep.framework, r.dep.framework_version) == key and r.dep.mode == "agg" and not r.held_out]
 
@@ -291,6 +305,8 @@ def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> Framework:
         return sum(errs) / max(1, len(errs))
 
     start = load_framework(f"{name}@{version}")
+    if not any(kind == "scored" for _, _, kind in evaluate(with_framework(mine, start))):
+        raise ho.NoScoredRows(f"its {len(mine)} training rows score none (queue-saturated or not reached)")
     best, current = float("inf"), start
     for slow, over in itertools.product(FIT_GRID["prefill_slowdown"], FIT_GRID["ttft_overhead_s"]):
         trial = dataclasses.replace(start, prefill_slowdown=slow, ttft_overhead_s=over)
@@ -362,7 +378,10 @@ def held_out_results(
     for i, (key, group, train, held) in enumerate(folds(rows)):
         if only is not None and i != only:
             continue
-        fitted = fit(train[::every], key, passes=passes)
+        try:
+            fitted = fit(train[::every], key, passes=passes)
+        except ho.NoScoredRows:
+            continue
         yield key, group, evaluate(with_framework(held, fitted))
 
 
@@ -389,6 +408,7 @@ def headline_groups(rows: list[Row], results: list[tuple[Row, ServeEstimate, str
     for axis, title in (("model", "leave-one-model-out"), ("gpu", "leave-one-GPU-out")):
         try:
             out.append((f"out of sample, {title} (calibration rows), per engine", ho.by(ho.held_out(calib, axis, evaluate), engine)))
+            out += [(f"not scored {title}", why) for why in ho.unfitted(axis)]
         except ho.MissingFold as exc:
             out.append((f"out of sample, {title}", str(exc)))
     newer = [res for res in results if res[0].held_out]
@@ -426,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         help="refit one framework version's constants, e.g. sglang@0.5.1",
     )
     ap.add_argument("--strata", action="store_true", help="errors per framework, GPU, input length and concurrency (powers of two)")
+    ap.add_argument("--rates", action="store_true", help="per framework version, the rows of most output tokens/s (host_token_s)")
     ap.add_argument("--waves", action="store_true", help="per group, the rows whose TTFT is below the one-wave bound (wave_bound_s)")
     ap.add_argument("--logo", action="store_true", help="leave one (GPU, model) group out of each fit and score it (minutes)")
     ap.add_argument(
@@ -438,6 +459,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"refit every leave-one-model-out and leave-one-GPU-out fold into {ho.CACHE.name} (long)",
     )
+    ap.add_argument(
+        "--only",
+        choices=[f"{n}@{v}" for n, v in builtin_frameworks()],
+        help="with --refit-holdout: refit this framework version's folds, keep the cached others",
+    )
     args = ap.parse_args(argv)
     rows, notes = load(args.csv)
     for note in notes:
@@ -448,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         print(fitted_yaml(fitted))
         rows = with_framework(rows, fitted)
     if args.refit_holdout:
-        ho.write_cache(ho.refit(rows, fit))
+        ho.write_cache(ho.refit(rows, fit, only=args.only))
         print(f"wrote {ho.CACHE}")
         return 0
     if args.holdout:
@@ -456,11 +482,17 @@ def main(argv: list[str] | None = None) -> int:
         held = ho.held_out([r for r in rows if not r.held_out], args.holdout, evaluate)
         fold = ho.by(held, lambda r: f"{r.dep.framework} {group_of(r)}")  # one version of each has folds
         print("\n".join(ho.table("each fold's left-out rows, scored with the constants fitted without them:", fold)))
+        for why in ho.unfitted(args.holdout):
+            print(f"not scored, {why}")
         return 0
     if args.logo:
         print(f"{'fitted on all but':18} {'held-out group':28} {'rows':>4} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
         for version, group, n, ttft, tpot in leave_one_group_out(rows):
             print(f"{version:18} {group:28} {n:4} {ttft:10.1%} {tpot:10.1%}")
+        return 0
+    if args.rates:
+        for (fw, version), top in stream_rates(rows).items():
+            print(f"{fw} {version}: " + "; ".join(f"{r.label} {rate / 1e3:.2f}k tokens/s" for rate, r in top))
         return 0
     results = evaluate(rows)
     if args.csv is None:

@@ -52,24 +52,33 @@ def folds(rows: list[Row], axis: str) -> list[tuple[tuple[str, str], str, list[R
     return out
 
 
-def refit(rows: list[Row], fit: Callable[..., Framework]) -> dict[str, object]:
-    """Every fold's refitted constants (the fields serving_accuracy.FIT_GRID searches), as the cache holds them."""
+class NoScoredRows(ValueError):
+    """A fold's training rows score none (all queue-saturated or not reached): every trial of the fit has the
+    same loss, so it would return the grid's first point, which no row chose. The fold is not scored."""
+
+
+def refit(rows: list[Row], fit: Callable[..., Framework], only: str | None = None) -> dict[str, object]:
+    """Every fold's refitted constants (the fields serving_accuracy.FIT_GRID searches), as the cache holds them;
+    a fold whose training rows score none (NoScoredRows) is kept with no constants and the reason. `only`
+    ("NAME@VERSION"): refit that version's folds and keep the cached ones of the others (which a change to
+    that version's data file alone does not move)."""
     from benchmarks.serving_accuracy import FIT_GRID
 
     out = []
+    kept = [f for f in load_cache()["folds"] if only and f"{f['framework']}@{f['version']}" != only]  # type: ignore[union-attr, index]
     for axis in AXES:
         for key, group, train, _ in folds(rows, axis):
-            fw = fit(train[::EVERY], key, passes=PASSES)
-            out.append(
-                {
-                    "axis": axis,
-                    "framework": key[0],
-                    "version": key[1],
-                    "group": group,
-                    "fitted_rows": len(train[::EVERY]),
-                    "constants": {f: getattr(fw, f) for f in FIT_GRID},
-                }
-            )
+            if only and "@".join(key) != only:
+                continue
+            entry: dict[str, object] = {"axis": axis, "framework": key[0], "version": key[1], "group": group}
+            entry["fitted_rows"] = len(train[::EVERY])
+            try:
+                fw = fit(train[::EVERY], key, passes=PASSES)
+                entry["constants"] = {f: getattr(fw, f) for f in FIT_GRID}
+            except NoScoredRows as exc:
+                entry.update(constants=None, why=str(exc))
+            out.append(entry)
+    out = sorted([*kept, *out], key=lambda f: [f["axis"] != "model", f["framework"], f["version"], f["group"]])  # type: ignore[index]
     return {"command": REFIT_COMMAND, "passes": PASSES, "every": EVERY, "shipped": shipped(), "folds": out}
 
 
@@ -103,15 +112,28 @@ def held_out(
     data = cache if cache is not None else load_cache()
     if "shipped" in data and data["shipped"] != shipped():
         raise MissingFold(f"{CACHE.name} was written for other shipped constants: run `{REFIT_COMMAND}`")
-    fitted = {(f["axis"], f["framework"], f["version"], f["group"]): f["constants"] for f in data["folds"]}  # type: ignore[index, union-attr]
+    fitted = {(f["axis"], f["framework"], f["version"], f["group"]): f for f in data["folds"]}  # type: ignore[index, union-attr]
     out: list[Result] = []
     for key, group, _, scored in folds(rows, axis):
-        constants = fitted.get((axis, key[0], key[1], group))
-        if constants is None:
+        fold = fitted.get((axis, key[0], key[1], group))
+        if fold is None:
             raise MissingFold(f"{CACHE.name} has no fold {axis} {key[0]}@{key[1]} {group}: run `{REFIT_COMMAND}`")
+        constants = fold["constants"]
+        if constants is None:  # its training rows score none (NoScoredRows): no out-of-sample constants for it
+            continue
         refitted = dataclasses.replace(load_framework("@".join(key)), **constants)  # type: ignore[arg-type]
         out.extend(evaluate(with_framework(scored, refitted)))
     return out
+
+
+def unfitted(axis: str, cache: dict[str, object] | None = None) -> list[str]:
+    """The folds of `axis` the cache holds no constants for, with why (NoScoredRows): their rows are not scored."""
+    data = cache if cache is not None else load_cache()
+    return [
+        f"{f['framework']}@{f['version']} without {f['group']}: {f.get('why', 'not fitted')}"
+        for f in data["folds"]  # type: ignore[union-attr]
+        if f["axis"] == axis and f["constants"] is None
+    ]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -181,7 +181,9 @@ def test_holdout_option_prints_each_fold(capsys: pytest.CaptureFixture[str]) -> 
     assert sa.main(["--holdout", "gpu"]) == 0
     out = capsys.readouterr().out
     assert "each fold's left-out rows, scored with the constants fitted without them:" in out
-    assert "vllm h100_sxm" in out and "vllm h200_sxm" in out and "sglang h200_sxm" in out
+    assert "vllm h100_sxm" in out and "vllm h200_sxm" in out
+    # SGLang 0.5.6's rows on other GPUs than the H200 are the six queue-saturated 0.5.8.post1 H100 rows
+    assert "not scored, sglang@0.5.6 without h200_sxm: its 3 training rows score none" in out
 
 
 def test_a_cache_written_for_other_shipped_constants_is_refused() -> None:
@@ -191,3 +193,63 @@ def test_a_cache_written_for_other_shipped_constants_is_refused() -> None:
     stale = dict(cache, shipped={**ho.shipped(), "vllm@0.12": {**ho.shipped()["vllm@0.12"], "step_overhead_s": 0.5}})
     with pytest.raises(ho.MissingFold, match="written for other shipped constants"):
         ho.held_out(rows, "gpu", sa.evaluate, stale)
+
+
+def test_a_fold_whose_training_rows_score_none_is_not_fitted() -> None:
+    # SGLang 0.5.6 without its H200 rows keeps the six 0.5.8.post1 Qwen3-32B H100 rows
+    # (serving_runs.csv), measured at 6.8-88.8 s of TTFT: queue-saturated, none scored, so every trial
+    # of the fit tied and it returned the grid's first point (prefill_slowdown 0.5, no ttft_overhead_s)
+    rows = [r for r in _rows() if r.dep.framework == "sglang"]
+    (fold,) = [f for f in ho.folds(rows, "gpu") if f[1] == "h200_sxm"]
+    train = fold[2]
+    assert {(r.model.name, r.key[1]) for r in train} == {("qwen3-32b", "h100_sxm")} and len(train) == 6
+    assert min(r.ttft_ms for r in train) > 6000
+    with pytest.raises(ho.NoScoredRows, match="its 3 training rows score none"):
+        sa.fit(train[:: ho.EVERY], ("sglang", "0.5.6"), passes=1)
+
+
+def test_an_unfitted_fold_is_named_and_its_rows_are_not_scored() -> None:
+    rows = [r for r in _rows() if r.dep.framework == "vllm"]
+
+    def fit_but_h200(train: list[sr.Row], key: tuple[str, str], passes: int = 3) -> Framework:
+        if all(r.key[1] == "h100_sxm" for r in train):  # the fold without the H200 rows
+            raise ho.NoScoredRows("its rows score none")
+        return load_framework("@".join(key))
+
+    data = ho.refit(rows, fit_but_h200)
+    gpu = {f["group"]: f for f in data["folds"] if f["axis"] == "gpu"}  # type: ignore[index, union-attr]
+    assert gpu["h200_sxm"]["constants"] is None and gpu["h200_sxm"]["why"] == "its rows score none"
+    assert gpu["h100_sxm"]["constants"] is not None
+    out = ho.held_out(rows, "gpu", sa.evaluate, data)
+    assert out and {r.key[1] for r, _, _ in out} == {"h100_sxm"}
+    assert ho.unfitted("gpu", data) == ["vllm@0.12 without h200_sxm: its rows score none"]
+    assert ho.unfitted("model", data) == []
+
+
+def test_refit_only_keeps_the_other_versions_cached_folds(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = list(_rows())
+    cache = ho.load_cache()
+    seen: list[tuple[str, str]] = []
+
+    def fake_fit(train: list[sr.Row], key: tuple[str, str], passes: int = 3) -> Framework:
+        seen.append(key)
+        return dataclasses.replace(load_framework("@".join(key)), ttft_overhead_s=9.0)
+
+    data = ho.refit(rows, fake_fit, only="vllm@0.12")
+    assert set(seen) == {("vllm", "0.12")}
+    new = {(f["axis"], f["framework"], f["group"]): f for f in data["folds"]}  # type: ignore[index, union-attr]
+    old = {(f["axis"], f["framework"], f["group"]): f for f in cache["folds"]}  # type: ignore[index, union-attr]
+    assert new.keys() == old.keys()
+    for k, f in new.items():
+        assert (f["constants"]["ttft_overhead_s"] == 9.0) if k[1] == "vllm" else (f == old[k])  # type: ignore[index]
+
+
+def test_host_token_s_is_the_most_tokens_per_s_its_rows_measure() -> None:
+    # sglang-0.5.6.yaml reads host_token_s off the rows (`--rates`): SGLang's top row,
+    # Llama-3.1-8B fp8 tp8 1000/1000 c512 on H200, 512 x 1000 / (3.177 + 999 x 0.0230 s) = 19.6k tokens/s,
+    # then tp8 1000/500 c512 and tp4 1000/1000 c512: two TP sizes at one cap
+    top = sa.stream_rates(_rows())
+    (first, r), *rest = top["sglang", "0.5.6"]
+    assert (r.label, first) == ("llama3.1-8b fp8 tp8 dp1 ep1 1000/1000 c512", pytest.approx(19.6e3, rel=0.005))
+    assert [x.label for _, x in rest] == ["llama3.1-8b fp8 tp8 dp1 ep1 1000/500 c512", "llama3.1-8b fp8 tp4 dp1 ep1 1000/1000 c512"]
+    assert 1 / load_framework("sglang@0.5.6").host_token_s == pytest.approx(first, rel=0.005)
