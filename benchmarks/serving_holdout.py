@@ -34,10 +34,6 @@ AXES: dict[str, Callable[[Row], str]] = {"model": lambda r: r.model.name, "gpu":
 Result = tuple[Row, ServeEstimate, str]
 # the refits of --refit-holdout: coordinate passes and the share of the training rows (every n-th)
 PASSES, EVERY = 1, 2
-# constants read off rows rather than fitted by the grid (serving_accuracy.py --rates), with the group of
-# rows they were read off: a fold that holds that group out prices without them (0: the serving process
-# keeps up), since its training rows do not show the rate (none reaches it)
-READ_OFF: dict[str, dict[str, tuple[str, str]]] = {"sglang@0.5.6": {"host_token_s": ("model", "llama3.1-8b")}}
 
 
 def calibration(rows: Iterable[Row], key: tuple[str, str]) -> list[Row]:
@@ -126,8 +122,6 @@ def held_out(
         if constants is None:  # its training rows score none (NoScoredRows): no out-of-sample constants for it
             continue
         refitted = dataclasses.replace(load_framework("@".join(key)), **constants)  # type: ignore[arg-type]
-        unset = {f: 0.0 for f, source in READ_OFF.get("@".join(key), {}).items() if source == (axis, group)}
-        refitted = dataclasses.replace(refitted, **unset)  # type: ignore[arg-type]
         out.extend(evaluate(with_framework(scored, refitted)))
     return out
 

@@ -166,12 +166,10 @@ def test_trtllm_captures_cuda_graphs_at_its_default_batch_sizes_only() -> None:
     sizes = set(shipped["trtllm", "1.0"].graph_sizes)
     assert sizes == set(range(1, 33)) | {64, 128}
     assert all(not fw.graph_sizes and fw.eager_layer_s == 0 for (name, _), fw in shipped.items() if name != "trtllm")
-    # TensorRT-LLM's and SGLang 0.5.6's serving processes fall behind, at about the most tokens/s their
-    # rows measure: 1 / 9.35k s a token, and 1 / 19.6k (SGLang's TokenizerManager; Llama-3.1-8B tp8
-    # 1000/1000 c512 on H200, 512 x 1000 / (3.177 + 999 x 0.0230 s) = 19.6k tokens/s)
+    # TensorRT-LLM's serving process falls behind at about the most tokens/s its rows measure, 1 / 9.35k s a
+    # token; SGLang 0.5.6's TokenizerManager cap (1 / 19.6k) was tried and not kept (docs/calibration.md)
     assert 1 / shipped["trtllm", "1.0"].host_token_s == pytest.approx(9350, rel=0.001)
-    assert 1 / shipped["sglang", "0.5.6"].host_token_s == pytest.approx(19600, rel=0.005)
-    assert all(fw.host_token_s == 0 for key, fw in shipped.items() if key not in {("trtllm", "1.0"), ("sglang", "0.5.6")})
+    assert all(fw.host_token_s == 0 for key, fw in shipped.items() if key != ("trtllm", "1.0"))
 
 
 def test_the_overlap_scheduler_takes_a_new_request_one_step_later() -> None:
