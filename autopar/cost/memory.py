@@ -95,19 +95,20 @@ def layer_activation_bytes(
     if stack.activation_saves == "eager-torch" and kind == "dense" and plan.recompute == "none" and not fp8:
         return eager_block_bytes(model, tokens=tokens, tp=plan.tp, sp=plan.sp)
     fp8 = fp8 and stack.fp8_saves_fp8_inputs
+    out = stack.moe_saves_expert_output
     modules = plan.recompute_modules if plan.recompute == "selective" else ()
     if modules:  # Megatron's module-level recompute: what no recompute keeps, less what the modules drop
         whole = plan._replace(recompute="none") if isinstance(plan, ActPlan) else replace(plan, recompute="none")
         return sum(
-            part_activation_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8)
-            - module_dropped_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8, modules=modules)
+            part_activation_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8, expert_output=out)
+            - module_dropped_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8, modules=modules, expert_output=out)
             for p in KIND_PARTS[kind]
         )
     if plan.recompute == "selective" and stack.selective == "op":
         op = op_sac_bytes(model, KIND_PARTS[kind], tokens=tokens, plan=plan)
         if op is not None:
             return op
-    return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan, fp8=fp8) for p in KIND_PARTS[kind])
+    return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan, fp8=fp8, expert_output=out) for p in KIND_PARTS[kind])
 
 
 def block_activation_bytes(model: ModelSpec, *, tokens: float, tp: int, sp: bool, recompute: str) -> float:
