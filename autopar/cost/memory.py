@@ -143,7 +143,12 @@ def peak_bytes(memo: Memo, plan: Plan) -> float:
 def end_kinds(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
     """The (kind, layers) of the first (spec/layout.py peak_rank) and of the last pipeline rank, for key (pp, vpp)."""
     ranks = memo.get(pipe_kinds, key)
-    return tuple(ranks[peak_rank(memo.model.layers, *key)].items()), tuple(ranks[-1].items())
+    return tuple(ranks[first_rank(memo, key)].items()), tuple(ranks[-1].items())
+
+
+def first_rank(memo: Memo, key: tuple[int, int]) -> int:
+    """spec/layout.py peak_rank of the memo's model and stack, for key (pp, vpp)."""
+    return peak_rank(memo.model.layers, *key, ends=memo.stack.pipeline_counts_embedding)
 
 
 def _stage_activations(
@@ -206,7 +211,8 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
     # again in backward), or whole where DTensor's column-parallel linear saves the gathered input
     split = plan.tp if plan.sp and plan.tp > 1 and not memo.stack.tp_saves_gathered else 1
     logits += tokens * model.hidden_size * cal.ACT_BYTES / split
-    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job))
+    rank = first_rank(memo, (plan.pp, plan.vpp))
+    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job), rank=rank)
     if plan.pp > 1 and memo.stack.pp_stage_buffers:
         # torch.distributed.pipelining keeps each in-flight micro-batch's stage input and output
         # (full width: not split by SP) until its backward (PipelineStage fwd_cache, args)
