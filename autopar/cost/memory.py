@@ -147,7 +147,11 @@ def end_kinds(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[str, int], 
 
 
 def first_rank(memo: Memo, key: tuple[int, int]) -> int:
-    """spec/layout.py peak_rank of the memo's model and stack, for key (pp, vpp)."""
+    """spec/layout.py peak_rank of the memo's model and stack, for key (pp, vpp) (computed once per key)."""
+    return memo.get(_peak_rank, key)
+
+
+def _peak_rank(memo: Memo, key: tuple[int, int]) -> int:
     return peak_rank(memo.model.layers, *key, ends=memo.stack.pipeline_counts_embedding)
 
 
