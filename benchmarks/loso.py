@@ -26,6 +26,9 @@ from typing import Any
 
 import yaml
 
+if not __package__:  # run as a file: python benchmarks/loso.py
+    import _as_script  # noqa: F401
+
 import autopar.io.stacks as stacks
 from autopar.spec.hardware import Curve
 
@@ -174,6 +177,11 @@ def leave_one_source_out(rows: list[dict[str, Any]], score: Score, fitted: list[
     for stack in [*sorted({r.stack for r in fitted}), "all"]:
         keep = [r for r in fitted if stack in ("all", r.stack)]
         out["stacks"][stack] = {"in_sample": _stats(keep), "loso": _stats([loso[r.id] for r in keep])}
+    out["rows"] = {
+        r.id: {"stack": r.stack, "in_sample": r.error, "loso": loso[r.id].error, "source": sources[r.id]}
+        for r in fitted
+        if r.accepted and r.error is not None and loso[r.id].accepted and loso[r.id].error is not None
+    }
     out["rule"] = [_rule(c, owner[c.name], sources, fitted, bare[c.name]) for c in consts]
     for doc, c in zip(out["rule"], consts, strict=True):
         if c.refit:
@@ -254,3 +262,37 @@ def table(doc: dict[str, Any]) -> list[str]:
                 f"{min(without, default=r['fit']):.3f}-{max(without, default=r['fit']):.3f}"
             )
     return lines
+
+
+def row_lines(doc: dict[str, Any], *, worst: int = 0) -> list[str]:
+    """Every scored row (or the `worst` of each stack), worst out-of-sample error first: its leave-one-source-out
+    error, its in-sample error and its source."""
+    lines = [f"  {'row':44} {'stack':11} {'LOSO':>7} {'in-sample':>9}  source"]
+    rows = sorted(doc["rows"].items(), key=lambda kv: (kv[1]["stack"], -abs(kv[1]["loso"])))
+    shown: dict[str, int] = {}
+    for rid, r in rows:
+        shown[r["stack"]] = n = shown.get(r["stack"], 0) + 1
+        if worst and n > worst:
+            continue
+        lines.append(f"  {rid:44} {r['stack']:11} {r['loso']:+7.1%} {r['in_sample']:+9.1%}  {r['source'][:60]}")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """python benchmarks/loso.py [--worst N]: the headline table, then every row's out-of-sample error."""
+    import argparse
+
+    from benchmarks import accuracy
+
+    ap = argparse.ArgumentParser(description="leave-one-source-out training accuracy, per stack and per row")
+    ap.add_argument("--worst", type=int, default=0, help="only the N worst rows of each stack")
+    args = ap.parse_args(argv)
+    fw, pub, held, _ = accuracy.shipped()
+    doc = accuracy.headline(fw, pub, held)
+    head = "rows (error = predicted / published - 1, worst out of sample first):"
+    print("\n".join([*table(doc), "", head, *row_lines(doc, worst=args.worst)]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -37,12 +37,19 @@ class ActPlan(NamedTuple):
         )
 
 
-def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False) -> float:
+def part_activation_bytes(
+    model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool = False, expert_output: bool = True
+) -> float:
     """Bytes one sub-layer keeps for backward for `tokens` tokens on one rank (no recompute, or selective).
 
     Under FP8 (Transformer Engine) the tensors a GEMM saves for its weight
     gradient are kept in FP8, 1 byte: the sub-layer input, the attention output,
     the MLP activation output, the dispatched tokens of an MoE.
+
+    `expert_output`: an MoE keeps each routed copy's expert output (h wide), which the routing weights'
+    gradient reads where the combine multiplies it by them; False where the weights scale the expert
+    activation before fc2 instead, which then keeps only its input and the weights
+    (StackProfile.moe_saves_expert_output).
     """
     h, t, b = model.hidden_size, plan.tp, cal.ACT_BYTES
     g = 1 if fp8 else b  # bytes of a saved GEMM input
@@ -67,7 +74,8 @@ def part_activation_bytes(model: ModelSpec, part: str, *, tokens: float, plan: P
         copies = tokens * plan.etp / t * moe.top_k * moe.capacity_factor
         inputs = 2 if model.ffn_activation == "swiglu" else 1
         per_width = b * inputs + (0 if selective else g)
-        experts = copies * (g * h + b * h + moe.expert_ffn_hidden_size * per_width / plan.etp)  # dispatched in, expert out
+        out = b * h if expert_output else 0.0
+        experts = copies * (g * h + out + moe.expert_ffn_hidden_size * per_width / plan.etp)  # dispatched in, expert out
         shared = tokens * moe.shared_width * per_width / t
         router = 4 * tokens * moe.num_experts / (t if sp else 1)  # fp32 routing probabilities
         return outside + experts + shared + router

@@ -95,19 +95,20 @@ def layer_activation_bytes(
     if stack.activation_saves == "eager-torch" and kind == "dense" and plan.recompute == "none" and not fp8:
         return eager_block_bytes(model, tokens=tokens, tp=plan.tp, sp=plan.sp)
     fp8 = fp8 and stack.fp8_saves_fp8_inputs
+    out = stack.moe_saves_expert_output
     modules = plan.recompute_modules if plan.recompute == "selective" else ()
     if modules:  # Megatron's module-level recompute: what no recompute keeps, less what the modules drop
         whole = plan._replace(recompute="none") if isinstance(plan, ActPlan) else replace(plan, recompute="none")
         return sum(
-            part_activation_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8)
-            - module_dropped_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8, modules=modules)
+            part_activation_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8, expert_output=out)
+            - module_dropped_bytes(model, p, tokens=tokens, plan=whole, fp8=fp8, modules=modules, expert_output=out)
             for p in KIND_PARTS[kind]
         )
     if plan.recompute == "selective" and stack.selective == "op":
         op = op_sac_bytes(model, KIND_PARTS[kind], tokens=tokens, plan=plan)
         if op is not None:
             return op
-    return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan, fp8=fp8) for p in KIND_PARTS[kind])
+    return sum(part_activation_bytes(model, p, tokens=tokens, plan=plan, fp8=fp8, expert_output=out) for p in KIND_PARTS[kind])
 
 
 def block_activation_bytes(model: ModelSpec, *, tokens: float, tp: int, sp: bool, recompute: str) -> float:
@@ -142,7 +143,16 @@ def peak_bytes(memo: Memo, plan: Plan) -> float:
 def end_kinds(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
     """The (kind, layers) of the first (spec/layout.py peak_rank) and of the last pipeline rank, for key (pp, vpp)."""
     ranks = memo.get(pipe_kinds, key)
-    return tuple(ranks[peak_rank(memo.model.layers, *key)].items()), tuple(ranks[-1].items())
+    return tuple(ranks[first_rank(memo, key)].items()), tuple(ranks[-1].items())
+
+
+def first_rank(memo: Memo, key: tuple[int, int]) -> int:
+    """spec/layout.py peak_rank of the memo's model and stack, for key (pp, vpp) (computed once per key)."""
+    return memo.get(_peak_rank, key)
+
+
+def _peak_rank(memo: Memo, key: tuple[int, int]) -> int:
+    return peak_rank(memo.model.layers, *key, ends=memo.stack.pipeline_counts_embedding)
 
 
 def _stage_activations(
@@ -205,7 +215,8 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
     # again in backward), or whole where DTensor's column-parallel linear saves the gathered input
     split = plan.tp if plan.sp and plan.tp > 1 and not memo.stack.tp_saves_gathered else 1
     logits += tokens * model.hidden_size * cal.ACT_BYTES / split
-    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job))
+    rank = first_rank(memo, (plan.pp, plan.vpp))
+    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job), rank=rank)
     if plan.pp > 1 and memo.stack.pp_stage_buffers:
         # torch.distributed.pipelining keeps each in-flight micro-batch's stage input and output
         # (full width: not split by SP) until its backward (PipelineStage fwd_cache, args)

@@ -37,14 +37,19 @@ if TYPE_CHECKING:  # the two variable-length helpers take arrays; the fixed-leng
     import numpy as np
 
 
-def in_flight_microbatches(*, pp: int, vpp: int, microbatches: int) -> float:
-    """Micro-batches whose activations the first rank holds at the peak.
+def in_flight_microbatches(*, pp: int, vpp: int, microbatches: int, rank: int = 0) -> float:
+    """Micro-batches whose activations pipeline rank `rank` (the first by default) holds at the peak.
 
-    1F1B: min(m, p). Interleaved: times (1 + (p-1)/(p*v)) (Korthikanti et al. 2022, sec. 4.2.3), but never
-    more than the m micro-batches there are: the first rank's warm-up runs min(m*v, (v-1)p + 2(p-1))
-    chunk forwards (Megatron-Core's interleaved schedule; torch.distributed.pipelining Interleaved1F1B),
-    so with m = p every chunk of every micro-batch is forwarded before the first backward.
+    1F1B: min(m, p - r). Interleaved: times (1 + (p-1)/(p*v)) on rank 0 (Korthikanti et al. 2022, sec.
+    4.2.3), but never more than the m micro-batches there are: rank r's warm-up runs min(m*v, (v-1)p +
+    2(p-r-1)) chunk forwards (Megatron-Core's interleaved schedule; torch.distributed.pipelining
+    Interleaved1F1B), so with m = p every chunk of every micro-batch is forwarded before the first
+    backward; rank r > 0 holds (p - 2r - 1)/v micro-batches more than p (fewer where negative).
     """
+    if rank:
+        if vpp == 1:
+            return float(min(microbatches, pp - rank))
+        return min(min(microbatches, pp) + (pp - 2 * rank - 1) / vpp, float(microbatches))
     held = float(min(microbatches, pp))
     if vpp > 1:
         held = min(held * (1 + (pp - 1) / (pp * vpp)), float(microbatches))

@@ -52,7 +52,9 @@ def op_sac_bytes(model: ModelSpec, parts: tuple[str, ...], *, tokens: float, pla
     return tokens * b * kept
 
 
-def module_dropped_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool, modules: tuple[str, ...]) -> float:
+def module_dropped_bytes(
+    model: ModelSpec, part: str, *, tokens: float, plan: Plan | ActPlan, fp8: bool, modules: tuple[str, ...], expert_output: bool = True
+) -> float:
     """Bytes of sub-layer `part` (as part_activation_bytes counts it without recompute) that the
     recomputed `modules` no longer keep.
 
@@ -66,7 +68,8 @@ def module_dropped_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Pl
     core_attn      nothing: flash attention keeps only its inputs (Q, K, V: the checkpoint's
                    inputs) and its output (the projection's input)
 
-    g is the bytes of a saved GEMM input: 1 under FP8 (Transformer Engine), else 2.
+    g is the bytes of a saved GEMM input: 1 under FP8 (Transformer Engine), else 2; `expert_output` as
+    part_activation_bytes has it.
     """
     h, t, b = model.hidden_size, plan.tp, cal.ACT_BYTES
     g = 1 if fp8 else b
@@ -83,7 +86,7 @@ def module_dropped_bytes(model: ModelSpec, part: str, *, tokens: float, plan: Pl
     moe = model.moe
     if part == "moe" and moe is not None:
         copies = tokens * plan.etp / t * moe.top_k * moe.capacity_factor
-        routed = copies * (g * h + b * h + moe.expert_ffn_hidden_size * (b * inputs + g) / plan.etp)
+        routed = copies * (g * h + (b * h if expert_output else 0.0) + moe.expert_ffn_hidden_size * (b * inputs + g) / plan.etp)
         shared = tokens * moe.shared_width * (b * inputs + g) / t
         if "moe" in modules:
             return dropped + routed + shared + 4 * tokens * moe.num_experts / sp

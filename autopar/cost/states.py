@@ -14,7 +14,7 @@ from autopar.cost.habits import FSDP2_STATE
 from autopar.cost.memo import Memo
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
-from autopar.spec.layout import peak_rank, rank_kinds
+from autopar.spec.layout import end_slots, ends_shared, rank_kinds
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import NEUTRAL, StackProfile
@@ -31,19 +31,21 @@ class ParamPlan(NamedTuple):
 
 
 def pipe_kinds(memo: Memo, key: tuple[int, int]) -> tuple[Counter[str], ...]:
-    """Per pipeline rank, its layers' kinds, for key (pp, vpp)."""
-    return rank_kinds(memo.model.layer_kinds(), key[0], key[1])
+    """Per pipeline rank, its layers' kinds, for key (pp, vpp), as the memo's stack lays them out."""
+    return rank_kinds(memo.model.layer_kinds(), key[0], key[1], ends=memo.stack.pipeline_counts_embedding)
 
 
 def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
     """(dense, expert) parameters of the first and of the last pipeline rank. Where the embedding holds
-    rank 0's first chunk alone (spec/layout.py peak_rank), the first is the larger of rank 0 (with the
-    embedding) and rank 1, whose activations the first rank's are."""
+    rank 0's first chunk alone or with a layer fewer than rank 1's (spec/layout.py end_slots,
+    ends_shared), the first is the larger of rank 0 (with the embedding) and rank 1, either of which
+    the first rank's activations may be (peak_rank)."""
     ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
     last = key.pp - 1
-    model = memo.model
+    model, chunks = memo.model, key.pp * key.vpp
     first = rank_params(model, key, ranks[0], first=True, last=last == 0)
-    if peak_rank(model.layers, key.pp, key.vpp):
+    shared = end_slots(model.layers, chunks) == 2 or ends_shared(model.layers, chunks, memo.stack.pipeline_counts_embedding)
+    if key.pp > 2 and shared:
         first = max(first, rank_params(model, key, ranks[1], first=False, last=False), key=sum)
     return first, rank_params(model, key, ranks[last], first=last == 0, last=True)
 

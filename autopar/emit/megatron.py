@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from autopar.emit.common import check_launch, extra_items, opt, quote, render, torchrun_items
 from autopar.errors import SpecError
 from autopar.spec.job import Job
-from autopar.spec.layout import chunk_sizes, end_slots
+from autopar.spec.layout import chunk_sizes, end_slots, ends_shared
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import StackProfile
@@ -54,8 +54,9 @@ def entry_point(model: ModelSpec) -> str:
 
 
 def stage_layout(layers: int, pp: int, vpp: int = 1) -> list[int]:
-    """Layers per pipeline chunk in model order (chunk c on rank c % pp): the estimate's split."""
-    return chunk_sizes(layers, pp * vpp)
+    """Layers per pipeline chunk in model order (chunk c on rank c % pp): the estimate's split, as a stack
+    that counts the embedding and the loss lays it out (megatron-0.16.yaml pipeline_counts_embedding)."""
+    return chunk_sizes(layers, pp * vpp, ends=True)
 
 
 LAYOUT_PLAIN_MAX = 60  # longer layouts repeat runs of equal chunks: a launch line fits 80 columns
@@ -101,7 +102,8 @@ def pipeline_items(model: ModelSpec, plan: Plan) -> list[str]:
     chunks than layers (one slot each, spec.layout.chunk_sizes) is Megatron's
     --account-for-loss-in-pipeline-split (and --account-for-embedding-in-pipeline-split with two more):
     TransformerConfig splits L + 1 (or L + 2) layers evenly and builds one decoder layer fewer in the
-    last (and first) chunk (get_num_layers_to_build at the pin).
+    last (and first) chunk (get_num_layers_to_build at the pin); so are the end chunks of a layer fewer
+    where L + 2 splits evenly (spec.layout.ends_shared).
     """
     counts = stage_layout(model.layers, plan.pp, plan.vpp)
     if model.mamba is not None:
@@ -117,6 +119,8 @@ def pipeline_items(model: ModelSpec, plan: Plan) -> list[str]:
         return items
     vpp = [opt("--num-virtual-stages-per-pipeline-rank", plan.vpp)] if plan.vpp > 1 else []
     slots = end_slots(model.layers, plan.pp * plan.vpp)
+    if ends_shared(model.layers, plan.pp * plan.vpp, True):
+        slots = 2  # the embedding and the loss fill a slot of the end chunks: Megatron's own even split of L + 2
     if slots:  # one slot per chunk, the loss (and the embedding) among them: Megatron's own even split of L + slots
         embedding = ["--account-for-embedding-in-pipeline-split"] if slots == 2 else []
         return [*embedding, "--account-for-loss-in-pipeline-split", *vpp]

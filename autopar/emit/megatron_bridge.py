@@ -21,7 +21,7 @@ from autopar.emit.common import check_launch, extra_items, quote, render, torchr
 from autopar.emit.megatron import _CP_COMM, _FSDP_STRATEGY, ep_overlap, layout_string, stage_layout
 from autopar.errors import SpecError
 from autopar.spec.job import Job
-from autopar.spec.layout import end_slots
+from autopar.spec.layout import end_slots, ends_shared
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import StackProfile
@@ -82,6 +82,8 @@ def pipeline_fields(model: ModelSpec, plan: Plan) -> dict[str, object]:
     the loss; deepseek_v3: a layout string), which would otherwise cut the stages another way.
     """
     slots = end_slots(model.layers, plan.pp * plan.vpp)
+    if ends_shared(model.layers, plan.pp * plan.vpp, True):
+        slots = 2  # the embedding and the loss take a slot of the end chunks (megatron.pipeline_items)
     counts = stage_layout(model.layers, plan.pp, plan.vpp)
     uneven = not slots and len(set(counts)) > 1
     return {

@@ -17,7 +17,7 @@ memory: {selective: op, fp8_weight_copy_bytes: 0, fp8_weight_copy_sharded: false
          allocator_fragmentation: 0.07, activation_saves: fused,   # activation_saves optional: fused | eager-torch
          fsdp_master: true, gather_bytes: 2, root_gathered: true,  # optional (false, 2, false)
          logit_peak_bytes: 14, logit_peak_bytes_tp: 18,            # optional (0: logit_bytes)
-         tp_saves_gathered: true}                                   # optional (false)
+         tp_saves_gathered: true, moe_saves_expert_output: true}    # optional (false, true)
 plan_rules: {parallelisms: [dp, tp, pp, cp], cp_comms: [allgather], zero_stages: [2, 3], vpp: true,
              equal_stages: false, ep_over_tp: false, pipeline_counts_embedding: false,
              experts_whole_with_ep: false,  # optional: etp = tp without EP, 1 with EP (torchtitan)
@@ -269,6 +269,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         logit_peak_bytes=m.logit_peak_bytes,
         logit_peak_bytes_tp=m.logit_peak_bytes_tp,
         tp_saves_gathered=m.tp_saves_gathered,
+        moe_saves_expert_output=m.moe_saves_expert_output,
         optimizer_bytes=m.optimizer_bytes,
         fp8_optimizer_bytes=m.fp8_optimizer_bytes,
         parallelisms=tuple(r.parallelisms),

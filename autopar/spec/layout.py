@@ -9,7 +9,15 @@ as possible, the earlier chunks taking the extra layer (so the last stage,
 which also holds the loss, is never the heavier one); rank r holds chunks r,
 r + pp, r + 2pp, ... (Megatron-LM's interleaved assignment; one contiguous
 stage per rank when vpp = 1). Megatron expresses any such layout with
---pipeline-model-parallel-layout. Where there are more chunks than layers (one
+--pipeline-model-parallel-layout. On a stack that counts the embedding and the
+loss as pipeline layers (`ends`), when L + 2 splits evenly and L does not (L = q
+chunks + chunks - 2), the first and the last chunk take the fewer layers instead:
+the embedding and the loss fill their slots, Megatron-Core's own split under
+--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split,
+the only one of its split options besides a layout string that cuts such L (Llama
+3.1 405B's 126 layers on pp 8: 128 / 8 / vpp; Megatron-Bridge's llama31_405b
+recipe sets both; DeepSpeed's partition_method 'type:transformer|embedding' cuts
+L + 2 unit weights the same way). Where there are more chunks than layers (one
 or two more: stacks that count the embedding and the loss as pipeline layers,
 StackProfile.pipeline_counts_embedding), every chunk holds one slot: the last
 chunk the loss alone, and with two more the first the embedding alone
@@ -33,26 +41,46 @@ def end_slots(layers: int, chunks: int) -> int:
     return max(0, chunks - layers)
 
 
-def chunk_sizes(layers: int, chunks: int) -> list[int]:
+def ends_shared(layers: int, chunks: int, ends: bool = False) -> bool:
+    """Whether the embedding and the loss take a layer's slot in the first and the last chunk: on a stack
+    that counts them (`ends`), where L + 2 splits evenly over more than two chunks and L does not."""
+    return ends and chunks > 2 and layers >= chunks and layers % chunks == chunks - 2
+
+
+def chunk_sizes(layers: int, chunks: int, *, ends: bool = False) -> list[int]:
     """Decoder layers per chunk, in model order: as even as possible, the earlier chunks take the extra
-    layer. With one or two chunks more than layers, the last chunk holds the loss alone and (two more)
+    layer, unless the embedding and the loss share the end chunks (ends_shared: those two take one layer
+    fewer). With one or two chunks more than layers, the last chunk holds the loss alone and (two more)
     the first the embedding alone; more than that no stack can lay out (ValueError)."""
-    ends = end_slots(layers, chunks)
-    if ends > END_SLOTS:
+    slots = end_slots(layers, chunks)
+    if slots > END_SLOTS:
         raise ValueError(f"{chunks} pipeline chunks for {layers} layers: at most {END_SLOTS} more (the embedding and the loss)")
-    if ends:
-        return [0] * (ends - 1) + [1] * layers + [0]
+    if slots:
+        return [0] * (slots - 1) + [1] * layers + [0]
     q, r = divmod(layers, chunks)
+    if ends_shared(layers, chunks, ends):
+        return [q] + [q + 1] * r + [q]
     return [q + 1] * r + [q] * (chunks - r)
 
 
-def peak_rank(layers: int, pp: int, vpp: int = 1) -> int:
+def peak_rank(layers: int, pp: int, vpp: int = 1, *, ends: bool = False) -> int:
     """The first pipeline rank the memory peak can sit on: rank 0, the one with the most micro-batches in
-    flight, unless the embedding takes its first chunk alone (two end slots): then rank 1, which holds a
-    decoder layer in every chunk and only two chunk forwards fewer in flight (Megatron-Core's interleaved
-    warm-up, 2(p - r - 1) + (v - 1)p forwards on rank r), while rank 0's first-chunk forwards keep no
-    layer's activations. With pp 2, rank 1 is the last rank, which the memory model counts on its own."""
-    return 1 if pp > 2 and end_slots(layers, pp * vpp) == 2 else 0
+    flight, unless the embedding takes a slot of its first chunk (two end slots, or ends_shared) and rank
+    1 then keeps more layers' activations: the two are compared in layer-micro-batches at the first
+    backward (m >= p). Rank r has run 2(p - r - 1) + (v - 1)p + 1 chunk forwards by then (Megatron-Core's
+    interleaved warm-up and one steady forward; p - r micro-batches under 1F1B), the surplus over p per
+    chunk all of its first chunk (forwards go round the chunks in groups of p); rank 0's first chunk
+    holds a layer fewer than rank 1's, whose chunks are even. With pp 2, rank 1 is the last rank, which
+    the memory model counts on its own."""
+    chunks = pp * vpp
+    if pp <= 2 or not (end_slots(layers, chunks) == 2 or ends_shared(layers, chunks, ends)):
+        return 0
+    first, second = stage_layers(layers, pp, vpp, ends=ends)[:2]
+    if vpp == 1:
+        return 1 if (pp - 1) * second[0] > pp * first[0] else 0
+    rank0 = (2 * pp - 1) * first[0] + pp * sum(first[1:])
+    rank1 = (2 * pp - 3) * second[0] + pp * sum(second[1:])
+    return 1 if rank1 > rank0 else 0
 
 
 def chunk_rank(chunk: int, pp: int) -> int:
@@ -65,26 +93,26 @@ def virtual_stage(*, rank: int, chunk: int, pp: int) -> int:
     return chunk * pp + rank
 
 
-def stage_layers(layers: int, pp: int, vpp: int = 1) -> tuple[tuple[int, ...], ...]:
+def stage_layers(layers: int, pp: int, vpp: int = 1, *, ends: bool = False) -> tuple[tuple[int, ...], ...]:
     """Per pipeline rank, the layer counts of its chunks (in its own order)."""
-    sizes = chunk_sizes(layers, pp * vpp)
+    sizes = chunk_sizes(layers, pp * vpp, ends=ends)
     return tuple(tuple(sizes[virtual_stage(rank=r, chunk=c, pp=pp)] for c in range(vpp)) for r in range(pp))
 
 
-def rank_kinds(kinds: Sequence[str], pp: int, vpp: int = 1) -> tuple[Counter[str], ...]:
+def rank_kinds(kinds: Sequence[str], pp: int, vpp: int = 1, *, ends: bool = False) -> tuple[Counter[str], ...]:
     """Per pipeline rank: how many layers of each kind it holds, for layer kinds `kinds` in model order."""
     ranks: list[Counter[str]] = [Counter() for _ in range(pp)]
     start = 0
-    for chunk, size in enumerate(chunk_sizes(len(kinds), pp * vpp)):
+    for chunk, size in enumerate(chunk_sizes(len(kinds), pp * vpp, ends=ends)):
         ranks[chunk_rank(chunk, pp)].update(kinds[start : start + size])
         start += size
     return tuple(ranks)
 
 
-def rank_groups(kinds: Sequence[str], pp: int, vpp: int = 1) -> tuple[tuple[Counter[str], int], ...]:
+def rank_groups(kinds: Sequence[str], pp: int, vpp: int = 1, *, ends: bool = False) -> tuple[tuple[Counter[str], int], ...]:
     """rank_kinds with equal ranks merged: (kinds, how many ranks), in order of first rank; the last
     rank (which also holds the loss) is always its own group, the last one."""
-    ranks = rank_kinds(kinds, pp, vpp)
+    ranks = rank_kinds(kinds, pp, vpp, ends=ends)
     groups: list[tuple[Counter[str], int]] = []
     for r in ranks[:-1]:
         for i, (c, n) in enumerate(groups):

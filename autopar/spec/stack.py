@@ -102,6 +102,9 @@ class StackProfile:
     logit_peak_bytes: float = 0.0
     logit_peak_bytes_tp: float = 0.0
     tp_saves_gathered: bool = False  # a column-parallel linear saves its all-gathered (not its SP-sharded) input
+    # an MoE layer keeps each routed copy's expert output (h) for the routing weights' gradient, where the
+    # probabilities multiply the output at the combine (False: they scale the expert activation instead)
+    moe_saves_expert_output: bool = True
     # host time an MoE layer leaves exposed per micro-batch (forward + backward, microseconds) when its router
     # and token-dispatch preprocessing run eagerly and the dispatch syncs host and device (0 under CUDA graphs)
     moe_host_us: float = 0.0

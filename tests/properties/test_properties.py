@@ -287,7 +287,7 @@ def test_launched_pipeline_layout_equals_the_estimated_one(layers: int, pp: int,
     """Up to two chunks more than layers, as stacks that count the embedding and the loss allow."""
     if pp * vpp > layers + END_SLOTS:
         return
-    chunks = stage_layers(layers, pp, vpp)
+    chunks = stage_layers(layers, pp, vpp, ends=True)  # as Megatron (pipeline_counts_embedding) lays them out
     by_model_order = [chunks[c % pp][c // pp] for c in range(pp * vpp)]
     dense = ModelSpec(
         name="dense",

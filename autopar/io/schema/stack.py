@@ -80,6 +80,7 @@ class StackMemory(_Strict):
     logit_peak_bytes: Bytes0 = 0.0
     logit_peak_bytes_tp: Bytes0 = 0.0
     tp_saves_gathered: bool = False
+    moe_saves_expert_output: bool = True
     optimizer_bytes: Bytes = 12.0  # per parameter: fp32 master + Adam m, v (10: master as 16-bit remainders)
     fp8_optimizer_bytes: Bytes = 12.0  # the same under the FP8 recipe
 

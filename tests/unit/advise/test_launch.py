@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -283,9 +284,9 @@ def test_a_launch_on_another_framework_than_the_stack_says_so() -> None:
 
 
 def test_suggest_emit_torchtitan_launches_the_best_plan_it_can_run() -> None:
-    """llama3.1-405b on 128 GPUs: the best plan interleaves 126 layers in 16 x 4 chunks, which no torchtitan
-    layers-per-stage value cuts (ceil(126 / n) is 126, 63, 42, ...); the launch is the best ranked plan it runs,
-    and a note names the plan skipped."""
+    """llama3.1-405b on 128 GPUs: the best plan interleaves 126 layers in 16 x 4 chunks with ring CP 2, which
+    torchtitan runs neither way (its CP all-gathers K/V; no layers-per-stage value cuts 64 stages: ceil(126 / n)
+    is 126, 63, 42, ...); the launch is the best ranked plan it runs, and a note names the plan skipped."""
     from autopar.advise import train as advise
     from autopar.emit import torchtitan
 
@@ -294,7 +295,11 @@ def test_suggest_emit_torchtitan_launches_the_best_plan_it_can_run() -> None:
     )
     ranked = [r.plan for r in advise.suggest(ctx).result.ranked]
     reason = torchtitan.unsupported(ctx.model, ranked[0], ctx.job)
-    assert reason == f"no layers-per-stage value cuts 126 layers into pp x vpp = {ranked[0].pp * ranked[0].vpp} stages"
+    assert (ranked[0].pp, ranked[0].vpp, ranked[0].cp, ranked[0].cp_comm) == (16, 4, 2, "ring")
+    assert reason == "its context parallelism all-gathers K/V (no overlapped ring)"
+    assert torchtitan.unsupported(ctx.model, replace(ranked[0], cp_comm="allgather"), ctx.job) == (
+        "no layers-per-stage value cuts 126 layers into pp x vpp = 64 stages"
+    )
     got = launch.prepare(launch.request("torchtitan", out=None, torchtitan_config=None), ctx, ranked)
     assert got is not None
     want = next(i for i, p in enumerate(ranked) if torchtitan.unsupported(ctx.model, p, ctx.job) is None)

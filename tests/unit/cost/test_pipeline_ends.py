@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autopar.cost.memo import Memo
-from autopar.cost.memory import end_kinds
+from autopar.cost.memory import end_kinds, memory_breakdown
+from autopar.cost.pipeline import in_flight_microbatches
 from autopar.cost.states import ParamPlan, end_params, rank_params
 from autopar.cost.step import estimate
 from autopar.emit import megatron
@@ -110,7 +111,10 @@ def test_the_estimate_costs_the_zoo_layout() -> None:
     assert est.tokens_per_s > 0 and est.fits
 
 
-@pytest.mark.parametrize(("layers", "pp", "vpp", "ends"), [(94, 32, 3, 2), (6, 4, 2, 2), (7, 4, 2, 1), (3, 5, 1, 2)])
+@pytest.mark.parametrize(
+    ("layers", "pp", "vpp", "ends"),
+    [(94, 32, 3, 2), (6, 4, 2, 2), (7, 4, 2, 1), (3, 5, 1, 2), (126, 8, 8, 2), (126, 8, 1, 2), (70, 12, 1, 2)],
+)
 def test_megatron_core_builds_the_estimated_chunks(layers: int, pp: int, vpp: int, ends: int) -> None:
     """The emitted flags, read by megatron-core 0.16.1's TransformerConfig, build per (rank, chunk) the
     decoder layers stage_layers gives (megatron.core.transformer.transformer_block.get_num_layers_to_build)."""
@@ -134,14 +138,43 @@ def test_megatron_core_builds_the_estimated_chunks(layers: int, pp: int, vpp: in
         use_cpu_initialization=True,
     )
     built = tuple(tuple(get_num_layers_to_build(config, vp_stage=c if vpp > 1 else None, pp_rank=r) for c in range(vpp)) for r in range(pp))
-    assert built == stage_layers(layers, pp, vpp)
+    assert built == stage_layers(layers, pp, vpp, ends=True)
+
+
+def test_where_layers_plus_two_split_evenly_the_end_chunks_take_a_layer_fewer() -> None:
+    """Llama 3.1 405B (126 layers) on pp 8: 126 % 8 != 0, so Megatron-Core accepts no even split; with the
+    embedding and the loss counted, 128 = 8 x 16 = 64 x 2 (the recipe's vpp 8). BLOOM (70 layers, pp 12):
+    72 = 12 x 6. Stacks that do not count them keep the earlier chunks' extra layer."""
+    assert chunk_sizes(126, 64, ends=True) == [1] + [2] * 62 + [1]
+    assert chunk_sizes(126, 64) == [2] * 62 + [1, 1]
+    assert chunk_sizes(70, 12, ends=True) == [5] + [6] * 10 + [5]
+    assert chunk_sizes(61, 32, ends=True) == chunk_sizes(61, 32)  # 63 does not split over 32
+    assert chunk_sizes(127, 8, ends=True) == chunk_sizes(127, 8)  # L + 1: the same counts either way
+
+
+def test_the_405b_recipe_peaks_on_rank_1_with_its_own_in_flight_count() -> None:
+    """pp 8 x vpp 8, m = 64: at its first backward rank r has run 2(p - r - 1) + (v - 1)p + 1 chunk forwards,
+    71 on rank 0 and 69 on rank 1, the surplus over p = 8 per chunk all of its first chunk. Rank 0's first
+    chunk holds one layer: 15 x 1 + 7 x 8 x 2 = 127 layer-micro-batches; rank 1's all hold two: 69 x 2 = 138.
+    Per layer (T = 8192 / cp 2 = 4096 tokens, tp 8 with SP, bf16): norm and QKV inputs 4h/8, Q, K, V and the
+    attention output (2 x (16384 + 2 x 1024) + 2 x 16384)/8, norm and fc1 inputs 4h/8, SwiGLU's gate and up
+    and fc2's input 6 x 53248/8: 65,024 B a token."""
+    assert peak_rank(126, 8, 8, ends=True) == 1 and peak_rank(126, 8, 8) == 0
+    assert peak_rank(126, 8, 1, ends=True) == 0  # 1F1B: rank 0's 8 x 15 = 120 over rank 1's 7 x 16 = 112
+    assert in_flight_microbatches(pp=8, vpp=8, microbatches=64, rank=1) == 69 / 8
+    assert in_flight_microbatches(pp=8, vpp=8, microbatches=64) == 71 / 8
+    assert in_flight_microbatches(pp=8, vpp=1, microbatches=64, rank=1) == 7
+    job = Job(gpus=1024, gpus_per_node=8, global_batch=512, seq_len=8192)
+    plan = Plan(dp=8, tp=8, pp=8, cp=2, vpp=8, zero=1)
+    mem = memory_breakdown(load_model("llama3.1-405b"), job, plan, stack=load_stack("megatron"))
+    assert mem.activations == pytest.approx(138 * 4096 * 65024)
 
 
 def test_the_memory_peak_sits_on_rank_1_when_the_embedding_is_alone() -> None:
     """PP32 x VPP3 on 94 layers: rank 0 holds (embedding, 1, 1) and the most micro-batches in flight, but its
     first chunk keeps no layer's activations; rank 1 holds 3 layers and two chunk forwards fewer in flight
     (Megatron-Core's interleaved warm-up, 2(p - r - 1) + (v - 1)p: 126 on rank 0, 124 on rank 1). The memory
-    model's first rank is then rank 1's layers at rank 0's in-flight count, with the larger of the two
+    model's first rank is then rank 1's layers at its own in-flight count, with the larger of the two
     ranks' parameters."""
     assert peak_rank(94, 32, 3) == 1 and peak_rank(94, 32, 2) == 0 and peak_rank(94, 2, 48) == 0
     assert peak_rank(94, 31, 3) == 0  # 93 chunks: no end slot

@@ -69,10 +69,22 @@ def test_moe_act_drops_each_routed_copys_activation_output() -> None:
     act = replace(none, recompute="selective", recompute_modules=("moe_act",))
     assert kept("qwen3-30b-a3b", "moe", none) - kept("qwen3-30b-a3b", "moe", act) == pytest.approx(T * 8 * 768 * 2)
     whole = replace(none, recompute="selective", recompute_modules=("moe",))
-    # routed: dispatched input (2 B x h) and expert output (2 B x h), gate/up (4 B x 768) and fc2 input (2 B x 768)
-    # per copy; fp32 routing probabilities 4 B x 128 experts per token
-    routed = 8 * (2 * 2048 + 2 * 2048 + 6 * 768)
+    # routed: dispatched input (2 B x h), gate/up (4 B x 768) and fc2 input (2 B x 768) per copy; no expert
+    # output (the probabilities scale the activation, experts.py at core_v0.16.1); fp32 routing probabilities
+    # 4 B x 128 experts per token
+    routed = 8 * (2 * 2048 + 6 * 768)
     assert kept("qwen3-30b-a3b", "moe", none) - kept("qwen3-30b-a3b", "moe", whole) == pytest.approx(T * (routed + 4 * 128))
+
+
+def test_megatron_016_keeps_no_expert_output_and_08_does() -> None:
+    # Megatron-Core 0.16 multiplies the routing probabilities into the expert activation (TEGroupedMLP.forward,
+    # weighted_bias_swiglu_impl) and unpermutes without them; 0.8 scaled the expert output at the unpermute
+    # (moe_utils.unpermute(permuted_tokens, sorted_indices, probs)), which keeps it: 2 B x h per routed copy.
+    # Qwen3-30B-A3B, top 8, h 2048, tp 1, capacity 1.
+    none = Plan(dp=1, tp=1, pp=1, recompute="none")
+    model = load_model("qwen3-30b-a3b")
+    old = layer_activation_bytes(model, "moe", tokens=T, plan=none, stack=load_stack("megatron@0.8"))
+    assert old - kept("qwen3-30b-a3b", "moe", none) == pytest.approx(T * 8 * 2 * 2048)
 
 
 def test_recomputed_modules_cost_their_forward(toy_hw: HardwareProfile) -> None:
@@ -128,13 +140,20 @@ def test_cli_costs_and_emits_the_modules() -> None:
 def test_module_recompute_fits_what_selective_alone_does_not() -> None:
     # DeepSeek-V3 on 256 B200s as Megatron-Bridge's DEEPSEEK_V3_PRETRAIN_CONFIG_B200 runs it (PP 8, VPP 2,
     # EP 32, MXFP8, recompute_modules [mla_up_proj, mlp]): the up-projected heads (128 KiB a token a
-    # layer) are what must go.
+    # layer) and the dense MLPs' insides are what go. Rank 0 holds chunks 0 and 8 of 61 layers in 16 chunks
+    # ([4] * 13 + [3] * 3): 8 layers, the 3 dense ones among them, for 8 * (1 + 7/16) = 11.5 micro-batches.
+    # Dropped per token: mla_up_proj 2 B x 128 heads x (2 x 192 + 128) = 128 KiB a layer; mlp (FP8: gate/up
+    # 2 x 2 B, fc2 input 1 B) 5 B x 18432 a dense layer. Recompute rebuilds one layer at a time in backward:
+    # the largest, a dense one, is held on top (the transient).
     m = load_model("deepseek-v3")
     job = Job(gpus=256, gpus_per_node=8, global_batch=4096, seq_len=4096, dtype="fp8")
     plan = Plan(dp=32, tp=1, pp=8, vpp=2, ep=32, recompute="selective", recompute_modules=("mla_up_proj", "mlp"))
     with_modules = memory_breakdown(m, job, plan, stack=MEGA)
     without = memory_breakdown(m, job, replace(plan, recompute="none", recompute_modules=()), stack=MEGA)
-    assert without.total / 2**30 > 178 > with_modules.total / 2**30  # B200: 192 GB, 178 GiB
+    up, mlp = 2 * 128 * (2 * 192 + 128), 5 * 18432
+    dropped = 4096 * ((8 * up + 3 * mlp) * 11.5 - (up + mlp))
+    assert without.activations - with_modules.activations == pytest.approx(dropped)
+    assert with_modules.total / 2**30 < 178  # B200: 192 GB, 178 GiB
 
 
 @settings(deadline=None)  # a model load per example: over 200 ms on a loaded machine

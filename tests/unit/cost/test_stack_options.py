@@ -52,9 +52,11 @@ def test_an_older_version_differs_only_in_what_its_source_says() -> None:
     old, new = load_stack("deepspeed@0.5"), load_stack("deepspeed@0.14")
     assert _differing(old, new) == {"dp_gather_overlap"}
     assert (old.dp_gather_overlap, old.gather_overlap, new.gather_overlap) == (0.0, 0.0, 0.9)
-    # Megatron-Core 0.8 has no --recompute-modules
+    # Megatron-Core 0.8 has no --recompute-modules, and scales the expert outputs by the routing probabilities at
+    # the unpermute (moe_utils.unpermute at core_r0.8.0), which keeps them for backward
     old, new = load_stack("megatron@0.8"), load_stack("megatron@0.16")
-    assert _differing(old, new) == {"recompute_modules"} and old.recompute_modules == ()
+    assert _differing(old, new) == {"recompute_modules", "moe_saves_expert_output"} and old.recompute_modules == ()
+    assert (old.moe_saves_expert_output, new.moe_saves_expert_output) == (True, False)
     # torchtitan 2024.12 ran the loss eagerly on fp32 logits; 2025.06 compiles it
     old, new = load_stack("torchtitan@2024.12"), load_stack("torchtitan@2025.06")
     assert _differing(old, new) <= {"logit_bytes", "logit_peak_bytes", "parallelisms"}

@@ -219,19 +219,21 @@ def test_megatron_env() -> None:
 
 
 @pytest.mark.parametrize(
-    ("layers", "pp", "vpp", "counts"),
+    ("layers", "pp", "vpp", "counts", "megatron"),
     [
-        (32, 3, 1, [11, 11, 10]),
-        (9, 6, 1, [2, 2, 2, 1, 1, 1]),
-        (126, 16, 1, [8] * 14 + [7] * 2),
-        (126, 16, 2, [4] * 30 + [3] * 2),
-        (61, 8, 1, [8] * 5 + [7] * 3),
+        (32, 3, 1, [11, 11, 10], None),
+        (9, 6, 1, [2, 2, 2, 1, 1, 1], None),
+        (126, 16, 1, [8] * 14 + [7] * 2, [7] + [8] * 14 + [7]),
+        (126, 16, 2, [4] * 30 + [3] * 2, [3] + [4] * 30 + [3]),
+        (61, 8, 1, [8] * 5 + [7] * 3, None),
     ],
 )
-def test_stage_layout_is_the_estimates(layers: int, pp: int, vpp: int, counts: list[int]) -> None:
-    """Hand-derived: floor(layers / chunks) each, the remainder one each to the first chunks (cost.pipeline)."""
-    assert mg.stage_layout(layers, pp, vpp) == counts == chunk_sizes(layers, pp * vpp)
-    assert tt.stage_counts(spec(layers=layers), Plan(dp=1, tp=1, pp=pp, vpp=vpp)) == counts
+def test_stage_layout_is_the_estimates(layers: int, pp: int, vpp: int, counts: list[int], megatron: list[int] | None) -> None:
+    """Hand-derived: floor(layers / chunks) each, the remainder one each to the first chunks (cost.pipeline);
+    on Megatron, where L + 2 splits evenly (128 = 16 x 8 = 32 x 4), the embedding and the loss take a slot of
+    the first and last chunk instead (--account-for-*-in-pipeline-split)."""
+    assert mg.stage_layout(layers, pp, vpp) == (megatron or counts) == chunk_sizes(layers, pp * vpp, ends=True)
+    assert tt.stage_counts(spec(layers=layers), Plan(dp=1, tp=1, pp=pp, vpp=vpp)) == counts == chunk_sizes(layers, pp * vpp)
 
 
 def unroll(layout: str) -> str:
@@ -242,11 +244,17 @@ def unroll(layout: str) -> str:
 def test_pipeline_flags() -> None:
     assert mg.pipeline_items(spec(), Plan(dp=2, tp=8, pp=4, vpp=5)) == ["--num-virtual-stages-per-pipeline-rank 5"]
     assert mg.pipeline_items(spec(), Plan(dp=2, tp=8, pp=4)) == []
-    (item,) = mg.pipeline_items(spec(layers=126), Plan(dp=1, tp=8, pp=16, vpp=2))
+    (item,) = mg.pipeline_items(spec(layers=125), Plan(dp=1, tp=8, pp=16, vpp=2))
     flag, layout = shlex.split(item)  # quoted: | and * are shell metacharacters
     assert flag == "--pipeline-model-parallel-layout"
-    assert layout == "E(t*4|)*30t*3|t*3L"  # 126 = 30 x 4 + 2 x 3; past 60 characters runs repeat
-    assert unroll(layout) == "E" + "|".join(["t*4"] * 30 + ["t*3"] * 2) + "L"
+    assert layout == "E(t*4|)*29(t*3|)*2t*3L"  # 125 = 29 x 4 + 3 x 3; past 60 characters runs repeat
+    assert unroll(layout) == "E" + "|".join(["t*4"] * 29 + ["t*3"] * 3) + "L"
+    # 126 + 2 = 32 x 4: Megatron's own split of the layers, the embedding and the loss
+    assert mg.pipeline_items(spec(layers=126), Plan(dp=1, tp=8, pp=16, vpp=2)) == [
+        "--account-for-embedding-in-pipeline-split",
+        "--account-for-loss-in-pipeline-split",
+        "--num-virtual-stages-per-pipeline-rank 2",
+    ]
     assert "--pipeline-model-parallel-layout 'Et*2|t*2|t*2|t*1|t*1|t*1L'" in megatron(CASES[5])
 
 
@@ -343,10 +351,14 @@ def test_launched_pipeline_layout_is_the_estimated_one() -> None:
 
     for layers in range(2, 131):
         for pp in (p for p in range(2, min(layers, 16) + 1) if layers % p):
-            (item,) = mg.pipeline_items(spec(layers=layers), Plan(dp=1, tp=1, pp=pp))
-            layout = shlex.split(item)[1]
-            stages = [int(part.strip("EL").split("*")[1]) for part in unroll(layout).split("|")]
-            assert stages == [sum(chunks) for chunks in estimated(layers, pp)], (layers, pp, stages)
+            items = mg.pipeline_items(spec(layers=layers), Plan(dp=1, tp=1, pp=pp))
+            if items == ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]:
+                n = (layers + 2) // pp  # get_num_layers_to_build: L + 2 split evenly, one fewer at each end
+                stages = [n - 1] + [n] * (pp - 2) + [n - 1]
+            else:
+                (item,) = items
+                stages = [int(part.strip("EL").split("*")[1]) for part in unroll(shlex.split(item)[1]).split("|")]
+            assert stages == [sum(chunks) for chunks in estimated(layers, pp, ends=True)], (layers, pp, stages)
 
 
 def test_architecture_flags_follow_the_spec() -> None:

@@ -249,19 +249,24 @@ def test_the_overrides_follow_the_plan() -> None:
     assert values["checkpoint.ckpt_format"] == "fsdp_dtensor"
     *_, words = emitted("llama3.1-405b uneven full")
     values = parsed(words)
-    # 126 layers on 16 stages: the estimate's chunk_sizes, 8 layers on the first 14 and 7 on the last 2
-    assert values["model.pipeline_model_parallel_layout"] == "E(t*8|)*14t*7|t*7L"
+    # 126 layers on 16 stages: 126 + 2 = 16 x 8, the embedding and the loss take a slot of the end stages (7
+    # layers there, 8 on the others), as Megatron-Bridge's own llama31_405b recipe splits them
+    assert values["model.pipeline_model_parallel_layout"] is None
+    assert (values["model.account_for_embedding_in_pipeline_split"], values["model.account_for_loss_in_pipeline_split"]) == (
+        True,
+        True,
+    )
     assert (values["model.recompute_method"], values["model.recompute_num_layers"]) == ("uniform", 1)
     assert values["model.mtp_num_layers"] is None
-    # a recipe's own split (llama3_70b accounts for embedding and loss) is overridden, not combined
-    assert (values["model.account_for_embedding_in_pipeline_split"], values["model.account_for_loss_in_pipeline_split"]) == (
-        False,
-        False,
-    )
     *_, words = emitted("llama3-8b uneven vpp")
     values = parsed(words)
     # 32 layers in 6 chunks: 6, 6, 5, 5, 5, 5; interleaved chunk c on rank c % 3
     assert values["model.pipeline_model_parallel_layout"] == "Et*6|t*6|t*5|t*5|t*5|t*5L"
+    # a recipe's own split (llama3 recipes account for embedding and loss) is overridden, not combined
+    assert (values["model.account_for_embedding_in_pipeline_split"], values["model.account_for_loss_in_pipeline_split"]) == (
+        False,
+        False,
+    )
     assert values["model.virtual_pipeline_model_parallel_size"] == 2
 
 
