@@ -36,6 +36,16 @@ _KINDS = (
 )
 
 
+def exists(path: Path, *, folder: bool = False) -> bool:
+    """path.exists() (path.is_dir() with `folder`), False where the OS refuses the name itself (too
+    long, ENAMETOOLONG): no file can have it, so the caller reads it as a built-in name and refuses it
+    there, naming it, instead of an OSError escaping as if writing the output had failed."""
+    try:
+        return path.is_dir() if folder else path.exists()
+    except OSError:
+        return False
+
+
 def output_target(path: Path, *, option: str, err: type[AutoparError] = SpecError, updates_input: bool = False) -> Path:
     """The regular file (existing or new) that writing `path` replaces; special files are refused, and so is a
     file this command read as an input (unless `updates_input`: calibrate --save rewrites the profile it read)."""

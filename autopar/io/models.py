@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import SpecError
+from autopar.io.files import exists
 from autopar.io.hf_config import from_hf_config
 from autopar.io.hf_quant import checkpoint_kv_dtype
 from autopar.io.reading import did_you_mean, load_mapping, named
@@ -29,14 +30,14 @@ def load_model(ref: str) -> ModelSpec:
     if not ref.strip():
         raise SpecError("empty model name: give a preset name (see `autopar models`), a model .yaml file or a Hugging Face config.json")
     path = Path(ref)
-    if path.is_dir():
+    if exists(path, folder=True):
         path = path / "config.json"
-        if not path.exists():
+        if not exists(path):
             raise SpecError(f"{named(ref)}: folder has no config.json")
     if path.suffix.lower() == ".json":
         config = load_mapping(path)
         return with_checkpoint_kv(from_hf_config(config, where=named(path)), path, config)
-    if path.suffix.lower() in (".yaml", ".yml") or path.exists():
+    if path.suffix.lower() in (".yaml", ".yml") or exists(path):
         return from_yaml_mapping(load_mapping(path), where=named(path))
     names = preset_names()
     if re.fullmatch(r"[\w-][\w.-]*/[\w.-]+", ref) and ref not in names:  # a Hugging Face repo id

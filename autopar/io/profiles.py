@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import ProfileError
+from autopar.io.files import exists
 from autopar.io.reading import did_you_mean, load_mapping, named, shown
 from autopar.spec.hardware import (
     COLLECTIVES,
@@ -79,7 +80,7 @@ def resolve_hardware(ref: str | None) -> tuple[HardwareProfile, str]:
 def load_hardware(ref: str) -> HardwareProfile:
     """A built-in profile name or a path to a profile YAML."""
     path = Path(ref)
-    if path.suffix.lower() in (".yaml", ".yml") or path.exists():
+    if path.suffix.lower() in (".yaml", ".yml") or exists(path):
         return _parse(load_mapping(path, err=ProfileError), where=named(path), folder=path.parent)
     names = builtin_names()
     if ref not in names:
@@ -110,7 +111,7 @@ def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> Hardwa
 
     v = validate(VariantFile, data, where=where, err=ProfileError)
     ref = v.base
-    base_path = folder / ref if folder is not None and (folder / ref).exists() else None
+    base_path = folder / ref if folder is not None and exists(folder / ref) else None
     if base_path is not None:
         base = load_mapping(base_path, err=ProfileError)
     elif ref in builtin_names():

@@ -220,6 +220,11 @@ CTRL_C = (
 )
 
 
+def _long_base(tmp: Path) -> str:
+    variant = files(tmp, v__yaml="schema_version: 1\nname: v\nbase: " + "b" * 300)["v__yaml"]
+    return f"{{A}} suggest '{files(tmp, t__yaml=TINY)['t__yaml']}' --hardware '{variant}' --gpus 8"
+
+
 def _yaml_name(name: str) -> str:
     return json.dumps(name)  # a JSON string is a YAML double-quoted scalar, escapes included
 
@@ -303,6 +308,16 @@ CASES = [
     Case("3 special inputs", "FIFO saved profile", _saved_fifo, 2, "is a FIFO", env={"AUTOPAR_HOME": "{T}/home"}),
     Case("3 special inputs", "/dev/zero model", lambda t: job(t, "/dev/zero"), 2, "is a character device"),
     Case("3 special inputs", "/dev/urandom lengths", lambda t: job(t, extra="--seq-len-dist /dev/urandom"), 2, "is a character device"),
+    # a name no file can have (ENAMETOOLONG from exists()/is_dir()): read as a built-in name and refused as one
+    Case("3 special inputs", "300-character model name", lambda t: "{A} suggest " + "m" * 300 + " --gpus 8", 2, "unknown model 'mmm"),
+    Case(
+        "3 special inputs",
+        "300-character hardware name",
+        lambda t: job(t).replace(f"--hardware '{hw(t)}'", "--hardware " + "h" * 300),
+        2,
+        "unknown hardware 'hhh",
+    ),
+    Case("3 special inputs", "300-character base profile", lambda t: _long_base(t), 2, "base: unknown base profile 'bbb"),
     # 4. deep nesting
     Case(
         "4 deep nesting", "YAML list 20,000 deep", model_with("a: " + "[" * 20000 + "]" * 20000 + "\n"), 2, "nested deeper than 32 levels"
