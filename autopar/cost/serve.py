@@ -186,7 +186,7 @@ def decode_step(
     dtype, wb, eb = gemm_dtype(hw, dense_w), WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
     kv_tok = kv_bytes_per_token(model, engine, kv_bytes) * engine.pp / max(1, _attention_layers(model))
     w_sum = kv_sum = comp_sum = tp_sum = ep_sum = 0.0
-    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node)
+    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
     ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * b * model.hidden_size, tp_group)
     for part, count in _part_counts(model).items():
         dense, expert = _part_weight_params(model, part, engine)
@@ -287,13 +287,13 @@ def _exchange(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, tokens: 
         return 0.0
     mnnvl = hw.host_gpus < hw.gpus_per_node and engine.ep > moe.top_k
     if engine.ep > 1 and (exchange == "all_to_all" or (exchange == "all_to_all_mnnvl" and mnnvl)):
-        group = span(size=engine.ep, stride=1, gpus_per_node=hw.gpus_per_node)
+        group = span(size=engine.ep, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
         nbytes = cal.ACT_BYTES * tokens / engine.ep * moe.top_k * model.hidden_size * EXPERT_IMBALANCE
         return 2 * collective_time(hw, "all_to_all", nbytes, group)
     if exchange == "gather_dp":
-        group = span(size=engine.dp, stride=engine.tp, gpus_per_node=hw.gpus_per_node)
+        group = span(size=engine.dp, stride=engine.tp, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
     else:
-        group = span(size=engine.tp * engine.dp, stride=1, gpus_per_node=hw.gpus_per_node)
+        group = span(size=engine.tp * engine.dp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
     nbytes = cal.ACT_BYTES * tokens * model.hidden_size
     return collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
 
@@ -310,7 +310,7 @@ def prefill_time(
     dtype, wb, eb = gemm_dtype(hw, dense_w), WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
     chunk = min(tokens, fw.chunk_tokens)
     chunks = tokens / chunk
-    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node)
+    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
     ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * chunk * model.hidden_size, tp_group) if engine.tp > 1 else 0.0
     attn_rate = hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len) * sustained(hw, serving=True)
     attn_flops = 2.0 * chunk * seq_len * model.num_attention_heads / engine.tp * attention_head_width(model) / 2

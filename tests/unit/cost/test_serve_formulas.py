@@ -301,3 +301,33 @@ def test_vllm_attention_dp_pads_the_moe_to_every_rank(toy_hw: HardwareProfile) -
     extra = 4096 * 2 * 3 * 2 * 1024 * 256
     assert prefill(True) - prefill(False) == pytest.approx(4 * extra / RATE)
     assert [load_framework(n).dp_padding for n in ("vllm", "sglang", "trtllm")] == [True, False, False]
+
+
+def test_tensorrt_llm_sends_its_all_to_all_on_the_gb200_nvlink_domain_only() -> None:
+    # Kimi-K2 (top-8 of 384 experts) on 16 GPUs, tp1 x attention-DP 16, ep16: TensorRT-LLM's MNNVL all-to-all
+    # on GB200 (a 72-GPU NVLink domain of 4-GPU hosts: the EP group of 16 is on one "node"), its allgather and
+    # reducescatter on B200 (8-GPU nodes, no multi-node NVLink: the group spans two)
+    from autopar.cost.serve import _exchange
+    from autopar.io.profiles import load_hardware
+    from autopar.spec.topology import span
+
+    kimi, eng = load_model("kimi-k2"), Engine(tp=1, dp=16, ep=16)
+    gb200, b200 = load_hardware("gb200"), load_hardware("b200")
+    assert (gb200.gpus_per_node, gb200.host_gpus, b200.gpus_per_node, b200.host_gpus) == (72, 4, 8, 8)
+    # the engine's 16 ranks lie in one domain; only among more ranks (a fifth engine of 16 at ranks 64-79)
+    # would a group straddle two domains, 8 and 8
+    assert span(size=16, stride=1, gpus_per_node=gb200.gpus_per_node, ranks=eng.gpus).intra
+    assert span(size=16, stride=1, gpus_per_node=gb200.gpus_per_node, ranks=80).per_node == 8
+    assert span(size=16, stride=1, gpus_per_node=b200.gpus_per_node, ranks=eng.gpus).nodes == 2
+    for hw, same_as in ((gb200, "all_to_all"), (b200, "gather_tp")):
+        got = _exchange(kimi, hw, eng, tokens=256, exchange="all_to_all_mnnvl")
+        assert got == _exchange(kimi, hw, eng, tokens=256, exchange=same_as)
+    # dispatch and combine on NVLink: 256 tokens / 16 ranks x top-8 x 7168 x 2 B x 1.2 = 2,201,190 B each, the
+    # profile's intra all-to-all fit nearest 16 ranks (8: 25.2 us, 487.8 GB/s), 15/16 of the bytes on the wire
+    a2a = 2 * 256 / 16 * 8 * 7168 * 1.2
+    assert _exchange(kimi, gb200, eng, tokens=256, exchange="all_to_all") == pytest.approx(2 * (25.2e-6 + 15 / 16 * a2a / 487.8e9))
+    # ep 8 is not above top-8: TensorRT-LLM gathers on GB200 as well
+    eight = Engine(tp=1, dp=8, ep=8)
+    assert _exchange(kimi, gb200, eight, tokens=256, exchange="all_to_all_mnnvl") == _exchange(
+        kimi, gb200, eight, tokens=256, exchange="gather_tp"
+    )
