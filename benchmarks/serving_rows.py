@@ -130,11 +130,26 @@ def agg_engine(r: dict[str, str], model: ModelSpec, named: tuple[int, int] | Non
     and version run as tp4 ep4 in the 2026-03-25 file: within 10% at every concurrency, where 4x the
     GPUs and attention ranks would not be). Read as the id's: tp N, the experts over ep M, one rank."""
     cols = (_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]), _int(r["attention_dp_size"]))
-    named = id_layout(r) or named
+    named = id_layout(r) or named or vllm_ep_as_dp(r)
     if named is not None and named != (cols[0], cols[2]):
         tp, ep = named
         return _engine(tp, max(1, tp // ep), ep, dp=1, model=model)
     return _engine(cols[0], cols[1], cols[2], dp=cols[3], model=model)
+
+
+def vllm_ep_as_dp(r: dict[str, str]) -> tuple[int, int] | None:
+    """(N, N) where a vLLM row's columns read tp N, attention-DP N and the experts over N x N ranks (expert-TP
+    1), the way the 71 rows above record a tpN_epN run; None otherwise.
+
+    Every vLLM row of serving_runs_newer.csv with attention-DP ranks has these columns (tp2 attention-DP 2
+    ep4, tp4 attention-DP 4 ep16; 97 rows), and each of the 65 whose id (or twin, named_layouts) names a
+    layout names tpN_epN, none attention-DP. The 32 others (database dumps: configs 691-735, 827) measure as
+    tpN runs on N GPUs, not as N x N GPUs: MiniMax-M2.5 fp8 on B300 at 1024/1024 c512, "tp4 attention-DP 4
+    ep16" 728 ms / 31.7 ms against the tp4 run's 764 / 36.3 (on 16 GPUs each rank would run 128 requests,
+    the tp4 run's c128 TPOT 17.8 ms); "tp2 attention-DP 2 ep4" 960 / 45.5 against tp2's 1066 / 53.2 and
+    tp4's 764 / 36.3; fp4 8192/1024 c256 1533 / 59.3 against tp2's 1552 / 60.1."""
+    tp, moe_tp, ep, dp = (_int(r[k]) for k in ("tp_size", "moe_tp_size", "moe_ep_size", "attention_dp_size"))
+    return (tp, tp) if r["backend"] == "vllm" and tp > 1 and dp == tp and moe_tp == 1 and ep == tp * dp else None
 
 
 @functools.cache
@@ -274,10 +289,10 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
                 conc = agg_concurrency(r)
                 layout = f"tp{eng.tp} dp{eng.dp} ep{eng.ep}"
             try:
-                for eng, prefix in ((dep.engine, ""), (dep.prefill, "prefill_")):
-                    if eng is not None:
-                        eng.check(model, prefix=prefix)
-                        eng.check_framework(dep.framework, prefix=prefix)
+                for pool, prefix in ((dep.engine, ""), (dep.prefill, "prefill_")):
+                    if pool is not None:
+                        pool.check(model, prefix=prefix)
+                        pool.check_framework(dep.framework, prefix=prefix)
             except SpecError as exc:  # as `serve estimate` would refuse it, in its flags
                 why = f"a layout serve estimate refuses (e.g. {cli_words(str(exc))})"
                 if why.split(" (e.g.")[0] not in {k.split(" (e.g.")[0] for k in reasons}:

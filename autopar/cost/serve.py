@@ -186,7 +186,7 @@ def decode_step(
     dtype, wb, eb = gemm_dtype(hw, dense_w), WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
     kv_tok = kv_bytes_per_token(model, engine, kv_bytes) * engine.pp / max(1, _attention_layers(model))
     w_sum = kv_sum = comp_sum = tp_sum = ep_sum = 0.0
-    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node)
+    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
     ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * b * model.hidden_size, tp_group)
     for part, count in _part_counts(model).items():
         dense, expert = _part_weight_params(model, part, engine)
@@ -213,6 +213,7 @@ def decode_step(
                 expert_bytes=expert * eb,
                 all_local=fw.moe_decode_reads == "local",
                 read_slowdown=fw.moe_decode_slowdown,
+                exchange=fw.moe_exchange,
             )
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
@@ -234,6 +235,7 @@ def _experts(
     dtype: str,
     tokens: float,
     expert_bytes: float,
+    exchange: str,
     all_local: bool = False,
     read_slowdown: float = 1.0,
 ) -> tuple[float, float, float]:
@@ -244,7 +246,8 @@ def _experts(
     read once (every local expert with `all_local`, Framework.moe_decode_reads),
     in `read_slowdown` x the profile's memory time (the fused-MoE kernel's
     streaming rate at decode, Framework.moe_decode_slowdown);
-    grouped GEMMs run as one kernel at the efficiency of their total size.
+    grouped GEMMs run as one kernel at the efficiency of their total size;
+    the tokens travel as `exchange` (Framework.moe_exchange, _exchange) says.
     """
     moe = model.moe
     if moe is None:
@@ -254,24 +257,45 @@ def _experts(
     read = read_slowdown * memory_time(hw, touched * expert_bytes)
     flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
     comp = max(0.0, gemm_time(hw, dtype, flops, serving=True) - read) if flops > 0 else 0.0
-    ep = 0.0
-    # Without attention-DP every rank of the EP group holds all the step's tokens after the
-    # attention all-reduce: each runs its local experts on them and the layer's TP all-reduce
-    # (counted with tp_comm) sums the outputs, so no all-to-all dispatch or combine is sent
-    # (vLLM's EP design as the vllm-neuron docs describe it,
-    # awsdocs-neuron vllm-neuron/docs/design/parallelism/expert_parallelism: "EP is a
-    # logical remapping of the TP group for MoE layers"; Hugging Face transformers
-    # "Expert parallelism": an all-reduce combines the experts' outputs). With attention-DP
-    # the ranks hold different tokens and they travel.
-    if engine.ep > 1 and engine.dp > 1:
-        group = span(size=engine.ep, stride=1, gpus_per_node=hw.gpus_per_node)
+    return read, comp, _exchange(model, hw, engine, tokens=tokens, exchange=exchange)
+
+
+def _exchange(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, tokens: float, exchange: str) -> float:
+    """Seconds of one MoE layer's token exchange: `tokens` (every attention-DP rank's) to the experts and back.
+
+    Without attention-DP every rank of the EP group holds all the step's tokens after the
+    attention all-reduce: each runs its local experts on them and the layer's TP all-reduce
+    (counted with tp_comm) sums the outputs, so nothing is exchanged (vLLM's EP design as the
+    vllm-neuron docs describe it, awsdocs-neuron vllm-neuron/docs/design/parallelism/expert_parallelism:
+    "EP is a logical remapping of the TP group for MoE layers"). With attention-DP the ranks hold
+    different tokens, and each engine sends them one way (Framework.moe_exchange), never two:
+
+    - gather_dp (vLLM 0.12, 0.15: ParallelConfig.all2all_backend "allgather_reducescatter",
+      AgRsAll2AllManager): all_gatherv of every rank's tokens and reduce_scatterv of the outputs over
+      the DP group (dp ranks, tp apart); the TP all-reduce then sums each rank's experts (tp_comm);
+    - gather_tp (SGLang, moe_a2a_backend "none"): dp_gather and dp_reduce_scatter_tensor over its
+      TP group, every tp x dp rank of the engine;
+    - all_to_all (DeepEP and the like): the routed copies (top_k a token) dispatched to the expert
+      ranks over the EP group and combined back, scaled by EXPERT_IMBALANCE;
+    - all_to_all_mnnvl (TensorRT-LLM: WideEPMoE select_alltoall_method_type): the all-to-all where
+      the EP group is larger than top_k and the NVLink domain spans hosts (MnnvlMemory.supports_mnnvl,
+      a GB200 NVL72: the profile's gpus_per_host below gpus_per_node), else allgather and
+      reducescatter over the engine's tp x dp ranks as gather_tp.
+    """
+    moe = model.moe
+    if moe is None or engine.dp == 1:
+        return 0.0
+    mnnvl = hw.host_gpus < hw.gpus_per_node and engine.ep > moe.top_k
+    if engine.ep > 1 and (exchange == "all_to_all" or (exchange == "all_to_all_mnnvl" and mnnvl)):
+        group = span(size=engine.ep, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
         nbytes = cal.ACT_BYTES * tokens / engine.ep * moe.top_k * model.hidden_size * EXPERT_IMBALANCE
-        ep = 2 * collective_time(hw, "all_to_all", nbytes, group)
-    if engine.dp > 1:  # attention-DP: gather the ranks' tokens into the MoE layer and scatter them back
-        group = span(size=engine.tp * engine.dp, stride=1, gpus_per_node=hw.gpus_per_node)
-        nbytes = cal.ACT_BYTES * tokens * model.hidden_size
-        ep += collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
-    return read, comp, ep
+        return 2 * collective_time(hw, "all_to_all", nbytes, group)
+    if exchange == "gather_dp":
+        group = span(size=engine.dp, stride=engine.tp, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
+    else:
+        group = span(size=engine.tp * engine.dp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
+    nbytes = cal.ACT_BYTES * tokens * model.hidden_size
+    return collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
 
 
 @remembered
@@ -286,7 +310,7 @@ def prefill_time(
     dtype, wb, eb = gemm_dtype(hw, dense_w), WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
     chunk = min(tokens, fw.chunk_tokens)
     chunks = tokens / chunk
-    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node)
+    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
     ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * chunk * model.hidden_size, tp_group) if engine.tp > 1 else 0.0
     attn_rate = hw.peak("bf16") * hw.attention_efficiency("bf16", seq_len) * sustained(hw, serving=True)
     attn_flops = 2.0 * chunk * seq_len * model.num_attention_heads / engine.tp * attention_head_width(model) / 2
@@ -300,7 +324,9 @@ def prefill_time(
         if part == "moe" and model.moe is not None:
             # attention-DP ranks padded to this rank's chunk (Framework.dp_padding) all send it to the MoE layer
             gathered = chunk * engine.dp if fw.dp_padding else chunk
-            w2, c2, e = _experts(model, hw, engine, dtype=gemm_dtype(hw, weights), tokens=gathered, expert_bytes=expert * eb)
+            w2, c2, e = _experts(
+                model, hw, engine, dtype=gemm_dtype(hw, weights), tokens=gathered, expert_bytes=expert * eb, exchange=fw.moe_exchange
+            )
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
         w_sum, comp_sum, tp_sum = w_sum + count * w, comp_sum + count * c, tp_sum + count * ar
     lm = logits_gemm(model, tokens=max(1.0, chunk / seq_len), tp=engine.tp)

@@ -19,6 +19,10 @@ FRAMEWORKS = ("vllm", "sglang", "trtllm")  # the engines autopar prices and laun
 POLICIES = ("decode_first", "prefill_first")  # scheduler policies cost/serve_sim.py runs
 MEMORY_RULES = ("total", "free")
 MOE_DECODE_READS = ("touched", "local")
+# How an engine with attention-DP ranks moves a MoE layer's tokens to the experts and back (cost/serve.py
+# _exchange): all-gather and reduce-scatter over the DP group (vLLM) or over the engine's tp x dp ranks
+# (SGLang), an all-to-all over the EP group, or that all-to-all only on a multi-node NVLink domain (TensorRT-LLM)
+MOE_EXCHANGES = ("gather_dp", "gather_tp", "all_to_all", "all_to_all_mnnvl")
 # KV admission when the pool cannot hold every request at full length (cost/serve_sim.py, serve_load.py;
 # docs/serving.md "How each engine admits requests")
 ADMISSIONS = ("reserve_full", "blocks_now_preempt", "reserve_ratio")
@@ -56,6 +60,7 @@ class Framework:
     max_prefill_tokens: int  # SGLang --max-prefill-tokens: new prompt tokens a step admits (0: chunk_tokens only)
     host_token_s: float  # read off the rows: serving-process seconds per streamed token, per engine (0: keeps up)
     moe_decode_slowdown: float  # fitted: a decode step's expert read over the profile's memory time (fused-MoE kernel)
+    moe_exchange: str  # MOE_EXCHANGES: how attention-DP ranks send a MoE layer's tokens to the experts and back
 
 
 IDENTITY = ("name", "version", "label", "description", "source")  # Framework fields that are not engine values

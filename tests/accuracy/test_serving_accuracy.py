@@ -246,7 +246,7 @@ def test_every_aggregated_row_is_read_at_the_concurrency_its_source_names(tmp_pa
     path = tmp_path / "rows.csv"
     path.write_text(head + "".join(line for line in lines if line.startswith("minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734")))
     (row,) = sr.load_rows(path)
-    assert (row.dep.engine.tp, row.dep.engine.dp, row.wl.concurrency) == (4, 4, 512)
+    assert row.wl.concurrency == 512  # batch_size 128 x attention_dp_size 4 (the engine: the test below)
 
 
 def test_a_row_whose_columns_contradict_its_id_runs_the_layout_its_id_names(tmp_path: Path) -> None:
@@ -269,20 +269,54 @@ def test_a_row_whose_columns_contradict_its_id_runs_the_layout_its_id_names(tmp_
 
 
 def test_a_row_that_repeats_a_named_run_runs_that_runs_layout(tmp_path: Path) -> None:
-    # kimik2_5_b200_vllm_fp4_agg_8192x1024_c4_cfg635 (a database dump, no layout in its id) repeats the
-    # columns and both measurements, to every digit, of ..._c4_tp4_ep4_1301: the same run, read as tp4 ep4
+    # qwen3_5_b200_sglang_fp8_agg_8192x1024_c64_cfg615 (a database dump, no layout in its id) repeats the
+    # columns (tp16, moe_tp4 x ep4) and both measurements, to every digit, of ..._c64_tp4_ep4_1451: the
+    # same run, read as tp4 ep4
     with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
         head, *lines = f.readlines()
-    twin = next(line for line in lines if line.startswith("kimik2_5_b200_vllm_fp4_agg_8192x1024_c4_cfg635,"))
-    named = next(line for line in lines if line.split(",")[0].endswith("_c4_tp4_ep4_1301"))
+    twin = next(line for line in lines if line.startswith("qwen3_5_b200_sglang_fp8_agg_8192x1024_c64_cfg615,"))
+    named = next(line for line in lines if line.split(",")[0].endswith("_c64_tp4_ep4_1451"))
     assert twin.split(",")[-2:] == named.split(",")[-2:]
     path = tmp_path / "rows.csv"
     path.write_text(head + twin)
     (alone,) = sr.load_rows(path)
-    assert (alone.dep.engine.tp, alone.dep.engine.dp, alone.dep.engine.ep) == (4, 4, 16)  # nothing says otherwise
+    assert (alone.dep.engine.tp, alone.dep.engine.dp, alone.dep.engine.ep) == (16, 1, 4)  # nothing says otherwise
     path.write_text(head + twin + named)
     got = [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.wl.concurrency) for r in sr.load_rows(path)]
-    assert got == [(4, 1, 4, 4), (4, 1, 4, 4)]
+    assert got == [(4, 1, 4, 64), (4, 1, 4, 64)]
+
+
+def test_a_vllm_row_that_records_ep_as_attention_dp_runs_tp_n_ep_n(tmp_path: Path) -> None:
+    # every vLLM row of serving_runs_newer.csv with attention-DP ranks lists tp N, attention-DP N, ep N x N
+    # (97 rows); the 65 whose id or twin names a layout name tpN_epN. The database dumps that name none
+    # read the same: minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734 (tp4, attention-DP 4, ep16; 728 ms
+    # / 31.7 ms, the B300 tp4 run at c512 764 / 36.3) is tp4 ep4 on 4 GPUs at 128 x 4 = 512 requests, and
+    # kimik2_5_b200_vllm_fp4_agg_8192x1024_c4_cfg635 (twin of ..._c4_tp4_ep4_1301) is tp4 ep4 alone
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        head, *lines = f.readlines()
+    picked = [
+        line
+        for line in lines
+        if line.startswith(("minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734,", "kimik2_5_b200_vllm_fp4_agg_8192x1024_c4_cfg635,"))
+    ]
+    path = tmp_path / "rows.csv"
+    path.write_text(head + "".join(picked))
+    got = sorted(
+        (r.model.name, r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.dep.gpus, r.wl.concurrency) for r in sr.load_rows(path)
+    )
+    assert got == [("kimi-k2", 4, 1, 4, 4, 4), ("minimax-m2.5", 4, 1, 4, 4, 512)]
+    base = {"backend": "vllm", "tp_size": "2", "attention_dp_size": "2", "moe_tp_size": "1", "moe_ep_size": "4"}
+    assert sr.vllm_ep_as_dp(base) == (2, 2)
+    assert sr.vllm_ep_as_dp({**base, "backend": "sglang"}) is None  # SGLang's columns are read as given
+    assert sr.vllm_ep_as_dp({**base, "moe_ep_size": "2"}) is None  # ep is not tp x dp
+    assert sr.vllm_ep_as_dp({**base, "tp_size": "1", "attention_dp_size": "1", "moe_ep_size": "1"}) is None
+    counted = 0
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        for r in csv.DictReader(f):
+            if r["backend"] == "vllm" and r["mode"] == "agg" and sr._int(r["attention_dp_size"]) > 1:
+                assert sr.vllm_ep_as_dp(r) is not None, r["id"]
+                counted += 1
+    assert counted == 97
 
 
 def test_the_campaign_launched_disaggregated_pools_with_their_batch_and_fp8_kv() -> None:

@@ -18,7 +18,7 @@ from autopar.io.schema.fields import (
     _Strict,
 )
 from autopar.spec import limits as lim
-from autopar.spec.framework import ADMISSIONS, FRAMEWORKS, MEMORY_RULES, MOE_DECODE_READS, POLICIES
+from autopar.spec.framework import ADMISSIONS, FRAMEWORKS, MEMORY_RULES, MOE_DECODE_READS, MOE_EXCHANGES, POLICIES
 
 OneLine = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^[^\n]*\S[^\n]*$")]
 
@@ -88,6 +88,10 @@ class ExpertReadsValue(_Value):
     value: Literal["touched", "local"]
 
 
+class ExchangeValue(_Value):
+    value: Literal["gather_dp", "gather_tp", "all_to_all", "all_to_all_mnnvl"]
+
+
 class AdmissionValue(_Value):
     value: Literal["reserve_full", "blocks_now_preempt", "reserve_ratio"]
 
@@ -127,6 +131,7 @@ class FrameworkFile(_Strict):
     max_prefill_tokens: Tokens0Value
     host_token_s: SecondsValue
     moe_decode_slowdown: FactorValue
+    moe_exchange: ExchangeValue
 
 
 assert _choices(FrameworkFile, "name") == FRAMEWORKS
@@ -134,3 +139,4 @@ assert _choices(PolicyValue, "value") == POLICIES
 assert _choices(MemoryRuleValue, "value") == MEMORY_RULES
 assert _choices(ExpertReadsValue, "value") == MOE_DECODE_READS
 assert _choices(AdmissionValue, "value") == ADMISSIONS
+assert _choices(ExchangeValue, "value") == MOE_EXCHANGES

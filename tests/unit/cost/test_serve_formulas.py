@@ -24,10 +24,11 @@ from autopar.cost.serve_load import estimate
 from autopar.errors import SpecError
 from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
+from autopar.io.profiles import parse_profile
 from autopar.spec.families import MoESpec
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.serve import Deployment, Engine, Workload
-from tests.conftest import gpt_like
+from tests.conftest import gpt_like, toy_profile_dict
 
 BW = 1e12  # effective toy HBM bandwidth, B/s
 RATE = 1e15 * 0.5 * 0.75  # toy sustained GEMM rate, FLOP/s
@@ -154,6 +155,36 @@ def test_ep_exchanges_tokens_only_with_attention_dp(toy_hw: HardwareProfile) -> 
     assert ep_comm(Engine(tp=1, dp=2, ep=2)) > 0.0
 
 
+def test_each_engine_sends_the_moe_tokens_one_way(toy_hw: HardwareProfile) -> None:
+    # tp2 x attention-DP 2, ep4, 4 requests a rank: the MoE layer sees 8 tokens, 2 x 8 x 1024 = 16,384 B.
+    # Toy collectives: 10 us + (n - 1)/n x bytes / 100 GB/s on one node; 4 MoE layers (gpt_like).
+    m = gpt_like(moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512), ffn_activation="swiglu")
+    eng, us = Engine(tp=2, dp=2, ep=4), 1e-6
+
+    def ep_comm(exchange: str, hw: HardwareProfile = toy_hw) -> float:
+        fw = dataclasses.replace(PLAIN, moe_exchange=exchange)
+        return decode_step(m, hw, eng, weights="bf16", kv_bytes=2.0, batch=4, context=100, fw=fw).ep_comm
+
+    # vLLM: all_gatherv + reduce_scatterv over the DP group (2 ranks), nothing else
+    assert ep_comm("gather_dp") == pytest.approx(4 * 2 * (10 * us + 1 / 2 * 16384 / 1e11))
+    # SGLang: the same over every tp x dp rank (4)
+    assert ep_comm("gather_tp") == pytest.approx(4 * 2 * (10 * us + 3 / 4 * 16384 / 1e11))
+    # all-to-all: each rank's 4 tokens x top_k 2 routed copies over ep 4, x 1.2 imbalance, dispatch and combine
+    a2a = 2 * 8 / 4 * 2 * 1024 * 1.2
+    assert ep_comm("all_to_all") == pytest.approx(4 * 2 * (10 * us + 3 / 4 * a2a / 1e11))
+    # TensorRT-LLM: the all-to-all only on a multi-node NVLink domain (the toy node is one host): gathers here
+    assert ep_comm("all_to_all_mnnvl") == ep_comm("gather_tp")
+    data = toy_profile_dict()
+    data["node"]["gpus_per_host"] = 4  # a domain of 8 GPUs over two hosts, as GB200 NVL72's 72 over 18
+    nvl = parse_profile(data, where="toy-nvl.yaml")
+    assert nvl.gpus_per_node == 8  # the collectives see the whole NVLink domain
+    assert ep_comm("all_to_all_mnnvl", nvl) == pytest.approx(ep_comm("all_to_all"))
+    few = dataclasses.replace(eng, ep=2, dp=2, tp=1)  # ep 2 <= top_k 2: TensorRT-LLM gathers even there
+    fw = dataclasses.replace(PLAIN, moe_exchange="all_to_all_mnnvl")
+    step = decode_step(m, nvl, few, weights="bf16", kv_bytes=2.0, batch=4, context=100, fw=fw)
+    assert step.ep_comm == pytest.approx(4 * 2 * (10 * us + 1 / 2 * 16384 / 1e11))
+
+
 def test_kv_pool_memory_rules(toy_hw: HardwareProfile) -> None:
     m = gpt_like()
     total_rule = dataclasses.replace(PLAIN, memory_rule="total", memory_fraction=0.9)
@@ -270,3 +301,33 @@ def test_vllm_attention_dp_pads_the_moe_to_every_rank(toy_hw: HardwareProfile) -
     extra = 4096 * 2 * 3 * 2 * 1024 * 256
     assert prefill(True) - prefill(False) == pytest.approx(4 * extra / RATE)
     assert [load_framework(n).dp_padding for n in ("vllm", "sglang", "trtllm")] == [True, False, False]
+
+
+def test_tensorrt_llm_sends_its_all_to_all_on_the_gb200_nvlink_domain_only() -> None:
+    # Kimi-K2 (top-8 of 384 experts) on 16 GPUs, tp1 x attention-DP 16, ep16: TensorRT-LLM's MNNVL all-to-all
+    # on GB200 (a 72-GPU NVLink domain of 4-GPU hosts: the EP group of 16 is on one "node"), its allgather and
+    # reducescatter on B200 (8-GPU nodes, no multi-node NVLink: the group spans two)
+    from autopar.cost.serve import _exchange
+    from autopar.io.profiles import load_hardware
+    from autopar.spec.topology import span
+
+    kimi, eng = load_model("kimi-k2"), Engine(tp=1, dp=16, ep=16)
+    gb200, b200 = load_hardware("gb200"), load_hardware("b200")
+    assert (gb200.gpus_per_node, gb200.host_gpus, b200.gpus_per_node, b200.host_gpus) == (72, 4, 8, 8)
+    # the engine's 16 ranks lie in one domain; only among more ranks (a fifth engine of 16 at ranks 64-79)
+    # would a group straddle two domains, 8 and 8
+    assert span(size=16, stride=1, gpus_per_node=gb200.gpus_per_node, ranks=eng.gpus).intra
+    assert span(size=16, stride=1, gpus_per_node=gb200.gpus_per_node, ranks=80).per_node == 8
+    assert span(size=16, stride=1, gpus_per_node=b200.gpus_per_node, ranks=eng.gpus).nodes == 2
+    for hw, same_as in ((gb200, "all_to_all"), (b200, "gather_tp")):
+        got = _exchange(kimi, hw, eng, tokens=256, exchange="all_to_all_mnnvl")
+        assert got == _exchange(kimi, hw, eng, tokens=256, exchange=same_as)
+    # dispatch and combine on NVLink: 256 tokens / 16 ranks x top-8 x 7168 x 2 B x 1.2 = 2,201,190 B each, the
+    # profile's intra all-to-all fit nearest 16 ranks (8: 25.2 us, 487.8 GB/s), 15/16 of the bytes on the wire
+    a2a = 2 * 256 / 16 * 8 * 7168 * 1.2
+    assert _exchange(kimi, gb200, eng, tokens=256, exchange="all_to_all") == pytest.approx(2 * (25.2e-6 + 15 / 16 * a2a / 487.8e9))
+    # ep 8 is not above top-8: TensorRT-LLM gathers on GB200 as well
+    eight = Engine(tp=1, dp=8, ep=8)
+    assert _exchange(kimi, gb200, eight, tokens=256, exchange="all_to_all_mnnvl") == _exchange(
+        kimi, gb200, eight, tokens=256, exchange="gather_tp"
+    )
