@@ -103,7 +103,7 @@ def place_rounds(
         t0 = np.where(inside[:, :1], t[:, :1], 0.0)  # a finished step asks for no room
         col, cell, chosen = _earliest(g, lv, t0)
         begin, score = _scores(g, lv, col, cell, chosen, c0)
-        block, n_take = _taken(g, lv, score, c, c0, inside)
+        block, n_take = taken(g.per_round, g.blocks, lv.row_start, lv.leading, score, c, c0, inside)
         ptr += n_take
         n_live = int(np.count_nonzero(ptr < total))
         _write(g, lv, n_take, block, cell, col, begin, c, t)
@@ -157,21 +157,31 @@ def _scores(g: _Grid, lv: _Live, col: np.ndarray, cell: np.ndarray, chosen: np.n
     return begin, after + (chosen - begin) + 1e-6 * end  # + penalty / no-room
 
 
-def _taken(g: _Grid, lv: _Live, score: np.ndarray, c: np.ndarray, c0: np.ndarray, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The blocks in the order the round offers them (L, per_round), and how many items each step takes."""
-    per_round = g.per_round
+def taken(
+    per_round: int,
+    blocks: int,
+    row_start: np.ndarray,
+    leading: np.ndarray,
+    score: np.ndarray,
+    c: np.ndarray,
+    c0: np.ndarray,
+    inside: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks in the order the round offers them (L, per_round), and how many items each step takes.
+
+    ``row_start`` is each step's first flat index into ``score`` (L, 1); ``leading`` a scratch (L, per_round + 1).
+    """
     if per_round == 1:
         return score.argmin(axis=1)[:, None], inside[:, 0].astype(np.int64)
-    if per_round < g.blocks:
+    if per_round < blocks:
         part = np.argpartition(score, per_round - 1, axis=1)[:, :per_round]
         block = np.take_along_axis(part, np.argsort(np.take_along_axis(score, part, 1), axis=1), 1)
     else:
         block = np.argsort(score, axis=1)
     # k-th largest item to k-th least-loaded block, while LPT would do the same: block k must not
     # be busier than an earlier block will be once it holds its item.
-    sc = score.reshape(-1)[lv.row_start + block] - c0
+    sc = score.reshape(-1)[row_start + block] - c0
     reach = np.minimum.accumulate(sc + c, axis=1)
-    leading = lv.leading
     leading[:, 0] = inside[:, 0]
     np.less_equal(sc[:, 1:], reach[:, :-1], out=leading[:, 1:-1])
     leading[:, 1:-1] &= inside[:, 1:]
