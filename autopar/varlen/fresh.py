@@ -42,6 +42,36 @@ def _untouched(cells: Cells, cost: np.ndarray, ptr: np.ndarray, total: np.ndarra
     return go, order, n_empty
 
 
+class _Set:
+    """The steps still in the opening rounds: their ranks' sums, next untouched micro-batch, items; flat views."""
+
+    def __init__(
+        self,
+        live: np.ndarray,
+        work: np.ndarray,
+        peak: np.ndarray,
+        nxt: np.ndarray,
+        arrays: tuple[np.ndarray, ...],
+        sizes: tuple[int, int, int],
+    ) -> None:
+        rows, per_round, width = sizes
+        self.live, self.work, self.peak, self.nxt = live, work, peak, nxt
+        self.ptr, self.total, self.n_empty, self.order = arrays
+        self.wf, self.pf, self.nf, self.of = work.reshape(-1), peak.reshape(-1), nxt.reshape(-1), self.order.reshape(-1)
+        self.base = (live * width)[:, None] + np.arange(per_round)[None, :]  # the round's items at ptr 0
+        self.last = (live * width + width - 1)[:, None]
+        self.row_start = (np.arange(live.size) * rows)[:, None]
+        self.leading = np.zeros((live.size, per_round + 1), dtype=bool)
+        self.at_row = ((live * rows)[:, None] + np.arange(rows)[None, :]).reshape(-1)  # local -> global (step, rank)
+        self.sizes = sizes
+
+    def keep(self, cells: Cells, ptr: np.ndarray, keep: np.ndarray) -> _Set:
+        """Hand every step's state back to the cells, and go on with the steps ``keep`` only."""
+        cells.work[self.live], cells.peak[self.live], ptr[self.live] = self.work, self.peak, self.ptr
+        arrays = tuple(a[keep] for a in (self.ptr, self.total, self.n_empty, self.order))
+        return _Set(self.live[keep], self.work[keep], self.peak[keep], self.nxt[keep], arrays, self.sizes)
+
+
 def place_fresh(
     cells: Cells, cost: np.ndarray, tokens: np.ndarray, greedy: Greedy, *, start: np.ndarray | None, stop: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -54,56 +84,55 @@ def place_fresh(
     if not go.any():
         return ptr, total
     steps, rows, cols = cells.load.shape
-    width = cost.shape[1]
     per_round = 1 if greedy.round_frac <= 0 else max(1, int(greedy.round_frac * rows))
     item_cost = np.ascontiguousarray(cost, dtype=np.float64).reshape(-1)
     item_tokens = np.ascontiguousarray(tokens, dtype=np.float64).reshape(-1)
     hard, stalls = cells.hard_cap, cells.pp - 1
     offsets = np.arange(per_round)[None, :]
     live = np.flatnonzero(go)
-    work, peak, nxt = cells.work[live], cells.peak[live], np.zeros((live.size, rows), dtype=np.int64)
-    lp, lt, emp, ecol = ptr[live], total[live], n_empty[live], order[live]
-    done_cells: list[np.ndarray] = []
-    done_c: list[np.ndarray] = []
-    done_t: list[np.ndarray] = []
-    while True:
-        active = (lp < lt) & (nxt < emp).all(axis=1)
-        at_item = np.minimum((live * width)[:, None] + lp[:, None] + offsets, (live * width + width - 1)[:, None])
+    nxt = np.zeros((live.size, rows), dtype=np.int64)
+    w = _Set(
+        live,
+        cells.work[live],
+        cells.peak[live],
+        nxt,
+        (ptr[live], total[live], n_empty[live], order[live]),
+        (rows, per_round, cost.shape[1]),
+    )
+    done: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    while w.live.size:
+        active = (w.ptr < w.total) & (w.nxt < w.n_empty).all(axis=1)
+        at_item = np.minimum(w.base + w.ptr[:, None], w.last)
         c, t = item_cost[at_item], item_tokens[at_item]
         active &= t[:, 0] <= hard  # beyond it even an empty micro-batch lacks room: rounds.py masks
-        if active.size and np.count_nonzero(active) < COMPACT * active.size:  # the others leave for good
-            cells.work[live], cells.peak[live], ptr[live] = work, peak, lp
+        if np.count_nonzero(active) < COMPACT * active.size:  # the others leave for good
             keep = np.flatnonzero(active)
-            live, work, peak, nxt, lp, lt, emp, ecol = (a[keep] for a in (live, work, peak, nxt, lp, lt, emp, ecol))
-            c, t, active = c[keep], t[keep], active[keep]
-        if not active.any():
-            break
-        inside = (offsets < (lt - lp)[:, None]) & active[:, None]
+            w, c, t, active = w.keep(cells, ptr, keep), c[keep], t[keep], active[keep]
+            if not w.live.size:
+                break
+        inside = (offsets < (w.total - w.ptr)[:, None]) & active[:, None]
         c0 = c[:, :1]
-        after = work + c0  # rounds.py: work + (end - at) with at = 0, end = 0 + c0
+        after = w.work + c0  # rounds.py: work + (end - at) with at = 0, end = 0 + c0
         if stalls:
-            after += stalls * np.maximum(peak, c0)
+            after += stalls * np.maximum(w.peak, c0)
         score = after + 1e-6 * c0  # + (chosen - begin) = + 0
-        row_start = (np.arange(live.size) * rows)[:, None]
-        leading = np.zeros((live.size, per_round + 1), dtype=bool)
-        block, n_take = taken(per_round, rows, row_start, leading, score, c, c0, inside)
+        _, n_take, at = taken(per_round, rows, w.row_start, w.leading, score, c, c0, inside)
         f = np.flatnonzero(offsets < n_take[:, None])
-        si, b = f // per_round, block.reshape(-1)[f]
-        col = ecol[si, b, nxt[si, b]]
+        sb = at.reshape(-1)[f]  # flat local (step, rank)
+        nth = w.nf[sb]
+        col = w.of[sb * cols + nth]
         ci, ti = c.reshape(-1)[f], t.reshape(-1)[f]
         over = hard < ti
         if over.any():
-            cells.overflow_tokens += np.bincount(live[si][over], (ti * 1)[over], minlength=steps)
-        work[si, b] += ci
-        peak[si, b] = np.maximum(peak[si, b], ci)
-        nxt[si, b] += 1
-        lp += n_take
-        done_cells.append((live[si] * rows + b) * cols + col)
-        done_c.append(ci)
-        done_t.append(ti)
-    cells.work[live], cells.peak[live], ptr[live] = work, peak, lp
-    if done_cells:
-        _scatter(cells, np.concatenate(done_cells), np.concatenate(done_c), np.concatenate(done_t))
+            cells.overflow_tokens += np.bincount(w.live[f // per_round][over], (ti * 1)[over], minlength=steps)
+        w.wf[sb] += ci
+        w.pf[sb] = np.maximum(w.pf[sb], ci)
+        w.nf[sb] = nth + 1
+        w.ptr += n_take
+        done.append((w.at_row[sb] * cols + col, ci, ti))
+    w.keep(cells, ptr, np.zeros(0, dtype=np.int64))
+    if done:
+        _scatter(cells, *(np.concatenate(a) for a in zip(*done, strict=True)))
     return ptr, total
 
 
