@@ -54,6 +54,9 @@ class _Grid:
             self.broom = cells.room[:, :used].reshape(steps, blocks, group, cols).min(axis=2)
         self.beff_f, self.broom_f = flat(self.beff), flat(self.broom)
         self.beff_rows, self.broom_rows = self.beff_f.reshape(-1, cols), self.broom_f.reshape(-1, cols)
+        # the masked search's rows, written in place: fresh temporaries this large cost page faults each round
+        self.buf_eff, self.buf_room = np.empty((steps * blocks, cols)), np.empty((steps * blocks, cols))
+        self.buf_short = np.empty((steps * blocks, cols), dtype=bool)
 
 
 class _Live:
@@ -128,8 +131,12 @@ def _earliest(g: _Grid, lv: _Live, t0: np.ndarray) -> tuple[np.ndarray, np.ndarr
         fs = np.flatnonzero(short)  # flat local (step, block)
         ss = fs // g.blocks
         at_block = lv.global_block[fs]  # rows of the (steps * blocks, cols) views: one take each
-        masked = g.beff_rows.take(at_block, axis=0)
-        masked += lv.no_room[ss, None] * (g.broom_rows.take(at_block, axis=0) < t0.reshape(-1)[ss, None])
+        n = fs.size
+        masked, room, lacks = g.buf_eff[:n], g.buf_room[:n], g.buf_short[:n]
+        np.take(g.beff_rows, at_block, axis=0, out=masked, mode="clip")  # in range: clip only skips a copy
+        np.take(g.broom_rows, at_block, axis=0, out=room, mode="clip")
+        np.less(room, t0.reshape(-1)[ss, None], out=lacks)
+        masked += np.multiply(lacks, lv.no_room[ss, None], out=room)  # + no_room where the room is short
         better = masked.argmin(axis=1)
         col.reshape(-1)[fs] = better
         chosen.reshape(-1)[fs] = masked[np.arange(fs.size), better]
