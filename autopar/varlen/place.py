@@ -36,7 +36,6 @@ import numpy as np
 
 from autopar.varlen.cells import EXACT, FAST, Cells, Greedy
 from autopar.varlen.column import ROW_ITEMS, place_column_rounds
-from autopar.varlen.fresh import place_fresh
 from autopar.varlen.pour import pour
 from autopar.varlen.rounds import place_rounds
 
@@ -63,8 +62,6 @@ def place(
     if group == 1 and greedy.round_frac > 0 and cells.load.shape[1] == 1 and cells.load.shape[2] > 1:
         place_column_rounds(cells, cost, tokens, start=start, stop=stop)
         return
-    if group == 1:  # the opening rounds, while every rank has an untouched micro-batch, on the ranks' sums
-        start, stop = place_fresh(cells, cost, tokens, greedy, start=start, stop=stop)
     place_rounds(cells, cost, tokens, group, greedy, start=start, stop=stop)
 
 

@@ -108,7 +108,7 @@ def place_rounds(
         t0 = np.where(inside[:, :1], t[:, :1], 0.0)  # a finished step asks for no room
         col, cell, chosen = _earliest(g, lv, t0)
         begin, score = _scores(g, lv, col, cell, chosen, c0)
-        block, n_take, sb = taken(g.per_round, g.blocks, lv.row_start, lv.leading, score, c, c0, inside)
+        block, n_take, sb = _taken(g, lv, score, c, c0, inside)
         ptr += n_take
         n_live = int(np.count_nonzero(ptr < total))
         _write(g, lv, n_take, block, sb, cell, col, begin, c, t)
@@ -167,25 +167,16 @@ def _scores(g: _Grid, lv: _Live, col: np.ndarray, cell: np.ndarray, chosen: np.n
     return begin, after + (chosen - begin) + 1e-6 * end  # + penalty / no-room
 
 
-def taken(
-    per_round: int,
-    blocks: int,
-    row_start: np.ndarray,
-    leading: np.ndarray,
-    score: np.ndarray,
-    c: np.ndarray,
-    c0: np.ndarray,
-    inside: np.ndarray,
+def _taken(
+    g: _Grid, lv: _Live, score: np.ndarray, c: np.ndarray, c0: np.ndarray, inside: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The blocks in the order the round offers them (L, per_round), how many items each step takes, and
-    the blocks as flat indices into ``score``.
-
-    ``row_start`` is each step's first flat index into ``score`` (L, 1); ``leading`` a scratch (L, per_round + 1).
-    """
+    those blocks as flat indices into ``score`` (local (step, block))."""
+    per_round, row_start, leading = g.per_round, lv.row_start, lv.leading
     if per_round == 1:
         block = score.argmin(axis=1)[:, None]
         return block, inside[:, 0].astype(np.int64), row_start + block
-    if per_round < blocks:
+    if per_round < g.blocks:
         part = np.argpartition(score, per_round - 1, axis=1)[:, :per_round]
         block = np.take_along_axis(part, np.argsort(np.take_along_axis(score, part, 1), axis=1), 1)
     else:
