@@ -43,7 +43,7 @@ class _Grid:
         self.item_tokens = np.ascontiguousarray(tokens, dtype=np.float64).reshape(-1)
         self.load, self.eff, self.tok, self.room = (flat(a) for a in (cells.load, cells.eff, cells.tokens, cells.room))
         self.work, self.peak = flat(cells.work), flat(cells.peak)
-        self.penalty = cells.penalty.reshape(-1)  # (S * cols)
+        self.penalty = np.ascontiguousarray(np.broadcast_to(cells.penalty, cells.load.shape)).reshape(-1)  # per cell
         self.stalls = cells.pp - 1
         self.offsets = np.arange(self.per_round)[None, :]
         self.lane = np.arange(group)
@@ -54,6 +54,9 @@ class _Grid:
             self.broom = cells.room[:, :used].reshape(steps, blocks, group, cols).min(axis=2)
         self.beff_f, self.broom_f = flat(self.beff), flat(self.broom)
         self.beff_rows, self.broom_rows = self.beff_f.reshape(-1, cols), self.broom_f.reshape(-1, cols)
+        # the masked search's rows, written in place: fresh temporaries this large cost page faults each round
+        self.buf_eff, self.buf_room = np.empty((steps * blocks, cols)), np.empty((steps * blocks, cols))
+        self.buf_short = np.empty((steps * blocks, cols), dtype=bool)
 
 
 class _Live:
@@ -65,6 +68,8 @@ class _Live:
         self.whole = live.size == g.steps  # no step left out: plain views instead of gathers
         self.first_item = (live * width)[:, None]
         self.last_item = self.first_item + (width - 1)
+        self.item_base = self.first_item + g.offsets  # (L, per_round) the round's items at ptr 0
+        self.global_block = ((live * blocks)[:, None] + np.arange(blocks)[None, :]).reshape(-1)  # local -> global (step, block)
         self.first_cell = ((live * blocks)[:, None] + np.arange(blocks)[None, :]) * g.cols  # (L, blocks) flat cells
         self.row_start = (np.arange(live.size) * blocks)[:, None]
         self.no_room = 4.0 * g.cells.big[live]
@@ -95,7 +100,7 @@ def place_rounds(
             keep = np.flatnonzero(ptr < total)
             lv, ptr, total = _Live(g, lv.live[keep]), ptr[keep], total[keep]
         inside = g.offsets < (total - ptr)[:, None]
-        at_item = np.minimum(lv.first_item + ptr[:, None] + g.offsets, lv.last_item)
+        at_item = np.minimum(lv.item_base + ptr[:, None], lv.last_item)
         # items past a step's end are never taken (inside is a prefix), so their values do not matter
         c = g.item_cost[at_item]
         t = g.item_tokens[at_item]
@@ -103,10 +108,10 @@ def place_rounds(
         t0 = np.where(inside[:, :1], t[:, :1], 0.0)  # a finished step asks for no room
         col, cell, chosen = _earliest(g, lv, t0)
         begin, score = _scores(g, lv, col, cell, chosen, c0)
-        block, n_take = _taken(g, lv, score, c, c0, inside)
+        block, n_take, sb = _taken(g, lv, score, c, c0, inside)
         ptr += n_take
         n_live = int(np.count_nonzero(ptr < total))
-        _write(g, lv, n_take, block, cell, col, begin, c, t)
+        _write(g, lv, n_take, block, sb, cell, col, begin, c, t)
 
 
 def _earliest(g: _Grid, lv: _Live, t0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -123,14 +128,19 @@ def _earliest(g: _Grid, lv: _Live, t0: np.ndarray) -> tuple[np.ndarray, np.ndarr
     chosen = g.beff_f[cell]
     short = g.broom_f[cell] < t0
     if short.any():
-        ss, sb = np.nonzero(short)
-        at_block = live[ss] * g.blocks + sb  # rows of the (steps * blocks, cols) views: one take each
-        masked = g.beff_rows.take(at_block, axis=0)
-        masked += lv.no_room[ss, None] * (g.broom_rows.take(at_block, axis=0) < t0[ss])
+        fs = np.flatnonzero(short)  # flat local (step, block)
+        ss = fs // g.blocks
+        at_block = lv.global_block[fs]  # rows of the (steps * blocks, cols) views: one take each
+        n = fs.size
+        masked, room, lacks = g.buf_eff[:n], g.buf_room[:n], g.buf_short[:n]
+        np.take(g.beff_rows, at_block, axis=0, out=masked, mode="clip")  # in range: clip only skips a copy
+        np.take(g.broom_rows, at_block, axis=0, out=room, mode="clip")
+        np.less(room, t0.reshape(-1)[ss, None], out=lacks)
+        masked += np.multiply(lacks, lv.no_room[ss, None], out=room)  # + no_room where the room is short
         better = masked.argmin(axis=1)
-        col[ss, sb] = better
-        chosen[ss, sb] = masked[np.arange(ss.size), better]
-        cell[ss, sb] = at_block * g.cols + better
+        col.reshape(-1)[fs] = better
+        chosen.reshape(-1)[fs] = masked[np.arange(fs.size), better]
+        cell.reshape(-1)[fs] = at_block * g.cols + better
     return col, cell, chosen
 
 
@@ -157,11 +167,15 @@ def _scores(g: _Grid, lv: _Live, col: np.ndarray, cell: np.ndarray, chosen: np.n
     return begin, after + (chosen - begin) + 1e-6 * end  # + penalty / no-room
 
 
-def _taken(g: _Grid, lv: _Live, score: np.ndarray, c: np.ndarray, c0: np.ndarray, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The blocks in the order the round offers them (L, per_round), and how many items each step takes."""
-    per_round = g.per_round
+def _taken(
+    g: _Grid, lv: _Live, score: np.ndarray, c: np.ndarray, c0: np.ndarray, inside: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The blocks in the order the round offers them (L, per_round), how many items each step takes, and
+    those blocks as flat indices into ``score`` (local (step, block))."""
+    per_round, row_start, leading = g.per_round, lv.row_start, lv.leading
     if per_round == 1:
-        return score.argmin(axis=1)[:, None], inside[:, 0].astype(np.int64)
+        block = score.argmin(axis=1)[:, None]
+        return block, inside[:, 0].astype(np.int64), row_start + block
     if per_round < g.blocks:
         part = np.argpartition(score, per_round - 1, axis=1)[:, :per_round]
         block = np.take_along_axis(part, np.argsort(np.take_along_axis(score, part, 1), axis=1), 1)
@@ -169,13 +183,13 @@ def _taken(g: _Grid, lv: _Live, score: np.ndarray, c: np.ndarray, c0: np.ndarray
         block = np.argsort(score, axis=1)
     # k-th largest item to k-th least-loaded block, while LPT would do the same: block k must not
     # be busier than an earlier block will be once it holds its item.
-    sc = score.reshape(-1)[lv.row_start + block] - c0
+    at = row_start + block
+    sc = score.reshape(-1)[at] - c0
     reach = np.minimum.accumulate(sc + c, axis=1)
-    leading = lv.leading
     leading[:, 0] = inside[:, 0]
     np.less_equal(sc[:, 1:], reach[:, :-1], out=leading[:, 1:-1])
     leading[:, 1:-1] &= inside[:, 1:]
-    return block, leading.argmin(axis=1)  # the first False; the last column is always False
+    return block, leading.argmin(axis=1), at  # the first False; the last column is always False
 
 
 def _write(
@@ -183,6 +197,7 @@ def _write(
     lv: _Live,
     n_take: np.ndarray,
     block: np.ndarray,
+    at: np.ndarray,
     cell: np.ndarray,
     col: np.ndarray,
     begin: np.ndarray,
@@ -192,21 +207,20 @@ def _write(
     """Write the taken items only (the others leave the cells as they are); their blocks are distinct."""
     cells, blocks, group = g.cells, g.blocks, g.group
     f = np.flatnonzero(g.offsets < n_take[:, None])  # flat (step, k) of the taken items
-    si = f // g.per_round  # local step
-    gs = lv.live[si]  # global step
-    b = block.reshape(-1)[f]
-    sb = si * blocks + b  # flat local (step, block)
+    sb = at.reshape(-1)[f]  # flat local (step, block)
     bcell = cell.reshape(-1)[sb]
-    bcol = col.reshape(-1)[sb]
     ci, ti = c.reshape(-1)[f], t.reshape(-1)[f]
     overflow = g.broom_f[bcell] < ti  # each item against its own micro-batch
     if overflow.any():
+        gs = lv.live[f // g.per_round]  # global step
         cells.overflow_tokens += np.bincount(gs[overflow], (ti * group)[overflow], minlength=g.steps)
     new = begin.reshape(-1)[sb] + ci
-    new_eff = new + g.penalty[gs * g.cols + bcol]
     if group == 1:
-        ri, fi = gs * blocks + b, bcell
+        ri, fi = (sb if lv.whole else lv.global_block[sb]), bcell
+        new_eff = new + g.penalty[fi]
     else:
+        gs, b, bcol = lv.live[f // g.per_round], block.reshape(-1)[f], col.reshape(-1)[sb]
+        new_eff = new + g.penalty[(gs * g.rows) * g.cols + bcol]
         ri = ((gs * blocks + b) * group)[:, None] + g.lane + (gs * (g.rows - g.used))[:, None]  # flat (step, row)
         fi = ri * g.cols + bcol[:, None]
         new, new_eff, ti = new[:, None], new_eff[:, None], ti[:, None]
