@@ -1,4 +1,7 @@
-"""Rendering only: rich tables for people, JSON documents for programs."""
+"""Rendering only: rich tables for people, JSON documents for programs.
+
+The tables' functions import render/text.py, and with it rich, when they run, so that a `--json`
+answer loads no rich (tests/cli/test_startup.py)."""
 
 from __future__ import annotations
 
@@ -6,19 +9,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from autopar.advise.bands import TrainingBands, pair
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
 from autopar.render.answer import PlotSummary, checked, dumps, mfu_ceiling
 from autopar.render.labels import distinct_layouts, figure, legend, plan_label, plan_text
-from autopar.render.text import say, shell_text, table
 from autopar.spec.error_model import Lookup
 from autopar.spec.text import counted
 from autopar.spec.units import GIB
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from autopar.advise.launch import Launch
 
 
@@ -178,6 +180,8 @@ def explained_json(x: Explained, *, launch: Launch | None = None) -> str:
 
 def render_launch(console: Console, launch: Launch | None) -> None:
     """The launch after the tables: the command itself, or where it was written."""
+    from autopar.render.text import say, shell_text
+
     if launch is None:
         return
     what = (
@@ -209,6 +213,8 @@ FIT_MARK = {"likely": "~", "borderline": "!"}  # after GiB in the suggest table;
 
 
 def _header(console: Console, ctx: Context) -> None:
+    from autopar.render.text import say
+
     j, m = ctx.job, ctx.model
     batch = f"{j.global_batch} sequences" + (" (default: about 4M tokens)" if ctx.batch_defaulted else "")
     say(console, f"[bold]{m.name}[/] ({m.total_params() / 1e9:.1f}B parameters) on {j.gpus} x {ctx.hw.gpu_name}")
@@ -236,6 +242,8 @@ def render_suggestion(
     plot: PlotSummary | None = None,
     saved: Sequence[Path] | None = None,
 ) -> None:
+    from autopar.render.text import say, table
+
     checked(suggestion_dict(s, top), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
     _header(console, s.ctx)
     r = s.result
@@ -314,11 +322,15 @@ def render_suggestion(
 
 def render_saved(console: Console, saved: Sequence[Path] | None) -> None:
     """--save-dir: what was written where, on one line."""
+    from autopar.render.text import say
+
     if saved:
         say(console, f"saved in {saved[0].parent}: {', '.join(p.name for p in saved)}", markup=False)
 
 
 def render_explained(console: Console, x: Explained, *, explain: bool = False, launch: Launch | None = None) -> None:
+    from autopar.render.text import say, table
+
     checked(explained_dict(x), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
     _header(console, x.ctx)
     e = x.estimate
