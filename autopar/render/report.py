@@ -1,6 +1,6 @@
 """Rendering only: rich tables for people, JSON documents for programs.
 
-The tables' functions import render/text.py, and with it rich, when they run, so that a `--json`
+render/text.py, and rich with it, is imported when a table is drawn (`_text`), so that a `--json`
 answer loads no rich (tests/cli/test_startup.py)."""
 
 from __future__ import annotations
@@ -20,8 +20,24 @@ from autopar.spec.units import GIB
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from autopar.advise.launch import Launch
+
+
+def _text() -> Any:
+    """render/text.py, imported when a table is drawn."""
+    from autopar.render import text
+
+    return text
+
+
+def say(console: Console, text: str, **how: Any) -> None:
+    _text().say(console, text, **how)
+
+
+def table(*columns: str, **how: Any) -> Table:
+    return _text().table(*columns, **how)
 
 
 def lookup_dict(found: Lookup) -> dict[str, Any]:
@@ -180,8 +196,6 @@ def explained_json(x: Explained, *, launch: Launch | None = None) -> str:
 
 def render_launch(console: Console, launch: Launch | None) -> None:
     """The launch after the tables: the command itself, or where it was written."""
-    from autopar.render.text import say, shell_text
-
     if launch is None:
         return
     what = (
@@ -203,7 +217,7 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     say(console, f"[bold]launch[/]: {launch.framework} {what} ({where})")
     if launch.nnodes > 1 and not launch.kind.startswith("slurm"):
         say(console, "run it on every node with MASTER_ADDR set to the first node's address")
-    console.print(shell_text(launch.text, width=console.width), markup=False, highlight=False)
+    console.print(_text().shell_text(launch.text, width=console.width), markup=False, highlight=False)
     for name, text in launch.files:
         say(console, f"{name} (the command reads it from the folder it runs in):", markup=False)
         console.print(text.rstrip("\n"), markup=False, highlight=False)
@@ -213,8 +227,6 @@ FIT_MARK = {"likely": "~", "borderline": "!"}  # after GiB in the suggest table;
 
 
 def _header(console: Console, ctx: Context) -> None:
-    from autopar.render.text import say
-
     j, m = ctx.job, ctx.model
     batch = f"{j.global_batch} sequences" + (" (default: about 4M tokens)" if ctx.batch_defaulted else "")
     say(console, f"[bold]{m.name}[/] ({m.total_params() / 1e9:.1f}B parameters) on {j.gpus} x {ctx.hw.gpu_name}")
@@ -242,8 +254,6 @@ def render_suggestion(
     plot: PlotSummary | None = None,
     saved: Sequence[Path] | None = None,
 ) -> None:
-    from autopar.render.text import say, table
-
     checked(suggestion_dict(s, top), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
     _header(console, s.ctx)
     r = s.result
@@ -322,15 +332,11 @@ def render_suggestion(
 
 def render_saved(console: Console, saved: Sequence[Path] | None) -> None:
     """--save-dir: what was written where, on one line."""
-    from autopar.render.text import say
-
     if saved:
         say(console, f"saved in {saved[0].parent}: {', '.join(p.name for p in saved)}", markup=False)
 
 
 def render_explained(console: Console, x: Explained, *, explain: bool = False, launch: Launch | None = None) -> None:
-    from autopar.render.text import say, table
-
     checked(explained_dict(x), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
     _header(console, x.ctx)
     e = x.estimate
