@@ -231,8 +231,6 @@ def run(app: Any, whole: Any = None) -> NoReturn:
     from typer import Abort
     from typer.main import get_command
 
-    from autopar.io.reading import forget_inputs
-
     usage_error = _usage_error()
     _WHOLE[:] = [] if whole is None or whole is app else [whole]
 
@@ -241,7 +239,9 @@ def run(app: Any, whole: Any = None) -> NoReturn:
         sys.exit(EXIT_OUTPUT)
     if sys.stderr is not None and not isinstance(sys.stderr, _BestEffort):
         sys.stderr = _BestEffort(sys.stderr)
-    forget_inputs()
+    reading = sys.modules.get("autopar.io.reading")  # no file is read before it is imported: `--help` loads no YAML
+    if reading is not None:
+        reading.forget_inputs()
     try:
         rv = app(prog_name="autopar", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0

@@ -206,3 +206,9 @@ def test_coercion_is_typers_for_any_value(value: Any, bounds: dict[str, int], an
     if annotation is str and not isinstance(value, str):
         value = str(value)
     assert _ours(annotation, value, **bounds) == _typers(annotation, value, **bounds)
+
+
+def test_the_root_help_reads_no_yaml_and_no_pydantic() -> None:
+    """run() forgets the files a previous command read (io/reading.py) only where io/reading.py is loaded: before
+    that no file can have been read, and importing it would import yaml."""
+    assert _loaded(["--help"], ("yaml", "pydantic", "autopar.io")) == []
