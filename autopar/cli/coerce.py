@@ -18,6 +18,34 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 _PLAIN = (str, int, float, bool)
+_NOT_PLAIN = object()
+
+
+def _plain(descriptor: Any, value: Any) -> Any:
+    """What typer's adapter returns for `value` where that is plain to see, else _NOT_PLAIN.
+
+    typer/_adapters.py at 0.29: a str option is Annotated[str, BeforeValidator(_parse_cli_str)],
+    which gives back any str as it is (lone surrogates too); an int option is TypeAdapter(int),
+    with Field(ge=min, le=max) when bounded: a run of ASCII digits is int(value), an int is itself.
+    A value out of its bounds, a clamped or parsed option and every other type go to typer's
+    adapter, which words the error."""
+    info = descriptor.parameter_info
+    if descriptor.file_annotation is not None or info.parser is not None or info.clamp:
+        return _NOT_PLAIN
+    kind = descriptor.annotation
+    if kind is str:
+        return value if type(value) is str else _NOT_PLAIN
+    if kind is not int:
+        return _NOT_PLAIN
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) <= 18:  # " 5", "+5", "1_000": the adapter
+        number = int(value)
+    elif type(value) is int:
+        number = value
+    else:
+        return _NOT_PLAIN
+    if (info.min is not None and number < info.min) or (info.max is not None and number > info.max):
+        return _NOT_PLAIN
+    return number
 
 
 class _Lazy:
@@ -32,6 +60,10 @@ class _Lazy:
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
         if value is None:
             return () if param.multiple or param.nargs == -1 else None
+        if not param.multiple and param.nargs == 1:
+            plain = _plain(self._descriptor, value)
+            if plain is not _NOT_PLAIN:
+                return plain
         if self._built is None:
             self._built = _shared(self._build, self._descriptor)
         return self._built.coerce(value, param=param, ctx=ctx)

@@ -75,13 +75,24 @@ def options_of(*commands: Any) -> Options:
     return out
 
 
+# the whole app, when `run` was given one cut to the command that runs (cli/__init__.py main)
+_WHOLE: list[Any] = []
+
+
+def _every() -> list[Any]:
+    """The Click commands of the whole app, where `run` was given one cut to a command; none otherwise."""
+    from typer.main import get_command
+
+    return [get_command(whole) for whole in _WHOLE]
+
+
 def _current() -> Options:
     """The options of the running command first, then those of every other command of the app."""
     import importlib
 
     clicks = _usage_error().__module__.rpartition(".")[0]  # click, or the copy this Typer bundles
     ctx = importlib.import_module(f"{clicks}.globals").get_current_context(silent=True)
-    return {} if ctx is None else options_of(ctx.command, ctx.find_root().command)
+    return {} if ctx is None else options_of(ctx.command, ctx.find_root().command, *_every())
 
 
 def _flag(match: re.Match[str], options: Options) -> str:
@@ -214,21 +225,23 @@ def _usage(exc: Any) -> int:
     return EXIT_USAGE
 
 
-def run(app: Any) -> NoReturn:
-    """Call the Typer `app` and exit with the code the table above gives."""
+def run(app: Any, whole: Any = None) -> NoReturn:
+    """Call the Typer `app` and exit with the code the table above gives. `whole`: the app with every
+    command, where `app` holds only the one that runs; messages name the flags of all of them."""
     from typer import Abort
     from typer.main import get_command
 
-    from autopar.io.reading import forget_inputs
-
     usage_error = _usage_error()
+    _WHOLE[:] = [] if whole is None or whole is app else [whole]
 
     if sys.stdout is None:  # started with stdout closed (`autopar ... >&-`): nothing could be shown
         say("autopar: error: stdout is closed; nothing can be printed")
         sys.exit(EXIT_OUTPUT)
     if sys.stderr is not None and not isinstance(sys.stderr, _BestEffort):
         sys.stderr = _BestEffort(sys.stderr)
-    forget_inputs()
+    reading = sys.modules.get("autopar.io.reading")  # no file is read before it is imported: `--help` loads no YAML
+    if reading is not None:
+        reading.forget_inputs()
     try:
         rv = app(prog_name="autopar", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
@@ -242,10 +255,10 @@ def run(app: Any) -> NoReturn:
         code = 0  # the reader stopped early (| head)
     except OutputError as exc:
         _silence_stdout()
-        say(f"autopar: error: {flagged(str(exc), options_of(get_command(app)))}")
+        say(f"autopar: error: {flagged(str(exc), options_of(get_command(app), *_every()))}")
         code = EXIT_OUTPUT
     except AutoparError as exc:  # raised while rendering, outside a command's own handler (render/answer.py)
-        say(f"autopar: error: {flagged(str(exc), options_of(get_command(app)))}")
+        say(f"autopar: error: {flagged(str(exc), options_of(get_command(app), *_every()))}")
         code = exc.exit_code
     except usage_error as exc:
         code = _usage(exc)

@@ -1,5 +1,9 @@
 """Model loaders: a preset name, a YAML spec (format in DESIGN.md), a Hugging Face
-config.json, or a folder holding one; all become a :class:`ModelSpec`."""
+config.json, or a folder holding one; all become a :class:`ModelSpec`.
+
+The config.json readers (io/hf_config.py and the modules under it, io/hf_quant.py) are
+imported when a config.json is read, so that a preset loads none (tests/cli/test_startup.py);
+``from_hf_config`` is still importable from here."""
 
 from __future__ import annotations
 
@@ -8,15 +12,24 @@ import os
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autopar.errors import SpecError
 from autopar.io.files import exists
-from autopar.io.hf_config import from_hf_config
-from autopar.io.hf_quant import checkpoint_kv_dtype
 from autopar.io.reading import did_you_mean, load_mapping, named
 from autopar.spec.families import MambaSpec, MLASpec, MoESpec
 from autopar.spec.model import ModelSpec
+
+if TYPE_CHECKING:
+    from autopar.io.hf_config import from_hf_config as from_hf_config
+
+
+def __getattr__(name: str) -> Any:
+    if name == "from_hf_config":  # PEP 562: the reader, imported on first use
+        from autopar.io.hf_config import from_hf_config
+
+        return from_hf_config
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def preset_names() -> list[str]:
@@ -36,7 +49,7 @@ def load_model(ref: str) -> ModelSpec:
             raise SpecError(f"{named(ref)}: folder has no config.json")
     if path.suffix.lower() == ".json":
         config = load_mapping(path)
-        return with_checkpoint_kv(from_hf_config(config, where=named(path)), path, config)
+        return _hf_spec(config, where=named(path), path=path)
     if path.suffix.lower() in (".yaml", ".yml") or exists(path):
         return from_yaml_mapping(load_mapping(path), where=named(path))
     names = preset_names()
@@ -45,7 +58,7 @@ def load_model(ref: str) -> ModelSpec:
         if cached is not None:  # the repo's own config.json, read as a file is
             data = dict(load_mapping(cached))
             data["_name_or_path"] = ref.rsplit("/", 1)[-1].lower()
-            return with_checkpoint_kv(from_hf_config(data, where=f"{ref} ({named(cached)})"), cached, data)
+            return _hf_spec(data, where=f"{ref} ({named(cached)})", path=cached)
         found = preset_for_hf_id(ref)
         if found is None:
             raise SpecError(
@@ -64,8 +77,17 @@ def load_model(ref: str) -> ModelSpec:
     )
 
 
+def _hf_spec(config: dict[str, Any], *, where: str, path: Path) -> ModelSpec:
+    """The spec of a Hugging Face config.json read from `path`, with its checkpoint's KV dtype."""
+    from autopar.io.hf_config import from_hf_config as from_hf_config
+
+    return with_checkpoint_kv(from_hf_config(config, where=where), path, config)
+
+
 def with_checkpoint_kv(spec: ModelSpec, config_path: Path, config: dict[str, Any]) -> ModelSpec:
     """The spec with the KV dtype its checkpoint names for `auto` (io/hf_quant.py), when it names one."""
+    from autopar.io.hf_quant import checkpoint_kv_dtype
+
     dtype, why = checkpoint_kv_dtype(config_path, config)
     return dataclasses.replace(spec, kv_dtype_default=dtype, kv_dtype_source=why) if dtype else spec
 

@@ -1,13 +1,17 @@
-"""A progress bar for work that turns out long: shown on a terminal once it has run about a second."""
+"""A progress bar for work that turns out long: shown on a terminal once it has run about a second.
+
+rich is imported when a bar may be drawn, so that `--json` loads none (tests/cli/test_startup.py)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 DELAY_S = 1.0  # no bar for work that ends sooner
 
@@ -18,8 +22,14 @@ def progress_after(
 ) -> Iterator[Callable[[int, int], None] | None]:
     """A callback(done, total) that draws a transient bar on stderr once `delay_s` has passed;
     None when stderr is not a terminal (or not `enabled`), so piped output and --json stay clean."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     console = console or Console(stderr=True)
-    if not enabled or not console.is_terminal:
+    if not console.is_terminal:
         yield None
         return
     start = time.perf_counter()

@@ -1,4 +1,7 @@
-"""Rendering only: rich tables for people, JSON documents for programs."""
+"""Rendering only: rich tables for people, JSON documents for programs.
+
+render/text.py, and rich with it, is imported when a table is drawn (`_text`), so that a `--json`
+answer loads no rich (tests/cli/test_startup.py)."""
 
 from __future__ import annotations
 
@@ -6,20 +9,35 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from autopar.advise.bands import TrainingBands, pair
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
 from autopar.render.answer import PlotSummary, checked, dumps, mfu_ceiling
 from autopar.render.labels import distinct_layouts, figure, legend, plan_label, plan_text
-from autopar.render.text import say, shell_text, table
 from autopar.spec.error_model import Lookup
 from autopar.spec.text import counted
 from autopar.spec.units import GIB
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from autopar.advise.launch import Launch
+
+
+def _text() -> Any:
+    """render/text.py, imported when a table is drawn."""
+    from autopar.render import text
+
+    return text
+
+
+def say(console: Console, text: str, **how: Any) -> None:
+    _text().say(console, text, **how)
+
+
+def table(*columns: str, **how: Any) -> Table:
+    return _text().table(*columns, **how)
 
 
 def lookup_dict(found: Lookup) -> dict[str, Any]:
@@ -199,7 +217,7 @@ def render_launch(console: Console, launch: Launch | None) -> None:
     say(console, f"[bold]launch[/]: {launch.framework} {what} ({where})")
     if launch.nnodes > 1 and not launch.kind.startswith("slurm"):
         say(console, "run it on every node with MASTER_ADDR set to the first node's address")
-    console.print(shell_text(launch.text, width=console.width), markup=False, highlight=False)
+    console.print(_text().shell_text(launch.text, width=console.width), markup=False, highlight=False)
     for name, text in launch.files:
         say(console, f"{name} (the command reads it from the folder it runs in):", markup=False)
         console.print(text.rstrip("\n"), markup=False, highlight=False)

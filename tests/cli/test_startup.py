@@ -1,17 +1,47 @@
 """What `suggest` and `estimate` load: no numpy on the fixed-length path, no pydantic adapter per option
-left at its default (autopar/cli/coerce.py). Speed itself is measured in benchmarks/search_speed.py."""
+left at its default or given a plain value (autopar/cli/coerce.py), no rich for `--json`, no config.json
+reader for a preset, and only the command that runs built (autopar/cli/__init__.py). Speed itself is
+measured in benchmarks/search_speed.py."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer import BadParameter
+from typer._coercion import build_runtime_param, resolve_type_descriptor
+from typer.main import get_command
+from typer.models import OptionInfo
 from typer.testing import CliRunner
 
-from autopar.cli import app
+import autopar.cli as cli
+from autopar.cli import app, run
 from autopar.cli import coerce as cli_coerce
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _loaded(args: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    """The modules starting with `prefixes` that `python -m autopar ARGS` (cli.main, as the console script) has
+    loaded when it exits, after checking that it succeeded."""
+    code = (
+        "import atexit, json, sys\n"
+        "from autopar.cli import main\n"
+        f"sys.argv = ['autopar', *{args!r}]\n"
+        f"atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))), file=sys.stderr))\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stderr.strip().splitlines()[-1]))
 
 
 def test_fixed_length_suggest_and_estimate_never_import_numpy() -> None:
@@ -59,14 +89,16 @@ def test_an_option_at_none_builds_nothing_and_plain_types_share_one() -> None:
         return SimpleNamespace(coerce=lambda value, param, ctx: (descriptor.annotation, value))
 
     single, multiple = SimpleNamespace(multiple=False, nargs=1), SimpleNamespace(multiple=True, nargs=1)
-    a, b = cli_coerce._Lazy(build, _descriptor(str)), cli_coerce._Lazy(build, _descriptor(str))
+    a, b = cli_coerce._Lazy(build, _descriptor(float)), cli_coerce._Lazy(build, _descriptor(float))
     assert a.coerce(None, single, None) is None and cli_coerce._Lazy(build, _descriptor(int)).coerce(None, multiple, None) == ()
-    assert built == []
+    assert cli_coerce._Lazy(build, _descriptor(str)).coerce("x", single, None) == "x"
+    assert cli_coerce._Lazy(build, _descriptor(int)).coerce("08", single, None) == 8
+    assert built == []  # None and plain values (_plain: a str option, ASCII digits) build nothing
     cli_coerce._SHARED.clear()
-    assert a.coerce("x", single, None) == (str, "x") and b.coerce("y", single, None) == (str, "y")
-    assert len(built) == 1  # one adapter for every str option
+    assert a.coerce("1.5", single, None) == (float, "1.5") and b.coerce("2", single, None) == (float, "2")
+    assert len(built) == 1  # one adapter for every float option
     bounded = cli_coerce._Lazy(build, _descriptor(int, min=1))
-    assert bounded.coerce("3", single, None) == (int, "3") and len(built) == 2  # bounds are part of the type
+    assert bounded.coerce("+3", single, None) == (int, "+3") and len(built) == 2  # bounds are part of the type
     cli_coerce._SHARED.clear()
 
 
@@ -76,3 +108,107 @@ def test_values_still_go_through_typers_checks() -> None:
     assert low.exit_code == 2 and "Invalid value for '--top'" in low.output
     word = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--top", "x"])
     assert word.exit_code == 2 and "valid integer" in word.output
+
+
+SUGGEST = ["suggest", "llama3-70b", "--gpus", "64", "--json", "--hardware", "h100-sxm"]
+ESTIMATE = ["estimate", "llama3-8b", "--gpus", "8", "--tp", "2", "--json", "--hardware", "h100-sxm"]
+
+
+@pytest.mark.parametrize("args", [SUGGEST, ESTIMATE])
+def test_a_json_answer_loads_no_rich_no_adapter_and_no_config_json_reader(args: list[str]) -> None:
+    """rich draws tables and bars (render/report.py, render/progress.py import it when they draw); typer's
+    pydantic adapters (typer/_adapters.py) are built only for values _plain cannot read; a preset needs none
+    of the Hugging Face readers (io/models.py imports io/hf_config.py and io/hf_quant.py for a config.json)."""
+    found = _loaded(args, ("rich", "typer._adapters", "autopar.io.hf_"))
+    assert found == []
+
+
+def test_a_table_still_loads_rich() -> None:
+    """The other side of the test above: without --json the answer is drawn by rich."""
+    assert "rich.console" in _loaded(SUGGEST[:-3] + SUGGEST[-2:], ("rich.console",))
+
+
+def test_main_builds_only_the_command_it_runs() -> None:
+    """A command named first is built alone; root options, `serve` alone and unknown words see every command,
+    so `autopar --help`, "No such command" and completion are as before."""
+    assert [name for _, name, _ in cli.invoked(["suggest", "llama3-8b"])] == ["suggest"]
+    assert [(g, n) for g, n, _ in cli.invoked(["serve", "estimate", "x"])] == [("serve", "estimate")]
+    for argv in ([], ["--help"], ["--help", "suggest"], ["serve"], ["serve", "--help"], ["sugest"], ["llama3-8b", "suggest"]):
+        assert cli.invoked(argv) == list(cli.COMMANDS), argv
+    one = get_command(cli.build(cli.invoked(["serve", "suggest"])))
+    assert list(one.commands) == ["serve"] and list(one.commands["serve"].commands) == ["suggest"]  # type: ignore[attr-defined]
+    every = get_command(app)
+    assert list(every.commands) == [n for g, n, _ in cli.COMMANDS if not g] + ["serve"]  # type: ignore[attr-defined]
+
+
+def test_the_root_help_lists_every_command_through_main() -> None:
+    done = subprocess.run([sys.executable, "-m", "autopar", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0
+    for _, name, _ in cli.COMMANDS:
+        assert f" {name} " in done.stdout, name
+    assert " serve " in done.stdout
+
+
+def test_a_cut_app_still_says_the_flags_of_every_command() -> None:
+    """run.flagged reads the running command's options, then every other command's: with the app cut to
+    `suggest`, `tp` (an option of estimate only) is said as --tp only through the whole app run() was given."""
+    cut = get_command(cli.build(cli.invoked(["suggest"])))
+    with cut.make_context("autopar", ["suggest", "llama3-8b"], resilient_parsing=True):
+        assert run.flagged("`tp` must divide `gpus`") == "`tp` must divide --gpus"  # the cut app alone
+        run._WHOLE[:] = [app]
+        try:
+            assert run.flagged("`tp` must divide `gpus`") == "--tp must divide --gpus"
+        finally:
+            run._WHOLE.clear()
+
+
+def _typers(annotation: type, value: Any, **info: Any) -> tuple[str, Any]:
+    """("ok", value) or ("error", message) of typer's own RuntimeParam (its pydantic adapter), as 0.29 builds it."""
+    descriptor = resolve_type_descriptor(annotation, OptionInfo(**info))
+    param = SimpleNamespace(multiple=False, nargs=1)
+    try:
+        return "ok", build_runtime_param(descriptor).coerce(value, param=param, ctx=None)  # type: ignore[arg-type]
+    except BadParameter as exc:
+        return "error", exc.message
+
+
+def _ours(annotation: type, value: Any, **info: Any) -> tuple[str, Any]:
+    descriptor = resolve_type_descriptor(annotation, OptionInfo(**info))
+    lazy = cli_coerce._Lazy(build_runtime_param, descriptor)
+    try:
+        return "ok", lazy.coerce(value, SimpleNamespace(multiple=False, nargs=1), None)
+    except BadParameter as exc:
+        return "error", exc.message
+
+
+def test_plain_values_skip_the_adapter_and_the_rest_do_not() -> None:
+    """Hand-picked: ASCII digits are int() of them (leading zeros too); what pydantic also reads (" 5", "+5",
+    "1_000", "5.0") and what it refuses go to its adapter; a str is returned as given, lone surrogates too."""
+    descriptor = resolve_type_descriptor(int, OptionInfo(min=1))
+    plain = cli_coerce._plain
+    assert plain(descriptor, "064") == 64 and plain(descriptor, 7) == 7
+    for value in (" 5", "+5", "1_000", "5.0", "0", "-3", "x", "٣", "9" * 19, True, 5.0):
+        assert plain(descriptor, value) is cli_coerce._NOT_PLAIN, value
+    assert plain(resolve_type_descriptor(str, OptionInfo()), "a\udcffb") == "a\udcffb"
+    assert plain(resolve_type_descriptor(float, OptionInfo()), "1.5") is cli_coerce._NOT_PLAIN
+    assert _ours(int, "0", min=1) == _typers(int, "0", min=1) == ("error", "Input should be greater than or equal to 1")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.one_of(st.text(alphabet="0123456789 +-_.e٣x", max_size=22), st.integers(-(10**20), 10**20), st.text(max_size=8)),
+    bounds=st.sampled_from([{}, {"min": 1}, {"max": 100}, {"min": 0, "max": 10}]),
+    annotation=st.sampled_from([int, str]),
+)
+def test_coercion_is_typers_for_any_value(value: Any, bounds: dict[str, int], annotation: type) -> None:
+    """Whatever the value, the option's result (or its error message) is what typer's adapter gives."""
+    bounds = bounds if annotation is int else {}
+    if annotation is str and not isinstance(value, str):
+        value = str(value)
+    assert _ours(annotation, value, **bounds) == _typers(annotation, value, **bounds)
+
+
+def test_the_root_help_reads_no_yaml_and_no_pydantic() -> None:
+    """run() forgets the files a previous command read (io/reading.py) only where io/reading.py is loaded: before
+    that no file can have been read, and importing it would import yaml."""
+    assert _loaded(["--help"], ("yaml", "pydantic", "autopar.io")) == []
