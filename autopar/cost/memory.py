@@ -45,6 +45,7 @@ from autopar.spec.stack import NEUTRAL, StackProfile
 
 __all__ = [
     "MemoryBreakdown",
+    "block_peaks",
     "end_kinds",
     "layer_activation_bytes",
     "memory_breakdown",
@@ -342,6 +343,55 @@ def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: 
             row.append(first if first >= last else last)  # the worse of the first and last rank (the first on a tie)
         out.append(row)
     return out
+
+
+def block_peaks(
+    memo: Memo, skeleton: Plan, experts: Sequence[tuple[int, int]], recomputes: Sequence[str], zeros: Sequence[int]
+) -> list[list[list[float]]]:
+    """variant_peaks of `skeleton` with each (ep, etp) of `experts` in its place, [expert][recompute][zero]:
+    the same sums in the same order, with what the layouts share found once (the search's hot path).
+
+    The activations, logits and in-flight micro-batches read etp but not ep: they are found once per
+    etp; the states are found for the whole list at once, shared by every micro-batch size and SP.
+    """
+    s, modes, zs = skeleton, tuple(recomputes), tuple(zeros)
+    f = memo.stack.allocator_fragmentation
+    states = memo.get_by(_expert_states, ((s.tp, s.pp, s.vpp), s.dp * s.cp, tuple(experts), zs), _expert_states_key)
+    rows: dict[int, list[tuple[float, float, float, float, float, float]]] = {}
+    out = []
+    for (_, etp), sums in zip(experts, states, strict=True):
+        per = rows.get(etp)
+        if per is None:
+            acts, logits0, logits1 = memo.get_by(
+                _act_peaks,
+                ((s.dp, s.tp, s.pp, s.cp, s.vpp, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, memo.job.global_batch), modes),
+                _layout_key,
+            )
+            per = rows[etp] = [(a0, logits0, f * a0, a1, logits1, f * a1) for a0, a1 in acts]
+        if s.pp == 1:
+            out.append([[s0 + a0 + l0 + b + fa0 for s0, _, b in sums] for a0, l0, fa0, _, _, _ in per])
+        else:  # the worse of the first and last rank (max keeps the first on a tie)
+            out.append([[max(s0 + a0 + l0 + b + fa0, s1 + a1 + l1 + b + fa1) for s0, s1, b in sums] for a0, l0, fa0, a1, l1, fa1 in per])
+    return out
+
+
+class ExpertStates(NamedTuple):
+    """What the states of a Block's layouts read (search/space.py): (tp, pp, vpp), dp * cp, each (ep, etp), zeros."""
+
+    degrees: tuple[int, int, int]
+    shards: int
+    experts: tuple[tuple[int, int], ...]
+    zeros: tuple[int, ...]
+
+
+def _expert_states(memo: Memo, key: ExpertStates) -> list[list[tuple[float, float, float]]]:
+    """_state_sums of each (ep, etp) of the key."""
+    (tp, pp, vpp), shards, experts, zeros = key
+    return [memo.get_by(_state_sums, ((tp, ep, etp, pp, vpp), shards, zeros), _state_key) for ep, etp in experts]
+
+
+def _expert_states_key(values: tuple) -> ExpertStates:
+    return ExpertStates(*values)
 
 
 def _layout_key(values: tuple[tuple, tuple[str, ...]]) -> tuple[LayoutKey, tuple[str, ...]]:

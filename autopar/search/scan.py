@@ -1,0 +1,98 @@
+"""The memory check of every layout of a search: which of its plans fit, and which to time.
+
+The layouts come in Blocks (search/space.py), the layouts that differ only in ep and etp, whose peaks
+cost/memory.py block_peaks finds at once. Per layout and recompute mode only the lowest ZeRO stage
+that fits is kept (step time never falls from ZeRO-1 to 2 to 3: cost/step.py); the least recompute
+that fits is timed, and a more-recomputing variant at no lower ZeRO stage waits (deferred) until it is
+known whether a timed plan beats it on both axes (search/planner.py _undominated).
+
+The plans kept are tuples of the block and the knobs, not Plans: a Plan is built only for the few
+thousand a search refines or times (Work.plan), so a layout that fits costs a tuple.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from autopar.cost.memo import Memo
+from autopar.cost.memory import block_peaks
+from autopar.search.space import Block, with_knobs
+from autopar.spec.plan import Plan
+
+# a plan to time: (its block, ep, etp, recompute, ZeRO stage, peak bytes)
+Work = tuple[Block, int, int, str, int, float]
+# a deferred variant: (its block, ep, etp, (recompute, ZeRO stage, peak bytes), the index of its layout's timed Work)
+Deferred = tuple[Block, int, int, tuple[str, int, float], int]
+
+
+def work_plan(w: Work) -> Plan:
+    """The plan of a Work, with its knobs."""
+    block, ep, etp, recompute, zero, _ = w
+    return with_knobs(block.plan(ep, etp), recompute, zero)
+
+
+@dataclass(slots=True)
+class Scan:
+    """What the memory check of every layout leaves, in search order."""
+
+    jobs: list[Work] = field(default_factory=list)  # plans to time
+    # per block and recompute mode with a job: (the block, the mode, its jobs' indices, ascending)
+    groups: list[tuple[Block, str, list[int]]] = field(default_factory=list)
+    deferred: list[Deferred] = field(default_factory=list)
+    layouts: int = 0
+    feasible: int = 0  # plans (any recompute, any ZeRO stage) that fit
+    smallest: tuple[float, Plan] | None = None  # the leanest plan when none fits (the first of equals)
+
+
+def scan(
+    memo: Memo,
+    blocks: Sequence[Block],
+    recomputes: tuple[str, ...],
+    zeros: tuple[int, ...],
+    progress: Callable[[int, int], None] | None = None,
+    every: int = 1024,
+) -> Scan:
+    """The plans of `blocks` under each recompute mode and ZeRO stage that fit in the GPU's memory, as jobs
+    and deferred variants; `progress(n, layouts)` every `every` layouts."""
+    cap, nz = memo.profile.memory_bytes, len(zeros)
+    out = Scan(layouts=sum(len(b.experts) for b in blocks))
+    jobs, deferred, groups = out.jobs, out.deferred, out.groups
+    feasible, leanest_seen = 0, float("inf")
+    least: tuple[float, Block, int, int, str, int] | None = None
+    n = 0
+    for block in blocks:
+        if progress is not None:
+            for m in range(-(-n // every) * every, n + len(block.experts), every):
+                progress(m, out.layouts)
+        n += len(block.experts)
+        members: dict[str, list[int]] = {}
+        for (ep, etp), rows in zip(block.experts, block_peaks(memo, block.skeleton, block.experts, recomputes, zeros), strict=True):
+            first = -1
+            first_zero = 0
+            for recompute, needs in zip(recomputes, rows, strict=True):
+                if max(needs) <= cap:  # every ZeRO stage fits
+                    feasible += nz
+                    zero, need = zeros[0], needs[0]
+                else:
+                    fit = [i for i, x in enumerate(needs) if x <= cap]
+                    if not fit:
+                        if (leanest := min(needs)) < leanest_seen:
+                            leanest_seen = leanest
+                            least = (leanest, block, ep, etp, recompute, zeros[needs.index(leanest)])
+                        continue
+                    feasible += len(fit)
+                    zero, need = zeros[fit[0]], needs[fit[0]]
+                if first >= 0 and zero >= first_zero:
+                    deferred.append((block, ep, etp, (recompute, zero, need), first))
+                    continue
+                if first < 0:
+                    first, first_zero = len(jobs), zero
+                members.setdefault(recompute, []).append(len(jobs))
+                jobs.append((block, ep, etp, recompute, zero, need))
+        groups.extend((block, r, js) for r, js in members.items())
+    out.feasible = feasible
+    if least is not None:
+        need, block, ep, etp, recompute, zero = least
+        out.smallest = (need, with_knobs(block.plan(ep, etp), recompute, zero))
+    return out
