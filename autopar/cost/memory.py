@@ -192,10 +192,10 @@ class _Layout(NamedTuple):
     held: tuple[float, float]  # first, last rank: micro-batches whose activations are in flight
     fixed: float  # bytes held once on every rank (gathered K/V under all-gather CP)
     logits: tuple[float, float]  # loss-layer logits on the first (pp = 1) and last rank
-    params: ParamPlan  # the layout's parameter split
 
 
-def _layout(plan: Plan, memo: Memo) -> _Layout:
+def _layout(plan: Plan | LayoutKey, memo: Memo) -> _Layout:
+    """Of a plan, or of the LayoutKey of the layouts that share this part (a search's, without a Plan)."""
     model, job = memo.model, memo.job
     tokens = plan.mbs * job.seq_len / plan.cp
     fixed = 0.0
@@ -206,7 +206,7 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
     # again in backward), or whole where DTensor's column-parallel linear saves the gathered input
     split = plan.tp if plan.sp and plan.tp > 1 and not memo.stack.tp_saves_gathered else 1
     logits += tokens * model.hidden_size * cal.ACT_BYTES / split
-    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job))
+    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=job.global_batch // (plan.dp * plan.mbs))  # Plan.microbatches
     if plan.pp > 1 and memo.stack.pp_stage_buffers:
         # torch.distributed.pipelining keeps each in-flight micro-batch's stage input and output
         # (full width: not split by SP) until its backward (PipelineStage fwd_cache, args)
@@ -215,7 +215,6 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
         held=(held, 1.0),
         fixed=fixed,
         logits=(logits if plan.pp == 1 else 0.0, logits),
-        params=ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp),
     )
 
 
@@ -223,7 +222,8 @@ def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     """MemoryBreakdown's fields, in order, for the worse of the first and last stage."""
     lay = _layout(plan, memo)
     (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), *memo.get(end_kinds, (plan.pp, plan.vpp))))
-    state0, state1, buffers = memo.get(rank_states, StatePlan(params=lay.params, shards=plan.dp * plan.cp, zero=plan.zero))
+    params = ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp)
+    state0, state1, buffers = memo.get(rank_states, StatePlan(params=params, shards=plan.dp * plan.cp, zero=plan.zero))
     frag = memo.stack.allocator_fragmentation
     first = _stage(state0, _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), lay.logits[0], buffers, frag)
     if plan.pp == 1:
@@ -261,17 +261,10 @@ def _state_sums(memo: Memo, key: tuple[ParamPlan, int, tuple[int, ...]]) -> list
     return out
 
 
-def _act_rows(memo: Memo, key: tuple[ActPlan, int, int, tuple[str, ...]]) -> list[tuple[tuple[float, float], tuple[float, float]]]:
-    """Per recompute mode of key (act plan without its mode, pp, vpp, modes): _stage_activations."""
-    act, pp, vpp, modes = key
-    first, last = memo.get(end_kinds, (pp, vpp))
-    return [
-        memo.get(
-            _stage_activations,
-            (act._replace(recompute=r, recompute_modules=act.recompute_modules if r == "selective" else ()), first, last),
-        )
-        for r in modes
-    ]
+def _mode_acts(memo: Memo, key: tuple[ActPlan, tuple[str, ...]]) -> tuple[ActPlan, ...]:
+    """For key (act plan without its mode, modes): the act plan under each mode (its modules under selective)."""
+    act, modes = key
+    return tuple(act._replace(recompute=r, recompute_modules=act.recompute_modules if r == "selective" else ()) for r in modes)
 
 
 class LayoutKey(NamedTuple):
@@ -295,22 +288,15 @@ def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list
     """For key (layout, recompute modes): per mode the activation bytes at the first and last rank's
     peak (_acts), and the logits of the first and last rank, as _peak_parts has them."""
     lk, modes = key
-    plan = Plan(dp=lk.dp, tp=lk.tp, pp=lk.pp, cp=lk.cp, vpp=lk.vpp, etp=lk.etp, mbs=lk.mbs, sp=lk.sp, cp_comm=lk.cp_comm)
-    lay = _layout(plan, memo)
-    rows = memo.get(
-        _act_rows,
-        (
-            ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp, recompute_modules=lk.modules),
-            lk.pp,
-            lk.vpp,
-            modes,
-        ),
-    )
-    acts = [
-        (_acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), _acts(kept1 * lay.held[1], extra1, lay.fixed, lay.logits[1]))
-        for (kept0, extra0), (kept1, extra1) in rows
-    ]
-    return acts, lay.logits[0], lay.logits[1]
+    lay = _layout(lk, memo)
+    ends = memo.get(end_kinds, (lk.pp, lk.vpp))
+    base = ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp, recompute_modules=lk.modules)
+    (held0, held1), fixed, (logits0, logits1) = lay
+    acts = []
+    for act in memo.get(_mode_acts, (base, modes)):
+        (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (act, *ends))
+        acts.append((_acts(kept0 * held0, extra0, fixed, logits0), _acts(kept1 * held1, extra1, fixed, logits1)))
+    return acts, logits0, logits1
 
 
 def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: Sequence[int]) -> list[list[float]]:
@@ -370,8 +356,13 @@ def block_peaks(
             per = rows[etp] = [(a0, logits0, f * a0, a1, logits1, f * a1) for a0, a1 in acts]
         if s.pp == 1:
             out.append([[s0 + a0 + l0 + b + fa0 for s0, _, b in sums] for a0, l0, fa0, _, _, _ in per])
-        else:  # the worse of the first and last rank (max keeps the first on a tie)
-            out.append([[max(s0 + a0 + l0 + b + fa0, s1 + a1 + l1 + b + fa1) for s0, s1, b in sums] for a0, l0, fa0, a1, l1, fa1 in per])
+        else:  # the worse of the first and last rank (the first on a tie)
+            out.append(
+                [
+                    [(x if (x := s0 + a0 + l0 + b + fa0) >= (y := s1 + a1 + l1 + b + fa1) else y) for s0, s1, b in sums]
+                    for a0, l0, fa0, a1, l1, fa1 in per
+                ]
+            )
     return out
 
 

@@ -131,7 +131,7 @@ def _search(
     bar = _Bar(keep if keep is not None and len(jobs) + len(deferred) > keep else None)
     tps = _time_jobs(memo, found, bar)
     timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j, t in enumerate(tps) if t is not None]
-    timed += _undominated(memo, timed, deferred, tps, bar)
+    timed += _undominated(memo, timed, jobs, deferred, tps, bar)
     if not timed:
         raise InfeasibleError(_why_none(model, hw, job, considered, found.smallest))
     if "cp_comm" not in fixed:
@@ -153,7 +153,7 @@ def _complete(memo: Memo, jobs: list[Work], tps: list[float | None], deferred: l
             (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
             full[j] = tokens / step
     timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j, t in enumerate(full) if t is not None]
-    timed += _undominated(memo, timed, deferred, full, _Bar(None))
+    timed += _undominated(memo, timed, jobs, deferred, full, _Bar(None))
     if pick:
         timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
     return rank(timed)
@@ -235,7 +235,9 @@ def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> list[float | None]:
     return out
 
 
-def _undominated(memo: Memo, timed: list[Candidate], deferred: list[Deferred], tps: list[float | None], bar: _Bar) -> list[Candidate]:
+def _undominated(
+    memo: Memo, timed: list[Candidate], jobs: list[Work], deferred: list[Deferred], tps: list[float | None], bar: _Bar
+) -> list[Candidate]:
     """The deferred recompute variants that no timed plan beats: each is at most `bound` tokens/s (its
     layout's faster variant, tps of its job); one is left out when a timed plan with no more memory is
     strictly faster than that bound, so it is neither recommended nor on the Pareto front. A bound of
@@ -247,7 +249,7 @@ def _undominated(memo: Memo, timed: list[Candidate], deferred: list[Deferred], t
         best.append(max(best[-1], c.tokens_per_s) if best else c.tokens_per_s)
     tokens = memo.job.tokens_per_step
     out = []
-    for block, ep, etp, (recompute, zero, need), j in deferred:
+    for j, recompute, zero, need in deferred:
         bound = tps[j]
         if bound is None:
             bar.pruned = True
@@ -255,6 +257,7 @@ def _undominated(memo: Memo, timed: list[Candidate], deferred: list[Deferred], t
         i = bisect.bisect_right(mems, need)
         if (i and best[i - 1] > bound) or bar.skips(bound):
             continue
+        block, ep, etp = jobs[j][:3]
         skeleton = block.plan(ep, etp)
         (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
         out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(skeleton, recompute, zero)))

@@ -22,8 +22,8 @@ from autopar.spec.plan import Plan
 
 # a plan to time: (its block, ep, etp, recompute, ZeRO stage, peak bytes)
 Work = tuple[Block, int, int, str, int, float]
-# a deferred variant: (its block, ep, etp, (recompute, ZeRO stage, peak bytes), the index of its layout's timed Work)
-Deferred = tuple[Block, int, int, tuple[str, int, float], int]
+# a deferred variant: (the index of its layout's job, which it is no faster than, recompute, ZeRO stage, peak bytes)
+Deferred = tuple[int, str, int, float]
 
 
 def work_plan(w: Work) -> Plan:
@@ -66,11 +66,11 @@ def scan(
             for m in range(-(-n // every) * every, n + len(block.experts), every):
                 progress(m, out.layouts)
         n += len(block.experts)
-        members: dict[str, list[int]] = {}
+        members: list[list[int]] = [[] for _ in recomputes]  # per recompute mode, its jobs in this block
         for (ep, etp), rows in zip(block.experts, block_peaks(memo, block.skeleton, block.experts, recomputes, zeros), strict=True):
             first = -1
             first_zero = 0
-            for recompute, needs in zip(recomputes, rows, strict=True):
+            for recompute, needs, mine in zip(recomputes, rows, members, strict=True):
                 if max(needs) <= cap:  # every ZeRO stage fits
                     feasible += nz
                     zero, need = zeros[0], needs[0]
@@ -83,14 +83,14 @@ def scan(
                         continue
                     feasible += len(fit)
                     zero, need = zeros[fit[0]], needs[fit[0]]
-                if first >= 0 and zero >= first_zero:
-                    deferred.append((block, ep, etp, (recompute, zero, need), first))
-                    continue
                 if first < 0:
                     first, first_zero = len(jobs), zero
-                members.setdefault(recompute, []).append(len(jobs))
+                elif zero >= first_zero:
+                    deferred.append((first, recompute, zero, need))
+                    continue
+                mine.append(len(jobs))
                 jobs.append((block, ep, etp, recompute, zero, need))
-        groups.extend((block, r, js) for r, js in members.items())
+        groups.extend((block, r, js) for r, js in zip(recomputes, members, strict=True) if js)
     out.feasible = feasible
     if least is not None:
         need, block, ep, etp, recompute, zero = least
