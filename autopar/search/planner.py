@@ -130,7 +130,7 @@ def _search(
         keep = max(keep, CP_VARIANT_CANDIDATES)  # _pick_cp_comm's plans are then all ranked exactly
     bar = _Bar(keep if keep is not None and len(jobs) + len(deferred) > keep else None)
     tps = _time_jobs(memo, found, bar)
-    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j, t in enumerate(tps) if t is not None]
+    timed = [Candidate(tokens_per_s=tps[j], memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j in sorted(tps)]
     timed += _undominated(memo, timed, jobs, deferred, tps, bar)
     if not timed:
         raise InfeasibleError(_why_none(model, hw, job, considered, found.smallest))
@@ -142,17 +142,18 @@ def _search(
     return SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered, feasible=found.feasible)
 
 
-def _complete(memo: Memo, jobs: list[Work], tps: list[float | None], deferred: list[Deferred], *, pick: bool) -> list[Candidate]:
+def _complete(memo: Memo, jobs: list[Work], tps: dict[int, float], deferred: list[Deferred], *, pick: bool) -> list[Candidate]:
     """The ranking of the unpruned search (keep=None), from a pruned one's jobs: the jobs it skipped are
     timed with its memo (the same values: cost functions are pure) and the rest runs as _search runs it."""
     tokens = memo.job.tokens_per_step
-    full = list(tps)
-    for j, t in enumerate(full):
-        if t is None:
-            block, ep, etp, recompute, zero, _ = jobs[j]
+    full = {}
+    for j, (block, ep, etp, recompute, zero, _) in enumerate(jobs):
+        if j in tps:
+            full[j] = tps[j]
+        else:
             (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
             full[j] = tokens / step
-    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j, t in enumerate(full) if t is not None]
+    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j, t in full.items()]
     timed += _undominated(memo, timed, jobs, deferred, full, _Bar(None))
     if pick:
         timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
@@ -192,8 +193,8 @@ class _Bar:
         return False
 
 
-def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> list[float | None]:
-    """Tokens/s of each job, None for those a pruned search skips: jobs are timed from the highest
+def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> dict[int, float]:
+    """Tokens/s of each job by its index, but those a pruned search skips: jobs are timed from the highest
     upper bound (cost/floors.py step_floor) down, until the bound falls below the bar.
 
     Two levels: each job starts at its layer class's bound (floors.py class_floors, looser, shared by
@@ -205,7 +206,7 @@ def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> list[float | None]:
     which comes off before the others (ties by index), so it pops the jobs in the order a heap of
     every job would."""
     tokens, jobs = memo.job.tokens_per_step, found.jobs
-    out: list[float | None] = [None] * len(jobs)
+    out: dict[int, float] = {}
     if not bar.active:
         for j, (block, ep, etp, recompute, zero, _) in enumerate(jobs):
             (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
@@ -236,12 +237,15 @@ def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> list[float | None]:
 
 
 def _undominated(
-    memo: Memo, timed: list[Candidate], jobs: list[Work], deferred: list[Deferred], tps: list[float | None], bar: _Bar
+    memo: Memo, timed: list[Candidate], jobs: list[Work], deferred: list[Deferred], tps: dict[int, float], bar: _Bar
 ) -> list[Candidate]:
     """The deferred recompute variants that no timed plan beats: each is at most `bound` tokens/s (its
     layout's faster variant, tps of its job); one is left out when a timed plan with no more memory is
-    strictly faster than that bound, so it is neither recommended nor on the Pareto front. A bound of
-    None (the faster variant was not timed) or below the bar is left out by a pruned search."""
+    strictly faster than that bound, so it is neither recommended nor on the Pareto front. A variant
+    whose faster one was not timed, or whose bound is below the bar, is left out by a pruned search.
+
+    `deferred` is in the order of its jobs' indices: the variants of the timed jobs are read by
+    bisection, in that order, and the others only counted."""
     order = sorted(timed, key=lambda c: c.memory_bytes)
     mems = [c.memory_bytes for c in order]
     best: list[float] = []
@@ -249,11 +253,12 @@ def _undominated(
         best.append(max(best[-1], c.tokens_per_s) if best else c.tokens_per_s)
     tokens = memo.job.tokens_per_step
     out = []
-    for j, recompute, zero, need in deferred:
+    starts = ((j, bisect.bisect_left(deferred, j, key=_job_of)) for j in sorted(tps))
+    spans = [(lo, bisect.bisect_right(deferred, j, lo=lo, key=_job_of)) for j, lo in starts if lo < len(deferred) and deferred[lo][0] == j]
+    if sum(hi - lo for lo, hi in spans) < len(deferred):
+        bar.pruned = True  # some variant's faster one was not timed
+    for j, recompute, zero, need in (d for lo, hi in spans for d in deferred[lo:hi]):
         bound = tps[j]
-        if bound is None:
-            bar.pruned = True
-            continue
         i = bisect.bisect_right(mems, need)
         if (i and best[i - 1] > bound) or bar.skips(bound):
             continue
@@ -263,6 +268,10 @@ def _undominated(
         out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(skeleton, recompute, zero)))
         bar.admit(tokens / step)
     return out
+
+
+def _job_of(d: Deferred) -> int:
+    return d[0]
 
 
 def _pick_cp_comm(memo: Memo, ranked: list[Candidate]) -> list[Candidate]:
