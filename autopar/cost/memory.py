@@ -50,7 +50,6 @@ __all__ = [
     "layer_activation_bytes",
     "memory_breakdown",
     "peak_bytes",
-    "variant_peaks",
 ]
 
 
@@ -269,7 +268,7 @@ def _mode_acts(memo: Memo, key: tuple[ActPlan, tuple[str, ...]]) -> tuple[ActPla
 
 class LayoutKey(NamedTuple):
     """What a layout's activations, logits and in-flight micro-batches read of a plan (ep is read by
-    the states alone): the key of the part of variant_peaks its expert-parallel variants share."""
+    the states alone): the key of the part of block_peaks its expert-parallel variants share."""
 
     dp: int
     tp: int
@@ -299,71 +298,39 @@ def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list
     return acts, logits0, logits1
 
 
-def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: Sequence[int]) -> list[list[float]]:
-    """Peak bytes of `skeleton` under each recompute mode and ZeRO stage, [recompute][zero]; under
-    selective its recompute_modules are recomputed (search/space.py with_knobs).
-
-    The same sums, in the same order, as memory_breakdown(...).total, so the
-    search's feasibility test and a fresh estimate agree to the last bit; the
-    per-layout parts are found once instead of once per variant, and the
-    activation part once for a layout's expert-parallel variants.
-    """
-    s = skeleton
-    acts, logits0, logits1 = memo.get_by(
-        _act_peaks,
-        ((s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, memo.job.global_batch), tuple(recomputes)),
-        _layout_key,
-    )
-    states = memo.get_by(_state_sums, ((s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)), _state_key)
-    f = memo.stack.allocator_fragmentation
-    out = []
-    for acts0, acts1 in acts:
-        fa0 = f * acts0
-        if s.pp == 1:
-            out.append([s0 + acts0 + logits0 + buffers + fa0 for s0, _, buffers in states])
-            continue
-        fa1 = f * acts1
-        row = []
-        for s0, s1, buffers in states:
-            first, last = s0 + acts0 + logits0 + buffers + fa0, s1 + acts1 + logits1 + buffers + fa1
-            row.append(first if first >= last else last)  # the worse of the first and last rank (the first on a tie)
-        out.append(row)
-    return out
-
-
 def block_peaks(
     memo: Memo, skeleton: Plan, experts: Sequence[tuple[int, int]], recomputes: Sequence[str], zeros: Sequence[int]
-) -> list[list[list[float]]]:
-    """variant_peaks of `skeleton` with each (ep, etp) of `experts` in its place, [expert][recompute][zero]:
-    the same sums in the same order, with what the layouts share found once (the search's hot path).
+) -> list[float]:
+    """Peak bytes of `skeleton` with each (ep, etp) of `experts` in its place, under each recompute mode
+    and ZeRO stage, flat in that order (expert major, then recompute, then zero); under selective its
+    recompute_modules are recomputed (search/space.py with_knobs).
 
-    The activations, logits and in-flight micro-batches read etp but not ep: they are found once per
-    etp; the states are found for the whole list at once, shared by every micro-batch size and SP.
+    The same sums, in the same order, as memory_breakdown(...).total, so the search's feasibility
+    test and a fresh estimate agree to the last bit; what the plans share is found once: the
+    activations, logits and in-flight micro-batches read etp but not ep (once per etp), the states
+    once per (tp, pp, vpp, dp * cp) and experts list, shared by every micro-batch size and SP.
     """
     s, modes, zs = skeleton, tuple(recomputes), tuple(zeros)
     f = memo.stack.allocator_fragmentation
     states = memo.get_by(_expert_states, ((s.tp, s.pp, s.vpp), s.dp * s.cp, tuple(experts), zs), _expert_states_key)
     rows: dict[int, list[tuple[float, float, float, float, float, float]]] = {}
-    out = []
-    for (_, etp), sums in zip(experts, states, strict=True):
-        per = rows.get(etp)
-        if per is None:
-            acts, logits0, logits1 = memo.get_by(
-                _act_peaks,
-                ((s.dp, s.tp, s.pp, s.cp, s.vpp, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, memo.job.global_batch), modes),
-                _layout_key,
-            )
-            per = rows[etp] = [(a0, logits0, f * a0, a1, logits1, f * a1) for a0, a1 in acts]
-        if s.pp == 1:
-            out.append([[s0 + a0 + l0 + b + fa0 for s0, _, b in sums] for a0, l0, fa0, _, _, _ in per])
-        else:  # the worse of the first and last rank (the first on a tie)
-            out.append(
-                [
-                    [(x if (x := s0 + a0 + l0 + b + fa0) >= (y := s1 + a1 + l1 + b + fa1) else y) for s0, s1, b in sums]
-                    for a0, l0, fa0, a1, l1, fa1 in per
-                ]
-            )
-    return out
+    for etp in {etp for _, etp in experts}:
+        acts, logits0, logits1 = memo.get_by(
+            _act_peaks,
+            ((s.dp, s.tp, s.pp, s.cp, s.vpp, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, memo.job.global_batch), modes),
+            _layout_key,
+        )
+        rows[etp] = [(a0, logits0, f * a0, a1, logits1, f * a1) for a0, a1 in acts]
+    pairs = [(sums, rows[etp]) for (_, etp), sums in zip(experts, states, strict=True)]
+    if s.pp == 1:
+        return [s0 + a0 + l0 + b + fa0 for sums, per in pairs for a0, l0, fa0, _, _, _ in per for s0, _, b in sums]
+    # the worse of the first and last rank (the first on a tie)
+    return [
+        (x if (x := s0 + a0 + l0 + b + fa0) >= (y := s1 + a1 + l1 + b + fa1) else y)
+        for sums, per in pairs
+        for a0, l0, fa0, a1, l1, fa1 in per
+        for s0, s1, b in sums
+    ]
 
 
 class ExpertStates(NamedTuple):

@@ -8,7 +8,7 @@ model charges the imbalance.
 Two facts of the cost model keep the search exact while timing few plans:
 
 - a layout's memory under every recompute mode and ZeRO stage comes from
-  parts found once per layout (cost/memory.py variant_peaks), with the same
+  parts found once per layout (cost/memory.py block_peaks), with the same
   sums as a fresh estimate;
 - step time never falls from ZeRO-1 to 2 to 3 (each moves at least as much,
   behind no more compute: cost/step.py), so per layout and recompute mode only

@@ -60,17 +60,31 @@ def scan(
     jobs, deferred, groups = out.jobs, out.deferred, out.groups
     feasible, leanest_seen = 0, float("inf")
     least: tuple[float, Block, int, int, str, int] | None = None
-    n = 0
+    n, width = 0, len(recomputes) * nz
     for block in blocks:
+        experts = block.experts
         if progress is not None:
-            for m in range(-(-n // every) * every, n + len(block.experts), every):
+            for m in range(-(-n // every) * every, n + len(experts), every):
                 progress(m, out.layouts)
-        n += len(block.experts)
+        n += len(experts)
+        peaks = block_peaks(memo, block.skeleton, experts, recomputes, zeros)
+        if max(peaks) <= cap:  # every plan of the block fits: each layout's least recompute at the lowest ZeRO stage is timed
+            feasible += len(peaks)
+            first = len(jobs)
+            jobs.extend((block, ep, etp, recomputes[0], zeros[0], peaks[k * width]) for k, (ep, etp) in enumerate(experts))
+            groups.append((block, recomputes[0], list(range(first, len(jobs)))))
+            deferred.extend(
+                (first + k, r, zeros[0], peaks[k * width + i * nz]) for k in range(len(experts)) for i, r in enumerate(recomputes) if i
+            )
+            continue
         members: list[list[int]] = [[] for _ in recomputes]  # per recompute mode, its jobs in this block
-        for (ep, etp), rows in zip(block.experts, block_peaks(memo, block.skeleton, block.experts, recomputes, zeros), strict=True):
+        at = 0
+        for ep, etp in experts:
             first = -1
             first_zero = 0
-            for recompute, needs, mine in zip(recomputes, rows, members, strict=True):
+            for recompute, mine in zip(recomputes, members, strict=True):
+                needs = peaks[at : at + nz]
+                at += nz
                 if max(needs) <= cap:  # every ZeRO stage fits
                     feasible += nz
                     zero, need = zeros[0], needs[0]

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from autopar.cost.floors import step_floors
 from autopar.cost.memo import Memo
-from autopar.cost.memory import block_peaks, memory_breakdown, variant_peaks
+from autopar.cost.memory import block_peaks, memory_breakdown
 from autopar.io.models import load_model
 from autopar.io.stacks import load_stack
 from autopar.search import planner
 from autopar.search.scan import scan, work_plan
-from autopar.search.space import enumerate_blocks, stack_limits, with_knobs
+from autopar.search.space import Block, enumerate_blocks, stack_limits, with_knobs
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
@@ -35,21 +35,22 @@ def _stack(name: str) -> StackProfile:
 @given(setups(), st.sampled_from(STACKS))
 def test_block_peaks_are_the_memory_of_a_fresh_estimate(setup: tuple[ModelSpec, HardwareProfile, Job], stack_name: str) -> None:
     """Every layout of every block, under every recompute mode and ZeRO stage: the peak the search tests
-    is memory_breakdown(...).total to the last bit, and variant_peaks' of that layout alone."""
+    is memory_breakdown(...).total to the last bit."""
     model, _, job = setup
     stack = _stack(stack_name)
-    zeros = sorted(stack.zero_stages)
-    memo = Memo(model, None, job, stack)
     blocks = list(enumerate_blocks(model, job, stack_limits(stack, {}), stack=stack))
     for block in blocks[:: max(1, len(blocks) // 24)]:  # about 24 blocks of each space, from all of it
-        peaks = block_peaks(memo, block.skeleton, block.experts, RECOMPUTE, zeros)
-        assert len(peaks) == len(block.experts)
-        for (ep, etp), rows in zip(block.experts, peaks, strict=True):
-            skeleton = block.plan(ep, etp)
-            assert rows == variant_peaks(memo, skeleton, RECOMPUTE, zeros)
-            for (r, recompute), (z, zero) in itertools.product(enumerate(RECOMPUTE), enumerate(zeros)):
-                plan = with_knobs(skeleton, recompute, zero)
-                assert rows[r][z] == memory_breakdown(model, job, plan, memo=memo, stack=stack).total
+        _check_block(Memo(model, None, job, stack), block, sorted(stack.zero_stages))
+
+
+def _check_block(memo: Memo, block: Block, zeros: list[int]) -> None:
+    """block_peaks of `block`, flat by expert, recompute mode and ZeRO stage, against fresh estimates."""
+    peaks = block_peaks(memo, block.skeleton, block.experts, RECOMPUTE, zeros)
+    keys = list(itertools.product(block.experts, RECOMPUTE, zeros))
+    assert len(peaks) == len(keys)
+    for need, ((ep, etp), recompute, zero) in zip(peaks, keys, strict=True):
+        plan = with_knobs(block.plan(ep, etp), recompute, zero)
+        assert need == memory_breakdown(memo.model, memo.job, plan, memo=memo, stack=memo.stack).total
 
 
 PRESETS = [
@@ -65,15 +66,10 @@ def test_block_peaks_of_presets_are_the_memory_of_a_fresh_estimate(name: str, gp
     """The same on presets at full size, where the sums' terms span more binary orders than a toy's."""
     model, stack = load_model(name), load_stack(stack_name)
     job = Job(gpus=gpus, gpus_per_node=8, global_batch=4 * gpus, seq_len=model.seq_len)
-    zeros = sorted(stack.zero_stages)
     memo = Memo(model, None, job, stack)
     blocks = list(enumerate_blocks(model, job, stack_limits(stack, {}), stack=stack))
     for block in blocks[:: max(1, len(blocks) // 40)]:
-        rows = block_peaks(memo, block.skeleton, block.experts, RECOMPUTE, zeros)
-        for (ep, etp), peaks in zip(block.experts, rows, strict=True):
-            for (recompute, per), zero in itertools.product(zip(RECOMPUTE, peaks, strict=True), zeros):
-                plan = with_knobs(block.plan(ep, etp), recompute, zero)
-                assert per[zeros.index(zero)] == memory_breakdown(model, job, plan, memo=memo, stack=stack).total
+        _check_block(memo, block, sorted(stack.zero_stages))
 
 
 def test_a_block_holds_the_layouts_that_differ_only_in_their_experts() -> None:
