@@ -8,8 +8,9 @@ model charges the imbalance.
 Two facts of the cost model keep the search exact while timing few plans:
 
 - a layout's memory under every recompute mode and ZeRO stage comes from
-  parts found once per layout (cost/memory.py block_peaks), with the same
-  sums as a fresh estimate;
+  parts found once per layout, and the layouts that differ only in ep and etp
+  (a Block, search/space.py) are checked at once (cost/memory.py block_peaks,
+  search/scan.py), with the same sums as a fresh estimate;
 - step time never falls from ZeRO-1 to 2 to 3 (each moves at least as much,
   behind no more compute: cost/step.py), so per layout and recompute mode only
   the lowest ZeRO stage that fits is timed; the higher ones that fit count as

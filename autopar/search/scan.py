@@ -60,7 +60,7 @@ def scan(
     jobs, deferred, groups = out.jobs, out.deferred, out.groups
     feasible, leanest_seen = 0, float("inf")
     least: tuple[float, Block, int, int, str, int] | None = None
-    n, width = 0, len(recomputes) * nz
+    n, width, later = 0, len(recomputes) * nz, range(1, len(recomputes))
     for block in blocks:
         experts = block.experts
         if progress is not None:
@@ -68,41 +68,39 @@ def scan(
                 progress(m, out.layouts)
         n += len(experts)
         peaks = block_peaks(memo, block.skeleton, experts, recomputes, zeros)
-        if max(peaks) <= cap:  # every plan of the block fits: each layout's least recompute at the lowest ZeRO stage is timed
-            feasible += len(peaks)
-            first = len(jobs)
-            jobs.extend((block, ep, etp, recomputes[0], zeros[0], peaks[k * width]) for k, (ep, etp) in enumerate(experts))
-            groups.append((block, recomputes[0], list(range(first, len(jobs)))))
-            deferred.extend(
-                (first + k, r, zeros[0], peaks[k * width + i * nz]) for k in range(len(experts)) for i, r in enumerate(recomputes) if i
-            )
-            continue
         members: list[list[int]] = [[] for _ in recomputes]  # per recompute mode, its jobs in this block
-        at = 0
-        for ep, etp in experts:
-            first = -1
-            first_zero = 0
-            for recompute, mine in zip(recomputes, members, strict=True):
-                needs = peaks[at : at + nz]
-                at += nz
-                if max(needs) <= cap:  # every ZeRO stage fits
-                    feasible += nz
-                    zero, need = zeros[0], needs[0]
-                else:
-                    fit = [i for i, x in enumerate(needs) if x <= cap]
-                    if not fit:
-                        if (leanest := min(needs)) < leanest_seen:
-                            leanest_seen = leanest
-                            least = (leanest, block, ep, etp, recompute, zeros[needs.index(leanest)])
-                        continue
-                    feasible += len(fit)
-                    zero, need = zeros[fit[0]], needs[fit[0]]
+        for k, (ep, etp) in enumerate(experts):
+            mine = peaks[k * width : (k + 1) * width]
+            if max(mine) <= cap:  # every variant fits: the least recompute at the lowest ZeRO stage is timed
+                feasible += width
+                first = len(jobs)
+                members[0].append(first)
+                jobs.append((block, ep, etp, recomputes[0], zeros[0], mine[0]))
+                for i in later:
+                    deferred.append((first, recomputes[i], zeros[0], mine[i * nz]))
+                continue
+            # none fits: its first leanest variant, for the message when no plan fits at all (only then is
+            # every layout's least read, and then every layout is here)
+            if (leanest := min(mine)) > cap:
+                if leanest < leanest_seen:
+                    i = mine.index(leanest)
+                    leanest_seen = leanest
+                    least = (leanest, block, ep, etp, recomputes[i // nz], zeros[i % nz])
+                continue
+            first, first_zero = -1, 0
+            for r, (recompute, jobs_of_mode) in enumerate(zip(recomputes, members, strict=True)):
+                needs = mine[r * nz : (r + 1) * nz]
+                fit = [i for i, x in enumerate(needs) if x <= cap]
+                if not fit:
+                    continue
+                feasible += len(fit)
+                zero, need = zeros[fit[0]], needs[fit[0]]
                 if first < 0:
                     first, first_zero = len(jobs), zero
                 elif zero >= first_zero:
                     deferred.append((first, recompute, zero, need))
                     continue
-                mine.append(len(jobs))
+                jobs_of_mode.append(len(jobs))
                 jobs.append((block, ep, etp, recompute, zero, need))
         groups.extend((block, r, js) for r, js in zip(recomputes, members, strict=True) if js)
     out.feasible = feasible
