@@ -283,19 +283,21 @@ class LayoutKey(NamedTuple):
     batch: int = 0  # the job's global batch (the micro-batches in flight): memos of several GPU counts share values
 
 
-def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list[tuple[float, float]], float, float]:
-    """For key (layout, recompute modes): per mode the activation bytes at the first and last rank's
-    peak (_acts), and the logits of the first and last rank, as _peak_parts has them."""
+def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> list[tuple[float, float, float, float, float, float]]:
+    """For key (layout, recompute modes): per mode, of the first and the last rank, the activation bytes at
+    the rank's peak (_acts), its logits and its allocator slack, as _peak_parts has them."""
     lk, modes = key
     lay = _layout(lk, memo)
     ends = memo.get(end_kinds, (lk.pp, lk.vpp))
     base = ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp, recompute_modules=lk.modules)
     (held0, held1), fixed, (logits0, logits1) = lay
-    acts = []
+    f = memo.stack.allocator_fragmentation
+    out = []
     for act in memo.get(_mode_acts, (base, modes)):
         (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (act, *ends))
-        acts.append((_acts(kept0 * held0, extra0, fixed, logits0), _acts(kept1 * held1, extra1, fixed, logits1)))
-    return acts, logits0, logits1
+        a0, a1 = _acts(kept0 * held0, extra0, fixed, logits0), _acts(kept1 * held1, extra1, fixed, logits1)
+        out.append((a0, logits0, f * a0, a1, logits1, f * a1))
+    return out
 
 
 def block_peaks(
@@ -311,16 +313,12 @@ def block_peaks(
     once per (tp, pp, vpp, dp * cp) and experts list, shared by every micro-batch size and SP.
     """
     s, modes, zs = skeleton, tuple(recomputes), tuple(zeros)
-    f = memo.stack.allocator_fragmentation
     states = memo.get_by(_expert_states, ((s.tp, s.pp, s.vpp), s.dp * s.cp, tuple(experts), zs), _expert_states_key)
-    rows: dict[int, list[tuple[float, float, float, float, float, float]]] = {}
-    for etp in {etp for _, etp in experts}:
-        acts, logits0, logits1 = memo.get_by(
-            _act_peaks,
-            ((s.dp, s.tp, s.pp, s.cp, s.vpp, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, memo.job.global_batch), modes),
-            _layout_key,
-        )
-        rows[etp] = [(a0, logits0, f * a0, a1, logits1, f * a1) for a0, a1 in acts]
+    layout, batch = (s.dp, s.tp, s.pp, s.cp, s.vpp), memo.job.global_batch
+    rows = {
+        etp: memo.get_by(_act_peaks, ((*layout, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, batch), modes), _layout_key)
+        for etp in {etp for _, etp in experts}
+    }
     pairs = [(sums, rows[etp]) for (_, etp), sums in zip(experts, states, strict=True)]
     if s.pp == 1:
         return [s0 + a0 + l0 + b + fa0 for sums, per in pairs for a0, l0, fa0, _, _, _ in per for s0, _, b in sums]

@@ -79,14 +79,6 @@ def scan(
                 for i in later:
                     deferred.append((first, recomputes[i], zeros[0], mine[i * nz]))
                 continue
-            # none fits: its first leanest variant, for the message when no plan fits at all (only then is
-            # every layout's least read, and then every layout is here)
-            if (leanest := min(mine)) > cap:
-                if leanest < leanest_seen:
-                    i = mine.index(leanest)
-                    leanest_seen = leanest
-                    least = (leanest, block, ep, etp, recomputes[i // nz], zeros[i % nz])
-                continue
             first, first_zero = -1, 0
             for r, (recompute, jobs_of_mode) in enumerate(zip(recomputes, members, strict=True)):
                 needs = mine[r * nz : (r + 1) * nz]
@@ -102,6 +94,12 @@ def scan(
                     continue
                 jobs_of_mode.append(len(jobs))
                 jobs.append((block, ep, etp, recompute, zero, need))
+            # none fits: its first leanest variant, for the message when no plan fits at all (only then is
+            # the least read, and then every layout is here)
+            if first < 0 and (leanest := min(mine)) < leanest_seen:
+                i = mine.index(leanest)
+                leanest_seen = leanest
+                least = (leanest, block, ep, etp, recomputes[i // nz], zeros[i % nz])
         groups.extend((block, r, js) for r, js in zip(recomputes, members, strict=True) if js)
     out.feasible = feasible
     if least is not None:

@@ -167,10 +167,14 @@ def enumerate_blocks(model: ModelSpec, job: Job, fixed: Mapping[str, object], *,
                         if vpp_rule(model, pp=pp, vpp=v, microbatches=m, ends=ends) is None
                     ]
                     sps = [s for s in ([True, False] if tp > 1 else [False]) if sp_rule(model, tp=tp, sp=s) is None]
-                    (ep, etp), degrees = experts[0], {"dp": dp, "tp": tp, "pp": pp, "cp": cp}
+                    (ep, etp), rc = experts[0], modules
                     for vpp, sp in product(choices(fixed, "vpp", vpps), choices(fixed, "sp", sps)):
-                        skeleton = Plan(**degrees, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp, cp_comm=cp_comm, recompute_modules=modules)
-                        yield Block(skeleton, experts)
+                        yield Block(
+                            Plan(
+                                dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp, cp_comm=cp_comm, recompute_modules=rc
+                            ),
+                            experts,
+                        )
 
 
 def _experts(model: ModelSpec, fixed: Mapping[str, object], stack: StackProfile, *, dp: int, tp: int, cp: int) -> Experts:
