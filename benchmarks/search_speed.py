@@ -112,10 +112,10 @@ import json, sys, time
 from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
 from autopar.io.stacks import load_stack
-from autopar.search import planner
+from autopar.search import planner, scan
 from autopar.spec.job import Job, default_global_batch
-STEPS = {"variant_peaks": "memory check", "class_floors": "class bounds", "step_floors": "plan bounds",
-         "variant_step_seconds": "timing", "rank": "ranking"}
+STEPS = {(scan, "block_peaks"): "memory check", (planner, "class_floors"): "class bounds",
+         (planner, "step_floors"): "plan bounds", (planner, "variant_step_seconds"): "timing", (planner, "rank"): "ranking"}
 spent = dict.fromkeys(STEPS.values(), 0.0)
 def timed(fn, what):
     def run(*args, **kw):
@@ -125,8 +125,8 @@ def timed(fn, what):
         finally:
             spent[what] += time.process_time() - start
     return run
-for name, what in STEPS.items():
-    setattr(planner, name, timed(getattr(planner, name), what))
+for (module, name), what in STEPS.items():
+    setattr(module, name, timed(getattr(module, name), what))
 out = []
 for name, gpus in json.loads(sys.argv[1]):
     model, hw, stack = load_model(name), load_hardware("h100-sxm"), load_stack(None)

@@ -45,11 +45,11 @@ from autopar.spec.stack import NEUTRAL, StackProfile
 
 __all__ = [
     "MemoryBreakdown",
+    "block_peaks",
     "end_kinds",
     "layer_activation_bytes",
     "memory_breakdown",
     "peak_bytes",
-    "variant_peaks",
 ]
 
 
@@ -201,10 +201,10 @@ class _Layout(NamedTuple):
     held: tuple[float, float]  # first, last rank: micro-batches whose activations are in flight
     fixed: float  # bytes held once on every rank (gathered K/V under all-gather CP)
     logits: tuple[float, float]  # loss-layer logits on the first (pp = 1) and last rank
-    params: ParamPlan  # the layout's parameter split
 
 
-def _layout(plan: Plan, memo: Memo) -> _Layout:
+def _layout(plan: Plan | LayoutKey, memo: Memo) -> _Layout:
+    """Of a plan, or of the LayoutKey of the layouts that share this part (a search's, without a Plan)."""
     model, job = memo.model, memo.job
     tokens = plan.mbs * job.seq_len / plan.cp
     fixed = 0.0
@@ -215,8 +215,12 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
     # again in backward), or whole where DTensor's column-parallel linear saves the gathered input
     split = plan.tp if plan.sp and plan.tp > 1 and not memo.stack.tp_saves_gathered else 1
     logits += tokens * model.hidden_size * cal.ACT_BYTES / split
+<<<<<<< HEAD
     rank = first_rank(memo, (plan.pp, plan.vpp))
     held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job), rank=rank)
+=======
+    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=job.global_batch // (plan.dp * plan.mbs))  # Plan.microbatches
+>>>>>>> h_moesearch
     if plan.pp > 1 and memo.stack.pp_stage_buffers:
         # torch.distributed.pipelining keeps each in-flight micro-batch's stage input and output
         # (full width: not split by SP) until its backward (PipelineStage fwd_cache, args)
@@ -225,7 +229,6 @@ def _layout(plan: Plan, memo: Memo) -> _Layout:
         held=(held, 1.0),
         fixed=fixed,
         logits=(logits if plan.pp == 1 else 0.0, logits),
-        params=ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp),
     )
 
 
@@ -233,7 +236,8 @@ def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     """MemoryBreakdown's fields, in order, for the worse of the first and last stage."""
     lay = _layout(plan, memo)
     (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), *memo.get(end_kinds, (plan.pp, plan.vpp))))
-    state0, state1, buffers = memo.get(rank_states, StatePlan(params=lay.params, shards=plan.dp * plan.cp, zero=plan.zero))
+    params = ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp)
+    state0, state1, buffers = memo.get(rank_states, StatePlan(params=params, shards=plan.dp * plan.cp, zero=plan.zero))
     frag = memo.stack.allocator_fragmentation
     first = _stage(state0, _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), lay.logits[0], buffers, frag)
     if plan.pp == 1:
@@ -271,22 +275,15 @@ def _state_sums(memo: Memo, key: tuple[ParamPlan, int, tuple[int, ...]]) -> list
     return out
 
 
-def _act_rows(memo: Memo, key: tuple[ActPlan, int, int, tuple[str, ...]]) -> list[tuple[tuple[float, float], tuple[float, float]]]:
-    """Per recompute mode of key (act plan without its mode, pp, vpp, modes): _stage_activations."""
-    act, pp, vpp, modes = key
-    first, last = memo.get(end_kinds, (pp, vpp))
-    return [
-        memo.get(
-            _stage_activations,
-            (act._replace(recompute=r, recompute_modules=act.recompute_modules if r == "selective" else ()), first, last),
-        )
-        for r in modes
-    ]
+def _mode_acts(memo: Memo, key: tuple[ActPlan, tuple[str, ...]]) -> tuple[ActPlan, ...]:
+    """For key (act plan without its mode, modes): the act plan under each mode (its modules under selective)."""
+    act, modes = key
+    return tuple(act._replace(recompute=r, recompute_modules=act.recompute_modules if r == "selective" else ()) for r in modes)
 
 
 class LayoutKey(NamedTuple):
     """What a layout's activations, logits and in-flight micro-batches read of a plan (ep is read by
-    the states alone): the key of the part of variant_peaks its expert-parallel variants share."""
+    the states alone): the key of the part of block_peaks its expert-parallel variants share."""
 
     dp: int
     tp: int
@@ -301,58 +298,71 @@ class LayoutKey(NamedTuple):
     batch: int = 0  # the job's global batch (the micro-batches in flight): memos of several GPU counts share values
 
 
-def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> tuple[list[tuple[float, float]], float, float]:
-    """For key (layout, recompute modes): per mode the activation bytes at the first and last rank's
-    peak (_acts), and the logits of the first and last rank, as _peak_parts has them."""
+def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> list[tuple[float, float, float, float, float, float]]:
+    """For key (layout, recompute modes): per mode, of the first and the last rank, the activation bytes at
+    the rank's peak (_acts), its logits and its allocator slack, as _peak_parts has them."""
     lk, modes = key
-    plan = Plan(dp=lk.dp, tp=lk.tp, pp=lk.pp, cp=lk.cp, vpp=lk.vpp, etp=lk.etp, mbs=lk.mbs, sp=lk.sp, cp_comm=lk.cp_comm)
-    lay = _layout(plan, memo)
-    rows = memo.get(
-        _act_rows,
-        (
-            ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp, recompute_modules=lk.modules),
-            lk.pp,
-            lk.vpp,
-            modes,
-        ),
-    )
-    acts = [
-        (_acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), _acts(kept1 * lay.held[1], extra1, lay.fixed, lay.logits[1]))
-        for (kept0, extra0), (kept1, extra1) in rows
-    ]
-    return acts, lay.logits[0], lay.logits[1]
-
-
-def variant_peaks(memo: Memo, skeleton: Plan, recomputes: Sequence[str], zeros: Sequence[int]) -> list[list[float]]:
-    """Peak bytes of `skeleton` under each recompute mode and ZeRO stage, [recompute][zero]; under
-    selective its recompute_modules are recomputed (search/space.py with_knobs).
-
-    The same sums, in the same order, as memory_breakdown(...).total, so the
-    search's feasibility test and a fresh estimate agree to the last bit; the
-    per-layout parts are found once instead of once per variant, and the
-    activation part once for a layout's expert-parallel variants.
-    """
-    s = skeleton
-    acts, logits0, logits1 = memo.get_by(
-        _act_peaks,
-        ((s.dp, s.tp, s.pp, s.cp, s.vpp, s.etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, memo.job.global_batch), tuple(recomputes)),
-        _layout_key,
-    )
-    states = memo.get_by(_state_sums, ((s.tp, s.ep, s.etp, s.pp, s.vpp), s.dp * s.cp, tuple(zeros)), _state_key)
+    lay = _layout(lk, memo)
+    ends = memo.get(end_kinds, (lk.pp, lk.vpp))
+    base = ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp, recompute_modules=lk.modules)
+    (held0, held1), fixed, (logits0, logits1) = lay
     f = memo.stack.allocator_fragmentation
     out = []
-    for acts0, acts1 in acts:
-        fa0 = f * acts0
-        if s.pp == 1:
-            out.append([s0 + acts0 + logits0 + buffers + fa0 for s0, _, buffers in states])
-            continue
-        fa1 = f * acts1
-        row = []
-        for s0, s1, buffers in states:
-            first, last = s0 + acts0 + logits0 + buffers + fa0, s1 + acts1 + logits1 + buffers + fa1
-            row.append(first if first >= last else last)  # the worse of the first and last rank (the first on a tie)
-        out.append(row)
+    for act in memo.get(_mode_acts, (base, modes)):
+        (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (act, *ends))
+        a0, a1 = _acts(kept0 * held0, extra0, fixed, logits0), _acts(kept1 * held1, extra1, fixed, logits1)
+        out.append((a0, logits0, f * a0, a1, logits1, f * a1))
     return out
+
+
+def block_peaks(
+    memo: Memo, skeleton: Plan, experts: Sequence[tuple[int, int]], recomputes: Sequence[str], zeros: Sequence[int]
+) -> list[float]:
+    """Peak bytes of `skeleton` with each (ep, etp) of `experts` in its place, under each recompute mode
+    and ZeRO stage, flat in that order (expert major, then recompute, then zero); under selective its
+    recompute_modules are recomputed (search/space.py with_knobs).
+
+    The same sums, in the same order, as memory_breakdown(...).total, so the search's feasibility
+    test and a fresh estimate agree to the last bit; what the plans share is found once: the
+    activations, logits and in-flight micro-batches read etp but not ep (once per etp), the states
+    once per (tp, pp, vpp, dp * cp) and experts list, shared by every micro-batch size and SP.
+    """
+    s, modes, zs = skeleton, tuple(recomputes), tuple(zeros)
+    states = memo.get_by(_expert_states, ((s.tp, s.pp, s.vpp), s.dp * s.cp, tuple(experts), zs), _expert_states_key)
+    layout, batch = (s.dp, s.tp, s.pp, s.cp, s.vpp), memo.job.global_batch
+    rows = {
+        etp: memo.get_by(_act_peaks, ((*layout, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, batch), modes), _layout_key)
+        for etp in {etp for _, etp in experts}
+    }
+    pairs = [(sums, rows[etp]) for (_, etp), sums in zip(experts, states, strict=True)]
+    if s.pp == 1:
+        return [s0 + a0 + l0 + b + fa0 for sums, per in pairs for a0, l0, fa0, _, _, _ in per for s0, _, b in sums]
+    # the worse of the first and last rank (the first on a tie)
+    return [
+        (x if (x := s0 + a0 + l0 + b + fa0) >= (y := s1 + a1 + l1 + b + fa1) else y)
+        for sums, per in pairs
+        for a0, l0, fa0, a1, l1, fa1 in per
+        for s0, s1, b in sums
+    ]
+
+
+class ExpertStates(NamedTuple):
+    """What the states of a Block's layouts read (search/space.py): (tp, pp, vpp), dp * cp, each (ep, etp), zeros."""
+
+    degrees: tuple[int, int, int]
+    shards: int
+    experts: tuple[tuple[int, int], ...]
+    zeros: tuple[int, ...]
+
+
+def _expert_states(memo: Memo, key: ExpertStates) -> list[list[tuple[float, float, float]]]:
+    """_state_sums of each (ep, etp) of the key."""
+    (tp, pp, vpp), shards, experts, zeros = key
+    return [memo.get_by(_state_sums, ((tp, ep, etp, pp, vpp), shards, zeros), _state_key) for ep, etp in experts]
+
+
+def _expert_states_key(values: tuple) -> ExpertStates:
+    return ExpertStates(*values)
 
 
 def _layout_key(values: tuple[tuple, tuple[str, ...]]) -> tuple[LayoutKey, tuple[str, ...]]:

@@ -7,6 +7,7 @@ cost/memory.py adds the activations, logits and allocator slack to these for the
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from autopar.cost import calibration as cal
@@ -42,12 +43,28 @@ def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[f
     the first rank's activations may be (peak_rank)."""
     ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
     last = key.pp - 1
+<<<<<<< HEAD
     model, chunks = memo.model, key.pp * key.vpp
     first = rank_params(model, key, ranks[0], first=True, last=last == 0)
     shared = end_slots(model.layers, chunks) == 2 or ends_shared(model.layers, chunks, memo.stack.pipeline_counts_embedding)
     if key.pp > 2 and shared:
         first = max(first, rank_params(model, key, ranks[1], first=False, last=False), key=sum)
     return first, rank_params(model, key, ranks[last], first=last == 0, last=True)
+=======
+    model, sizes = memo.model, memo.get(_kind_sizes, None)
+    first = rank_params(model, key, ranks[0], first=True, last=last == 0, sizes=sizes)
+    if peak_rank(model.layers, key.pp, key.vpp):
+        first = max(first, rank_params(model, key, ranks[1], first=False, last=False, sizes=sizes), key=sum)
+    return first, rank_params(model, key, ranks[last], first=last == 0, last=True, sizes=sizes)
+
+
+def _kind_sizes(memo: Memo, _: None) -> dict[str, tuple[int, int, int]]:
+    """Per layer kind of the model: (its weights, its routed-expert weights, its norms' weights), for rank_params."""
+    model = memo.model
+    return {
+        k: (model.kind_params(k), routed_expert_params(model, k), model.hidden_size * len(KIND_PARTS[k])) for k in set(model.layer_kinds())
+    }
+>>>>>>> h_moesearch
 
 
 def routed_expert_params(model: ModelSpec, kind: str) -> int:
@@ -57,8 +74,17 @@ def routed_expert_params(model: ModelSpec, kind: str) -> int:
     return model.moe.num_experts * model.mlp_matrices * model.hidden_size * model.moe.expert_ffn_hidden_size
 
 
-def rank_params(model: ModelSpec, plan: Plan | ParamPlan, kinds: Counter[str], *, first: bool, last: bool) -> tuple[float, float]:
-    """(dense, routed-expert) parameters one rank holds for the layers `kinds` and its embedding/output.
+def rank_params(
+    model: ModelSpec,
+    plan: Plan | ParamPlan,
+    kinds: Counter[str],
+    *,
+    first: bool,
+    last: bool,
+    sizes: Mapping[str, tuple[int, int, int]] | None = None,
+) -> tuple[float, float]:
+    """(dense, routed-expert) parameters one rank holds for the layers `kinds` and its embedding/output;
+    `sizes`: _kind_sizes of the model, when a caller has them.
 
     Norm weights are whole on every TP rank (Megatron and DTensor TP replicate
     them; `autopar calibrate` counts them so), the matrices are split by tp.
@@ -66,9 +92,11 @@ def rank_params(model: ModelSpec, plan: Plan | ParamPlan, kinds: Counter[str], *
     dense = expert = 0.0
     h = model.hidden_size
     for kind, n in kinds.items():
-        routed = routed_expert_params(model, kind)
-        norms = h * len(KIND_PARTS[kind])
-        dense += n * ((model.kind_params(kind) - routed - norms) / plan.tp + norms)
+        if sizes is None:
+            params, routed, norms = model.kind_params(kind), routed_expert_params(model, kind), h * len(KIND_PARTS[kind])
+        else:
+            params, routed, norms = sizes[kind]
+        dense += n * ((params - routed - norms) / plan.tp + norms)
         expert += n * routed / (plan.ep * plan.etp)
     embed = model.embedding_params() / plan.tp
     if first:
@@ -154,10 +182,10 @@ def rank_states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float],
     dp_shards = key.shards  # Megatron shards optimizer state over the DP x CP group
     expert_shards = max(1, dp_shards * p.tp // (p.ep * p.etp))  # and expert state over the expert-DP group
     out = []
+    grad = stack.grad_bytes(memo.job.dtype)
+    gathered = 1 if fp8 and stack.fp8_gather else stack.gather_bytes
+    opt = stack.optimizer_state_bytes(memo.job.dtype)
     for dense, expert in memo.get(end_params, p):
-        grad = stack.grad_bytes(memo.job.dtype)
-        gathered = 1 if fp8 and stack.fp8_gather else stack.gather_bytes
-        opt = stack.optimizer_state_bytes(memo.job.dtype)
         w, g, o = state_bytes(
             dense,
             zero=key.zero,

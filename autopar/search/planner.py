@@ -8,8 +8,9 @@ model charges the imbalance.
 Two facts of the cost model keep the search exact while timing few plans:
 
 - a layout's memory under every recompute mode and ZeRO stage comes from
-  parts found once per layout (cost/memory.py variant_peaks), with the same
-  sums as a fresh estimate;
+  parts found once per layout, and the layouts that differ only in ep and etp
+  (a Block, search/space.py) are checked at once (cost/memory.py block_peaks,
+  search/scan.py), with the same sums as a fresh estimate;
 - step time never falls from ZeRO-1 to 2 to 3 (each moves at least as much,
   behind no more compute: cost/step.py), so per layout and recompute mode only
   the lowest ZeRO stage that fits is timed; the higher ones that fit count as
@@ -43,14 +44,15 @@ from dataclasses import dataclass, replace
 
 from autopar.cost.floors import class_floors, step_floors
 from autopar.cost.memo import Memo
-from autopar.cost.memory import peak_bytes, variant_peaks
+from autopar.cost.memory import peak_bytes
 from autopar.cost.step import step_parts, variant_step_seconds
 from autopar.errors import InfeasibleError
 from autopar.search.ranking import TIE_BAND, Candidate, RankedPlans, dominated, rank, simplicity
+from autopar.search.scan import Deferred, Scan, Work, scan, work_plan
 from autopar.search.space import (
     choices,
+    enumerate_blocks,
     enumerate_plans,
-    enumerate_skeletons,
     searched_zero,
     stack_limits,
     with_knobs,
@@ -119,78 +121,41 @@ def _search(
     memo: Memo, fixed: dict[str, object], progress: Callable[[int, int], None] | None = None, *, keep: int | None = KEEP
 ) -> SearchResult:
     model, hw, job, stack = memo.model, memo.profile, memo.job, memo.stack
-    cap = hw.memory_bytes
-    considered = feasible = 0
-    smallest: tuple[float, Plan, str, int] | None = None
     recomputes = tuple(choices(fixed, "recompute", list(RECOMPUTE)))
     zeros = tuple(sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(stack))))
-    per_skeleton = len(recomputes) * len(zeros)
-    jobs: list[tuple[Plan, str, int, float]] = []  # plans to time: (skeleton, recompute, zero, memory)
-    deferred: list[tuple[Plan, tuple[str, int, float], int]] = []  # (skeleton, variant, its layout's job)
-    skeletons = list(enumerate_skeletons(model, job, fixed, stack=stack))
-    for n, skeleton in enumerate(skeletons):
-        if progress is not None and n % PROGRESS_EVERY == 0:
-            progress(n, len(skeletons))
-        considered += per_skeleton
-        picks = []
-        for recompute, needs in zip(recomputes, variant_peaks(memo, skeleton, recomputes, zeros), strict=True):
-            if max(needs) <= cap:  # every ZeRO stage fits
-                feasible += len(needs)
-                picks.append((recompute, zeros[0], needs[0]))
-                continue
-            fit = [i for i, need in enumerate(needs) if need <= cap]
-            if fit:
-                feasible += len(fit)
-                picks.append((recompute, zeros[fit[0]], needs[fit[0]]))
-            elif (leanest := min(needs)) < (smallest[0] if smallest else float("inf")):
-                # the leanest plan, for the message when none fits (the first of equals, in search order)
-                smallest = (leanest, skeleton, recompute, zeros[needs.index(leanest)])
-        if picks:
-            # the least recompute that fits is timed; more recompute at no lower ZeRO stage is never faster
-            # (cost/step.py), so it waits until it is known whether a timed plan beats it on both axes
-            (recompute, zero, need), first = picks[0], len(jobs)
-            jobs.append((skeleton, recompute, zero, need))
-            for pick in picks[1:]:
-                if pick[1] >= zero:
-                    deferred.append((skeleton, pick, first))
-                else:
-                    jobs.append((skeleton, *pick))
+    blocks = list(enumerate_blocks(model, job, fixed, stack=stack))
+    found = scan(memo, blocks, recomputes, zeros, progress, PROGRESS_EVERY)
+    considered = found.layouts * len(recomputes) * len(zeros)
+    jobs, deferred = found.jobs, found.deferred
     if keep is not None and "cp_comm" not in fixed:
         keep = max(keep, CP_VARIANT_CANDIDATES)  # _pick_cp_comm's plans are then all ranked exactly
     bar = _Bar(keep if keep is not None and len(jobs) + len(deferred) > keep else None)
-    tps = _time_jobs(memo, jobs, bar)
-    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][3], plan=with_knobs(*jobs[j][:3])) for j, t in enumerate(tps) if t is not None]
-    timed += _undominated(memo, timed, [(s, v, tps[j]) for s, v, j in deferred], bar)
+    tps = _time_jobs(memo, found, bar)
+    timed = [Candidate(tokens_per_s=tps[j], memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j in sorted(tps)]
+    timed += _undominated(memo, timed, jobs, deferred, tps, bar)
     if not timed:
-        least = None if smallest is None else (smallest[0], with_knobs(smallest[1], smallest[2], smallest[3]))
-        raise InfeasibleError(_why_none(model, hw, job, considered, least))
+        raise InfeasibleError(_why_none(model, hw, job, considered, found.smallest))
     if "cp_comm" not in fixed:
         timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
     ranked = rank(timed)
     complete = (lambda: _complete(memo, jobs, tps, deferred, pick="cp_comm" not in fixed)) if bar.pruned else None
     exact = sum(1 for c in ranked if c.tokens_per_s >= bar.floor)
-    return SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered, feasible=feasible)
+    return SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered, feasible=found.feasible)
 
 
-def _complete(
-    memo: Memo,
-    jobs: list[tuple[Plan, str, int, float]],
-    tps: list[float | None],
-    deferred: list[tuple[Plan, tuple[str, int, float], int]],
-    *,
-    pick: bool,
-) -> list[Candidate]:
+def _complete(memo: Memo, jobs: list[Work], tps: dict[int, float], deferred: list[Deferred], *, pick: bool) -> list[Candidate]:
     """The ranking of the unpruned search (keep=None), from a pruned one's jobs: the jobs it skipped are
     timed with its memo (the same values: cost functions are pure) and the rest runs as _search runs it."""
     tokens = memo.job.tokens_per_step
-    full = list(tps)
-    for j, t in enumerate(full):
-        if t is None:
-            skeleton, recompute, zero, _ = jobs[j]
-            (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
+    full = {}
+    for j, (block, ep, etp, recompute, zero, _) in enumerate(jobs):
+        if j in tps:
+            full[j] = tps[j]
+        else:
+            (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
             full[j] = tokens / step
-    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][3], plan=with_knobs(*jobs[j][:3])) for j, t in enumerate(full) if t is not None]
-    timed += _undominated(memo, timed, [(s, v, full[j]) for s, v, j in deferred], _Bar(None))
+    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j, t in full.items()]
+    timed += _undominated(memo, timed, jobs, deferred, full, _Bar(None))
     if pick:
         timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
     return rank(timed)
@@ -229,50 +194,59 @@ class _Bar:
         return False
 
 
-def _time_jobs(memo: Memo, jobs: list[tuple[Plan, str, int, float]], bar: _Bar) -> list[float | None]:
-    """Tokens/s of each job, None for those a pruned search skips: jobs are timed from the highest
+def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> dict[int, float]:
+    """Tokens/s of each job by its index, but those a pruned search skips: jobs are timed from the highest
     upper bound (cost/floors.py step_floor) down, until the bound falls below the bar.
 
     Two levels: each job starts at its layer class's bound (floors.py class_floors, looser, shared by
     every ep and etp) and is refined to its step_floor only when it reaches the top of the heap, so a
     job whose class bound falls below the bar is never refined. Every bound held is at least the
     job's step_floor bound, so jobs are timed in the order of that bound (ties by index, as a stable
-    sort would), and the search stops where timing every bound in order would."""
-    tokens = memo.job.tokens_per_step
-    out: list[float | None] = [None] * len(jobs)
+    sort would), and the search stops where timing every bound in order would. The jobs of one block
+    and recompute mode share their class bound: the heap holds the first of them not yet refined,
+    which comes off before the others (ties by index), so it pops the jobs in the order a heap of
+    every job would."""
+    tokens, jobs = memo.job.tokens_per_step, found.jobs
+    out: dict[int, float] = {}
     if not bar.active:
-        for j, (skeleton, recompute, zero, _) in enumerate(jobs):
-            (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
+        for j, (block, ep, etp, recompute, zero, _) in enumerate(jobs):
+            (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
             out[j] = tokens / step
         return out
-    pairs = [(s, r) for s, r, _, _ in jobs]
-    exact = memo.model.moe is None  # without experts a layer class is one plan's layers: its bound is the step_floor
-    floors = (step_floors if exact else class_floors)(memo, pairs)
-    heap = [(-(tokens / f) if f > 0 else float("-inf"), j, exact) for j, f in enumerate(floors)]
+    exact = memo.model.moe is None  # without experts a block is one layout, its layer class one plan's layers
+    groups = found.groups
+    floors = (step_floors if exact else class_floors)(memo, [(block.skeleton, r) for block, r, _ in groups])
+    heap = [(-(tokens / f) if f > 0 else float("-inf"), groups[g][2][0], exact, g, 0) for g, f in enumerate(floors)]
     heapq.heapify(heap)
     while heap:
-        neg, j, refined = heap[0]
+        neg, j, refined, g, at = heap[0]
         if bar.skips(-neg):
             break
-        skeleton, recompute, zero, _ = jobs[j]
+        block, ep, etp, recompute, zero, _ = jobs[j]
+        members = groups[g][2]
         if not refined:
-            (f,) = step_floors(memo, [(skeleton, recompute)])
-            heapq.heapreplace(heap, (-(tokens / f) if f > 0 else float("-inf"), j, True))
-            continue
-        heapq.heappop(heap)
-        (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
-        out[j] = tokens / step
-        bar.admit(tokens / step)
+            (f,) = step_floors(memo, [(block.plan(ep, etp), recompute)])
+            heapq.heapreplace(heap, (-(tokens / f) if f > 0 else float("-inf"), j, True, g, -1))
+        else:
+            heapq.heappop(heap)
+            (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
+            out[j] = tokens / step
+            bar.admit(tokens / step)
+        if 0 <= at < len(members) - 1:  # the group's next job takes its place at the group's bound
+            heapq.heappush(heap, (neg, members[at + 1], refined, g, at + 1))
     return out
 
 
 def _undominated(
-    memo: Memo, timed: list[Candidate], deferred: list[tuple[Plan, tuple[str, int, float], float | None]], bar: _Bar
+    memo: Memo, timed: list[Candidate], jobs: list[Work], deferred: list[Deferred], tps: dict[int, float], bar: _Bar
 ) -> list[Candidate]:
     """The deferred recompute variants that no timed plan beats: each is at most `bound` tokens/s (its
-    layout's faster variant); one is left out when a timed plan with no more memory is strictly faster
-    than that bound, so it is neither recommended nor on the Pareto front. A bound of None (the faster
-    variant was not timed) or below the bar is left out by a pruned search."""
+    layout's faster variant, tps of its job); one is left out when a timed plan with no more memory is
+    strictly faster than that bound, so it is neither recommended nor on the Pareto front. A variant
+    whose faster one was not timed, or whose bound is below the bar, is left out by a pruned search.
+
+    `deferred` is in the order of its jobs' indices: the variants of the timed jobs are read by
+    bisection, in that order, and the others only counted."""
     order = sorted(timed, key=lambda c: c.memory_bytes)
     mems = [c.memory_bytes for c in order]
     best: list[float] = []
@@ -280,17 +254,25 @@ def _undominated(
         best.append(max(best[-1], c.tokens_per_s) if best else c.tokens_per_s)
     tokens = memo.job.tokens_per_step
     out = []
-    for skeleton, (recompute, zero, need), bound in deferred:
-        if bound is None:
-            bar.pruned = True
-            continue
+    starts = ((j, bisect.bisect_left(deferred, j, key=_job_of)) for j in sorted(tps))
+    spans = [(lo, bisect.bisect_right(deferred, j, lo=lo, key=_job_of)) for j, lo in starts if lo < len(deferred) and deferred[lo][0] == j]
+    if sum(hi - lo for lo, hi in spans) < len(deferred):
+        bar.pruned = True  # some variant's faster one was not timed
+    for j, recompute, zero, need in (d for lo, hi in spans for d in deferred[lo:hi]):
+        bound = tps[j]
         i = bisect.bisect_right(mems, need)
         if (i and best[i - 1] > bound) or bar.skips(bound):
             continue
+        block, ep, etp = jobs[j][:3]
+        skeleton = block.plan(ep, etp)
         (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
         out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(skeleton, recompute, zero)))
         bar.admit(tokens / step)
     return out
+
+
+def _job_of(d: Deferred) -> int:
+    return d[0]
 
 
 def _pick_cp_comm(memo: Memo, ranked: list[Candidate]) -> list[Candidate]:

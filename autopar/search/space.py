@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from itertools import product
+from typing import NamedTuple
 
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
@@ -100,15 +101,51 @@ def searched_zero(stack: StackProfile) -> list[int]:
     return [z for z in SEARCHED_ZERO if z in stack.zero_stages] or list(stack.zero_stages)
 
 
+Experts = tuple[tuple[int, int], ...]  # (ep, etp) pairs
+
+
+class Block(NamedTuple):
+    """Layouts that differ only in where their experts go: one (dp, tp, pp, cp, vpp, mbs, sp) with each
+    (ep, etp) the rules accept for it, in search order. They share their activations, logits and
+    in-flight micro-batches (cost/memory.py block_peaks) and their layer class (cost/floors.py)."""
+
+    skeleton: Plan  # the layout with experts[0]; recompute and ZeRO at defaults, recompute_modules its selective variant's
+    experts: Experts
+
+    def plan(self, ep: int, etp: int) -> Plan:
+        """The skeleton with these experts' degrees (a direct constructor: dataclasses.replace is slow)."""
+        s = self.skeleton
+        return Plan(
+            dp=s.dp,
+            tp=s.tp,
+            pp=s.pp,
+            cp=s.cp,
+            vpp=s.vpp,
+            ep=ep,
+            etp=etp,
+            mbs=s.mbs,
+            sp=s.sp,
+            cp_comm=s.cp_comm,
+            recompute_modules=s.recompute_modules,
+        )
+
+
 def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object], *, stack: StackProfile = NEUTRAL) -> Iterator[Plan]:
     """Every valid layout (degrees, micro-batch, interleaving, SP) the stack can launch; recompute and
     ZeRO stage left at defaults, recompute_modules the modules of its selective variant."""
+    for block in enumerate_blocks(model, job, fixed, stack=stack):
+        for ep, etp in block.experts:
+            yield block.plan(ep, etp)
+
+
+def enumerate_blocks(model: ModelSpec, job: Job, fixed: Mapping[str, object], *, stack: StackProfile = NEUTRAL) -> Iterator[Block]:
+    """enumerate_skeletons' layouts, grouped: each Block holds, in order, the layouts that differ only in
+    ep and etp (the rules on ep and etp read dp, tp and cp alone, so each (tp, cp, pp) has one list)."""
     fixed = stack_limits(stack, fixed)
-    over_tp = stack.ep_over_tp
     ends = end_slots_allowed(stack)
     pinned = fixed.get("recompute_modules")
     modules = tuple(str(m) for m in pinned) if isinstance(pinned, tuple) else searched_modules(model, stack)
-    moe = model.moe
+    cp_comm = str(fixed.get("cp_comm", "ring"))
     gpn = min(job.gpus_per_node, job.gpus)
     for tp in choices(fixed, "tp", [t for t in powers_of_two(gpn) if tp_rule(model, job, t) is None]):
         for cp in choices(fixed, "cp", [c for c in powers_of_two(job.gpus // tp) if cp_rule(model, job, tp, c) is None]):
@@ -119,12 +156,9 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object],
                 dp = rest // pp
                 if rest % pp or ("dp" in fixed and fixed["dp"] != dp) or batch_rule(job, dp, 1):
                     continue
-                eps = (
-                    [e for e in divisors(moe.num_experts) if ep_rule(model, dp=dp, cp=cp, ep=e, tp=tp, ep_over_tp=over_tp) is None]
-                    if moe
-                    else [1]
-                )
-                etps = [e for e in {1, tp} if etp_rule(model, tp=tp, etp=e) is None] if moe else [1]
+                experts = _experts(model, fixed, stack, dp=dp, tp=tp, cp=cp)
+                if not experts:
+                    continue
                 for mbs in choices(fixed, "mbs", [b for b in MICRO_BATCH_SIZES if batch_rule(job, dp, b) is None]):
                     m = job.global_batch // (dp * mbs)
                     vpps = [
@@ -133,30 +167,29 @@ def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object],
                         if vpp_rule(model, pp=pp, vpp=v, microbatches=m, ends=ends) is None
                     ]
                     sps = [s for s in ([True, False] if tp > 1 else [False]) if sp_rule(model, tp=tp, sp=s) is None]
-                    knobs = product(
-                        choices(fixed, "vpp", vpps),
-                        choices(fixed, "sp", sps),
-                        choices(fixed, "ep", eps),
-                        choices(fixed, "etp", sorted(etps)),
-                    )
-                    for vpp, sp, ep, etp in knobs:
-                        if etp > 1 and ep_rule(model, dp=dp, cp=cp, ep=ep, tp=tp, etp=etp, ep_over_tp=over_tp):
-                            continue
-                        if moe and stack.experts_whole_with_ep and etp != (1 if ep > 1 else tp):
-                            continue
-                        yield Plan(
-                            dp=dp,
-                            tp=tp,
-                            pp=pp,
-                            cp=cp,
-                            vpp=vpp,
-                            ep=ep,
-                            etp=etp,
-                            mbs=mbs,
-                            sp=sp,
-                            cp_comm=str(fixed.get("cp_comm", "ring")),
-                            recompute_modules=modules,
+                    (ep, etp), rc = experts[0], modules
+                    for vpp, sp in product(choices(fixed, "vpp", vpps), choices(fixed, "sp", sps)):
+                        yield Block(
+                            Plan(
+                                dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp, cp_comm=cp_comm, recompute_modules=rc
+                            ),
+                            experts,
                         )
+
+
+def _experts(model: ModelSpec, fixed: Mapping[str, object], stack: StackProfile, *, dp: int, tp: int, cp: int) -> Experts:
+    """The (ep, etp) pairs the rules accept at these degrees, ep major (a Block's experts)."""
+    moe, over_tp = model.moe, stack.ep_over_tp
+    eps = [e for e in divisors(moe.num_experts) if ep_rule(model, dp=dp, cp=cp, ep=e, tp=tp, ep_over_tp=over_tp) is None] if moe else [1]
+    etps = [e for e in {1, tp} if etp_rule(model, tp=tp, etp=e) is None] if moe else [1]
+    out = []
+    for ep, etp in product(choices(fixed, "ep", eps), choices(fixed, "etp", sorted(etps))):
+        if etp > 1 and ep_rule(model, dp=dp, cp=cp, ep=ep, tp=tp, etp=etp, ep_over_tp=over_tp):
+            continue
+        if moe and stack.experts_whole_with_ep and etp != (1 if ep > 1 else tp):
+            continue
+        out.append((ep, etp))
+    return tuple(out)
 
 
 def with_knobs(s: Plan, recompute: str, zero: int) -> Plan:

@@ -1,0 +1,108 @@
+"""The memory check of every layout of a search: which of its plans fit, and which to time.
+
+The layouts come in Blocks (search/space.py), the layouts that differ only in ep and etp, whose peaks
+cost/memory.py block_peaks finds at once. Per layout and recompute mode only the lowest ZeRO stage
+that fits is kept (step time never falls from ZeRO-1 to 2 to 3: cost/step.py); the least recompute
+that fits is timed, and a more-recomputing variant at no lower ZeRO stage waits (deferred) until it is
+known whether a timed plan beats it on both axes (search/planner.py _undominated).
+
+The plans kept are tuples of the block and the knobs, not Plans: a Plan is built only for the few
+thousand a search refines or times (Work.plan), so a layout that fits costs a tuple.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from autopar.cost.memo import Memo
+from autopar.cost.memory import block_peaks
+from autopar.search.space import Block, with_knobs
+from autopar.spec.plan import Plan
+
+# a plan to time: (its block, ep, etp, recompute, ZeRO stage, peak bytes)
+Work = tuple[Block, int, int, str, int, float]
+# a deferred variant: (the index of its layout's job, which it is no faster than, recompute, ZeRO stage, peak bytes)
+Deferred = tuple[int, str, int, float]
+
+
+def work_plan(w: Work) -> Plan:
+    """The plan of a Work, with its knobs."""
+    block, ep, etp, recompute, zero, _ = w
+    return with_knobs(block.plan(ep, etp), recompute, zero)
+
+
+@dataclass(slots=True)
+class Scan:
+    """What the memory check of every layout leaves, in search order."""
+
+    jobs: list[Work] = field(default_factory=list)  # plans to time
+    # per block and recompute mode with a job: (the block, the mode, its jobs' indices, ascending)
+    groups: list[tuple[Block, str, list[int]]] = field(default_factory=list)
+    deferred: list[Deferred] = field(default_factory=list)
+    layouts: int = 0
+    feasible: int = 0  # plans (any recompute, any ZeRO stage) that fit
+    smallest: tuple[float, Plan] | None = None  # the leanest plan when none fits (the first of equals)
+
+
+def scan(
+    memo: Memo,
+    blocks: Sequence[Block],
+    recomputes: tuple[str, ...],
+    zeros: tuple[int, ...],
+    progress: Callable[[int, int], None] | None = None,
+    every: int = 1024,
+) -> Scan:
+    """The plans of `blocks` under each recompute mode and ZeRO stage that fit in the GPU's memory, as jobs
+    and deferred variants; `progress(n, layouts)` every `every` layouts."""
+    cap, nz = memo.profile.memory_bytes, len(zeros)
+    out = Scan(layouts=sum(len(b.experts) for b in blocks))
+    jobs, deferred, groups = out.jobs, out.deferred, out.groups
+    feasible, leanest_seen = 0, float("inf")
+    least: tuple[float, Block, int, int, str, int] | None = None
+    n, width, later = 0, len(recomputes) * nz, range(1, len(recomputes))
+    for block in blocks:
+        experts = block.experts
+        if progress is not None:
+            for m in range(-(-n // every) * every, n + len(experts), every):
+                progress(m, out.layouts)
+        n += len(experts)
+        peaks = block_peaks(memo, block.skeleton, experts, recomputes, zeros)
+        members: list[list[int]] = [[] for _ in recomputes]  # per recompute mode, its jobs in this block
+        for k, (ep, etp) in enumerate(experts):
+            mine = peaks[k * width : (k + 1) * width]
+            if max(mine) <= cap:  # every variant fits: the least recompute at the lowest ZeRO stage is timed
+                feasible += width
+                first = len(jobs)
+                members[0].append(first)
+                jobs.append((block, ep, etp, recomputes[0], zeros[0], mine[0]))
+                for i in later:
+                    deferred.append((first, recomputes[i], zeros[0], mine[i * nz]))
+                continue
+            first, first_zero = -1, 0
+            for r, (recompute, jobs_of_mode) in enumerate(zip(recomputes, members, strict=True)):
+                needs = mine[r * nz : (r + 1) * nz]
+                fit = [i for i, x in enumerate(needs) if x <= cap]
+                if not fit:
+                    continue
+                feasible += len(fit)
+                zero, need = zeros[fit[0]], needs[fit[0]]
+                if first < 0:
+                    first, first_zero = len(jobs), zero
+                elif zero >= first_zero:
+                    deferred.append((first, recompute, zero, need))
+                    continue
+                jobs_of_mode.append(len(jobs))
+                jobs.append((block, ep, etp, recompute, zero, need))
+            # none fits: its first leanest variant, for the message when no plan fits at all (only then is
+            # the least read, and then every layout is here)
+            if first < 0 and (leanest := min(mine)) < leanest_seen:
+                i = mine.index(leanest)
+                leanest_seen = leanest
+                least = (leanest, block, ep, etp, recomputes[i // nz], zeros[i % nz])
+        groups.extend((block, r, js) for r, js in zip(recomputes, members, strict=True) if js)
+    out.feasible = feasible
+    if least is not None:
+        need, block, ep, etp, recompute, zero = least
+        out.smallest = (need, with_knobs(block.plan(ep, etp), recompute, zero))
+    return out
