@@ -215,12 +215,9 @@ def _layout(plan: Plan | LayoutKey, memo: Memo) -> _Layout:
     # again in backward), or whole where DTensor's column-parallel linear saves the gathered input
     split = plan.tp if plan.sp and plan.tp > 1 and not memo.stack.tp_saves_gathered else 1
     logits += tokens * model.hidden_size * cal.ACT_BYTES / split
-<<<<<<< HEAD
     rank = first_rank(memo, (plan.pp, plan.vpp))
-    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=plan.microbatches(job), rank=rank)
-=======
-    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=job.global_batch // (plan.dp * plan.mbs))  # Plan.microbatches
->>>>>>> h_moesearch
+    microbatches = job.global_batch // (plan.dp * plan.mbs)  # Plan.microbatches
+    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=microbatches, rank=rank)
     if plan.pp > 1 and memo.stack.pp_stage_buffers:
         # torch.distributed.pipelining keeps each in-flight micro-batch's stage input and output
         # (full width: not split by SP) until its backward (PipelineStage fwd_cache, args)

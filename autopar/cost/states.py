@@ -43,17 +43,10 @@ def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[f
     the first rank's activations may be (peak_rank)."""
     ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
     last = key.pp - 1
-<<<<<<< HEAD
-    model, chunks = memo.model, key.pp * key.vpp
-    first = rank_params(model, key, ranks[0], first=True, last=last == 0)
+    model, chunks, sizes = memo.model, key.pp * key.vpp, memo.get(_kind_sizes, None)
+    first = rank_params(model, key, ranks[0], first=True, last=last == 0, sizes=sizes)
     shared = end_slots(model.layers, chunks) == 2 or ends_shared(model.layers, chunks, memo.stack.pipeline_counts_embedding)
     if key.pp > 2 and shared:
-        first = max(first, rank_params(model, key, ranks[1], first=False, last=False), key=sum)
-    return first, rank_params(model, key, ranks[last], first=last == 0, last=True)
-=======
-    model, sizes = memo.model, memo.get(_kind_sizes, None)
-    first = rank_params(model, key, ranks[0], first=True, last=last == 0, sizes=sizes)
-    if peak_rank(model.layers, key.pp, key.vpp):
         first = max(first, rank_params(model, key, ranks[1], first=False, last=False, sizes=sizes), key=sum)
     return first, rank_params(model, key, ranks[last], first=last == 0, last=True, sizes=sizes)
 
@@ -64,7 +57,6 @@ def _kind_sizes(memo: Memo, _: None) -> dict[str, tuple[int, int, int]]:
     return {
         k: (model.kind_params(k), routed_expert_params(model, k), model.hidden_size * len(KIND_PARTS[k])) for k in set(model.layer_kinds())
     }
->>>>>>> h_moesearch
 
 
 def routed_expert_params(model: ModelSpec, kind: str) -> int:
