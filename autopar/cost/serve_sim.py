@@ -294,8 +294,8 @@ class _Loop:
         room = max(0, sched.budget - d - p)
         back, q, self.resumed, room, slots, left = _resume(self.resumed, isl=isl, room=room, slots=slots, kv=free if not by_room else None)
         free, p = (left if not by_room else free), p + q
-        if self.tracked and not by_room:
-            slots = min(slots, free // max(1, isl))
+        if self.tracked and not by_room:  # vLLM's waiting queue is FCFS: a preempted request left unscheduled
+            slots = 0 if self.resumed else min(slots, free // max(1, isl))  # stops it (Scheduler.schedule breaks)
         more, q, _, ready = _plan(
             sched, [], ready, isl=isl, room=room, slots=slots, inputs=inputs - p if inputs is not None else None, started=p > 0
         )

@@ -13,7 +13,7 @@ import pytest
 
 from autopar.cost.serve_admit import Scheduler, _preempt, _ratio_after_retract
 from autopar.cost.serve_load import estimate
-from autopar.cost.serve_sim import simulate
+from autopar.cost.serve_sim import _Loop, simulate
 from autopar.cost.serve_step import StepCost
 from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
@@ -54,6 +54,25 @@ def test_vllm_preempts_as_soon_as_a_step_lacks_room() -> None:
     # 2 with 1 token written, recomputes 10 + 1 at t = 12 (token 2) and ends at t = 21: TPOT 2.0, mean 1.5
     r = simulate(ONE, blocks(21), concurrency=2, isl=10, osl=11, prompts=2)
     assert (r.ttft_s, r.tpot_s, r.seconds, r.preempted) == (1.0, 1.5, 21.0, 1)
+
+
+def test_vllm_takes_no_new_prompt_behind_a_preempted_request_it_cannot_resume() -> None:
+    # vLLM's waiting queue is FCFS with preempted requests prepended, and Scheduler.schedule breaks at
+    # the first waiting request allocate_slots refuses (vllm/v1/core/sched/scheduler.py, 0.15.1 and
+    # 0.19.0): a new prompt behind it waits even where its own blocks are free. Pool 30, prompts of 4,
+    # osl 21. At step 7 (t = 7) A decodes with 1 + 6 = 7 tokens written (holds 11); B, preempted with
+    # 16 written, needs 4 + 16 = 20 to recompute, more than the 30 - 11 - 1 = 18 left; C (sent at
+    # t = 5) needs 4, which is free. C waits: the step is a decode-only run of A to its 21st token at
+    # decode step 20, 14 steps, t = 21 (admitting C there would have given its first token at t = 8).
+    loop = _Loop(ONE, blocks(30), concurrency=2, isl=4, osl=21, prompts=3, staggered=False, warmup=0)
+    loop.waiting, loop.resumed = [[1, 5.0, 0]], [[1, 0.0, 16, 0]]
+    loop.decoding, loop.n_dec, loop.start_sum, loop.dsteps, loop.steps, loop.t = deque([[1, 0.0, 0]]), 1, 0, 6, 7, 7.0
+    loop.step()
+    assert (loop.t, loop.ttft_n, loop.waiting[0], loop.resumed) == (21.0, 0, [1, 5.0, 0], [[1, 0.0, 16, 0]])
+    # A's end frees its 25 tokens: B recomputes its 20 and C's 4 fit behind it in the same step, t = 22:
+    # C's TTFT 22 - 5 = 17 s
+    loop.step()
+    assert (loop.t, loop.ttft_n, loop.ttft_sum, loop.resumed) == (22.0, 1, 17.0, [])
 
 
 def test_sglang_retracts_to_leave_room_for_its_retract_steps() -> None:
@@ -105,9 +124,17 @@ def test_blocks_now_holds_what_full_reservation_queues(monkeypatch: pytest.Monke
     assert ttft_now < 1.0 < 10 * ttft_now < ttft_full
 
 
-def test_preemption_stays_bounded_where_reservation_explodes(monkeypatch: pytest.MonkeyPatch) -> None:
-    # 64 requests on a pool of 9: the reserve queue grows with the concurrency (63 / 9 - 1 latencies);
-    # under preemption the pool thrashes (saturated) but the requests share it
-    ttft_full, _, _, _ = _vllm(monkeypatch, "reserve_full", 64)
-    ttft_now, _, sat_now, _ = _vllm(monkeypatch, "blocks_now_preempt", 64)
-    assert sat_now and ttft_now < 0.1 * ttft_full
+def test_preemption_produces_no_more_tokens_than_the_pool_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 64 requests on the 30,214-token pool: the reserve queue grows with the concurrency (64 / 9 - 1
+    # latencies). Admitting by blocks runs more at once, but no more than the pool holds: a running
+    # request holds 1024 + 1024 tokens on average, so at most 30,214 / 2048 = 14.75 run, each giving a
+    # token per decode step of at least 26.04 ms (the step at batch 9, reserve_full's TPOT): at most
+    # 14.75 / 0.02604 = 566 output tokens/s. The rest wait, the new ones behind the preempted (vLLM's
+    # FCFS queue), so TTFT stays minutes long, below the reserve queue's.
+    ttft_full, tpot_full, _, _ = _vllm(monkeypatch, "reserve_full", 64)
+    fw = replace(load_framework("vllm@0.12"), admission="blocks_now_preempt")
+    dep = Deployment(fw=fw, mode="agg", engine=Engine(tp=1), replicas=1, weights="bf16")
+    est = estimate(load_model("qwen3-32b"), load_hardware("h100-sxm"), dep, Workload(isl=1024, osl=2048, concurrency=64))
+    assert tpot_full == pytest.approx(0.02604, abs=1e-5)
+    assert est.saturated and est.output_tokens_per_s <= 30214 / 2048 / 0.02604
+    assert 60.0 < est.ttft_s < ttft_full

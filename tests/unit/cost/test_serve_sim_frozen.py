@@ -6,6 +6,11 @@ on CASES random closed loops drawn below with seed 23, every branch of the sched
 mixed chunks, the prefill-token cap, a serving process that falls behind, CUDA graphs, staggered
 starts and warm-up). It was written once by the frozen copy of that code, not by the code it checks;
 a change that moves any result is a change of answers and needs its own golden and reason.
+
+Changed once since (issue 23): vLLM's FCFS waiting queue, where a preempted request it cannot resume
+stops the new prompts behind it (serve_sim.py _with_resumed; vllm/v1/core/sched/scheduler.py breaks at
+the first waiting request allocate_slots refuses). The golden was rewritten by the same frozen 522afbe
+copy with that one line patched in; 23 of the 600 cases moved, all admission by blocks.
 """
 
 from __future__ import annotations
