@@ -9,13 +9,14 @@ each step's cost is a `_Tick`, the times it makes are `_At`s (a float, the steps
 the index of the step that ends there), and the loop's sums of times log their terms instead of
 adding them. `Plan.replay` then redoes, for a real StepCost, every float operation the loop would
 have made, in the same order: the run's times t[i + 1] = t[i] + k[i] x cost(d[i], p[i]) as a
-running sum (numpy's cumsum adds in order, unlike its sum), then each mean's terms in order. The
-results are the loop's bit for bit (tests/unit/cost/test_serve_sim_frozen.py).
+running sum, then each mean's terms in order; in Python, or for a long run in numpy (whose cumsum
+adds in order, unlike its sum). The results are the loop's bit for bit
+(tests/unit/cost/test_serve_replay.py, against the frozen golden of test_serve_sim_frozen.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from autopar.cost.serve_admit import Scheduler
@@ -113,29 +114,30 @@ def watch(loop: Any) -> None:
     loop.ttft_sum, loop.late_sum, loop.tpot_sum = _Log(), _Log(), _Log()
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """A recorded run: each step's (d, p, k), each sum's terms (count, a, b, divisor: count x (t[a] -
-    t[b]) / divisor), and what does not depend on the cost."""
+SMALL = 4096  # steps and terms of a plan replayed in Python: below, numpy's start-up and calls cost more
 
-    steps: Any  # int64 arrays d, p, k
-    sums: tuple[Any, ...]  # ttft, late, tpot: (count float64, a int64, b int64, divisor or 0)
-    ends: tuple[int, int]  # the indices of the run's last t and host
-    counts: tuple[int, int, int, int, int]  # steps, ttft_n, tpot_n, preempted, refused
-    size: int  # steps and terms held
+
+class Plan:
+    """A recorded run: each step's (d, p, k), each sum's terms (count, a, b: count x (t[a] - t[b]), over
+    the sum's divisor, 0: none), the indices of its last t and host, and what does not depend on the
+    cost (steps, ttft_n, tpot_n, preempted, refused)."""
+
+    __slots__ = ("arrays", "counts", "ends", "size", "steps", "sums")
+
+    def __init__(
+        self,
+        steps: list[tuple[int, int, int]],
+        sums: list[tuple[list[tuple[int, int, int]], int]],
+        ends: tuple[int, int],
+        counts: tuple[int, int, int, int, int],
+    ) -> None:
+        self.steps, self.sums, self.ends, self.counts = steps, sums, ends, counts
+        self.size = len(steps) + sum(len(terms) for terms, _ in sums)
+        self.arrays: tuple[Any, ...] = ()  # the same in numpy arrays, made at the first replay in numpy
 
     def replay(self, cost: StepCost) -> LoopResult:
-        """The LoopResult of the recorded run under `cost`."""
-        import numpy as np  # here: a serve command that replays no loop starts without numpy
-
-        d, p, k = self.steps
-        t = np.cumsum(np.concatenate(([0.0], k * cost.many(d, p))))  # from 0.0, as the loop starts
-        sums = []
-        for count, a, b, div in self.sums:
-            terms = count * (t[a] - t[b])
-            if div:
-                terms /= div
-            sums.append(float(np.cumsum(np.concatenate(([0.0], terms)))[-1]))
+        """The LoopResult of the recorded run under `cost`: in Python, or in numpy for a long run."""
+        t, sums = self._python(cost) if self.size <= SMALL else self._numpy(cost)
         steps, ttft_n, tpot_n, preempted, refused = self.counts
         return LoopResult(
             ttft_s=sums[0] / max(1, ttft_n),
@@ -147,28 +149,50 @@ class Plan:
             refused=refused,
         )
 
+    def _python(self, cost: StepCost) -> tuple[list[float], list[float]]:
+        t, now = [0.0], 0.0
+        for d, p, k in self.steps:
+            now = now + k * cost(d, p)  # the loop's t + c (1 x c is c) or, in a decode jump, t + k x c
+            t.append(now)
+        sums = []
+        for terms, div in self.sums:
+            total = 0.0
+            for count, a, b in terms:
+                total += count * (t[a] - t[b]) / div if div else count * (t[a] - t[b])
+            sums.append(total)
+        return t, sums
+
+    def _numpy(self, cost: StepCost) -> tuple[Any, list[float]]:
+        import numpy as np  # here: a serve command that replays no long loop starts without numpy
+
+        if not self.arrays:
+            d, p, k = (np.array(x, dtype=np.int64) for x in zip(*self.steps, strict=True))
+            sums = []
+            for terms, div in self.sums:
+                count, a, b = zip(*terms, strict=True) if terms else ((), (), ())
+                sums.append((np.array(count, dtype=np.float64), np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), div))
+            self.arrays = (d, p, k, sums)
+        d, p, k, terms = self.arrays
+        t = np.cumsum(np.concatenate(([0.0], k * cost.many(d, p))))  # from 0.0, as the loop starts
+        out = []
+        for count, a, b, div in terms:
+            x = count * (t[a] - t[b])
+            if div:
+                x /= div
+            out.append(float(np.cumsum(np.concatenate(([0.0], x)))[-1]))  # in order (numpy's sum is pairwise)
+        return t, out
+
 
 def record(loop: Any, ticks: Ticks) -> Plan:
     """The plan of a loop run to its end with `ticks` for its cost and its sums watched."""
-    import numpy as np
-
-    n = len(ticks.steps)
-    dp = np.array(ticks.steps, dtype=np.int64).reshape(n, 2)
-    k = np.fromiter((tick.k for tick in ticks.ticks), dtype=np.int64, count=n)
+    steps = [(d, p, tick.k) for (d, p), tick in zip(ticks.steps, ticks.ticks, strict=True)]
     sums = []
     for log in (loop.ttft_sum, loop.late_sum, loop.tpot_sum):
-        terms = log.terms
-        divs = {g.div for g in terms}
+        divs = {g.div for g in log.terms}
         if len(divs) > 1:
             raise AssertionError(f"a sum divided by several step counts: {sorted(divs)}")
-        count = np.fromiter((g.count for g in terms), dtype=np.float64, count=len(terms))
-        a = np.fromiter((g.a for g in terms), dtype=np.int64, count=len(terms))
-        b = np.fromiter((g.b for g in terms), dtype=np.int64, count=len(terms))
-        sums.append((count, a, b, divs.pop() if divs else 0))
-    ends = (_index(loop.t), _index(loop.host))
-    counts = (loop.steps, loop.ttft_n, loop.tpot_n, loop.preempted, loop.refused)
-    size = n + sum(len(s[0]) for s in sums)
-    return Plan(steps=(dp[:, 0], dp[:, 1], k), sums=tuple(sums), ends=ends, counts=counts, size=size)
+        sums.append(([(g.count, g.a, g.b) for g in log.terms], divs.pop() if divs else 0))
+    return Plan(steps, sums, (_index(loop.t), _index(loop.host)), (loop.steps, loop.ttft_n, loop.tpot_n, loop.preempted, loop.refused))
 
 
 class _Plans:

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autopar.cost import serve_replay
 from autopar.cost.serve_admit import Scheduler
-from autopar.cost.serve_replay import PLANS, plan_key
+from autopar.cost.serve_replay import PLANS, SMALL, plan_key
 from autopar.cost.serve_sim import _Loop, _run, simulate
 from autopar.cost.serve_step import StepCost
 from tests.unit.cost.test_serve_sim_frozen import CASES, GOLDEN, draw, result
@@ -49,8 +50,10 @@ def _cases() -> list[tuple[int, tuple]]:
     return [(i, case) for i, case in enumerate(drawn) if case[1]["host_token_s"] == 0]  # the loops a plan is kept for
 
 
+@pytest.mark.parametrize("small", [SMALL, 0])  # short plans replayed in Python, or every plan in numpy
 @pytest.mark.parametrize("part", range(3))
-def test_a_replayed_plan_gives_what_the_frozen_loop_gave(part: int) -> None:
+def test_a_replayed_plan_gives_what_the_frozen_loop_gave(part: int, small: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(serve_replay, "SMALL", small)
     golden = json.loads(GOLDEN.read_text())
     for i, case in _cases()[part::3]:
         result(*case)  # the first time: run, or recorded (a loop reading its pool's size is recorded the second time)
@@ -59,8 +62,10 @@ def test_a_replayed_plan_gives_what_the_frozen_loop_gave(part: int) -> None:
         assert result(*case) == golden[i], (i, case)
 
 
+@pytest.mark.parametrize("small", [SMALL, 0])
 @pytest.mark.parametrize("part", range(3))
-def test_a_plan_replayed_for_another_cost_is_the_loop_run_with_it(part: int) -> None:
+def test_a_plan_replayed_for_another_cost_is_the_loop_run_with_it(part: int, small: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(serve_replay, "SMALL", small)
     rng = random.Random(part)
     for i, (cost, sched, loop) in _cases()[part::3]:
         other = draw(random.Random(i))[0]  # another cost, the same loop
