@@ -133,11 +133,14 @@ class Plan:
     ) -> None:
         self.steps, self.sums, self.ends, self.counts = steps, sums, ends, counts
         self.size = len(steps) + sum(len(terms) for terms, _ in sums)
-        self.arrays: tuple[Any, ...] = ()  # the same in numpy arrays, made at the first replay in numpy
+        self.arrays: tuple[Any, ...] = ()  # the same in numpy arrays (a long plan holds only these)
+        if self.size > SMALL:
+            self._arrays()
+            self.steps, self.sums = [], []
 
     def replay(self, cost: StepCost) -> LoopResult:
         """The LoopResult of the recorded run under `cost`: in Python, or in numpy for a long run."""
-        t, sums = self._python(cost) if self.size <= SMALL else self._numpy(cost)
+        t, sums = self._python(cost) if self.size <= SMALL and not self.arrays else self._numpy(cost)
         steps, ttft_n, tpot_n, preempted, refused = self.counts
         return LoopResult(
             ttft_s=sums[0] / max(1, ttft_n),
@@ -165,14 +168,7 @@ class Plan:
     def _numpy(self, cost: StepCost) -> tuple[Any, list[float]]:
         import numpy as np  # here: a serve command that replays no long loop starts without numpy
 
-        if not self.arrays:
-            d, p, k = (np.array(x, dtype=np.int64) for x in zip(*self.steps, strict=True))
-            sums = []
-            for terms, div in self.sums:
-                count, a, b = zip(*terms, strict=True) if terms else ((), (), ())
-                sums.append((np.array(count, dtype=np.float64), np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), div))
-            self.arrays = (d, p, k, sums)
-        d, p, k, terms = self.arrays
+        d, p, k, terms = self.arrays or self._arrays()
         t = np.cumsum(np.concatenate(([0.0], k * cost.many(d, p))))  # from 0.0, as the loop starts
         out = []
         for count, a, b, div in terms:
@@ -181,6 +177,17 @@ class Plan:
                 x /= div
             out.append(float(np.cumsum(np.concatenate(([0.0], x)))[-1]))  # in order (numpy's sum is pairwise)
         return t, out
+
+    def _arrays(self) -> tuple[Any, ...]:
+        import numpy as np
+
+        d, p, k = (np.array(x, dtype=np.int64) for x in zip(*self.steps, strict=True))
+        sums = []
+        for terms, div in self.sums:
+            count, a, b = zip(*terms, strict=True) if terms else ((), (), ())
+            sums.append((np.array(count, dtype=np.float64), np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), div))
+        self.arrays = (d, p, k, sums)
+        return self.arrays
 
 
 def record(loop: Any, ticks: Ticks) -> Plan:
@@ -197,9 +204,9 @@ def record(loop: Any, ticks: Ticks) -> Plan:
 
 class _Plans:
     """The plans recorded so far, by (Scheduler, simulate's keywords); emptied when they hold more than
-    LIMIT steps and terms (about 30 bytes each)."""
+    LIMIT steps and terms (about 40 bytes each in numpy, 100 in Python)."""
 
-    LIMIT = 1 << 22
+    LIMIT = 1 << 21
 
     def __init__(self) -> None:
         self.plans: dict[tuple[Any, ...], Plan] = {}
