@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Callable
 from operator import itemgetter
+from typing import Any
 
 from autopar.cost.serve_admit import (
     Scheduler,
@@ -30,10 +32,12 @@ from autopar.cost.serve_admit import (
     _resume,
     admissible,
 )
+from autopar.cost.serve_replay import PLANS, Ticks, plan_key, record, watch
 from autopar.cost.serve_step import LoopResult, StepCost, _sent
 from autopar.spec.framework import POLICIES
 
 _NONE: list = []  # read-only: a step without prompts or recomputes
+Cost = Callable[[int, int], float]  # a StepCost, or the Ticks of a recorded run
 _JOINS = itemgetter(2)  # the step a waiting cohort [count, arrival, step it may join] may join
 
 
@@ -45,14 +49,31 @@ def simulate(
     The run starts as the clients start it, all `concurrency` requests arriving
     together, or with `staggered` as a loop already in its steady state: the
     requests in flight are decoding, their progress spread evenly over the
-    output length, and only the requests sent after the start are counted."""
+    output length, and only the requests sent after the start are counted.
+    Where the serving process keeps up, the run's plan is recorded once and
+    replayed for each cost (cost/serve_replay.py)."""
     if sched.policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {sched.policy!r}")
-    loop = _Loop(cost, sched, concurrency=concurrency, isl=isl, osl=osl, prompts=prompts, staggered=staggered, warmup=warmup)
+    kw: dict[str, Any] = {"concurrency": concurrency, "isl": isl, "osl": osl, "prompts": prompts, "staggered": staggered, "warmup": warmup}
+    key, reads = plan_key(sched, **kw)
+    # the serving process may fall behind (what a step takes reads the times), or a plan of a pool's own size,
+    # seldom asked for twice in a sweep, is asked for the first time: run the loop itself
+    if sched.host_token_s > 0 or (reads and PLANS.first(key)):
+        return _run(_Loop(cost, sched, **kw), prompts).result()
+    plan = PLANS.get(key)
+    if plan is None:
+        ticks = Ticks()
+        loop = _Loop(ticks, key[0], **kw)
+        watch(loop)
+        plan = PLANS.add(key, record(_run(loop, prompts), ticks))
+    return plan.replay(cost)
+
+
+def _run(loop: _Loop, prompts: int) -> _Loop:
     step = loop.quick if loop.plain else loop.step
     while loop.ended < prompts:
         step()
-    return loop.result()
+    return loop
 
 
 class _Loop:
@@ -68,7 +89,7 @@ class _Loop:
     )  # fmt: skip
 
     def __init__(
-        self, cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, osl: int, prompts: int, staggered: bool, warmup: int
+        self, cost: Cost, sched: Scheduler, *, concurrency: int, isl: int, osl: int, prompts: int, staggered: bool, warmup: int
     ) -> None:
         self.cost, self.sched, self.isl, self.osl = cost, sched, isl, osl
         self.prompts, self.staggered, self.warmup = prompts, staggered, warmup

@@ -5,6 +5,7 @@ cost/serve_sim.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from autopar.cost.serve_admit import Scheduler
 
@@ -32,6 +33,19 @@ class StepCost:
             gpu = max(gpu, d * self.host_per_decode)
         if self.eager_s > 0 and (p > 0 or d not in self.graph_sizes):
             return max(gpu, self.eager_s)
+        return gpu
+
+    def many(self, d: Any, p: Any) -> Any:
+        """The cost of each step of numpy integer arrays `d` and `p`: the same float operations as
+        `__call__`, in the same order, so each equals its call bit for bit (cost/serve_replay.py)."""
+        import numpy as np  # here, as in cost/serve_replay.py
+
+        gpu = self.fixed + d * self.per_decode + p * self.per_token
+        if self.host_per_decode > 0:
+            gpu = np.maximum(gpu, d * self.host_per_decode)
+        if self.eager_s > 0:
+            eager = (p > 0) | ~np.isin(d, sorted(self.graph_sizes))
+            gpu = np.where(eager, np.maximum(gpu, self.eager_s), gpu)
         return gpu
 
 

@@ -33,7 +33,7 @@ from autopar.cost.serve_load import ServeEstimate, capacity
 from autopar.cost.serve_load import estimate as _estimate
 from autopar.cost.serve_memo import remembered
 from autopar.errors import SpecError
-from autopar.search.serve_prune import MARGIN, Box, Staircase, box, ttft_floor
+from autopar.search.serve_prune import MARGIN, Box, Boxes, Staircase, box, ttft_floor
 from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
@@ -294,6 +294,7 @@ class _Plan:
     index: int = 0  # in the sweep's list of deployments
     held: int = 0  # requests the decode (or only) pool holds; 0: not known yet (the whole sweep)
     whole: Box | None = field(default=None, compare=False)  # the box at the largest concurrency
+    boxes: Boxes | None = field(default=None, compare=False)  # its boxes at each concurrency
 
 
 def _levels(held: int, gpus: int) -> list[int]:
@@ -306,8 +307,9 @@ def _plan(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload,
     fits, held = capacity(model, hw, dep, one)
     if not fits:
         return None
-    whole = box(model, hw, dep, replace(one, concurrency=_levels(held, gpus)[-1]), held=held, every=True)
-    return _Plan(disagg=dep.mode != "disagg", neg_per_gpu=-whole.per_gpu, index=index, held=held, whole=whole)
+    boxes = Boxes(model, hw, dep, one, held=held)
+    whole = boxes.at(_levels(held, gpus)[-1], every=True)
+    return _Plan(disagg=dep.mode != "disagg", neg_per_gpu=-whole.per_gpu, index=index, held=held, whole=whole, boxes=boxes)
 
 
 def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload, *, state: _Bounds, plan: _Plan) -> list[ServeEstimate]:
@@ -317,9 +319,8 @@ def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload,
     if first is not None and not first.fits:
         return []
     levels = _levels(plan.held if first is None else first.pools[-1].max_concurrency, state.gpus)
-    whole = plan.whole
-    floor = partial(ttft_floor, model, hw, dep, one, held=plan.held)  # disaggregated: the same at every concurrency
-    if whole is not None and dep.mode == "disagg" and state.useless(whole, floor):  # its box holds every point's
+    whole, boxes = plan.whole, plan.boxes  # the box at the largest concurrency holds every point's
+    if whole is not None and boxes is not None and dep.mode == "disagg" and state.useless(whole, partial(boxes.ttft_floor, 1)):
         if whole.tpot_hi * (1 + MARGIN) <= state.stop:
             state.skipped += len(levels)
             return []
@@ -328,17 +329,16 @@ def _walk(model: ModelSpec, hw: HardwareProfile, dep: Deployment, one: Workload,
             return []
     out: list[ServeEstimate] = []
     for j, c in enumerate(levels):
-        wl = replace(one, concurrency=c)
-        if whole is not None:
-            b = box(model, hw, dep, wl, held=plan.held)
-            useless = state.useless(b, partial(ttft_floor, model, hw, dep, wl, held=plan.held))
+        if boxes is not None:
+            b = boxes.at(c)
+            useless = state.useless(b, partial(boxes.ttft_floor, c))
             skip = state.skips(b, first=j == 0) if useless else ""
             if skip:
                 state.skipped += 1
                 if skip == "rest":
                     break
                 continue
-        est = first if first is not None and j == 0 else estimate(model, hw, dep, wl)
+        est = first if first is not None and j == 0 else estimate(model, hw, dep, replace(one, concurrency=c))
         out.append(est)
         state.add(est)
         if j > 0 and est.tpot_s > state.stop:

@@ -60,7 +60,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from autopar.cost.serve import StepTime, decode_step, prefill_in_step, prefill_time
@@ -92,32 +92,67 @@ def box(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *,
     """The box of `dep` under `wl`; `held`: requests its decode pool's KV cache holds (the pool's
     max_concurrency, which does not depend on the concurrency). The decode steps it prices are the
     ones the estimate prices (cached: cost/serve_memo.py)."""
-    fw = _framework(dep)
-    ranks = dep.replicas * dep.engine.dp
-    if dep.prefill is None:
-        running = _running(dep, wl, held=held)
-        k = max(1, round(running))
-        high = _step(model, hw, dep, wl, running).total
-        low = high if k == 1 else _step(model, hw, dep, wl, 1.0).total
-        if k > 1 and fw.host_token_s == 0:  # every step holds min(k, max_num_seqs) decodes at its cost or more
-            low += (min(k, fw.max_seqs) - 1) * (high - low) / (k - 1)
-        return Box(per_gpu=ranks * max(running, k) / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf)
-    most = min(wl.concurrency / ranks, max(held / ranks, 1e-9), fw.max_seqs)  # as cost/serve_load.py _disagg bounds b
-    top = _grid(most, up=True)  # the step there is at least t(most) and top / t(top) at least most / t(most)
-    low, high = _step(model, hw, dep, wl, 0.0).total, _step(model, hw, dep, wl, top).total
-    pre = _prefill_pool(model, hw, dep, wl.isl)
-    rate = min(ranks * top / (wl.osl * high), RHO_SATURATED * pre.top)  # requests/s of a point not saturated
-    if fw.host_token_s > 0:
-        rate = min(rate, dep.replicas / (fw.host_token_s * wl.osl))
-    user = low
-    if not every:  # the loop holds C = X (a + s + W) + R b: b is at least what X at its most leaves
-        x = min(ranks * most / (wl.osl * low), RHO_SATURATED * pre.top) * (1 + SOLVED)
-        rho = x / pre.top
-        if rho < 1:
-            wait = rho * pre.each_s / (2 * (1 - rho))
-            least = min(most, (wl.concurrency - x * (pre.ahead_s + pre.service_s + wait)) / ranks) * (1 - SOLVED)
-            user = _step(model, hw, dep, wl, _grid(least, up=False)).total if least > 0 else low
-    return Box(per_gpu=rate * wl.osl / dep.gpus, per_user=1 / user, tpot_lo=low, tpot_hi=high)
+    return Boxes(model, hw, dep, wl, held=held).at(wl.concurrency, every=every)
+
+
+class Boxes:
+    """The boxes of one deployment at each concurrency (`at`), and its TTFT floors (`ttft_floor`): what
+    does not depend on the concurrency is found once, and the decode steps by batch are kept."""
+
+    __slots__ = ("dep", "floor", "fw", "held", "hw", "model", "pre", "ranks", "steps", "wl")
+
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int) -> None:
+        self.model, self.hw, self.dep, self.wl, self.held = model, hw, dep, wl, held
+        self.fw, self.ranks = _framework(dep), dep.replicas * dep.engine.dp
+        # batch -> the decode step's seconds, shared by the deployments of one decode engine (a disaggregated
+        # one has a deployment for each prefill pool in front of it)
+        key = ("steps", dep.engine, dep.weights, dep.kv_bytes, wl.isl, wl.osl)
+        self.steps: dict[float, float] = _seen(model, hw, self.fw, key, dict)
+        self.floor = math.nan  # the disaggregated TTFT floor, the same at every concurrency (nan: not found yet)
+        self.pre = _prefill_pool(model, hw, dep, wl.isl) if dep.prefill is not None else None
+
+    def _t(self, batch: float) -> float:
+        t = self.steps.get(batch)
+        if t is None:
+            t = self.steps[batch] = _step(self.model, self.hw, self.dep, self.wl, batch).total
+        return t
+
+    def at(self, concurrency: int, *, every: bool = False) -> Box:
+        """The box at `concurrency`; with `every`, one that holds every point up to it."""
+        dep, fw, wl, ranks = self.dep, self.fw, self.wl, self.ranks
+        if dep.prefill is None:
+            running = min(concurrency / ranks, max(self.held / ranks, 1.0))  # as cost/serve_load.py _agg bounds it
+            k = max(1, round(running))
+            high = self._t(running)
+            low = high if k == 1 else self._t(1.0)
+            if k > 1 and fw.host_token_s == 0:  # every step holds min(k, max_num_seqs) decodes at its cost or more
+                low += (min(k, fw.max_seqs) - 1) * (high - low) / (k - 1)
+            return Box(per_gpu=ranks * max(running, k) / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf)
+        most = min(concurrency / ranks, max(self.held / ranks, 1e-9), fw.max_seqs)  # as cost/serve_load.py _disagg bounds b
+        top = _grid(most, up=True)  # the step there is at least t(most) and top / t(top) at least most / t(most)
+        low, high = self._t(0.0), self._t(top)
+        pre = self.pre
+        assert pre is not None
+        rate = min(ranks * top / (wl.osl * high), RHO_SATURATED * pre.top)  # requests/s of a point not saturated
+        if fw.host_token_s > 0:
+            rate = min(rate, dep.replicas / (fw.host_token_s * wl.osl))
+        user = low
+        if not every:  # the loop holds C = X (a + s + W) + R b: b is at least what X at its most leaves
+            x = min(ranks * most / (wl.osl * low), RHO_SATURATED * pre.top) * (1 + SOLVED)
+            rho = x / pre.top
+            if rho < 1:
+                wait = rho * pre.each_s / (2 * (1 - rho))
+                least = min(most, (concurrency - x * (pre.ahead_s + pre.service_s + wait)) / ranks) * (1 - SOLVED)
+                user = self._t(_grid(least, up=False)) if least > 0 else low
+        return Box(per_gpu=rate * wl.osl / dep.gpus, per_user=1 / user, tpot_lo=low, tpot_hi=high)
+
+    def ttft_floor(self, concurrency: int) -> float:
+        """ttft_floor at `concurrency`."""
+        if self.dep.prefill is None:
+            return ttft_floor(self.model, self.hw, self.dep, replace(self.wl, concurrency=concurrency), held=self.held)
+        if math.isnan(self.floor):
+            self.floor = ttft_floor(self.model, self.hw, self.dep, self.wl, held=self.held)
+        return self.floor
 
 
 @dataclass(frozen=True, slots=True)
