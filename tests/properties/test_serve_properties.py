@@ -84,8 +84,8 @@ def test_kv_capacity_grows_with_tp_and_smaller_dtypes(tp: int, kv: str, weights:
         dep = Deployment(
             fw=load_framework("vllm"),
             mode="agg",
-            engine=Engine(tp=int(args["tp"])),
-            replicas=1,  # type: ignore[call-overload]
+            engine=Engine(tp=int(args["tp"])),  # type: ignore[call-overload]
+            replicas=1,
             weights=str(args["weights"]),
             kv_dtype=str(args["kv"]),
         )
