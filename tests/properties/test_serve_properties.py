@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from autopar.cost.serve_load import estimate
@@ -37,6 +37,11 @@ def without_cuda_graph_sizes(name: str) -> Framework:
     conc=st.integers(1, 512),
     extra=st.integers(1, 256),
 )
+# Hypothesis draws some integers from the literals of the non-test modules already imported (its "local
+# constants", hypothesis/internal/conjecture/providers.py), so the examples depend on what ran before:
+# after tests/unit/cost these two came up, each failing the TTFT statement as it stood (lag taken off each)
+@example(tp=4, framework="trtllm", isl=310, osl=134, conc=310, extra=134)
+@example(tp=2, framework="trtllm", isl=150, osl=112, conc=203, extra=33)
 def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int, osl: int, conc: int, extra: int) -> None:
     dep = Deployment(fw=without_cuda_graph_sizes(framework), mode="agg", engine=Engine(tp=tp), replicas=8 // tp)
     low = estimate(MODEL, HW, dep, Workload(isl=isl, osl=osl, concurrency=conc))
@@ -54,9 +59,14 @@ def test_more_requests_never_speed_up_a_token(tp: int, framework: str, isl: int,
     if reserve or not high.saturated:
         assert high.tpot_s >= low.tpot_s * (1 - TOLERANCE) - slack
     # the serving process's lag (Framework.host_token_s, TensorRT-LLM) is read off a warm-up whose rounds
-    # swing (cost/serve_loop.py HOST_NEAR; docs/calibration.md): TTFT less that lag must not fall
-    # (trtllm tp4, isl 16, osl 2310, 83 -> 85 requests: the lag 388 -> 375 ms)
-    assert high.ttft_s - high.ttft_parts["serving"] >= (low.ttft_s - low.ttft_parts["serving"]) * (1 - TOLERANCE)
+    # swing (cost/serve_loop.py HOST_NEAR; docs/calibration.md), so it may fall (trtllm tp4, isl 16, osl 2310,
+    # 83 -> 85 requests: 388 -> 375 ms); when it grows, a client sees its last token that much later and sends
+    # its next prompt later (cost/serve_sim.py: the client sees the end when the process sends it), so the
+    # queue that prompt meets is shorter: a second of lag may take the place of a second of queue (trtllm tp4,
+    # isl 310, osl 134, 310 -> 444 requests: lag 639 -> 1428 ms, the rest 202 -> 182 ms). TTFT less the
+    # smaller of the two lags must not fall below TTFT less its own lag at fewer requests
+    lag = min(low.ttft_parts["serving"], high.ttft_parts["serving"])
+    assert high.ttft_s - lag >= (low.ttft_s - low.ttft_parts["serving"]) * (1 - TOLERANCE)
     assert min(low.tpot_parts.values()) >= 0 and min(low.ttft_parts.values()) >= 0
     for est in (low, high):
         # Little's law over the closed loop: every request in flight, running or waiting for a KV slot
@@ -74,8 +84,8 @@ def test_kv_capacity_grows_with_tp_and_smaller_dtypes(tp: int, kv: str, weights:
         dep = Deployment(
             fw=load_framework("vllm"),
             mode="agg",
-            engine=Engine(tp=int(args["tp"])),
-            replicas=1,  # type: ignore[call-overload]
+            engine=Engine(tp=int(args["tp"])),  # type: ignore[call-overload]
+            replicas=1,
             weights=str(args["weights"]),
             kv_dtype=str(args["kv"]),
         )
