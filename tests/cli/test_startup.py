@@ -215,7 +215,7 @@ def test_the_root_help_reads_no_yaml_and_no_pydantic() -> None:
     assert _loaded(["--help"], ("yaml", "pydantic", "autopar.io")) == []
 
 
-@pytest.mark.parametrize("args", [SUGGEST, ESTIMATE, SUGGEST[:-3] + ["--stack", "megatron@0.8"]])
+@pytest.mark.parametrize("args", [SUGGEST, ESTIMATE, [*SUGGEST[:-3], "--stack", "megatron@0.8"]])
 def test_built_in_inputs_kept_in_the_cache_load_no_pydantic_and_no_yaml(args: list[str], tmp_path: Path) -> None:
     """Every input a built-in name (preset, profile, stack, the error model): once io/cache.py has kept their
     values, a command builds none of the format models (pydantic, 125 ms) and parses no YAML (docs/performance.md);
