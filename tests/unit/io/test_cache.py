@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +26,15 @@ def _every_builtin() -> Iterator[tuple[str, Callable[[], Any]]]:
     """(name, loader) of every shipped file's value: presets, profiles, each stack version, frameworks, the
     error model."""
     for name in preset_names():
-        yield f"model {name}", lambda name=name: load_model(name)
+        yield f"model {name}", partial(load_model, name)
     for name in builtin_names():
-        yield f"hardware {name}", lambda name=name: load_hardware(name)
+        yield f"hardware {name}", partial(load_hardware, name)
     for stack in builtin_stacks():
         for version in stack_versions(stack):
-            yield f"stack {stack}@{version}", lambda ref=f"{stack}@{version}": load_stack(ref)
-        yield f"stack {stack}", lambda stack=stack: load_stack(stack)
+            yield f"stack {stack}@{version}", partial(load_stack, f"{stack}@{version}")
+        yield f"stack {stack}", partial(load_stack, stack)
     for name, version in builtin_frameworks():
-        yield f"framework {name}@{version}", lambda ref=f"{name}@{version}": load_framework(ref)
+        yield f"framework {name}@{version}", partial(load_framework, f"{name}@{version}")
     yield "error model", lambda: error_model._builtin.__wrapped__()
 
 
