@@ -3,6 +3,7 @@ and isolation of the user's saved-profile directory."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -93,6 +94,9 @@ def llama70b() -> ModelSpec:
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Never read or write the user's real saved profile, nor read their Hugging Face cache."""
+    """Never read or write the user's real saved profile, nor read their Hugging Face cache, nor their cache of
+    the built-in files' values (io/cache.py: off, so every test reads the files; tests/unit/io/test_cache.py and
+    tests/cli/test_startup.py turn it on in a folder of their own)."""
     monkeypatch.setenv("AUTOPAR_HOME", str(tmp_path_factory.mktemp("autopar_home")))
+    monkeypatch.setenv("AUTOPAR_CACHE", os.devnull)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("hf_hub_cache")))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autopar.errors import SpecError
+from autopar.io.cache import builtin
 from autopar.io.reading import load_mapping, named, shown
 from autopar.spec.error_model import COARSEST, LEVELS, METRICS, Band, ErrorModel
 
@@ -35,6 +36,10 @@ def error_model() -> ErrorModel:
 
 @functools.lru_cache(maxsize=1)
 def _builtin() -> ErrorModel:
+    return builtin("error_model", "error_model", ErrorModel, _shipped)
+
+
+def _shipped() -> ErrorModel:
     with resources.as_file(resources.files("autopar") / "data" / "error_model.yaml") as path:
         return read_error_model(path)
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import SpecError
+from autopar.io.cache import builtin
 from autopar.io.reading import load_mapping
 from autopar.spec.framework import IDENTITY, Framework, choose_version, parse_ref, version_key
 
@@ -63,6 +64,11 @@ def builtin_frameworks() -> list[tuple[str, str]]:
 
 
 def _builtin(name: str, version: str) -> Framework:
+    """A built-in framework's file read (io/cache.py keeps the value between runs)."""
+    return builtin("framework", f"{name}-{version}", Framework, lambda: _read_builtin(name, version))
+
+
+def _read_builtin(name: str, version: str) -> Framework:
     with resources.as_file(resources.files("autopar") / "data" / "frameworks" / f"{name}-{version}.yaml") as p:
         fw = parse_framework(load_mapping(p), where=str(p))
     if (fw.name, fw.version) != (name, version):

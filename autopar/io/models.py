@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autopar.errors import SpecError
+from autopar.io.cache import builtin
 from autopar.io.files import exists
 from autopar.io.reading import did_you_mean, load_mapping, named
 from autopar.spec.families import MambaSpec, MLASpec, MoESpec
@@ -68,13 +69,17 @@ def load_model(ref: str) -> ModelSpec:
             )
         ref = found
     if ref in names:
-        preset = resources.files("autopar") / "data" / "presets" / f"{ref}.yaml"
-        with resources.as_file(preset) as p:
-            return from_yaml_mapping(load_mapping(p), where=f"preset {ref}")
+        return builtin("model", ref, ModelSpec, lambda: _preset(ref))
     raise SpecError(
         f"unknown model '{named(ref)}'{did_you_mean(ref, names)}: give a preset name (see `autopar models`), "
         "a model .yaml file or a Hugging Face config.json"
     )
+
+
+def _preset(name: str) -> ModelSpec:
+    """A built-in preset read from its file (io/cache.py keeps the value between runs)."""
+    with resources.as_file(resources.files("autopar") / "data" / "presets" / f"{name}.yaml") as p:
+        return from_yaml_mapping(load_mapping(p), where=f"preset {name}")
 
 
 def _hf_spec(config: dict[str, Any], *, where: str, path: Path) -> ModelSpec:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import ProfileError
+from autopar.io.cache import builtin
 from autopar.io.files import exists
 from autopar.io.reading import did_you_mean, load_mapping, named, shown
 from autopar.spec.hardware import (
@@ -87,7 +88,12 @@ def load_hardware(ref: str) -> HardwareProfile:
         raise ProfileError(
             f"unknown hardware '{named(ref)}'{did_you_mean(ref, names)}: give a built-in name (see `autopar hardware`) or a profile .yaml"
         )
-    with resources.as_file(resources.files("autopar") / "data" / "profiles" / f"{ref}.yaml") as p:
+    return builtin("hardware", ref, HardwareProfile, lambda: _builtin_profile(ref))
+
+
+def _builtin_profile(name: str) -> HardwareProfile:
+    """A built-in profile read from its file (io/cache.py keeps the value between runs)."""
+    with resources.as_file(resources.files("autopar") / "data" / "profiles" / f"{name}.yaml") as p:
         return _parse(load_mapping(p, err=ProfileError), where=named(p), folder=None)
 
 

@@ -26,45 +26,15 @@ import difflib
 import errno
 import json
 import os
-import reprlib
 import stat
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from autopar.errors import AutoparError, SpecError
+from autopar.io.bounds import MAX_DEPTH, MAX_NODES, MAX_SPEC_BYTES, Refused, named, one_line, shown
 from autopar.spec.text import printable
 
-MAX_SPEC_BYTES = 4 * 2**20  # model specs, HF configs, hardware profiles, histogram files (built-ins: about 12 KB)
-MAX_DEPTH = 32  # nesting of lists and mappings (a measured profile uses 6)
-MAX_NODES = 200_000  # values in one file, aliases expanded (a measured profile has about 5,000)
-_SHOWN = 60  # characters of a value quoted in a message
-
-_repr = reprlib.Repr()
-_repr.maxstring = _SHOWN
-_repr.maxother = _SHOWN
-_repr.maxlong = 40
-_repr.maxlist = _repr.maxtuple = _repr.maxset = 6
-_repr.maxdict = 4
-_repr.maxlevel = 2
-
-
-def shown(value: Any) -> str:
-    """A bounded, one-line repr of `value` for a message."""
-    text = _repr.repr(value)
-    return one_line(text)
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """`text` with line breaks and control characters escaped, cut to `limit` characters."""
-    text = printable(text.replace("\r", "\\r").replace("\n", "\\n"))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def named(path: Path | str) -> str:
-    """A path as it appears in messages: newlines escaped, long paths shortened."""
-    return one_line(str(path), 160)
+__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_SPEC_BYTES", "named", "one_line", "printable", "shown"]  # re-exported
 
 
 _KINDS = (
@@ -80,6 +50,20 @@ def _kind(mode: int) -> str:
 
 
 _INPUTS: dict[tuple[int, int], str] = {}  # (device, inode) of every file read by this command -> as named
+
+
+_RECORDING: list[list[tuple[str, bytes]]] = []  # lists that every file read is added to (io/cache.py)
+
+
+def recorded() -> list[tuple[str, bytes]]:
+    """Start recording (absolute path, bytes) of each file read, into the list returned; `unrecord` stops."""
+    files: list[tuple[str, bytes]] = []
+    _RECORDING.append(files)
+    return files
+
+
+def unrecord(files: list[tuple[str, bytes]]) -> None:
+    _RECORDING.remove(files)
 
 
 def forget_inputs() -> None:
@@ -130,7 +114,10 @@ def read_bytes(path: Path, *, cap: int = MAX_SPEC_BYTES, err: type[AutoparError]
             total += len(chunk)
             if total > cap:  # it grew while we read
                 raise err(f"{where}: file is over the limit of {cap:,} bytes")
-        return b"".join(chunks)
+        data = b"".join(chunks)
+        for files in _RECORDING:  # io/cache.py: what a value kept between runs was built from
+            files.append((os.path.abspath(path), data))
+        return data
     except OSError as exc:
         raise err(f"{where}: cannot read ({exc.strerror or exc})") from None
     finally:
@@ -153,145 +140,7 @@ def read_text(path: Path, *, cap: int = MAX_SPEC_BYTES, err: type[AutoparError] 
 # --- YAML --------------------------------------------------------------------------
 
 
-class _Refused(ValueError):
-    """A structural limit of the safe loader, with the line it was hit on."""
-
-
-class _Loader(yaml.SafeLoader):
-    """yaml.SafeLoader that bounds depth and values, and refuses duplicate keys."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._nodes = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self._depth += 1
-        self._nodes += 1
-        if self._depth > MAX_DEPTH or self._nodes > MAX_NODES:
-            mark = self.peek_event().start_mark
-            what = f"nested deeper than {MAX_DEPTH} levels" if self._depth > MAX_DEPTH else f"more than {MAX_NODES:,} values"
-            raise _Refused(f"{what} (at line {mark.line + 1})")
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        _no_duplicates(self, node)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _no_duplicates(loader: Any, node: Any) -> None:
-    """Refuse a mapping that repeats a key (YAML 1.2 forbids it; PyYAML keeps the last)."""
-    if isinstance(node, yaml.MappingNode):
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = loader.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:
-                continue  # an unhashable key: the constructor reports it
-            if duplicate:
-                raise _Refused(f"duplicate key {shown(key)} (at line {key_node.start_mark.line + 1})")
-
-
-def _expanded(node: Any) -> int:
-    """Values in the document with every alias expanded (each shared node counted once per use)."""
-    sizes: dict[int, int] = {}
-
-    def size(n: Any) -> int:
-        got = sizes.get(id(n))
-        if got is not None:
-            return got
-        if isinstance(n, yaml.SequenceNode):
-            total = 1 + sum(size(c) for c in n.value)
-        elif isinstance(n, yaml.MappingNode):
-            total = 1 + sum(size(k) + size(v) for k, v in n.value)
-        else:
-            total = 1
-        sizes[id(n)] = min(total, MAX_NODES + 1)
-        return sizes[id(n)]
-
-    return size(node)  # depth is bounded by the composer, so this recursion is too
-
-
-_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
-_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
-_VALUE = (yaml.ScalarEvent, yaml.AliasEvent, *_OPEN)
-
-
-def _precheck(text: str) -> None:
-    """Depth and values counted on libyaml's events (C, about 20 times faster than the pure-Python composer),
-    so that an over-large file is refused before the slow parse; the parse below checks the same bounds
-    again, and says what else is wrong (a syntax error stops this count and is left to it)."""
-    if not getattr(yaml, "__with_libyaml__", False):
-        return
-    depth = nodes = 0
-    try:
-        for event in yaml.parse(text, Loader=yaml.CSafeLoader):
-            if isinstance(event, _VALUE):
-                nodes += 1
-            if isinstance(event, _OPEN):
-                depth += 1
-            elif isinstance(event, _CLOSE):
-                depth -= 1
-            if depth > MAX_DEPTH or nodes > MAX_NODES:
-                what = f"nested deeper than {MAX_DEPTH} levels" if depth > MAX_DEPTH else f"more than {MAX_NODES:,} values"
-                mark = event.start_mark
-                raise _Refused(f"{what}" + (f" (at line {mark.line + 1})" if mark is not None else ""))
-    except yaml.YAMLError:
-        return
-
-
-_SHIPPED = Path(__file__).resolve().parent.parent / "data"  # autopar/data: the presets, profiles and stacks we ship
-
-
-if getattr(yaml, "__with_libyaml__", False):
-
-    class _CLoader(yaml.CSafeLoader):
-        """libyaml's parser with _Loader's constructor rules (no duplicate keys), for the files we ship."""
-
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            _no_duplicates(self, node)
-            return super().construct_mapping(node, deep=deep)
-
-
-def _load_shipped(text: str) -> Any:
-    """A file of autopar/data parsed by libyaml (about 10 times faster: `suggest` reads four), or None to
-    parse it as any other file. The same values: tests/unit/io/test_builtin_data.py parses every shipped
-    file both ways; anything libyaml refuses is parsed the slow way, which says why."""
-    if not getattr(yaml, "__with_libyaml__", False):
-        return None
-    loader = _CLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None or _expanded(node) > MAX_NODES:
-            return None
-        return loader.construct_document(node)
-    except (yaml.YAMLError, ValueError, RecursionError):
-        return None
-    finally:
-        loader.dispose()
-
-
-def _load_yaml(text: str, *, shipped: bool = False) -> Any:
-    _precheck(text)
-    if shipped and (data := _load_shipped(text)) is not None:
-        return data
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        if _expanded(node) > MAX_NODES:
-            raise _Refused(f"aliases expand to more than {MAX_NODES:,} values (an alias bomb?)")
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
+SHIPPED = Path(__file__).resolve().parent.parent / "data"  # autopar/data: the presets, profiles and stacks we ship
 
 
 # --- JSON --------------------------------------------------------------------------
@@ -301,7 +150,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _Refused(f"duplicate key {shown(key)}")
+            raise Refused(f"duplicate key {shown(key)}")
         out[key] = value
     return out
 
@@ -323,9 +172,9 @@ def _check_shape(data: Any) -> None:
         value, depth = stack.pop()
         count += 1
         if depth > MAX_DEPTH:
-            raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+            raise Refused(f"nested deeper than {MAX_DEPTH} levels")
         if count > MAX_NODES:
-            raise _Refused(f"more than {MAX_NODES:,} values")
+            raise Refused(f"more than {MAX_NODES:,} values")
         if isinstance(value, dict):
             stack.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, list):
@@ -362,7 +211,7 @@ def _texts(data: Any, *, paths: bool) -> str | None:
 
 def _check_unicode(data: Any) -> Any:
     if _texts(data, paths=False) is not None:  # the fast pass builds no names
-        raise _Refused(f"{_texts(data, paths=True)}: text is not valid Unicode (a lone surrogate such as \\udc80)")
+        raise Refused(f"{_texts(data, paths=True)}: text is not valid Unicode (a lone surrogate such as \\udc80)")
     return data
 
 
@@ -382,27 +231,16 @@ def _parse(text: str, *, json_text: bool, shipped: bool = False) -> Any:
             raise ValueError(f"malformed JSON at line {exc.lineno}: {exc.msg}") from None
         _check_shape(data)
         return data
-    try:
-        return _load_yaml(text, shipped=shipped)
-    except yaml.constructor.ConstructorError as exc:
-        problem = str(getattr(exc, "problem", "") or "unsupported tag")
-        if "could not determine a constructor" in problem:
-            raise ValueError(f"YAML tags that construct objects are not allowed ({one_line(problem, 120)})") from None
-        raise ValueError(f"malformed YAML: {one_line(problem, 120)}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise ValueError(f"malformed YAML{where}: {one_line(problem, 120)}") from None
-    except RecursionError:
-        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+    from autopar.io.yaml_text import parse_yaml  # yaml: only once a YAML file is parsed
+
+    return parse_yaml(text, shipped=shipped)
 
 
 def load_mapping(path: Path, *, err: type[AutoparError] = SpecError, cap: int = MAX_SPEC_BYTES) -> dict[str, Any]:
     """Load a YAML or JSON file whose top level must be a mapping."""
     text = read_text(path, err=err, cap=cap)
     try:
-        data = parse(text, json_text=path.suffix.lower() == ".json", shipped=path.resolve().is_relative_to(_SHIPPED))
+        data = parse(text, json_text=path.suffix.lower() == ".json", shipped=path.resolve().is_relative_to(SHIPPED))
     except ValueError as exc:  # also int() of a number with thousands of digits
         text = str(exc)
         if "integer string conversion" in text:

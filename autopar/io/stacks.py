@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar.errors import SpecError
+from autopar.io.cache import builtin
 from autopar.io.reading import did_you_mean, load_mapping, shown
 from autopar.spec.hardware import Curve
 from autopar.spec.stack import StackProfile
@@ -120,6 +121,8 @@ def load_stack(ref: str | None, options: Mapping[str, str] | None = None) -> Sta
         data, where = load_mapping(path), str(path)
         if data.get("extends") is not None:  # your own file may extend a built-in version too
             data = _merged(_builtin(str(data.pop("extends")))[0], data)
+    elif not options:
+        return builtin("stack", ref, StackProfile, lambda: _builtin_stack(ref))
     else:
         data, where = _builtin(ref)
     data = _keys_as_text(data)
@@ -133,6 +136,12 @@ def load_stack(ref: str | None, options: Mapping[str, str] | None = None) -> Sta
     except SpecError as exc:
         raise SpecError(f"`stack_opt` {', '.join(f'{k}={v}' for k, v in options.items())}: {exc}") from None
     return replace(applied, applied=tuple(options.items()))
+
+
+def _builtin_stack(ref: str) -> StackProfile:
+    """A built-in stack without options, read from its files (io/cache.py keeps the value between runs)."""
+    data, where = _builtin(ref)
+    return parse_stack(_keys_as_text(data), where=where)
 
 
 def _keys_as_text(data: dict[str, Any]) -> dict[str, Any]:

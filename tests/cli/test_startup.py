@@ -29,9 +29,9 @@ from autopar.cli import coerce as cli_coerce
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _loaded(args: list[str], prefixes: tuple[str, ...]) -> list[str]:
+def _loaded(args: list[str], prefixes: tuple[str, ...], **env: str) -> list[str]:
     """The modules starting with `prefixes` that `python -m autopar ARGS` (cli.main, as the console script) has
-    loaded when it exits, after checking that it succeeded."""
+    loaded when it exits, after checking that it succeeded (`env`: variables set for it)."""
     code = (
         "import atexit, json, sys\n"
         "from autopar.cli import main\n"
@@ -39,7 +39,7 @@ def _loaded(args: list[str], prefixes: tuple[str, ...]) -> list[str]:
         f"atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))), file=sys.stderr))\n"
         "main()\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env}, timeout=120)
     assert done.returncode == 0, done.stderr
     return list(json.loads(done.stderr.strip().splitlines()[-1]))
 
@@ -63,7 +63,7 @@ def test_fixed_length_suggest_and_estimate_never_import_numpy() -> None:
 def test_a_training_suggest_loads_no_serving_model_and_no_other_formats() -> None:
     """advise/bands.py names the serving estimate for its annotations only; io/schema/ builds a format's
     pydantic models when a file of that format is read (a training answer reads no framework or
-    length distribution)."""
+    length distribution). Without the cache of io/cache.py (AUTOPAR_CACHE a file), which reads none."""
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
@@ -72,7 +72,8 @@ def test_a_training_suggest_loads_no_serving_model_and_no_other_formats() -> Non
         "assert r.exit_code == 0, r.output\n"
         "print(sorted(m for m in sys.modules if m.startswith(('autopar.cost.serve', 'autopar.io.schema.'))))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    env = {**os.environ, "AUTOPAR_CACHE": os.devnull}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.strip() == str([f"autopar.io.schema.{m}" for m in ("fields", "hardware", "messages", "model", "stack")])
 
 
@@ -212,3 +213,14 @@ def test_the_root_help_reads_no_yaml_and_no_pydantic() -> None:
     """run() forgets the files a previous command read (io/reading.py) only where io/reading.py is loaded: before
     that no file can have been read, and importing it would import yaml."""
     assert _loaded(["--help"], ("yaml", "pydantic", "autopar.io")) == []
+
+
+@pytest.mark.parametrize("args", [SUGGEST, ESTIMATE, [*SUGGEST[:-3], "--stack", "megatron@0.8"]])
+def test_built_in_inputs_kept_in_the_cache_load_no_pydantic_and_no_yaml(args: list[str], tmp_path: Path) -> None:
+    """Every input a built-in name (preset, profile, stack, the error model): once io/cache.py has kept their
+    values, a command builds none of the format models (pydantic, 125 ms) and parses no YAML (docs/performance.md);
+    the first run, which fills the cache, reads them as always."""
+    prefixes = ("pydantic", "yaml", "autopar.io.schema", "autopar.io.yaml_text")
+    first = _loaded(args, prefixes, AUTOPAR_CACHE=str(tmp_path))
+    assert "pydantic" in first and "yaml" in first
+    assert _loaded(args, prefixes, AUTOPAR_CACHE=str(tmp_path)) == []

@@ -409,7 +409,8 @@ SHIPPED = sorted(Path(autopar.__file__).parent.joinpath("data").rglob("*.yaml"))
 def test_every_shipped_file_is_parsed_by_libyaml_to_the_values_of_the_slow_parser() -> None:
     """io/reading.py reads autopar/data with libyaml (start-up), any other file with the pure-Python loader
     that tracks lines for messages: on every file we ship the two give equal values of equal types."""
-    from autopar.io.reading import _load_shipped, parse
+    from autopar.io.reading import parse
+    from autopar.io.yaml_text import _load_shipped
 
     assert len(SHIPPED) > 40 and yaml.__with_libyaml__
     for path in SHIPPED:
