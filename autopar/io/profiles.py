@@ -124,9 +124,9 @@ def _variant(data: dict[str, Any], *, where: str, folder: Path | None) -> Hardwa
         with resources.as_file(resources.files("autopar") / "data" / "profiles" / f"{ref}.yaml") as p:
             base = load_mapping(p, err=ProfileError)
     else:
-        raise ProfileError(f"{where}: base: unknown base profile '{ref}'{did_you_mean(ref, builtin_names())}")
+        raise ProfileError(f"{where}: base: unknown base profile {shown(ref)}{did_you_mean(ref, builtin_names())}")
     if "base" in base:
-        raise ProfileError(f"{where}: base: '{ref}' is itself a variant; derive from a full profile")
+        raise ProfileError(f"{where}: base: {shown(ref)} is itself a variant; derive from a full profile")
     overrides = data.get("overrides") or {}
     merged = _merge(base, overrides)
     merged["schema_version"] = v.schema_version
