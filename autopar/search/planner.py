@@ -148,13 +148,11 @@ def _complete(memo: Memo, jobs: list[Work], tps: dict[int, float], deferred: lis
     timed with its memo (the same values: cost functions are pure) and the rest runs as _search runs it."""
     tokens = memo.job.tokens_per_step
     full = {}
-    for j, (block, ep, etp, recompute, zero, _) in enumerate(jobs):
-        if j in tps:
-            full[j] = tps[j]
-        else:
-            (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
-            full[j] = tokens / step
-    timed = [Candidate(tokens_per_s=t, memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j, t in full.items()]
+    timed = []
+    for j, work in enumerate(jobs):
+        plan = work_plan(work)  # its knobs are the variant's: variant_step_seconds reads the layout only
+        t = full[j] = tps[j] if j in tps else tokens / variant_step_seconds(memo, plan, [(work[3], work[4])])[0]
+        timed.append(Candidate(tokens_per_s=t, memory_bytes=work[5], plan=plan))
     timed += _undominated(memo, timed, jobs, deferred, full, _Bar(None))
     if pick:
         timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
