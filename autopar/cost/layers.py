@@ -96,8 +96,10 @@ def stage_times(memo: Memo, key: tuple[LayerPlan, int, int, int]) -> Stages:
         total += t * count
         if t > worst_s:
             worst_s, worst = t, g
-    items = groups[worst][0]
-    fields = [sum(n * vec[k][j] for k, n in items) for j in range(1, 8)]
+    # each field summed over the slowest rank's kinds in their order: the same sums as one
+    # generator per field, the products formed once per kind
+    rows = [[n * x for x in vec[k][1:]] for k, n in groups[worst][0]]
+    fields = [sum(c) for c in zip(*rows, strict=True)] if rows else [0] * 7
     return Stages(worst_s, total, loss if worst == last else 0.0, *fields)
 
 
