@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from autopar.errors import AutoparError
+from autopar.io.files import xdg_folder
 from autopar.io.reading import SHIPPED, read_bytes, recorded, unrecord
 
 ENV = "AUTOPAR_CACHE"
@@ -52,16 +53,7 @@ except ImportError:  # pragma: no cover - CPython always builds _blake2
 
 def cache_dir() -> Path | None:
     """$AUTOPAR_CACHE, else $XDG_CACHE_HOME/autopar, else ~/.cache/autopar; None when there is no home."""
-    given = os.environ.get(ENV)
-    if given:
-        return Path(given)
-    base = os.environ.get("XDG_CACHE_HOME")
-    if not base:
-        try:
-            base = str(Path.home() / ".cache")
-        except (RuntimeError, KeyError, OSError):  # Path.home(): "Could not determine home directory"
-            return None
-    return Path(base) / "autopar"
+    return xdg_folder(ENV, "XDG_CACHE_HOME", ".cache")
 
 
 def _digest(data: bytes) -> str:

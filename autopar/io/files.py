@@ -36,6 +36,21 @@ _KINDS = (
 )
 
 
+def xdg_folder(own: str, xdg: str, fallback: str) -> Path | None:
+    """$own, else $xdg/autopar, else ~/fallback/autopar (XDG Base Directory spec); None when there is no
+    home (HOME unset and a uid with no passwd entry, as in a container run with a random uid)."""
+    given = os.environ.get(own)
+    if given:
+        return Path(given)
+    base = os.environ.get(xdg)
+    if not base:
+        try:
+            base = str(Path.home() / fallback)
+        except (RuntimeError, KeyError, OSError):  # Path.home(): "Could not determine home directory"
+            return None
+    return Path(base) / "autopar"
+
+
 def exists(path: Path, *, folder: bool = False) -> bool:
     """path.exists() (path.is_dir() with `folder`), False where the OS refuses the name itself (too
     long, ENAMETOOLONG): no file can have it, so the caller reads it as a built-in name and refuses it

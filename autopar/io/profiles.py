@@ -12,7 +12,7 @@ from typing import Any
 
 from autopar.errors import ProfileError
 from autopar.io.cache import builtin
-from autopar.io.files import exists
+from autopar.io.files import exists, xdg_folder
 from autopar.io.reading import did_you_mean, load_mapping, named, shown
 from autopar.spec.hardware import (
     COLLECTIVES,
@@ -33,18 +33,8 @@ def builtin_names() -> list[str]:
 
 def config_dir() -> Path | None:
     """autopar's folder, the one place for it: $AUTOPAR_HOME, else $XDG_CONFIG_HOME/autopar, else
-    ~/.config/autopar (XDG Base Directory spec); None when there is no home (HOME unset and a uid with no
-    passwd entry, as in a container run with a random uid)."""
-    home = os.environ.get("AUTOPAR_HOME")
-    if home:
-        return Path(home)
-    base = os.environ.get("XDG_CONFIG_HOME")
-    if not base:
-        try:
-            base = str(Path.home() / ".config")
-        except (RuntimeError, KeyError, OSError):  # Path.home(): "Could not determine home directory"
-            return None
-    return Path(base) / "autopar"
+    ~/.config/autopar; None when there is no home (io/files.py xdg_folder)."""
+    return xdg_folder("AUTOPAR_HOME", "XDG_CONFIG_HOME", ".config")
 
 
 def saved_profile() -> Path | None:

@@ -113,21 +113,9 @@ class Block(NamedTuple):
     experts: Experts
 
     def plan(self, ep: int, etp: int) -> Plan:
-        """The skeleton with these experts' degrees (a direct constructor: dataclasses.replace is slow)."""
+        """The skeleton with these experts' degrees."""
         s = self.skeleton
-        return Plan(
-            dp=s.dp,
-            tp=s.tp,
-            pp=s.pp,
-            cp=s.cp,
-            vpp=s.vpp,
-            ep=ep,
-            etp=etp,
-            mbs=s.mbs,
-            sp=s.sp,
-            cp_comm=s.cp_comm,
-            recompute_modules=s.recompute_modules,
-        )
+        return _rebuilt(s, ep=ep, etp=etp, recompute=s.recompute, zero=s.zero, modules=s.recompute_modules)
 
 
 def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object], *, stack: StackProfile = NEUTRAL) -> Iterator[Plan]:
@@ -193,22 +181,28 @@ def _experts(model: ModelSpec, fixed: Mapping[str, object], stack: StackProfile,
 
 
 def with_knobs(s: Plan, recompute: str, zero: int) -> Plan:
-    """The skeleton with these knobs (a direct constructor: dataclasses.replace is slow in the hot loop); a
-    skeleton's recompute_modules are what its selective variant recomputes (spec/plan.py searched_modules)."""
+    """The skeleton with these knobs; a skeleton's recompute_modules are what its selective variant
+    recomputes (spec/plan.py searched_modules)."""
+    modules = s.recompute_modules if recompute == "selective" else ()
+    return _rebuilt(s, ep=s.ep, etp=s.etp, recompute=recompute, zero=zero, modules=modules)
+
+
+def _rebuilt(s: Plan, *, ep: int, etp: int, recompute: str, zero: int, modules: tuple[str, ...]) -> Plan:
+    """s with these fields, by a direct constructor (dataclasses.replace is slow in the hot loop)."""
     return Plan(
         dp=s.dp,
         tp=s.tp,
         pp=s.pp,
         cp=s.cp,
         vpp=s.vpp,
-        ep=s.ep,
-        etp=s.etp,
+        ep=ep,
+        etp=etp,
         mbs=s.mbs,
         recompute=recompute,
         zero=zero,
         sp=s.sp,
         cp_comm=s.cp_comm,
-        recompute_modules=s.recompute_modules if recompute == "selective" else (),
+        recompute_modules=modules,
     )
 
 
