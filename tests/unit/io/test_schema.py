@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -108,14 +107,12 @@ def test_profile_key_errors_say_what_is_allowed() -> None:
     )
 
 
-def test_help_does_not_import_pydantic_and_starts_fast() -> None:
+def test_help_does_not_import_pydantic() -> None:
+    """`autopar --help` builds no pydantic model (its start-up time is measured in benchmarks/search_speed.py)."""
     code = (
-        "import sys, time\nt = time.perf_counter()\nfrom autopar.cli import main\nsys.argv = ['autopar', '--help']\n"
+        "import sys\nfrom autopar.cli import main\nsys.argv = ['autopar', '--help']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('pydantic' in sys.modules, time.perf_counter() - t, file=sys.stderr)"
+        "print('pydantic' in sys.modules, file=sys.stderr)"
     )
-    start = time.monotonic()
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    loaded, seconds = res.stderr.split()[-2:]
-    assert loaded == "False"
-    assert float(seconds) < 1.0 and time.monotonic() - start < 3.0
+    assert res.stderr.split()[-1] == "False"
