@@ -300,12 +300,21 @@ def _exchange(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, tokens: 
 
 @remembered
 def prefill_time(
-    model: ModelSpec, hw: HardwareProfile, engine: Engine, *, weights: str, tokens: int, seq_len: int, fw: Framework
+    model: ModelSpec,
+    hw: HardwareProfile,
+    engine: Engine,
+    *,
+    weights: str,
+    tokens: int,
+    seq_len: int,
+    fw: Framework,
+    all_ranks: bool = False,
 ) -> StepTime:
     """Prefill `tokens` prompt tokens (sequences of `seq_len`) on one attention rank, in the framework's chunks.
 
     With attention-DP and Framework.dp_padding the other ranks run the step at the same token count
-    (their own tokens or padding), so the MoE layer gathers dp x chunk tokens and computes them all."""
+    (their own tokens or padding), so the MoE layer gathers dp x chunk tokens and computes them all;
+    `all_ranks` prices the same step where every rank holds a prompt of its own (a busy prefill pool)."""
     dense_w = dense_weights(model, weights)
     dtype, wb, eb = gemm_dtype(hw, dense_w), WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
     chunk = min(tokens, fw.chunk_tokens)
@@ -323,7 +332,7 @@ def prefill_time(
             c += attn_flops / attn_rate
         if part == "moe" and model.moe is not None:
             # attention-DP ranks padded to this rank's chunk (Framework.dp_padding) all send it to the MoE layer
-            gathered = chunk * engine.dp if fw.dp_padding else chunk
+            gathered = chunk * engine.dp if fw.dp_padding or all_ranks else chunk
             w2, c2, e = _experts(
                 model, hw, engine, dtype=gemm_dtype(hw, weights), tokens=gathered, expert_bytes=expert * eb, exchange=fw.moe_exchange
             )

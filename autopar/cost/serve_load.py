@@ -290,6 +290,36 @@ def _transfer(model: ModelSpec, hw: HardwareProfile, prefill: Engine, kv_bytes: 
     return collective_time(hw, "send_recv", shard, Group(size=2, per_node=1))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefillServer:
+    """One attention rank of a disaggregated prefill engine, as its pool's closed loop sees it."""
+
+    step: StepTime  # one prompt's prefill at the profile's curves, the rank's alone
+    service_s: float  # s: one prompt's time on the rank, as the framework's disagg_prefill prices it
+    batch: int  # B: prompts one step takes at most (token budget // isl, within the max batch)
+    batch_s: float  # s_B: seconds of a full step of a busy pool
+
+
+def prefill_server(
+    model: ModelSpec, hw: HardwareProfile, pre: Engine, *, weights: str, isl: int, fw: Framework, slowdown: float
+) -> PrefillServer:
+    """A prefill engine batches the waiting prompts up to its token budget (cost/serve_disagg.py). How a
+    prompt is priced is the framework's (Framework.disagg_prefill): "slowdown", `slowdown` (the
+    aggregated fit, prefill_slowdown) x the profile's time; "engine", the engine's own steps at the
+    profile's curves, where a busy step of an attention-DP engine holds every rank's prompts in its MoE
+    layer (the ranks' tokens are gathered into it; without Framework.dp_padding a lone prompt's step
+    computes only its own) while the rank's attention and dense layers compute its prompts alone."""
+    alone = prefill_time(model, hw, pre, weights=weights, tokens=isl, seq_len=isl, fw=fw)
+    batch = max(1, min(fw.chunk_tokens // max(1, isl), fw.max_seqs))
+    engine = fw.disagg_prefill == "engine"
+    busy = engine and pre.dp > 1 and not fw.dp_padding
+    full = alone
+    if batch > 1 or busy:
+        full = prefill_time(model, hw, pre, weights=weights, tokens=batch * isl, seq_len=isl, fw=fw, all_ranks=busy)
+    factor = 1.0 if engine else slowdown
+    return PrefillServer(step=alone, service_s=alone.total * factor, batch=batch, batch_s=full.total * factor)
+
+
 def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
     fw, dec, pre = for_deployment(dep), dep.engine, dep.prefill
     if pre is None:
@@ -309,19 +339,17 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
     )
     cap = max(probe.max_concurrency / ranks, 1e-9)
     pfw = for_deployment(dep, "prefill")
-    pstep = prefill_time(model, hw, pre, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=pfw)
-    # a prefill engine batches the waiting prompts up to its token budget (cost/serve_disagg.py)
-    batch = max(1, min(pfw.chunk_tokens // max(1, wl.isl), pfw.max_seqs))
-    full = prefill_time(model, hw, pre, weights=dep.weights, tokens=batch * wl.isl, seq_len=wl.isl, fw=pfw) if batch > 1 else pstep
+    server = prefill_server(model, hw, pre, weights=dep.weights, isl=wl.isl, fw=pfw, slowdown=fw.prefill_slowdown)
+    pstep = server.step
     transfer = kv_transfer_time(model, hw, dep, isl=wl.isl)
     loop = DisaggLoop(
-        service_s=pstep.total * fw.prefill_slowdown,
+        service_s=server.service_s,
         servers=dep.prefill_replicas * pre.dp,
         ahead_s=fw.ttft_overhead_s + transfer,
         ranks=ranks,
         osl=wl.osl,
-        batch=batch,
-        batch_s=full.total * fw.prefill_slowdown,
+        batch=server.batch,
+        batch_s=server.batch_s,
     )
 
     def step_at(b: float) -> StepTime:

@@ -65,7 +65,7 @@ from typing import Any, TypeVar, cast
 
 from autopar.cost.serve import StepTime, decode_step, prefill_in_step, prefill_time
 from autopar.cost.serve_disagg import RHO_SATURATED
-from autopar.cost.serve_load import ServeEstimate, kv_transfer_time
+from autopar.cost.serve_load import ServeEstimate, kv_transfer_time, prefill_server
 from autopar.cost.serve_memo import LIMIT, remembered
 from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
@@ -159,7 +159,7 @@ class Boxes:
 class _Prefill:
     """A disaggregated deployment's prefill pool as its closed loop sees it (cost/serve_load.py _disagg)."""
 
-    service_s: float  # s: one prompt's prefill, with the serving slowdown
+    service_s: float  # s: one prompt's prefill, as the framework prices it (serve_load.py prefill_server)
     each_s: float  # s_B / B: a prompt's share of a full batched prefill step
     ahead_s: float  # a: the per-request overhead and the KV transfer
     top: float  # B S / s_B: requests/s at which the pool is always busy (rho = 1)
@@ -191,11 +191,9 @@ def _prefill_of(
     isl: int,
 ) -> _Prefill:
     """_Prefill of `replicas` prefill engines `pre` (cached: the same for every decode pool and concurrency)."""
-    pstep = prefill_time(model, hw, pre, weights=weights, tokens=isl, seq_len=isl, fw=pfw)
-    batch = max(1, min(pfw.chunk_tokens // max(1, isl), pfw.max_seqs))
-    full = prefill_time(model, hw, pre, weights=weights, tokens=batch * isl, seq_len=isl, fw=pfw) if batch > 1 else pstep
-    step_s = full.total * slowdown
-    return _Prefill(service_s=pstep.total * slowdown, each_s=step_s / batch, ahead_s=ahead_s, top=batch * replicas * pre.dp / step_s)
+    server = prefill_server(model, hw, pre, weights=weights, isl=isl, fw=pfw, slowdown=slowdown)
+    step_s, batch = server.batch_s, server.batch
+    return _Prefill(service_s=server.service_s, each_s=step_s / batch, ahead_s=ahead_s, top=batch * replicas * pre.dp / step_s)
 
 
 def ttft_floor(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int) -> float:
@@ -206,13 +204,10 @@ def ttft_floor(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workl
         alone = prefill_time(model, hw, dep.engine, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=fw)
         riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
         return riding + (fw.prefill_slowdown - 1) * alone.total + fw.ttft_overhead_s
-    pstep = prefill_time(model, hw, dep.prefill, weights=dep.weights, tokens=wl.isl, seq_len=wl.isl, fw=for_deployment(dep, "prefill"))
-    return (
-        pstep.total * fw.prefill_slowdown
-        + _step(model, hw, dep, wl, 0.0).total
-        + kv_transfer_time(model, hw, dep, isl=wl.isl)
-        + fw.ttft_overhead_s
+    server = prefill_server(
+        model, hw, dep.prefill, weights=dep.weights, isl=wl.isl, fw=for_deployment(dep, "prefill"), slowdown=fw.prefill_slowdown
     )
+    return server.service_s + _step(model, hw, dep, wl, 0.0).total + kv_transfer_time(model, hw, dep, isl=wl.isl) + fw.ttft_overhead_s
 
 
 def _grid(batch: float, *, up: bool) -> float:

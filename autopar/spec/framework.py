@@ -26,6 +26,10 @@ MOE_EXCHANGES = ("gather_dp", "gather_tp", "all_to_all", "all_to_all_mnnvl")
 # KV admission when the pool cannot hold every request at full length (cost/serve_sim.py, serve_load.py;
 # docs/serving.md "How each engine admits requests")
 ADMISSIONS = ("reserve_full", "blocks_now_preempt", "reserve_ratio")
+# How a disaggregated prefill engine's prompts are priced (cost/serve_load.py prefill_server): at
+# prefill_slowdown x the profile's curves, or as the engine's own steps (every attention-DP rank's prompt
+# in the MoE layer of a busy step, no slowdown)
+DISAGG_PREFILLS = ("slowdown", "engine")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +65,7 @@ class Framework:
     host_token_s: float  # read off the rows: serving-process seconds per streamed token, per engine (0: keeps up)
     moe_decode_slowdown: float  # fitted: a decode step's expert read over the profile's memory time (fused-MoE kernel)
     moe_exchange: str  # MOE_EXCHANGES: how attention-DP ranks send a MoE layer's tokens to the experts and back
+    disagg_prefill: str  # DISAGG_PREFILLS: a disaggregated prefill engine at prefill_slowdown, or at its own steps' cost
 
 
 IDENTITY = ("name", "version", "label", "description", "source")  # Framework fields that are not engine values

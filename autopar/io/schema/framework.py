@@ -18,7 +18,7 @@ from autopar.io.schema.fields import (
     _Strict,
 )
 from autopar.spec import limits as lim
-from autopar.spec.framework import ADMISSIONS, FRAMEWORKS, MEMORY_RULES, MOE_DECODE_READS, MOE_EXCHANGES, POLICIES
+from autopar.spec.framework import ADMISSIONS, DISAGG_PREFILLS, FRAMEWORKS, MEMORY_RULES, MOE_DECODE_READS, MOE_EXCHANGES, POLICIES
 
 OneLine = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^[^\n]*\S[^\n]*$")]
 
@@ -96,6 +96,10 @@ class AdmissionValue(_Value):
     value: Literal["reserve_full", "blocks_now_preempt", "reserve_ratio"]
 
 
+class DisaggPrefillValue(_Value):
+    value: Literal["slowdown", "engine"]
+
+
 class StepsValue(_Value):
     value: Annotated[int, _int(1, lim.MAX_SMALL), _I]
 
@@ -132,6 +136,7 @@ class FrameworkFile(_Strict):
     host_token_s: SecondsValue
     moe_decode_slowdown: FactorValue
     moe_exchange: ExchangeValue
+    disagg_prefill: DisaggPrefillValue
 
 
 assert _choices(FrameworkFile, "name") == FRAMEWORKS
@@ -140,3 +145,4 @@ assert _choices(MemoryRuleValue, "value") == MEMORY_RULES
 assert _choices(ExpertReadsValue, "value") == MOE_DECODE_READS
 assert _choices(AdmissionValue, "value") == ADMISSIONS
 assert _choices(ExchangeValue, "value") == MOE_EXCHANGES
+assert _choices(DisaggPrefillValue, "value") == DISAGG_PREFILLS

@@ -15,11 +15,12 @@ import dataclasses
 
 import pytest
 
-from autopar.cost.serve import StepTime
+from autopar.cost.serve import StepTime, prefill_time
 from autopar.cost.serve_disagg import DisaggLoop
-from autopar.cost.serve_load import estimate
+from autopar.cost.serve_load import estimate, prefill_server
 from autopar.io.frameworks import load_framework
 from autopar.render.serve import kv_full
+from autopar.spec.families import MoESpec
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload
 from tests.conftest import gpt_like
@@ -151,3 +152,28 @@ def test_disagg_prefill_batches_short_prompts(toy_hw: HardwareProfile) -> None:
     fast, slow = estimate(m, toy_hw, dep, wl), estimate(m, toy_hw, one, wl)
     assert fast.requests_per_s > 1.5 * slow.requests_per_s
     assert fast.ttft_s < slow.ttft_s
+
+
+def test_a_trtllm_context_server_runs_at_its_steps_cost(toy_hw: HardwareProfile) -> None:
+    # Framework.disagg_prefill: TensorRT-LLM's context servers ("engine") price a prompt at the profile's
+    # curves, the aggregated fit prefill_slowdown (2.5) left to aggregated TTFT; vLLM's ("slowdown") keep it
+    m = gpt_like(moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512), ffn_activation="swiglu")
+    trt, vllm = load_framework("trtllm"), load_framework("vllm")
+    assert (trt.disagg_prefill, vllm.disagg_prefill) == ("engine", "slowdown") and trt.prefill_slowdown > 1
+    pre = Engine(tp=1, dp=2, ep=2)
+    alone = prefill_time(m, toy_hw, pre, weights="bf16", tokens=1024, seq_len=1024, fw=trt)
+    server = prefill_server(m, toy_hw, pre, weights="bf16", isl=1024, fw=trt, slowdown=trt.prefill_slowdown)
+    assert server.service_s == alone.total
+    # max_num_tokens 8192 takes 8 prompts of 1024 a step; busy, both attention-DP ranks hold 8 each and
+    # the MoE layer computes all 16 (as a padded step would), more than one rank's 8 alone
+    assert server.batch == 8
+    both = prefill_time(m, toy_hw, pre, weights="bf16", tokens=8192, seq_len=1024, fw=dataclasses.replace(trt, dp_padding=True))
+    one = prefill_time(m, toy_hw, pre, weights="bf16", tokens=8192, seq_len=1024, fw=trt)
+    assert server.batch_s == both.total > one.total
+    v_alone = prefill_time(m, toy_hw, pre, weights="bf16", tokens=1024, seq_len=1024, fw=vllm)
+    v_server = prefill_server(m, toy_hw, pre, weights="bf16", isl=1024, fw=vllm, slowdown=vllm.prefill_slowdown)
+    assert v_server.service_s == pytest.approx(vllm.prefill_slowdown * v_alone.total)
+    # the estimate's TTFT holds the context server's prompt as priced, no slowdown on it
+    dep = Deployment(fw=trt, mode="disagg", engine=Engine(tp=2), replicas=1, prefill=pre, prefill_replicas=1, weights="bf16")
+    est = estimate(m, toy_hw, dep, Workload(isl=1024, osl=16, concurrency=1))
+    assert est.ttft_parts["prefill"] == alone.total
