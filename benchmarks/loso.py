@@ -29,8 +29,9 @@ import yaml
 if not __package__:  # run as a file: python benchmarks/loso.py
     import _as_script  # noqa: F401
 
+import autopar.io.profiles as profiles
 import autopar.io.stacks as stacks
-from autopar.spec.hardware import Curve
+from autopar.spec.hardware import Curve, HardwareProfile
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -77,8 +78,13 @@ def unfitted(c: Constant) -> Iterator[None]:
 
 @contextmanager
 def at_value(c: Constant, value: float) -> Iterator[None]:
-    """The cost model with constant `c` at `value`: a module constant or a stack's field."""
+    """The cost model with constant `c` at `value`: a module constant, a stack's field or a built-in hardware
+    profile's field."""
     w = c.where
+    if "profile" in w:
+        with _profile_at(w["profile"], w["field"], value):
+            yield
+        return
     if "module" in w:
         mod = importlib.import_module(w["module"])
         old = getattr(mod, w["name"])
@@ -105,6 +111,25 @@ def at_value(c: Constant, value: float) -> Iterator[None]:
         yield
     finally:
         stacks.parse_stack = parse  # type: ignore[assignment]
+
+
+@contextmanager
+def _profile_at(name: str, field: str, value: float) -> Iterator[None]:
+    """Built-in hardware profile `name` read with `field` (its sustained tensor efficiency, the one profile
+    field fitted) at `value`, the file's other numbers as they are."""
+    if field != "sustained_tensor_efficiency":
+        raise SystemExit(f"loso.py: profile field {field} is not one a constant may set")
+    build = profiles._builtin_profile
+
+    def patched(ref: str) -> HardwareProfile:
+        hw = build(ref)
+        return replace(hw, sustained_tensor_efficiency=value) if ref == name else hw
+
+    profiles._builtin_profile = patched
+    try:
+        yield
+    finally:
+        profiles._builtin_profile = build
 
 
 def error_at(f: float, *, value: float, unfitted: float, errors: tuple[float, float]) -> float:

@@ -36,6 +36,32 @@ STACK_OF = {"megatron": "megatron", "deepseek": "megatron", "bloom": "deepspeed"
 # all-to-all kernels (arXiv:2412.19437 sec. 3.2), so the megatron profile's eager-dispatch host time
 # (kernels.moe_host_us, a habit of Megatron-Core's default recipes without CUDA graphs) is not assumed for it.
 RECIPE: dict[str, dict[str, Any]] = {"deepseek_v3_2048_h800": {"ep_overlap": True, "moe_host_us": 0.0}}
+# Megatron-LM as the 2021 paper ran it (NVIDIA/Megatron-LM aed2f75, 2021-04-11, two days after arXiv:2104.04473),
+# by row id prefix; a stack file can say the same (kernels.attention unfused, score_bytes, overlap.dp 0):
+# - ParallelAttention's core attention is unfused (no FlashAttention before 2022): torch.baddbmm writes the fp16
+#   scores (2 B per score element), FusedScaleMaskSoftmax's upper-triangular kernel reads and writes them (4 B),
+#   attention dropout (default 0.1) reads them and writes its output and a 1 B mask (5 B), torch.bmm reads the
+#   probabilities (2 B): 13 B forward. Backward: the bmm writes the probabilities' gradient and reads the
+#   dropped probabilities for V's (4 B), dropout's backward reads the gradient and the mask and writes (5 B),
+#   the softmax backward reads the gradient and its output and writes (6 B), the baddbmm backward reads the
+#   scores' gradient for dQ and for dK (4 B): 19 B.
+# - DP: --DDP-impl local by default; train_step calls allreduce_gradients() after forward_backward_func returns
+#   (no overlap), on the contiguous grad buffer in the parameter dtype (fp16, 2 B) unless
+#   --accumulate-allreduce-grads-in-fp32 is given (megatron/model/distributed.py, training.py).
+RECIPE_BY_PREFIX: dict[str, dict[str, Any]] = {
+    "megatron2021_": {
+        "attention_kernel": "unfused",
+        "score_bytes": (13.0, 19.0),
+        "dp_overlap": 0.0,
+        "dp_gather_overlap": 0.0,
+        "grad_reduce_bytes": 2.0,
+    },
+    # BLOOM (Megatron-DeepSpeed, BigScience's 2022 fork of that Megatron-LM): the same ParallelAttention core
+    # attention; train/tr11-176B-ml/tr11-176B-ml.slurm passes no --attention-dropout (default 0.1) and
+    # --abort-on-unmet-fused-kernel-constraints (the fused softmax kernel); ALiBi's bias is baddbmm's beta input
+    # ([b*heads, 1, s], not counted). Its DP is DeepSpeed's BF16 optimizer, the deepspeed stack's.
+    "bloom_": {"attention_kernel": "unfused", "score_bytes": (13.0, 19.0)},
+}
 
 # Plan facts the rows imply but do not spell out, by row id prefix, with the reason.
 # These are parts of the published plan (what the framework could do then), not
@@ -160,7 +186,8 @@ def usable(row: dict[str, Any]) -> bool:
 
 def stack_for(row: dict[str, Any]) -> StackProfile:
     name = next(s for prefix, s in STACK_OF.items() if row["id"].startswith(prefix))
-    return replace(load_stack(name), **RECIPE.get(row["id"], {}))
+    facts = next((f for prefix, f in RECIPE_BY_PREFIX.items() if row["id"].startswith(prefix)), {})
+    return replace(load_stack(name), **facts, **RECIPE.get(row["id"], {}))
 
 
 def evaluate(row: dict[str, Any], *, rank: bool = False) -> RowResult:

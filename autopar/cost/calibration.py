@@ -15,10 +15,9 @@ from __future__ import annotations
 # throughput), kernels wait on launches and on the slowest rank of each collective.
 # The share of the curves' rate a run sustains, on tensor-core work (GEMMs, attention);
 # a profile may give its GPU's own (gpu.sustained_tensor_efficiency, cost/kernels.py
-# sustained), none of the built-ins does: no per-GPU measurement of it was found, and
-# set per GPU on the published rows it comes out the same (A100 0.742, Hopper 0.725,
-# B200 0.724). Set on every framework and published row of 9 sources
-# (benchmarks/data/fitted_constants.yaml; docs/calibration.md).
+# sustained): no per-GPU measurement of it was found; the A100 profile's own is fitted
+# on the A100 rows (0.837), this one on every other framework and published row
+# (benchmarks/data/fitted_constants.yaml, which names them; docs/calibration.md).
 SUSTAINED_TENSOR_EFFICIENCY = 0.726
 # Serving (cost/serve.py) keeps 0.75, the value the serving frameworks' constants
 # (data/frameworks/*.yaml, docs/calibration.md) were fit with, until they are refit with this one.

@@ -140,6 +140,9 @@ def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, 
     eff = hw.attention_efficiency("bf16", chunk) * shape.stack.attention_factor(chunk, hopper=hopper_or_later(hw))
     attn_fwd = flops / (hw.peak("bf16") * eff * sustained(hw))
     attn_bwd = FLASH_BWD_OVER_FWD * attn_fwd
+    if shape.stack.attention_kernel == "unfused":
+        score_fwd, score_bwd = _score_passes(model, hw, shape, plan, chunk)
+        attn_fwd, attn_bwd = attn_fwd + score_fwd, attn_bwd + score_bwd
     rope = cal.ACT_BYTES * 2 * (_q_width(model) + _k_width(model)) / plan.tp * tokens
     mem = elementwise_time(hw, shape, norm_residual_bytes(model, plan, tokens) + rope)
     cast = fp8_cast_time(hw, shape, gemms)
@@ -163,6 +166,15 @@ def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, 
         op_sac=op_sac(shape, gemm, mem),
         modules=modules,
     )
+
+
+def _score_passes(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, chunk: float) -> tuple[float, float]:
+    """HBM time (forward, backward) of an unfused attention's score matrix on one rank: every query of its
+    chunk against every key, per local head and sequence, at the stack's bytes per score element (the scores,
+    softmax and dropout each written to and read from HBM; no causal skip, the kernels compute the whole square)."""
+    elems = shape.mbs * model.num_attention_heads / plan.tp * chunk * shape.seq_len
+    fwd_bytes, bwd_bytes = shape.stack.score_bytes
+    return memory_time(hw, fwd_bytes * elems), memory_time(hw, bwd_bytes * elems)
 
 
 def _q_width(model: ModelSpec) -> int:

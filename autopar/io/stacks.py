@@ -239,6 +239,8 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
     if len(set(xs)) != len(xs):
         raise SpecError(f"{where}: kernels.attention_vs_fa3: expected distinct [seq_len, ratio] pairs")
     pairs = sorted(k.attention_vs_fa3)
+    if (k.attention == "unfused") != any(k.score_bytes):
+        raise SpecError(f"{where}: kernels.score_bytes: give them (forward, backward) with attention unfused, and only then")
     for key, opt in (s.options or {}).items():
         _check_option(key, opt, s, where=where)
     return StackProfile(
@@ -253,6 +255,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         fp8_cast_bytes=k.fp8_cast_bytes,
         logit_bytes=k.logit_bytes,
         moe_host_us=k.moe_host_us,
+        score_bytes=(k.score_bytes[0], k.score_bytes[1]),
         tp_overlap=o.tp,
         cp_overlap=o.cp,
         ep_overlap=o.ep,

@@ -21,7 +21,7 @@ from autopar.spec.hardware import Curve
 # Megatron-Core's module-level recompute (--recompute-modules; TransformerConfig.recompute_modules at core_v0.16.1)
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 
-ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "sdpa", "triton")
+ATTENTION_KERNELS = ("fa2", "fa3", "cudnn", "sdpa", "triton", "unfused")
 SELECTIVE_POLICIES = ("attention", "op")
 DP_GRANULARITY = ("bucket", "layer")
 LAUNCHERS = ("megatron", "torchtitan", "deepspeed", "none")
@@ -59,7 +59,7 @@ class StackProfile:
     description: str  # one line for humans
     launcher: str  # which framework --emit writes for this stack: megatron | torchtitan | deepspeed | none
     # --- kernels ---
-    attention_kernel: str  # fa2 | fa3 | cudnn | sdpa | triton: what the stack calls for causal attention
+    attention_kernel: str  # fa2 | fa3 | cudnn | sdpa | triton | unfused: what the stack calls for causal attention
     attention_vs_fa3: Curve  # seq_len -> its fwd+bwd throughput over FA3's on Hopper and later (1 elsewhere)
     compiled: bool  # torch.compile (or hand-fused kernels) for norms, rope and activations
     elementwise_passes: float  # HBM passes of norm/rope/activation/residual work, relative to one fused kernel each
@@ -108,6 +108,9 @@ class StackProfile:
     # host time an MoE layer leaves exposed per micro-batch (forward + backward, microseconds) when its router
     # and token-dispatch preprocessing run eagerly and the dispatch syncs host and device (0 under CUDA graphs)
     moe_host_us: float = 0.0
+    # attention unfused (the score matrix in HBM: QK^T, softmax, dropout, PV as separate kernels): HBM bytes per
+    # score element (one per query-key pair, head and sequence) in forward and in backward
+    score_bytes: tuple[float, float] = (0.0, 0.0)
     dp_gather_overlap: float | None = None  # share of compute the parameter all-gather hides (None: dp_overlap)
     # optimizer bytes per parameter under BF16 (fp32 master, Adam m and v: 12; Megatron's precision-aware
     # optimizer keeps the master as 16-bit remainders of the bf16 weight: 10), and under FP8

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import autopar.cost.calibration as cal
+from autopar.io.profiles import load_hardware
 from autopar.io.stacks import load_stack
 from benchmarks import loso
 
@@ -87,7 +88,12 @@ def test_the_shipped_constants_name_rows_that_exist() -> None:
         for r in yaml.safe_load((data / f).read_text())["runs"]
     }
     consts = loso.constants()
-    assert {c.name for c in consts} == {"sustained_tensor_efficiency", "llm_foundry_triton_attention", "megatron_moe_host_us"}
+    assert {c.name for c in consts} == {
+        "sustained_tensor_efficiency",
+        "a100_sustained_tensor_efficiency",
+        "llm_foundry_triton_attention",
+        "megatron_moe_host_us",
+    }
     for c in consts:
         assert c.rows and set(c.rows) <= ids, c.name
     sustained = next(c for c in consts if c.name == "sustained_tensor_efficiency")
@@ -96,7 +102,12 @@ def test_the_shipped_constants_name_rows_that_exist() -> None:
     from benchmarks import published
 
     shipped = [r for f in ("framework_runs.yaml", "published_runs.yaml") for r in yaml.safe_load((data / f).read_text())["runs"]]
-    assert set(sustained.rows) == {r["id"] for r in shipped if "achieved" not in r or published.usable(r)}
+    scored = {r["id"] for r in shipped if "achieved" not in r or published.usable(r)}
+    a100 = next(c for c in consts if c.name == "a100_sustained_tensor_efficiency")
+    # the A100 rows set the A100 profile's own value, every other row the global one
+    assert set(sustained.rows) | set(a100.rows) == scored and not set(sustained.rows) & set(a100.rows)
+    assert set(a100.rows) == {i for i in scored if i.startswith(("lf_a100_", "megatron2021_", "bloom_"))} and a100.refit
+    assert a100.value == load_hardware("a100-sxm-80g").sustained_tensor_efficiency
     assert next(c for c in consts if c.name == "megatron_moe_host_us").value == load_stack("megatron").moe_host_us
 
 
@@ -148,3 +159,14 @@ def test_a_constant_of_several_sources_without_refit_is_refused() -> None:
     plain = loso.Constant(name="eff", where=REFIT.where, value=0.75, unfitted=1.0, rows=tuple(WANTS))
     with pytest.raises(SystemExit, match="set on rows of 3 sources"):
         loso.leave_one_source_out(rows, _by_f, _by_f(rows), [plain])
+
+
+def test_a_profile_constant_is_set_while_scored_and_restored() -> None:
+    c = loso.Constant(
+        name="a100", where={"profile": "a100-sxm-80g", "field": "sustained_tensor_efficiency"}, value=0.8, unfitted=0.7, rows=("r",)
+    )
+    shipped = load_hardware("a100-sxm-80g").sustained_tensor_efficiency
+    with loso.at_value(c, 0.61):
+        assert load_hardware("a100-sxm-80g").sustained_tensor_efficiency == 0.61
+        assert load_hardware("h100-sxm").sustained_tensor_efficiency is None  # only the named profile
+    assert load_hardware("a100-sxm-80g").sustained_tensor_efficiency == shipped

@@ -38,7 +38,7 @@ assert Zero.__args__ == ZERO_STAGES  # type: ignore[attr-defined]
 
 
 class StackKernels(_Strict):
-    attention: Literal["fa2", "fa3", "cudnn", "sdpa", "triton"]
+    attention: Literal["fa2", "fa3", "cudnn", "sdpa", "triton", "unfused"]
     attention_vs_fa3: RatioCurve  # [seq_len, throughput over FA3's] pairs
     compiled: bool = False
     elementwise_passes: Annotated[float, _num(lim.MAX_PASSES)]
@@ -46,6 +46,7 @@ class StackKernels(_Strict):
     fp8_cast_bytes: Bytes0
     logit_bytes: Bytes
     moe_host_us: HostUs = 0.0
+    score_bytes: Annotated[tuple[Bytes0, Bytes0], Strict(False)] = (0.0, 0.0)  # [forward, backward], unfused only
 
 
 class StackOverlap(_Strict):

@@ -166,6 +166,34 @@ def test_fa2_stack_attention_is_slower_on_hopper_only(toy_hw: HardwareProfile) -
     assert t_a100 == pytest.approx(layer_time(m, toy_hw, Shape(dtype="bf16", seq_len=8192, mbs=1), plan, "dense").compute)
 
 
+def test_unfused_attention_moves_its_score_matrix_through_hbm(toy_hw: HardwareProfile) -> None:
+    # Megatron-LM 2021's core attention (benchmarks/published.py RECIPE_BY_PREFIX): 13 B per score element forward,
+    # 19 B backward. tp 2, mbs 2, seq 2048: 2 x 16/2 heads x 2048^2 = 67,108,864 scores on a rank; at the toy's
+    # 1e12 B/s that is 13 x 67,108,864 / 1e12 = 872.4 us forward and 19 x ... = 1275.1 us backward, added to the
+    # attention kernel's time (full recompute repeats the forward's).
+    m = gpt_like()
+    plan = Plan(dp=1, tp=2, pp=1, sp=False)
+    shape = Shape(dtype="bf16", seq_len=2048, mbs=2)
+    unfused = replace(NEUTRAL, attention_kernel="unfused", score_bytes=(13.0, 19.0))
+    fused = layer_time(m, toy_hw, shape, plan, "dense")
+    t = layer_time(m, toy_hw, replace(shape, stack=unfused), plan, "dense")
+    scores = 2 * 8 * 2048**2
+    assert t.fwd - fused.fwd == pytest.approx(13 * scores / 1e12, rel=1e-9)
+    assert t.bwd - fused.bwd == pytest.approx(19 * scores / 1e12, rel=1e-9)
+    full = replace(plan, recompute="full")
+    extra = layer_time(m, toy_hw, replace(shape, stack=unfused), full, "dense").recompute
+    assert extra - layer_time(m, toy_hw, shape, full, "dense").recompute == pytest.approx(13 * scores / 1e12, rel=1e-9)
+
+
+def test_unfused_attention_needs_its_score_bytes(tmp_path: Path) -> None:
+    f = tmp_path / "mine.yaml"
+    f.write_text("schema_version: 1\nextends: megatron@0.16\nkernels: {attention: unfused}\n")
+    with pytest.raises(SpecError, match="score_bytes"):
+        load_stack(str(f))
+    f.write_text("schema_version: 1\nextends: megatron@0.16\nkernels: {attention: unfused, score_bytes: [13, 19]}\n")
+    assert load_stack(str(f)).score_bytes == (13.0, 19.0)
+
+
 def test_cp_ring_exchange_exposed_where_the_stack_does_not_overlap_it(toy_hw: HardwareProfile) -> None:
     # cp 2 ring: one p2p step of the local K/V (2 x 1024 x 2 B x 4096 tokens = 16 MiB) forward, two backward.
     m = gpt_like(seq_len=8192, max_seq_len=8192)
