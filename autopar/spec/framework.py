@@ -61,6 +61,7 @@ class Framework:
     host_token_s: float  # read off the rows: serving-process seconds per streamed token, per engine (0: keeps up)
     moe_decode_slowdown: float  # fitted: a decode step's expert read over the profile's memory time (fused-MoE kernel)
     moe_exchange: str  # MOE_EXCHANGES: how attention-DP ranks send a MoE layer's tokens to the experts and back
+    hybrid_overlap: bool  # the overlap scheduler stays on for a model with Mamba (linear-attention) layers
 
 
 IDENTITY = ("name", "version", "label", "description", "source")  # Framework fields that are not engine values

@@ -132,6 +132,7 @@ class FrameworkFile(_Strict):
     host_token_s: SecondsValue
     moe_decode_slowdown: FactorValue
     moe_exchange: ExchangeValue
+    hybrid_overlap: FlagValue
 
 
 assert _choices(FrameworkFile, "name") == FRAMEWORKS
