@@ -113,15 +113,21 @@ def kv_bytes_per_token(model: ModelSpec, engine: Engine, kv_bytes: float) -> flo
     return layers * 2 * heads * model.head_dim * kv_bytes
 
 
+# bytes per element of a Mamba SSM state (MambaSpec.ssm_state_dtype); the conv state is bf16 (SGLang
+# mamba2_state_dtype: conv bfloat16, temporal from config mamba_ssm_dtype, float32 by default)
+SSM_STATE_BYTES = {"bf16": 2.0, "fp32": 4.0}
+
+
 def state_bytes_per_request(model: ModelSpec, engine: Engine) -> float:
-    """Mamba-2 conv and SSM state one request keeps on one GPU (bf16)."""
+    """Mamba-2 conv state (bf16) and SSM state (MambaSpec.ssm_state_dtype) one request keeps on one GPU."""
     m = model.mamba
     if m is None:
         return 0.0
     layers = sum(1 for k in model.layer_kinds() if k == "mamba") / engine.pp
     di, gn = m.inner(model.hidden_size), m.num_groups * m.state_size
-    per_layer = (di + 2 * gn) * (m.conv_kernel - 1) + m.heads(model.hidden_size) * m.head_dim * m.state_size
-    return layers * cal.ACT_BYTES * per_layer / engine.tp
+    conv = cal.ACT_BYTES * (di + 2 * gn) * (m.conv_kernel - 1)
+    ssm = SSM_STATE_BYTES[m.ssm_state_dtype] * m.heads(model.hidden_size) * m.head_dim * m.state_size
+    return layers * (conv + ssm) / engine.tp
 
 
 def _part_weight_params(model: ModelSpec, part: str, engine: Engine) -> tuple[float, float]:

@@ -43,8 +43,10 @@ def closed_loop(
     plus p / isl of a prompt's prefill riding in a step (prefill_in_step: its
     prefill less the weight read the step already makes). A framework that
     admits by the KV pool it has left (Framework.admission other than
-    reserve_full) is given the rank's `kv_tokens`."""
+    reserve_full) is given the rank's `kv_tokens`. A hybrid model's engine runs the overlap scheduler only where Framework.hybrid_overlap
+    says so; without it the host's walk over the running requests follows the GPU's step."""
     fw = for_deployment(dep)
+    overlap = fw.overlap and (model.mamba is None or fw.hybrid_overlap)
     conc = max(1, round(running))
     one = (
         decode_step(model, hw, dep.engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=1.0, context=wl.isl + wl.osl / 2, fw=fw).total
@@ -61,6 +63,7 @@ def closed_loop(
         eager_s=eager,
         graph_sizes=frozenset(fw.graph_sizes),
         host_per_decode=fw.host_request_s,
+        host_serial=not overlap,
     )
     sched = Scheduler(
         policy=fw.policy,
@@ -68,7 +71,7 @@ def closed_loop(
         chunked=fw.chunked,
         max_seqs=fw.max_seqs,
         kv_tokens=kv_tokens if fw.admission != "reserve_full" else 0,
-        overlap=fw.overlap,
+        overlap=overlap,
         mixed=fw.mixed_chunk,
         admission="room" if fw.admission == "reserve_ratio" else "blocks",
         retract_steps=fw.retract_steps,

@@ -14,7 +14,8 @@ from autopar.cost.serve_admit import Scheduler
 class StepCost:
     """Seconds of a step with `d` decode requests and `p` prompt tokens: fixed + d x per_decode + p x per_token,
     at least d x host_per_decode (the host's walk over the running requests, which the overlap
-    scheduler runs beside the GPU's step: SGLang).
+    scheduler runs beside the GPU's step: SGLang), or that walk added to it when `host_serial` (no
+    overlap scheduler: SGLang's event_loop_normal runs the batch, then processes its result).
 
     With `eager_s` set, a step that cannot replay a captured CUDA graph (one holding a prompt, or a
     decode batch whose size is not in `graph_sizes`) takes at least `eager_s`: the host launching
@@ -26,11 +27,12 @@ class StepCost:
     eager_s: float = 0.0  # host time of a step run without a CUDA graph (0: every step is as fast as its GPU work)
     graph_sizes: frozenset[int] = frozenset()  # decode-only batch sizes with a captured graph
     host_per_decode: float = 0.0  # host seconds per running request a step that the GPU hides up to its own time
+    host_serial: bool = False  # no overlap scheduler: the host's walk follows the GPU's step instead of running beside it
 
     def __call__(self, d: int, p: int) -> float:
         gpu = self.fixed + d * self.per_decode + p * self.per_token
         if self.host_per_decode > 0:
-            gpu = max(gpu, d * self.host_per_decode)
+            gpu = gpu + d * self.host_per_decode if self.host_serial else max(gpu, d * self.host_per_decode)
         if self.eager_s > 0 and (p > 0 or d not in self.graph_sizes):
             return max(gpu, self.eager_s)
         return gpu
@@ -42,7 +44,7 @@ class StepCost:
 
         gpu = self.fixed + d * self.per_decode + p * self.per_token
         if self.host_per_decode > 0:
-            gpu = np.maximum(gpu, d * self.host_per_decode)
+            gpu = gpu + d * self.host_per_decode if self.host_serial else np.maximum(gpu, d * self.host_per_decode)
         if self.eager_s > 0:
             eager = (p > 0) | ~np.isin(d, sorted(self.graph_sizes))
             gpu = np.where(eager, np.maximum(gpu, self.eager_s), gpu)

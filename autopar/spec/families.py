@@ -109,6 +109,7 @@ class MambaSpec:
     num_groups: int = 8  # groups sharing B and C (Megatron default 8)
     conv_kernel: int = 4  # causal depthwise convolution width
     chunk_size: int = 128  # SSD chunk length Q
+    ssm_state_dtype: str = "bf16"  # dtype of the SSM state a serving engine keeps per request (bf16 | fp32); conv state is bf16
 
     def __post_init__(self) -> None:
         bad = sorted(set(self.layer_pattern) - set(PATTERN_KINDS))

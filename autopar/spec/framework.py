@@ -66,6 +66,7 @@ class Framework:
     moe_decode_slowdown: float  # fitted: a decode step's expert read over the profile's memory time (fused-MoE kernel)
     moe_exchange: str  # MOE_EXCHANGES: how attention-DP ranks send a MoE layer's tokens to the experts and back
     disagg_prefill: str  # DISAGG_PREFILLS: a disaggregated prefill engine at prefill_slowdown, or at its own steps' cost
+    hybrid_overlap: bool  # the overlap scheduler stays on for a model with Mamba (linear-attention) layers
 
 
 IDENTITY = ("name", "version", "label", "description", "source")  # Framework fields that are not engine values

@@ -137,6 +137,7 @@ class FrameworkFile(_Strict):
     moe_decode_slowdown: FactorValue
     moe_exchange: ExchangeValue
     disagg_prefill: DisaggPrefillValue
+    hybrid_overlap: FlagValue
 
 
 assert _choices(FrameworkFile, "name") == FRAMEWORKS

@@ -57,6 +57,7 @@ class MambaFile(_Strict):
     num_groups: Small = 8
     conv_kernel: Small = 4
     chunk_size: Small = 128
+    ssm_state_dtype: Literal["bf16", "fp32"] = "bf16"  # the SSM state an engine keeps per request (config mamba_ssm_dtype)
 
 
 class ModelFile(_Strict):

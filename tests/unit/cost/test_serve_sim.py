@@ -232,6 +232,18 @@ def test_the_hosts_walk_over_the_running_requests_bounds_a_step_from_below() -> 
     assert host(0, 100) == pytest.approx(2.0) and host(4, 100) == pytest.approx(2.4)
 
 
+def test_without_the_overlap_scheduler_the_hosts_walk_follows_the_gpus_step() -> None:
+    # StepCost.host_serial (SGLang's event_loop_normal: run the batch, then process its result; the overlap
+    # scheduler is off for a hybrid Mamba model, Framework.hybrid_overlap): a step takes GPU + d x host.
+    # GPU 1 s + 0.1 s a request, host 0.5 s a request: 2 requests 1.2 + 1.0 = 2.2; 4: 1.4 + 2.0 = 3.4
+    host = StepCost(fixed=1.0, per_decode=0.1, per_token=0.01, host_per_decode=0.5, host_serial=True)
+    assert host(2, 0) == pytest.approx(2.2) and host(4, 0) == pytest.approx(3.4)
+    assert host(0, 100) == pytest.approx(2.0) and host(4, 100) == pytest.approx(4.4)
+    np = pytest.importorskip("numpy")
+    d, p = np.array([2, 4, 0, 4]), np.array([0, 0, 100, 100])
+    assert list(host.many(d, p)) == [host(2, 0), host(4, 0), host(0, 100), host(4, 100)]
+
+
 def serving(seconds_per_token: float) -> Scheduler:
     return Scheduler(policy="decode_first", budget=100, chunked=True, max_seqs=100, host_token_s=seconds_per_token)
 

@@ -272,3 +272,12 @@ def test_schema_framework_prints_the_file_schema() -> None:
 def test_resolving_a_name_reads_its_newest_file() -> None:
     got = resolve_framework("trtllm")
     assert got.framework.version == "1.0" and got.note == ""
+
+
+def test_sglang_runs_a_hybrid_mamba_model_without_the_overlap_scheduler() -> None:
+    # sglang v0.5.6.post2 server_args.py (Qwen3Next) and v0.5.9 _handle_mamba_radix_cache: with the radix
+    # cache on (the default) the overlap schedule is disabled for Mamba hybrids; the other engines keep theirs
+    for ref in ("sglang@0.5.1", "sglang@0.5.6"):
+        fw = load_framework(ref)
+        assert fw.overlap is True and fw.hybrid_overlap is False
+    assert all(load_framework(ref).hybrid_overlap for ref in ("vllm@0.12", "vllm@0.15", "trtllm@1.0"))

@@ -49,9 +49,10 @@ def test_kv_bytes_per_token_hand_derived() -> None:
     qwen = load_model("qwen3.5-397b-a17b")
     assert kv_bytes_per_token(qwen, one, 2.0) == 15 * 2 * 2 * 256 * 2 == 30_720
     assert kv_bytes_per_token(qwen, Engine(tp=4), 1.0) == 15 * 2 * 1 * 256 * 1  # a KV head replicated above tp 2
-    # ... and the 45 Gated DeltaNet layers a fixed state per request: conv (8192 + 2 x 16 x 128) x 3 and the
-    # recurrent state 64 heads x 128 x 128, in bf16
-    assert state_bytes_per_request(qwen, one) == 45 * 2 * ((8192 + 2 * 16 * 128) * 3 + 64 * 128 * 128)
+    # ... and the 45 Gated DeltaNet layers a fixed state per request: conv (8192 + 2 x 16 x 128) x 3 in bf16 and
+    # the recurrent state 64 heads x 128 x 128 in float32 (config.json mamba_ssm_dtype; SGLang mamba2_state_dtype)
+    assert state_bytes_per_request(qwen, one) == 45 * (2 * (8192 + 2 * 16 * 128) * 3 + 4 * 64 * 128 * 128) == 192_061_440
+    assert state_bytes_per_request(qwen, Engine(tp=4)) == 192_061_440 / 4  # 45.8 MiB a request on each of 4 GPUs
     # GLM-5: MLA latent 512 + rope 64 per layer at the KV dtype, plus the DSA indexer key (128 fp8 + one
     # fp32 scale) whatever the KV dtype (vLLM indexer.py, SGLang NSATokenToKVPool)
     glm = load_model("glm-5")
