@@ -381,3 +381,40 @@ def test_a_fit_runs_the_rows_on_the_values_tried_and_prints_them_as_yaml() -> No
     text = sa.fitted_yaml(trial)
     assert text.splitlines()[:3] == ["# autopar/data/frameworks/vllm-0.12.yaml, fitted values:", "step_overhead_s:", "  value: 0.004"]
     assert "moe_decode_slowdown:\n  value: 1.5" in text and "host_request_s" not in text
+
+
+def test_the_inferencex_vllm_rows_run_their_scripts_flags() -> None:
+    # SemiAnalysisAI/InferenceX benchmarks/single_node/minimaxm2.5_fp8_b200.sh from bddbf4031 (the image
+    # v0.19.0-cu130): --gpu-memory-utilization 0.90 --kv-cache-dtype fp8 --max-num-batched-tokens $((ISL * 2));
+    # before it (v0.17.0-cu130): --gpu-memory-utilization 0.95 and no KV dtype.
+    src = "db-dump/2026-04-27; config_id=733; silicon_concurrency=128; measured=2026-04-17T00:00:00.000Z; workflow_run_id=758; "
+    row = {
+        "backend": "vllm",
+        "mode": "agg",
+        "backend_version": "0.19.0",
+        "model_path": "MiniMaxAI/MiniMax-M2.5",
+        "precision": "fp8",
+        "system": "b200_sxm",
+        "isl": "8192",
+        "batch_size": "128",
+        "attention_dp_size": "1",
+        "silicon_data_source": src + "vllm/vllm-openai:v0.19.0-cu130",
+    }
+    assert launch_args(row) == EngineArgs(memory_fraction=0.9, max_num_tokens=16384)
+    assert kv_dtype(row) == "fp8"
+    old = {**row, "silicon_data_source": src + "vllm/vllm-openai:v0.17.0-cu130"}
+    assert launch_args(old) == EngineArgs(memory_fraction=0.95)
+    assert kv_dtype(old) == "auto"
+    # kimik2.5_int4_h200.sh: --gpu-memory-utilization 0.95 --max-num-seqs $CONC (128 x 1 rank)
+    kimi = {**row, "model_path": "moonshotai/Kimi-K2.5", "precision": "int4", "system": "h200_sxm"}
+    kimi["silicon_data_source"] = "source_file=2026-04-06.csv; model=Kimi-K2.5; image=vllm/vllm-openai:v0.16.0"
+    assert launch_args(kimi) == EngineArgs(memory_fraction=0.95, max_batch_size=128)
+    # kimik2.5_fp4_b200.sh gained the 2 x ISL budget on 2026-04-20 (6c3acebfa), the image unchanged
+    fp4 = {**kimi, "precision": "fp4", "system": "b200_sxm", "isl": "1024"}
+    fp4["silicon_data_source"] = src.replace("2026-04-17", "2026-04-20") + "vllm/vllm-openai:v0.17.0"
+    assert launch_args(fp4) == EngineArgs(memory_fraction=0.9, max_num_tokens=2048, max_batch_size=128)
+    fp4["silicon_data_source"] = src.replace("2026-04-17", "2026-03-27") + "vllm/vllm-openai:v0.17.0"
+    assert launch_args(fp4) == EngineArgs(memory_fraction=0.9, max_batch_size=128)
+    # a row of no InferenceX entry (no image, another engine) keeps the defaults
+    assert launch_args({**row, "silicon_data_source": "source_file=kimi-k2.5-gap-analysis.csv"}) == EngineArgs()
+    assert launch_args({**row, "backend": "sglang"}) == EngineArgs()
