@@ -167,6 +167,11 @@ CAMPAIGN = "dynamo_version=0.8.0"
 
 
 def _disagg(row: dict[str, str], role: str | None) -> EngineArgs:
+    recipe = inferencex_recipe(row)
+    if recipe is not None:
+        if role == "prefill":
+            return EngineArgs(max_batch_size=recipe.prefill_seqs, max_num_tokens=recipe.prefill_tokens, memory_fraction=0.9)
+        return EngineArgs(max_batch_size=recipe.decode_seqs, max_num_tokens=recipe.decode_tokens, memory_fraction=0.9)
     budget = int(row["isl"]) + 1500
     backend = row["backend"]
     prefill_tokens = budget if backend == "sglang" else None
@@ -248,6 +253,44 @@ def inferencex_launch(row: dict[str, str]) -> Launch | None:
     measured = _MEASURED.search(source)
     day = measured.group(1) if measured else ""
     return next((e for e in entries if day >= e.since), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """An InferenceX disaggregated vLLM recipe's engines: --max-num-seqs and --max-num-batched-tokens of
+    each pool (per attention-DP rank), and whether the decode engine is attention-DP (dep: tp 1, one rank
+    per GPU) or tensor-parallel (tep). Its prefill engines are always dep (tp 1, dp and ep the GPUs)."""
+
+    prefill_seqs: int
+    decode_seqs: int
+    decode_dp: bool
+    prefill_tokens: int = 16384
+    decode_tokens: int = 10240
+
+
+# kimik2.5-fp4-gb200-dynamo-vllm (nvidia-master.yaml at 2026-04-07, image vllm/vllm-openai:v0.18.0-cu130):
+# each search-space entry names a recipe (CONFIG_FILE=recipes/vllm/kimi-k2.5/...), which InferenceX took in
+# as benchmarks/multi_node/srt-slurm-recipes/vllm/kimi-k2.5/ (80d98084f, 2026-04-28, from NVIDIA/srt-slurm
+# sa-submission-q2-2026, the same container). Every prefill engine: tensor-parallel-size 1,
+# data-parallel-size 4, enable-expert-parallel, max-num-batched-tokens 16384, no chunked prefill; decode:
+# max-num-batched-tokens 10240; kv-cache-dtype fp8 and gpu-memory-utilization 0.9 in both. By (isl,
+# prefill workers, decode workers): 1k1k 1p1d-dep4-dep16 (max-num-seqs 4096 / 4096), 1k1k 1p4d-dep4-tep4
+# (1024 / 1024), 8k1k 1p4d-dep4-tep4 (64 / 16), 8k1k 3p1d-dep4-dep16 (64 / 256).
+INFERENCEX_RECIPES: dict[tuple[int, int, int], Recipe] = {
+    (1024, 1, 1): Recipe(4096, 4096, decode_dp=True),
+    (1024, 1, 4): Recipe(1024, 1024, decode_dp=False),
+    (8192, 1, 4): Recipe(64, 16, decode_dp=False),
+    (8192, 3, 1): Recipe(64, 256, decode_dp=True),
+}
+
+
+def inferencex_recipe(row: dict[str, str]) -> Recipe | None:
+    """The recipe an InferenceX GB200 disaggregated vLLM row ran (INFERENCEX_RECIPES), None for any other row."""
+    source = row.get("silicon_data_source", "")
+    if row.get("backend") != "vllm" or row.get("mode") != "disagg" or "vllm/vllm-openai:v0.18.0-cu130" not in source:
+        return None
+    key = (int(row["isl"]), _count(row["prefill_num_workers"]), _count(row["decode_num_workers"]))
+    return INFERENCEX_RECIPES.get(key)
 
 
 def kv_dtype(row: dict[str, str]) -> str:

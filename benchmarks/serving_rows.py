@@ -28,7 +28,7 @@ from autopar.io.profiles import load_hardware as _load_hardware
 from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
-from benchmarks.serving_campaign import kv_dtype, launch_args
+from benchmarks.serving_campaign import inferencex_recipe, kv_dtype, launch_args
 
 
 @functools.cache
@@ -152,6 +152,21 @@ def vllm_ep_as_dp(r: dict[str, str]) -> tuple[int, int] | None:
     return (tp, tp) if r["backend"] == "vllm" and tp > 1 and dp == tp and moe_tp == 1 and ep == tp * dp else None
 
 
+def recipe_engines(r: dict[str, str], pre: Engine, dec: Engine) -> tuple[Engine, Engine]:
+    """A disaggregated row's engines as its InferenceX recipe launched them (serving_campaign.inferencex_recipe),
+    else as its columns read. The GB200 vLLM rows list the prefill engine as tp4 ep4 and the one-engine decode
+    pool as tp16 ep16 (the config's `tp` and `ep`, its `dp-attn: true` dropped); the recipes run them
+    tensor-parallel-size 1, data-parallel-size 4 (16) with expert parallelism: tp 1, an attention-DP rank a
+    GPU. A decode pool of 4 engines (tep4) is tp4 ep4 as listed."""
+    recipe = inferencex_recipe(r)
+    if recipe is None:
+        return pre, dec
+    pre = Engine(tp=1, dp=pre.tp * pre.dp, ep=pre.ep)
+    if recipe.decode_dp:
+        dec = Engine(tp=1, dp=dec.tp * dec.dp, ep=dec.ep)
+    return pre, dec
+
+
 @functools.cache
 def framework_of(name: str, version: str) -> Framework:
     """The data a row's framework version uses: its own file, else the nearest (spec/framework.py choose_version);
@@ -269,6 +284,7 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
                     dp=_int(r["decode_attention_dp_size"]),
                     model=model,
                 )
+                pre, dec = recipe_engines(r, pre, dec)
                 dep = Deployment(
                     fw=fw,
                     mode="disagg",

@@ -418,3 +418,31 @@ def test_the_inferencex_vllm_rows_run_their_scripts_flags() -> None:
     # a row of no InferenceX entry (no image, another engine) keeps the defaults
     assert launch_args({**row, "silicon_data_source": "source_file=kimi-k2.5-gap-analysis.csv"}) == EngineArgs()
     assert launch_args({**row, "backend": "sglang"}) == EngineArgs()
+
+
+def test_the_inferencex_gb200_vllm_rows_run_their_recipes_engines() -> None:
+    # kimik2.5-fp4-gb200-dynamo-vllm, recipe 1k1k disagg-gb200-1p1d-dep4-dep16: prefill tensor-parallel-size 1,
+    # data-parallel-size 4, max-num-seqs 4096, max-num-batched-tokens 16384; decode data-parallel-size 16,
+    # max-num-seqs 4096, max-num-batched-tokens 10240; gpu-memory-utilization 0.9. The file lists tp4 ep4 / tp16 ep16.
+    row = {
+        "backend": "vllm",
+        "mode": "disagg",
+        "isl": "1024",
+        "prefill_num_workers": "1",
+        "decode_num_workers": "1",
+        "prefill_batch_size": "1",
+        "decode_batch_size": "256",
+        "silicon_data_source": "db-dump/2026-04-27; config_id=697; measured=2026-04-07; vllm/vllm-openai:v0.18.0-cu130",
+    }
+    assert launch_args(row, "prefill") == EngineArgs(max_batch_size=4096, max_num_tokens=16384, memory_fraction=0.9)
+    assert launch_args(row) == EngineArgs(max_batch_size=4096, max_num_tokens=10240, memory_fraction=0.9)
+    pre, dec = sr.recipe_engines(row, Engine(tp=4, ep=4), Engine(tp=16, ep=16))
+    assert (pre, dec) == (Engine(tp=1, dp=4, ep=4), Engine(tp=1, dp=16, ep=16))
+    # 8k1k disagg-gb200-1p4d-dep4-tep4: the four decode engines are tp4 (tep4), max-num-seqs 16
+    tep = {**row, "isl": "8192", "decode_num_workers": "4"}
+    assert launch_args(tep) == EngineArgs(max_batch_size=16, max_num_tokens=10240, memory_fraction=0.9)
+    assert sr.recipe_engines(tep, Engine(tp=4, ep=4), Engine(tp=4, ep=4)) == (Engine(tp=1, dp=4, ep=4), Engine(tp=4, ep=4))
+    # the Dynamo 0.8.0 campaign's disaggregated rows keep their generator's reading
+    other = {**row, "silicon_data_source": "dynamo_version=0.8.0"}
+    assert launch_args(other, "prefill") == EngineArgs(max_batch_size=1)
+    assert sr.recipe_engines(other, Engine(tp=4, ep=4), Engine(tp=16, ep=16)) == (Engine(tp=4, ep=4), Engine(tp=16, ep=16))
