@@ -293,6 +293,21 @@ def inferencex_recipe(row: dict[str, str]) -> Recipe | None:
     return INFERENCEX_RECIPES.get(key)
 
 
+# InferenceX's `dp-attn: true` entries run `--tensor-parallel-size=1 --data-parallel-size=$TP
+# --enable-expert-parallel` (minimaxm2.5_fp4_b200.sh, _fp4_b300.sh PARALLEL_ARGS from 79bd988e9 and
+# 22d0f12f7): TP attention-DP ranks of tp 1, the experts over them. The database gives each search-space
+# entry its config id; the ids whose rows fall only in a dp-attn entry of the master config at their
+# measured date: 707 (minimaxm2.5-fp4-b200, tp 2 ep 2 dp-attn, c256-1024), 727 (fp4-b300, tp 2 ep 2
+# dp-attn, c256-2048) and 827 (fp8-b300, c1024 only, beside 735, the tp 2 ep 2 entry of c512-1024).
+DP_ATTENTION_CONFIGS = frozenset({"707", "727", "827"})
+
+
+def inferencex_dp_attention(row: dict[str, str]) -> bool:
+    """Whether an InferenceX vLLM row ran a dp-attn entry (DP_ATTENTION_CONFIGS)."""
+    config = re.search(r"config_id=(\d+)", row.get("silicon_data_source", ""))
+    return row.get("backend") == "vllm" and config is not None and config.group(1) in DP_ATTENTION_CONFIGS
+
+
 def kv_dtype(row: dict[str, str]) -> str:
     """The KV cache dtype a row's engines ran with: fp8 for the Dynamo campaign's rows, else auto.
 

@@ -28,7 +28,7 @@ from autopar.io.profiles import load_hardware as _load_hardware
 from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
-from benchmarks.serving_campaign import inferencex_recipe, kv_dtype, launch_args
+from benchmarks.serving_campaign import inferencex_dp_attention, inferencex_recipe, kv_dtype, launch_args
 
 
 @functools.cache
@@ -131,6 +131,8 @@ def agg_engine(r: dict[str, str], model: ModelSpec, named: tuple[int, int] | Non
     GPUs and attention ranks would not be). Read as the id's: tp N, the experts over ep M, one rank."""
     cols = (_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]), _int(r["attention_dp_size"]))
     named = id_layout(r) or named or vllm_ep_as_dp(r)
+    if named is not None and inferencex_dp_attention(r):  # tp 1, an attention-DP rank a GPU (serving_campaign)
+        return _engine(1, 1, named[1], dp=named[0], model=model)
     if named is not None and named != (cols[0], cols[2]):
         tp, ep = named
         return _engine(tp, max(1, tp // ep), ep, dp=1, model=model)

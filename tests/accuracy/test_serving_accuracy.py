@@ -446,3 +446,16 @@ def test_the_inferencex_gb200_vllm_rows_run_their_recipes_engines() -> None:
     other = {**row, "silicon_data_source": "dynamo_version=0.8.0"}
     assert launch_args(other, "prefill") == EngineArgs(max_batch_size=1)
     assert sr.recipe_engines(other, Engine(tp=4, ep=4), Engine(tp=16, ep=16)) == (Engine(tp=4, ep=4), Engine(tp=16, ep=16))
+
+
+def test_the_inferencex_dp_attention_rows_run_tp1_ranks(tmp_path: Path) -> None:
+    # minimaxm2.5_fp4_b300.sh: DP_ATTENTION=true -> --tensor-parallel-size=1 --data-parallel-size=$TP
+    # --enable-expert-parallel; config 727 is minimaxm2.5-fp4-b300-vllm's { tp: 2, ep: 2, dp-attn: true }.
+    # The file lists it tp2 attention-DP 2 ep4 and batch_size 512 a rank: 2 ranks of tp 1, ep 2, 1024 requests.
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        lines = f.readlines()
+    picked = [line for line in lines if line.startswith("minimaxm2_5_b300_vllm_fp4_agg_1024x1024_c1024_cfg727,")]
+    path = tmp_path / "rows.csv"
+    path.write_text(lines[0] + "".join(picked))
+    got = [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.dep.gpus, r.wl.concurrency) for r in sr.load_rows(path)]
+    assert got == [(1, 2, 2, 2, 1024)]
