@@ -9,6 +9,9 @@ it is read from; a backend without a sourced setting runs at its framework's def
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from autopar.spec.serve import DEFAULT_ARGS, EngineArgs
 
 
@@ -119,8 +122,21 @@ def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:
     the bare decode step, while the prompts at the stated concurrency need 1.10-2.21x the measured
     latency; benchmarks/serving_accuracy.py gpu_time_needed_s): a smaller --max-num-batched-tokens
     only spreads the same prompts over more steps, and a --max-num-seqs below the concurrency would
-    queue requests before their first token, where the rows measure 72-463 ms TTFT."""
-    return DEFAULT_ARGS
+    queue requests before their first token, where the rows measure 72-463 ms TTFT.
+
+    The InferenceX rows of serving_runs_newer.csv: the flags of their launch script (inferencex_launch)."""
+    launch = inferencex_launch(row)
+    if launch is None:
+        return DEFAULT_ARGS
+    # --max-num-seqs $CONC: the client's concurrency, batch_size x attention-DP ranks (serving_rows.agg_concurrency)
+    conc = _count(row["batch_size"]) * _count(row["attention_dp_size"])
+    seqs = conc if launch.max_seqs == "conc" else launch.max_seqs
+    assert seqs is None or isinstance(seqs, int)
+    return EngineArgs(
+        memory_fraction=launch.memory_fraction,
+        max_num_tokens=2 * int(row["isl"]) if launch.budget_2x_isl else None,
+        max_batch_size=seqs,
+    )
 
 
 # --- Disaggregated rows (prefill and decode pools) -------------------------------------------------
@@ -151,6 +167,11 @@ CAMPAIGN = "dynamo_version=0.8.0"
 
 
 def _disagg(row: dict[str, str], role: str | None) -> EngineArgs:
+    recipe = inferencex_recipe(row)
+    if recipe is not None:
+        if role == "prefill":
+            return EngineArgs(max_batch_size=recipe.prefill_seqs, max_num_tokens=recipe.prefill_tokens, memory_fraction=0.9)
+        return EngineArgs(max_batch_size=recipe.decode_seqs, max_num_tokens=recipe.decode_tokens, memory_fraction=0.9)
     budget = int(row["isl"]) + 1500
     backend = row["backend"]
     prefill_tokens = budget if backend == "sglang" else None
@@ -159,6 +180,132 @@ def _disagg(row: dict[str, str], role: str | None) -> EngineArgs:
         return EngineArgs(max_batch_size=prefill, max_num_tokens=budget if backend == "trtllm" else None, max_prefill_tokens=prefill_tokens)
     decode = _count(row["decode_batch_size"])
     return EngineArgs(max_batch_size=decode, max_num_tokens=decode if backend == "trtllm" else None, max_prefill_tokens=prefill_tokens)
+
+
+# --- InferenceX rows (serving_runs_newer.csv, vLLM) ------------------------------------------------
+# The vLLM rows of serving_runs_newer.csv are SemiAnalysisAI/InferenceX runs: the same models, GPUs,
+# images (silicon_data_source names vllm/vllm-openai:TAG), layouts and concurrency sweeps as its
+# .github/configs/nvidia-master.yaml entries minimaxm2.5-{fp8,fp4}-{b200,b300,h100,h200}-vllm and
+# kimik2.5-{int4,fp4}-{b200,b300,h200}-vllm, and its client (benchmarks/benchmark_lib.sh
+# run_benchmark_serving: random prompts, --num-prompts 10 x CONC, --max-concurrency CONC). Each
+# entry launched the engine from benchmarks/single_node/<model>_<precision>_<gpu>.sh; the image tag
+# dates the script revision (the commit that set the tag changed its flags with it), and where a
+# script changed under one tag the row's `measured` date decides. What those scripts pass that
+# EngineArgs and the KV dtype carry, per (model, precision, system, image tag):
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A script's vLLM flags: --gpu-memory-utilization, --kv-cache-dtype fp8, --max-num-batched-tokens
+    2 x ISL, --max-num-seqs (an int, or "conc": the row's concurrency); `since`: the first measured date
+    the flags hold for (ISO, "" always)."""
+
+    memory_fraction: float
+    kv_fp8: bool = False
+    budget_2x_isl: bool = False
+    max_seqs: int | str | None = None
+    since: str = ""
+
+
+_MINIMAX, _KIMI = "MiniMaxAI/MiniMax-M2.5", "moonshotai/Kimi-K2.5"
+# minimaxm2.5_fp8_b200.sh, then fp4/b300: from bddbf4031 (2026-04-03, #947, "upgrade to vllm 0.19",
+# the tag to v0.19.0-cu130) --gpu-memory-utilization 0.90 --kv-cache-dtype fp8 --max-num-batched-tokens
+# $((ISL * 2)), as minimaxm2.5_fp4_b200.sh (79bd988e9, 2026-04-08), _fp8_b300.sh and _fp4_b300.sh
+# (340d7854c, 22d0f12f7, 2026-04-17), unchanged to 2026-04-27 (41ed82dc1 changed an env var only).
+_BLACKWELL_019 = Launch(0.90, kv_fp8=True, budget_2x_isl=True)
+INFERENCEX_VLLM: dict[tuple[str, str, str, str], tuple[Launch, ...]] = {
+    # minimaxm2.5_fp8_b200.sh before bddbf4031 (64c20b6b5 2026-03-11 .. 626932a11 2026-03-27):
+    # --gpu-memory-utilization 0.95 --block-size=32, no KV dtype (auto: bf16), vLLM's step budget.
+    (_MINIMAX, "fp8", "b200_sxm", "v0.17.0-cu130"): (Launch(0.95),),
+    (_MINIMAX, "fp8", "b200_sxm", "v0.19.0-cu130"): (_BLACKWELL_019,),
+    (_MINIMAX, "fp8", "b300_sxm", "v0.19.0-cu130"): (_BLACKWELL_019,),
+    (_MINIMAX, "fp4", "b200_sxm", "v0.19.0-cu130"): (_BLACKWELL_019,),
+    (_MINIMAX, "fp4", "b300_sxm", "v0.19.0-cu130"): (_BLACKWELL_019,),
+    # minimaxm2.5_fp8_h100.sh (ac0d2a853 2026-03-02 .. 626932a11; v0.18.0 from 1d5cae141, 2026-03-27):
+    # --gpu-memory-utilization 0.90 --max-num-seqs 256.
+    (_MINIMAX, "fp8", "h100_sxm", "v0.18.0"): (Launch(0.90, max_seqs=256),),
+    # minimaxm2.5_fp8_h200.sh (a36346339 2026-03-01 .. 626932a11): --gpu-memory-utilization 0.95.
+    (_MINIMAX, "fp8", "h200_sxm", "v0.16.0"): (Launch(0.95),),
+    (_MINIMAX, "fp8", "h200_sxm", "v0.18.0"): (Launch(0.95),),
+    # kimik2.5_int4_b200.sh (eb02101ef 2026-02-23 .. 626932a11), kimik2.5_int4_h200.sh (749096c4c
+    # 2026-03-02 ..): --gpu-memory-utilization 0.95 --max-num-seqs $CONC.
+    (_KIMI, "int4", "b200_sxm", "v0.15.1"): (Launch(0.95, max_seqs="conc"),),
+    (_KIMI, "int4", "h200_sxm", "v0.16.0"): (Launch(0.95, max_seqs="conc"),),
+    # kimik2.5_fp4_b200.sh: --gpu-memory-utilization 0.90 --max-num-seqs $CONC (a58dedd5a 2026-03-11);
+    # 6c3acebfa (2026-04-20, #1047, the tag kept) adds --kv-cache-dtype fp8 (the NVFP4 checkpoint's
+    # auto already) and --max-num-batched-tokens $((ISL * 2)).
+    (_KIMI, "fp4", "b200_sxm", "v0.17.0"): (
+        Launch(0.90, kv_fp8=True, budget_2x_isl=True, max_seqs="conc", since="2026-04-20"),
+        Launch(0.90, max_seqs="conc"),
+    ),
+    # kimik2.5_fp4_b300.sh (a35e53694 2026-04-17, f34a83b25 2026-04-20): as the B200 script before #1047.
+    (_KIMI, "fp4", "b300_sxm", "v0.19.0-cu130"): (Launch(0.90, max_seqs="conc"),),
+}
+_IMAGE = re.compile(r"vllm/vllm-openai:(\S+?)(?:;|$)")
+_MEASURED = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
+
+
+def inferencex_launch(row: dict[str, str]) -> Launch | None:
+    """The InferenceX script's flags a vLLM row ran with (INFERENCEX_VLLM), None for a row of no entry."""
+    source = row.get("silicon_data_source", "")
+    image = _IMAGE.search(source)
+    if row.get("backend") != "vllm" or image is None:
+        return None
+    entries = INFERENCEX_VLLM.get((row["model_path"], row["precision"], row["system"], image.group(1)), ())
+    measured = _MEASURED.search(source)
+    day = measured.group(1) if measured else ""
+    return next((e for e in entries if day >= e.since), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """An InferenceX disaggregated vLLM recipe's engines: --max-num-seqs and --max-num-batched-tokens of
+    each pool (per attention-DP rank), and whether the decode engine is attention-DP (dep: tp 1, one rank
+    per GPU) or tensor-parallel (tep). Its prefill engines are always dep (tp 1, dp and ep the GPUs)."""
+
+    prefill_seqs: int
+    decode_seqs: int
+    decode_dp: bool
+    prefill_tokens: int = 16384
+    decode_tokens: int = 10240
+
+
+# kimik2.5-fp4-gb200-dynamo-vllm (nvidia-master.yaml at 2026-04-07, image vllm/vllm-openai:v0.18.0-cu130):
+# each search-space entry names a recipe (CONFIG_FILE=recipes/vllm/kimi-k2.5/...), which InferenceX took in
+# as benchmarks/multi_node/srt-slurm-recipes/vllm/kimi-k2.5/ (80d98084f, 2026-04-28, from NVIDIA/srt-slurm
+# sa-submission-q2-2026, the same container). Every prefill engine: tensor-parallel-size 1,
+# data-parallel-size 4, enable-expert-parallel, max-num-batched-tokens 16384, no chunked prefill; decode:
+# max-num-batched-tokens 10240; kv-cache-dtype fp8 and gpu-memory-utilization 0.9 in both. By (isl,
+# prefill workers, decode workers): 1k1k 1p1d-dep4-dep16 (max-num-seqs 4096 / 4096), 1k1k 1p4d-dep4-tep4
+# (1024 / 1024), 8k1k 1p4d-dep4-tep4 (64 / 16), 8k1k 3p1d-dep4-dep16 (64 / 256).
+INFERENCEX_RECIPES: dict[tuple[int, int, int], Recipe] = {
+    (1024, 1, 1): Recipe(4096, 4096, decode_dp=True),
+    (1024, 1, 4): Recipe(1024, 1024, decode_dp=False),
+    (8192, 1, 4): Recipe(64, 16, decode_dp=False),
+    (8192, 3, 1): Recipe(64, 256, decode_dp=True),
+}
+
+
+def inferencex_recipe(row: dict[str, str]) -> Recipe | None:
+    """The recipe an InferenceX GB200 disaggregated vLLM row ran (INFERENCEX_RECIPES), None for any other row."""
+    source = row.get("silicon_data_source", "")
+    if row.get("backend") != "vllm" or row.get("mode") != "disagg" or "vllm/vllm-openai:v0.18.0-cu130" not in source:
+        return None
+    key = (int(row["isl"]), _count(row["prefill_num_workers"]), _count(row["decode_num_workers"]))
+    return INFERENCEX_RECIPES.get(key)
+
+
+# InferenceX's `dp-attn: true` entries run `--tensor-parallel-size=1 --data-parallel-size=$TP
+# --enable-expert-parallel` (minimaxm2.5_fp4_b200.sh, _fp4_b300.sh PARALLEL_ARGS from 79bd988e9 and
+# 22d0f12f7): TP attention-DP ranks of tp 1, the experts over them. The database gives each search-space
+# entry its config id; the ids whose rows fall only in a dp-attn entry of the master config at their
+# measured date: 707 (minimaxm2.5-fp4-b200, tp 2 ep 2 dp-attn, c256-1024), 727 (fp4-b300, tp 2 ep 2
+# dp-attn, c256-2048) and 827 (fp8-b300, c1024 only, beside 735, the tp 2 ep 2 entry of c512-1024).
+DP_ATTENTION_CONFIGS = frozenset({"707", "727", "827"})
+
+
+def inferencex_dp_attention(row: dict[str, str]) -> bool:
+    """Whether an InferenceX vLLM row ran a dp-attn entry (DP_ATTENTION_CONFIGS)."""
+    config = re.search(r"config_id=(\d+)", row.get("silicon_data_source", ""))
+    return row.get("backend") == "vllm" and config is not None and config.group(1) in DP_ATTENTION_CONFIGS
 
 
 def kv_dtype(row: dict[str, str]) -> str:
@@ -186,7 +333,8 @@ def kv_dtype(row: dict[str, str]) -> str:
     auto, the activation dtype."""
     if CAMPAIGN in row.get("silicon_data_source", "") or row.get("precision") == "fp4":
         return "fp8"
-    return "auto"
+    launch = inferencex_launch(row)
+    return "fp8" if launch is not None and launch.kv_fp8 else "auto"
 
 
 def _count(value: str) -> int:

@@ -28,7 +28,7 @@ from autopar.io.profiles import load_hardware as _load_hardware
 from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
-from benchmarks.serving_campaign import kv_dtype, launch_args
+from benchmarks.serving_campaign import inferencex_dp_attention, inferencex_recipe, kv_dtype, launch_args
 
 
 @functools.cache
@@ -131,6 +131,8 @@ def agg_engine(r: dict[str, str], model: ModelSpec, named: tuple[int, int] | Non
     GPUs and attention ranks would not be). Read as the id's: tp N, the experts over ep M, one rank."""
     cols = (_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]), _int(r["attention_dp_size"]))
     named = id_layout(r) or named or vllm_ep_as_dp(r)
+    if named is not None and inferencex_dp_attention(r):  # tp 1, an attention-DP rank a GPU (serving_campaign)
+        return _engine(1, 1, named[1], dp=named[0], model=model)
     if named is not None and named != (cols[0], cols[2]):
         tp, ep = named
         return _engine(tp, max(1, tp // ep), ep, dp=1, model=model)
@@ -150,6 +152,21 @@ def vllm_ep_as_dp(r: dict[str, str]) -> tuple[int, int] | None:
     tp4's 764 / 36.3; fp4 8192/1024 c256 1533 / 59.3 against tp2's 1552 / 60.1."""
     tp, moe_tp, ep, dp = (_int(r[k]) for k in ("tp_size", "moe_tp_size", "moe_ep_size", "attention_dp_size"))
     return (tp, tp) if r["backend"] == "vllm" and tp > 1 and dp == tp and moe_tp == 1 and ep == tp * dp else None
+
+
+def recipe_engines(r: dict[str, str], pre: Engine, dec: Engine) -> tuple[Engine, Engine]:
+    """A disaggregated row's engines as its InferenceX recipe launched them (serving_campaign.inferencex_recipe),
+    else as its columns read. The GB200 vLLM rows list the prefill engine as tp4 ep4 and the one-engine decode
+    pool as tp16 ep16 (the config's `tp` and `ep`, its `dp-attn: true` dropped); the recipes run them
+    tensor-parallel-size 1, data-parallel-size 4 (16) with expert parallelism: tp 1, an attention-DP rank a
+    GPU. A decode pool of 4 engines (tep4) is tp4 ep4 as listed."""
+    recipe = inferencex_recipe(r)
+    if recipe is None:
+        return pre, dec
+    pre = Engine(tp=1, dp=pre.tp * pre.dp, ep=pre.ep)
+    if recipe.decode_dp:
+        dec = Engine(tp=1, dp=dec.tp * dec.dp, ep=dec.ep)
+    return pre, dec
 
 
 @functools.cache
@@ -269,6 +286,7 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
                     dp=_int(r["decode_attention_dp_size"]),
                     model=model,
                 )
+                pre, dec = recipe_engines(r, pre, dec)
                 dep = Deployment(
                     fw=fw,
                     mode="disagg",

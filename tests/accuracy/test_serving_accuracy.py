@@ -381,3 +381,81 @@ def test_a_fit_runs_the_rows_on_the_values_tried_and_prints_them_as_yaml() -> No
     text = sa.fitted_yaml(trial)
     assert text.splitlines()[:3] == ["# autopar/data/frameworks/vllm-0.12.yaml, fitted values:", "step_overhead_s:", "  value: 0.004"]
     assert "moe_decode_slowdown:\n  value: 1.5" in text and "host_request_s" not in text
+
+
+def test_the_inferencex_vllm_rows_run_their_scripts_flags() -> None:
+    # SemiAnalysisAI/InferenceX benchmarks/single_node/minimaxm2.5_fp8_b200.sh from bddbf4031 (the image
+    # v0.19.0-cu130): --gpu-memory-utilization 0.90 --kv-cache-dtype fp8 --max-num-batched-tokens $((ISL * 2));
+    # before it (v0.17.0-cu130): --gpu-memory-utilization 0.95 and no KV dtype.
+    src = "db-dump/2026-04-27; config_id=733; silicon_concurrency=128; measured=2026-04-17T00:00:00.000Z; workflow_run_id=758; "
+    row = {
+        "backend": "vllm",
+        "mode": "agg",
+        "backend_version": "0.19.0",
+        "model_path": "MiniMaxAI/MiniMax-M2.5",
+        "precision": "fp8",
+        "system": "b200_sxm",
+        "isl": "8192",
+        "batch_size": "128",
+        "attention_dp_size": "1",
+        "silicon_data_source": src + "vllm/vllm-openai:v0.19.0-cu130",
+    }
+    assert launch_args(row) == EngineArgs(memory_fraction=0.9, max_num_tokens=16384)
+    assert kv_dtype(row) == "fp8"
+    old = {**row, "silicon_data_source": src + "vllm/vllm-openai:v0.17.0-cu130"}
+    assert launch_args(old) == EngineArgs(memory_fraction=0.95)
+    assert kv_dtype(old) == "auto"
+    # kimik2.5_int4_h200.sh: --gpu-memory-utilization 0.95 --max-num-seqs $CONC (128 x 1 rank)
+    kimi = {**row, "model_path": "moonshotai/Kimi-K2.5", "precision": "int4", "system": "h200_sxm"}
+    kimi["silicon_data_source"] = "source_file=2026-04-06.csv; model=Kimi-K2.5; image=vllm/vllm-openai:v0.16.0"
+    assert launch_args(kimi) == EngineArgs(memory_fraction=0.95, max_batch_size=128)
+    # kimik2.5_fp4_b200.sh gained the 2 x ISL budget on 2026-04-20 (6c3acebfa), the image unchanged
+    fp4 = {**kimi, "precision": "fp4", "system": "b200_sxm", "isl": "1024"}
+    fp4["silicon_data_source"] = src.replace("2026-04-17", "2026-04-20") + "vllm/vllm-openai:v0.17.0"
+    assert launch_args(fp4) == EngineArgs(memory_fraction=0.9, max_num_tokens=2048, max_batch_size=128)
+    fp4["silicon_data_source"] = src.replace("2026-04-17", "2026-03-27") + "vllm/vllm-openai:v0.17.0"
+    assert launch_args(fp4) == EngineArgs(memory_fraction=0.9, max_batch_size=128)
+    # a row of no InferenceX entry (no image, another engine) keeps the defaults
+    assert launch_args({**row, "silicon_data_source": "source_file=kimi-k2.5-gap-analysis.csv"}) == EngineArgs()
+    assert launch_args({**row, "backend": "sglang"}) == EngineArgs()
+
+
+def test_the_inferencex_gb200_vllm_rows_run_their_recipes_engines() -> None:
+    # kimik2.5-fp4-gb200-dynamo-vllm, recipe 1k1k disagg-gb200-1p1d-dep4-dep16: prefill tensor-parallel-size 1,
+    # data-parallel-size 4, max-num-seqs 4096, max-num-batched-tokens 16384; decode data-parallel-size 16,
+    # max-num-seqs 4096, max-num-batched-tokens 10240; gpu-memory-utilization 0.9. The file lists tp4 ep4 / tp16 ep16.
+    row = {
+        "backend": "vllm",
+        "mode": "disagg",
+        "isl": "1024",
+        "prefill_num_workers": "1",
+        "decode_num_workers": "1",
+        "prefill_batch_size": "1",
+        "decode_batch_size": "256",
+        "silicon_data_source": "db-dump/2026-04-27; config_id=697; measured=2026-04-07; vllm/vllm-openai:v0.18.0-cu130",
+    }
+    assert launch_args(row, "prefill") == EngineArgs(max_batch_size=4096, max_num_tokens=16384, memory_fraction=0.9)
+    assert launch_args(row) == EngineArgs(max_batch_size=4096, max_num_tokens=10240, memory_fraction=0.9)
+    pre, dec = sr.recipe_engines(row, Engine(tp=4, ep=4), Engine(tp=16, ep=16))
+    assert (pre, dec) == (Engine(tp=1, dp=4, ep=4), Engine(tp=1, dp=16, ep=16))
+    # 8k1k disagg-gb200-1p4d-dep4-tep4: the four decode engines are tp4 (tep4), max-num-seqs 16
+    tep = {**row, "isl": "8192", "decode_num_workers": "4"}
+    assert launch_args(tep) == EngineArgs(max_batch_size=16, max_num_tokens=10240, memory_fraction=0.9)
+    assert sr.recipe_engines(tep, Engine(tp=4, ep=4), Engine(tp=4, ep=4)) == (Engine(tp=1, dp=4, ep=4), Engine(tp=4, ep=4))
+    # the Dynamo 0.8.0 campaign's disaggregated rows keep their generator's reading
+    other = {**row, "silicon_data_source": "dynamo_version=0.8.0"}
+    assert launch_args(other, "prefill") == EngineArgs(max_batch_size=1)
+    assert sr.recipe_engines(other, Engine(tp=4, ep=4), Engine(tp=16, ep=16)) == (Engine(tp=4, ep=4), Engine(tp=16, ep=16))
+
+
+def test_the_inferencex_dp_attention_rows_run_tp1_ranks(tmp_path: Path) -> None:
+    # minimaxm2.5_fp4_b300.sh: DP_ATTENTION=true -> --tensor-parallel-size=1 --data-parallel-size=$TP
+    # --enable-expert-parallel; config 727 is minimaxm2.5-fp4-b300-vllm's { tp: 2, ep: 2, dp-attn: true }.
+    # The file lists it tp2 attention-DP 2 ep4 and batch_size 512 a rank: 2 ranks of tp 1, ep 2, 1024 requests.
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        lines = f.readlines()
+    picked = [line for line in lines if line.startswith("minimaxm2_5_b300_vllm_fp4_agg_1024x1024_c1024_cfg727,")]
+    path = tmp_path / "rows.csv"
+    path.write_text(lines[0] + "".join(picked))
+    got = [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.dep.gpus, r.wl.concurrency) for r in sr.load_rows(path)]
+    assert got == [(1, 2, 2, 2, 1024)]
