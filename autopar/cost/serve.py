@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from autopar.cost import calibration as cal
-from autopar.cost.comm import collective_time
+from autopar.cost.comm import Line, collective_line, collective_time
 from autopar.cost.flops import Gemm, attention_head_width, expert_gemms, logits_gemm, part_gemms
 from autopar.cost.kernels import gemm_time, gemms_time, memory_time, sustained
 from autopar.cost.serve_memo import remembered
@@ -181,50 +181,157 @@ def decode_step(
     With pipeline stages the batch is split into pp groups in flight (one per
     stage), so a token's step is the whole model at batch/pp plus the stage hand-offs.
     """
-    b = max(batch / engine.pp, 1e-9)
-    dense_w = dense_weights(model, weights)
-    dtype, wb, eb = gemm_dtype(hw, dense_w), WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
-    kv_tok = kv_bytes_per_token(model, engine, kv_bytes) * engine.pp / max(1, _attention_layers(model))
-    w_sum = kv_sum = comp_sum = tp_sum = ep_sum = 0.0
-    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
-    ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * b * model.hidden_size, tp_group)
-    for part, count in _part_counts(model).items():
-        dense, expert = _part_weight_params(model, part, engine)
-        kv = 0.0
-        if part == "attn":
-            seen = context * model.kv_share(context)  # tokens a layer reads on average: windowed layers their window
-            kv = b * seen * kv_tok
-            attn_flops = 2.0 * b * seen * model.num_attention_heads / engine.tp * attention_head_width(model)
-            # QK^T and AV over the cached context, counted as one GEMM of the same FLOPs
-            gemms = (*part_gemms(model, "attn", tokens=b, tp=engine.tp), Gemm(name="attn_core", m=attn_flops / 2, n=1, k=1))
-        elif part == "mamba":
-            kv = 2 * b * state_bytes_per_request(model, engine) * engine.pp / count  # read + write one layer's state
-            gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
-        else:
-            gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
-        w, k, c = _roofline(hw, dtype, gemms, weight_bytes=dense * wb, kv=kv)
-        if part == "moe" and model.moe is not None:
-            w2, c2, e = _experts(
-                model,
-                hw,
-                engine,
-                dtype=gemm_dtype(hw, weights),
-                tokens=b * engine.dp,
-                expert_bytes=expert * eb,
-                all_local=fw.moe_decode_reads == "local",
-                read_slowdown=fw.moe_decode_slowdown,
-                exchange=fw.moe_exchange,
-            )
-            w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
-        w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
-        tp_sum += count * ar if engine.tp > 1 else 0.0
-    lm = logits_gemm(model, tokens=b, tp=engine.tp)
-    w, _, c = _roofline(hw, "bf16", (lm,), weight_bytes=cal.ACT_BYTES * lm.n * lm.k, kv=0.0)
-    p2p = 0.0
-    if engine.pp > 1:
-        hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
-        p2p = (engine.pp - 1) * collective_time(hw, "send_recv", cal.ACT_BYTES * b * model.hidden_size, hop)
-    return StepTime(weights=w_sum + w, kv=kv_sum, compute=comp_sum + c, tp_comm=tp_sum + p2p, ep_comm=ep_sum, overhead=fw.step_overhead_s)
+    return _decode(model, hw, engine, weights, fw).step(kv_bytes=kv_bytes, batch=batch, context=context)
+
+
+# The decode terms of a deployment, kept per (model, profile, framework) object and (engine, weights): a sweep
+# prices ~10^4 steps of ~10^2 engines. An entry holds its objects, so their ids name it while cached.
+_DECODES: dict[tuple[int, int, int, Engine, str], tuple[ModelSpec, HardwareProfile, Framework, _Decode]] = {}
+
+
+def _decode(model: ModelSpec, hw: HardwareProfile, engine: Engine, weights: str, fw: Framework) -> _Decode:
+    key = (id(model), id(hw), id(fw), engine, weights)
+    hit = _DECODES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw and hit[2] is fw:
+        return hit[3]
+    value = _Decode(model, hw, engine, weights, fw)
+    if len(_DECODES) >= 1 << 12:
+        _DECODES.clear()
+    _DECODES[key] = (model, hw, fw, value)
+    return value
+
+
+class _Decode:
+    """What a decode step reads of its deployment whatever the batch and context: each sub-layer's weight
+    read, the collectives' lines, the expert layer, and the GEMM terms of its TP split (_Dense). `step`
+    makes the float operations of the whole step formula in its order (each GEMM's FLOPs as Gemm.flops at
+    m = the step's tokens), so a step is the same number however it is reached."""
+
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, engine: Engine, weights: str, fw: Framework) -> None:
+        dense_w = dense_weights(model, weights)
+        wb, eb = WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
+        self.model, self.hw, self.engine, self.overhead = model, hw, engine, fw.step_overhead_s
+        self.dtype = gemm_dtype(hw, dense_w)
+        self.kv_tok: dict[float, float] = {}
+        self.no_kv = memory_time(hw, 0.0)
+        self.tp_line = collective_line(hw, "all_reduce", span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus))
+        hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node) if engine.pp > 1 else None
+        self.hop_line = collective_line(hw, "send_recv", hop) if hop is not None else None
+        self.attn_scale = (model.num_attention_heads, engine.tp, attention_head_width(model))
+        # (part, count, weight read, mamba state bytes, expert layer)
+        self.parts: list[tuple[str, int, float, float, _ExpertLayer | None]] = []
+        for part, count in _part_counts(model).items():
+            dense, expert = _part_weight_params(model, part, engine)
+            state = state_bytes_per_request(model, engine) if part == "mamba" else 0.0
+            experts = None
+            if part == "moe" and model.moe is not None:
+                experts = _ExpertLayer(
+                    model,
+                    hw,
+                    engine,
+                    dtype=gemm_dtype(hw, weights),
+                    expert_bytes=expert * eb,
+                    all_local=fw.moe_decode_reads == "local",
+                    read_slowdown=fw.moe_decode_slowdown,
+                    exchange=fw.moe_exchange,
+                )
+            self.parts.append((part, count, memory_time(hw, dense * wb), state, experts))
+        self.dense = _dense(model, hw, engine.tp, self.dtype, tuple(w_t for _, _, w_t, _, _ in self.parts))
+
+    def _kv_per_token(self, kv_bytes: float) -> float:
+        kv_tok = self.kv_tok.get(kv_bytes)
+        if kv_tok is None:
+            model, engine = self.model, self.engine
+            kv_tok = kv_bytes_per_token(model, engine, kv_bytes) * engine.pp / max(1, _attention_layers(model))
+            self.kv_tok[kv_bytes] = kv_tok
+        return kv_tok
+
+    def step(self, *, kv_bytes: float, batch: float, context: float) -> StepTime:
+        model, hw, engine = self.model, self.hw, self.engine
+        b = max(batch / engine.pp, 1e-9)
+        kv_tok = self._kv_per_token(kv_bytes)
+        w_sum = kv_sum = comp_sum = tp_sum = ep_sum = 0.0
+        ar = self.tp_line.time(cal.ACT_BYTES * b * model.hidden_size)
+        dense, (lm_w, lm_c) = self.dense.at(b)
+        for (part, count, w_t, state, experts), gemms in zip(self.parts, dense, strict=True):
+            if isinstance(gemms, float):  # no KV read: the roofline's excess is the TP split's
+                w, k, c = w_t, self.no_kv, gemms
+            else:
+                terms = list(gemms)
+                if part == "attn":
+                    seen = context * model.kv_share(context)  # tokens a layer reads on average: windowed layers their window
+                    kv = b * seen * kv_tok
+                    heads, tp, width = self.attn_scale
+                    attn_flops = 2.0 * b * seen * heads / tp * width
+                    # QK^T and AV over the cached context, counted as one GEMM of the same FLOPs (m = attn_flops / 2, n = k = 1)
+                    terms.append(gemm_time(hw, self.dtype, 2.0 * (attn_flops / 2) * 1 * 1, serving=True) * 1)
+                else:  # mamba
+                    kv = 2 * b * state * engine.pp / count  # read + write one layer's state
+                kv_t = memory_time(hw, kv)
+                w, k, c = w_t, kv_t, max(0.0, sum(terms) - w_t - kv_t)  # _roofline
+            if experts is not None:
+                w2, c2, e = experts(b * engine.dp)
+                w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
+            w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
+            tp_sum += count * ar if engine.tp > 1 else 0.0
+        p2p = 0.0
+        if self.hop_line is not None:
+            p2p = (engine.pp - 1) * self.hop_line.time(cal.ACT_BYTES * b * model.hidden_size)
+        return StepTime(
+            weights=w_sum + lm_w, kv=kv_sum, compute=comp_sum + lm_c, tp_comm=tp_sum + p2p, ep_comm=ep_sum, overhead=self.overhead
+        )
+
+
+# GEMM terms by TP split, kept per (model, profile) object, dtype and sub-layer weight reads: the engines of
+# one TP size share them (a sweep's steps ask for ~1/3 as many (tp, batch) pairs as steps).
+_DENSES: dict[tuple[int, int, int, str, tuple[float, ...]], tuple[ModelSpec, HardwareProfile, _Dense]] = {}
+
+
+def _dense(model: ModelSpec, hw: HardwareProfile, tp: int, dtype: str, reads: tuple[float, ...]) -> _Dense:
+    key = (id(model), id(hw), tp, dtype, reads)
+    hit = _DENSES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw:
+        return hit[2]
+    value = _Dense(model, hw, tp, dtype, reads)
+    if len(_DENSES) >= 1 << 12:
+        _DENSES.clear()
+    _DENSES[key] = (model, hw, value)
+    return value
+
+
+class _Dense:
+    """The terms of a decode step that read its tokens and TP split alone, per tokens: each sub-layer's GEMM
+    times (part_gemms at m = tokens, each x its count, in order), summed into the roofline's excess over the
+    weight read where the sub-layer reads no KV (mlp, moe's router and shared experts), and the logits' weight
+    read and excess."""
+
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, tp: int, dtype: str, reads: tuple[float, ...]) -> None:
+        self.hw, self.dtype, self.no_kv = hw, dtype, memory_time(hw, 0.0)
+        # (weight read, GEMM shapes (n, k, count), whether the sub-layer reads KV or state)
+        self.parts = [
+            (w_t, tuple((g.n, g.k, g.count) for g in part_gemms(model, part, tokens=1.0, tp=tp)), part in ("attn", "mamba"))
+            for part, w_t in zip(_part_counts(model), reads, strict=True)
+        ]
+        lm = logits_gemm(model, tokens=1.0, tp=tp)
+        self.logits = (lm.n, lm.k, memory_time(hw, cal.ACT_BYTES * lm.n * lm.k))
+        self.by_tokens: dict[float, tuple[tuple[tuple[float, ...] | float, ...], tuple[float, float]]] = {}
+
+    def at(self, b: float) -> tuple[tuple[tuple[float, ...] | float, ...], tuple[float, float]]:
+        """Per sub-layer its GEMM terms (a sub-layer that reads KV) or its excess, and the logits' (read, excess)."""
+        hit = self.by_tokens.get(b)
+        if hit is not None:
+            return hit
+        hw, dtype, no_kv = self.hw, self.dtype, self.no_kv
+        per: list[tuple[float, ...] | float] = []
+        for w_t, shapes, reads_kv in self.parts:
+            terms = [gemm_time(hw, dtype, 2.0 * b * n * k, serving=True) * c for n, k, c in shapes]
+            per.append(tuple(terms) if reads_kv else max(0.0, sum(terms) - w_t - no_kv))
+        n, k, w = self.logits
+        c = max(0.0, sum([gemm_time(hw, "bf16", 2.0 * b * n * k, serving=True) * 1]) - w - no_kv)
+        if len(self.by_tokens) >= 1 << 14:
+            self.by_tokens.clear()
+        hit = self.by_tokens[b] = (tuple(per), (w, c))
+        return hit
 
 
 def _experts(
@@ -239,7 +346,17 @@ def _experts(
     all_local: bool = False,
     read_slowdown: float = 1.0,
 ) -> tuple[float, float, float]:
-    """(weight read, compute excess, EP exchange) seconds of one MoE layer's routed experts.
+    """(weight read, compute excess, EP exchange) seconds of one MoE layer's routed experts (_ExpertLayer)."""
+    if model.moe is None:
+        return 0.0, 0.0, 0.0
+    layer = _ExpertLayer(
+        model, hw, engine, dtype=dtype, expert_bytes=expert_bytes, exchange=exchange, all_local=all_local, read_slowdown=read_slowdown
+    )
+    return layer(tokens)
+
+
+class _ExpertLayer:
+    """One MoE layer's routed experts on one engine, priced at any token count.
 
     `tokens` is what the MoE layer sees: with attention-DP the tokens of every
     attention rank are gathered into it. The experts the step's tokens touch are
@@ -249,18 +366,48 @@ def _experts(
     grouped GEMMs run as one kernel at the efficiency of their total size;
     the tokens travel as `exchange` (Framework.moe_exchange, _exchange) says.
     """
-    moe = model.moe
-    if moe is None:
-        return 0.0, 0.0, 0.0
-    local = moe.num_experts / engine.ep
-    touched = local if all_local else local * (1.0 - (1.0 - moe.top_k / moe.num_experts) ** tokens)
-    read = read_slowdown * memory_time(hw, touched * expert_bytes)
-    flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
-    comp = max(0.0, gemm_time(hw, dtype, flops, serving=True) - read) if flops > 0 else 0.0
-    return read, comp, _exchange(model, hw, engine, tokens=tokens, exchange=exchange)
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        hw: HardwareProfile,
+        engine: Engine,
+        *,
+        dtype: str,
+        expert_bytes: float,
+        exchange: str,
+        all_local: bool,
+        read_slowdown: float,
+    ) -> None:
+        moe = model.moe
+        assert moe is not None
+        self.hw, self.dtype, self.ep, self.expert_bytes = hw, dtype, engine.ep, expert_bytes
+        self.local = moe.num_experts / engine.ep
+        self.all_local, self.read_slowdown = all_local, read_slowdown
+        self.miss = 1.0 - moe.top_k / moe.num_experts  # the chance a token's top_k picks leave an expert out
+        self.routing = (moe.top_k, moe.capacity_factor, moe.num_experts)
+        probe = expert_gemms(model, tokens=1.0, ep=engine.ep, etp=engine.etp)  # the shapes: m is the only term in tokens
+        self.shapes = tuple((g.n, g.k, g.count) for g in probe)
+        self.exchange = _Exchange(model, hw, engine, exchange=exchange)
+
+    def __call__(self, tokens: float) -> tuple[float, float, float]:
+        """(weight read, compute excess, EP exchange) seconds at `tokens` (expert_gemms' rows, in its order)."""
+        hw = self.hw
+        touched = self.local if self.all_local else self.local * (1.0 - self.miss**tokens)
+        read = self.read_slowdown * memory_time(hw, touched * self.expert_bytes)
+        top_k, capacity, experts = self.routing
+        rows = self.ep * (tokens / self.ep) * top_k * capacity / experts
+        flops = sum([2.0 * rows * n * k * c for n, k, c in self.shapes])
+        comp = max(0.0, gemm_time(hw, self.dtype, flops, serving=True) - read) if flops > 0 else 0.0
+        return read, comp, self.exchange(tokens)
 
 
 def _exchange(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, tokens: float, exchange: str) -> float:
+    """Seconds of one MoE layer's token exchange at `tokens` (_Exchange)."""
+    return _Exchange(model, hw, engine, exchange=exchange)(tokens)
+
+
+class _Exchange:
     """Seconds of one MoE layer's token exchange: `tokens` (every attention-DP rank's) to the experts and back.
 
     Without attention-DP every rank of the EP group holds all the step's tokens after the
@@ -282,20 +429,35 @@ def _exchange(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, tokens: 
       a GB200 NVL72: the profile's gpus_per_host below gpus_per_node), else allgather and
       reducescatter over the engine's tp x dp ranks as gather_tp.
     """
-    moe = model.moe
-    if moe is None or engine.dp == 1:
+
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, engine: Engine, *, exchange: str) -> None:
+        moe = model.moe
+        self.kind = "none"
+        self.lines: tuple[Line, ...] = ()
+        self.scale = (engine.ep, moe.top_k if moe is not None else 0, model.hidden_size)
+        if moe is None or engine.dp == 1:
+            return
+        mnnvl = hw.host_gpus < hw.gpus_per_node and engine.ep > moe.top_k
+        if engine.ep > 1 and (exchange == "all_to_all" or (exchange == "all_to_all_mnnvl" and mnnvl)):
+            group = span(size=engine.ep, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
+            self.kind, self.lines = "all_to_all", (collective_line(hw, "all_to_all", group),)
+            return
+        if exchange == "gather_dp":
+            group = span(size=engine.dp, stride=engine.tp, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
+        else:
+            group = span(size=engine.tp * engine.dp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
+        self.kind = "gather"
+        self.lines = (collective_line(hw, "all_gather", group), collective_line(hw, "reduce_scatter", group))
+
+    def __call__(self, tokens: float) -> float:
+        ep, top_k, hidden = self.scale
+        if self.kind == "all_to_all":
+            nbytes = cal.ACT_BYTES * tokens / ep * top_k * hidden * EXPERT_IMBALANCE
+            return 2 * self.lines[0].time(nbytes)
+        if self.kind == "gather":
+            nbytes = cal.ACT_BYTES * tokens * hidden
+            return self.lines[0].time(nbytes) + self.lines[1].time(nbytes)
         return 0.0
-    mnnvl = hw.host_gpus < hw.gpus_per_node and engine.ep > moe.top_k
-    if engine.ep > 1 and (exchange == "all_to_all" or (exchange == "all_to_all_mnnvl" and mnnvl)):
-        group = span(size=engine.ep, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
-        nbytes = cal.ACT_BYTES * tokens / engine.ep * moe.top_k * model.hidden_size * EXPERT_IMBALANCE
-        return 2 * collective_time(hw, "all_to_all", nbytes, group)
-    if exchange == "gather_dp":
-        group = span(size=engine.dp, stride=engine.tp, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
-    else:
-        group = span(size=engine.tp * engine.dp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
-    nbytes = cal.ACT_BYTES * tokens * model.hidden_size
-    return collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
 
 
 @remembered
