@@ -22,6 +22,8 @@ grid, spec/topology.py.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from autopar.spec.hardware import CollectiveFit, HardwareProfile, fit_for
 from autopar.spec.topology import Group
 
@@ -36,23 +38,76 @@ _FACTOR = {
 
 def collective_time(hw: HardwareProfile, kind: str, nbytes: float, group: Group) -> float:
     """Seconds for one collective of `kind` over `nbytes` on `group`; 0 for a group of one."""
-    n = group.size
-    if n <= 1 or nbytes <= 0:
+    if group.size <= 1 or nbytes <= 0:
         return 0.0
+    return collective_line(hw, kind, group).time(nbytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One collective's time as a function of its bytes on one profile and group:
+    latency + max(share x S / bw, on_share x S / on_bw), the second term for an all-to-all across
+    nodes only (its on-node share over NVLink); on_bw 0 where there is none."""
+
+    size: int  # ranks in the group
+    latency_s: float
+    share: float  # the bus factor, or the off-node share of an all-to-all
+    bw: float  # bytes/s the share moves at
+    on_share: float = 0.0
+    on_bw: float = 0.0
+
+    def time(self, nbytes: float) -> float:
+        """Seconds for `nbytes` (collective_time's terms, in its order); 0 for a group of one."""
+        if self.size <= 1 or nbytes <= 0:
+            return 0.0
+        t = self.share * nbytes / self.bw
+        if self.on_bw:
+            t = max(t, self.on_share * nbytes / self.on_bw)
+        return self.latency_s + t
+
+
+# Lines kept per (profile, kind, group): what fit a group reads (a search over the fits) depends on none of the
+# bytes. An entry holds its profile, so the profile's id names it while cached.
+LINE_CACHE = 1 << 14
+_LINES: dict[tuple[int, str, int, int], tuple[HardwareProfile, Line]] = {}
+
+
+def collective_line(hw: HardwareProfile, kind: str, group: Group) -> Line:
+    """The fits `kind` on `group` reads (module docstring): intra-node, or the network's with k rails."""
+    key = (id(hw), kind, group.size, group.per_node)
+    hit = _LINES.get(key)
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    line = _line(hw, kind, group)
+    if len(_LINES) >= LINE_CACHE:
+        _LINES.clear()
+    _LINES[key] = (hw, line)
+    return line
+
+
+def _line(hw: HardwareProfile, kind: str, group: Group) -> Line:
+    n = group.size
+    if n <= 1:
+        return Line(size=n, latency_s=0.0, share=0.0, bw=1.0)
     wire = 2 if kind == "send_recv" else n
     intra = fit_for(hw.intra[kind], min(wire, hw.gpus_per_node))
     if group.intra:
-        return intra.latency_s + _FACTOR[kind](n) * nbytes / intra.bw_bytes_per_s
+        return Line(size=n, latency_s=intra.latency_s, share=_FACTOR[kind](n), bw=intra.bw_bytes_per_s)
     nodes = max(2, n // group.per_node)
     inter = fit_for(hw.inter[kind], nodes)
     if kind != "send_recv":
         inter = _beyond_fits(hw.inter[kind], inter, nodes)
     if kind == "all_to_all":
-        off_node = (n - group.per_node) / n * nbytes / inter.bw_bytes_per_s
-        on_node = (group.per_node - 1) / n * nbytes / intra.bw_bytes_per_s
-        return inter.latency_s + max(off_node, on_node)
+        return Line(
+            size=n,
+            latency_s=inter.latency_s,
+            share=(n - group.per_node) / n,
+            bw=inter.bw_bytes_per_s,
+            on_share=(group.per_node - 1) / n,
+            on_bw=intra.bw_bytes_per_s,
+        )
     bw = min(intra.bw_bytes_per_s, group.per_node * inter.bw_bytes_per_s)
-    return inter.latency_s + _FACTOR[kind](n) * nbytes / bw
+    return Line(size=n, latency_s=inter.latency_s, share=_FACTOR[kind](n), bw=bw)
 
 
 def _beyond_fits(fits: tuple[CollectiveFit, ...], fit: CollectiveFit, nodes: int) -> CollectiveFit:

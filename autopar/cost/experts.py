@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from autopar.cost import calibration as cal
 from autopar.cost.comm import collective_time
-from autopar.cost.flops import expert_gemms, part_gemms
+from autopar.cost.flops import Gemm, expert_gemms, part_gemms
 from autopar.cost.kernels import elementwise_time, fp8_cast_time, gemm_time_floor, gemms_time, memory_time, op_sac
 from autopar.cost.shape import Dims, Shape
 from autopar.cost.sublayer import BlockTime, act_elems, assemble, norm_residual_bytes, norm_time, tp_collectives
@@ -30,9 +30,7 @@ def moe_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep
     moe = _moe_spec(model)
     tokens = shape.tokens(plan)
     expert_tokens = tokens * etp / plan.tp  # tokens one rank sees in expert space
-    gemms = expert_gemms(model, tokens=expert_tokens, ep=ep, etp=etp)
-    gemms += part_gemms(model, "moe", tokens=tokens, tp=plan.tp)  # router, shared experts
-    gemm = gemms_time(hw, shape.dtype, gemms)
+    gemms, gemm, shared_gemm = _gemms(model, hw, shape.dtype, tokens, plan.tp, ep, etp)
     copies = expert_tokens * moe.top_k * moe.capacity_factor
     act, mem = _moe_memory(model, hw, shape, plan, tokens, expert_tokens, etp)
     cast = fp8_cast_time(hw, shape, gemms)
@@ -47,15 +45,41 @@ def moe_time(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, ep
         a2a = (2 if redo else 1) * fwd_pair + 2 * bf16
     tp = tp_collectives(model, hw, shape, plan, tokens) if etp > 1 else (0.0, 0.0)
     bwd = 2 * gemm + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3
-    shared = part_gemms(model, "moe", tokens=tokens, tp=plan.tp)[1:]
     modules = {
         "moe": fwd,
         "layernorm": norm_time(model, hw, shape, plan, tokens),
         "moe_act": elementwise_time(hw, shape, cal.ACT_BYTES * act_elems(model, 1) * copies * moe.expert_ffn_hidden_size / etp),
-        "shared_experts": gemms_time(hw, shape.dtype, shared)
+        "shared_experts": shared_gemm
         + elementwise_time(hw, shape, cal.ACT_BYTES * act_elems(model, 1) * tokens * moe.shared_width / plan.tp),
     }
     return assemble(hw, plan, fwd=fwd, bwd=bwd, selective=act, tp=tp, ep=a2a, op_sac=op_sac(shape, gemm, mem), modules=modules)
+
+
+# The GEMMs of a MoE sub-layer, kept per (model, profile) object, dtype, tokens and (tp, ep, etp): the layer
+# configurations of a search that differ in recompute, SP or CP variant alone share them (deepseek-v3 on
+# 1,024 GPUs, --plot: 3,932 sub-layers priced, 813 distinct GEMM sets). An entry holds its objects, so their
+# ids name it while cached.
+_GEMMS: dict[tuple[int, int, str, int, int, int, int], tuple[ModelSpec, HardwareProfile, tuple[tuple[Gemm, ...], float, float]]] = {}
+_EXCHANGES: dict[tuple[int, int, int, int, int, float, int, bool], tuple[ModelSpec, HardwareProfile, float]] = {}
+CACHE = 1 << 14  # entries of each before it starts over
+
+
+def _gemms(
+    model: ModelSpec, hw: HardwareProfile, dtype: str, tokens: int, tp: int, ep: int, etp: int
+) -> tuple[tuple[Gemm, ...], float, float]:
+    """(the routed experts', router's and shared experts' GEMMs, their seconds, the shared experts' seconds)."""
+    key = (id(model), id(hw), dtype, tokens, tp, ep, etp)
+    hit = _GEMMS.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw:
+        return hit[2]
+    gemms = expert_gemms(model, tokens=tokens * etp / tp, ep=ep, etp=etp)
+    gemms += part_gemms(model, "moe", tokens=tokens, tp=tp)  # router, shared experts
+    shared = part_gemms(model, "moe", tokens=tokens, tp=tp)[1:]
+    value = (gemms, gemms_time(hw, dtype, gemms), gemms_time(hw, dtype, shared))
+    if len(_GEMMS) >= CACHE:
+        _GEMMS.clear()
+    _GEMMS[key] = (model, hw, value)
+    return value
 
 
 def _moe_memory(
@@ -106,9 +130,23 @@ def _ep_exchange(model: ModelSpec, hw: HardwareProfile, plan: Dims, ep: int, tok
     sit on g(1 - (1 - 1/g)^k) distinct nodes, at most max_nodes_per_token; the
     remote ones are (g - 1)/g of them, sent on the rank's own NIC rail.
     """
-    moe = model.moe
-    if moe is None:
+    if model.moe is None:
         return 0.0
+    key = (id(model), id(hw), plan.tp, plan.cp, ep, tokens, nbytes, over_tp)
+    hit = _EXCHANGES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw:
+        return hit[2]
+    value = _exchange(model, model.moe, hw, plan, ep, tokens, nbytes, over_tp=over_tp)
+    if len(_EXCHANGES) >= CACHE:
+        _EXCHANGES.clear()
+    _EXCHANGES[key] = (model, hw, value)
+    return value
+
+
+def _exchange(
+    model: ModelSpec, moe: MoESpec, hw: HardwareProfile, plan: Dims, ep: int, tokens: float, nbytes: int, *, over_tp: bool
+) -> float:
+    """_ep_exchange, computed (it reads tp and cp of the plan)."""
     grid = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp, ep=ep, ep_over_tp=over_tp)
     group = grid.group("ep")
     copies = tokens * moe.top_k * moe.capacity_factor

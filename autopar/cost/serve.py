@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from autopar.cost import calibration as cal
-from autopar.cost.comm import collective_time
-from autopar.cost.flops import Gemm, attention_head_width, expert_gemms, logits_gemm, part_gemms
+from autopar.cost.comm import collective_line, collective_time
+from autopar.cost.flops import Gemm, attention_head_width, logits_gemm, part_gemms
 from autopar.cost.kernels import gemm_time, gemms_time, memory_time, sustained
+from autopar.cost.serve_experts import ExpertLayer, experts_time
 from autopar.cost.serve_memo import remembered
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.framework import Framework
@@ -49,11 +50,6 @@ from autopar.spec.topology import pair, span
 # int4 weight-only (AWQ/GPTQ, group 128): 4 bits plus an fp16 scale and zero per
 # group = 4.25 bits. Embeddings and the output layer stay bf16 in these recipes.
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "int4": 0.53125}
-# Busiest EP rank's share of routed tokens over the mean at decode batch sizes
-# (DeepSeek-V3 report sec. 3.4 deploys redundant experts because per-GPU load
-# is uneven; 1.2 is the imbalance the aiconfigurator and SGLang EPLB docs quote
-# before rebalancing). Scales the EP all-to-all bytes.
-EXPERT_IMBALANCE = 1.2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,121 +183,157 @@ def decode_step(
     With pipeline stages the batch is split into pp groups in flight (one per
     stage), so a token's step is the whole model at batch/pp plus the stage hand-offs.
     """
-    b = max(batch / engine.pp, 1e-9)
-    dense_w = dense_weights(model, weights)
-    dtype, wb, eb = gemm_dtype(hw, dense_w), WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
-    kv_tok = kv_bytes_per_token(model, engine, kv_bytes) * engine.pp / max(1, _attention_layers(model))
-    w_sum = kv_sum = comp_sum = tp_sum = ep_sum = 0.0
-    tp_group = span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
-    ar = collective_time(hw, "all_reduce", cal.ACT_BYTES * b * model.hidden_size, tp_group)
-    for part, count in _part_counts(model).items():
-        dense, expert = _part_weight_params(model, part, engine)
-        kv = 0.0
-        if part == "attn":
-            seen = context * model.kv_share(context)  # tokens a layer reads on average: windowed layers their window
-            kv = b * seen * kv_tok
-            attn_flops = 2.0 * b * seen * model.num_attention_heads / engine.tp * attention_head_width(model)
-            # QK^T and AV over the cached context, counted as one GEMM of the same FLOPs
-            gemms = (*part_gemms(model, "attn", tokens=b, tp=engine.tp), Gemm(name="attn_core", m=attn_flops / 2, n=1, k=1))
-        elif part == "mamba":
-            kv = 2 * b * state_bytes_per_request(model, engine) * engine.pp / count  # read + write one layer's state
-            gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
-        else:
-            gemms = part_gemms(model, part, tokens=b, tp=engine.tp)
-        w, k, c = _roofline(hw, dtype, gemms, weight_bytes=dense * wb, kv=kv)
-        if part == "moe" and model.moe is not None:
-            w2, c2, e = _experts(
-                model,
-                hw,
-                engine,
-                dtype=gemm_dtype(hw, weights),
-                tokens=b * engine.dp,
-                expert_bytes=expert * eb,
-                all_local=fw.moe_decode_reads == "local",
-                read_slowdown=fw.moe_decode_slowdown,
-                exchange=fw.moe_exchange,
-            )
-            w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
-        w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
-        tp_sum += count * ar if engine.tp > 1 else 0.0
-    lm = logits_gemm(model, tokens=b, tp=engine.tp)
-    w, _, c = _roofline(hw, "bf16", (lm,), weight_bytes=cal.ACT_BYTES * lm.n * lm.k, kv=0.0)
-    p2p = 0.0
-    if engine.pp > 1:
-        hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node)
-        p2p = (engine.pp - 1) * collective_time(hw, "send_recv", cal.ACT_BYTES * b * model.hidden_size, hop)
-    return StepTime(weights=w_sum + w, kv=kv_sum, compute=comp_sum + c, tp_comm=tp_sum + p2p, ep_comm=ep_sum, overhead=fw.step_overhead_s)
+    return _decode(model, hw, engine, weights, fw).step(kv_bytes=kv_bytes, batch=batch, context=context)
 
 
-def _experts(
-    model: ModelSpec,
-    hw: HardwareProfile,
-    engine: Engine,
-    *,
-    dtype: str,
-    tokens: float,
-    expert_bytes: float,
-    exchange: str,
-    all_local: bool = False,
-    read_slowdown: float = 1.0,
-) -> tuple[float, float, float]:
-    """(weight read, compute excess, EP exchange) seconds of one MoE layer's routed experts.
-
-    `tokens` is what the MoE layer sees: with attention-DP the tokens of every
-    attention rank are gathered into it. The experts the step's tokens touch are
-    read once (every local expert with `all_local`, Framework.moe_decode_reads),
-    in `read_slowdown` x the profile's memory time (the fused-MoE kernel's
-    streaming rate at decode, Framework.moe_decode_slowdown);
-    grouped GEMMs run as one kernel at the efficiency of their total size;
-    the tokens travel as `exchange` (Framework.moe_exchange, _exchange) says.
-    """
-    moe = model.moe
-    if moe is None:
-        return 0.0, 0.0, 0.0
-    local = moe.num_experts / engine.ep
-    touched = local if all_local else local * (1.0 - (1.0 - moe.top_k / moe.num_experts) ** tokens)
-    read = read_slowdown * memory_time(hw, touched * expert_bytes)
-    flops = sum(g.flops * g.count for g in expert_gemms(model, tokens=tokens / engine.ep, ep=engine.ep, etp=engine.etp))
-    comp = max(0.0, gemm_time(hw, dtype, flops, serving=True) - read) if flops > 0 else 0.0
-    return read, comp, _exchange(model, hw, engine, tokens=tokens, exchange=exchange)
+# The decode terms of a deployment, kept per (model, profile, framework) object and (engine, weights): a sweep
+# prices ~10^4 steps of ~10^2 engines. An entry holds its objects, so their ids name it while cached.
+_DECODES: dict[tuple[int, int, int, Engine, str], tuple[ModelSpec, HardwareProfile, Framework, _Decode]] = {}
 
 
-def _exchange(model: ModelSpec, hw: HardwareProfile, engine: Engine, *, tokens: float, exchange: str) -> float:
-    """Seconds of one MoE layer's token exchange: `tokens` (every attention-DP rank's) to the experts and back.
+def _decode(model: ModelSpec, hw: HardwareProfile, engine: Engine, weights: str, fw: Framework) -> _Decode:
+    key = (id(model), id(hw), id(fw), engine, weights)
+    hit = _DECODES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw and hit[2] is fw:
+        return hit[3]
+    value = _Decode(model, hw, engine, weights, fw)
+    if len(_DECODES) >= 1 << 12:
+        _DECODES.clear()
+    _DECODES[key] = (model, hw, fw, value)
+    return value
 
-    Without attention-DP every rank of the EP group holds all the step's tokens after the
-    attention all-reduce: each runs its local experts on them and the layer's TP all-reduce
-    (counted with tp_comm) sums the outputs, so nothing is exchanged (vLLM's EP design as the
-    vllm-neuron docs describe it, awsdocs-neuron vllm-neuron/docs/design/parallelism/expert_parallelism:
-    "EP is a logical remapping of the TP group for MoE layers"). With attention-DP the ranks hold
-    different tokens, and each engine sends them one way (Framework.moe_exchange), never two:
 
-    - gather_dp (vLLM 0.12, 0.15: ParallelConfig.all2all_backend "allgather_reducescatter",
-      AgRsAll2AllManager): all_gatherv of every rank's tokens and reduce_scatterv of the outputs over
-      the DP group (dp ranks, tp apart); the TP all-reduce then sums each rank's experts (tp_comm);
-    - gather_tp (SGLang, moe_a2a_backend "none"): dp_gather and dp_reduce_scatter_tensor over its
-      TP group, every tp x dp rank of the engine;
-    - all_to_all (DeepEP and the like): the routed copies (top_k a token) dispatched to the expert
-      ranks over the EP group and combined back, scaled by EXPERT_IMBALANCE;
-    - all_to_all_mnnvl (TensorRT-LLM: WideEPMoE select_alltoall_method_type): the all-to-all where
-      the EP group is larger than top_k and the NVLink domain spans hosts (MnnvlMemory.supports_mnnvl,
-      a GB200 NVL72: the profile's gpus_per_host below gpus_per_node), else allgather and
-      reducescatter over the engine's tp x dp ranks as gather_tp.
-    """
-    moe = model.moe
-    if moe is None or engine.dp == 1:
-        return 0.0
-    mnnvl = hw.host_gpus < hw.gpus_per_node and engine.ep > moe.top_k
-    if engine.ep > 1 and (exchange == "all_to_all" or (exchange == "all_to_all_mnnvl" and mnnvl)):
-        group = span(size=engine.ep, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
-        nbytes = cal.ACT_BYTES * tokens / engine.ep * moe.top_k * model.hidden_size * EXPERT_IMBALANCE
-        return 2 * collective_time(hw, "all_to_all", nbytes, group)
-    if exchange == "gather_dp":
-        group = span(size=engine.dp, stride=engine.tp, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
-    else:
-        group = span(size=engine.tp * engine.dp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus)
-    nbytes = cal.ACT_BYTES * tokens * model.hidden_size
-    return collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
+class _Decode:
+    """What a decode step reads of its deployment whatever the batch and context: each sub-layer's weight
+    read, the collectives' lines, the expert layer, and the GEMM terms of its TP split (_Dense). `step`
+    makes the float operations of the whole step formula in its order (each GEMM's FLOPs as Gemm.flops at
+    m = the step's tokens), so a step is the same number however it is reached."""
+
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, engine: Engine, weights: str, fw: Framework) -> None:
+        dense_w = dense_weights(model, weights)
+        wb, eb = WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
+        self.model, self.hw, self.engine, self.overhead = model, hw, engine, fw.step_overhead_s
+        self.dtype = gemm_dtype(hw, dense_w)
+        self.kv_tok: dict[float, float] = {}
+        self.no_kv = memory_time(hw, 0.0)
+        self.tp_line = collective_line(hw, "all_reduce", span(size=engine.tp, stride=1, gpus_per_node=hw.gpus_per_node, ranks=engine.gpus))
+        hop = pair(stride=engine.tp * engine.dp, gpus_per_node=hw.gpus_per_node) if engine.pp > 1 else None
+        self.hop_line = collective_line(hw, "send_recv", hop) if hop is not None else None
+        self.attn_scale = (model.num_attention_heads, engine.tp, attention_head_width(model))
+        # (part, count, weight read, mamba state bytes, expert layer)
+        self.parts: list[tuple[str, int, float, float, ExpertLayer | None]] = []
+        for part, count in _part_counts(model).items():
+            dense, expert = _part_weight_params(model, part, engine)
+            state = state_bytes_per_request(model, engine) if part == "mamba" else 0.0
+            experts = None
+            if part == "moe" and model.moe is not None:
+                experts = ExpertLayer(
+                    model,
+                    hw,
+                    engine,
+                    dtype=gemm_dtype(hw, weights),
+                    expert_bytes=expert * eb,
+                    all_local=fw.moe_decode_reads == "local",
+                    read_slowdown=fw.moe_decode_slowdown,
+                    exchange=fw.moe_exchange,
+                )
+            self.parts.append((part, count, memory_time(hw, dense * wb), state, experts))
+        self.dense = _dense(model, hw, engine.tp, self.dtype, tuple(w_t for _, _, w_t, _, _ in self.parts))
+
+    def _kv_per_token(self, kv_bytes: float) -> float:
+        kv_tok = self.kv_tok.get(kv_bytes)
+        if kv_tok is None:
+            model, engine = self.model, self.engine
+            kv_tok = kv_bytes_per_token(model, engine, kv_bytes) * engine.pp / max(1, _attention_layers(model))
+            self.kv_tok[kv_bytes] = kv_tok
+        return kv_tok
+
+    def step(self, *, kv_bytes: float, batch: float, context: float) -> StepTime:
+        model, hw, engine = self.model, self.hw, self.engine
+        b = max(batch / engine.pp, 1e-9)
+        kv_tok = self._kv_per_token(kv_bytes)
+        w_sum = kv_sum = comp_sum = tp_sum = ep_sum = 0.0
+        ar = self.tp_line.time(cal.ACT_BYTES * b * model.hidden_size)
+        dense, (lm_w, lm_c) = self.dense.at(b)
+        for (part, count, w_t, state, experts), gemms in zip(self.parts, dense, strict=True):
+            if isinstance(gemms, float):  # no KV read: the roofline's excess is the TP split's
+                w, k, c = w_t, self.no_kv, gemms
+            else:
+                terms = list(gemms)
+                if part == "attn":
+                    seen = context * model.kv_share(context)  # tokens a layer reads on average: windowed layers their window
+                    kv = b * seen * kv_tok
+                    heads, tp, width = self.attn_scale
+                    attn_flops = 2.0 * b * seen * heads / tp * width
+                    # QK^T and AV over the cached context, counted as one GEMM of the same FLOPs (m = attn_flops / 2, n = k = 1)
+                    terms.append(gemm_time(hw, self.dtype, 2.0 * (attn_flops / 2) * 1 * 1, serving=True) * 1)
+                else:  # mamba
+                    kv = 2 * b * state * engine.pp / count  # read + write one layer's state
+                kv_t = memory_time(hw, kv)
+                w, k, c = w_t, kv_t, max(0.0, sum(terms) - w_t - kv_t)  # _roofline
+            if experts is not None:
+                w2, c2, e = experts(b * engine.dp)
+                w, c, ep_sum = w + w2, c + c2, ep_sum + count * e
+            w_sum, kv_sum, comp_sum = w_sum + count * w, kv_sum + count * k, comp_sum + count * c
+            tp_sum += count * ar if engine.tp > 1 else 0.0
+        p2p = 0.0
+        if self.hop_line is not None:
+            p2p = (engine.pp - 1) * self.hop_line.time(cal.ACT_BYTES * b * model.hidden_size)
+        return StepTime(
+            weights=w_sum + lm_w, kv=kv_sum, compute=comp_sum + lm_c, tp_comm=tp_sum + p2p, ep_comm=ep_sum, overhead=self.overhead
+        )
+
+
+# GEMM terms by TP split, kept per (model, profile) object, dtype and sub-layer weight reads: the engines of
+# one TP size share them (a sweep's steps ask for ~1/3 as many (tp, batch) pairs as steps).
+_DENSES: dict[tuple[int, int, int, str, tuple[float, ...]], tuple[ModelSpec, HardwareProfile, _Dense]] = {}
+
+
+def _dense(model: ModelSpec, hw: HardwareProfile, tp: int, dtype: str, reads: tuple[float, ...]) -> _Dense:
+    key = (id(model), id(hw), tp, dtype, reads)
+    hit = _DENSES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw:
+        return hit[2]
+    value = _Dense(model, hw, tp, dtype, reads)
+    if len(_DENSES) >= 1 << 12:
+        _DENSES.clear()
+    _DENSES[key] = (model, hw, value)
+    return value
+
+
+class _Dense:
+    """The terms of a decode step that read its tokens and TP split alone, per tokens: each sub-layer's GEMM
+    times (part_gemms at m = tokens, each x its count, in order), summed into the roofline's excess over the
+    weight read where the sub-layer reads no KV (mlp, moe's router and shared experts), and the logits' weight
+    read and excess."""
+
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, tp: int, dtype: str, reads: tuple[float, ...]) -> None:
+        self.hw, self.dtype, self.no_kv = hw, dtype, memory_time(hw, 0.0)
+        # (weight read, GEMM shapes (n, k, count), whether the sub-layer reads KV or state)
+        self.parts = [
+            (w_t, tuple((g.n, g.k, g.count) for g in part_gemms(model, part, tokens=1.0, tp=tp)), part in ("attn", "mamba"))
+            for part, w_t in zip(_part_counts(model), reads, strict=True)
+        ]
+        lm = logits_gemm(model, tokens=1.0, tp=tp)
+        self.logits = (lm.n, lm.k, memory_time(hw, cal.ACT_BYTES * lm.n * lm.k))
+        self.by_tokens: dict[float, tuple[tuple[tuple[float, ...] | float, ...], tuple[float, float]]] = {}
+
+    def at(self, b: float) -> tuple[tuple[tuple[float, ...] | float, ...], tuple[float, float]]:
+        """Per sub-layer its GEMM terms (a sub-layer that reads KV) or its excess, and the logits' (read, excess)."""
+        hit = self.by_tokens.get(b)
+        if hit is not None:
+            return hit
+        hw, dtype, no_kv = self.hw, self.dtype, self.no_kv
+        per: list[tuple[float, ...] | float] = []
+        for w_t, shapes, reads_kv in self.parts:
+            terms = [gemm_time(hw, dtype, 2.0 * b * n * k, serving=True) * c for n, k, c in shapes]
+            per.append(tuple(terms) if reads_kv else max(0.0, sum(terms) - w_t - no_kv))
+        n, k, w = self.logits
+        c = max(0.0, sum([gemm_time(hw, "bf16", 2.0 * b * n * k, serving=True) * 1]) - w - no_kv)
+        if len(self.by_tokens) >= 1 << 14:
+            self.by_tokens.clear()
+        hit = self.by_tokens[b] = (tuple(per), (w, c))
+        return hit
 
 
 @remembered
@@ -339,7 +371,7 @@ def prefill_time(
         if part == "moe" and model.moe is not None:
             # attention-DP ranks padded to this rank's chunk (Framework.dp_padding) all send it to the MoE layer
             gathered = chunk * engine.dp if fw.dp_padding or all_ranks else chunk
-            w2, c2, e = _experts(
+            w2, c2, e = experts_time(
                 model, hw, engine, dtype=gemm_dtype(hw, weights), tokens=gathered, expert_bytes=expert * eb, exchange=fw.moe_exchange
             )
             w, c, ep_sum = w + w2, c + c2, ep_sum + count * e

@@ -19,8 +19,8 @@ FRAMEWORKS = ("vllm", "sglang", "trtllm")  # the engines autopar prices and laun
 POLICIES = ("decode_first", "prefill_first")  # scheduler policies cost/serve_sim.py runs
 MEMORY_RULES = ("total", "free")
 MOE_DECODE_READS = ("touched", "local")
-# How an engine with attention-DP ranks moves a MoE layer's tokens to the experts and back (cost/serve.py
-# _exchange): all-gather and reduce-scatter over the DP group (vLLM) or over the engine's tp x dp ranks
+# How an engine with attention-DP ranks moves a MoE layer's tokens to the experts and back (cost/serve_experts.py
+# _Exchange): all-gather and reduce-scatter over the DP group (vLLM) or over the engine's tp x dp ranks
 # (SGLang), an all-to-all over the EP group, or that all-to-all only on a multi-node NVLink domain (TensorRT-LLM)
 MOE_EXCHANGES = ("gather_dp", "gather_tp", "all_to_all", "all_to_all_mnnvl")
 # KV admission when the pool cannot hold every request at full length (cost/serve_sim.py, serve_load.py;

@@ -84,16 +84,26 @@ class Curve:
     ys: tuple[float, ...]  # efficiencies at those sizes
 
     def __call__(self, x: float) -> float:
+        return self._at(x, bisect.bisect_right(self.xs, x), _table(self)[0])
+
+    def _at(self, x: float, i: int, logs: tuple[float, ...]) -> float:
+        """The efficiency at x, i = bisect_right(xs, x), logs = the log of each size."""
         xs, ys = self.xs, self.ys
         if x <= xs[0]:
             # below the smallest measured size, efficiency falls in proportion to size
             return ys[0] * max(x, 1.0) / xs[0]
         if x >= xs[-1]:
             return ys[-1]
-        i = bisect.bisect_right(xs, x)
-        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-        w = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+        y0, y1 = ys[i - 1], ys[i]
+        w = (math.log(x) - logs[i - 1]) / (logs[i] - logs[i - 1])
         return y0 + w * (y1 - y0)
+
+    def size_per_efficiency(self, x: float) -> float:
+        """x / efficiency(x), never below size_per_efficiency_floor(x): the time at peak rate is then
+        non-decreasing in the work."""
+        logs, floors = _table(self)
+        i = bisect.bisect_right(self.xs, x)
+        return max(x / self._at(x, i, logs), floors[i])
 
     def size_per_efficiency_floor(self, x: float) -> float:
         """The largest size / efficiency over the measured sizes up to x (0 below the first).
@@ -103,8 +113,26 @@ class Curve:
         hardly grows), the interpolated time would fall as the work grows; this floor keeps
         the time of a bigger GEMM at or above that of every measured smaller one.
         """
-        i = bisect.bisect_right(self.xs, x)
-        return max((self.xs[k] / self.ys[k] for k in range(i)), default=0.0)
+        return _table(self)[1][bisect.bisect_right(self.xs, x)]
+
+
+# What a curve's evaluations read of its points alone, kept per curve (a serving sweep evaluates ~10^5 sizes):
+# the log of each size, and the floor above at each count of sizes (floors[i]: the largest size / efficiency
+# of the first i, 0 for none). An entry holds its curve, so the curve's id names it while cached.
+_TABLES: dict[int, tuple[Curve, tuple[float, ...], tuple[float, ...]]] = {}
+
+
+def _table(curve: Curve) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    hit = _TABLES.get(id(curve))
+    if hit is not None and hit[0] is curve:
+        return hit[1], hit[2]
+    logs = tuple(math.log(x) for x in curve.xs)
+    ratios = [curve.xs[k] / curve.ys[k] for k in range(len(curve.xs))]
+    floors = tuple(max(ratios[:i], default=0.0) for i in range(len(ratios) + 1))
+    if len(_TABLES) >= 1 << 12:
+        _TABLES.clear()
+    _TABLES[id(curve)] = (curve, logs, floors)
+    return logs, floors
 
 
 # Corrections `autopar calibrate --save` may write into a profile: name -> (lowest, highest) factor.
@@ -179,8 +207,7 @@ class HardwareProfile:
     def gemm_flops_per_efficiency(self, dtype: str, flops: float) -> float:
         """flops / efficiency(flops), never below that of a smaller measured GEMM: the
         time at peak rate is then non-decreasing in the work (see Curve.size_per_efficiency_floor)."""
-        curve = self._gemm_curve(dtype)
-        return max(flops / curve(flops), curve.size_per_efficiency_floor(flops))
+        return self._gemm_curve(dtype).size_per_efficiency(flops)
 
     def attention_efficiency(self, dtype: str, seq_len: float) -> float:
         curve = self.attn_eff.get(dtype) or self.attn_eff["bf16"]

@@ -13,7 +13,7 @@ import pytest
 from autopar.cost.compute import layer_time
 from autopar.cost.flops import attention_fwd_flops, expert_gemms, model_flops_per_token, ssd_scan_flops
 from autopar.cost.memory import layer_activation_bytes, memory_breakdown
-from autopar.cost.shape import Shape
+from autopar.cost.shape import Dims, Shape
 from autopar.cost.step import estimate
 from autopar.errors import SpecError
 from autopar.search.planner import enumerate_plans, search
@@ -315,3 +315,42 @@ def test_ep_exchange_across_nodes_node_aware() -> None:
     capped = 4096 * 4 * 7 / 8 * 1024 * 2 / 1e10
     fan_out64 = 4096 * 8 * 1024 * 2 * 7 / 8 / 1e11
     assert _ep_exchange(wide, hw, LayerPlan.of(plan64).dims, plan64.ep, 4096, 2) == pytest.approx(20e-6 + max(capped, fan_out64))
+
+
+def test_a_moe_layers_kept_exchange_and_gemms_hold_what_they_read() -> None:
+    # experts.py keeps _ep_exchange per (tp, cp, ep, tokens, bytes, over_tp) and the GEMMs per (dtype, tokens,
+    # tp, ep, etp): inputs that differ in one of them alone give their own answers (toy profile: intra 10 us +
+    # 100 GB/s on 8 GPUs a node, inter 20 us + 10 GB/s; top-2 of 16 experts, 4,096 tokens make 8,192 copies)
+    from autopar.cost.compute import LayerPlan
+    from autopar.cost.experts import _ep_exchange, _gemms
+    from autopar.io.profiles import parse_profile
+    from tests.conftest import toy_profile_dict
+
+    hw = parse_profile(toy_profile_dict(), where="toy")
+    m = moe_model(num_experts=16)
+
+    def dims(tp: int, ep: int) -> Dims:
+        return LayerPlan.of(Plan(dp=ep, tp=tp, pp=1, ep=ep)).dims
+
+    network = 4096 * 0.75 * 1024 * 2 / 1e10  # EP 16 on two nodes: 0.75 of a token's 1.5 nodes remote
+    fan_out = 8192 * 1024 * 2 * 7 / 8 / 1e11
+    assert _ep_exchange(m, hw, dims(1, 16), 16, 4096, 2) == pytest.approx(20e-6 + max(network, fan_out))
+    assert _ep_exchange(m, hw, dims(1, 16), 16, 4096, 1) == pytest.approx(20e-6 + max(network, fan_out) / 2)  # FP8 dispatch
+    assert _ep_exchange(m, hw, dims(1, 16), 16, 2048, 2) == pytest.approx(20e-6 + max(network, fan_out) / 2)
+    # EP 8 on one node: an all-to-all of every copy, 7/8 of it on the wire
+    assert _ep_exchange(m, hw, dims(1, 8), 8, 4096, 2) == pytest.approx(10e-6 + 7 / 8 * 8192 * 1024 * 2 / 1e11)
+    # EP 8 two GPUs apart (tp 2): 4 a node on two nodes, the network's share as at EP 16
+    assert _ep_exchange(m, hw, dims(2, 8), 8, 4096, 2) == pytest.approx(20e-6 + network)
+    # the GEMMs: tp 1, ep 2 holds 8 experts of 4,096 x 2 / 16 x 2 = 1,024 rows; ep 4, 4 experts of 2,048
+    (first, *_), _, _ = _gemms(m, hw, "bf16", 4096, 1, 2, 1)
+    assert (first.m, first.n, first.k, first.count) == (1024, 4096, 1024, 8)
+    (first, *_), _, _ = _gemms(m, hw, "bf16", 4096, 1, 4, 1)
+    assert (first.m, first.n, first.k, first.count) == (2048, 4096, 1024, 4)
+    # tp 2, etp 2: the experts see the tokens gathered over TP, each split in two
+    (first, *_), _, _ = _gemms(m, hw, "bf16", 4096, 2, 4, 2)
+    assert (first.m, first.n, first.k, first.count) == (2048, 2048, 1024, 4)
+    (first, *_), _, _ = _gemms(m, hw, "bf16", 4096, 2, 4, 1)
+    assert (first.m, first.n, first.k, first.count) == (1024, 4096, 1024, 4)
+    # the dtype: fp8 at twice the toy's peak
+    bf16, fp8 = _gemms(m, hw, "bf16", 4096, 1, 2, 1)[1], _gemms(m, hw, "fp8", 4096, 1, 2, 1)[1]
+    assert fp8 == pytest.approx(bf16 / 2)

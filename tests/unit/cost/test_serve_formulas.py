@@ -307,7 +307,7 @@ def test_tensorrt_llm_sends_its_all_to_all_on_the_gb200_nvlink_domain_only() -> 
     # Kimi-K2 (top-8 of 384 experts) on 16 GPUs, tp1 x attention-DP 16, ep16: TensorRT-LLM's MNNVL all-to-all
     # on GB200 (a 72-GPU NVLink domain of 4-GPU hosts: the EP group of 16 is on one "node"), its allgather and
     # reducescatter on B200 (8-GPU nodes, no multi-node NVLink: the group spans two)
-    from autopar.cost.serve import _exchange
+    from autopar.cost.serve_experts import exchange_time as _exchange
     from autopar.io.profiles import load_hardware
     from autopar.spec.topology import span
 
