@@ -89,7 +89,12 @@ def _sglang(row: dict[str, str], role: str | None) -> EngineArgs:
       host_request_s; refitting kept the constants).
     - --max-running-requests and --cuda-graph-bs 1..max_batch_size (benchmark/sglang.rule): the
       rows' concurrency is at most the max batch, which the closed loop never exceeds, and SGLang's
-      decode batches are not priced by captured size (Framework.graph_sizes empty)."""
+      decode batches are not priced by captured size (Framework.graph_sizes empty).
+
+    The InferenceX rows of serving_runs_newer.csv: the flags of their launch script (INFERENCEX_SGLANG)."""
+    launch = inferencex_launch(row)
+    if launch is not None:
+        return _inferencex_args(row, launch)
     if row["mode"] != "agg" or row["backend_version"] not in MIXED_CHUNK_VERSIONS:
         return DEFAULT_ARGS
     return EngineArgs(mixed_chunk=True)
@@ -126,16 +131,21 @@ def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:
 
     The InferenceX rows of serving_runs_newer.csv: the flags of their launch script (inferencex_launch)."""
     launch = inferencex_launch(row)
-    if launch is None:
-        return DEFAULT_ARGS
-    # --max-num-seqs $CONC: the client's concurrency, batch_size x attention-DP ranks (serving_rows.agg_concurrency)
+    return DEFAULT_ARGS if launch is None else _inferencex_args(row, launch)
+
+
+def _inferencex_args(row: dict[str, str], launch: Launch) -> EngineArgs:
+    """EngineArgs of an InferenceX script's flags (Launch) for one row."""
+    # --max-num-seqs / --max-running-requests $CONC: the client's concurrency, batch_size x attention-DP
+    # ranks (serving_rows.agg_concurrency)
     conc = _count(row["batch_size"]) * _count(row["attention_dp_size"])
     seqs = conc if launch.max_seqs == "conc" else launch.max_seqs
     assert seqs is None or isinstance(seqs, int)
     return EngineArgs(
         memory_fraction=launch.memory_fraction,
-        max_num_tokens=2 * int(row["isl"]) if launch.budget_2x_isl else None,
+        max_num_tokens=2 * int(row["isl"]) if launch.budget_2x_isl else launch.chunk,
         max_batch_size=seqs,
+        max_prefill_tokens=launch.max_prefill_tokens,
     )
 
 
@@ -194,15 +204,20 @@ def _disagg(row: dict[str, str], role: str | None) -> EngineArgs:
 # EngineArgs and the KV dtype carry, per (model, precision, system, image tag):
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """A script's vLLM flags: --gpu-memory-utilization, --kv-cache-dtype fp8, --max-num-batched-tokens
-    2 x ISL, --max-num-seqs (an int, or "conc": the row's concurrency); `since`: the first measured date
-    the flags hold for (ISO, "" always)."""
+    """A script's flags: vLLM --gpu-memory-utilization (SGLang --mem-fraction-static), --kv-cache-dtype fp8
+    (SGLang fp8_e4m3), vLLM --max-num-batched-tokens 2 x ISL, --max-num-seqs (SGLang --max-running-requests;
+    an int, or "conc": the row's concurrency); SGLang only: --chunked-prefill-size (chunk),
+    --max-prefill-tokens, speculative decoding (mtp: EAGLE over the model's MTP layer, which autopar does not
+    price); `since`: the first measured date the flags hold for (ISO, "" always)."""
 
     memory_fraction: float
     kv_fp8: bool = False
     budget_2x_isl: bool = False
     max_seqs: int | str | None = None
     since: str = ""
+    chunk: int | None = None
+    max_prefill_tokens: int | None = None
+    mtp: bool = False
 
 
 _MINIMAX, _KIMI = "MiniMaxAI/MiniMax-M2.5", "moonshotai/Kimi-K2.5"
@@ -239,17 +254,63 @@ INFERENCEX_VLLM: dict[tuple[str, str, str, str], tuple[Launch, ...]] = {
     # kimik2.5_fp4_b300.sh (a35e53694 2026-04-17, f34a83b25 2026-04-20): as the B200 script before #1047.
     (_KIMI, "fp4", "b300_sxm", "v0.19.0-cu130"): (Launch(0.90, max_seqs="conc"),),
 }
-_IMAGE = re.compile(r"vllm/vllm-openai:(\S+?)(?:;|$)")
 _MEASURED = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
+
+# The SGLang rows of serving_runs_newer.csv (Qwen3.5-397B-A17B) are InferenceX runs too: the entries
+# qwen3.5-{fp8,fp4,bf16}-{b200,b300,h200}-sglang[-mtp] of nvidia-master.yaml (images, layouts, c4-c256 sweeps),
+# launched from benchmarks/single_node/qwen3.5_<precision>_<gpu>[_mtp].sh. Every script passes
+# --disable-radix-cache, --mamba-ssm-dtype bfloat16 (not the bf16 script) and --cuda-graph-max-bs $CONC,
+# which EngineArgs does not carry (docs/calibration.md, "The SGLang rows' launches").
+_QWEN35 = "Qwen/Qwen3.5-397B-A17B"  # the file's model_path for every precision (-FP8, nvidia/...-NVFP4 ran)
+# qwen3.5_fp8_b200.sh, efd49e50b (2026-03-03, image v0.5.9-cu129-amd64) to 626932a11 (2026-03-27; 6a5dad463,
+# 2026-03-23, set v0.5.9-cu130-amd64 and kept the flags): --mem-fraction-static 0.82 --kv-cache-dtype fp8_e4m3
+# --chunked-prefill-size 32768 --max-prefill-tokens 32768 --max-running-requests 128.
+_B200_FP8 = Launch(0.82, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768)
+# qwen3.5_fp8_b200_mtp.sh (35d4bb367, 2026-03-20; the entry qwen3.5-fp8-b200-sglang-mtp, tp4 ep1 c4-256):
+# --speculative-algorithm EAGLE, 3 steps, 4 draft tokens; 0.8, fp8_e4m3, 32768 / 32768, --max-running-requests
+# $CONC. lmsysorg/sglang:v0.5.9-cu130 (no -amd64) is the image of that entry alone in nvidia-master.yaml
+# from 2026-02-15 to 2026-04-28 (every qwen3.5 SGLang entry's image at every revision).
+_B200_MTP = Launch(0.8, kv_fp8=True, max_seqs="conc", chunk=32768, max_prefill_tokens=32768, mtp=True)
+INFERENCEX_SGLANG: dict[tuple[str, str, str, str], tuple[Launch, ...]] = {
+    (_QWEN35, "fp8", "b200_sxm", "v0.5.9-cu129-amd64"): (_B200_FP8,),
+    (_QWEN35, "fp8", "b200_sxm", "v0.5.9-cu130-amd64"): (_B200_FP8,),
+    (_QWEN35, "fp8", "b200_sxm", "v0.5.9-cu130"): (_B200_MTP,),
+    # The B300 rows of 2026-04-03 on that image (tp4 ep1 c4-256, as the B200 MTP entry): no B300 script of
+    # Qwen3.5 existed yet (qwen3.5_fp8_b300_mtp.sh came with 28752f613, 2026-04-16, on v0.5.10.post1), and
+    # their TPOT is an MTP run's: 5.3 ms at 1024/1024 c4 against 8.6 for the non-MTP v0.5.10.post1 run of
+    # the same layout (config 716). The B300 v0.5.9-cu130-amd64 rows of that day have no script: defaults.
+    (_QWEN35, "fp8", "b300_sxm", "v0.5.9-cu130"): (_B200_MTP,),
+    # qwen3.5_fp8_b300.sh (c0f62a2ef, 2026-04-17, the non-MTP entry beside 28752f613's MTP one; config 716):
+    # --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --max-running-requests $CONC
+    # --chunked-prefill-size 16384 --max-prefill-tokens 16384.
+    (_QWEN35, "fp8", "b300_sxm", "v0.5.10.post1-cu130"): (
+        Launch(0.8, kv_fp8=True, max_seqs="conc", chunk=16384, max_prefill_tokens=16384),
+    ),
+    # qwen3.5_fp4_b300.sh (8acbd08b7, 2026-04-17; configs 736, 737): 0.8, fp8_e4m3, 32768 / 32768,
+    # --max-running-requests 128, --mamba-scheduler-strategy no_buffer.
+    (_QWEN35, "fp4", "b300_sxm", "v0.5.10.post1-cu130"): (Launch(0.8, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768),),
+    # qwen3.5_bf16_b300.sh (32274d6c1, 2026-04-17; configs 738, 739): 0.82, 32768 / 32768, 128, KV auto (bf16).
+    (_QWEN35, "bf16", "b300_sxm", "v0.5.10.post1-cu130"): (Launch(0.82, max_seqs=128, chunk=32768, max_prefill_tokens=32768),),
+    # qwen3.5_fp8_h200.sh (f65d6b4b1, 2026-03-04, to 626932a11; the H200 MTP entry came 2026-04-06, 51e31df4a):
+    # --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 16384 --max-running-requests 128
+    # (--max-prefill-tokens SGLang's 16384).
+    (_QWEN35, "fp8", "h200_sxm", "v0.5.9-cu129-amd64"): (Launch(0.8, kv_fp8=True, max_seqs=128, chunk=16384),),
+}
+# Each engine's table and the image its silicon_data_source names (the tag: the table's last key part).
+INFERENCEX: dict[str, tuple[re.Pattern[str], dict[tuple[str, str, str, str], tuple[Launch, ...]]]] = {
+    "vllm": (re.compile(r"vllm/vllm-openai:(\S+?)(?:;|$)"), INFERENCEX_VLLM),
+    "sglang": (re.compile(r"lmsysorg/sglang:(\S+?)(?:;|$)"), INFERENCEX_SGLANG),
+}
 
 
 def inferencex_launch(row: dict[str, str]) -> Launch | None:
-    """The InferenceX script's flags a vLLM row ran with (INFERENCEX_VLLM), None for a row of no entry."""
+    """The InferenceX script's flags a row ran with (its engine's table, INFERENCEX), None for a row of no entry."""
     source = row.get("silicon_data_source", "")
-    image = _IMAGE.search(source)
-    if row.get("backend") != "vllm" or image is None:
+    image, table = INFERENCEX.get(row.get("backend", ""), (None, {}))
+    tag = image.search(source) if image is not None else None
+    if tag is None:
         return None
-    entries = INFERENCEX_VLLM.get((row["model_path"], row["precision"], row["system"], image.group(1)), ())
+    entries = table.get((row["model_path"], row["precision"], row["system"], tag.group(1)), ())
     measured = _MEASURED.search(source)
     day = measured.group(1) if measured else ""
     return next((e for e in entries if day >= e.since), None)
@@ -300,6 +361,20 @@ def inferencex_recipe(row: dict[str, str]) -> Recipe | None:
 # measured date: 707 (minimaxm2.5-fp4-b200, tp 2 ep 2 dp-attn, c256-1024), 727 (fp4-b300, tp 2 ep 2
 # dp-attn, c256-2048) and 827 (fp8-b300, c1024 only, beside 735, the tp 2 ep 2 entry of c512-1024).
 DP_ATTENTION_CONFIGS = frozenset({"707", "727", "827"})
+
+
+# SGLang config ids whose rows list another layout than their entry ran: 736 (qwen3.5-fp4-b300-sglang, measured
+# 2026-04-18) is listed tp4, expert-TP 2, ep 2, but the entry's search space at 8acbd08b7 and to 2026-04-27 holds
+# only { tp: 4, ep: 1 } (config 737, listed tp4 expert-TP 4) and { tp: 2, ep: 2 }, launched --tensor-parallel-size 2
+# --ep-size 2: two GPUs. Its TPOT is 1.18x (c4) to 1.33x (c128) that of config 737 on the same day, which the
+# model prices alike at tp4 whatever the expert split.
+SGLANG_LAYOUTS = {"736": (2, 2)}
+
+
+def inferencex_layout(row: dict[str, str]) -> tuple[int, int] | None:
+    """(tp, ep) an InferenceX SGLang row's entry ran where its columns list another (SGLANG_LAYOUTS), else None."""
+    config = re.search(r"config_id=(\d+)", row.get("silicon_data_source", ""))
+    return SGLANG_LAYOUTS.get(config.group(1)) if row.get("backend") == "sglang" and config is not None else None
 
 
 def inferencex_dp_attention(row: dict[str, str]) -> bool:

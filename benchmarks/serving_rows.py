@@ -28,7 +28,14 @@ from autopar.io.profiles import load_hardware as _load_hardware
 from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, Workload
-from benchmarks.serving_campaign import inferencex_dp_attention, inferencex_recipe, kv_dtype, launch_args
+from benchmarks.serving_campaign import (
+    inferencex_dp_attention,
+    inferencex_launch,
+    inferencex_layout,
+    inferencex_recipe,
+    kv_dtype,
+    launch_args,
+)
 
 
 @functools.cache
@@ -128,9 +135,11 @@ def agg_engine(r: dict[str, str], model: ModelSpec, named: tuple[int, int] | Non
     columns where the id names tpN_epM (tp4 ep4 as tp4 attention-DP 4 ep16 or tp16 ep4, tp8 ep8 as
     tp64 ep8, tp2 ep2 as tp2 attention-DP 2 ep4); they measure as the id's layout (the same model, GPU
     and version run as tp4 ep4 in the 2026-03-25 file: within 10% at every concurrency, where 4x the
-    GPUs and attention ranks would not be). Read as the id's: tp N, the experts over ep M, one rank."""
+    GPUs and attention ranks would not be). Read as the id's: tp N, the experts over ep M, one rank. An
+    InferenceX SGLang row whose entry ran another layout than listed runs the entry's
+    (serving_campaign.inferencex_layout)."""
     cols = (_int(r["tp_size"]), _int(r["moe_tp_size"]), _int(r["moe_ep_size"]), _int(r["attention_dp_size"]))
-    named = id_layout(r) or named or vllm_ep_as_dp(r)
+    named = id_layout(r) or named or vllm_ep_as_dp(r) or inferencex_layout(r)
     if named is not None and inferencex_dp_attention(r):  # tp 1, an attention-DP rank a GPU (serving_campaign)
         return _engine(1, 1, named[1], dp=named[0], model=model)
     if named is not None and named != (cols[0], cols[2]):
@@ -204,7 +213,43 @@ def _why_not(r: dict[str, str], hw_name: str | None) -> str:
         return f"{r['backend']} version {r.get('backend_version') or '(blank)'!r} is not a release"
     if _weights(r) is None:
         return f"precision {r['precision']!r} is not a --weights dtype"
+    launch = inferencex_launch(r)
+    if launch is not None and launch.mtp:
+        return "ran MTP speculative decoding, which serve estimate does not price"
     return ""
+
+
+# The digits a run's measurements keep in every file that holds it (the gap-analysis file rounds to 0.01 ms).
+_TWIN_DIGITS = 2
+_TWIN_COLUMNS = ("model_path", "system", "precision", "mode", "isl", "osl", "batch_size")
+
+
+def _twin_key(r: dict[str, str]) -> tuple[str, ...]:
+    ms = (f"{float(r[k]):.{_TWIN_DIGITS}f}" for k in ("silicon_ttft_ms", "silicon_tpot_ms"))
+    return (*(r[k] for k in _TWIN_COLUMNS), *ms)
+
+
+def with_twin_launch(table: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows, each whose source names no image given the image and measured date of a row of the same run.
+
+    serving_runs_newer.csv's qwen3.5-397b-gap-analysis.csv rows (SGLang, no image) repeat InferenceX rows of
+    the 2026-03-25 and 2026-04-06 files: the same model, GPU, precision, shape and concurrency and both
+    measurements to 0.01 ms (the gap file's digits; the 2026-04-06 file lists some layouts otherwise), e.g. B200
+    fp8 tp4 1024/1024 c4 338.34 ms / 6.33 ms, the v0.5.9-cu130 run of 2026-03-20. A copy ran that run's launch
+    (serving_campaign.inferencex_launch)."""
+    twins = {_twin_key(r): r for r in table if "sglang:" in r.get("silicon_data_source", "")}
+    out = []
+    for r in table:
+        src = r.get("silicon_data_source", "")
+        twin = twins.get(_twin_key(r)) if r.get("backend") == "sglang" and "sglang:" not in src else None
+        if twin is not None:
+            tsrc = twin["silicon_data_source"]
+            image = re.search(r"lmsysorg/sglang:\S+?(?=;|$)", tsrc)
+            day = re.search(r"measured=[^;]+", tsrc)
+            extra = "".join(f"; {m.group(0)}" for m in (day, image) if m is not None)
+            r = {**r, "silicon_data_source": src + extra}
+        out.append(r)
+    return out
 
 
 def _source(text: str) -> str:
@@ -253,7 +298,7 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
     models: dict[str, ModelSpec] = {}
     reasons: dict[str, int] = {}
     with path.open() as f:
-        table = list(csv.DictReader(f))
+        table = with_twin_launch(list(csv.DictReader(f)))
         layouts = named_layouts(table)
         for r in table:
             hw_name = profile_for_system(r["system"])

@@ -459,3 +459,73 @@ def test_the_inferencex_dp_attention_rows_run_tp1_ranks(tmp_path: Path) -> None:
     path.write_text(lines[0] + "".join(picked))
     got = [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.dep.gpus, r.wl.concurrency) for r in sr.load_rows(path)]
     assert got == [(1, 2, 2, 2, 1024)]
+
+
+def test_the_inferencex_sglang_rows_run_their_scripts_flags() -> None:
+    # SemiAnalysisAI/InferenceX benchmarks/single_node/qwen3.5_fp8_b200.sh (efd49e50b .. 626932a11):
+    # --mem-fraction-static 0.82 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 32768 --max-prefill-tokens 32768
+    # --max-running-requests 128, on lmsysorg/sglang:v0.5.9-cu129-amd64 and (from 6a5dad463) v0.5.9-cu130-amd64.
+    src = "db-dump/2026-04-27; config_id=618; silicon_concurrency=16; measured=2026-03-24T00:00:00.000Z; workflow_run_id=336; "
+    row = {
+        "backend": "sglang",
+        "mode": "agg",
+        "backend_version": "0.5.9",
+        "model_path": "Qwen/Qwen3.5-397B-A17B",
+        "precision": "fp8",
+        "system": "b200_sxm",
+        "isl": "8192",
+        "batch_size": "16",
+        "attention_dp_size": "1",
+        "silicon_data_source": src + "lmsysorg/sglang:v0.5.9-cu130-amd64",
+    }
+    b200 = EngineArgs(memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768)
+    assert launch_args(row) == b200
+    assert kv_dtype(row) == "fp8"
+    # qwen3.5_fp8_b300.sh (c0f62a2ef): 0.8, --max-running-requests $CONC (64), 16384 / 16384
+    b300 = {**row, "system": "b300_sxm", "batch_size": "64", "backend_version": "0.5.10.post1"}
+    b300["silicon_data_source"] = src + "lmsysorg/sglang:v0.5.10.post1-cu130"
+    assert launch_args(b300) == EngineArgs(memory_fraction=0.8, max_num_tokens=16384, max_batch_size=64, max_prefill_tokens=16384)
+    # qwen3.5_bf16_b300.sh (32274d6c1) names no KV dtype: the bf16 checkpoint's auto
+    bf16 = {**b300, "precision": "bf16"}
+    assert launch_args(bf16) == EngineArgs(memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768)
+    assert kv_dtype(bf16) == "auto"
+    # qwen3.5_fp8_h200.sh (f65d6b4b1): no --max-prefill-tokens
+    h200 = {**row, "system": "h200_sxm", "silicon_data_source": "source_file=2026-03-25.csv; image=lmsysorg/sglang:v0.5.9-cu129-amd64"}
+    assert launch_args(h200) == EngineArgs(memory_fraction=0.8, max_num_tokens=16384, max_batch_size=128)
+    # the B300 rows of v0.5.9-cu130-amd64 (no B300 script then) and a row of no image keep the defaults
+    assert launch_args({**b300, "silicon_data_source": "image=lmsysorg/sglang:v0.5.9-cu130-amd64"}) == EngineArgs()
+    assert launch_args({**row, "silicon_data_source": "source_file=qwen3.5-397b-gap-analysis.csv"}) == EngineArgs()
+
+
+def test_the_inferencex_sglang_mtp_rows_are_skipped_and_their_copies_too(tmp_path: Path) -> None:
+    # lmsysorg/sglang:v0.5.9-cu130 ran qwen3.5-fp8-b200-sglang-mtp alone (EAGLE, 35d4bb367); the gap-analysis
+    # file repeats its B200 tp4 1024/1024 c4 run (338.34 ms / 6.33 ms) without an image, and repeats the
+    # non-MTP tp8 1024/1024 c4 run (304.65 / 8.33; the 2026-03-24 v0.5.9-cu130-amd64 run) that runs its script.
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        lines = f.readlines()
+    ids = (
+        "2026_03_25_qwen3_5_397b_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp4_0_ep1_0_",
+        "qwen3_5_397b_gap_analysis_qwen3_5_397b_gap_analysis_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp4_ep1_16,",
+        "2026_03_25_qwen3_5_397b_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_",
+        "qwen3_5_397b_gap_analysis_qwen3_5_397b_gap_analysis_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_ep1_37,",
+    )
+    picked = [line for line in lines if line.startswith(ids)]
+    path = tmp_path / "rows.csv"
+    path.write_text(lines[0] + "".join(picked))
+    skipped: list[str] = []
+    rows = sr.load_rows(path, skipped)
+    assert skipped == [f"ran MTP speculative decoding, which serve estimate does not price ({len(picked) - len(rows)} rows)"]
+    launched = {(r.dep.engine.tp, r.dep.args.max_num_tokens, r.dep.args.max_batch_size, r.dep.kv_dtype) for r in rows}
+    assert launched == {(8, 32768, 128, "fp8")}
+    assert len(rows) == 2 and len(picked) == 4
+
+
+def test_the_inferencex_sglang_tp2_ep2_entry_runs_on_two_gpus(tmp_path: Path) -> None:
+    # config 736 is qwen3.5-fp4-b300-sglang's { tp: 2, ep: 2 } (8acbd08b7), listed tp4 expert-TP 2 ep 2
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        lines = f.readlines()
+    picked = [line for line in lines if line.startswith("qwen3_5_b300_sglang_fp4_agg_1024x1024_c64_cfg73")]
+    path = tmp_path / "rows.csv"
+    path.write_text(lines[0] + "".join(picked))
+    got = sorted((r.source, r.dep.engine.tp, r.dep.engine.ep, r.dep.gpus) for r in sr.load_rows(path))
+    assert got == [("config 736 run 765", 2, 2, 2), ("config 737 run 765", 4, 1, 4)]
