@@ -177,6 +177,11 @@ CAMPAIGN = "dynamo_version=0.8.0"
 
 
 def _disagg(row: dict[str, str], role: str | None) -> EngineArgs:
+    trt = inferencex_trtllm_recipe(row)
+    if trt is not None:
+        if role == "prefill":
+            return EngineArgs(max_batch_size=trt.prefill_batch, max_num_tokens=trt.prefill_tokens, memory_fraction=trt.prefill_fraction)
+        return EngineArgs(max_batch_size=trt.decode_batch, max_num_tokens=trt.decode_batch, memory_fraction=trt.decode_fraction)
     recipe = inferencex_recipe(row)
     if recipe is not None:
         if role == "prefill":
@@ -352,6 +357,49 @@ def inferencex_recipe(row: dict[str, str]) -> Recipe | None:
         return None
     key = (int(row["isl"]), _count(row["prefill_num_workers"]), _count(row["decode_num_workers"]))
     return INFERENCEX_RECIPES.get(key)
+
+
+# --- InferenceX rows (serving_runs_newer.csv, TensorRT-LLM) ----------------------------------------
+@dataclass(frozen=True, slots=True)
+class TrtllmRecipe:
+    """An InferenceX disaggregated TensorRT-LLM recipe's engines (trtllm_config prefill / decode): max_batch_size
+    and max_num_tokens of a context server (per attention-DP rank) and of a generation engine (its max_num_tokens
+    is its max_batch_size: one token a request), and each pool's kv_cache_config.free_gpu_memory_fraction."""
+
+    prefill_batch: int
+    decode_batch: int
+    prefill_tokens: int = 16384
+    prefill_fraction: float = 0.4
+    decode_fraction: float = 0.9
+
+
+# kimik2.5-fp4-gb200-dynamo-trt (nvidia-master.yaml from e8924a6a4, 2026-04-18, image
+# nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:1.1.0-dev.2): each STP search-space entry names a recipe
+# (CONFIG_FILE=recipes/kimi2.5/trtllm_dynamo/disagg/gb200Nvfp4/ISL{1K,8K}_OSL1K/STP/...) of NVIDIA/srt-slurm
+# branch sa-submission-q2-2026, read at f61dbba8 (its last commit before 2026-04-19; the recipes entered at
+# 94903bdb, 2026-04-10). Every context server: tensor_parallel_size 4, moe_expert_parallel_size 4,
+# enable_attention_dp, max_num_tokens 16384, max_batch_size 16 (1k) or 2 (8k), free_gpu_memory_fraction 0.4,
+# overlap scheduler off, no CUDA graphs, fp8 KV. Generation engines: fraction 0.9, fp8 KV, CUDA graphs with
+# padding, stream_interval 100. By (isl, decode workers, decode tp): 1k ctx1dep4_gen4tep8_batch128 (c4-668),
+# 1k ctx1dep4_gen5tep4_batch8 (c5-55), 8k ctx1dep4_gen4tep8_batch1 (c4), 8k ctx1dep4_gen4tep4_batch32 (c156),
+# 8k ctx1dep4_gen5tep4_batch16 (c5-105).
+INFERENCEX_TRTLLM: dict[tuple[int, int, int], TrtllmRecipe] = {
+    (1024, 4, 8): TrtllmRecipe(16, 128),
+    (1024, 5, 4): TrtllmRecipe(16, 8),
+    (8192, 4, 8): TrtllmRecipe(2, 1),
+    (8192, 4, 4): TrtllmRecipe(2, 32),
+    (8192, 5, 4): TrtllmRecipe(2, 16),
+}
+TRTLLM_IMAGE = "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:1.1.0-dev.2"
+
+
+def inferencex_trtllm_recipe(row: dict[str, str]) -> TrtllmRecipe | None:
+    """The recipe an InferenceX GB200 disaggregated TensorRT-LLM row ran (INFERENCEX_TRTLLM), None for any other row."""
+    source = row.get("silicon_data_source", "")
+    if row.get("backend") != "trtllm" or row.get("mode") != "disagg" or row.get("system") != "gb200" or TRTLLM_IMAGE not in source:
+        return None
+    key = (int(row["isl"]), _count(row["decode_num_workers"]), _count(row["decode_tp_size"]))
+    return INFERENCEX_TRTLLM.get(key)
 
 
 # InferenceX's `dp-attn: true` entries run `--tensor-parallel-size=1 --data-parallel-size=$TP

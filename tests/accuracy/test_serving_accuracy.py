@@ -448,6 +448,38 @@ def test_the_inferencex_gb200_vllm_rows_run_their_recipes_engines() -> None:
     assert sr.recipe_engines(other, Engine(tp=4, ep=4), Engine(tp=16, ep=16)) == (Engine(tp=4, ep=4), Engine(tp=16, ep=16))
 
 
+def test_the_inferencex_gb200_trtllm_rows_run_their_recipes_engines() -> None:
+    # kimik2.5-fp4-gb200-dynamo-trt, NVIDIA/srt-slurm sa-submission-q2-2026 (f61dbba8) recipe
+    # ISL1K_OSL1K/STP/ctx1dep4_gen4tep8_batch128_allconc_eplb0_mtp0.yaml: prefill max_batch_size 16,
+    # max_num_tokens 16384, free_gpu_memory_fraction 0.4; decode max_batch_size 128, max_num_tokens 128, 0.9.
+    # The file's decode_batch_size is the concurrency over the engines (668 / 4 = 167), not the recipe's cap.
+    row = {
+        "backend": "trtllm",
+        "mode": "disagg",
+        "system": "gb200",
+        "isl": "1024",
+        "prefill_batch_size": "1",
+        "decode_num_workers": "4",
+        "decode_tp_size": "8",
+        "decode_batch_size": "167",
+        "silicon_data_source": "config_id=759; nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:1.1.0-dev.2",
+    }
+    assert launch_args(row, "prefill") == EngineArgs(max_batch_size=16, max_num_tokens=16384, memory_fraction=0.4)
+    assert launch_args(row) == EngineArgs(max_batch_size=128, max_num_tokens=128, memory_fraction=0.9)
+    # ISL1K ctx1dep4_gen5tep4_batch8: decode 8; ISL8K: prefill max_batch_size 2 (two 8192-token prompts a
+    # step in 16384 tokens), gen5tep4_batch16, gen4tep4_batch32, gen4tep8_batch1
+    assert launch_args({**row, "decode_num_workers": "5", "decode_tp_size": "4"}).max_batch_size == 8
+    k8 = {**row, "isl": "8192"}
+    assert launch_args(k8, "prefill") == EngineArgs(max_batch_size=2, max_num_tokens=16384, memory_fraction=0.4)
+    assert launch_args({**k8, "decode_num_workers": "5", "decode_tp_size": "4"}).max_batch_size == 16
+    assert launch_args({**k8, "decode_tp_size": "4"}).max_batch_size == 32
+    assert launch_args(k8).max_batch_size == 1
+    # another image (the blank-version GLM-5 rows) keeps the Dynamo 0.8.0 generator's reading
+    other = {**row, "silicon_data_source": "source_file=2026-03-25.csv; model=GLM-5"}
+    assert launch_args(other, "prefill") == EngineArgs(max_batch_size=1, max_num_tokens=2524)
+    assert launch_args(other) == EngineArgs(max_batch_size=167, max_num_tokens=167)
+
+
 def test_the_inferencex_dp_attention_rows_run_tp1_ranks(tmp_path: Path) -> None:
     # minimaxm2.5_fp4_b300.sh: DP_ATTENTION=true -> --tensor-parallel-size=1 --data-parallel-size=$TP
     # --enable-expert-parallel; config 727 is minimaxm2.5-fp4-b300-vllm's { tp: 2, ep: 2, dp-attn: true }.
