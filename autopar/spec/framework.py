@@ -72,7 +72,9 @@ class Framework:
 IDENTITY = ("name", "version", "label", "description", "source")  # Framework fields that are not engine values
 
 # PEP 440's shape as the engines tag their releases: 0.12.0, 0.5.6.post2, 1.0.0rc3, 1.2.0rc6.post1
-_VERSION = re.compile(r"v?(\d+(?:\.\d+){0,3})(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev(\d+))?")
+# PEP 440's spellings: a separator (. - _) may precede a, b, rc, post and dev and their numbers, as image tags
+# write them (TensorRT-LLM 1.1.0-dev.2 is 1.1.0.dev2)
+_VERSION = re.compile(r"v?(\d+(?:\.\d+){0,3})(?:[-_.]?(a|b|rc)[-_.]?(\d+))?(?:[-_.]?post[-_.]?(\d+))?(?:[-_.]?dev[-_.]?(\d+))?")
 _PRE = {"a": 0, "b": 1, "rc": 2}
 
 

@@ -141,6 +141,12 @@ def test_versions_order_as_releases() -> None:
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
 
+@pytest.mark.parametrize(("spelled", "normal"), [("1.1.0-dev.2", "1.1.0.dev2"), ("1.0.0-rc3", "1.0.0rc3"), ("0.5.6_post2", "0.5.6.post2")])
+def test_pep440_separators_read_as_the_normal_form(spelled: str, normal: str) -> None:
+    # PEP 440 normalisation: "-", "_" or "." may precede a pre, post or dev label and its number
+    assert version_key(spelled) == version_key(normal)
+
+
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(release=st.lists(st.integers(0, 99), min_size=1, max_size=4), post=st.integers(0, 9))
 def test_the_chosen_version_is_known_and_never_newer_unless_none_is_older(release: list[int], post: int) -> None:
