@@ -203,6 +203,12 @@ class _Layout(NamedTuple):
     logits: tuple[float, float]  # loss-layer logits on the first (pp = 1) and last rank
 
 
+def held_microbatches(memo: Memo, pp: int, vpp: int, microbatches: int) -> float:
+    """Micro-batches in flight on the first rank (first_rank) of a layout with `microbatches` per step
+    (Plan.microbatches: the global batch over dp * mbs): all a layout's activations read of dp and the batch."""
+    return in_flight_microbatches(pp=pp, vpp=vpp, microbatches=microbatches, rank=first_rank(memo, (pp, vpp)))
+
+
 def _layout(plan: Plan | LayoutKey, memo: Memo) -> _Layout:
     """Of a plan, or of the LayoutKey of the layouts that share this part (a search's, without a Plan)."""
     model, job = memo.model, memo.job
@@ -215,9 +221,9 @@ def _layout(plan: Plan | LayoutKey, memo: Memo) -> _Layout:
     # again in backward), or whole where DTensor's column-parallel linear saves the gathered input
     split = plan.tp if plan.sp and plan.tp > 1 and not memo.stack.tp_saves_gathered else 1
     logits += tokens * model.hidden_size * cal.ACT_BYTES / split
-    rank = first_rank(memo, (plan.pp, plan.vpp))
-    microbatches = job.global_batch // (plan.dp * plan.mbs)  # Plan.microbatches
-    held = in_flight_microbatches(pp=plan.pp, vpp=plan.vpp, microbatches=microbatches, rank=rank)
+    held = (
+        plan.held if isinstance(plan, LayoutKey) else held_microbatches(memo, plan.pp, plan.vpp, job.global_batch // (plan.dp * plan.mbs))
+    )
     if plan.pp > 1 and memo.stack.pp_stage_buffers:
         # torch.distributed.pipelining keeps each in-flight micro-batch's stage input and output
         # (full width: not split by SP) until its backward (PipelineStage fwd_cache, args)
@@ -282,7 +288,6 @@ class LayoutKey(NamedTuple):
     """What a layout's activations, logits and in-flight micro-batches read of a plan (ep is read by
     the states alone): the key of the part of block_peaks its expert-parallel variants share."""
 
-    dp: int
     tp: int
     pp: int
     cp: int
@@ -291,8 +296,10 @@ class LayoutKey(NamedTuple):
     mbs: int
     sp: bool
     cp_comm: str
-    modules: tuple[str, ...] = ()  # what the selective variant recomputes (Plan.recompute_modules)
-    batch: int = 0  # the job's global batch (the micro-batches in flight): memos of several GPU counts share values
+    modules: tuple[str, ...]  # what the selective variant recomputes (Plan.recompute_modules)
+    # the first rank's micro-batches in flight (held_microbatches), what is read of dp and the job's global
+    # batch: the layouts of other dp (other GPU counts, memos that share values) with as many share the part
+    held: float
 
 
 def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> list[tuple[float, float, float, float, float, float]]:
@@ -326,9 +333,11 @@ def block_peaks(
     """
     s, modes, zs = skeleton, tuple(recomputes), tuple(zeros)
     states = memo.get_by(_expert_states, ((s.tp, s.pp, s.vpp), s.dp * s.cp, tuple(experts), zs), _expert_states_key)
-    layout, batch = (s.dp, s.tp, s.pp, s.cp, s.vpp), memo.job.global_batch
+    held = held_microbatches(memo, s.pp, s.vpp, memo.job.global_batch // (s.dp * s.mbs))
     rows = {
-        etp: memo.get_by(_act_peaks, ((*layout, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, batch), modes), _layout_key)
+        etp: memo.get_by(
+            _act_peaks, ((s.tp, s.pp, s.cp, s.vpp, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, held), modes), _layout_key
+        )
         for etp in {etp for _, etp in experts}
     }
     pairs = [(sums, rows[etp]) for (_, etp), sums in zip(experts, states, strict=True)]
