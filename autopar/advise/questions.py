@@ -77,7 +77,7 @@ def scaling(ctx: Context, *, batch_given: bool, points: int = CURVE_POINTS, prog
         try:
             # the curve reads each count's best plan alone: a search ranking one plan exactly ranks it
             # as the full one does (search/planner.py)
-            result = search(here.model, here.hw, job, stack=here.stack, keep=1, share=shared)
+            result = search(here.model, here.hw, job, stack=here.stack, keep=1, share=shared, lead=True)
         except InfeasibleError:
             if found:
                 break  # a larger count that fits nothing (the batch no longer splits): the curve ends

@@ -38,9 +38,11 @@ from __future__ import annotations
 import bisect
 import gc
 import heapq
+import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import cache
 
 from autopar.cost.floors import class_floors, step_floors
 from autopar.cost.memo import Memo
@@ -50,6 +52,7 @@ from autopar.errors import InfeasibleError
 from autopar.search.ranking import TIE_BAND, Candidate, RankedPlans, dominated, rank, simplicity
 from autopar.search.scan import Deferred, Scan, Work, scan, work_plan
 from autopar.search.space import (
+    Block,
     choices,
     enumerate_blocks,
     enumerate_plans,
@@ -68,6 +71,8 @@ __all__ = ["TIE_BAND", "Candidate", "RankedPlans", "SearchResult", "dominated", 
 PROGRESS_EVERY = 1024  # layouts between progress reports
 CP_VARIANT_CANDIDATES = 64  # leading plans on which the all-gather CP variant is tried
 KEEP = 256  # a search ranks exactly at least this many plans (and all within TIE_BAND of the best)
+LEAD_BLOCKS = 256  # a search with lead=True checks the memory of the blocks of the highest bounds first
+LEAD_TRIES = 2  # then those of a bound at least its bar; a search of every block after that
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,7 +81,13 @@ class SearchResult:
 
     ranked: RankedPlans  # best first: per layout and recompute, the lowest ZeRO stage that fits (less variants a plan beats)
     considered: int  # plans in the space
-    feasible: int  # plans that fit in memory
+    # plans that fit in memory, or how to count them (a search with lead=True: the memory check of every layout)
+    fits: int | Callable[[], int]
+
+    @property
+    def feasible(self) -> int:
+        """Plans that fit in memory."""
+        return self.fits if isinstance(self.fits, int) else self.fits()
 
 
 def search(
@@ -89,17 +100,20 @@ def search(
     progress: Callable[[int, int], None] | None = None,
     keep: int | None = KEEP,
     share: Memo | None = None,
+    lead: bool = False,
 ) -> SearchResult:
     """All feasible plans `stack` can launch, ranked by tokens/s as it runs them.
 
     `keep`: time at least the plans needed to rank this many exactly (the rest of the
     ranking is completed if read); None times every plan. `share`: a memo of this job at
-    another GPU count and batch, whose values the search reuses (cost/memo.py). Raises
-    InfeasibleError when none fits, saying why.
+    another GPU count and batch, whose values the search reuses (cost/memo.py). `lead`: check
+    the memory of the layouts that can reach the leading plans first (_leading), for a caller that
+    reads the first plans alone (`suggest --gpus auto`); the rest, and `feasible`, when read.
+    Raises InfeasibleError when none fits, saying why.
     """
     memo = Memo(model, hw, job, stack, share=share)
     with _no_cyclic_gc():
-        return _search(memo, stack_limits(stack, dict(fixed or {})), progress, keep=keep)
+        return _search(memo, stack_limits(stack, dict(fixed or {})), progress, keep=keep, lead=lead)
 
 
 @contextmanager
@@ -118,21 +132,81 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def _search(
-    memo: Memo, fixed: dict[str, object], progress: Callable[[int, int], None] | None = None, *, keep: int | None = KEEP
+    memo: Memo, fixed: dict[str, object], progress: Callable[[int, int], None] | None = None, *, keep: int | None = KEEP, lead: bool = False
 ) -> SearchResult:
-    model, hw, job, stack = memo.model, memo.profile, memo.job, memo.stack
     recomputes = tuple(choices(fixed, "recompute", list(RECOMPUTE)))
-    zeros = tuple(sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(stack))))
-    blocks = list(enumerate_blocks(model, job, fixed, stack=stack))
+    zeros = tuple(sorted(int(str(z)) for z in choices(fixed, "zero", searched_zero(memo.stack))))
+    blocks = list(enumerate_blocks(memo.model, memo.job, fixed, stack=memo.stack))
+    if lead and keep is not None:
+        led = _leading(memo, fixed, blocks, recomputes, zeros, keep)
+        if led is not None:
+            return led
+    return _ranked(memo, fixed, blocks, recomputes, zeros, progress, keep)[0]
+
+
+def _leading(
+    memo: Memo, fixed: dict[str, object], blocks: list[Block], recomputes: tuple[str, ...], zeros: tuple[int, ...], keep: int
+) -> SearchResult | None:
+    """The search of the blocks whose upper bound of tokens/s reaches a cut, when its bar ends at or above
+    the cut (else the next, 4x as many blocks; None when they would be all of them).
+
+    A block's bound is its skeleton's step floor under the least recompute (class_floors where ep and etp
+    vary; recomputing more and a higher ZeRO stage are never faster, as scan reads them): no plan of a
+    block left out is as fast as the cut. So every plan at least as fast as the bar is in the blocks
+    searched, and timed there as a search of all blocks times it: both rank those plans alike (the
+    leading ones: rank reads only the plans within TIE_BAND of the fastest, _pick_cp_comm the
+    CP_VARIANT_CANDIDATES fastest, both above the bar; ties in the blocks' order, kept). Reading past
+    them, or `feasible`, runs the search of every block with the same memo."""
+    tokens = memo.job.tokens_per_step
+    floors = (step_floors if memo.model.moe is None else class_floors)(memo, [(b.skeleton, recomputes[0]) for b in blocks])
+    bounds = [tokens / f if f > 0 else math.inf for f in floors]
+    seen: _Seen = {}  # the step seconds and floors of the jobs, kept between tries
+    whole = cache(lambda: _ranked(memo, fixed, blocks, recomputes, zeros, None, keep, seen)[0])
+    cut = sorted(bounds, reverse=True)[LEAD_BLOCKS] if len(blocks) > LEAD_BLOCKS else math.inf
+    for _ in range(LEAD_TRIES):
+        if cut == -math.inf or cut > max(bounds, default=-math.inf):
+            break
+        try:
+            _, bar, plans = _ranked(
+                memo, fixed, [b for b, u in zip(blocks, bounds, strict=True) if u >= cut], recomputes, zeros, None, keep, seen
+            )
+        except InfeasibleError:
+            bar, plans = -math.inf, []
+        exact = sum(1 for c in plans if c.tokens_per_s >= bar)
+        if bar >= cut and exact < len(plans):  # (a ranking all exact would not be completed when read further)
+            ranked = RankedPlans(memo, plans, exact=exact, complete=lambda: list(whole().ranked.candidates))
+            return SearchResult(ranked=ranked, considered=_considered(blocks, recomputes, zeros), fits=lambda: whole().feasible)
+        cut = bar  # more blocks' plans only raise the bar: the next try holds those this one leaves it at
+    return None
+
+
+def _considered(blocks: list[Block], recomputes: tuple[str, ...], zeros: tuple[int, ...]) -> int:
+    """Plans in the space of `blocks`: every layout under each recompute mode and ZeRO stage."""
+    return sum(len(b.experts) for b in blocks) * len(recomputes) * len(zeros)
+
+
+def _ranked(
+    memo: Memo,
+    fixed: dict[str, object],
+    blocks: list[Block],
+    recomputes: tuple[str, ...],
+    zeros: tuple[int, ...],
+    progress: Callable[[int, int], None] | None,
+    keep: int | None,
+    seen: _Seen | None = None,
+) -> tuple[SearchResult, float, list[Candidate]]:
+    """The search of `blocks`, its bar's final floor (every plan at least that fast is ranked exactly) and
+    its ranked plans (not completed)."""
+    model, hw, job = memo.model, memo.profile, memo.job
     found = scan(memo, blocks, recomputes, zeros, progress, PROGRESS_EVERY)
-    considered = found.layouts * len(recomputes) * len(zeros)
+    considered = _considered(blocks, recomputes, zeros)
     jobs, deferred = found.jobs, found.deferred
     if keep is not None and "cp_comm" not in fixed:
         keep = max(keep, CP_VARIANT_CANDIDATES)  # _pick_cp_comm's plans are then all ranked exactly
     bar = _Bar(keep if keep is not None and len(jobs) + len(deferred) > keep else None)
-    tps = _time_jobs(memo, found, bar)
+    tps = _time_jobs(memo, found, bar, seen)
     timed = [Candidate(tokens_per_s=tps[j], memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j in sorted(tps)]
-    timed += _undominated(memo, timed, jobs, deferred, tps, bar)
+    timed += _undominated(memo, timed, jobs, deferred, tps, bar, seen)
     if not timed:
         raise InfeasibleError(_why_none(model, hw, job, considered, found.smallest))
     if "cp_comm" not in fixed:
@@ -140,7 +214,8 @@ def _search(
     ranked = rank(timed)
     complete = (lambda: _unpruned(memo, jobs, tps, deferred, pick="cp_comm" not in fixed)) if bar.pruned else None
     exact = sum(1 for c in ranked if c.tokens_per_s >= bar.floor)
-    return SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered, feasible=found.feasible)
+    result = SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered, fits=found.feasible)
+    return result, bar.floor, ranked
 
 
 def _unpruned(memo: Memo, jobs: list[Work], tps: dict[int, float], deferred: list[Deferred], *, pick: bool) -> list[Candidate]:
@@ -199,7 +274,7 @@ class _Bar:
         return False
 
 
-def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> dict[int, float]:
+def _time_jobs(memo: Memo, found: Scan, bar: _Bar, seen: _Seen | None = None) -> dict[int, float]:
     """Tokens/s of each job by its index, but those a pruned search skips: jobs are timed from the highest
     upper bound (cost/floors.py step_floor) down, until the bound falls below the bar.
 
@@ -210,13 +285,14 @@ def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> dict[int, float]:
     sort would), and the search stops where timing every bound in order would. The jobs of one block
     and recompute mode share their class bound: the heap holds the first of them not yet refined,
     which comes off before the others (ties by index), so it pops the jobs in the order a heap of
-    every job would."""
+    every job would.
+
+    `seen`: step seconds and floors found before by the same caller (_Seen), read and added to."""
     tokens, jobs = memo.job.tokens_per_step, found.jobs
     out: dict[int, float] = {}
     if not bar.active:
         for j, (block, ep, etp, recompute, zero, _) in enumerate(jobs):
-            (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
-            out[j] = tokens / step
+            out[j] = tokens / _seconds(memo, seen, block, ep, etp, recompute, zero)
         return out
     exact = memo.model.moe is None  # without experts a block is one layout, its layer class one plan's layers
     groups = found.groups
@@ -230,11 +306,11 @@ def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> dict[int, float]:
         block, ep, etp, recompute, zero, _ = jobs[j]
         members = groups[g][2]
         if not refined:
-            (f,) = step_floors(memo, [(block.plan(ep, etp), recompute)])
+            f = _seconds(memo, seen, block, ep, etp, recompute, FLOOR)
             heapq.heapreplace(heap, (-(tokens / f) if f > 0 else float("-inf"), j, True, g, -1))
         else:
             heapq.heappop(heap)
-            (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
+            step = _seconds(memo, seen, block, ep, etp, recompute, zero)
             out[j] = tokens / step
             bar.admit(tokens / step)
         if 0 <= at < len(members) - 1:  # the group's next job takes its place at the group's bound
@@ -242,8 +318,34 @@ def _time_jobs(memo: Memo, found: Scan, bar: _Bar) -> dict[int, float]:
     return out
 
 
+FLOOR = -1  # in a _Seen key, the ZeRO stage of a job's step_floor
+# (id of a Block, ep, etp, recompute, ZeRO stage or FLOOR): step seconds or step_floor, kept by _leading
+# between its tries, which search the same blocks (their ids hold while it keeps the list)
+_Seen = dict[tuple[int, int, int, str, int], float]
+
+
+def _seconds(memo: Memo, seen: _Seen | None, block: Block, ep: int, etp: int, recompute: str, zero: int) -> float:
+    """Step seconds of a job (its step_floor where zero is FLOOR), from `seen` when there."""
+    key = (id(block), ep, etp, recompute, zero)
+    if seen is not None and key in seen:
+        return seen[key]
+    if zero == FLOOR:
+        (step,) = step_floors(memo, [(block.plan(ep, etp), recompute)])
+    else:
+        (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
+    if seen is not None:
+        seen[key] = step
+    return step
+
+
 def _undominated(
-    memo: Memo, timed: list[Candidate], jobs: list[Work], deferred: list[Deferred], tps: dict[int, float], bar: _Bar
+    memo: Memo,
+    timed: list[Candidate],
+    jobs: list[Work],
+    deferred: list[Deferred],
+    tps: dict[int, float],
+    bar: _Bar,
+    seen: _Seen | None = None,
 ) -> list[Candidate]:
     """The deferred recompute variants that no timed plan beats: each is at most `bound` tokens/s (its
     layout's faster variant, tps of its job); one is left out when a timed plan with no more memory is
@@ -269,9 +371,8 @@ def _undominated(
         if (i and best[i - 1] > bound) or bar.skips(bound):
             continue
         block, ep, etp = jobs[j][:3]
-        skeleton = block.plan(ep, etp)
-        (step,) = variant_step_seconds(memo, skeleton, [(recompute, zero)])
-        out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(skeleton, recompute, zero)))
+        step = _seconds(memo, seen, block, ep, etp, recompute, zero)
+        out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(block.plan(ep, etp), recompute, zero)))
         bar.admit(tokens / step)
     return out
 
