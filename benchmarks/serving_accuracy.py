@@ -272,6 +272,7 @@ FIT_GRID = {
     "ttft_overhead_s": (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15),
     "prefill_slowdown": (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0),
     "moe_decode_slowdown": (1.0, 1.25, 1.5, 1.75, 2.0, 2.5),  # vLLM only
+    "kv_decode_slowdown": (1.0, 1.25, 1.5, 1.75, 2.0, 2.5),  # vLLM only
     "eager_layer_s": (0.0, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 6e-4),  # only where the framework lists graph_sizes
     "host_request_s": (0.0, 2e-5, 3e-5, 4e-5, 5e-5, 6e-5, 7e-5),  # SGLang only
 }
@@ -325,9 +326,14 @@ def fit(rows: list[Row], key: tuple[str, str], passes: int = 3) -> Framework:
 
 def fitted_fields(fw: Framework) -> list[str]:
     """The FIT_GRID fields fitted for fw's framework: eager_layer_s where it lists graph_sizes, host_request_s
-    for SGLang (its per-request Python walk after each step), moe_decode_slowdown for vLLM (its expert read;
-    the other frameworks read experts at the profile's copy rate)."""
-    skip = {"eager_layer_s": not fw.graph_sizes, "host_request_s": fw.name != "sglang", "moe_decode_slowdown": fw.name != "vllm"}
+    for SGLang (its per-request Python walk after each step), moe_decode_slowdown and kv_decode_slowdown for
+    vLLM (its expert and KV-cache reads; the other frameworks read them at the profile's copy rate)."""
+    skip = {
+        "eager_layer_s": not fw.graph_sizes,
+        "host_request_s": fw.name != "sglang",
+        "moe_decode_slowdown": fw.name != "vllm",
+        "kv_decode_slowdown": fw.name != "vllm",
+    }
     return [field for field in FIT_GRID if not skip.get(field, False)]
 
 

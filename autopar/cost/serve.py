@@ -213,6 +213,7 @@ class _Decode:
         dense_w = dense_weights(model, weights)
         wb, eb = WEIGHT_BYTES[dense_w], WEIGHT_BYTES[weights]
         self.model, self.hw, self.engine, self.overhead = model, hw, engine, fw.step_overhead_s
+        self.kv_slowdown = fw.kv_decode_slowdown
         self.dtype = gemm_dtype(hw, dense_w)
         self.kv_tok: dict[float, float] = {}
         self.no_kv = memory_time(hw, 0.0)
@@ -267,9 +268,10 @@ class _Decode:
                     attn_flops = 2.0 * b * seen * heads / tp * width
                     # QK^T and AV over the cached context, counted as one GEMM of the same FLOPs (m = attn_flops / 2, n = k = 1)
                     terms.append(gemm_time(hw, self.dtype, 2.0 * (attn_flops / 2) * 1 * 1, serving=True) * 1)
+                    kv_t = memory_time(hw, kv) * self.kv_slowdown  # the decode-attention kernel's rate (Framework)
                 else:  # mamba
                     kv = 2 * b * state * engine.pp / count  # read + write one layer's state
-                kv_t = memory_time(hw, kv)
+                    kv_t = memory_time(hw, kv)
                 w, k, c = w_t, kv_t, max(0.0, sum(terms) - w_t - kv_t)  # _roofline
             if experts is not None:
                 w2, c2, e = experts(b * engine.dp)

@@ -64,6 +64,7 @@ class Framework:
     max_prefill_tokens: int  # SGLang --max-prefill-tokens: new prompt tokens a step admits (0: chunk_tokens only)
     host_token_s: float  # read off the rows: serving-process seconds per streamed token, per engine (0: keeps up)
     moe_decode_slowdown: float  # fitted: a decode step's expert read over the profile's memory time (fused-MoE kernel)
+    kv_decode_slowdown: float  # fitted: a decode step's KV-cache read over the profile's memory time (paged attention)
     moe_exchange: str  # MOE_EXCHANGES: how attention-DP ranks send a MoE layer's tokens to the experts and back
     disagg_prefill: str  # DISAGG_PREFILLS: a disaggregated prefill engine at prefill_slowdown, or at its own steps' cost
     hybrid_overlap: bool  # the overlap scheduler stays on for a model with Mamba (linear-attention) layers

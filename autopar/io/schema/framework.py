@@ -135,6 +135,7 @@ class FrameworkFile(_Strict):
     max_prefill_tokens: Tokens0Value
     host_token_s: SecondsValue
     moe_decode_slowdown: FactorValue
+    kv_decode_slowdown: FactorValue
     moe_exchange: ExchangeValue
     disagg_prefill: DisaggPrefillValue
     hybrid_overlap: FlagValue

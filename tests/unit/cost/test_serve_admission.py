@@ -128,13 +128,14 @@ def test_preemption_produces_no_more_tokens_than_the_pool_runs(monkeypatch: pyte
     # 64 requests on the 30,214-token pool: the reserve queue grows with the concurrency (64 / 9 - 1
     # latencies). Admitting by blocks runs more at once, but no more than the pool holds: a running
     # request holds 1024 + 1024 tokens on average, so at most 30,214 / 2048 = 14.75 run, each giving a
-    # token per decode step of at least 26.04 ms (the step at batch 9, reserve_full's TPOT): at most
-    # 14.75 / 0.02604 = 566 output tokens/s. The rest wait, the new ones behind the preempted (vLLM's
-    # FCFS queue), so TTFT stays minutes long, below the reserve queue's.
+    # token per decode step of at least 26.87 ms (the step at batch 9, reserve_full's TPOT: 22.05 ms of
+    # weights, 9 x 2048 x 256 KiB of KV at 1.5 x 1 / (3.35 TB/s x 0.866) = 2.50 ms (kv_decode_slowdown),
+    # 2 ms host, 0.33 ms of prompts): at most 14.75 / 0.02687 = 549 output tokens/s. The rest wait, the new
+    # ones behind the preempted (vLLM's FCFS queue), so TTFT stays minutes long, below the reserve queue's.
     ttft_full, tpot_full, _, _ = _vllm(monkeypatch, "reserve_full", 64)
     fw = replace(load_framework("vllm@0.12"), admission="blocks_now_preempt")
     dep = Deployment(fw=fw, mode="agg", engine=Engine(tp=1), replicas=1, weights="bf16")
     est = estimate(load_model("qwen3-32b"), load_hardware("h100-sxm"), dep, Workload(isl=1024, osl=2048, concurrency=64))
-    assert tpot_full == pytest.approx(0.02604, abs=1e-5)
-    assert est.saturated and est.output_tokens_per_s <= 30214 / 2048 / 0.02604
+    assert tpot_full == pytest.approx(0.02687, abs=1e-5)
+    assert est.saturated and est.output_tokens_per_s <= 30214 / 2048 / 0.02687
     assert 60.0 < est.ttft_s < ttft_full

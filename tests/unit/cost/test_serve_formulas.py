@@ -32,7 +32,7 @@ from tests.conftest import gpt_like, toy_profile_dict
 
 BW = 1e12  # effective toy HBM bandwidth, B/s
 RATE = 1e15 * 0.5 * 0.75  # toy sustained GEMM rate, FLOP/s
-PLAIN = dataclasses.replace(load_framework("vllm@0.12"), step_overhead_s=0.0, moe_decode_slowdown=1.0)
+PLAIN = dataclasses.replace(load_framework("vllm@0.12"), step_overhead_s=0.0, moe_decode_slowdown=1.0, kv_decode_slowdown=1.0)
 
 
 def test_kv_bytes_per_token_gqa_mla_and_replication() -> None:
@@ -114,6 +114,19 @@ def test_moe_decode_slowdown_stretches_the_expert_read_only(toy_hw: HardwareProf
     assert step.weights == pytest.approx((4 * (attn + router + 1.5 * 4 * expert) + lm_head) / BW)
     kw = dict(weights="bf16", tokens=1024, seq_len=1024)
     assert prefill_time(m, toy_hw, Engine(tp=1), fw=slow, **kw) == prefill_time(m, toy_hw, Engine(tp=1), fw=PLAIN, **kw)  # type: ignore[arg-type]
+
+
+def test_kv_decode_slowdown_stretches_the_kv_read_only(toy_hw: HardwareProfile) -> None:
+    # vLLM 0.12 (data/frameworks/vllm-0.12.yaml kv_decode_slowdown 1.5): a decode step's attention reads the
+    # cached K and V at 1 / 1.5 of the profile's copy rate. gpt_like: 4 layers x K and V x 16 heads x 64 x 2 B
+    # = 16 KiB a token; one request of 1024 cached tokens reads 16 MiB: 16.8 us at 1e12 B/s, 25.2 us stretched.
+    m = gpt_like()
+    kw = dict(weights="bf16", kv_bytes=2.0, batch=1, context=1024)
+    plain = decode_step(m, toy_hw, Engine(tp=1), fw=PLAIN, **kw)  # type: ignore[arg-type]
+    slow = decode_step(m, toy_hw, Engine(tp=1), fw=dataclasses.replace(PLAIN, kv_decode_slowdown=1.5), **kw)  # type: ignore[arg-type]
+    assert plain.kv == pytest.approx(4 * 2 * 16 * 64 * 2 * 1024 / BW)
+    assert slow.kv == pytest.approx(1.5 * 4 * 2 * 16 * 64 * 2 * 1024 / BW)
+    assert (slow.weights, slow.tp_comm, slow.overhead) == (plain.weights, plain.tp_comm, plain.overhead)
 
 
 def test_prefill_is_compute_bound_with_causal_attention_halved(toy_hw: HardwareProfile) -> None:

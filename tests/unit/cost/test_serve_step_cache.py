@@ -22,7 +22,7 @@ from autopar.spec.topology import Group
 from tests.conftest import gpt_like, toy_profile_dict
 
 BW = 1e12  # effective toy HBM bandwidth, B/s
-PLAIN = dataclasses.replace(load_framework("vllm@0.12"), step_overhead_s=0.0, moe_decode_slowdown=1.0)
+PLAIN = dataclasses.replace(load_framework("vllm@0.12"), step_overhead_s=0.0, moe_decode_slowdown=1.0, kv_decode_slowdown=1.0)
 B, H = 4096, 1024  # a decode batch where every projection is compute-bound on the toy profile
 
 
