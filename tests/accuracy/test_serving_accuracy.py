@@ -157,14 +157,15 @@ def test_an_aggregated_row_needing_more_gpu_time_than_its_latency_is_not_reached
     # decode steps hold prompt tokens; the other 123 read at least the weights streamed per step (the bf16
     # matmul weights and the output layer, 16,059,998,208 bytes less the 1.05e9-byte embedding table:
     # 15.01e9 bytes) and the batch's KV, 8 x (4096 + 64) x 131,072 bytes = 4.362e9, at 3.35 TB/s x 0.866
-    # (profiles/h100-sxm.yaml): 5.174 + 1.504 ms. In all 0.8254 + 123 x 6.677 ms = 1.647 s.
+    # (profiles/h100-sxm.yaml), the KV at 1 / 1.5 of it (vllm-0.12.yaml kv_decode_slowdown): 5.174 + 1.504 x
+    # 1.5 = 5.174 + 2.256 ms. In all 0.8254 + 123 x 7.430 ms = 1.739 s.
     row = _row(tp=1, isl=4096, concurrency=8)
     est = sa.estimate(row.model, sa.load_hardware(row.hw_name), row.dep, row.wl)
-    assert sa.gpu_time_needed_s(row, est) == pytest.approx(0.8254 + 123 * (5.174e-3 + 1.504e-3), rel=2e-3)
+    assert sa.gpu_time_needed_s(row, est) == pytest.approx(0.8254 + 123 * (5.174e-3 + 1.5 * 1.504e-3), rel=2e-3)
     # TTFT 100 ms + 127 x 10 ms = 1.37 s: 5.84 prompts/s pass the compute test (9.69/s), but the request
-    # would need 1.647 s > 1.05 x 1.37 s of engine time
+    # would need 1.739 s > 1.05 x 1.37 s of engine time
     assert sa.not_reached(row, est)
-    slower = dataclasses.replace(row, tpot_ms=12.0)  # 1.624 s: 1.05 x 1.624 = 1.705 s covers it
+    slower = dataclasses.replace(row, tpot_ms=13.0)  # 1.751 s: 1.05 x 1.751 = 1.839 s covers it
     assert not sa.not_reached(slower, est)
 
 
@@ -200,17 +201,18 @@ def test_a_disaggregated_decode_step_faster_than_its_batch_reads_is_not_reached(
     # Llama-3.1-8B bf16, 2P 1D(tp1) on H100, 16 in flight at 4096/128, TTFT 100 ms, TPOT 10 ms: a request
     # takes 0.1 + 127 x 0.01 = 1.37 s, so by Little's law 16 x 1.27 / 1.37 = 14.832 are decoding, all on
     # the one decode rank. Its step reads the streamed weights, 15.01e9 bytes at 3.35 TB/s x 0.866 = 5.174
-    # ms (as above), and the KV of 14.832 x (4096 + 64) x 131,072 bytes = 8.0877e9, 2.788 ms: 7.962 ms.
+    # ms (as above), and the KV of 14.832 x (4096 + 64) x 131,072 bytes = 8.0877e9, 2.788 ms at the
+    # profile's rate, x 1.5 (kv_decode_slowdown) = 4.182 ms: 9.356 ms, under 1.05 x 10 ms.
     row = _disagg_row(tpot_ms=10.0)
-    assert sa.decode_floor_s(row) == pytest.approx(5.174e-3 + 2.788e-3, rel=2e-3)
+    assert sa.decode_floor_s(row) == pytest.approx(5.174e-3 + 1.5 * 2.788e-3, rel=2e-3)
     est = sa.estimate(row.model, sa.load_hardware(row.hw_name), row.dep, row.wl)
     assert sa.prefill_need(row) < 1  # 11.7 prompts/s of the 19.4 two prefill GPUs sustain
     assert not sa.not_reached(row, est)
-    # TPOT 7 ms: 0.989 s a request, 14.382 decoding, 5.174 + 2.703 = 7.877 ms > 1.05 x 7 ms
+    # TPOT 7 ms: 0.989 s a request, 14.382 decoding, 5.174 + 1.5 x 2.703 = 9.229 ms > 1.05 x 7 ms
     fast = dataclasses.replace(row, tpot_ms=7.0)
-    assert sa.decode_floor_s(fast) == pytest.approx(5.174e-3 + 2.703e-3, rel=2e-3)
+    assert sa.decode_floor_s(fast) == pytest.approx(5.174e-3 + 1.5 * 2.703e-3, rel=2e-3)
     assert sa.not_reached(fast, est)
-    assert sa.reach_note(fast).startswith("decode floor 7.9 ms")
+    assert sa.reach_note(fast).startswith("decode floor 9.2 ms")
 
 
 def test_a_disaggregated_row_stands_for_decode_batch_x_attention_ranks_x_workers() -> None:
