@@ -148,7 +148,7 @@ def _leading(
     memo: Memo, fixed: dict[str, object], blocks: list[Block], recomputes: tuple[str, ...], zeros: tuple[int, ...], keep: int
 ) -> SearchResult | None:
     """The search of the blocks whose upper bound of tokens/s reaches a cut, when its bar ends at or above
-    the cut (else the next, 4x as many blocks; None when they would be all of them).
+    the cut (else a try at the bar it reached, LEAD_TRIES in all; None when none holds).
 
     A block's bound is its skeleton's step floor under the least recompute (class_floors where ep and etp
     vary; recomputing more and a higher ZeRO stage are never faster, as scan reads them): no plan of a
