@@ -28,6 +28,7 @@ class Scheduler:
     mixed: bool = False  # prefill_first: a prefill step also holds every running decode (SGLang --enable-mixed-chunk)
     prefill_tokens: int = 0  # prompt tokens a step admits beyond its first prompt (SGLang --max-prefill-tokens); 0: budget only
     host_token_s: float = 0.0  # serving process seconds per streamed token, in step order (0: it keeps up)
+    host_prompt_token_s: float = 0.0  # ... and per prompt token of a request it takes in (tokenization), in the same queue
     # admission with kv_tokens > 0: "room" (SGLang: whole request at new_token_ratio, retract when out) |
     # "blocks" (vLLM V1: the prompt's blocks now, preempt the newest running request when a step has none)
     admission: str = "room"

@@ -77,11 +77,13 @@ def closed_loop(
         retract_steps=fw.retract_steps,
         prefill_tokens=fw.max_prefill_tokens,
         host_token_s=fw.host_token_s * dep.engine.dp,
+        host_prompt_token_s=fw.host_prompt_token_s * dep.engine.dp,
     )
     if fw.policy == "prefill_first" and not fw.mixed_chunk:  # every cycle re-forms the clients' first wave
         return simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=PROMPTS_PER_REQUEST * conc)
     steady = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc, staggered=True)
-    if sched.host_token_s * conc * wl.osl > HOST_NEAR * (steady.ttft_s + (wl.osl - 1) * steady.tpot_s):
+    per_request = sched.host_token_s * wl.osl + sched.host_prompt_token_s * wl.isl  # the process's time for one request
+    if per_request * conc > HOST_NEAR * (steady.ttft_s + (wl.osl - 1) * steady.tpot_s):
         # the serving process (Framework.host_token_s) sets the loop's pace: its lag builds over the first
         # requests, so the steady loop is run longer and its first rounds left out
         warm = conc * HOST_WARMUP

@@ -58,7 +58,7 @@ def simulate(
     key, reads = plan_key(sched, **kw)
     # the serving process may fall behind (what a step takes reads the times), or a plan of a pool's own size,
     # seldom asked for twice in a sweep, is asked for the first time: run the loop itself
-    if sched.host_token_s > 0 or (reads and PLANS.first(key)):
+    if sched.host_token_s > 0 or sched.host_prompt_token_s > 0 or (reads and PLANS.first(key)):
         return _run(_Loop(cost, sched, **kw), prompts).result()
     plan = PLANS.get(key)
     if plan is None:
@@ -118,8 +118,8 @@ class _Loop:
         # admission by room: the ratio (a loop already in its steady state has decayed it to the floor) and
         # whether a refusal holds the batch full until a request ends
         self.ratio, self.full = (sched.ratio_min if staggered else sched.ratio_init), False
-        self.host = 0.0  # when the serving process has sent every token of the steps run so far
-        self.paced = sched.host_token_s > 0  # the serving process may fall behind (else it sends a step's tokens at its end)
+        self.host = 0.0 if staggered else conc * isl * sched.host_prompt_token_s  # when the serving process has sent all so far
+        self.paced = sched.host_token_s > 0 or sched.host_prompt_token_s > 0  # the serving process may fall behind
         # the KV pool is tracked (admission by blocks, preemption) where the requests in flight could outgrow it
         self.tracked = 0 < sched.kv_tokens < conc * (isl + osl)
         self.by_room = sched.kv_tokens > 0 and sched.admission == "room"  # SGLang's admission, which alone reads the ratio
@@ -403,6 +403,8 @@ class _Loop:
                 pending.append([new, self.host])
             else:
                 self.waiting.append([new, t, steps + 1 + self.lag])
+            if self.paced:  # the serving process tokenizes the new prompts, in its queue (Scheduler.host_prompt_token_s)
+                self.host = max(self.host, t) + new * self.isl * self.sched.host_prompt_token_s
             self.sent += new
 
     def result(self) -> LoopResult:

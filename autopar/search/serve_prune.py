@@ -125,7 +125,8 @@ class Boxes:
             k = max(1, round(running))
             high = self._t(running)
             low = high if k == 1 else self._t(1.0)
-            if k > 1 and fw.host_token_s == 0:  # every step holds min(k, max_num_seqs) decodes at its cost or more
+            # every step holds min(k, max_num_seqs) decodes at its cost or more (a serving process that keeps up)
+            if k > 1 and fw.host_token_s == 0 and fw.host_prompt_token_s == 0:
                 low += (min(k, fw.max_seqs) - 1) * (high - low) / (k - 1)
             return Box(per_gpu=ranks * max(running, k) / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf)
         most = min(concurrency / ranks, max(self.held / ranks, 1e-9), fw.max_seqs)  # as cost/serve_load.py _disagg bounds b

@@ -63,6 +63,7 @@ class Framework:
     mixed_chunk: bool  # SGLang --enable-mixed-chunk: a prefill step also holds the running decodes
     max_prefill_tokens: int  # SGLang --max-prefill-tokens: new prompt tokens a step admits (0: chunk_tokens only)
     host_token_s: float  # read off the rows: serving-process seconds per streamed token, per engine (0: keeps up)
+    host_prompt_token_s: float  # read off the rows: serving-process seconds per prompt token it tokenizes (0: none)
     moe_decode_slowdown: float  # fitted: a decode step's expert read over the profile's memory time (fused-MoE kernel)
     kv_decode_slowdown: float  # fitted: a decode step's KV-cache read over the profile's memory time (paged attention)
     moe_exchange: str  # MOE_EXCHANGES: how attention-DP ranks send a MoE layer's tokens to the experts and back

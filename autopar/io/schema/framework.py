@@ -134,6 +134,7 @@ class FrameworkFile(_Strict):
     mixed_chunk: FlagValue
     max_prefill_tokens: Tokens0Value
     host_token_s: SecondsValue
+    host_prompt_token_s: SecondsValue
     moe_decode_slowdown: FactorValue
     kv_decode_slowdown: FactorValue
     moe_exchange: ExchangeValue

@@ -77,7 +77,7 @@ def test_the_values_that_set_the_figures() -> None:
     vllm, trt = load_framework("vllm@0.12"), load_framework("trtllm@1.0")
     assert (vllm.step_overhead_s, vllm.ttft_overhead_s, vllm.prefill_slowdown, vllm.moe_decode_slowdown) == (0.002, 0.0, 2.5, 1.5)
     assert vllm.graph_reserve_bytes == 1.5 * 2**30 and vllm.moe_decode_reads == "local" and vllm.dp_padding
-    assert (trt.eager_layer_s, trt.host_token_s, trt.chunked, trt.max_seqs, trt.memory_rule) == (0.0002, 1.07e-4, False, 2048, "free")
+    assert (trt.eager_layer_s, trt.host_token_s, trt.chunked, trt.max_seqs, trt.memory_rule) == (0.0002, 1.02e-4, False, 2048, "free")
     new, old = load_framework("sglang@0.5.6"), load_framework("sglang@0.5.1")
     assert (new.step_overhead_s, new.ttft_overhead_s, new.prefill_slowdown, new.host_request_s) == (0.003, 0.15, 3.0, 5e-5)
     assert (old.step_overhead_s, old.ttft_overhead_s, old.prefill_slowdown, old.host_request_s) == (0.001, 0.08, 1.0, 0.0)
