@@ -22,7 +22,7 @@ PROMPTS_PER_REQUEST = 10
 # lag swings from round to round (the rounds tried: docs/calibration.md, host_token_s)
 HOST_WARMUP = 2
 HOST_ROUNDS = 3
-HOST_NEAR = 0.7  # ... when one round's tokens/s is above 0.7 of the process's 1 / host_token_s
+HOST_NEAR = 0.7  # ... when the process's time for one round is above 0.7 of the round (tokens and prompts)
 
 
 def closed_loop(
