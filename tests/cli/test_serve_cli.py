@@ -287,10 +287,22 @@ def test_engine_args_reach_the_estimate_the_json_and_the_launch_line() -> None:
     """--max-num-tokens/--max-batch-size/--memory-fraction are the launch's own settings: the JSON shows what
     the estimate used, the launch line carries them, and a smaller pool holds fewer KV tokens."""
     default = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm"])
-    assert default["engine_args"] == {"max_num_tokens": 8192, "max_batch_size": 2048, "memory_fraction": 0.9}
+    assert default["engine_args"] == {
+        "max_num_tokens": 8192,
+        "max_batch_size": 2048,
+        "memory_fraction": 0.9,
+        "prefix_cache": True,
+        "ssm_state_dtype": None,
+    }
     args = ["--max-num-tokens", "2688", "--max-batch-size", "8", "--memory-fraction", "0.45"]
     doc = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm", *args, "--emit", "trtllm"])
-    assert doc["engine_args"] == {"max_num_tokens": 2688, "max_batch_size": 8, "memory_fraction": 0.45}
+    assert doc["engine_args"] == {
+        "max_num_tokens": 2688,
+        "max_batch_size": 8,
+        "memory_fraction": 0.45,
+        "prefix_cache": True,
+        "ssm_state_dtype": None,
+    }
     # TensorRT-LLM gives the KV cache the fraction of what the weights (and reserves) leave: half the fraction,
     # half the pool, to the token (the smaller step budget above also shrinks the activation reserve)
     half = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm", "--memory-fraction", "0.45"])
