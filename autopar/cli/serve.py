@@ -82,22 +82,30 @@ def launch_args(params: Mapping[str, Any]) -> tuple[EngineArgs, EngineArgs, Engi
 def parse_launch(argv: Sequence[str]) -> tuple[EngineArgs, EngineArgs, EngineArgs]:
     """launch_args of `serve estimate`'s launch flags as a user types them (["--max-batch-size", "128", ...]),
     read by the command's own parser (what the benchmark passes a row; any other flag is refused)."""
-    import click
-    from typer.main import get_command
+    return _parse_launch(tuple(argv))
 
-    from autopar.cli import app
+
+@functools.cache
+def _parse_launch(argv: tuple[str, ...]) -> tuple[EngineArgs, EngineArgs, EngineArgs]:
     from autopar.errors import SpecError
 
-    group = get_command(app)
-    assert isinstance(group, click.Group)
-    serve = group.commands["serve"]
-    assert isinstance(serve, click.Group)
-    command = serve.commands["estimate"]
+    command = _estimate_command()
     known = {opt for p in command.params if p.name in LAUNCH_PARAMS for opt in p.opts}
     if stray := [a for a in argv if a.startswith("--") and a.split("=")[0] not in known]:
         raise SpecError(f"{stray[0]} is not a serve launch option")
     with command.make_context("estimate", ["MODEL", *argv]) as ctx:
         return launch_args(ctx.params)
+
+
+@functools.cache
+def _estimate_command() -> Any:
+    """`autopar serve estimate` as the CLI parses it (Typer's Click command of estimate_cmd, built alone)."""
+    from typer.main import get_command
+
+    from autopar.cli import build
+
+    group: Any = get_command(build([("serve", "estimate", estimate_cmd)]))  # typer's own Click types
+    return group.commands["serve"].commands["estimate"]
 
 
 def _context(
