@@ -22,7 +22,7 @@ from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.limits import MAX_SERVE_GPUS, MIN_STEP_TOKENS
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import DEFAULT_ARGS, MODES, Deployment, Engine, EngineArgs, Workload, kv_auto
+from autopar.spec.serve import DEFAULT_ARGS, MODES, POOL_ARGS, Deployment, Engine, EngineArgs, Workload, kv_auto
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,27 +55,7 @@ class ServeContext:
     def pool_flags(self) -> list[str]:
         """The per-pool launch parameters given (prefill_max_batch_size, ...), in order."""
         pools = (("prefill_", self.prefill_own), ("decode_", self.decode_own))
-        return [f"{prefix}{name}" for prefix, own in pools for name in given_args(own)]
-
-
-POOL_ARGS = ("max_num_tokens", "max_batch_size", "memory_fraction")  # the launch settings a pool may set apart
-
-
-def given_args(args: EngineArgs) -> list[str]:
-    """The EngineArgs fields set (not None), in declaration order."""
-    names = (*POOL_ARGS, "mixed_chunk", "max_prefill_tokens", "prefix_cache", "ssm_state_dtype")
-    return [name for name in names if getattr(args, name) is not None]
-
-
-def check_engine_args(model: ModelSpec, fw: Framework, args: EngineArgs, *, prefix: str = "") -> None:
-    """Launch settings the framework and model take: SGLang's own flags on SGLang only, a state dtype on a model
-    with Mamba layers only (refused with the parameter, so that the CLI names its flag)."""
-    if fw.name != "sglang":
-        for name in ("mixed_chunk", "max_prefill_tokens"):
-            if getattr(args, name) is not None:
-                raise SpecError(f"`{prefix}{name}` is an SGLang setting (`framework=sglang`), got `framework={fw.name}`")
-    if args.ssm_state_dtype is not None and model.mamba is None:
-        raise SpecError(f"`{prefix}ssm_state_dtype` sets the Mamba state of a hybrid model; {model.name} has no Mamba layers")
+        return [f"{prefix}{name}" for prefix, own in pools for name in own.given()]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,9 +105,9 @@ def context(
     fw = resolved.framework
     # build a throwaway deployment to validate the names once, with the flags in the message
     Deployment(fw=fw, mode="agg", engine=Engine(), replicas=1, weights=weights, kv_dtype=kv_dtype)
-    check_engine_args(spec, fw, engine_args)
+    engine_args.check(spec, fw)
     for prefix, own in (("prefill_", prefill_args), ("decode_", decode_args)):
-        if extra := [name for name in given_args(own) if name not in POOL_ARGS]:
+        if extra := [name for name in own.given() if name not in POOL_ARGS]:
             raise SpecError(f"`{prefix}{extra[0]}` is not a per-pool setting; give `{extra[0]}` (every engine)")
     return ServeContext(
         model=spec,

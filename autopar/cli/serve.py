@@ -99,13 +99,12 @@ def _parse_launch(argv: tuple[str, ...]) -> tuple[EngineArgs, EngineArgs, Engine
 
 @functools.cache
 def _estimate_command() -> Any:
-    """`autopar serve estimate` as the CLI parses it (Typer's Click command of estimate_cmd, built alone)."""
+    """`autopar serve estimate` as the CLI parses it: Typer's Click command of estimate_cmd, built alone."""
     from typer.main import get_command
 
-    from autopar.cli import build
-
-    group: Any = get_command(build([("serve", "estimate", estimate_cmd)]))  # typer's own Click types
-    return group.commands["serve"].commands["estimate"]
+    one = typer.Typer()
+    one.command("estimate")(estimate_cmd)
+    return get_command(one)
 
 
 def _context(

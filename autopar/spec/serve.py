@@ -132,6 +132,20 @@ class EngineArgs:
         if self.ssm_state_dtype is not None and self.ssm_state_dtype not in SSM_STATE_DTYPES:
             raise SpecError(f"`ssm_state_dtype` must be one of {', '.join(SSM_STATE_DTYPES)}, got {self.ssm_state_dtype!r}")
 
+    def given(self) -> list[str]:
+        """The settings given (not None), in declaration order."""
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+    def check(self, model: ModelSpec, fw: Framework, *, prefix: str = "") -> None:
+        """Settings the framework and model take: SGLang's own flags on SGLang only, a state dtype on a model with
+        Mamba layers only (refused by parameter name, so that the CLI names its flag)."""
+        if fw.name != "sglang":
+            for name in ("mixed_chunk", "max_prefill_tokens"):
+                if getattr(self, name) is not None:
+                    raise SpecError(f"`{prefix}{name}` is an SGLang setting (`framework=sglang`), got `framework={fw.name}`")
+        if self.ssm_state_dtype is not None and model.mamba is None:
+            raise SpecError(f"`{prefix}ssm_state_dtype` sets the Mamba state of a hybrid model; {model.name} has no Mamba layers")
+
     def over(self, base: EngineArgs) -> EngineArgs:
         """These settings where given, `base`'s elsewhere (a pool's own launch flags over the shared ones)."""
         mine = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -139,6 +153,7 @@ class EngineArgs:
 
 
 DEFAULT_ARGS = EngineArgs()  # every setting at the framework's default
+POOL_ARGS = ("max_num_tokens", "max_batch_size", "memory_fraction")  # the settings a disaggregated pool may set apart
 
 
 def launched_model(model: ModelSpec, args: EngineArgs) -> ModelSpec:

@@ -413,7 +413,7 @@ DISAGG = ["--mode", "disagg", "--prefill-workers", "1", "--decode-workers", "1",
         (["--decode-memory-fraction", "2", *DISAGG], "--decode-memory-fraction must be between 0.05 and 1.0, got 2.0"),
         (["--ssm-state-dtype", "fp16", "--gpus", "1", "--tp", "1"], "--ssm-state-dtype must be one of bf16, fp32, got 'fp16'"),
         (["--ssm-state-dtype", "bf16", "--gpus", "1", "--tp", "1"], "--ssm-state-dtype sets the Mamba state of a hybrid model"),
-        (["--decode-max-batch-size", "8", "--gpus", "1", "--tp", "1"], "--decode-max-batch-size sets a disaggregated pool and needs --mode disagg"),
+        (["--decode-max-batch-size", "8", "--gpus", "1", "--tp", "1"], "--decode-max-batch-size sets a disaggregated pool"),
     ],
 )
 def test_launch_options_refuse_bad_values_in_one_line(args: list[str], message: str) -> None:
@@ -432,7 +432,8 @@ def test_per_pool_options_reach_each_pool_the_json_and_the_launch_lines() -> Non
     own 0.45 holds half the tokens of the shared 0.9, to the token; the decode pool keeps 0.9 and its own batch cap."""
     trt = ["--framework", "trtllm", "--emit", "trtllm"]
     default = _json([*BASE, *DISAGG, *trt])
-    doc = _json([*BASE, *DISAGG, *trt, "--prefill-memory-fraction", "0.45", "--decode-max-batch-size", "8", "--prefill-max-num-tokens", "4096"])
+    own = ["--prefill-memory-fraction", "0.45", "--decode-max-batch-size", "8", "--prefill-max-num-tokens", "4096"]
+    doc = _json([*BASE, *DISAGG, *trt, *own])
     assert doc["prefill"]["engine_args"] == {
         "max_num_tokens": 4096,
         "max_batch_size": 2048,
@@ -473,7 +474,8 @@ def test_the_benchmark_parses_launch_flags_with_the_command_s_own_parser() -> No
     from autopar.errors import SpecError
     from autopar.spec.serve import EngineArgs
 
-    shared, prefill, decode = parse_launch(["--memory-fraction", "0.9", "--prefill-max-batch-size", "64", "--decode-max-num-tokens", "10240"])
+    argv = ["--memory-fraction", "0.9", "--prefill-max-batch-size", "64", "--decode-max-num-tokens", "10240"]
+    shared, prefill, decode = parse_launch(argv)
     assert shared == EngineArgs(memory_fraction=0.9)
     assert (prefill, decode) == (EngineArgs(max_batch_size=64), EngineArgs(max_num_tokens=10240))
     with pytest.raises(SpecError, match="--tp is not a serve launch option"):
