@@ -43,42 +43,6 @@ if TYPE_CHECKING:
     from autopar.spec.serve import EngineArgs
 
 
-# the serve commands' launch options (parameter names), shared and per pool: launch_args reads them
-POOL_PARAMS = ("max_num_tokens", "max_batch_size", "memory_fraction")
-LAUNCH_PARAMS = (
-    *POOL_PARAMS,
-    "mixed_chunk",
-    "max_prefill_tokens",
-    "disable_prefix_cache",
-    "ssm_state_dtype",
-    *(f"{pool}_{name}" for pool in ("prefill", "decode") for name in POOL_PARAMS),
-)
-
-
-def launch_args(params: Mapping[str, Any]) -> tuple[EngineArgs, EngineArgs, EngineArgs]:
-    """(every engine's, the prefill pool's own, the decode pool's own) launch settings of the serve commands'
-    options (a flag not given keeps the framework's default; a pool's own flag overrides the shared one)."""
-    from autopar.errors import SpecError
-    from autopar.spec.serve import EngineArgs
-
-    shared = EngineArgs(
-        max_num_tokens=params.get("max_num_tokens"),
-        max_batch_size=params.get("max_batch_size"),
-        memory_fraction=params.get("memory_fraction"),
-        mixed_chunk=params.get("mixed_chunk") or None,
-        max_prefill_tokens=params.get("max_prefill_tokens"),
-        prefix_cache=False if params.get("disable_prefix_cache") else None,
-        ssm_state_dtype=params.get("ssm_state_dtype"),
-    )
-    pools = []
-    for pool in ("prefill_", "decode_"):
-        try:
-            pools.append(EngineArgs(**{name: params.get(pool + name) for name in POOL_PARAMS}))
-        except SpecError as exc:  # name the pool's own parameter (EngineArgs names its field)
-            raise SpecError(str(exc).replace("`", f"`{pool}", 1)) from None
-    return shared, pools[0], pools[1]
-
-
 def parse_launch(argv: Sequence[str]) -> tuple[EngineArgs, EngineArgs, EngineArgs]:
     """launch_args of `serve estimate`'s launch flags as a user types them (["--max-batch-size", "128", ...]),
     read by the command's own parser (what the benchmark passes a row; any other flag is refused)."""
@@ -87,6 +51,7 @@ def parse_launch(argv: Sequence[str]) -> tuple[EngineArgs, EngineArgs, EngineArg
 
 @functools.cache
 def _parse_launch(argv: tuple[str, ...]) -> tuple[EngineArgs, EngineArgs, EngineArgs]:
+    from autopar.advise.serve_options import LAUNCH_PARAMS, launch_args
     from autopar.errors import SpecError
 
     command = _estimate_command()
@@ -121,6 +86,7 @@ def _context(
     """The serve commands' shared options: --framework defaults to the --emit target, else vllm; the
     engine's launch settings (launch_args of the command's launch options)."""
     from autopar.advise import serve as advise
+    from autopar.advise.serve_options import launch_args
 
     shared, prefill, decode = launch_args(launch)
     return advise.options_context(
@@ -190,6 +156,8 @@ def estimate_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory."""
+    from autopar.advise.serve_options import LAUNCH_PARAMS
+
     launch = {k: v for k, v in locals().items() if k in LAUNCH_PARAMS}
     from autopar.advise import serve as advise
     from autopar.advise import serve_launch
@@ -267,6 +235,8 @@ def suggest_cmd(
     ] = None,
 ) -> None:
     """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""
+    from autopar.advise.serve_options import LAUNCH_PARAMS
+
     launch = {k: v for k, v in locals().items() if k in LAUNCH_PARAMS}
     from autopar.advise import serve as advise
     from autopar.advise import serve_launch
