@@ -3,8 +3,10 @@
 The rows of benchmarks/data/serving_runs.csv were measured by a campaign that launched every
 engine with its own settings (serving_runs.SOURCE.md). autopar prices a deployment as it is
 launched (spec/serve.py EngineArgs, spec/serve.py Deployment.framework_for), so the benchmark
-gives each row the settings its engines ran with. Every value here names the file and commit
-it is read from; a backend without a sourced setting runs at its framework's defaults.
+gives each row the settings its engines ran with, as the `serve estimate` flags a user would type
+(launch_argv), read by the command's own parser (autopar/cli/serve.py parse_launch). Every value
+here names the file and commit it is read from; a backend without a sourced setting runs at its
+framework's defaults.
 """
 
 from __future__ import annotations
@@ -12,24 +14,44 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from autopar.spec.serve import DEFAULT_ARGS, EngineArgs
+from autopar.cli.serve import parse_launch
+from autopar.spec.serve import EngineArgs
 
 
 def launch_args(row: dict[str, str], role: str | None = None) -> EngineArgs:
-    """The settings the row's engines ran with (role "prefill": a disaggregated row's prefill engines)."""
+    """The settings the row's engines ran with (role "prefill": a disaggregated row's prefill engines, else
+    its decode engines): launch_argv read by `serve estimate`'s parser, each pool's own flags over the shared."""
+    shared, prefill, decode = parse_launch(launch_argv(row))
+    if row.get("mode") != "disagg":
+        return shared
+    return (prefill if role == "prefill" else decode).over(shared)
+
+
+def launch_argv(row: dict[str, str]) -> list[str]:
+    """The `serve estimate` launch flags of the row's engines, as a user types them."""
     if row.get("mode") == "disagg":
-        return _disagg(row, role)
+        return _disagg(row)
     backend = row["backend"]
-    if backend == "trtllm":
-        return _trtllm(row, role)
     if backend == "sglang":
-        return _sglang(row, role)
+        return _sglang(row)
     if backend == "vllm":
-        return _vllm(row, role)
-    return DEFAULT_ARGS
+        return _vllm(row)
+    return _trtllm(row)
 
 
-def _trtllm(row: dict[str, str], role: str | None) -> EngineArgs:
+def _flags(pool: str = "", **values: object) -> list[str]:
+    """CLI words of launch settings: --[pool-]name value, a True switch alone, None and False left out."""
+    words: list[str] = []
+    for name, value in values.items():
+        flag = "--" + (f"{pool}-" if pool else "") + name.replace("_", "-")
+        if value is True:
+            words.append(flag)
+        elif value is not None and value is not False:
+            words += [flag, str(value)]
+    return words
+
+
+def _trtllm(row: dict[str, str]) -> list[str]:
     """TensorRT-LLM's aggregated rows keep TensorRT-LLM's own defaults (max_batch_size 2048,
     max_num_tokens 8192, free_gpu_memory_fraction 0.9, CUDA graphs for 1-32, 64, 128, no padding).
 
@@ -49,7 +71,7 @@ def _trtllm(row: dict[str, str], role: str | None) -> EngineArgs:
     (a decode step of 33-63 or 65-127 requests then replays a graph, and what its eager launch
     explained moves to the steps holding prompts). The TPOT rows favour TensorRT-LLM's own graph
     list, and the TTFT they buy is not sourced to these files: the defaults are kept."""
-    return DEFAULT_ARGS
+    return []
 
 
 # SGLang versions whose aiconfigurator generator template came after its rule gained
@@ -60,7 +82,7 @@ def _trtllm(row: dict[str, str], role: str | None) -> EngineArgs:
 MIXED_CHUNK_VERSIONS = ("0.5.6.post2", "0.5.8.post1")
 
 
-def _sglang(row: dict[str, str], role: str | None) -> EngineArgs:
+def _sglang(row: dict[str, str]) -> list[str]:
     """SGLang aggregated engines of 0.5.6.post2 and later: --enable-mixed-chunk.
 
     ai-dynamo/aiconfigurator src/aiconfigurator/generator/rule_plugin/sglang.rule sets
@@ -96,11 +118,11 @@ def _sglang(row: dict[str, str], role: str | None) -> EngineArgs:
     if launch is not None:
         return _inferencex_args(row, launch)
     if row["mode"] != "agg" or row["backend_version"] not in MIXED_CHUNK_VERSIONS:
-        return DEFAULT_ARGS
-    return EngineArgs(mixed_chunk=True)
+        return []
+    return _flags(mixed_chunk=True)
 
 
-def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:
+def _vllm(row: dict[str, str]) -> list[str]:
     """vLLM 0.12's aggregated rows: vLLM's defaults (the disaggregated rows: _disagg).
 
     No aggregated vLLM row has a sourced launch: the H200 files (Qwen_Qwen3-235B-A22B-FP8.csv,
@@ -131,21 +153,23 @@ def _vllm(row: dict[str, str], role: str | None) -> EngineArgs:
 
     The InferenceX rows of serving_runs_newer.csv: the flags of their launch script (inferencex_launch)."""
     launch = inferencex_launch(row)
-    return DEFAULT_ARGS if launch is None else _inferencex_args(row, launch)
+    return [] if launch is None else _inferencex_args(row, launch)
 
 
-def _inferencex_args(row: dict[str, str], launch: Launch) -> EngineArgs:
-    """EngineArgs of an InferenceX script's flags (Launch) for one row."""
+def _inferencex_args(row: dict[str, str], launch: Launch) -> list[str]:
+    """The serve flags of an InferenceX script's flags (Launch) for one row."""
     # --max-num-seqs / --max-running-requests $CONC: the client's concurrency, batch_size x attention-DP
     # ranks (serving_rows.agg_concurrency)
     conc = _count(row["batch_size"]) * _count(row["attention_dp_size"])
     seqs = conc if launch.max_seqs == "conc" else launch.max_seqs
     assert seqs is None or isinstance(seqs, int)
-    return EngineArgs(
+    return _flags(
         memory_fraction=launch.memory_fraction,
         max_num_tokens=2 * int(row["isl"]) if launch.budget_2x_isl else launch.chunk,
         max_batch_size=seqs,
         max_prefill_tokens=launch.max_prefill_tokens,
+        disable_prefix_cache=launch.no_prefix_cache,
+        ssm_state_dtype=launch.ssm_state_dtype,
     )
 
 
@@ -176,25 +200,28 @@ def _inferencex_args(row: dict[str, str], launch: Launch) -> EngineArgs:
 CAMPAIGN = "dynamo_version=0.8.0"
 
 
-def _disagg(row: dict[str, str], role: str | None) -> EngineArgs:
+def _disagg(row: dict[str, str]) -> list[str]:
     trt = inferencex_trtllm_recipe(row)
     if trt is not None:
-        if role == "prefill":
-            return EngineArgs(max_batch_size=trt.prefill_batch, max_num_tokens=trt.prefill_tokens, memory_fraction=trt.prefill_fraction)
-        return EngineArgs(max_batch_size=trt.decode_batch, max_num_tokens=trt.decode_batch, memory_fraction=trt.decode_fraction)
+        return [
+            *_flags("prefill", max_batch_size=trt.prefill_batch, max_num_tokens=trt.prefill_tokens, memory_fraction=trt.prefill_fraction),
+            *_flags("decode", max_batch_size=trt.decode_batch, max_num_tokens=trt.decode_batch, memory_fraction=trt.decode_fraction),
+        ]
     recipe = inferencex_recipe(row)
     if recipe is not None:
-        if role == "prefill":
-            return EngineArgs(max_batch_size=recipe.prefill_seqs, max_num_tokens=recipe.prefill_tokens, memory_fraction=0.9)
-        return EngineArgs(max_batch_size=recipe.decode_seqs, max_num_tokens=recipe.decode_tokens, memory_fraction=0.9)
+        return [
+            *_flags(memory_fraction=0.9),
+            *_flags("prefill", max_batch_size=recipe.prefill_seqs, max_num_tokens=recipe.prefill_tokens),
+            *_flags("decode", max_batch_size=recipe.decode_seqs, max_num_tokens=recipe.decode_tokens),
+        ]
     budget = int(row["isl"]) + 1500
     backend = row["backend"]
-    prefill_tokens = budget if backend == "sglang" else None
-    if role == "prefill":
-        prefill = _count(row["prefill_batch_size"])
-        return EngineArgs(max_batch_size=prefill, max_num_tokens=budget if backend == "trtllm" else None, max_prefill_tokens=prefill_tokens)
     decode = _count(row["decode_batch_size"])
-    return EngineArgs(max_batch_size=decode, max_num_tokens=decode if backend == "trtllm" else None, max_prefill_tokens=prefill_tokens)
+    return [
+        *_flags(max_prefill_tokens=budget if backend == "sglang" else None),
+        *_flags("prefill", max_batch_size=_count(row["prefill_batch_size"]), max_num_tokens=budget if backend == "trtllm" else None),
+        *_flags("decode", max_batch_size=decode, max_num_tokens=decode if backend == "trtllm" else None),
+    ]
 
 
 # --- InferenceX rows (serving_runs_newer.csv, vLLM) ------------------------------------------------
@@ -213,7 +240,8 @@ class Launch:
     (SGLang fp8_e4m3), vLLM --max-num-batched-tokens 2 x ISL, --max-num-seqs (SGLang --max-running-requests;
     an int, or "conc": the row's concurrency); SGLang only: --chunked-prefill-size (chunk),
     --max-prefill-tokens, speculative decoding (mtp: EAGLE over the model's MTP layer, which autopar does not
-    price); `since`: the first measured date the flags hold for (ISO, "" always)."""
+    price), --disable-radix-cache (no_prefix_cache), --mamba-ssm-dtype bfloat16 (ssm_state_dtype "bf16");
+    `since`: the first measured date the flags hold for (ISO, "" always)."""
 
     memory_fraction: float
     kv_fp8: bool = False
@@ -223,6 +251,8 @@ class Launch:
     chunk: int | None = None
     max_prefill_tokens: int | None = None
     mtp: bool = False
+    no_prefix_cache: bool = False
+    ssm_state_dtype: str | None = None
 
 
 _MINIMAX, _KIMI = "MiniMaxAI/MiniMax-M2.5", "moonshotai/Kimi-K2.5"
@@ -264,18 +294,21 @@ _MEASURED = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
 # The SGLang rows of serving_runs_newer.csv (Qwen3.5-397B-A17B) are InferenceX runs too: the entries
 # qwen3.5-{fp8,fp4,bf16}-{b200,b300,h200}-sglang[-mtp] of nvidia-master.yaml (images, layouts, c4-c256 sweeps),
 # launched from benchmarks/single_node/qwen3.5_<precision>_<gpu>[_mtp].sh. Every script passes
-# --disable-radix-cache, --mamba-ssm-dtype bfloat16 (not the bf16 script) and --cuda-graph-max-bs $CONC,
-# which EngineArgs does not carry (docs/calibration.md, "The SGLang rows' launches").
+# --disable-radix-cache (--disable-prefix-cache: a hybrid keeps SGLang's overlap scheduler) and
+# --cuda-graph-max-bs $CONC (not carried: SGLang's decode batches are not priced by captured size); the H200 fp8,
+# B300 fp8 and B300 fp4 scripts --mamba-ssm-dtype bfloat16 (--ssm-state-dtype bf16; read at 2116fc435 for H200
+# and 563248391 for B300, later than the rows' revisions below, which were not re-read for it; the B200 fp8
+# script at 01fa35cfe and the B300 bf16 one pass none: the config's float32).
 _QWEN35 = "Qwen/Qwen3.5-397B-A17B"  # the file's model_path for every precision (-FP8, nvidia/...-NVFP4 ran)
 # qwen3.5_fp8_b200.sh, efd49e50b (2026-03-03, image v0.5.9-cu129-amd64) to 626932a11 (2026-03-27; 6a5dad463,
 # 2026-03-23, set v0.5.9-cu130-amd64 and kept the flags): --mem-fraction-static 0.82 --kv-cache-dtype fp8_e4m3
 # --chunked-prefill-size 32768 --max-prefill-tokens 32768 --max-running-requests 128.
-_B200_FP8 = Launch(0.82, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768)
+_B200_FP8 = Launch(0.82, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True)
 # qwen3.5_fp8_b200_mtp.sh (35d4bb367, 2026-03-20; the entry qwen3.5-fp8-b200-sglang-mtp, tp4 ep1 c4-256):
 # --speculative-algorithm EAGLE, 3 steps, 4 draft tokens; 0.8, fp8_e4m3, 32768 / 32768, --max-running-requests
 # $CONC. lmsysorg/sglang:v0.5.9-cu130 (no -amd64) is the image of that entry alone in nvidia-master.yaml
 # from 2026-02-15 to 2026-04-28 (every qwen3.5 SGLang entry's image at every revision).
-_B200_MTP = Launch(0.8, kv_fp8=True, max_seqs="conc", chunk=32768, max_prefill_tokens=32768, mtp=True)
+_B200_MTP = Launch(0.8, kv_fp8=True, max_seqs="conc", chunk=32768, max_prefill_tokens=32768, mtp=True, no_prefix_cache=True)
 INFERENCEX_SGLANG: dict[tuple[str, str, str, str], tuple[Launch, ...]] = {
     (_QWEN35, "fp8", "b200_sxm", "v0.5.9-cu129-amd64"): (_B200_FP8,),
     (_QWEN35, "fp8", "b200_sxm", "v0.5.9-cu130-amd64"): (_B200_FP8,),
@@ -289,17 +322,23 @@ INFERENCEX_SGLANG: dict[tuple[str, str, str, str], tuple[Launch, ...]] = {
     # --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --max-running-requests $CONC
     # --chunked-prefill-size 16384 --max-prefill-tokens 16384.
     (_QWEN35, "fp8", "b300_sxm", "v0.5.10.post1-cu130"): (
-        Launch(0.8, kv_fp8=True, max_seqs="conc", chunk=16384, max_prefill_tokens=16384),
+        Launch(0.8, kv_fp8=True, max_seqs="conc", chunk=16384, max_prefill_tokens=16384, no_prefix_cache=True, ssm_state_dtype="bf16"),
     ),
     # qwen3.5_fp4_b300.sh (8acbd08b7, 2026-04-17; configs 736, 737): 0.8, fp8_e4m3, 32768 / 32768,
     # --max-running-requests 128, --mamba-scheduler-strategy no_buffer.
-    (_QWEN35, "fp4", "b300_sxm", "v0.5.10.post1-cu130"): (Launch(0.8, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768),),
+    (_QWEN35, "fp4", "b300_sxm", "v0.5.10.post1-cu130"): (
+        Launch(0.8, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True, ssm_state_dtype="bf16"),
+    ),
     # qwen3.5_bf16_b300.sh (32274d6c1, 2026-04-17; configs 738, 739): 0.82, 32768 / 32768, 128, KV auto (bf16).
-    (_QWEN35, "bf16", "b300_sxm", "v0.5.10.post1-cu130"): (Launch(0.82, max_seqs=128, chunk=32768, max_prefill_tokens=32768),),
+    (_QWEN35, "bf16", "b300_sxm", "v0.5.10.post1-cu130"): (
+        Launch(0.82, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True),
+    ),
     # qwen3.5_fp8_h200.sh (f65d6b4b1, 2026-03-04, to 626932a11; the H200 MTP entry came 2026-04-06, 51e31df4a):
     # --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 16384 --max-running-requests 128
     # (--max-prefill-tokens SGLang's 16384).
-    (_QWEN35, "fp8", "h200_sxm", "v0.5.9-cu129-amd64"): (Launch(0.8, kv_fp8=True, max_seqs=128, chunk=16384),),
+    (_QWEN35, "fp8", "h200_sxm", "v0.5.9-cu129-amd64"): (
+        Launch(0.8, kv_fp8=True, max_seqs=128, chunk=16384, no_prefix_cache=True, ssm_state_dtype="bf16"),
+    ),
 }
 # Each engine's table and the image its silicon_data_source names (the tag: the table's last key part).
 INFERENCEX: dict[str, tuple[re.Pattern[str], dict[tuple[str, str, str, str], tuple[Launch, ...]]]] = {

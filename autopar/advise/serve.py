@@ -22,7 +22,7 @@ from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.limits import MAX_SERVE_GPUS, MIN_STEP_TOKENS
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import DEFAULT_ARGS, MODES, Deployment, Engine, EngineArgs, Workload, kv_auto
+from autopar.spec.serve import DEFAULT_ARGS, MODES, POOL_ARGS, Deployment, Engine, EngineArgs, Workload, kv_auto
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,12 +38,24 @@ class ServeContext:
     kv_dtype: str  # auto | bf16 | fp8
     framework_note: str = ""  # which version's data a --framework NAME@VERSION without its own file uses ("": its own)
     engine_args: EngineArgs = DEFAULT_ARGS  # launch settings given on the command line (every engine)
+    prefill_own: EngineArgs = DEFAULT_ARGS  # --prefill-* launch settings (disagg: the prefill engines' own)
+    decode_own: EngineArgs = DEFAULT_ARGS  # --decode-* launch settings (disagg: the decode engines' own)
     errors: ErrorModel = field(default_factory=lambda: ErrorModel(min_rows=1, classes={}))  # TTFT and TPOT bands
 
     @property
     def framework(self) -> str:
         """vllm | sglang | trtllm"""
         return self.fw.name
+
+    @property
+    def pool_args(self) -> tuple[EngineArgs, EngineArgs]:
+        """(prefill, decode) launch settings of a disaggregated deployment: each pool's own flags over the shared ones."""
+        return self.prefill_own.over(self.engine_args), self.decode_own.over(self.engine_args)
+
+    def pool_flags(self) -> list[str]:
+        """The per-pool launch parameters given (prefill_max_batch_size, ...), in order."""
+        pools = (("prefill_", self.prefill_own), ("decode_", self.decode_own))
+        return [f"{prefix}{name}" for prefix, own in pools for name in own.given()]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,8 +85,11 @@ def context(
     weights: str,
     kv_dtype: str,
     engine_args: EngineArgs = DEFAULT_ARGS,
+    prefill_args: EngineArgs = DEFAULT_ARGS,
+    decode_args: EngineArgs = DEFAULT_ARGS,
 ) -> ServeContext:
-    """The serving inputs; `framework` is NAME[@VERSION] or a framework .yaml (autopar/io/frameworks.py)."""
+    """The serving inputs; `framework` is NAME[@VERSION] or a framework .yaml (autopar/io/frameworks.py);
+    `prefill_args`, `decode_args`: a disaggregated deployment's per-pool launch settings (POOL_ARGS only)."""
     if gpus is None:
         raise SpecError("`gpus` is required")
     if gpus < 1:
@@ -90,10 +105,10 @@ def context(
     fw = resolved.framework
     # build a throwaway deployment to validate the names once, with the flags in the message
     Deployment(fw=fw, mode="agg", engine=Engine(), replicas=1, weights=weights, kv_dtype=kv_dtype)
-    if fw.name != "sglang":
-        for param, value in (("`mixed_chunk`", engine_args.mixed_chunk), ("`max_prefill_tokens`", engine_args.max_prefill_tokens)):
-            if value is not None:
-                raise SpecError(f"{param} is an SGLang setting (`framework=sglang`), got `framework={fw.name}`")
+    engine_args.check(spec, fw)
+    for prefix, own in (("prefill_", prefill_args), ("decode_", decode_args)):
+        if extra := [name for name in own.given() if name not in POOL_ARGS]:
+            raise SpecError(f"`{prefix}{extra[0]}` is not a per-pool setting; give `{extra[0]}` (every engine)")
     return ServeContext(
         model=spec,
         hw=hw,
@@ -104,6 +119,8 @@ def context(
         kv_dtype=kv_dtype,
         framework_note=resolved.note,
         engine_args=engine_args,
+        prefill_own=prefill_args,
+        decode_own=decode_args,
         errors=error_model(),
     )
 
@@ -118,6 +135,8 @@ def options_context(
     weights: str,
     kv_dtype: str,
     engine_args: EngineArgs = DEFAULT_ARGS,
+    prefill_args: EngineArgs = DEFAULT_ARGS,
+    decode_args: EngineArgs = DEFAULT_ARGS,
 ) -> ServeContext:
     """context() from the serve commands' options (CLI and Python API): the framework defaults to the
     --emit target, else vllm; an --emit target is checked before any work."""
@@ -130,6 +149,8 @@ def options_context(
         weights=weights,
         kv_dtype=kv_dtype,
         engine_args=engine_args,
+        prefill_args=prefill_args,
+        decode_args=decode_args,
     )
 
 
@@ -171,6 +192,8 @@ def deployment(ctx: ServeContext, *, mode: str, agg: PoolArgs, prefill: PoolArgs
         for prefix, pool in (("prefill_", prefill), ("decode_", decode)):
             if given := pool.given():
                 raise SpecError(f"`{prefix}{given[0]}` needs `mode=disagg`")
+        if flags := ctx.pool_flags():
+            raise SpecError(f"`{flags[0]}` sets a disaggregated pool and needs `mode=disagg`")
         if agg.tp is None:
             raise SpecError("`tp` is required (the attention tensor parallelism)")
         return agg_deployment(ctx, agg)
@@ -243,8 +266,8 @@ def disagg_deployment(ctx: ServeContext, prefill: PoolArgs, decode: PoolArgs) ->
         weights=ctx.weights,
         kv_dtype=ctx.kv_dtype,
         kv_auto=kv_auto(ctx.model)[0],
-        args=ctx.engine_args,
-        prefill_args=ctx.engine_args,
+        args=ctx.pool_args[1],
+        prefill_args=ctx.pool_args[0],
     )
     if dep.gpus != ctx.gpus:
         raise SpecError(
@@ -265,33 +288,42 @@ def check_workload(ctx: ServeContext, wl: Workload) -> None:
             f"(max_seq_len {ctx.model.max_seq_len:,} tokens)"
         )
     fw = ctx.fw
-    budget = fw.chunk_tokens if ctx.engine_args.max_num_tokens is None else ctx.engine_args.max_num_tokens
-    _check_step_tokens(ctx, fw.name, fw.label, fw.chunked, fw.max_seqs)
-    if not fw.chunked and wl.isl > budget:
-        raise SpecError(
-            f"`isl` ({wl.isl:,}) exceeds the {budget:,} tokens one {fw.label} step holds "
-            f"(`max_num_tokens`{'' if ctx.engine_args.max_num_tokens else ', its default'}): without "
-            "chunked context it refuses a longer prompt; give `max_num_tokens` of at least `isl`"
-        )
+    prefill, decode = ctx.pool_args
+    for prefix, args in (("", ctx.engine_args), ("prefill_", prefill), ("decode_", decode)):
+        if prefix and args == ctx.engine_args:
+            continue  # a pool without its own settings: checked as the shared ones
+        _check_step_tokens(args, fw.name, fw.label, fw.chunked, fw.max_seqs, prefix=prefix)
+        if prefix == "decode_":
+            continue  # a decode engine takes no prompt in one step (the prefill engines computed it)
+        tokens = args.max_num_tokens
+        budget = fw.chunk_tokens if tokens is None else tokens
+        if not fw.chunked and wl.isl > budget:
+            flag = f"{prefix}max_num_tokens" if prefix and ctx.prefill_own.max_num_tokens is not None else "max_num_tokens"
+            raise SpecError(
+                f"`isl` ({wl.isl:,}) exceeds the {budget:,} tokens one {fw.label} step holds "
+                f"(`{flag}`{'' if tokens else ', its default'}): without "
+                f"chunked context it refuses a longer prompt; give `{flag}` of at least `isl`"
+            )
 
 
-def _check_step_tokens(ctx: ServeContext, name: str, label: str, chunked: bool, default_seqs: int) -> None:
+def _check_step_tokens(args: EngineArgs, name: str, label: str, chunked: bool, default_seqs: int, *, prefix: str = "") -> None:
     """A --max-num-tokens the framework starts with, and that autopar simulates in seconds: vLLM refuses fewer
     batched tokens than running requests (vllm/config/scheduler.py SchedulerConfig._verify_args,
     "max_num_batched_tokens ... must be greater than or equal to max_num_seqs"); a chunking engine's steps
-    (vLLM, SGLang) grow as 1 / --max-num-tokens, so below MIN_STEP_TOKENS a sweep would run for minutes."""
-    tokens, seqs = ctx.engine_args.max_num_tokens, ctx.engine_args.max_batch_size
+    (vLLM, SGLang) grow as 1 / --max-num-tokens, so below MIN_STEP_TOKENS a sweep would run for minutes.
+    `prefix`: the pool whose merged settings these are (prefill_, decode_; "" the shared ones)."""
+    tokens, seqs = args.max_num_tokens, args.max_batch_size
     if tokens is None:
         return
     if name == "vllm" and tokens < (seqs or default_seqs):
         given = f"{seqs:,}" if seqs is not None else f"{default_seqs:,}, its default"
         raise SpecError(
-            f"`max_num_tokens` ({tokens:,}) must be at least `max_batch_size` ({given}): {label} refuses "
+            f"`{prefix}max_num_tokens` ({tokens:,}) must be at least `{prefix}max_batch_size` ({given}): {label} refuses "
             "fewer batched tokens than running requests"
         )
     if chunked and tokens < MIN_STEP_TOKENS:
         raise SpecError(
-            f"`max_num_tokens` ({tokens:,}) must be at least {MIN_STEP_TOKENS} with {label} (autopar's "
+            f"`{prefix}max_num_tokens` ({tokens:,}) must be at least {MIN_STEP_TOKENS} with {label} (autopar's "
             "limit: a prompt cut into smaller chunks makes the step simulation run for minutes)"
         )
 
@@ -321,6 +353,8 @@ def suggest(
     for mode in modes:
         if mode not in MODES:
             raise SpecError(f"`modes`: unknown mode {mode!r}; use agg, disagg or both (agg,disagg)")
+    if (flags := ctx.pool_flags()) and "disagg" not in modes:
+        raise SpecError(f"`{flags[0]}` sets a disaggregated pool and needs `modes` with disagg")
     for name, value in (("`ttft_ms`", ttft_ms), ("`tpot_ms`", tpot_ms)):
         if value is not None and not (0 < value < math.inf):
             raise SpecError(f"{name} must be a positive number of milliseconds, got {value}")
@@ -340,6 +374,7 @@ def suggest(
         weights=ctx.weights,
         kv_dtypes=kv_dtypes,
         args=ctx.engine_args,
+        pool_args=ctx.pool_args,
         modes=modes,
         targets=targets,
         progress=progress,

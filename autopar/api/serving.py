@@ -16,18 +16,12 @@ def _serve_estimate(doc: Mapping[str, Any]) -> ServeEstimateResult:
     return build(ServeEstimateResult, doc, _json=json.dumps(doc, indent=2))
 
 
-def _engine_args(
-    max_num_tokens: int | None, max_batch_size: int | None, memory_fraction: float | None, mixed_chunk: bool, max_prefill_tokens: int | None
-) -> Any:
-    from autopar.spec.serve import EngineArgs
+def _launch(params: Mapping[str, Any]) -> dict[str, Any]:
+    """options_context's launch settings of the serve functions' keyword arguments (advise/serve_options.py)."""
+    from autopar.advise.serve_options import LAUNCH_PARAMS, launch_args
 
-    return EngineArgs(
-        max_num_tokens=max_num_tokens,
-        max_batch_size=max_batch_size,
-        memory_fraction=memory_fraction,
-        mixed_chunk=mixed_chunk or None,
-        max_prefill_tokens=max_prefill_tokens,
-    )
+    shared, prefill, decode = launch_args({k: v for k, v in params.items() if k in LAUNCH_PARAMS})
+    return {"engine_args": shared, "prefill_args": prefill, "decode_args": decode}
 
 
 def serve_suggest(
@@ -48,9 +42,18 @@ def serve_suggest(
     memory_fraction: float | None = None,
     mixed_chunk: bool = False,
     max_prefill_tokens: int | None = None,
+    disable_prefix_cache: bool = False,
+    ssm_state_dtype: str | None = None,
+    prefill_max_num_tokens: int | None = None,
+    prefill_max_batch_size: int | None = None,
+    prefill_memory_fraction: float | None = None,
+    decode_max_num_tokens: int | None = None,
+    decode_max_batch_size: int | None = None,
+    decode_memory_fraction: float | None = None,
     emit: str | None = None,
 ) -> ServeSuggestResult:
     """Search serving deployments (`autopar serve suggest`; same options)."""
+    launch = _launch(locals())
     from autopar.advise import serve as advise
     from autopar.advise import serve_launch
     from autopar.render.serve import suggestion_dict
@@ -63,7 +66,7 @@ def serve_suggest(
         emit=emit,
         weights=weights,
         kv_dtype="auto" if kv_dtype is None else kv_dtype,
-        engine_args=_engine_args(max_num_tokens, max_batch_size, memory_fraction, mixed_chunk, max_prefill_tokens),
+        **launch,
     )
     result = advise.suggest(
         ctx, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms, modes=advise.parse_modes(modes), kv_dtypes=advise.kv_dtypes(kv_dtype)
@@ -113,9 +116,18 @@ def serve_estimate(
     memory_fraction: float | None = None,
     mixed_chunk: bool = False,
     max_prefill_tokens: int | None = None,
+    disable_prefix_cache: bool = False,
+    ssm_state_dtype: str | None = None,
+    prefill_max_num_tokens: int | None = None,
+    prefill_max_batch_size: int | None = None,
+    prefill_memory_fraction: float | None = None,
+    decode_max_num_tokens: int | None = None,
+    decode_max_batch_size: int | None = None,
+    decode_memory_fraction: float | None = None,
     emit: str | None = None,
 ) -> ServeEstimateResult:
     """One serving deployment, explained (`autopar serve estimate`; same options)."""
+    launch = _launch(locals())
     from autopar.advise import serve as advise
     from autopar.advise import serve_launch
     from autopar.render.serve import estimate_dict, launch_dict
@@ -129,7 +141,7 @@ def serve_estimate(
         emit=emit,
         weights=weights,
         kv_dtype=kv_dtype,
-        engine_args=_engine_args(max_num_tokens, max_batch_size, memory_fraction, mixed_chunk, max_prefill_tokens),
+        **launch,
     )
     dep = advise.deployment(
         ctx,

@@ -154,3 +154,26 @@ MemFractionOpt = Annotated[
         "--kv_cache_free_gpu_memory_fraction (of what the weights leave); default: the framework's."
     ),
 ]
+PrefixCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--disable-prefix-cache",
+        help="No prompt reuses a cached prefix: vLLM --no-enable-prefix-caching, SGLang --disable-radix-cache "
+        "(a hybrid Mamba model then keeps the overlap scheduler), TensorRT-LLM enable_block_reuse false.",
+    ),
+]
+SsmDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="bf16 | fp32: the Mamba SSM state a hybrid model keeps per request (vLLM --mamba-ssm-cache-dtype, "
+        "SGLang --mamba-ssm-dtype, TensorRT-LLM mamba_ssm_cache_dtype; default: the checkpoint's config)."
+    ),
+]
+# A disaggregated deployment's per-pool launch settings, over the shared --max-num-tokens, --max-batch-size and
+# --memory-fraction (the InferenceX and Dynamo recipes launch prefill and decode engines with their own).
+PrefillMaxTokensOpt = Annotated[int | None, typer.Option(help="disagg: --max-num-tokens of the prefill engines.")]
+PrefillMaxBatchOpt = Annotated[int | None, typer.Option(help="disagg: --max-batch-size of the prefill engines.")]
+PrefillMemFractionOpt = Annotated[float | None, typer.Option(help="disagg: --memory-fraction of the prefill engines.")]
+DecodeMaxTokensOpt = Annotated[int | None, typer.Option(help="disagg: --max-num-tokens of the decode engines.")]
+DecodeMaxBatchOpt = Annotated[int | None, typer.Option(help="disagg: --max-batch-size of the decode engines.")]
+DecodeMemFractionOpt = Annotated[float | None, typer.Option(help="disagg: --memory-fraction of the decode engines.")]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from autopar.cli.options import (
+    DecodeMaxBatchOpt,
+    DecodeMaxTokensOpt,
+    DecodeMemFractionOpt,
     FrameworkOpt,
     HardwareOpt,
     IslOpt,
@@ -21,8 +25,13 @@ from autopar.cli.options import (
     MixedOpt,
     Model,
     OslOpt,
+    PrefillMaxBatchOpt,
+    PrefillMaxTokensOpt,
+    PrefillMemFractionOpt,
+    PrefixCacheOpt,
     ServeEmitOpt,
     ServeGpusOpt,
+    SsmDtypeOpt,
     WeightsOpt,
 )
 from autopar.cli.run import console
@@ -31,6 +40,36 @@ if TYPE_CHECKING:
     from autopar.advise.serve import ServeContext, ServeSweep
     from autopar.advise.serve_launch import ServeLaunch
     from autopar.render.answer import PlotSummary
+    from autopar.spec.serve import EngineArgs
+
+
+def parse_launch(argv: Sequence[str]) -> tuple[EngineArgs, EngineArgs, EngineArgs]:
+    """launch_args of `serve estimate`'s launch flags as a user types them (["--max-batch-size", "128", ...]),
+    read by the command's own parser (what the benchmark passes a row; any other flag is refused)."""
+    return _parse_launch(tuple(argv))
+
+
+@functools.cache
+def _parse_launch(argv: tuple[str, ...]) -> tuple[EngineArgs, EngineArgs, EngineArgs]:
+    from autopar.advise.serve_options import LAUNCH_PARAMS, launch_args
+    from autopar.errors import SpecError
+
+    command = _estimate_command()
+    known = {opt for p in command.params if p.name in LAUNCH_PARAMS for opt in p.opts}
+    if stray := [a for a in argv if a.startswith("--") and a.split("=")[0] not in known]:
+        raise SpecError(f"{stray[0]} is not a serve launch option")
+    with command.make_context("estimate", ["MODEL", *argv]) as ctx:
+        return launch_args(ctx.params)
+
+
+@functools.cache
+def _estimate_command() -> Any:
+    """`autopar serve estimate` as the CLI parses it: Typer's Click command of estimate_cmd, built alone."""
+    from typer.main import get_command
+
+    one = typer.Typer()
+    one.command("estimate")(estimate_cmd)
+    return get_command(one)
 
 
 def _context(
@@ -42,17 +81,14 @@ def _context(
     emit: str | None,
     weights: str,
     kv_dtype: str,
-    max_num_tokens: int | None,
-    max_batch_size: int | None,
-    memory_fraction: float | None,
-    mixed_chunk: bool,
-    max_prefill_tokens: int | None,
+    launch: Mapping[str, Any],
 ) -> ServeContext:
     """The serve commands' shared options: --framework defaults to the --emit target, else vllm; the
-    engine's launch settings (a flag not given keeps the framework's default)."""
+    engine's launch settings (launch_args of the command's launch options)."""
     from autopar.advise import serve as advise
-    from autopar.spec.serve import EngineArgs
+    from autopar.advise.serve_options import launch_args
 
+    shared, prefill, decode = launch_args(launch)
     return advise.options_context(
         model,
         hardware=hardware,
@@ -61,13 +97,9 @@ def _context(
         emit=emit,
         weights=weights,
         kv_dtype=kv_dtype,
-        engine_args=EngineArgs(
-            max_num_tokens=max_num_tokens,
-            max_batch_size=max_batch_size,
-            memory_fraction=memory_fraction,
-            mixed_chunk=mixed_chunk or None,
-            max_prefill_tokens=max_prefill_tokens,
-        ),
+        engine_args=shared,
+        prefill_args=prefill,
+        decode_args=decode,
     )
 
 
@@ -112,10 +144,21 @@ def estimate_cmd(
     memory_fraction: MemFractionOpt = None,
     mixed_chunk: MixedOpt = False,
     max_prefill_tokens: MaxPrefillOpt = None,
+    disable_prefix_cache: PrefixCacheOpt = False,
+    ssm_state_dtype: SsmDtypeOpt = None,
+    prefill_max_num_tokens: PrefillMaxTokensOpt = None,
+    prefill_max_batch_size: PrefillMaxBatchOpt = None,
+    prefill_memory_fraction: PrefillMemFractionOpt = None,
+    decode_max_num_tokens: DecodeMaxTokensOpt = None,
+    decode_max_batch_size: DecodeMaxBatchOpt = None,
+    decode_memory_fraction: DecodeMemFractionOpt = None,
     emit: ServeEmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory."""
+    from autopar.advise.serve_options import LAUNCH_PARAMS
+
+    launch = {k: v for k, v in locals().items() if k in LAUNCH_PARAMS}
     from autopar.advise import serve as advise
     from autopar.advise import serve_launch
     from autopar.render import serve as render
@@ -129,11 +172,7 @@ def estimate_cmd(
         emit=emit,
         weights=weights,
         kv_dtype=kv_dtype,
-        max_num_tokens=max_num_tokens,
-        max_batch_size=max_batch_size,
-        memory_fraction=memory_fraction,
-        mixed_chunk=mixed_chunk,
-        max_prefill_tokens=max_prefill_tokens,
+        launch=launch,
     )
     wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
     dep = advise.deployment(
@@ -174,6 +213,14 @@ def suggest_cmd(
     memory_fraction: MemFractionOpt = None,
     mixed_chunk: MixedOpt = False,
     max_prefill_tokens: MaxPrefillOpt = None,
+    disable_prefix_cache: PrefixCacheOpt = False,
+    ssm_state_dtype: SsmDtypeOpt = None,
+    prefill_max_num_tokens: PrefillMaxTokensOpt = None,
+    prefill_max_batch_size: PrefillMaxBatchOpt = None,
+    prefill_memory_fraction: PrefillMemFractionOpt = None,
+    decode_max_num_tokens: DecodeMaxTokensOpt = None,
+    decode_max_batch_size: DecodeMaxBatchOpt = None,
+    decode_memory_fraction: DecodeMemFractionOpt = None,
     emit: ServeEmitOpt = None,
     json_out: JsonOpt = False,
     save_dir: Annotated[
@@ -188,6 +235,9 @@ def suggest_cmd(
     ] = None,
 ) -> None:
     """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""
+    from autopar.advise.serve_options import LAUNCH_PARAMS
+
+    launch = {k: v for k, v in locals().items() if k in LAUNCH_PARAMS}
     from autopar.advise import serve as advise
     from autopar.advise import serve_launch
     from autopar.advise.serve import DEFAULT_TARGETS_TEXT
@@ -202,11 +252,7 @@ def suggest_cmd(
         emit=emit,
         weights=weights,
         kv_dtype="auto" if kv_dtype is None else kv_dtype,
-        max_num_tokens=max_num_tokens,
-        max_batch_size=max_batch_size,
-        memory_fraction=memory_fraction,
-        mixed_chunk=mixed_chunk,
-        max_prefill_tokens=max_prefill_tokens,
+        launch=launch,
     )
     search = functools.partial(
         advise.suggest,

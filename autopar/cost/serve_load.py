@@ -141,6 +141,7 @@ def capacity(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workloa
     """(whether every pool fits, the requests the decode pool, or the only one, holds): what `estimate`'s
     pools say (PoolEstimate.fits, max_concurrency), without pricing a step. Neither depends on the
     concurrency or, per engine, on the replicas, so a sweep computes them once per engine (cached)."""
+    model = dep.model_as_launched(model)
     fits, held = _capacity(
         model, hw, dep.engine, dep.prefill, dep.fw, dep.args, dep.prefill_args, dep.weights, dep.kv_dtype, dep.kv_auto, wl.isl, wl.osl
     )
@@ -184,6 +185,7 @@ def _capacity(
 
 def estimate(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
     """TTFT, TPOT and throughput of `dep` serving `wl` in steady state."""
+    model = dep.model_as_launched(model)  # the Mamba state dtype the launch sets (EngineArgs.ssm_state_dtype)
     for engine in (dep.engine, dep.prefill):
         if engine is not None:
             engine.check(model)

@@ -64,6 +64,9 @@ SGLANG_BENCH_FLAGS = frozenset(
 # tensorrt_llm/_torch/model_config.py load_modelopt_quant_config. vLLM and SGLang refuse a --quantization
 # that differs from the checkpoint's format (same _verify_quantization functions).
 QUANTIZE_ON_LOAD = {"vllm": "fp8", "sglang": "fp8"}
+# --ssm-state-dtype as the engines spell it (vLLM --mamba-ssm-cache-dtype, SGLang --mamba-ssm-dtype, TensorRT-LLM
+# kv_cache_config.mamba_ssm_cache_dtype: torch dtype names)
+SSM_DTYPE_NAMES = {"bf16": "bfloat16", "fp32": "float32"}
 CHECKPOINT = {"fp8": "an fp8", "fp4": "an NVFP4 (ModelOpt)", "int4": "an int4 (AWQ/GPTQ)"}  # as cost/serve.py prices them
 
 

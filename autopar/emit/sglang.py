@@ -9,7 +9,7 @@ attention data-parallel ranks (attention TP = tp-size / dp-size), and
 
 from __future__ import annotations
 
-from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, ServeLaunch, per_engine, server_lines, sglang_bench
+from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, SSM_DTYPE_NAMES, ServeLaunch, per_engine, server_lines, sglang_bench
 from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 
 SGLANG_FLAGS = frozenset(
@@ -27,6 +27,8 @@ SGLANG_FLAGS = frozenset(
         "--chunked-prefill-size",
         "--enable-mixed-chunk",
         "--max-prefill-tokens",
+        "--disable-radix-cache",
+        "--mamba-ssm-dtype",
         "--disaggregation-mode",
         "--port",
     }
@@ -60,6 +62,11 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
         words += ["--enable-mixed-chunk"]
     if fw.max_prefill_tokens:
         words += ["--max-prefill-tokens", str(fw.max_prefill_tokens)]
+    args = dep.args_for(role)
+    if args.prefix_cache is False:
+        words += ["--disable-radix-cache"]
+    if args.ssm_state_dtype is not None:
+        words += ["--mamba-ssm-dtype", SSM_DTYPE_NAMES[args.ssm_state_dtype]]
     if role is not None:
         words += ["--disaggregation-mode", role]
     return " ".join([*words, "--port", "{port}"])

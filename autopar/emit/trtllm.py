@@ -20,7 +20,7 @@ lists the engines' URLs under context_servers and generation_servers.
 
 from __future__ import annotations
 
-from autopar.emit.serving import MODEL_VAR, ServeLaunch, per_engine, server_lines, vllm_bench
+from autopar.emit.serving import MODEL_VAR, SSM_DTYPE_NAMES, ServeLaunch, per_engine, server_lines, vllm_bench
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 
@@ -49,8 +49,12 @@ def _yaml(dep: Deployment, engine: Engine, role: str | None, wl: Workload) -> li
     out = []
     if engine.dp > 1:
         out.append("enable_attention_dp: true")
-    if dep.kv_dtype == "fp8":
-        out += ["kv_cache_config:", "  dtype: fp8"]
+    args = dep.args_for(role)
+    kv = (["  dtype: fp8"] if dep.kv_dtype == "fp8" else []) + (["  enable_block_reuse: false"] if args.prefix_cache is False else [])
+    if args.ssm_state_dtype is not None:
+        kv.append(f"  mamba_ssm_cache_dtype: {SSM_DTYPE_NAMES[args.ssm_state_dtype]}")
+    if kv:
+        out += ["kv_cache_config:", *kv]
     if role == "prefill":
         out.append("disable_overlap_scheduler: true")
     if role is not None:

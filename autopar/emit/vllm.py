@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, ServeLaunch, per_engine, server_lines, vllm_bench
+from autopar.emit.serving import MODEL_VAR, QUANTIZE_ON_LOAD, SSM_DTYPE_NAMES, ServeLaunch, per_engine, server_lines, vllm_bench
 from autopar.errors import SpecError
 from autopar.spec.serve import Deployment, Engine, Workload, for_deployment
 
@@ -28,6 +28,8 @@ VLLM_FLAGS = frozenset(
         "--max-num-seqs",
         "--max-num-batched-tokens",
         "--kv-transfer-config",
+        "--no-enable-prefix-caching",
+        "--mamba-ssm-cache-dtype",
         "--port",
     }
 )
@@ -64,6 +66,11 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
         "--max-num-batched-tokens",
         str(fw.chunk_tokens),
     ]
+    args = dep.args_for(role)
+    if args.prefix_cache is False:
+        words += ["--no-enable-prefix-caching"]
+    if args.ssm_state_dtype is not None:
+        words += ["--mamba-ssm-cache-dtype", SSM_DTYPE_NAMES[args.ssm_state_dtype]]
     if role is not None:
         words += ["--kv-transfer-config", shlex.quote(KV_TRANSFER)]
     return " ".join([*words, "--port", "{port}"])

@@ -37,7 +37,7 @@ from autopar.search.serve_prune import MARGIN, Box, Boxes, Staircase, box, ttft_
 from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.model import ModelSpec
-from autopar.spec.serve import DEFAULT_ARGS, Deployment, Engine, EngineArgs, Workload, kv_auto
+from autopar.spec.serve import DEFAULT_ARGS, Deployment, Engine, EngineArgs, Workload, kv_auto, launched_model
 
 # Requests in flight per GPU where the sweep stops even if the KV cache holds more (4,096 on 8 GPUs);
 # per GPU so that a fleet's throughput per GPU does not fall only because its concurrency was capped.
@@ -144,8 +144,11 @@ def deployments(
     kv_dtypes: tuple[str, ...],
     modes: tuple[str, ...],
     args: EngineArgs = DEFAULT_ARGS,
+    pool_args: tuple[EngineArgs, EngineArgs] | None = None,
 ) -> Iterator[Deployment]:
-    """Every deployment of `gpus` GPUs in the given modes, each engine launched with `args`."""
+    """Every deployment of `gpus` GPUs in the given modes, each engine launched with `args` (a disaggregated
+    deployment's prefill and decode engines with `pool_args`, where given)."""
+    prefill_args, decode_args = (args, args) if pool_args is None else pool_args
     layouts = list(engines(model, hw, gpus, max_pp=gpus, framework=framework.name))
     auto = kv_auto(model)[0]
     for kv in kv_dtypes:
@@ -172,8 +175,8 @@ def deployments(
                                 weights=weights,
                                 kv_dtype=kv,
                                 kv_auto=auto,
-                                args=args,
-                                prefill_args=args,
+                                args=decode_args,
+                                prefill_args=prefill_args,
                             )
 
 
@@ -204,6 +207,7 @@ def sweep(
     targets: Targets,
     concurrency: int | None = None,
     args: EngineArgs = DEFAULT_ARGS,
+    pool_args: tuple[EngineArgs, EngineArgs] | None = None,
     progress: Callable[[int, int], None] | None = None,
     prune: bool = True,
     keep: Callable[[Deployment], bool] | None = None,
@@ -216,10 +220,14 @@ def sweep(
     (search/serve_prune.py): the aggregated deployments are priced first, so that their points bound the
     rest, and a disaggregated deployment whose every point is bounded out is not walked. The answer is
     the same; `points` then lacks the skipped ones (and when nothing meets given targets, the sweep runs
-    again for the message's lowest TPOT and TTFT: _unmet)."""
+    again for the message's lowest TPOT and TTFT: _unmet). `pool_args`: (prefill, decode) launch settings of
+    the disaggregated deployments (default `args` for both)."""
+    model = launched_model(model, args)  # the Mamba state dtype the launch sets, once for the whole sweep
     todo = [
         d
-        for d in deployments(model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes, modes=modes, args=args)
+        for d in deployments(
+            model, hw, gpus=gpus, framework=framework, weights=weights, kv_dtypes=kv_dtypes, modes=modes, args=args, pool_args=pool_args
+        )
         if keep is None or keep(d)
     ]
     layouts = len(todo)

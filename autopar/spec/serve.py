@@ -14,7 +14,7 @@ Conventions follow how vLLM, SGLang and TensorRT-LLM deployments are described
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from autopar.errors import SpecError
@@ -24,6 +24,7 @@ from autopar.spec.model import ModelSpec
 
 WEIGHT_DTYPES = ("bf16", "fp8", "fp4", "int4")
 KV_DTYPES = ("auto", "bf16", "fp8")
+SSM_STATE_DTYPES = ("bf16", "fp32")  # EngineArgs.ssm_state_dtype (cost/serve.py SSM_STATE_BYTES)
 MODES = ("agg", "disagg")
 TPOT_DEFINITION = "TPOT = inter-token latency after the first token: (request latency - TTFT) / (osl - 1)"
 
@@ -105,13 +106,21 @@ class EngineArgs:
     --gpu-memory-utilization, --mem-fraction-static (of total memory), TensorRT-LLM
     --kv_cache_free_gpu_memory_fraction (of the memory the weights leave). SGLang only:
     mixed_chunk: --enable-mixed-chunk (a prefill step also runs the running decodes);
-    max_prefill_tokens: --max-prefill-tokens (new prompt tokens a step admits beyond its first prompt)."""
+    max_prefill_tokens: --max-prefill-tokens (new prompt tokens a step admits beyond its first prompt).
+    prefix_cache False: vLLM --no-enable-prefix-caching, SGLang --disable-radix-cache, TensorRT-LLM
+    kv_cache_config.enable_block_reuse false (no prompt reuses a cached prefix; for SGLang also the
+    overlap scheduler a hybrid model loses while the radix cache is on, Framework.hybrid_overlap);
+    ssm_state_dtype: the Mamba SSM state a hybrid model's engine keeps per request (vLLM
+    --mamba-ssm-cache-dtype, SGLang --mamba-ssm-dtype, TensorRT-LLM kv_cache_config.mamba_ssm_cache_dtype;
+    default the checkpoint's config, MambaSpec.ssm_state_dtype)."""
 
     max_num_tokens: int | None = None
     max_batch_size: int | None = None
     memory_fraction: float | None = None
     mixed_chunk: bool | None = None
     max_prefill_tokens: int | None = None
+    prefix_cache: bool | None = None
+    ssm_state_dtype: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_num_tokens", "max_batch_size", "max_prefill_tokens"):
@@ -120,9 +129,40 @@ class EngineArgs:
                 raise SpecError(f"`{name}` must be between 1 and {MAX_SERVE_CONCURRENCY:,}, got {value:,}")
         if self.memory_fraction is not None and not 0.05 <= self.memory_fraction <= 1.0:  # also refuses nan
             raise SpecError(f"`memory_fraction` must be between 0.05 and 1.0, got {self.memory_fraction}")
+        if self.ssm_state_dtype is not None and self.ssm_state_dtype not in SSM_STATE_DTYPES:
+            raise SpecError(f"`ssm_state_dtype` must be one of {', '.join(SSM_STATE_DTYPES)}, got {self.ssm_state_dtype!r}")
+
+    def given(self) -> list[str]:
+        """The settings given (not None), in declaration order."""
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+    def check(self, model: ModelSpec, fw: Framework, *, prefix: str = "") -> None:
+        """Settings the framework and model take: SGLang's own flags on SGLang only, a state dtype on a model with
+        Mamba layers only (refused by parameter name, so that the CLI names its flag)."""
+        if fw.name != "sglang":
+            for name in ("mixed_chunk", "max_prefill_tokens"):
+                if getattr(self, name) is not None:
+                    raise SpecError(f"`{prefix}{name}` is an SGLang setting (`framework=sglang`), got `framework={fw.name}`")
+        if self.ssm_state_dtype is not None and model.mamba is None:
+            raise SpecError(f"`{prefix}ssm_state_dtype` sets the Mamba state of a hybrid model; {model.name} has no Mamba layers")
+
+    def over(self, base: EngineArgs) -> EngineArgs:
+        """These settings where given, `base`'s elsewhere (a pool's own launch flags over the shared ones)."""
+        mine = {f.name: getattr(self, f.name) for f in fields(self)}
+        return EngineArgs(**{name: getattr(base, name) if value is None else value for name, value in mine.items()})
 
 
 DEFAULT_ARGS = EngineArgs()  # every setting at the framework's default
+POOL_ARGS = ("max_num_tokens", "max_batch_size", "memory_fraction")  # the settings a disaggregated pool may set apart
+
+
+def launched_model(model: ModelSpec, args: EngineArgs) -> ModelSpec:
+    """`model` with the Mamba SSM state dtype the engines were launched with (args.ssm_state_dtype) where it
+    differs from the checkpoint's; the same object otherwise, so that caches keyed on the model still hit."""
+    dtype, mamba = args.ssm_state_dtype, model.mamba
+    if dtype is None or mamba is None or dtype == mamba.ssm_state_dtype:
+        return model
+    return replace(model, mamba=replace(mamba, ssm_state_dtype=dtype))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,10 +228,18 @@ class Deployment:
                 ("memory_fraction", args.memory_fraction),
                 ("mixed_chunk", args.mixed_chunk),
                 ("max_prefill_tokens", args.max_prefill_tokens),
+                # hybrid_overlap is SGLang's rule while its radix cache is on (server_args.py
+                # _handle_mamba_radix_cache: no_buffer turns the overlap scheduler off unless
+                # --disable-radix-cache); with the cache off a hybrid keeps `overlap`
+                ("hybrid_overlap", True if args.prefix_cache is False else None),
             )
             if value is not None
         }
         return replace(fw, **changed) if changed else fw
+
+    def model_as_launched(self, model: ModelSpec) -> ModelSpec:
+        """`model` as the engines run it (launched_model of args)."""
+        return launched_model(model, self.args)
 
     @property
     def kv_bytes(self) -> float:

@@ -512,20 +512,28 @@ def test_the_inferencex_sglang_rows_run_their_scripts_flags() -> None:
         "attention_dp_size": "1",
         "silicon_data_source": src + "lmsysorg/sglang:v0.5.9-cu130-amd64",
     }
-    b200 = EngineArgs(memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768)
+    # every script: --disable-radix-cache (prefix_cache False); --mamba-ssm-dtype bfloat16 in the H200 fp8 (2116fc435)
+    # and B300 fp8 / fp4 (563248391) scripts, not the B200 fp8 (01fa35cfe) nor the B300 bf16 one
+    b200 = EngineArgs(memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768, prefix_cache=False)
     assert launch_args(row) == b200
     assert kv_dtype(row) == "fp8"
     # qwen3.5_fp8_b300.sh (c0f62a2ef): 0.8, --max-running-requests $CONC (64), 16384 / 16384
     b300 = {**row, "system": "b300_sxm", "batch_size": "64", "backend_version": "0.5.10.post1"}
     b300["silicon_data_source"] = src + "lmsysorg/sglang:v0.5.10.post1-cu130"
-    assert launch_args(b300) == EngineArgs(memory_fraction=0.8, max_num_tokens=16384, max_batch_size=64, max_prefill_tokens=16384)
+    assert launch_args(b300) == EngineArgs(
+        memory_fraction=0.8, max_num_tokens=16384, max_batch_size=64, max_prefill_tokens=16384, prefix_cache=False, ssm_state_dtype="bf16"
+    )
     # qwen3.5_bf16_b300.sh (32274d6c1) names no KV dtype: the bf16 checkpoint's auto
     bf16 = {**b300, "precision": "bf16"}
-    assert launch_args(bf16) == EngineArgs(memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768)
+    assert launch_args(bf16) == EngineArgs(
+        memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768, prefix_cache=False
+    )
     assert kv_dtype(bf16) == "auto"
     # qwen3.5_fp8_h200.sh (f65d6b4b1): no --max-prefill-tokens
     h200 = {**row, "system": "h200_sxm", "silicon_data_source": "source_file=2026-03-25.csv; image=lmsysorg/sglang:v0.5.9-cu129-amd64"}
-    assert launch_args(h200) == EngineArgs(memory_fraction=0.8, max_num_tokens=16384, max_batch_size=128)
+    assert launch_args(h200) == EngineArgs(
+        memory_fraction=0.8, max_num_tokens=16384, max_batch_size=128, prefix_cache=False, ssm_state_dtype="bf16"
+    )
     # the B300 rows of v0.5.9-cu130-amd64 (no B300 script then) and a row of no image keep the defaults
     assert launch_args({**b300, "silicon_data_source": "image=lmsysorg/sglang:v0.5.9-cu130-amd64"}) == EngineArgs()
     assert launch_args({**row, "silicon_data_source": "source_file=qwen3.5-397b-gap-analysis.csv"}) == EngineArgs()

@@ -287,10 +287,22 @@ def test_engine_args_reach_the_estimate_the_json_and_the_launch_line() -> None:
     """--max-num-tokens/--max-batch-size/--memory-fraction are the launch's own settings: the JSON shows what
     the estimate used, the launch line carries them, and a smaller pool holds fewer KV tokens."""
     default = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm"])
-    assert default["engine_args"] == {"max_num_tokens": 8192, "max_batch_size": 2048, "memory_fraction": 0.9}
+    assert default["engine_args"] == {
+        "max_num_tokens": 8192,
+        "max_batch_size": 2048,
+        "memory_fraction": 0.9,
+        "prefix_cache": True,
+        "ssm_state_dtype": None,
+    }
     args = ["--max-num-tokens", "2688", "--max-batch-size", "8", "--memory-fraction", "0.45"]
     doc = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm", *args, "--emit", "trtllm"])
-    assert doc["engine_args"] == {"max_num_tokens": 2688, "max_batch_size": 8, "memory_fraction": 0.45}
+    assert doc["engine_args"] == {
+        "max_num_tokens": 2688,
+        "max_batch_size": 8,
+        "memory_fraction": 0.45,
+        "prefix_cache": True,
+        "ssm_state_dtype": None,
+    }
     # TensorRT-LLM gives the KV cache the fraction of what the weights (and reserves) leave: half the fraction,
     # half the pool, to the token (the smaller step budget above also shrinks the activation reserve)
     half = _json([*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "trtllm", "--memory-fraction", "0.45"])
@@ -389,3 +401,82 @@ def test_attention_data_parallelism_is_explained_where_shown() -> None:
     # issue 25: "tp1 adp8" was never explained
     out = runner.invoke(app, ["serve", "suggest", "qwen3-30b-a3b", "--gpus", "8", "--hardware", "h200-sxm"]).stdout
     assert " adp" in out and "adpN: attention data parallelism, N ranks each with its own requests and KV cache" in " ".join(out.split())
+
+
+DISAGG = ["--mode", "disagg", "--prefill-workers", "1", "--decode-workers", "1", "--tp", "1", "--gpus", "2", "--concurrency", "8"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prefill-max-batch-size", "0", *DISAGG], "--prefill-max-batch-size must be between 1 and"),
+        (["--decode-memory-fraction", "2", *DISAGG], "--decode-memory-fraction must be between 0.05 and 1.0, got 2.0"),
+        (["--ssm-state-dtype", "fp16", "--gpus", "1", "--tp", "1"], "--ssm-state-dtype must be one of bf16, fp32, got 'fp16'"),
+        (["--ssm-state-dtype", "bf16", "--gpus", "1", "--tp", "1"], "--ssm-state-dtype sets the Mamba state of a hybrid model"),
+        (["--decode-max-batch-size", "8", "--gpus", "1", "--tp", "1"], "--decode-max-batch-size sets a disaggregated pool"),
+    ],
+)
+def test_launch_options_refuse_bad_values_in_one_line(args: list[str], message: str) -> None:
+    r = runner.invoke(app, [*BASE, *args])
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output
+
+
+def test_suggest_refuses_per_pool_options_without_disagg() -> None:
+    r = runner.invoke(app, ["serve", "suggest", "llama3.1-8b", "--gpus", "2", "--modes", "agg", "--prefill-max-batch-size", "4"])
+    assert r.exit_code == 2 and "--prefill-max-batch-size sets a disaggregated pool" in r.stderr
+
+
+def test_per_pool_options_reach_each_pool_the_json_and_the_launch_lines() -> None:
+    """TensorRT-LLM gives the KV cache the fraction of what the weights leave (memory_rule free): the prefill pool's
+    own 0.45 holds half the tokens of the shared 0.9, to the token; the decode pool keeps 0.9 and its own batch cap."""
+    trt = ["--framework", "trtllm", "--emit", "trtllm"]
+    default = _json([*BASE, *DISAGG, *trt])
+    own = ["--prefill-memory-fraction", "0.45", "--decode-max-batch-size", "8", "--prefill-max-num-tokens", "4096"]
+    doc = _json([*BASE, *DISAGG, *trt, *own])
+    assert doc["prefill"]["engine_args"] == {
+        "max_num_tokens": 4096,
+        "max_batch_size": 2048,
+        "memory_fraction": 0.45,
+        "prefix_cache": True,
+        "ssm_state_dtype": None,
+    }
+    assert doc["decode"]["engine_args"]["max_batch_size"] == 8 and doc["decode"]["engine_args"]["memory_fraction"] == 0.9
+    assert doc["decode"]["engine_args"]["max_num_tokens"] == 8192
+    assert doc["prefill"]["kv_cache_tokens"] < default["prefill"]["kv_cache_tokens"]
+    assert doc["decode"]["kv_cache_tokens"] == default["decode"]["kv_cache_tokens"]
+    servers = [line for line in doc["launch"]["servers"] if "trtllm-serve" in line and "disaggregated" not in line]
+    assert "--max_num_tokens 4096 --kv_cache_free_gpu_memory_fraction 0.45" in servers[0]
+    assert "--max_batch_size 8 --max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction 0.9" in servers[1]
+    half = _json([*BASE, *DISAGG, "--framework", "trtllm", "--prefill-memory-fraction", "0.45"])
+    assert half["prefill"]["kv_cache_tokens"] == pytest.approx(default["prefill"]["kv_cache_tokens"] / 2, abs=1)
+
+
+def test_prefix_cache_and_state_dtype_reach_the_json_and_the_launch_line() -> None:
+    """Qwen3.5 on SGLang: --disable-prefix-cache keeps the overlap scheduler (a shorter TPOT), --ssm-state-dtype bf16
+    halves the SSM state (more requests held); both are echoed and launched. A plain model prices no prefix reuse,
+    so the option changes nothing but the launch line."""
+    base = ["serve", "estimate", "qwen3.5-397b-a17b", "--hardware", "b200", "--weights", "fp8", "--gpus", "4", "--tp", "4"]
+    base += ["--framework", "sglang", "--concurrency", "16", "--isl", "1024", "--osl", "256"]
+    plain = _json(base)
+    doc = _json([*base, "--disable-prefix-cache", "--ssm-state-dtype", "bf16", "--emit", "sglang"])
+    assert (doc["engine_args"]["prefix_cache"], doc["engine_args"]["ssm_state_dtype"]) == (False, "bf16")
+    assert doc["tpot_ms"] < plain["tpot_ms"] and doc["max_concurrency"] > plain["max_concurrency"]
+    line = next(s for s in doc["launch"]["servers"] if "sglang.launch_server" in s)
+    assert "--disable-radix-cache" in line and "--mamba-ssm-dtype bfloat16" in line
+    dense = [*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "8"]
+    off = _json([*dense, "--disable-prefix-cache"])
+    assert off["tpot_ms"] == _json(dense)["tpot_ms"] and off["engine_args"]["prefix_cache"] is False
+
+
+def test_the_benchmark_parses_launch_flags_with_the_command_s_own_parser() -> None:
+    from autopar.cli.serve import parse_launch
+    from autopar.errors import SpecError
+    from autopar.spec.serve import EngineArgs
+
+    argv = ["--memory-fraction", "0.9", "--prefill-max-batch-size", "64", "--decode-max-num-tokens", "10240"]
+    shared, prefill, decode = parse_launch(argv)
+    assert shared == EngineArgs(memory_fraction=0.9)
+    assert (prefill, decode) == (EngineArgs(max_batch_size=64), EngineArgs(max_num_tokens=10240))
+    with pytest.raises(SpecError, match="--tp is not a serve launch option"):
+        parse_launch(["--tp", "4"])

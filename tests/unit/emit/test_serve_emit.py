@@ -58,6 +58,8 @@ def test_frozen_flag_sets() -> None:
         "--max-num-seqs",
         "--max-num-batched-tokens",
         "--kv-transfer-config",
+        "--no-enable-prefix-caching",  # --enable-prefix-caching's BooleanOptionalAction negation
+        "--mamba-ssm-cache-dtype",  # vllm/engine/arg_utils.py (CacheConfig.mamba_ssm_cache_dtype)
         "--port",
     } == vllm.VLLM_FLAGS
     assert {
@@ -74,6 +76,8 @@ def test_frozen_flag_sets() -> None:
         "--chunked-prefill-size",
         "--enable-mixed-chunk",
         "--max-prefill-tokens",
+        "--disable-radix-cache",  # server_args.py; passed by every InferenceX Qwen3.5 script (v0.5.9, v0.5.10.post1)
+        "--mamba-ssm-dtype",  # server_args.py (mamba_ssm_dtype); InferenceX qwen3.5_fp8_h200.sh on v0.5.9
         "--disaggregation-mode",
         "--port",
     } == sglang.SGLANG_FLAGS
