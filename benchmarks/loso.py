@@ -17,6 +17,7 @@ dropped by the rule.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -29,6 +30,7 @@ import yaml
 if not __package__:  # run as a file: python benchmarks/loso.py
     import _as_script  # noqa: F401
 
+import autopar.io.cache as cache
 import autopar.io.profiles as profiles
 import autopar.io.stacks as stacks
 from autopar.spec.hardware import Curve, HardwareProfile
@@ -80,6 +82,27 @@ def unfitted(c: Constant) -> Iterator[None]:
 def at_value(c: Constant, value: float) -> Iterator[None]:
     """The cost model with constant `c` at `value`: a module constant, a stack's field or a built-in hardware
     profile's field."""
+    # the start-up cache (io/cache.py) would hand back the built-in files' values as first read, past
+    # the patched readers below: off while a constant is moved
+    with _no_cache(), _moved(c, value):
+        yield
+
+
+@contextmanager
+def _no_cache() -> Iterator[None]:
+    old = os.environ.get(cache.ENV)
+    os.environ[cache.ENV] = os.devnull
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[cache.ENV]
+        else:
+            os.environ[cache.ENV] = old
+
+
+@contextmanager
+def _moved(c: Constant, value: float) -> Iterator[None]:
     w = c.where
     if "profile" in w:
         with _profile_at(w["profile"], w["field"], value):

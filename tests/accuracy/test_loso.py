@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -170,3 +172,21 @@ def test_a_profile_constant_is_set_while_scored_and_restored() -> None:
         assert load_hardware("a100-sxm-80g").sustained_tensor_efficiency == 0.61
         assert load_hardware("h100-sxm").sustained_tensor_efficiency is None  # only the named profile
     assert load_hardware("a100-sxm-80g").sustained_tensor_efficiency == shipped
+
+
+def test_a_constant_is_moved_past_a_warm_start_up_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache (io/cache.py) keeps the built-in files' values; a moved constant must not read them back."""
+    monkeypatch.setenv("AUTOPAR_CACHE", str(tmp_path))
+    host = loso.Constant(name="h", where={"stack": "megatron", "field": "moe_host_us"}, value=4000, unfitted=0, rows=())
+    a100 = loso.Constant(
+        name="a100", where={"profile": "a100-sxm-80g", "field": "sustained_tensor_efficiency"}, value=0.8, unfitted=0.7, rows=()
+    )
+    for _ in range(2):  # the second read is the cache's
+        assert load_stack("megatron").moe_host_us == 4000.0
+        load_hardware("a100-sxm-80g")
+    assert any(tmp_path.iterdir())
+    with loso.unfitted(host), loso.at_value(a100, 0.61):
+        assert load_stack("megatron").moe_host_us == 0.0
+        assert load_hardware("a100-sxm-80g").sustained_tensor_efficiency == 0.61
+    assert os.environ["AUTOPAR_CACHE"] == str(tmp_path)
+    assert load_stack("megatron").moe_host_us == 4000.0
