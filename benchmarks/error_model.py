@@ -5,9 +5,11 @@
 Residuals (measured / predicted) on rows that set no constant of the figure they test:
 
 - training tokens/s and memory: every scored row of benchmarks/data/framework_runs.yaml,
-  heldout_runs.yaml and published_runs.yaml that no fitted constant was set on (the rows each
-  constant of benchmarks/data/fitted_constants.yaml names are left out), costed with the shipped
-  constants; no memory constant is set on rows, so every published peak memory counts;
+  heldout_runs.yaml and published_runs.yaml that no one-source constant was set on (the rows each
+  such constant of benchmarks/data/fitted_constants.yaml names are left out), costed with the shipped
+  constants but those set on rows of several sources (`refit`), which score each source's rows at
+  their value refit without that source (benchmarks/loso.py refit_results); no memory constant is
+  set on rows, so every published peak memory counts;
 - serving TTFT and TPOT: benchmarks/data/serving_runs.csv. Each framework version's fitted
   constants are refitted without one (GPU, model) group of its aggregated rows and that group
   is evaluated with them (serving_accuracy.held_out_results: leave-one-model-out where a
@@ -73,15 +75,17 @@ class Residual:
 
 
 def training_residuals() -> list[Residual]:
-    """Every scored training row (accuracy.training_rows) that no fitted constant was set on
-    (fitted_constants.yaml), costed with the shipped constants: tokens/s grouped by source (loso.source_of);
-    peak memory, where published, one row a group (no memory constant is set on rows)."""
-    # a constant set on rows of many sources (`refit`: the sustained tensor efficiency, 9 sources) moves by
-    # under 1% when one source is left out (benchmarks/accuracy.py prints its refits): its rows stay
-    fitted = {i for c in loso.constants() if not c.refit for i in c.rows}
+    """Every scored training row (accuracy.training_rows) that no one-source constant was set on
+    (fitted_constants.yaml), costed with the shipped constants but a refit one, refit without the row's
+    source: tokens/s grouped by source (loso.source_of); peak memory, where published, one row a group (no
+    memory constant is set on rows)."""
+    # a constant set on rows of several sources (`refit`: the sustained tensor efficiencies) scores each
+    # source's rows at its value refit without them, as the leave-one-source-out headline does
+    consts = loso.constants()
+    fitted = {i for c in consts if not c.refit for i in c.rows}
     rows = [row for row in accuracy.training_rows() if row["id"] not in fitted]
     out = []
-    for row, r in zip(rows, accuracy.score(rows), strict=True):
+    for row, r in zip(rows, loso.refit_results(rows, accuracy.score, accuracy.score(rows), consts), strict=True):
         if not r.accepted or not r.predicted or not r.published:
             continue
         pub = "achieved" in row

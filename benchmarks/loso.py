@@ -209,14 +209,10 @@ def leave_one_source_out(rows: list[dict[str, Any]], score: Score, fitted: list[
     bare = {c.name: _bare(c, rows, score, fit_by_id) for c in consts}
     errors = {c.name: _errors(fit_by_id, bare[c.name]) for c in consts if c.refit}
     loso = dict(fit_by_id)
-    refits: dict[str, dict[str, float]] = {c.name: {} for c in consts if c.refit}
+    refits = refits_by_source(consts, sources, errors)
     for source in sorted(set(sources.values())):
         values = [(c, c.unfitted) for c in consts if owner[c.name] == source]
-        for c in consts:
-            if c.refit and any(sources.get(i) == source for i in c.rows):
-                rest = [i for i in c.rows if sources.get(i) != source]
-                refits[c.name][source] = v = refit_value(c, errors[c.name], rest) if rest else c.unfitted
-                values.append((c, v))
+        values += [(c, refits[c.name][source]) for c in consts if source in refits.get(c.name, {})]
         if values:
             with _at_values(values):
                 for r in score([by_id[i] for i in by_id if sources[i] == source]):
@@ -236,6 +232,39 @@ def leave_one_source_out(rows: list[dict[str, Any]], score: Score, fitted: list[
             doc["fit"] = refit_value(c, errors[c.name], c.rows)
             doc["refit_without"] = refits[c.name]
     return out
+
+
+def refits_by_source(
+    consts: Sequence[Constant], sources: dict[str, str], errors: dict[str, dict[str, tuple[float, float]]]
+) -> dict[str, dict[str, float]]:
+    """Per refit constant, per source among its rows: its value refit without that source's rows (unfitted
+    where it has no other rows). errors: per refit constant, _errors of its rows."""
+    refits: dict[str, dict[str, float]] = {}
+    for c in consts:
+        if not c.refit:
+            continue
+        refits[c.name] = {}
+        for source in sorted({sources[i] for i in c.rows if i in sources}):
+            rest = [i for i in c.rows if sources.get(i) != source]
+            refits[c.name][source] = refit_value(c, errors[c.name], rest) if rest else c.unfitted
+    return refits
+
+
+def refit_results(rows: list[dict[str, Any]], score: Score, fitted: list[Any], consts: Sequence[Constant]) -> list[Any]:
+    """`fitted` (the results of `rows` in order), with the rows of each source that a refit constant was set
+    on scored at the refits without that source; the rows of the other constants as fitted."""
+    fit_by_id = {r.id: r for r in fitted}
+    sources = {r["id"]: source_of(r) for r in rows}
+    refit = [c for c in consts if c.refit]
+    errors = {c.name: _errors(fit_by_id, _bare(c, rows, score, fit_by_id)) for c in refit}
+    refits = refits_by_source(refit, sources, errors)
+    out = dict(fit_by_id)
+    for source in sorted(set(sources.values())):
+        values = [(c, refits[c.name][source]) for c in refit if source in refits[c.name]]
+        if values:
+            with _at_values(values):
+                out |= {r.id: r for r in score([row for row in rows if sources[row["id"]] == source])}
+    return [out[r.id] for r in fitted]
 
 
 def _bare(c: Constant, rows: list[dict[str, Any]], score: Score, fitted: dict[str, Any]) -> dict[str, Any]:

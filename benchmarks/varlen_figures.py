@@ -70,11 +70,13 @@ def run(argv: list[str]) -> tuple[Any, float]:
 
 
 def diffs(old: Any, new: Any, path: str = "") -> list[tuple[float, str, Any, Any]]:
-    """(difference, path, old, new) for every number of ``old``; a missing or changed non-number counts as inf."""
+    """(difference, path, old, new) for every number of ``old``; a missing or changed non-number counts as inf.
+    The error bands (``*_range``: the error model's p10-p90 applied to a figure compared here) are not the
+    placement's: they move with autopar/data/error_model.yaml and are left out."""
     if isinstance(old, dict):
         if not isinstance(new, dict):
             return [(float("inf"), path, "dict", new)]
-        return [d for k, v in old.items() for d in diffs(v, new.get(k), f"{path}.{k}")]
+        return [d for k, v in old.items() if not k.endswith("_range") for d in diffs(v, new.get(k), f"{path}.{k}")]
     if isinstance(old, list):
         if not isinstance(new, list) or len(new) != len(old):
             return [(float("inf"), path, f"list of {len(old)}", new)]

@@ -156,6 +156,25 @@ def test_a_constant_of_several_sources_is_refit_without_each_source_for_its_rows
     assert cal.SUSTAINED_TENSOR_EFFICIENCY == SHIPPED  # restored
 
 
+def test_refit_results_score_each_source_at_the_refit_without_it_and_leave_one_source_constants() -> None:
+    """The error model's training residuals: a refit constant's rows at the refit without their source (as
+    the headline), a one-source constant's rows as fitted (error_model.py leaves those rows out itself)."""
+    rows = [{"id": i, "source": {"repo": i[0], "path": "t.md"}} for i in [*WANTS, "d1"]]
+    wants = WANTS | {"d1": 0.75}
+    one = loso.Constant(name="one", where={"module": "benchmarks.loso", "name": "REFIT_GRID"}, value=0, unfitted=0, rows=("d1",))
+
+    def score(rows: list[dict[str, Any]]) -> list[Result]:
+        f = cal.SUSTAINED_TENSOR_EFFICIENCY
+        return [Result(id=r["id"], stack="s", error=f / wants[r["id"]] - 1) for r in rows]
+
+    with loso.at_value(REFIT, 0.75):
+        fitted = score(rows)
+        got = {r.id: r.error for r in loso.refit_results(rows, score, fitted, [REFIT, one])}
+    # a1 at 0.7 (b and c want it), b1..c2 at 0.7 (refit without b: a1's 0.8 and c's two 0.7), d1 as fitted
+    assert got == pytest.approx({"a1": 0.7 / 0.8 - 1, "b1": 0.0, "b2": 0.0, "c1": 0.0, "c2": 0.0, "d1": 0.0})
+    assert cal.SUSTAINED_TENSOR_EFFICIENCY == SHIPPED
+
+
 def test_a_constant_of_several_sources_without_refit_is_refused() -> None:
     rows = [{"id": i, "source": {"repo": i[0], "path": "t.md"}} for i in WANTS]
     plain = loso.Constant(name="eff", where=REFIT.where, value=0.75, unfitted=1.0, rows=tuple(WANTS))

@@ -49,3 +49,11 @@ def test_the_comparison_sees_a_change() -> None:
     assert max(bench.diffs(old, frac))[0] == pytest.approx(5e-4)  # fractions: absolute
     assert max(bench.diffs(old, {"plans": [{"dp": 2, "step_time_s": 10.0, "stall_frac": 0.1, "fits": False}]}))[0] == float("inf")
     assert max(bench.diffs(old, {"plans": []}))[0] == float("inf")
+
+
+def test_the_error_bands_are_left_to_the_error_model() -> None:
+    """A `*_range` moves with autopar/data/error_model.yaml, not with the placement; the figure itself counts."""
+    bench = _bench()
+    old = {"tokens_per_s": 100.0, "tokens_per_s_range": [90.0, 110.0]}
+    assert max(bench.diffs(old, {"tokens_per_s": 100.0, "tokens_per_s_range": [95.0, 104.0]}))[0] == 0.0
+    assert max(bench.diffs(old, {"tokens_per_s": 101.0, "tokens_per_s_range": [90.0, 110.0]}))[0] == pytest.approx(0.01)
