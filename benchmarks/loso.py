@@ -197,7 +197,6 @@ def leave_one_source_out(rows: list[dict[str, Any]], score: Score, fitted: list[
     """Per stack: in-sample and leave-one-source-out MAPE (mean, median), and the keep rule per constant.
 
     `fitted` are the results of `rows` with every constant as fitted (in the same order)."""
-    by_id = {r["id"]: r for r in rows}
     sources = {r["id"]: source_of(r) for r in rows}
     owner: dict[str, str] = {}
     for c in consts:
@@ -208,15 +207,16 @@ def leave_one_source_out(rows: list[dict[str, Any]], score: Score, fitted: list[
     fit_by_id = {r.id: r for r in fitted}
     bare = {c.name: _bare(c, rows, score, fit_by_id) for c in consts}
     errors = {c.name: _errors(fit_by_id, bare[c.name]) for c in consts if c.refit}
-    loso = dict(fit_by_id)
     refits = refits_by_source(consts, sources, errors)
-    for source in sorted(set(sources.values())):
-        values = [(c, c.unfitted) for c in consts if owner[c.name] == source]
-        values += [(c, refits[c.name][source]) for c in consts if source in refits.get(c.name, {})]
-        if values:
-            with _at_values(values):
-                for r in score([by_id[i] for i in by_id if sources[i] == source]):
-                    loso[r.id] = r
+    loso = fit_by_id | _by_source(
+        rows,
+        score,
+        sources,
+        lambda source: (
+            [(c, c.unfitted) for c in consts if owner[c.name] == source]
+            + [(c, refits[c.name][source]) for c in consts if source in refits.get(c.name, {})]
+        ),
+    )
     out: dict[str, Any] = {"stacks": {}}
     for stack in [*sorted({r.stack for r in fitted}), "all"]:
         keep = [r for r in fitted if stack in ("all", r.stack)]
@@ -258,13 +258,23 @@ def refit_results(rows: list[dict[str, Any]], score: Score, fitted: list[Any], c
     refit = [c for c in consts if c.refit]
     errors = {c.name: _errors(fit_by_id, _bare(c, rows, score, fit_by_id)) for c in refit}
     refits = refits_by_source(refit, sources, errors)
-    out = dict(fit_by_id)
-    for source in sorted(set(sources.values())):
-        values = [(c, refits[c.name][source]) for c in refit if source in refits[c.name]]
-        if values:
-            with _at_values(values):
-                out |= {r.id: r for r in score([row for row in rows if sources[row["id"]] == source])}
+    out = fit_by_id | _by_source(
+        rows, score, sources, lambda source: [(c, refits[c.name][source]) for c in refit if source in refits[c.name]]
+    )
     return [out[r.id] for r in fitted]
+
+
+def _by_source(
+    rows: list[dict[str, Any]], score: Score, sources: dict[str, str], values: Callable[[str], list[tuple[Constant, float]]]
+) -> dict[str, Any]:
+    """Each source's rows scored with the constants `values(source)` names at their values (sources that name
+    none are not scored): results by row id."""
+    out: dict[str, Any] = {}
+    for source in sorted(set(sources.values())):
+        if moved := values(source):
+            with _at_values(moved):
+                out |= {r.id: r for r in score([row for row in rows if sources[row["id"]] == source])}
+    return out
 
 
 def _bare(c: Constant, rows: list[dict[str, Any]], score: Score, fitted: dict[str, Any]) -> dict[str, Any]:
