@@ -52,12 +52,13 @@ def read_error_model(path: Path) -> ErrorModel:
     where = named(path)
     doc = validate(ErrorModelFile, load_mapping(path), where=where, err=SpecError)
     classes = {
-        metric: _classes(getattr(doc.classes, metric), metric, doc.min_rows, where=f"{where}: classes.{metric}") for metric in METRICS
+        metric: _classes(getattr(doc.classes, metric), metric, doc.min_rows, doc.min_sources, where=f"{where}: classes.{metric}")
+        for metric in METRICS
     }
-    return ErrorModel(min_rows=doc.min_rows, classes=classes, where=where)
+    return ErrorModel(min_rows=doc.min_rows, min_sources=doc.min_sources, classes=classes, where=where)
 
 
-def _classes(entries: list[BandEntry], metric: str, min_rows: int, *, where: str) -> dict[str, Band]:
+def _classes(entries: list[BandEntry], metric: str, min_rows: int, min_sources: int, *, where: str) -> dict[str, Band]:
     """One metric's classes as Bands; the checks across fields the file model cannot make alone."""
     out: dict[str, Band] = {}
     levels = LEVELS[metric]
@@ -68,13 +69,21 @@ def _classes(entries: list[BandEntry], metric: str, min_rows: int, *, where: str
             raise SpecError(f"{at}.class: must be {COARSEST!r} or up to {len(levels)} words ({' '.join(levels)}), got {shown(e.name)}")
         if e.name in out:
             raise SpecError(f"{at}.class: {shown(e.name)} is listed twice")
-        banded = e.rows >= min_rows
+        sources = e.rows if e.sources is None else e.sources
+        if sources > e.rows:
+            raise SpecError(f"{at}.sources: {sources} sources of {e.rows} rows")
+        banded = e.rows >= min_rows and sources >= min_sources
         for key, value in (("p10", e.p10), ("p90", e.p90)):
             if banded and value is None:
                 raise SpecError(f"{at}.{key}: missing required field")
         if not banded and (e.p10 is not None or e.p90 is not None):
-            raise SpecError(f"{at}.p10: a class of {e.rows} rows (under min_rows {min_rows}) has no band")
+            why = (
+                f"{e.rows} rows (under min_rows {min_rows})"
+                if e.rows < min_rows
+                else f"{sources} sources (under min_sources {min_sources})"
+            )
+            raise SpecError(f"{at}.p10: a class of {why} has no band")
         if e.p10 is not None and e.p90 is not None and e.p10 > e.p90:
             raise SpecError(f"{at}.p10: ({e.p10:g}) exceeds p90 ({e.p90:g})")
-        out[e.name] = Band(name=e.name, rows=e.rows, p10=e.p10, p90=e.p90)
+        out[e.name] = Band(name=e.name, rows=e.rows, sources=sources, p10=e.p10, p90=e.p90)
     return out

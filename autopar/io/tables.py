@@ -50,7 +50,9 @@ class BandEntry(_Strict):
 
     name: Text = Field(alias="class")  # "all", or up to one word per level of the metric (checked by the loader)
     rows: Annotated[int, _int(1, MAX_ROWS), _I]
-    p10: Positive | None = None  # 10th percentile of measured / predicted; required with min_rows rows
+    # the sources they come from (at most rows, checked by the loader); absent: each row its own
+    sources: Annotated[int, _int(1, MAX_ROWS), _I] | None = None
+    p10: Positive | None = None  # 10th percentile of measured / predicted; required with min_rows rows of min_sources
     p90: Positive | None = None  # 90th percentile
 
 
@@ -84,6 +86,7 @@ class ErrorModelFile(_Strict):
     schema_version: Version
     command: Text  # the command that wrote the file
     min_rows: Annotated[int, _int(1, MAX_MIN_ROWS), _I]
+    min_sources: Annotated[int, _int(1, MAX_MIN_ROWS), _I] = 1  # sources a class's rows need for a band
     sources: ErrorSources
     classes: ErrorClasses
 

@@ -8,8 +8,9 @@ is written by benchmarks/error_model.py (autopar/data/error_model.yaml).
 
 A prediction's class is looked up from the most specific to the coarsest
 (``megatron bf16 dense gpus<=8``, ``megatron bf16 dense``, ``megatron bf16``,
-``megatron``, ``all``); the first class with at least ``min_rows`` rows gives
-the band, and when none has, there is no band ("too few rows").
+``megatron``, ``all``); the first class with at least ``min_rows`` rows, of at
+least ``min_sources`` sources, gives the band, and when none has, there is no
+band ("too few rows").
 
 The percentiles are prediction quantiles (Hyndman and Fan 1996, definition 6,
 the order statistic at rank q x (n + 1)): for rows that are exchangeable, a new
@@ -21,7 +22,12 @@ exchangeable with a new user's deployment, which is one draw of a *source*: a
 source counts as at most ``min_rows`` rows (each of its n rows weighs
 min(1, min_rows / n)), so a large file does not set the band alone, and n in
 the rank is the sum of the weights. Past the rows a band needs, more rows of a
-file say more about that file, not about the next deployment.
+file say more about that file, not about the next deployment. For the same
+reason a class whose rows all come from one source has no band of its own: its
+spread is that source's, and a prediction takes the next coarser class, whose
+rows span sources (benchmarks/error_model.py measures each source left out:
+training tokens/s inside [p10, p90] 74.4% with one-source bands, 79.1% without,
+median width 21.7% either way; docs/error-bars.md).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ LEVELS: Mapping[str, tuple[str, ...]] = {
 METRICS = tuple(LEVELS)
 COARSEST = "all"  # the class of every row of a metric
 MIN_ROWS = 8  # fewer rows than this give no band
+MIN_SOURCES = 2  # nor do the rows of fewer sources than this (module docstring)
 
 
 def prediction_quantile(values: Sequence[float], q: float, weights: Sequence[float] | None = None) -> float:
@@ -83,7 +90,8 @@ class Band:
 
     name: str  # the class, e.g. "megatron bf16 dense"
     rows: int  # benchmark rows in the class
-    p10: float | None  # 10th percentile of measured / predicted; None: fewer than min_rows rows
+    sources: int  # the sources (files, benchmark tables) they come from
+    p10: float | None  # 10th percentile of measured / predicted; None: under min_rows rows or min_sources sources
     p90: float | None  # 90th percentile of measured / predicted
 
 
@@ -142,6 +150,7 @@ class ErrorModel:
     """Every metric's classes, as read from the file."""
 
     min_rows: int  # a class needs this many rows for a band
+    min_sources: int = 1  # and the rows of this many sources
     classes: Mapping[str, Mapping[str, Band]]  # metric -> class name -> band
     where: str = ""  # the file it was read from
 
@@ -165,11 +174,15 @@ def source_weights(sources: Sequence[str], cap: int) -> list[float]:
 
 
 def build(
-    rows: Sequence[tuple[Sequence[str], float]], *, min_rows: int = MIN_ROWS, sources: Sequence[str] | None = None
+    rows: Sequence[tuple[Sequence[str], float]],
+    *,
+    min_rows: int = MIN_ROWS,
+    min_sources: int = MIN_SOURCES,
+    sources: Sequence[str] | None = None,
 ) -> dict[str, Band]:
     """Every class of a metric from its rows (keys, measured / predicted): each prefix of the keys and 'all'.
     `sources[i]` names row i's source, which counts as at most min_rows rows of each class; None: every row
-    its own source (all weigh 1)."""
+    its own source (all weigh 1). A class has a band with min_rows rows of min_sources sources."""
     if sources is not None and len(sources) != len(rows):
         raise ValueError("one source per row")
     members: dict[str, list[tuple[float, str]]] = {}
@@ -179,11 +192,14 @@ def build(
     out = {}
     for name in sorted(members):
         xs = [x for x, _ in members[name]]
-        ws = source_weights([s for _, s in members[name]], max(min_rows, 1))
-        enough = len(xs) >= min_rows
+        names = [s for _, s in members[name]]
+        ws = source_weights(names, max(min_rows, 1))
+        n_sources = len(set(names))
+        enough = len(xs) >= min_rows and n_sources >= min_sources
         out[name] = Band(
             name=name,
             rows=len(xs),
+            sources=n_sources,
             p10=prediction_quantile(xs, 0.1, ws) if enough else None,
             p90=prediction_quantile(xs, 0.9, ws) if enough else None,
         )

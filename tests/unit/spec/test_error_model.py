@@ -21,7 +21,7 @@ from autopar.cli import app
 from autopar.errors import SpecError
 from autopar.io.error_model import ENV, error_model, read_error_model
 from autopar.io.models import load_model
-from autopar.spec.error_model import ErrorModel, Interval, build, candidates, prediction_quantile
+from autopar.spec.error_model import MIN_SOURCES, ErrorModel, Interval, build, candidates, prediction_quantile
 from autopar.spec.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -133,7 +133,29 @@ def test_sources_within_min_rows_weigh_as_pooled_rows(rows: list[tuple[float, st
     # no source has more than min_rows rows: every weight is 1, the bands are the unweighted ones
     cap = max(sum(s == t for _, t in rows) for _, s in rows)
     pairs = [(("k",), x) for x, _ in rows]
-    assert build(pairs, min_rows=cap, sources=[s for _, s in rows]) == build(pairs, min_rows=cap)
+    weighted = build(pairs, min_rows=cap, min_sources=1, sources=[s for _, s in rows])
+    pooled = build(pairs, min_rows=cap, min_sources=1)
+    assert {n: (b.rows, b.p10, b.p90) for n, b in weighted.items()} == {n: (b.rows, b.p10, b.p90) for n, b in pooled.items()}
+
+
+def test_a_class_of_one_source_has_no_band_of_its_own() -> None:
+    # torchtitan: 10 rows of one table; megatron: 6 rows of table A and 4 of table B. min_rows 8, min_sources 2:
+    # torchtitan's class has rows enough but one source, so its rows take the band of "all" (20 rows, 3 sources)
+    tt = [0.95 + i / 100 for i in range(10)]
+    meg = [0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25]
+    rows = [(("torchtitan",), x) for x in tt] + [(("megatron",), x) for x in meg]
+    sources = ["tt"] * 10 + ["A"] * 6 + ["B"] * 4
+    classes = build(rows, min_rows=8, min_sources=2, sources=sources)
+    assert (classes["torchtitan"].rows, classes["torchtitan"].sources, classes["torchtitan"].p10) == (10, 1, None)
+    assert (classes["megatron"].sources, classes["all"].sources) == (2, 3)
+    assert classes["megatron"].p10 == pytest.approx(0.8 + 0.1 * 0.05)  # unweighted (no source over 8 rows): rank 1.1 of 10
+    model = ErrorModel(min_rows=8, min_sources=2, classes={"tokens_per_s": classes})
+    assert model.lookup("tokens_per_s", ("torchtitan",)).band.name == "all"  # type: ignore[union-attr]
+    assert model.lookup("tokens_per_s", ("megatron",)).band.name == "megatron"  # type: ignore[union-attr]
+    # one source is enough when min_sources is 1: its 10 rows weigh 0.8 each, n = 8, p10 at rank 0.9 = the
+    # smallest's (0 + 0.4 + 0.5), p90 at 8.1 = the largest's (7.2 + 0.4 + 0.5)
+    alone = build(rows, min_rows=8, min_sources=1, sources=sources)["torchtitan"]
+    assert (alone.p10, alone.p90) == (pytest.approx(0.95), pytest.approx(1.04))
 
 
 @settings(max_examples=200, deadline=None)
@@ -204,7 +226,7 @@ def test_every_interval_holds_its_value_is_finite_and_deterministic(xs: list[flo
     found = first.lookup("tokens_per_s", ("s", "d"))
     band = found.interval(value)
     assert band == again.lookup("tokens_per_s", ("s", "d")).interval(value)
-    if len(xs) < min_rows:
+    if len(xs) < max(min_rows, MIN_SOURCES):  # each row its own source
         assert band is None
         return
     assert band is not None
@@ -256,12 +278,41 @@ def test_shipped_memory_band_makes_a_near_full_plan_borderline() -> None:
     assert "fit borderline" in words(runner.invoke(app, args, env={"COLUMNS": "80"}))
 
 
+def test_sources_read_and_default_to_one_per_row(tmp_path: Path) -> None:
+    # a class of one source under min_sources 2 is listed without a band; a file that names no sources
+    # (hand-made) counts each row as its own source, at min_sources 1
+    path = model_file(
+        tmp_path,
+        {
+            "tokens_per_s": [
+                {"class": "all", "rows": 9, "sources": 3, "p10": 0.9, "p90": 1.1},
+                {"class": "torchtitan", "rows": 9, "sources": 1},
+            ]
+        },
+        min_sources=2,
+    )
+    model = read_error_model(path)
+    assert (model.min_sources, model.classes["tokens_per_s"]["all"].sources) == (2, 3)
+    assert model.lookup("tokens_per_s", ("torchtitan",)).band.name == "all"  # type: ignore[union-attr]
+    plain = read_error_model(model_file(tmp_path, {"tokens_per_s": [{"class": "all", "rows": 9, "p10": 0.9, "p90": 1.1}]}))
+    assert (plain.min_sources, plain.classes["tokens_per_s"]["all"].sources) == (1, 9)
+
+
 @pytest.mark.parametrize(
     ("entry", "top", "fragment"),
     [
         ({"class": "all", "rows": 9, "p10": 1.3, "p90": 1.1}, {}, "classes.tokens_per_s[0].p10: (1.3) exceeds p90 (1.1)"),
         ({"class": "all", "rows": 9, "p10": 0.9}, {}, "classes.tokens_per_s[0].p90: missing required field"),
         ({"class": "all", "rows": 3, "p10": 0.9, "p90": 1.1}, {}, "a class of 3 rows (under min_rows 8) has no band"),
+        (
+            {"class": "all", "rows": 9, "sources": 1, "p10": 0.9, "p90": 1.1},
+            {"min_sources": 2},
+            "classes.tokens_per_s[0].p10: a class of 1 sources (under min_sources 2) has no band",
+        ),
+        ({"class": "all", "rows": 9, "sources": 2}, {"min_sources": 2}, "classes.tokens_per_s[0].p10: missing required field"),
+        ({"class": "all", "rows": 9, "sources": 10}, {}, "classes.tokens_per_s[0].sources: 10 sources of 9 rows"),
+        ({"class": "all", "rows": 9, "sources": 0}, {}, "classes.tokens_per_s[0].sources: must be >= 1, got 0"),
+        ({"class": "all", "rows": 1}, {"min_sources": "two"}, "em.yaml: min_sources: expected an integer, got 'two'"),
         ({"class": "all", "rows": 9, "p10": -1, "p90": 1.1}, {}, "p10: must be a positive number, got -1.0"),
         ({"class": "all", "rows": 9, "p10": ".nan", "p90": 1.1}, {}, "p10: expected a number"),
         ({"class": "all", "rows": 9, "p10": 0.9, "p90": 1.1, "p50": 1}, {}, "tokens_per_s[0].p50: unknown field"),
@@ -572,8 +623,9 @@ def test_the_benchmark_writes_what_the_reader_reads(tmp_path: Path) -> None:
     assert bench.render(rows, fit="; refits: test") == path.read_text()
 
 
-def test_coverage_leaves_each_group_out_by_hand() -> None:
+def test_coverage_leaves_each_group_out_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     bench = _bench()
+    monkeypatch.setattr(bench, "MIN_SOURCES", 1)  # the weights by hand; two sources at min_sources 2: below
     keys = ("a", "b", "c", "d")
     # group g1: 9 rows 1.00..1.08; group g2: 9 rows 1.00..1.08 and one row 2.0
     rows = [bench.Residual("tokens_per_s", g, f"{g}{i}", keys, 1 + i / 100) for g in ("g1", "g2") for i in range(9)]
@@ -588,6 +640,10 @@ def test_coverage_leaves_each_group_out_by_hand() -> None:
     assert c.per_group == pytest.approx((9 / 9 + 9 / 10) / 2)  # each group weighing the same
     # every row's band came from the most specific class, "a b c d": 19 rows, 18 inside, median width 0.08
     assert c.classes == {"a b c d": (19, 18, pytest.approx(0.08))}
+    # at min_sources 2 the group left out faces one source's rows: no band for any row
+    monkeypatch.setattr(bench, "MIN_SOURCES", 2)
+    c = bench.coverage(rows, "tokens_per_s", lambda r: r.group)
+    assert (c.rows, c.banded, c.inside, c.per_group) == (19, 0, 0, None)
 
 
 def test_the_shipped_file_is_the_rendering_of_the_committed_residuals() -> None:
