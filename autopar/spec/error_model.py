@@ -25,9 +25,8 @@ the rank is the sum of the weights. Past the rows a band needs, more rows of a
 file say more about that file, not about the next deployment. For the same
 reason a class whose rows all come from one source has no band of its own: its
 spread is that source's, and a prediction takes the next coarser class, whose
-rows span sources (benchmarks/error_model.py measures each source left out:
-training tokens/s inside [p10, p90] 74.4% with one-source bands, 79.1% without,
-median width 21.7% either way; docs/error-bars.md).
+rows span sources (the coverage with each source left out, with and without
+this rule: docs/error-bars.md).
 """
 
 from __future__ import annotations
