@@ -35,6 +35,23 @@ class Scheduler:
     retract_steps: int = 1  # decode steps of room a preemption frees for the rest (SGLANG_RETRACT_DECODE_STEPS 20)
 
 
+def pool_rules(sched: Scheduler, *, concurrency: int, isl: int, osl: int) -> tuple[bool, bool]:
+    """(tracked, by_room): whether the requests in flight could outgrow the KV pool (blocks, preemption
+    and retraction are then followed), and whether SGLang's admission by room could bind.
+
+    None of the C requests in flight holds and reserves more than isl + osl tokens (the clip only lowers
+    a reservation; new_token_ratio stays at or below its start without a retraction, and none happens in
+    a pool they cannot outgrow). So with a ratio of at most 1 and a pool of (C + 1)(isl + osl) tokens,
+    `admissible` admits every waiting request with room for one more: no request is refused and the
+    batch is never marked full, and the loop runs as one without a pool (its plan is the same for every
+    such pool: cost/serve_replay.py plan_key)."""
+    whole = max(1, concurrency) * (isl + osl)
+    kv = sched.kv_tokens
+    tracked = 0 < kv < whole
+    ample = kv >= whole + isl + osl and sched.ratio_init <= 1.0 and sched.ratio_min <= 1.0
+    return tracked, kv > 0 and sched.admission == "room" and not ample
+
+
 def admissible(
     sched: Scheduler,
     decoding: deque[list[float]],

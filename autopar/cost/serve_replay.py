@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from autopar.cost.serve_admit import Scheduler
+from autopar.cost.serve_admit import Scheduler, pool_rules
 from autopar.cost.serve_step import LoopResult, StepCost
 
 
@@ -239,10 +239,11 @@ PLANS = _Plans()
 
 def plan_key(sched: Scheduler, **kw: Any) -> tuple[tuple[Any, ...], bool]:
     """The key of a loop's plan, and whether some rule reads the KV pool's size: admission by room
-    (SGLang), or a pool the requests in flight could outgrow (admission by blocks, preemption: vLLM).
-    Where none does, the plan is the same for every pool, and its key names none."""
-    conc = max(1, kw["concurrency"])
-    reads = sched.kv_tokens > 0 and (sched.admission == "room" or sched.kv_tokens < conc * (kw["isl"] + kw["osl"]))
+    (SGLang) that could refuse a request, or a pool the requests in flight could outgrow (admission by
+    blocks, preemption: vLLM; serve_admit.pool_rules). Where none does, the plan is the same for every
+    pool, and its key names none."""
+    tracked, by_room = pool_rules(sched, concurrency=kw["concurrency"], isl=kw["isl"], osl=kw["osl"])
+    reads = tracked or by_room
     if not reads and sched.kv_tokens:
         hit = _POOLLESS.get(sched)
         if hit is None:

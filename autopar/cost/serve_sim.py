@@ -31,6 +31,7 @@ from autopar.cost.serve_admit import (
     _rejoin,
     _resume,
     admissible,
+    pool_rules,
 )
 from autopar.cost.serve_replay import PLANS, Ticks, plan_key, record, watch
 from autopar.cost.serve_step import LoopResult, StepCost, _sent
@@ -120,9 +121,9 @@ class _Loop:
         self.ratio, self.full = (sched.ratio_min if staggered else sched.ratio_init), False
         self.host = 0.0 if staggered else conc * isl * sched.host_prompt_token_s  # when the serving process has sent all so far
         self.paced = sched.host_token_s > 0 or sched.host_prompt_token_s > 0  # the serving process may fall behind
-        # the KV pool is tracked (admission by blocks, preemption) where the requests in flight could outgrow it
-        self.tracked = 0 < sched.kv_tokens < conc * (isl + osl)
-        self.by_room = sched.kv_tokens > 0 and sched.admission == "room"  # SGLang's admission, which alone reads the ratio
+        # the KV pool is tracked (admission by blocks, preemption) where the requests in flight could outgrow it;
+        # SGLang's admission by room, which alone reads the ratio, where it could refuse one (pool_rules)
+        self.tracked, self.by_room = pool_rules(sched, concurrency=conc, isl=isl, osl=osl)
         self.resumed: list[list[float]] = []  # preempted, to recompute: [count, first-token time, tokens written, computed]
         self.preempted = self.refused = 0
         self.waves = sched.policy == "prefill_first" and not sched.mixed  # a step with prompt tokens holds no decodes

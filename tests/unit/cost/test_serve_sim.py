@@ -6,14 +6,19 @@ Step costs are chosen so each step's time is read off directly: `fixed` seconds 
 
 from __future__ import annotations
 
+import random
 from collections import deque
+from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from autopar.cost.serve_admit import Scheduler, admissible
-from autopar.cost.serve_sim import simulate
+from autopar.cost.serve_admit import Scheduler, admissible, pool_rules
+from autopar.cost.serve_sim import _Loop, _run, simulate
 from autopar.cost.serve_step import StepCost, _sent
 from autopar.io.frameworks import load_framework
+from tests.unit.cost.test_serve_sim_frozen import draw
 
 ONE = StepCost(fixed=1.0, per_decode=0.0, per_token=0.0)  # every step takes 1 s
 
@@ -356,3 +361,40 @@ def test_each_disaggregated_decode_engine_streams_at_most_what_its_serving_proce
     assert vllm.requests_per_s * 512 > 1.5 / load_framework("trtllm@1.0").host_token_s and vllm.ttft_parts["serving"] == 0
     two = estimate(model, hw, disagg("trtllm", 2), wl)
     assert two.requests_per_s * 512 <= 2 / load_framework("trtllm@1.0").host_token_s * (1 + 1e-9)
+
+
+def test_a_pool_that_cannot_refuse_is_not_followed() -> None:
+    # 2 requests of 10 + 3 tokens: each holds and reserves at most 13. SGLang's room admission may bind
+    # below (2 + 1) x 13 = 39 tokens, the pool may be outgrown below 2 x 13 = 26; vLLM's blocks only that
+    room = Scheduler(policy="prefill_first", budget=100, chunked=True, max_seqs=100, kv_tokens=25)
+    kw = dict(concurrency=2, isl=10, osl=3)
+    assert pool_rules(room, **kw) == (True, True)
+    assert pool_rules(replace(room, kv_tokens=38), **kw) == (False, True)
+    assert pool_rules(replace(room, kv_tokens=39), **kw) == (False, False)
+    assert pool_rules(replace(room, kv_tokens=39, ratio_init=1.5), **kw) == (False, True)  # a reservation above its tokens
+    blocks = replace(room, admission="blocks")
+    assert pool_rules(blocks, **kw) == (True, False) and pool_rules(replace(blocks, kv_tokens=26), **kw) == (False, False)
+    assert pool_rules(replace(room, kv_tokens=0), **kw) == (False, False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 10**6), extra=st.sampled_from([0, 1, 7, 1000, 10**6]))
+def test_an_ample_pool_runs_the_loop_of_no_pool(seed: int, extra: int) -> None:
+    # serve_admit.pool_rules: from (C + 1)(isl + osl) tokens up, SGLang's admission by room admits every
+    # waiting request, so the loop that follows it (by_room forced on) and the loop without it give the
+    # same result to the bit, and neither refuses a request
+    cost, sched_kw, loop = draw(random.Random(seed))
+    c, isl, osl = loop["concurrency"], loop["isl"], loop["osl"]
+    sched = Scheduler(**{**sched_kw, "admission": "room", "kv_tokens": (c + 1) * (isl + osl) + extra})
+    step_cost = StepCost(**{**cost, "graph_sizes": frozenset(cost["graph_sizes"])})
+    followed = _Loop(step_cost, sched, **loop)
+    assert not followed.by_room and not followed.tracked
+    followed.by_room, followed.plain = True, False
+    runs = []
+    for run in (followed, _Loop(step_cost, sched, **loop)):
+        try:
+            runs.append(_run(run, loop["prompts"]).result())
+        except RuntimeError as err:  # a loop that stalls stalls either way
+            runs.append(str(err))
+    assert runs[0] == runs[1]
+    assert isinstance(runs[0], str) or runs[0].refused == 0
