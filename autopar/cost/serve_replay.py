@@ -16,6 +16,7 @@ adds in order, unlike its sum). The results are the loop's bit for bit
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -115,6 +116,12 @@ def watch(loop: Any) -> None:
 
 
 SMALL = 4096  # steps and terms of a plan replayed in Python: below, numpy's start-up and calls cost more
+# steps and terms of longer plans a process replays in Python before they move to numpy, unless numpy is
+# loaded already: a command that replays them only a few times (a dense SGLang sweep: 11 plans, about six
+# replays each) costs less so than numpy's import (~0.1 s) and the arrays; past it, a plan replayed
+# often moves at once. About 0.1 s of replays in Python at most.
+PYTHON_TERMS = 1 << 16
+_python_terms = 0  # replayed in Python so far by plans longer than SMALL
 
 
 class Plan:
@@ -133,14 +140,19 @@ class Plan:
     ) -> None:
         self.steps, self.sums, self.ends, self.counts = steps, sums, ends, counts
         self.size = len(steps) + sum(len(terms) for terms, _ in sums)
-        self.arrays: tuple[Any, ...] = ()  # the same in numpy arrays (a long plan holds only these)
-        if self.size > SMALL:
-            self._arrays()
-            self.steps, self.sums = [], []
+        self.arrays: tuple[Any, ...] = ()  # the same in numpy arrays (a long plan in numpy holds only these)
 
     def replay(self, cost: StepCost) -> LoopResult:
-        """The LoopResult of the recorded run under `cost`: in Python, or in numpy for a long run."""
-        t, sums = self._python(cost) if self.size <= SMALL and not self.arrays else self._numpy(cost)
+        """The LoopResult of the recorded run under `cost`: in Python, or in numpy for a long run once
+        PYTHON_TERMS are spent or numpy is loaded (the same bits either way: tests/unit/cost/test_serve_replay.py)."""
+        global _python_terms
+        if not self.arrays and self.size > SMALL:
+            if _python_terms + self.size > PYTHON_TERMS or _numpy_loaded():
+                self._arrays()
+                self.steps, self.sums = [], []
+            else:
+                _python_terms += self.size
+        t, sums = self._numpy(cost) if self.arrays else self._python(cost)
         steps, ttft_n, tpot_n, preempted, refused = self.counts
         return LoopResult(
             ttft_s=sums[0] / max(1, ttft_n),
@@ -188,6 +200,10 @@ class Plan:
             sums.append((np.array(count, dtype=np.float64), np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), div))
         self.arrays = (d, p, k, sums)
         return self.arrays
+
+
+def _numpy_loaded() -> bool:
+    return "numpy" in sys.modules
 
 
 def record(loop: Any, ticks: Ticks) -> Plan:

@@ -50,10 +50,11 @@ def _cases() -> list[tuple[int, tuple]]:
     return [(i, case) for i, case in enumerate(drawn) if case[1]["host_token_s"] == 0]  # the loops a plan is kept for
 
 
-@pytest.mark.parametrize("small", [SMALL, 0])  # short plans replayed in Python, or every plan in numpy
+@pytest.mark.parametrize("small", [SMALL, 0])  # short plans replayed in Python, or every plan in numpy from its first replay
 @pytest.mark.parametrize("part", range(3))
 def test_a_replayed_plan_gives_what_the_frozen_loop_gave(part: int, small: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(serve_replay, "SMALL", small)
+    monkeypatch.setattr(serve_replay, "PYTHON_TERMS", serve_replay.PYTHON_TERMS if small else 0)
     golden = json.loads(GOLDEN.read_text())
     for i, case in _cases()[part::3]:
         result(*case)  # the first time: run, or recorded (a loop reading its pool's size is recorded the second time)
@@ -66,6 +67,7 @@ def test_a_replayed_plan_gives_what_the_frozen_loop_gave(part: int, small: int, 
 @pytest.mark.parametrize("part", range(3))
 def test_a_plan_replayed_for_another_cost_is_the_loop_run_with_it(part: int, small: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(serve_replay, "SMALL", small)
+    monkeypatch.setattr(serve_replay, "PYTHON_TERMS", serve_replay.PYTHON_TERMS if small else 0)
     rng = random.Random(part)
     for i, (cost, sched, loop) in _cases()[part::3]:
         other = draw(random.Random(i))[0]  # another cost, the same loop
@@ -81,3 +83,30 @@ def test_a_plan_replayed_for_another_cost_is_the_loop_run_with_it(part: int, sma
         replayed = simulate(after, Scheduler(**sched), **loop)
         direct = _run(_Loop(after, Scheduler(**sched), **loop), loop["prompts"]).result()
         assert repr(replayed) == repr(direct), (i, sched, loop)
+
+
+def test_a_long_plan_moves_to_numpy_once_the_python_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
+    # plans of more than SMALL steps and terms are replayed in Python until PYTHON_TERMS of them are
+    # spent, then in numpy (their lists dropped), to the same bits; with numpy loaded, at once
+    monkeypatch.setattr(serve_replay, "SMALL", 0)
+    cost = StepCost(fixed=0.0118, per_decode=1.3e-5, per_token=6.5e-5)
+    loop = {"concurrency": 16, "isl": 100, "osl": 64, "prompts": 48, "staggered": False, "warmup": 0}
+    sched = Scheduler(policy="prefill_first", budget=2048, chunked=True, max_seqs=32)
+    ticks = serve_replay.Ticks()
+    run = _Loop(ticks, sched, **loop)
+    serve_replay.watch(run)
+    plan = serve_replay.record(_run(run, loop["prompts"]), ticks)
+    direct = _run(_Loop(cost, sched, **loop), loop["prompts"]).result()
+    monkeypatch.setattr(serve_replay, "PYTHON_TERMS", 2 * plan.size)
+    monkeypatch.setattr(serve_replay, "_python_terms", 0)
+    monkeypatch.setattr(serve_replay, "_numpy_loaded", lambda: False)  # as in a process that has not loaded it
+    seen = [(plan.replay(cost), bool(plan.arrays)) for _ in range(4)]
+    assert [a for _, a in seen] == [False, False, True, True] and plan.steps == []
+    assert all(r == direct for r, _ in seen)
+    ticks = serve_replay.Ticks()
+    run = _Loop(ticks, sched, **loop)
+    serve_replay.watch(run)
+    fresh = serve_replay.record(_run(run, loop["prompts"]), ticks)
+    monkeypatch.setattr(serve_replay, "_python_terms", 0)
+    monkeypatch.setattr(serve_replay, "_numpy_loaded", lambda: True)
+    assert fresh.replay(cost) == direct and fresh.arrays and fresh.steps == []
