@@ -6,10 +6,9 @@ flight until it has sent `prompts`. The engine runs in steps: what a step holds 
 the framework's scheduler (`Scheduler`: decode_first for vLLM V1 and TensorRT-LLM,
 prefill_first for SGLang, its admission by KV room or blocks, retraction and
 preemption, CUDA graphs, the overlap scheduler, the serving process); what it costs
-is `StepCost`. Identical requests move together as cohorts, runs of steps that
-only decode are taken in one jump, and the commonest step of a loop without the
-rarer rules is planned in one place (`_Loop.quick`, the same results bit for bit). Each policy's rule and the source file it is read
-from (no code copied): docs/serving.md, "The step simulation, engine by engine".
+is `StepCost`. Identical requests move together as cohorts, decode-only steps are taken
+in one jump, and a loop without the rarer rules runs `_Loop.quick` (bit for bit the same).
+Each policy's rule and its source: docs/serving.md, "The step simulation, engine by engine".
 """
 
 from __future__ import annotations
