@@ -36,18 +36,24 @@ class Cells:
 
     Columns at or past ``open_cols[s]`` (a quarter more, at least one) are
     *reserve* micro-batches: they are used only when no open micro-batch has
-    room, and then they are real micro-batches like the others.
+    room, and then they are real micro-batches like the others. The columns
+    past a step's own reserve (there to give every step of the batch one
+    shape) are closed to it, so a step is placed as it would be alone.
     """
 
     def __init__(
         self, *, steps: int, rows: int, open_cols: np.ndarray, cap_tokens: float, hard_cap_tokens: float, big_s: np.ndarray, pp: int
     ) -> None:
-        cols = int(open_cols.max()) + max(1, int(open_cols.max()) // 4)
+        usable = open_cols + np.maximum(1, open_cols // 4)
+        cols = int(usable.max())
         self.load = np.zeros((steps, rows, cols))
         self.tokens = np.zeros((steps, rows, cols))
         self.big = np.asarray(big_s, dtype=np.float64)  # (S,) larger than any load of its step
-        self.open = (np.arange(cols)[None, :] < open_cols[:, None])[:, None, :]  # (S, 1, cols)
-        self.penalty = np.where(self.open, 0.0, self.big[:, None, None])
+        at = np.arange(cols)[None, :]
+        self.open = (at < open_cols[:, None])[:, None, :]  # (S, 1, cols)
+        self.spare = ~self.open & (at < usable[:, None])[:, None, :]  # the step's reserve micro-batches
+        # reserve cells look full (+ big), closed ones fuller than any usable cell without room (+ 4 big: rounds.py)
+        self.penalty = np.where(self.open, 0.0, np.where(self.spare, 1.0, 16.0) * self.big[:, None, None])
         self.cap = float(cap_tokens)  # tokens a shared cell may hold
         self.hard_cap = float(hard_cap_tokens)  # tokens one sequence may bring to an empty cell
         self.pp = pp  # pipeline stages: a row's time is sum + (pp - 1) * max over its cells

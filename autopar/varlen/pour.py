@@ -35,7 +35,7 @@ def pour(cells: Cells, cost: np.ndarray, tokens: np.ndarray) -> None:
     cap = np.clip(cells.cap - cells.tokens, 0.0, None) * density[:, None, None]
     left = np.where(has, cost, 0.0)
     fill = None
-    for usable in (cells.open, ~cells.open):
+    for usable in (cells.open, cells.spare):
         if not (left > 1e-9 * np.maximum(cost, 1e-300)).any():
             break
         more = pipeline_fill(cells.load if fill is None else cells.load + fill, cap * usable, left, cells.pp)

@@ -48,6 +48,7 @@ from autopar.varlen.seqcost import SeqCost
 
 CHUNK_ITEMS = 2**19  # sequences assigned together: small enough for the caches
 SAMPLE_ITEMS = 2**22  # sequences sampled and packed next-fit together
+MIN_CHUNK = 8  # the fewest steps assigned between two convergence checks
 OUTLIER_FRAC = 0.5  # wlb: documents longer than this share of the window wait in the outlier queue
 
 
@@ -211,9 +212,11 @@ def simulate(
 ) -> dict[str, StrategyResult]:
     """Expected step time of each strategy for one plan; see the module doc.
 
-    With ``rel_sem > 0`` the simulation stops early, after at least
-    ``min_steps``, once every strategy's standard error of the mean step time is
-    below ``rel_sem`` times the mean; ``steps`` is then the most it runs.
+    With ``rel_sem > 0`` each strategy stops early, after at least ``min_steps``,
+    once its standard error of the mean step time is below ``rel_sem`` times the
+    mean; ``steps`` is then the most it runs. The strategies still running go on
+    with the same sampled steps; the next check comes where the spread so far
+    says the first of them will have converged (at least ``MIN_CHUNK`` steps on).
     """
     for name in strategies:
         if name not in st.STRATEGIES:
@@ -228,20 +231,22 @@ def simulate(
     inner = max(1, CHUNK_ITEMS // global_batch)
     outer = inner * max(1, SAMPLE_ITEMS // (inner * global_batch))
     queue = np.zeros(0, dtype=np.int64)
-    done = 0
-    while done < steps and not _converged(parts, done, rel_sem, min_steps):
+    done, active = 0, list(strategies)
+    chunk = min(inner, max(min_steps, 2)) if rel_sem > 0 else inner  # the first check comes at min_steps
+    while done < steps and active:
         block = dist.sample((min(outer, steps - done), global_batch), rng)
         block_mb = _packed(block, micro_batch_tokens)
         delayed = block
         if "wlb" in strategies:
             per_release = max(1, int(np.median(-(-(block_mb[:, -1] + 1) // dp))) * dp)
             delayed, queue = delay_outliers(block, OUTLIER_FRAC * micro_batch_tokens, per_release, queue)
-        for first in range(0, block.shape[0], inner):
-            lengths, mb = block[first : first + inner], block_mb[first : first + inner]
+        first = 0
+        while first < block.shape[0] and active:
+            lengths, mb = block[first : first + chunk], block_mb[first : first + chunk]
             m = -(-(mb[:, -1] + 1) // dp)
-            for name in strategies:
+            for name in active:
                 p = plans[name]
-                used = _compact(delayed[first : first + inner]) if name == "wlb" else lengths
+                used = _compact(delayed[first : first + chunk]) if name == "wlb" else lengths
                 # wlb keeps the step's micro-batch count; released outliers make its micro-batches longer
                 a = run_strategy(
                     name, used, cost, plan, overheads=over, greedy=greedy, n_microbatches=m, mb_ids=mb if name == "naive" else None
@@ -251,9 +256,11 @@ def simulate(
                 metrics = step_metrics(a, pp, vpp=vpp, overhead_s=step_overhead_s + extra + fill)
                 weighted = float((a.group_size * used).sum())
                 parts[name].append((metrics, float(a.overflow_tokens.sum()), weighted, extra, (used.astype(np.float64) ** 2).sum(axis=1)))
-            done += lengths.shape[0]
-            if _converged(parts, done, rel_sem, min_steps):
-                break
+            first, done = first + lengths.shape[0], done + lengths.shape[0]
+            needed = {name: _steps_needed(parts[name], rel_sem) for name in active} if rel_sem > 0 and done >= max(min_steps, 2) else {}
+            active = [name for name in active if needed.get(name, steps) > done]
+            # the next check where the standard errors so far say the first of the others will have converged
+            chunk = min(inner, max(MIN_CHUNK, min((needed[n] for n in active), default=steps) - done)) if needed else chunk
     return {name: _summarize(name, parts[name], plans[name], dist) for name in strategies}
 
 
@@ -272,15 +279,14 @@ def _packed(block: np.ndarray, budget: float) -> np.ndarray:
     return hit
 
 
-def _converged(parts: dict[str, list[Part]], done: int, rel_sem: float, min_steps: int) -> bool:
-    """Every strategy's mean step time known to within rel_sem (relative standard error)."""
-    if rel_sem <= 0 or done < max(min_steps, 2):
-        return False
-    for chunks in parts.values():
-        times = np.concatenate([p[0].step_time_s for p in chunks])
-        if times.std(ddof=1) / np.sqrt(times.size) > rel_sem * times.mean():
-            return False
-    return True
+def _steps_needed(parts: list[Part], rel_sem: float) -> int:
+    """Steps after which one strategy's mean step time is known to within rel_sem (relative standard error),
+    at the spread of the steps run so far; the steps run so far where it already is."""
+    times = np.concatenate([p[0].step_time_s for p in parts])
+    sem, mean = times.std(ddof=1) / np.sqrt(times.size), times.mean()
+    if sem <= rel_sem * mean:
+        return times.size
+    return math.ceil(times.size * (sem / (rel_sem * mean)) ** 2)
 
 
 def _summarize(name: str, parts: list[Part], plan: VarlenPlan, dist: LengthDist) -> StrategyResult:
