@@ -1,7 +1,7 @@
 """Predicted against measured TTFT and TPOT for the serving calibration rows.
 
     python benchmarks/serving_accuracy.py [--csv FILE] [--rows] [--list] [--fit FRAMEWORK] [--holdout model|gpu]
-        [--refit-holdout] [--rates]
+        [--refit-holdout] [--rates] [--repeats]
 
 The headline is out of sample (benchmarks/serving_holdout.py): each fitted
 framework version's constants refitted without one model's (one GPU's)
@@ -29,6 +29,11 @@ autopar's serving model (autopar/cost/serve_load.py). Rows are then sorted into 
   record the concurrency its run held).
 - scored: mean absolute percentage error of TTFT and TPOT per framework, GPU
   and mode.
+
+`--repeats` lists the runs measured more than once on one engine release (the
+same deployment, workload and release in several campaigns) whose measurements
+are more than REPEAT_SPREAD apart: such a row judges the campaign as much as the
+model.
 
 `--logo` refits each framework version without one (GPU, model) group of its
 aggregated rows and scores the held-out group (leave-one-group-out).
@@ -240,6 +245,24 @@ def strata(results: list[tuple[Row, ServeEstimate, str]]) -> dict[tuple[str, str
     }
 
 
+REPEAT_SPREAD = 1.5  # repeats of one run further apart than this (max / min) disagree more than a row can judge
+
+
+def repeats(rows: Iterable[Row]) -> list[tuple[float, list[Row]]]:
+    """The deployments and workloads measured more than once on one engine release (key, label, release),
+    each with its spread, the larger of max / min over the measured TTFT and over the TPOT; widest first.
+    A row whose repeats disagree by more than REPEAT_SPREAD measures the campaign as much as the engine."""
+    groups: dict[tuple[str, ...], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((*r.key, r.label, r.release), []).append(r)
+    out = []
+    for same in groups.values():
+        if len(same) > 1:
+            spread = max(max(v) / min(v) for v in ([r.ttft_ms for r in same], [r.tpot_ms for r in same]))
+            out.append((spread, same))
+    return sorted(out, key=lambda s: -s[0])
+
+
 def evaluate(rows: Iterable[Row]) -> list[tuple[Row, ServeEstimate, str]]:
     """Each row with its estimate and kind: scored | saturated | not-reached."""
     out = []
@@ -430,6 +453,26 @@ def headline_groups(rows: list[Row], results: list[tuple[Row, ServeEstimate, str
     return out
 
 
+def repeats_report(results: list[tuple[Row, ServeEstimate, str]]) -> list[str]:
+    """--repeats: how many runs were measured more than once, and those whose measurements disagree by
+    more than REPEAT_SPREAD, each row's measured and predicted TTFT / TPOT."""
+    est = {id(r): e for r, e, _ in results}
+    found = repeats(r for r, _, _ in results)
+    wide = [(s, same) for s, same in found if s > REPEAT_SPREAD]
+    out = [
+        f"\nmeasured more than once: {len(found)} runs ({sum(len(same) for _, same in found)} rows);"
+        f" {len(wide)} disagree by more than {REPEAT_SPREAD}x (measured / predicted):"
+    ]
+    for spread, same in wide:
+        r0 = same[0]
+        out.append(f"  {' '.join(r0.key)} {r0.release} {r0.label}: {spread:.2f}x apart")
+        out += [
+            f"    {r.source}: TTFT {r.ttft_ms:.0f}/{est[id(r)].ttft_s * 1e3:.0f} TPOT {r.tpot_ms:.1f}/{est[id(r)].tpot_s * 1e3:.1f}"
+            for r in same
+        ]
+    return out
+
+
 def headline(rows: list[Row], results: list[tuple[Row, ServeEstimate, str]]) -> list[str]:
     out = []
     for title, groups in headline_groups(rows, results):
@@ -444,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--rows", action="store_true", help="print every row's prediction")
     ap.add_argument("--list", action="store_true", help="list the queue-saturated and not-reached rows")
+    ap.add_argument(
+        "--repeats", action="store_true", help=f"runs measured more than once, those further apart than {REPEAT_SPREAD}x listed"
+    )
     ap.add_argument(
         "--fit",
         choices=[f"{n}@{v}" for n, v in builtin_frameworks()],
@@ -525,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  {k:11} {' '.join(r.key)} {r.label}: TTFT {e.ttft_s * 1e3:.0f}/{r.ttft_ms:.0f} TPOT {e.tpot_s * 1e3:.1f}/{r.tpot_ms:.1f}"
             )
+    if args.repeats:
+        print("\n".join(repeats_report(results)))
     if args.strata:
         print(f"\n{'framework':9} {'GPU':9} {'ISL':>5} {'conc':>5} {'rows':>4} {'TTFT bias':>10} {'TTFT MAPE':>10} {'TPOT MAPE':>10}")
         for (fw, gpu, isl, conc), (n, bias, ttft, tpot) in strata(results).items():

@@ -93,6 +93,7 @@ class Row:
     ttft_ms: float  # measured
     tpot_ms: float  # measured
     held_out: bool = False  # from a file no constant is fitted on (serving_runs_newer.csv)
+    release: str = ""  # the engine release that ran it (backend_version), not the data file it is priced with
 
 
 def _int(value: str, default: int = 1) -> int:
@@ -381,6 +382,7 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
                     ttft_ms=float(r["silicon_ttft_ms"]),
                     tpot_ms=float(r["silicon_tpot_ms"]),
                     held_out=held_out,
+                    release=r["backend_version"],
                 )
             )
     if skipped is not None:

@@ -571,3 +571,17 @@ def test_the_inferencex_sglang_tp2_ep2_entry_runs_on_two_gpus(tmp_path: Path) ->
     path.write_text(lines[0] + "".join(picked))
     got = sorted((r.source, r.dep.engine.tp, r.dep.engine.ep, r.dep.gpus) for r in sr.load_rows(path))
     assert got == [("config 736 run 765", 2, 2, 2), ("config 737 run 765", 4, 1, 4)]
+
+
+def test_repeats_group_one_run_per_release_and_measure_their_spread() -> None:
+    base = _row(tp=1, isl=1024, concurrency=16)
+    same = [dataclasses.replace(base, release="0.16.0", ttft_ms=t, tpot_ms=p) for t, p in ((884.0, 64.0), (196.0, 16.0))]
+    other_release = dataclasses.replace(base, release="0.17.0", ttft_ms=100.0)
+    other_label = dataclasses.replace(base, release="0.16.0", label="other", ttft_ms=50.0)
+    found = sa.repeats([*same, other_release, other_label])
+    assert len(found) == 1  # one release, one label: the two 0.16.0 rows alone
+    spread, rows = found[0]
+    assert rows == same
+    assert spread == pytest.approx(884.0 / 196.0)  # TTFT 4.51x apart; TPOT 64 / 16 = 4.0x
+    twin = dataclasses.replace(same[1], tpot_ms=80.0)  # TPOT 5x apart, TTFT 1x
+    assert sa.repeats([same[1], twin])[0][0] == pytest.approx(5.0)
