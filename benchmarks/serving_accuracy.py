@@ -455,19 +455,19 @@ def headline_groups(rows: list[Row], results: list[tuple[Row, ServeEstimate, str
 
 def repeats_report(results: list[tuple[Row, ServeEstimate, str]]) -> list[str]:
     """--repeats: how many runs were measured more than once, and those whose measurements disagree by
-    more than REPEAT_SPREAD, each row's measured and predicted TTFT / TPOT."""
+    more than REPEAT_SPREAD, each row's predicted / measured TTFT and TPOT (as --rows prints them)."""
     est = {id(r): e for r, e, _ in results}
     found = repeats(r for r, _, _ in results)
     wide = [(s, same) for s, same in found if s > REPEAT_SPREAD]
     out = [
-        f"\nmeasured more than once: {len(found)} runs ({sum(len(same) for _, same in found)} rows);"
-        f" {len(wide)} disagree by more than {REPEAT_SPREAD}x (measured / predicted):"
+        f"\nmeasured more than once: {len(found)} runs ({sum(len(same) for _, same in found)} rows);",
+        f"{len(wide)} apart by more than {REPEAT_SPREAD}x (max / min; rows predicted / measured):",
     ]
     for spread, same in wide:
         r0 = same[0]
-        out.append(f"  {' '.join(r0.key)} {r0.release} {r0.label}: {spread:.2f}x apart")
+        out.append(f"  {spread:.2f}x {' '.join(r0.key)} {r0.release} {r0.label}")
         out += [
-            f"    {r.source}: TTFT {r.ttft_ms:.0f}/{est[id(r)].ttft_s * 1e3:.0f} TPOT {r.tpot_ms:.1f}/{est[id(r)].tpot_s * 1e3:.1f}"
+            f"    {r.source}: TTFT {est[id(r)].ttft_s * 1e3:.0f}/{r.ttft_ms:.0f} TPOT {est[id(r)].tpot_s * 1e3:.1f}/{r.tpot_ms:.1f}"
             for r in same
         ]
     return out
