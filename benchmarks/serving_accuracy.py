@@ -466,11 +466,13 @@ def repeats_report(results: list[tuple[Row, ServeEstimate, str]]) -> list[str]:
     for spread, same in wide:
         r0 = same[0]
         out.append(f"  {spread:.2f}x {' '.join(r0.key)} {r0.release} {r0.label}")
-        out += [
-            f"    {r.source}: TTFT {est[id(r)].ttft_s * 1e3:.0f}/{r.ttft_ms:.0f} TPOT {est[id(r)].tpot_s * 1e3:.1f}/{r.tpot_ms:.1f}"
-            for r in same
-        ]
+        out += [f"    {r.source}: {predicted_measured(r, est[id(r)])}" for r in same]
     return out
+
+
+def predicted_measured(r: Row, e: ServeEstimate) -> str:
+    """A row's predicted / measured TTFT (ms) and TPOT (ms), as --rows and --repeats print them."""
+    return f"TTFT {e.ttft_s * 1e3:.0f}/{r.ttft_ms:.0f} TPOT {e.tpot_s * 1e3:.1f}/{r.tpot_ms:.1f}"
 
 
 def headline(rows: list[Row], results: list[tuple[Row, ServeEstimate, str]]) -> list[str]:
@@ -568,9 +570,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {' '.join(r.key)} {r.label}: measured TTFT {r.ttft_ms:.0f} ms, TPOT {r.tpot_ms:.1f} ms; {why}")
     if args.rows:
         for r, e, k in results:
-            print(
-                f"  {k:11} {' '.join(r.key)} {r.label}: TTFT {e.ttft_s * 1e3:.0f}/{r.ttft_ms:.0f} TPOT {e.tpot_s * 1e3:.1f}/{r.tpot_ms:.1f}"
-            )
+            print(f"  {k:11} {' '.join(r.key)} {r.label}: {predicted_measured(r, e)}")
     if args.repeats:
         print("\n".join(repeats_report(results)))
     if args.strata:
