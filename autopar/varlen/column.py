@@ -6,16 +6,15 @@ micro-batch that starts earliest and has room. A round offers the next items
 them, the k-th item to the k-th emptiest; item k is taken while that
 micro-batch still starts no later than the ones the round filled before it
 and than any left out that has room for it, and is open: one-by-one LPT
-would place it there too. A step whose first item fails places it by
-``rounds.py`` (one item, exact).
+would place it there too. A step whose first item fails places it alone
+(``_place_one``: what ``rounds.py`` does with one block and one item).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from autopar.varlen.cells import EXACT, Cells, flat, items_range
-from autopar.varlen.rounds import place_rounds
+from autopar.varlen.cells import Cells, flat, items_range
 
 ROW_ITEMS = 64  # items per step and round at most
 
@@ -74,7 +73,27 @@ def place_column_rounds(cells: Cells, cost: np.ndarray, tokens: np.ndarray, *, s
             ptr[live] += n_take
         stuck = live[inside[:, 0] & (n_take == 0)]
         if stuck.size:  # the emptiest micro-batch lacks room for it, or is a reserve one: LPT as before
-            hi = ptr.copy()
-            hi[stuck] += 1
-            place_rounds(cells, cost, tokens, 1, EXACT, start=ptr.copy(), stop=hi)
+            at = stuck * width + ptr[stuck]
+            _place_one(cells, stuck, item_cost[at], item_tokens[at])
             ptr[stuck] += 1
+
+
+def _place_one(cells: Cells, steps: np.ndarray, c: np.ndarray, t: np.ndarray) -> None:
+    """One item per step of ``steps`` on its single row, as ``rounds.py`` places a round of one block: the
+    micro-batch that starts earliest among those with room (those without look full: + 4 big), the same
+    arithmetic in the same order."""
+    eff, room = cells.eff[steps, 0], cells.room[steps, 0]  # (n, cols) copies
+    short = room < t[:, None]
+    col = np.where(short.any(axis=1), (eff + short * (4.0 * cells.big[steps])[:, None]).argmin(axis=1), eff.argmin(axis=1))
+    lacks = room[np.arange(steps.size), col] < t
+    if lacks.any():
+        cells.overflow_tokens += np.bincount(steps[lacks], t[lacks], minlength=cells.load.shape[0])
+    old = cells.load[steps, 0, col]
+    new = old + c
+    cells.load[steps, 0, col] = new
+    cells.eff[steps, 0, col] = new + np.broadcast_to(cells.penalty, cells.load.shape)[steps, 0, col]
+    tk = cells.tokens[steps, 0, col] + t
+    cells.tokens[steps, 0, col] = tk
+    cells.room[steps, 0, col] = cells.room_after(tk)
+    cells.work[steps, 0] += new - old
+    cells.peak[steps, 0] = np.maximum(cells.peak[steps, 0], new)

@@ -368,3 +368,34 @@ def test_one_row_rounds_place_as_lpt_one_item_at_a_time(example: str, pp: int, c
         assert np.sort(got, axis=2) == pytest.approx(np.sort(want, axis=2), rel=1e-12, abs=1e-12)
     assert fast.overflow_tokens == pytest.approx(one.overflow_tokens)
     assert fast.work == pytest.approx(one.work) and fast.peak == pytest.approx(one.peak)
+
+
+def test_one_row_item_alone_is_what_a_round_of_one_block_writes() -> None:
+    """column._place_one (a step whose emptiest micro-batch lacks room) writes what rounds.py writes for one item
+    on one block: every array equal, on held cells with short rooms, reserve micro-batches and items past the cap."""
+    from autopar.varlen import column
+    from autopar.varlen import place as pl
+    from autopar.varlen.rounds import place_rounds
+
+    rng = np.random.default_rng(7)
+    steps = 24
+
+    def cells() -> pl.Cells:
+        return pl.Cells(
+            steps=steps, rows=1, open_cols=np.full(steps, 8), cap_tokens=1000, hard_cap_tokens=1500, big_s=np.full(steps, 1e4), pp=3
+        )
+
+    rounds_cells, alone_cells = cells(), cells()
+    held_cost = -np.sort(-rng.uniform(1, 50, (steps, 30)), axis=1)
+    held_tokens = rng.integers(50, 400, (steps, 30)).astype(np.float64)
+    for x in (rounds_cells, alone_cells):
+        place_rounds(x, held_cost, held_tokens, 1, pl.EXACT)
+    c, t = rng.uniform(1, 60, steps), rng.integers(100, 1600, steps).astype(np.float64)
+    which = np.flatnonzero(rng.random(steps) < 0.7)
+    stop = np.zeros(steps, dtype=np.int64)
+    stop[which] = 1
+    place_rounds(rounds_cells, c[:, None], t[:, None], 1, pl.EXACT, start=np.zeros(steps, dtype=np.int64), stop=stop)
+    column._place_one(alone_cells, which, c[which], t[which])
+    assert alone_cells.overflow_tokens.sum() > 0  # some item is past its micro-batch's room
+    for name in ("load", "eff", "tokens", "room", "work", "peak", "overflow_tokens"):
+        assert np.array_equal(getattr(alone_cells, name), getattr(rounds_cells, name)), name
