@@ -39,7 +39,9 @@ from autopar.varlen.place import EXACT, Cells, Greedy, gather_sorted, place, pou
 from autopar.varlen.seqcost import SeqCost, attention_one
 
 SLAB = 128  # next_fit transposes this many sequences at a time (a slab of all steps stays in the caches)
-TIGHT = 0.9  # share of the token room a step fills beyond which FAST pours less (see _fill)
+TIGHT = 0.9  # share of the token room a step fills beyond which the fluid needs one cost per token (light)
+TIGHT_SHARE = 0.125  # there the fluid takes the sequences under this share of the light threshold,
+POUR_SPREAD = 0.01  # and those whose cost per token is within this share of the lightest's
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,19 +212,30 @@ def microbatches(lengths: np.ndarray, plan: VarlenPlan, n_microbatches: int | np
     return m
 
 
-def fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, level: np.ndarray, greedy: Greedy) -> None:
-    """Place heavy items by LPT (largest groups first, then largest cost), pour the light ones.
+def light(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, level: np.ndarray, greedy: Greedy) -> np.ndarray:
+    """The sequences FAST pours as a fluid: single-rank ones costing under ``light_frac`` x the mean cell load.
 
-    A fluid has one cost per token, so it cannot mix dense and sparse sequences
-    the way LPT does when token room is short. In steps whose tokens fill more
-    than ``TIGHT`` of the open micro-batches, eight times more sequences are
-    placed one by one.
+    A fluid has one cost per token, so where token room binds (a step's tokens
+    fill more than ``TIGHT`` of its open micro-batches) it cannot mix dense and
+    sparse sequences the way LPT does. There it takes only the sequences under
+    ``TIGHT_SHARE`` of that threshold, and those whose cost per token is within
+    ``POUR_SPREAD`` of the lightest's: one cost per token is then right for them.
     """
     rows, open_cols = cells.load.shape[1], cells.open.sum(axis=(1, 2))
+    out = (lengths > 0) & (group == 1) & (w < greedy.light_frac * level[:, None])
+    tight = lengths.sum(axis=1) > TIGHT * (rows * open_cols * cells.cap)
+    if tight.any():
+        density = w / np.maximum(lengths, 1)
+        lowest = np.where(out, density, np.inf).min(axis=1)
+        small = w < (TIGHT_SHARE * greedy.light_frac) * level[:, None]
+        out &= ~tight[:, None] | small | (density <= (1.0 + POUR_SPREAD) * lowest[:, None])
+    return out
+
+
+def fill(cells: Cells, lengths: np.ndarray, w: np.ndarray, group: np.ndarray, level: np.ndarray, greedy: Greedy) -> None:
+    """Place heavy items by LPT (largest groups first, then largest cost), pour the light ones (``light``)."""
     step_tokens = lengths.sum(axis=1)
-    fullness = step_tokens / (rows * open_cols * cells.cap)
-    light_frac = greedy.light_frac * np.where(fullness > TIGHT, 0.125, 1.0)
-    heavy = (lengths > 0) & ((group > 1) | (w >= light_frac[:, None] * level[:, None]))
+    heavy = (lengths > 0) & ~light(cells, lengths, w, group, level, greedy)
     scale = 1.000001 * max(float(w.max()), 1e-300)
     n = lengths.shape[1]
     group_f, w_f = group.reshape(-1), w.reshape(-1)

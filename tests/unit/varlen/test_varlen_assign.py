@@ -399,3 +399,29 @@ def test_one_row_item_alone_is_what_a_round_of_one_block_writes() -> None:
     assert alone_cells.overflow_tokens.sum() > 0  # some item is past its micro-batch's room
     for name in ("load", "eff", "tokens", "room", "work", "peak", "overflow_tokens"):
         assert np.array_equal(getattr(alone_cells, name), getattr(rounds_cells, name)), name
+
+
+def test_light_sequences_in_token_tight_steps_have_one_cost_per_token() -> None:
+    """FAST pours sequences under light_frac x the mean cell load; where the step fills its token room (over
+    TIGHT), only those under TIGHT_SHARE of that and those within POUR_SPREAD of the lightest cost per token."""
+    from autopar.varlen import assign
+    from autopar.varlen import place as pl
+
+    lengths = np.array([[100, 200, 400, 800, 1600, 3200, 100, 200]] * 2, dtype=np.int64)
+    total = int(lengths[0].sum())  # 6,600 tokens on 2 rows x 2 micro-batches: tight at a cap of 1,700, not at 4,000
+    group = np.ones_like(lengths)
+
+    def poured(cost: np.ndarray, cap: int) -> np.ndarray:
+        cells = pl.Cells(steps=2, rows=2, open_cols=np.array([2, 2]), cap_tokens=cap, hard_cap_tokens=cap, big_s=np.ones(2), pp=1)
+        level = cost.sum(axis=1) / 4
+        return assign.light(cells, lengths, cost, group, level, FAST)[0]
+
+    linear = lengths * 1e-3  # one cost per token: the plain threshold, tight or not
+    under = linear[0] < FAST.light_frac * linear[0].sum() / 4
+    assert total > assign.TIGHT * 4 * 1700
+    # costs 0.1-3.2 s, threshold 0.25 x 6.6 / 4 = 0.4125 s: 100, 200 and 400 tokens
+    assert poured(linear, 1700).tolist() == poured(linear, 4000).tolist() == under.tolist() == [True] * 3 + [False] * 3 + [True] * 2
+    quad = lengths * 1e-3 + lengths.astype(np.float64) ** 2 * 1e-6  # 0.11-13.44 s, 1.1e-3 to 4.2e-3 s per token
+    assert poured(quad, 4000).tolist() == [True] * 3 + [False] * 3 + [True] * 2  # under 0.25 x 20.3 / 4 = 1.27 s
+    # tight: under an eighth of that (0.159 s) or within 1% of 1.1e-3 s per token: the 100-token ones only
+    assert poured(quad, 1700).tolist() == [True] + [False] * 5 + [True, False]
