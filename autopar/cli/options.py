@@ -8,7 +8,7 @@ them as the command has them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -94,7 +94,21 @@ EmitOpt = Annotated[
         autocompletion=complete_emit,
     ),
 ]
-EmitOutOpt = Annotated[Path | None, typer.Option(help="Write the --emit launch to this file instead of printing it.")]
+
+
+def path_text(value: str) -> Path:
+    """A file or folder option's text as a Path; empty text is refused, where Path("") is the current folder."""
+    if not value.strip():
+        raise typer.BadParameter("is empty: give a file or folder path")
+    return Path(value)
+
+
+def path_option(help: str) -> Any:
+    """A file or folder option (empty text refused: path_text), shown as <path> in --help."""
+    return typer.Option(help=help, parser=path_text, metavar="<path>")
+
+
+EmitOutOpt = Annotated[Path | None, path_option("Write the --emit launch to this file instead of printing it.")]
 TitanOpt = Annotated[
     str | None, typer.Option(help="torchtitan config function, NAME or MODULE:NAME (e.g. llama3_70b); presets have a default.")
 ]
@@ -106,7 +120,7 @@ QosOpt = Annotated[str | None, typer.Option(help="SLURM quality of service for -
 CpusOpt = Annotated[int | None, typer.Option(help="CPUs per node for --emit slurm* (default 8 per GPU).", min=1)]
 SaveDirOpt = Annotated[
     Path | None,
-    typer.Option(help="Also write the plans (plans.csv, plans.jsonl), the --json document and the --emit launch files into this folder."),
+    path_option("Also write the plans (plans.csv, plans.jsonl), the --json document and the --emit launch files into this folder."),
 ]
 
 # --- serving: serve suggest, serve estimate -----------------------------------------------------------------------

@@ -33,6 +33,7 @@ from autopar.cli.options import (
     ServeGpusOpt,
     SsmDtypeOpt,
     WeightsOpt,
+    path_option,
 )
 from autopar.cli.run import console
 
@@ -225,13 +226,13 @@ def suggest_cmd(
     json_out: JsonOpt = False,
     save_dir: Annotated[
         Path | None,
-        typer.Option(
-            help="Also write the Pareto front (front.csv, front.jsonl), the --json document and the --emit launch files into this folder."
+        path_option(
+            "Also write the Pareto front (front.csv, front.jsonl), the --json document and the --emit launch files into this folder."
         ),
     ] = None,
     plot: Annotated[
         Path | None,
-        typer.Option(help="Write a chart of every point that fits, tok/s/GPU against tok/s/user (.svg or .html)."),
+        path_option("Write a chart of every point that fits, tok/s/GPU against tok/s/user (.svg or .html)."),
     ] = None,
 ) -> None:
     """Search serving deployments: the Pareto front, the best one meeting the targets, its breakdown."""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from autopar.cli.options import JsonOpt
+from autopar.cli.options import JsonOpt, path_option
 from autopar.cli.run import console
 from autopar.completions import complete_hardware, complete_model, complete_schema
 from autopar.errors import SpecError
@@ -17,7 +17,7 @@ from autopar.errors import SpecError
 def profile(
     out: Annotated[
         Path | None,
-        typer.Option(help="Where to write the profile (default: the saved-profile path; profile-cpu.yaml beside it for a CPU run)."),
+        path_option("Where to write the profile (default: the saved-profile path; profile-cpu.yaml beside it for a CPU run)."),
     ] = None,
     quick: Annotated[bool, typer.Option(help="Fewer sizes and repetitions: about 30 s on an 8-GPU node.")] = False,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",

@@ -35,6 +35,7 @@ from autopar.cli.options import (
     StrategyOpt,
     TimeOpt,
     TitanOpt,
+    path_option,
 )
 from autopar.cli.run import console
 from autopar.completions import complete_recompute
@@ -110,7 +111,7 @@ def suggest(
     slurm_account: AccountOpt = None,
     slurm_qos: QosOpt = None,
     slurm_cpus_per_task: CpusOpt = None,
-    plot: Annotated[Path | None, typer.Option(help="Write a chart of all feasible plans (.svg or .html).")] = None,
+    plot: Annotated[Path | None, path_option("Write a chart of all feasible plans (.svg or .html).")] = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
     headroom: HeadroomOpt = DEFAULT_HEADROOM,

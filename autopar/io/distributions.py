@@ -42,6 +42,8 @@ MAPPING_SUFFIXES = (".yaml", ".yml", ".json")
 
 def load_distribution(path: str | Path) -> LengthDist:
     """Read a length distribution from ``path`` (format chosen by extension; see the module doc)."""
+    if not str(path).strip():
+        raise SpecError("`seq_len_dist` is empty: give a length-distribution file")
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix == ".npy":

@@ -1,7 +1,8 @@
 """``--save-dir DIR``: write a set of named files into a folder, each atomically.
 
-The folder is made when missing (with its parents); a path that exists and is not a folder is
-refused before anything is written (exit 2). Each file goes through ``write_atomic``, so a reader
+The folder is made when missing (with its parents); a path that exists and is not a folder, or a
+folder that cannot be made or written in, is refused before anything is written (exit 2, as an
+unwritable --plot or --emit-out path is). Each file goes through ``write_atomic``, so a reader
 never sees half a file; a file that cannot be written (permissions, a full disk) is an
 :class:`OutputError` (exit 3) naming it, and files written before it stay.
 """
@@ -26,9 +27,9 @@ def save_files(folder: Path, files: Mapping[str, str], *, executable: frozenset[
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"{OPTION} {named(folder)}: cannot make the folder: {exc.strerror or exc}") from None
+        raise SpecError(f"{OPTION} {named(folder)}: cannot make the folder: {exc.strerror or exc}") from None
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise OutputError(f"{OPTION} {named(folder)}: cannot write in the folder: permission denied")
+        raise SpecError(f"{OPTION} {named(folder)}: cannot write in the folder: permission denied")
     written = []
     for name, text in files.items():
         path = folder / name

@@ -211,6 +211,8 @@ def read_options(texts: Sequence[str], recipe: str | None) -> dict[str, str]:
     """--recipe FILE (a YAML mapping of option -> value) and then --stack-opt KEY=VALUE (later wins), as text."""
     out: dict[str, str] = {}
     if recipe is not None:
+        if not recipe.strip():
+            raise SpecError("`recipe` is empty: give a recipe .yaml")
         doc = load_mapping(Path(recipe))
         for key, value in doc.items():
             if isinstance(value, (dict, list)) or value is None:

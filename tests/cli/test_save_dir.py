@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from autopar.cli import app
@@ -57,6 +58,21 @@ def test_a_file_in_the_way_is_refused_before_anything_is_written(tmp_path: Path)
     assert r.exit_code == 2
     assert r.stderr == f"autopar: error: --save-dir {target}: exists and is not a folder\n"
     assert target.read_text() == "mine\n" and r.stdout == ""
+
+
+def test_a_folder_that_cannot_be_made_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("mine\n")
+    r = runner.invoke(app, [*SUGGEST, "--save-dir", str(tmp_path / "file" / "sub")])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"autopar: error: --save-dir {tmp_path / 'file' / 'sub'}: cannot make the folder: ")
+    assert r.stderr.count("\n") == 1 and (tmp_path / "file").read_text() == "mine\n"
+
+
+def test_an_empty_folder_name_writes_nothing_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # Path("") would be this folder
+    r = runner.invoke(app, [*SUGGEST, "--save-dir", ""])
+    assert r.exit_code == 2 and "--save-dir" in r.stderr and "is empty" in r.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_file_that_cannot_be_written_exits_3(tmp_path: Path) -> None:

@@ -1126,4 +1126,11 @@ CASES = [
         seconds=30,
         torch=True,
     ),
+    # --- an empty path is not the current folder (Path("") is ".") ---------------------------------------
+    Case("empty paths", "--save-dir ''", lambda t: job(t, extra="--save-dir ''"), 2, "--save-dir': is empty"),
+    Case("empty paths", "--plot ''", lambda t: job(t, extra="--plot ''"), 2, "--plot': is empty"),
+    Case("empty paths", "--emit-out ' '", lambda t: job(t, extra=f"{EMIT} ' '"), 2, "--emit-out': is empty"),
+    Case("empty paths", "--recipe ''", lambda t: job(t, extra="--recipe ''"), 2, "--recipe is empty"),
+    Case("empty paths", "--seq-len-dist ''", lambda t: job(t, extra="--seq-len-dist ''"), 2, "--seq-len-dist is empty"),
+    Case("empty paths", "--save-dir under a file", lambda t: job(t, extra=f"--save-dir '{t}/tiny.yaml/sub'"), 2, "cannot make the folder"),
 ]

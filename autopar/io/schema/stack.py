@@ -88,7 +88,7 @@ class StackMemory(_Strict):
 
 class StackRules(_Strict):
     parallelisms: Annotated[list[Axis], Field(min_length=1, max_length=5)]  # must include dp (checked by the loader)
-    cp_comms: Annotated[list[Literal["ring", "allgather"]], Field(max_length=2)]
+    cp_comms: Annotated[list[Literal["ring", "allgather"]], Field(min_length=1, max_length=2)]  # the first is the default
     zero_stages: Annotated[list[Zero], Field(min_length=1, max_length=4)]
     vpp: bool = False
     equal_stages: bool = False
