@@ -21,7 +21,7 @@ import numpy as np
 from autopar import varlen
 from autopar.advise.bands import TrainingBands, with_speed
 from autopar.advise.launch import FRAMEWORK, LaunchRequest
-from autopar.advise.train import Context, Suggestion, bands_of, suggest
+from autopar.advise.train import Context, Explained, Suggestion, bands_of, suggest
 from autopar.cost import calibration as cal
 from autopar.cost.flops import model_flops_per_token
 from autopar.cost.sequence import ModelSeqCost
@@ -96,7 +96,8 @@ def packed_context(ctx: Context, dist: varlen.LengthDist, sequences: int | None)
     nodes = max(1, ctx.job.gpus // ctx.job.gpus_per_node)
     packed = nodes * math.ceil(seqs * dist.mean_len / p / nodes)
     job = Job(gpus=ctx.job.gpus, gpus_per_node=ctx.job.gpus_per_node, global_batch=packed, seq_len=p, dtype=ctx.job.dtype)
-    return replace(ctx, job=job, batch_defaulted=sequences is None), seqs
+    # the packed count is autopar's whatever the sequences: a plan's dp x mbs may round it up (advise/train.py explain)
+    return replace(ctx, job=job, batch_defaulted=True), seqs
 
 
 def _check_sequences(dist: varlen.LengthDist, given: int | None, seqs: int) -> None:
@@ -229,6 +230,7 @@ class VarlenExplained:
     strategy: str  # the strategy asked for (--varlen-strategy)
     rank_loads: dict[str, list[float]]  # per strategy: pipeline seconds of every rank in one sampled step
     errors: ErrorModel = field(default_factory=lambda: ErrorModel(min_rows=1, classes={}))  # the error bands
+    hints: tuple[tuple[str, float], ...] = ()  # where the packed plan does not fit: changes that would (fit_hints)
 
     @property
     def bands(self) -> TrainingBands:
@@ -236,12 +238,19 @@ class VarlenExplained:
 
 
 def explain_varlen(
-    ctx: Context, dist: varlen.LengthDist, est_for: Callable[[Context], Estimate], *, sequences: int | None, strategy: str, seed: int = 0
+    ctx: Context,
+    dist: varlen.LengthDist,
+    explain_for: Callable[[Context], Explained],
+    *,
+    sequences: int | None,
+    strategy: str,
+    seed: int = 0,
 ) -> VarlenExplained:
     """One plan under the distribution, with the per-rank load of one sampled step for each strategy."""
     check_strategy(strategy)
     packed, seqs = packed_context(ctx, dist, sequences)
-    est = est_for(packed)
+    explained = explain_for(packed)  # its job: the packed one, the batch rounded up to the plan's dp x mbs
+    packed, est = explained.ctx, explained.estimate
     vplan = simulate_plan(packed, dist, est, sequences=seqs, seed=seed)
     p, job = est.plan, packed.job
     cost = ModelSeqCost.from_model(ctx.model, ctx.hw, p, dtype=job.dtype)
@@ -256,7 +265,14 @@ def explain_varlen(
         assignment, _ = varlen.with_p2p(assignment, cost)
         loads[name] = [float(x) for x in varlen.row_times(assignment.cell_cost_s, p.pp, p.vpp)[0]]
     return VarlenExplained(
-        ctx=packed, dist=dist, sequences_per_step=seqs, plan=vplan, rank_loads=loads, strategy=strategy, errors=error_model()
+        ctx=packed,
+        dist=dist,
+        sequences_per_step=seqs,
+        plan=vplan,
+        rank_loads=loads,
+        strategy=strategy,
+        errors=error_model(),
+        hints=explained.hints,
     )
 
 

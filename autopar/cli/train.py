@@ -370,7 +370,7 @@ def estimate(
             seq_len_dist=seq_len_dist,
             strategy=strategy,
             json_out=json_out,
-            find=lambda dist: varlen.explained(ctx, dist, lambda c: explain_plan(c).estimate, sequences=global_batch, strategy=strategy),
+            find=lambda dist: varlen.explained(ctx, dist, explain_plan, sequences=global_batch, strategy=strategy),
         )
     else:
         fits = _explained(explain_plan(ctx), want, json_out=json_out, explain=explain)

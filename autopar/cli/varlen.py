@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from autopar.advise.launch import LaunchRequest
-    from autopar.advise.train import Context, Estimate
+    from autopar.advise.train import Context, Estimate, Explained
     from autopar.spec.distribution import LengthDist
     from autopar.spec.plan import Plan
 
@@ -79,12 +79,14 @@ def ranked(ctx: Context, dist: LengthDist, *, sequences: int | None, strategy: s
     )
 
 
-def explained(ctx: Context, dist: LengthDist, est_for: Callable[[Context], Estimate], *, sequences: int | None, strategy: str) -> Varlen:
+def explained(
+    ctx: Context, dist: LengthDist, explain_for: Callable[[Context], Explained], *, sequences: int | None, strategy: str
+) -> Varlen:
     """estimate --seq-len-dist: the one plan under the distribution."""
     from autopar.advise import varlen as advise_varlen
     from autopar.render import varlen as report_varlen
 
-    explained = advise_varlen.explain_varlen(ctx, dist, est_for, sequences=sequences, strategy=strategy)
+    explained = advise_varlen.explain_varlen(ctx, dist, explain_for, sequences=sequences, strategy=strategy)
     est = explained.plan.estimate
     return Varlen(
         ctx=explained.ctx,

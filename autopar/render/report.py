@@ -398,22 +398,20 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
             f"error bands (p10-p90 of measured/predicted on held-out rows): tokens/s {b.speed.note()}; memory {b.memory.note()}{ends}",
             markup=False,
         )
+    fit_lines(console, x.ctx, e, b, x.hints)
+    render_launch(console, launch)
+
+
+def fit_lines(console: Console, ctx: Context, e: Estimate, b: TrainingBands | None, hints: Sequence[tuple[str, float]]) -> None:
+    """Whether the plan fits (its margin, the headroom warning), or by how much not and what would (`hints`)."""
     if e.fits:
         how = "" if b is None else f": {b.fit_margin_gib:.1f} GiB to spare, fit {b.fit_confidence}"
         console.print(f"[green]fits in memory{how}[/]")
-        tight = x.ctx.headroom_warning(e)
-        if tight:
+        if tight := ctx.headroom_warning(e):
             say(console, f"[yellow]warning:[/] {tight}")
-    else:
-        over = (e.memory.total - e.memory_capacity_bytes) / GIB
-        if x.hints:
-            say(console, f"[red]does not fit: {over:.1f} GiB over[/]; what would fit:")
-            for c, g in x.hints:
-                say(console, f"  {c} -> {g:.1f} GiB", indent=4, markup=False)
-        else:
-            say(
-                console,
-                f"[red]does not fit: {over:.1f} GiB over[/]; what would fit: no single change of recompute, "
-                "ZeRO, mbs, tp, pp or cp on these GPUs; use more GPUs or a shorter --seq-len",
-            )
-    render_launch(console, launch)
+        return
+    none = " no single change of recompute, ZeRO, mbs, tp, pp or cp on these GPUs; use more GPUs or a shorter --seq-len"
+    over = (e.memory.total - e.memory_capacity_bytes) / GIB
+    say(console, f"[red]does not fit: {over:.1f} GiB over[/]; what would fit:{'' if hints else none}")
+    for c, g in hints:
+        say(console, f"  {c} -> {g:.1f} GiB", indent=4, markup=False)

@@ -16,7 +16,7 @@ from autopar.advise.train import Context
 from autopar.advise.varlen import VarlenCandidate, VarlenExplained, VarlenSuggestion
 from autopar.render.answer import checked, dumps, mfu_ceiling
 from autopar.render.labels import figure, plan_label
-from autopar.render.report import bands_dict, context_dict, plan_dict
+from autopar.render.report import bands_dict, context_dict, fit_lines, plan_dict
 from autopar.render.text import say, table
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -234,6 +234,7 @@ def render_explained(console: Console, x: VarlenExplained) -> None:
         mean = sum(loads) / len(loads) if loads else 0.0
         worst = max(loads) if loads else 0.0
         console.print(f"  {varlen.STRATEGY_INFO[name].label:15} {_spark(loads)} {worst / mean if mean else 1:.2f}")
+    fit_lines(console, x.ctx, p.estimate, x.bands, x.hints)
     say(console, launch_note(x.strategy) + ".", markup=False)
 
 

@@ -171,6 +171,21 @@ def test_estimate_reports_the_strategy_asked_for(strategy: str) -> None:
     assert all(len(line) <= 80 for line in text.stdout.splitlines() if line[:1] in "┏┃┡│└")  # the table
 
 
+def test_estimate_packs_a_small_batch_for_the_plans_dp_and_says_whether_it_fits(tmp_path: Path) -> None:
+    """16 sequences of about 840 tokens pack into 4 windows of 4,096: the fixed plan (dp 8) runs the packed
+    batch rounded up to its dp x mbs, 8, not an error about a batch of 4 the user never gave."""
+    lengths = tmp_path / "l.txt"
+    lengths.write_text("100\n200\n3000\n50\n")
+    base = ["estimate", "llama3.1-8b", "--hardware", "h100-sxm", "--seq-len-dist", str(lengths), "--global-batch"]
+    r = runner.invoke(app, [*base, "16", "--gpus", "8", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert (doc["global_batch"], doc["sequences_per_step"], doc["dp"]) == (8, 16, 8)
+    r = runner.invoke(app, [*base, "4", "--gpus", "4"])  # 8B on 4 GPUs at ZeRO-1: over the 80 GB
+    assert r.exit_code == 1 and "does not fit: " in r.stdout and "--zero 3 -> " in r.stdout
+    assert "fits in memory: " in runner.invoke(app, [*base, "16", "--gpus", "8"]).stdout
+
+
 def test_emit_megatron_carries_hybrid_cp_or_says_it_cannot() -> None:
     base = [
         "estimate",
