@@ -49,7 +49,7 @@ class VarlenCandidate:
     estimate: Estimate  # the fixed-length (packed) estimate
     results: dict[str, varlen.StrategyResult]  # per strategy
     max_tokens_per_rank: int  # activation room of one GPU for one micro-batch, tokens
-    mfu: dict[str, float]  # per strategy: model FLOPs (PaLM convention, per document) / (GPUs x bf16 peak)
+    mfu: dict[str, float]  # per strategy: model FLOPs (PaLM convention, per document) / (GPUs x mfu_peak)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,7 +175,7 @@ def mfu(ctx: Context, r: varlen.StrategyResult) -> float:
     """Model FLOPs per second of the documents trained (PaLM: 6N + attention linear in each document's length)."""
     per_token = model_flops_per_token(ctx.model, 0)
     per_sq = model_flops_per_token(ctx.model, 1) - per_token
-    return (per_token * r.tokens_per_s + per_sq * r.sq_tokens_per_s) / (ctx.job.gpus * ctx.hw.peak("bf16"))
+    return (per_token * r.tokens_per_s + per_sq * r.sq_tokens_per_s) / (ctx.job.gpus * ctx.hw.mfu_peak(ctx.job.dtype))
 
 
 def plan_room(ctx: Context, est: Estimate) -> int:

@@ -83,7 +83,7 @@ class PlanResult:
     tokens_per_s: float  # whole job
     tokens_per_s_per_gpu: float
     model_tflops_per_gpu: float  # PaLM convention
-    mfu: float  # against the bf16 dense peak, 0-1
+    mfu: float  # against the dense peak of the job's GEMMs (bf16, or fp8 for an fp8 job), 0-1
     memory_gib_per_gpu: float  # device peak, worst stage (nvidia-smi)
     allocator_reserved_gib: float  # the same less what torch's allocator does not hold (max_memory_reserved)
     fits: bool  # the device peak is within the GPU's memory

@@ -67,7 +67,7 @@ GpusAutoOpt = Annotated[
 NodesOpt = Annotated[int | None, typer.Option(help="Nodes (GPUs = nodes x GPUs per node).")]
 BatchOpt = Annotated[int | None, typer.Option(help="Global batch in sequences (default: about 4M tokens).")]
 SeqOpt = Annotated[int | None, typer.Option(help="Sequence length in tokens (default: the model's).")]
-DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16 | fp8 (FP8 GEMMs; MFU still against the bf16 peak)")]
+DtypeOpt = Annotated[str, typer.Option(help="bf16 | fp16 | fp8 (FP8 GEMMs; MFU then against the fp8 peak)")]
 HeadroomOpt = Annotated[
     str,
     typer.Option(

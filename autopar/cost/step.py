@@ -88,7 +88,7 @@ class Estimate:
     tokens_per_s: float  # whole job
     tokens_per_s_per_gpu: float  # per GPU
     model_tflops_per_gpu: float  # PaLM-convention model FLOP/s per GPU, in TFLOP/s
-    mfu: float  # model FLOPs utilization against the bf16 dense peak
+    mfu: float  # model FLOPs utilization against the dense peak of the job's GEMMs (HardwareProfile.mfu_peak)
 
     @property
     def fits(self) -> bool:
@@ -285,7 +285,7 @@ def timed_estimate(memo: Memo, plan: Plan, memory: MemoryBreakdown) -> Estimate:
         tokens_per_s=tokens,
         tokens_per_s_per_gpu=tokens / job.gpus,
         model_tflops_per_gpu=flops / 1e12,
-        mfu=flops / hw.peak("bf16"),
+        mfu=flops / hw.mfu_peak(job.dtype),
     )
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from autopar.advise.bands import TrainingBands, pair
 from autopar.advise.train import Context, Explained, Suggestion
 from autopar.cost.step import Estimate
-from autopar.render.answer import PlotSummary, checked, dumps, mfu_ceiling
+from autopar.render.answer import PlotSummary, checked, dumps
 from autopar.render.labels import distinct_layouts, figure, legend, plan_label, plan_text
 from autopar.spec.error_model import Lookup
 from autopar.spec.text import counted
@@ -119,7 +119,7 @@ def context_dict(ctx: Context) -> dict[str, Any]:
         "global_batch": j.global_batch,
         "seq_len": j.seq_len,
         "dtype": j.dtype,
-        "mfu_convention": "PaLM: 6N + 12*L*a*d*s FLOPs per token, no recompute, against the bf16 dense peak",
+        "mfu_convention": f"PaLM: 6N + 12*L*a*d*s FLOPs per token, no recompute, against the {ctx.hw.mfu_basis(j.dtype)} dense peak",
     }
 
 
@@ -160,7 +160,7 @@ def suggestion_dict(
 def suggestion_json(
     s: Suggestion, top: int, *, launch: Launch | None = None, plot: PlotSummary | None = None, saved: Sequence[Path] | None = None
 ) -> str:
-    return dumps(suggestion_dict(s, top, launch=launch, plot=plot, saved=saved), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
+    return dumps(suggestion_dict(s, top, launch=launch, plot=plot, saved=saved))
 
 
 def explained_dict(x: Explained, *, launch: Launch | None = None) -> dict[str, Any]:
@@ -191,7 +191,7 @@ def ties_dict(s: Suggestion) -> dict[str, Any] | None:
 
 
 def explained_json(x: Explained, *, launch: Launch | None = None) -> str:
-    return dumps(explained_dict(x, launch=launch), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
+    return dumps(explained_dict(x, launch=launch))
 
 
 def render_launch(console: Console, launch: Launch | None) -> None:
@@ -254,7 +254,7 @@ def render_suggestion(
     plot: PlotSummary | None = None,
     saved: Sequence[Path] | None = None,
 ) -> None:
-    checked(suggestion_dict(s, top), mfu_max=mfu_ceiling(s.ctx.hw, s.ctx.job.dtype))
+    checked(suggestion_dict(s, top))
     _header(console, s.ctx)
     r = s.result
     for warning in s.warnings:
@@ -319,7 +319,7 @@ def render_suggestion(
     tight = s.ctx.headroom_warning(best)
     if tight:
         say(console, f"[yellow]warning:[/] {tight}")
-    say(console, "MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, bf16 dense peak")
+    say(console, f"MFU: PaLM convention, 6N + 12·L·a·d·s FLOPs/token, no recompute, {s.ctx.hw.mfu_basis(s.ctx.job.dtype)} dense peak")
     if plot is not None:
         say(
             console,
@@ -337,7 +337,7 @@ def render_saved(console: Console, saved: Sequence[Path] | None) -> None:
 
 
 def render_explained(console: Console, x: Explained, *, explain: bool = False, launch: Launch | None = None) -> None:
-    checked(explained_dict(x), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
+    checked(explained_dict(x))
     _header(console, x.ctx)
     e = x.estimate
     p = e.plan
@@ -389,7 +389,7 @@ def render_explained(console: Console, x: Explained, *, explain: bool = False, l
     say(
         console,
         f"throughput: {e.tokens_per_s:,.0f} tokens/s, {per_gpu} per GPU, "
-        f"{e.model_tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {e.mfu:.1%} (PaLM convention, bf16 peak)",
+        f"{e.model_tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {e.mfu:.1%} (PaLM convention, {x.ctx.hw.mfu_basis(x.ctx.job.dtype)} peak)",
     )
     if b is not None:
         ends = "" if b.memory_gib is None else f" (p10-p90 {b.memory_gib.lo:.1f}-{b.memory_gib.hi:.1f} GiB)"

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 
 from autopar.advise.questions import Scaling
-from autopar.render.answer import checked, dumps, mfu_ceiling
+from autopar.render.answer import checked, dumps
 from autopar.render.labels import figure, plan_label
 from autopar.render.report import context_dict, plan_dict
 from autopar.render.text import say, table
@@ -31,13 +31,11 @@ def scaling_doc(s: Scaling) -> dict[str, Any]:
 
 
 def scaling_json(s: Scaling) -> str:
-    ctx = s.points[0].suggestion.ctx
-    return dumps(scaling_doc(s), mfu_max=mfu_ceiling(ctx.hw, ctx.job.dtype))
+    return dumps(scaling_doc(s))
 
 
 def render_scaling(console: Console, s: Scaling) -> None:
-    ctx = s.points[0].suggestion.ctx
-    checked(scaling_doc(s), mfu_max=mfu_ceiling(ctx.hw, ctx.job.dtype))
+    checked(scaling_doc(s))
     first = s.points[0].suggestion
     m, hw = first.ctx.model, first.ctx.hw
     below = f" ({', '.join(map(str, s.tried))} fit no plan)" if s.tried else ""

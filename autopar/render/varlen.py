@@ -14,7 +14,7 @@ from autopar import varlen
 from autopar.advise.bands import TrainingBands
 from autopar.advise.train import Context
 from autopar.advise.varlen import VarlenCandidate, VarlenExplained, VarlenSuggestion
-from autopar.render.answer import checked, dumps, mfu_ceiling
+from autopar.render.answer import checked, dumps
 from autopar.render.labels import figure, plan_label
 from autopar.render.report import bands_dict, context_dict, fit_lines, plan_dict
 from autopar.render.text import say, table
@@ -87,7 +87,7 @@ def suggestion_dict(v: VarlenSuggestion, top: int, launch: dict[str, Any] | None
 
 
 def suggestion_json(v: VarlenSuggestion, top: int, launch: dict[str, Any] | None = None) -> str:
-    return dumps(suggestion_dict(v, top, launch), mfu_max=mfu_ceiling(v.fixed.ctx.hw, v.fixed.ctx.job.dtype))
+    return dumps(suggestion_dict(v, top, launch))
 
 
 def _rows(console: Console, p: VarlenCandidate, chosen: str) -> None:
@@ -138,7 +138,7 @@ def _head(console: Console, ctx: Context) -> None:
 
 
 def render_suggestion(console: Console, v: VarlenSuggestion, top: int) -> None:
-    checked(suggestion_dict(v, top), mfu_max=mfu_ceiling(v.fixed.ctx.hw, v.fixed.ctx.job.dtype))
+    checked(suggestion_dict(v, top))
     ctx = v.fixed.ctx
     info = varlen.STRATEGY_INFO[v.strategy]
     _head(console, ctx)
@@ -209,7 +209,7 @@ def _spark(values: list[float], width: int = 48) -> str:
 
 
 def render_explained(console: Console, x: VarlenExplained) -> None:
-    checked(explained_dict(x), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
+    checked(explained_dict(x))
     p = x.plan
     r = p.results[x.strategy]
     info = varlen.STRATEGY_INFO[x.strategy]
@@ -250,4 +250,4 @@ def explained_dict(x: VarlenExplained, launch: dict[str, Any] | None = None) -> 
 
 
 def explained_json(x: VarlenExplained, launch: dict[str, Any] | None = None) -> str:
-    return dumps(explained_dict(x, launch), mfu_max=mfu_ceiling(x.ctx.hw, x.ctx.job.dtype))
+    return dumps(explained_dict(x, launch))

@@ -197,6 +197,15 @@ class HardwareProfile:
             raise ProfileError(f"{self.name}: profile has no peak_tflops for dtype {dtype!r}")
         return self.peak_flops[dtype]
 
+    def mfu_basis(self, dtype: str) -> str:
+        """The dtype whose dense peak MFU is stated against: the one a job's GEMMs run at (fp8 for an fp8 job,
+        H20: twice bf16's), or bf16 where that peak is not higher; so model FLOPs over it cannot pass 100%."""
+        return dtype if self.peak_flops.get(dtype, 0.0) > self.peak_flops["bf16"] else "bf16"
+
+    def mfu_peak(self, dtype: str) -> float:
+        """MFU's denominator per GPU (mfu_basis)."""
+        return self.peak_flops[self.mfu_basis(dtype)]
+
     def _gemm_curve(self, dtype: str) -> Curve:
         """The dtype's measured GEMM curve; fp4 without one takes fp8's (the same kernels' shape), then bf16's."""
         return self.gemm_eff.get(dtype) or (self.gemm_eff.get("fp8") if dtype == "fp4" else None) or self.gemm_eff["bf16"]
