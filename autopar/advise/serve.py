@@ -355,6 +355,8 @@ def suggest(
             raise SpecError(f"`modes`: unknown mode {mode!r}; use agg, disagg or both (agg,disagg)")
     if (flags := ctx.pool_flags()) and "disagg" not in modes:
         raise SpecError(f"`{flags[0]}` sets a disaggregated pool and needs `modes` with disagg")
+    if tuple(modes) == ("disagg",) and ctx.gpus < 2:
+        raise SpecError(f"`modes=disagg` needs at least 2 GPUs (a prefill and a decode engine), got `gpus` {ctx.gpus}")
     for name, value in (("`ttft_ms`", ttft_ms), ("`tpot_ms`", tpot_ms)):
         if value is not None and not (0 < value < math.inf):
             raise SpecError(f"{name} must be a positive number of milliseconds, got {value}")

@@ -26,7 +26,7 @@ from autopar.search.space import divisors
 from autopar.spec.error_model import ErrorModel
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import DEFAULT_HEADROOM, Job, default_global_batch, headroom_bytes
-from autopar.spec.limits import MAX_GPUS
+from autopar.spec.limits import MAX_BATCH, MAX_GPUS
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import RECOMPUTE_MODULES, Plan, searched_modules, validate
 from autopar.spec.stack import StackProfile
@@ -257,6 +257,8 @@ def explain(
         recompute_modules=parse_modules(recompute_modules),
     )
     step = plan.dp * max(1, mbs)
+    if step > MAX_BATCH:  # a batch of one micro-batch per replica would pass the limit
+        raise SpecError(f"`mbs` ({mbs:,}) x dp ({plan.dp:,}) must be at most {MAX_BATCH:,} sequences (autopar's limit)")
     if ctx.batch_defaulted and ctx.job.global_batch % step:  # the default batch follows the plan's dp x mbs
         ctx = replace(ctx, job=replace(ctx.job, global_batch=step * -(-ctx.job.global_batch // step)))
     refused = ctx.stack.refusal(plan)

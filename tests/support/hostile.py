@@ -1132,5 +1132,28 @@ CASES = [
     Case("empty paths", "--emit-out ' '", lambda t: job(t, extra=f"{EMIT} ' '"), 2, "--emit-out': is empty"),
     Case("empty paths", "--recipe ''", lambda t: job(t, extra="--recipe ''"), 2, "--recipe is empty"),
     Case("empty paths", "--seq-len-dist ''", lambda t: job(t, extra="--seq-len-dist ''"), 2, "--seq-len-dist is empty"),
+    Case(
+        "serve limits",
+        "--concurrency 100,000 on one engine",
+        lambda t: "{A} serve estimate llama3-8b --gpus 8 --tp 8 --concurrency 100000",
+        2,
+        "puts 100,000 requests in flight on each of 1 attention rank(s)",
+        seconds=5,
+    ),
+    Case(
+        "serve limits",
+        "disagg on one GPU",
+        lambda t: "{A} serve suggest llama3-8b --gpus 1 --modes disagg",
+        2,
+        "--modes disagg needs at least 2 GPUs",
+        seconds=5,
+    ),
+    Case(
+        "26.9 messages",
+        "--mbs past the batch limit",
+        lambda t: job(t, extra="--mbs 1000000000000").replace(" suggest ", " estimate "),
+        2,
+        "--mbs (1,000,000,000,000) x dp",
+    ),
     Case("empty paths", "--save-dir under a file", lambda t: job(t, extra=f"--save-dir '{t}/tiny.yaml/sub'"), 2, "cannot make the folder"),
 ]
