@@ -36,6 +36,7 @@ from autopar.cli.options import (
     path_option,
 )
 from autopar.cli.run import console
+from autopar.errors import InfeasibleError
 
 if TYPE_CHECKING:
     from autopar.advise.serve import ServeContext, ServeSweep
@@ -156,7 +157,7 @@ def estimate_cmd(
     emit: ServeEmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory."""
+    """Explain one deployment: TTFT and TPOT breakdown, throughput, KV capacity, memory. Exits 1 if it does not fit."""
     from autopar.advise.serve_options import LAUNCH_PARAMS
 
     launch = {k: v for k, v in locals().items() if k in LAUNCH_PARAMS}
@@ -195,6 +196,8 @@ def estimate_cmd(
         render.render_estimate(console(), ctx, est)
         if launched is not None:
             render.render_launch(console(), launched)
+    if not est.fits:  # as training's estimate: exit 1, after the breakdown that says why
+        raise typer.Exit(InfeasibleError.exit_code)
 
 
 def suggest_cmd(
