@@ -128,13 +128,15 @@ def load_stack(ref: str | None, options: Mapping[str, str] | None = None) -> Sta
     data = _keys_as_text(data)
     if not options:
         return parse_stack(data, where=where)
-    stack = parse_stack(data, where=where)  # the file itself first: its errors name the file
-    for key, value in options.items():
+    applied = stack = parse_stack(data, where=where)  # the file itself first: its errors name the file
+    for key, value in options.items():  # then each option, so that an error names it and what it sets
         data = _with_option(data, key, value, stack=stack)
-    try:
-        applied = parse_stack(data, where=where)
-    except SpecError as exc:
-        raise SpecError(f"`stack_opt` {', '.join(f'{k}={v}' for k, v in options.items())}: {exc}") from None
+        try:
+            applied = parse_stack(data, where=where)
+        except SpecError as exc:
+            text = str(exc).removeprefix(f"{where}: ")
+            field, _, reason = text.partition(": ")
+            raise SpecError(f"`stack_opt` {key}={value}: {reason} (it sets {field} of stack {stack.label})" if reason else text) from None
     return replace(applied, applied=tuple(options.items()))
 
 
