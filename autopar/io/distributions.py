@@ -181,7 +181,7 @@ def _component(c: Any, where: str) -> Component:
             raise SpecError(f"{where}lognormal: give a histogram or a lognormal, not both")
         g = c.lognormal
         if g.min > g.max:
-            raise SpecError(f"{where}lognormal.min: ({g.min}) must not exceed max ({g.max})")
+            raise SpecError(f"{where}lognormal.min ({g.min}) must not exceed max ({g.max})")
         return Component(
             kind="lognormal",
             values=np.empty(0),

@@ -161,6 +161,24 @@ class JsonConstant(str):
     that is read is refused naming its field (autopar.io.schema.describe)."""
 
 
+_VALUE_KINDS: tuple[tuple[type, str], ...] = (
+    (type(None), "nothing (null)"),
+    (bool, "true/false"),
+    (int, "a number"),
+    (float, "a number"),
+    (str, "text"),
+    (list, "a list"),
+    (dict, "a mapping"),
+)
+
+
+def kind_of(value: Any) -> str:
+    """What a value read from a file is, in the file's words rather than Python's type names."""
+    if isinstance(value, JsonConstant):
+        return str(value)
+    return next((name for t, name in _VALUE_KINDS if isinstance(value, t)), type(value).__name__)
+
+
 def _no_constant(name: str) -> Any:
     return JsonConstant(name)
 
@@ -247,7 +265,7 @@ def load_mapping(path: Path, *, err: type[AutoparError] = SpecError, cap: int = 
             text = "a number has more than 4,300 digits"
         raise err(f"{named(path)}: {one_line(text, 160)}") from None
     if not isinstance(data, dict):
-        raise err(f"{named(path)}: expected a mapping of fields at the top level, got {type(data).__name__}")
+        raise err(f"{named(path)}: expected a mapping of fields at the top level, got {kind_of(data)}")
     return data
 
 

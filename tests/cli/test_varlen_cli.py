@@ -244,6 +244,24 @@ def test_bad_distribution_files(tmp_path: Path, content: str, message: str) -> N
     assert r.stderr.count("\n") == 1 and r.stdout == ""
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            "lognormal: {median: 1e3, sigma: 1, max: 4096}\n",
+            "lognormal.median: expected a number, got '1e3' (YAML reads an exponent without a dot as text: write 1.0e+03)",
+        ),
+        ("lognormal: {median: 10, sigma: 1, min: 100, max: 10}\n", "lognormal.min (100) must not exceed max (10)"),
+        ("null\n", "expected a mapping of fields at the top level, got nothing (null)"),
+    ],
+)
+def test_bad_distribution_yaml_in_the_files_words(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "dist.yaml"
+    path.write_text(content)
+    r = runner.invoke(app, ["suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "8", "--seq-len-dist", str(path)])
+    assert r.exit_code == 2 and r.stderr == f"autopar: error: {path}: {message}\n"
+
+
 def test_unknown_strategy() -> None:
     r = runner.invoke(
         app, ["suggest", "llama3.1-8b", "--hardware", "h100-sxm", "--gpus", "8", "--seq-len-dist", LONG, "--varlen-strategy", "magic"]

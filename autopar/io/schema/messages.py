@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from autopar.errors import AutoparError
-from autopar.io.reading import JsonConstant, did_you_mean, one_line, shown
+from autopar.io.reading import JsonConstant, did_you_mean, kind_of, one_line, shown
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -71,9 +71,9 @@ def describe(cls: type[BaseModel], error: Any) -> str:
         "string_too_short": f"expected a non-empty string, got {shown(value)}",
         "string_pattern_mismatch": f"expected a non-empty string, got {shown(value)}",
         "string_too_long": f"must be at most {_number(ctx.get('max_length'))} characters",
-        "dict_type": f"expected a mapping, got {type(value).__name__}",
-        "model_type": f"expected a mapping, got {type(value).__name__}",
-        "list_type": f"expected a list, got {type(value).__name__}",
+        "dict_type": f"expected a mapping, got {kind_of(value)}",
+        "model_type": f"expected a mapping, got {kind_of(value)}",
+        "list_type": f"expected a list, got {kind_of(value)}",
         "tuple_type": f"expected a pair [size, value], got {shown(value)}",
         "too_short": f"expected at least {_number(ctx.get('min_length'))} item(s), got {_number(ctx.get('actual_length'))}",
         "too_long": f"expected at most {_number(ctx.get('max_length'))} item(s)",
@@ -86,10 +86,21 @@ def describe(cls: type[BaseModel], error: Any) -> str:
     }
     if isinstance(value, JsonConstant) and kind in ("int_type", "float_type"):
         return f"{path}: must be a finite number, got {value} (JSON has no {value})"
+    if kind == "float_type" and isinstance(value, str) and _exponent_text(value):  # YAML 1.1 reads 1e300 as text
+        return f"{path}: expected a number, got {shown(value)} (YAML reads an exponent without a dot as text: write {float(value):.1e})"
     if kind in messages:
         return f"{path}: {messages[kind]}"
     text = str(error.get("msg", kind)).removeprefix("Value error, ")
     return f"{path}: {one_line(text, 200)}" if path else one_line(text, 200)
+
+
+def _exponent_text(text: str) -> bool:
+    """A number written with an exponent and no dot (1e300), which a YAML 1.1 reader takes for text."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return "e" in text.lower() and "." not in text
 
 
 def validate(cls: type[Model], data: dict[str, Any], *, where: str, err: type[AutoparError]) -> Model:

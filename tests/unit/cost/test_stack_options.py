@@ -100,8 +100,7 @@ def test_a_bound_of_the_field_an_option_sets_names_the_option() -> None:
     result = runner.invoke(app, [*LLAMA, "--stack-opt", "bucket_size=-1"])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert result.stderr == (
-        "autopar: error: --stack-opt bucket_size=-1: must be >= 0, got -1.0 "
-        "(it sets collectives.dp_bucket_params of stack megatron@0.16)\n"
+        "autopar: error: --stack-opt bucket_size=-1: must be >= 0, got -1.0 (it sets collectives.dp_bucket_params of stack megatron@0.16)\n"
     )  # the option's own words, not the stack file's path
 
 

@@ -67,7 +67,7 @@ def test_every_builtin_file_passes_its_schema() -> None:
         ({"vocab_size": 2**30}, "m.yaml: vocab_size: must be at most 16,777,216, got 1073741824"),
         ({"tie_embeddings": "yes"}, "m.yaml: tie_embeddings: expected true or false, got 'yes'"),
         ({"name": "  "}, "m.yaml: name: expected a non-empty string, got '  '"),
-        ({"moe": [1]}, "m.yaml: moe: expected a mapping, got list"),
+        ({"moe": [1]}, "m.yaml: moe: expected a mapping, got a list"),
         ({"ffn_activation": "swiglo"}, "m.yaml: ffn_activation: must be one of swiglu, gelu, relu2, got 'swiglo' (did you mean 'swiglu'?)"),
     ],
 )

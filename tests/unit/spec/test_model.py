@@ -62,7 +62,7 @@ BAD = [
     ("malformed", "name: [unclosed\n", "malformed YAML at line 2"),
     ("empty", "  \n", "file is empty"),
     ("python tag", "!!python/object/apply:os.system ['echo hi']\n", "YAML tags that construct objects are not allowed"),
-    ("not a mapping", "- 1\n- 2\n", "expected a mapping of fields at the top level, got list"),
+    ("not a mapping", "- 1\n- 2\n", "expected a mapping of fields at the top level, got a list"),
     ("moe missing", GOOD + "moe: {num_experts: 8}\n", "moe.top_k: missing required field"),
     (
         "moe top_k",
