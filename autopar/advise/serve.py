@@ -20,7 +20,7 @@ from autopar.search.serve import RULES as RULES
 from autopar.spec.error_model import ErrorModel
 from autopar.spec.framework import FRAMEWORKS, Framework
 from autopar.spec.hardware import HardwareProfile
-from autopar.spec.limits import MAX_SERVE_GPUS, MIN_STEP_TOKENS
+from autopar.spec.limits import MAX_RANK_CONCURRENCY, MAX_SERVE_GPUS, MIN_STEP_TOKENS
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import DEFAULT_ARGS, MODES, POOL_ARGS, Deployment, Engine, EngineArgs, Workload, kv_auto
 
@@ -331,6 +331,13 @@ def _check_step_tokens(args: EngineArgs, name: str, label: str, chunked: bool, d
 def explain(ctx: ServeContext, dep: Deployment, wl: Workload) -> ServeEstimate:
     """One deployment under one workload."""
     check_workload(ctx, wl)
+    ranks = dep.replicas * dep.engine.dp
+    if dep.mode == "agg" and wl.concurrency > MAX_RANK_CONCURRENCY * ranks:  # suggest's sweep bounds its own
+        raise SpecError(
+            f"`concurrency` ({wl.concurrency:,}) puts {wl.concurrency / ranks:,.0f} requests in flight on each of "
+            f"{ranks:,} attention rank(s); the step-by-step loop runs at most {MAX_RANK_CONCURRENCY:,} per rank "
+            "(autopar's limit): lower it, or add replicas or attention-DP ranks"
+        )
     return estimate(ctx.model, ctx.hw, dep, wl)
 
 

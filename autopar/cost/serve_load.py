@@ -51,7 +51,6 @@ from autopar.cost.serve_memo import remembered
 from autopar.errors import SpecError
 from autopar.spec.framework import Framework
 from autopar.spec.hardware import HardwareProfile
-from autopar.spec.limits import MAX_RANK_CONCURRENCY
 from autopar.spec.model import ModelSpec
 from autopar.spec.serve import Deployment, Engine, EngineArgs, Workload, for_deployment
 from autopar.spec.topology import Group
@@ -192,13 +191,6 @@ def estimate(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workloa
             engine.check(model)
     if dep.mode == "disagg":
         return _disagg(model, hw, dep, wl)
-    ranks = dep.replicas * dep.engine.dp
-    if wl.concurrency > MAX_RANK_CONCURRENCY * ranks:
-        raise SpecError(
-            f"`concurrency` ({wl.concurrency:,}) puts {wl.concurrency / ranks:,.0f} requests in flight on each of "
-            f"{ranks:,} attention rank(s); the step-by-step loop runs at most {MAX_RANK_CONCURRENCY:,} per rank "
-            "(autopar's limit): lower it, or add replicas or attention-DP ranks"
-        )
     return _agg(model, hw, dep, wl)
 
 
