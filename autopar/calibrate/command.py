@@ -70,10 +70,12 @@ def _world(kind: str, nproc: int | None, torch_cuda_count: int) -> int:
     return processes(nproc, kind=kind, gpus=torch_cuda_count)
 
 
-def check_run(*, steps: int, warmup: int, nproc: int | None, device: str, top: int | None = None) -> None:
-    """What bounds a run, checked before torch is imported: steps, warm-up steps, processes, --top."""
+def check_run(*, steps: int, warmup: int, nproc: int | None, device: str, top: int | None = None, plans: int = 0) -> None:
+    """What bounds a run, checked before torch is imported: steps, warm-up steps, processes, --top (or `plans`)."""
     if top is not None and top < 1:
         raise SpecError(f"`top` must be >= 1, got {top}")
+    if top is not None and plans:
+        raise SpecError("`plan` and `top` do not combine: give the plans to run, or how many of suggest's best")
     if not 1 <= steps <= MAX_STEPS or not 0 <= warmup <= MAX_WARMUP:
         raise SpecError(f"`steps` must be from 1 to {MAX_STEPS:,} and `warmup` from 0 to {MAX_WARMUP:,}, got {steps:,} and {warmup:,}")
     processes(nproc, kind="cpu" if device == "cpu" else None)

@@ -71,7 +71,7 @@ def calibrate(
     from autopar.calibrate.command import check_run, run_calibrate
     from autopar.calibrate.save import target
 
-    check_run(steps=steps, warmup=warmup, nproc=nproc, device=device, top=top)  # every check before any work
+    check_run(steps=steps, warmup=warmup, nproc=nproc, device=device, top=top, plans=len(plan or []))  # every check before any work
     where = target() if save else None
     plans, note = list(plan or []), None
     if top is not None:

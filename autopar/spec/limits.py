@@ -23,8 +23,8 @@ MAX_SERVE_GPUS = 1024  # GPUs of one `autopar serve` plan (at the limit: Llama-3
 MIN_STEP_TOKENS = 128  # --max-num-tokens of a chunking engine (vLLM, SGLang); its defaults: 8,192 (SGLang 1 token: 5 min)
 MAX_SERVE_CONCURRENCY = 2**24  # requests in flight in one `autopar serve estimate` (a fleet of 1,024 GPUs holds 10^5-10^6)
 # requests in flight per attention rank of an aggregated `serve estimate` (suggest sweeps its own concurrencies),
-# which the closed loop runs step by step: its
-# steps and queue grow with it (vLLM, llama3-8b tp8: 1.5 s at 16,384, over a minute at 100,000)
+# which the closed loop runs step by step: its steps and queue grow with it (vLLM, llama3-8b tp8: 1.5 s at
+# 16,384, over a minute at 100,000)
 MAX_RANK_CONCURRENCY = 2**14
 MAX_BATCH = 2**24  # sequences per optimizer step
 MAX_VARLEN_SEQUENCES = 2**16  # sequences per simulated step; at the limit a search simulates for minutes (docs/performance-varlen.md)

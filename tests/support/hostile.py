@@ -1155,5 +1155,22 @@ CASES = [
         2,
         "--mbs (1,000,000,000,000) x dp",
     ),
+    Case(
+        "serve limits",
+        "disagg --tp and --decode-tp disagree",
+        lambda t: (
+            "{A} serve estimate llama3-8b --gpus 8 --mode disagg --prefill-workers 1 --decode-workers 1 --tp 2 --decode-tp 4 --prefill-tp 4"
+        ),
+        2,
+        "--tp (2) stands for --decode-tp with --mode disagg, which says 4",
+        seconds=5,
+    ),
+    Case(
+        "26.9 messages",
+        "calibrate --plan with --top",
+        lambda t: "{A} calibrate llama3-8b --plan dp2,tp2 --top 3",
+        2,
+        "--plan and --top do not combine",
+    ),
     Case("empty paths", "--save-dir under a file", lambda t: job(t, extra=f"--save-dir '{t}/tiny.yaml/sub'"), 2, "cannot make the folder"),
 ]
