@@ -199,8 +199,6 @@ def deployment(ctx: ServeContext, *, mode: str, agg: PoolArgs, prefill: PoolArgs
         return agg_deployment(ctx, agg)
     if given := [name for name in agg.given() if name != "tp"]:
         raise SpecError(f"`{given[0]}` sets aggregated engines; with `mode=disagg` give `prefill_{given[0]}` and `decode_{given[0]}`")
-    if agg.tp is not None and decode.tp is not None and agg.tp != decode.tp:
-        raise SpecError(f"`tp` ({agg.tp}) stands for `decode_tp` with `mode=disagg`, which says {decode.tp}: give one of them")
     return disagg_deployment(
         ctx,
         prefill,

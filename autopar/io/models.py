@@ -7,6 +7,7 @@ imported when a config.json is read, so that a preset loads none (tests/cli/test
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -22,6 +23,8 @@ from autopar.spec.families import MambaSpec, MLASpec, MoESpec
 from autopar.spec.model import ModelSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from autopar.io.hf_config import from_hf_config as from_hf_config
 
 
@@ -49,10 +52,11 @@ def load_model(ref: str) -> ModelSpec:
         if not exists(path):
             raise SpecError(f"{named(ref)}: folder has no config.json")
     if path.suffix.lower() == ".json":
-        config = load_mapping(path)
-        return _hf_spec(config, where=named(path), path=path)
+        with _said_by_file(named(path)):
+            return _hf_spec(load_mapping(path), where=named(path), path=path)
     if path.suffix.lower() in (".yaml", ".yml") or exists(path):
-        return from_yaml_mapping(load_mapping(path), where=named(path))
+        with _said_by_file(named(path)):
+            return from_yaml_mapping(load_mapping(path), where=named(path))
     names = preset_names()
     if re.fullmatch(r"[\w-][\w.-]*/[\w.-]+", ref) and ref not in names:  # a Hugging Face repo id
         cached = hf_cached_config(ref)
@@ -80,6 +84,18 @@ def _preset(name: str) -> ModelSpec:
     """A built-in preset read from its file (io/cache.py keeps the value between runs)."""
     with resources.as_file(resources.files("autopar") / "data" / "presets" / f"{name}.yaml") as p:
         return from_yaml_mapping(load_mapping(p), where=f"preset {name}")
+
+
+@contextlib.contextmanager
+def _said_by_file(where: str) -> Iterator[None]:
+    """A model's own checks (ModelSpec's 'NAME: what', or no name) said with the file that gave it, as its fields' are."""
+    try:
+        yield
+    except SpecError as exc:
+        text = str(exc)
+        if text.startswith(where):
+            raise
+        raise SpecError(f"{where}: {text}") from None
 
 
 def _hf_spec(config: dict[str, Any], *, where: str, path: Path) -> ModelSpec:

@@ -1156,16 +1156,6 @@ CASES = [
         "--mbs (1,000,000,000,000) x dp",
     ),
     Case(
-        "serve limits",
-        "disagg --tp and --decode-tp disagree",
-        lambda t: (
-            "{A} serve estimate llama3-8b --gpus 8 --mode disagg --prefill-workers 1 --decode-workers 1 --tp 2 --decode-tp 4 --prefill-tp 4"
-        ),
-        2,
-        "--tp (2) stands for --decode-tp with --mode disagg, which says 4",
-        seconds=5,
-    ),
-    Case(
         "26.9 messages",
         "calibrate --plan with --top",
         lambda t: "{A} calibrate llama3-8b --plan dp2,tp2 --top 3",

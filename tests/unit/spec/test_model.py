@@ -95,8 +95,10 @@ BAD = [
 @pytest.mark.parametrize(("case", "text", "message"), BAD, ids=[b[0] for b in BAD])
 def test_bad_yaml_specs(tmp_path: Path, case: str, text: str, message: str) -> None:
     with pytest.raises(SpecError) as err:
-        load_model(write(tmp_path, text))
+        path = write(tmp_path, text)
+        load_model(path)
     assert message in str(err.value)
+    assert str(err.value).startswith(f"{path}: ")  # the spec's own checks too name the file that gave it
     assert "\n" not in str(err.value)
 
 
