@@ -148,7 +148,7 @@ def test_examples_match_their_documented_shape() -> None:
         (
             "lnmin.yaml",
             "lognormal: {median: 10, sigma: 1, max: 99, min: 100}\n",
-            "lnmin.yaml: lognormal.min: (100) must not exceed max (99)",
+            "lnmin.yaml: lognormal.min (100) must not exceed max (99)",
         ),
         ("lnsig.yaml", "lognormal: {median: 10, sigma: -1, max: 99}\n", "lnsig.yaml: lognormal.sigma: must be a positive number"),
         ("mix.yaml", "mixture: []\n", "mix.yaml: mixture: expected at least 1 item(s), got 0"),
