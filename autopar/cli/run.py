@@ -216,8 +216,11 @@ def _message(exc: Any) -> str:
 
 
 def _usage(exc: Any) -> int:
-    if type(exc).__name__ == "NoArgsIsHelpError":  # plain `autopar`: the help, as before
-        exc.show()
+    if type(exc).__name__ == "NoArgsIsHelpError":  # plain `autopar`: the help on stdout, nothing on stderr
+        # Typer's rich help printed itself when the error was made (ctx.get_help, which then returns ""), where
+        # show() would add an empty line on stderr; a plain Click help is the message itself
+        if text := exc.format_message().strip():
+            print(text)
         return EXIT_USAGE
     ctx = getattr(exc, "ctx", None)
     where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""

@@ -275,6 +275,14 @@ def test_option_values_are_refused_in_our_words(args: list[str], message: str) -
     assert res.stderr.startswith(f"autopar: error: {message} (see `autopar ") and "Input should" not in res.stderr
 
 
+@pytest.mark.parametrize("args", [[], ["serve"]])
+def test_a_command_without_arguments_prints_its_help_once_and_nothing_on_stderr(args: list[str]) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    res = subprocess.run([sys.executable, "-m", "autopar", *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 2 and res.stderr == ""  # an empty line there before
+    assert res.stdout.count("Usage: autopar") == 1 and "Commands" in res.stdout
+
+
 def test_counts_of_one_are_singular() -> None:
     # issue 25: "top 1 layouts by tokens/s", "launch: Megatron-LM torchrun command (1 node, 1 GPUs)"
     out = runner.invoke(app, ["suggest", "llama3.2-1b", "--hardware", "h100-sxm", "--gpus", "1", "--top", "1", "--emit", "megatron"]).stdout
