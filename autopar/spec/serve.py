@@ -271,14 +271,14 @@ class Workload:
     warmed: bool = False
 
     def __post_init__(self) -> None:
+        if self.osl < 2:  # before the others' floor of 1, so that --osl 0 and 1 say the same
+            raise SpecError(f"`osl` must be at least 2 (TPOT is measured between output tokens), got {self.osl}")
         for name in ("isl", "osl", "concurrency"):
             value = getattr(self, name)
             if value < 1:
                 raise SpecError(f"`{name}` must be at least 1, got {value}")
             if value > (limit := MAX_SERVE_CONCURRENCY if name == "concurrency" else MAX_SEQ):
                 raise SpecError(f"`{name}` must be at most {limit:,}, got {value:,}")
-        if self.osl < 2:
-            raise SpecError(f"`osl` must be at least 2 (TPOT is measured between output tokens), got {self.osl}")
 
 
 def for_deployment(dep: Deployment, role: str | None = None) -> Framework:

@@ -736,7 +736,7 @@ CASES = [
             ("suggest", "--isl 0", 2, "--isl must be at least 1, got 0"),
             ("suggest", f"--isl {10**11}", 2, "--isl must be at most 33,554,432"),
             ("suggest", "--isl 200000", 2, "--isl + --osl (200,000 + 1,024) exceeds llama3.1-8b's context window"),
-            ("suggest", "--osl -1", 2, "--osl must be at least 1, got -1"),
+            ("suggest", "--osl -1", 2, "--osl must be at least 2 (TPOT is measured between output tokens), got -1"),
             ("suggest", "--osl 1", 2, "--osl must be at least 2"),
             ("suggest", "--ttft-ms 0", 2, "--ttft-ms must be a positive number of milliseconds, got 0.0"),
             ("suggest", "--ttft-ms nan", 2, "--ttft-ms must be a positive number of milliseconds, got nan"),
