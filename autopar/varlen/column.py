@@ -84,7 +84,7 @@ def _place_one(cells: Cells, steps: np.ndarray, c: np.ndarray, t: np.ndarray) ->
     arithmetic in the same order."""
     eff, room = cells.eff[steps, 0], cells.room[steps, 0]  # (n, cols) copies
     short = room < t[:, None]
-    col = np.where(short.any(axis=1), (eff + short * (4.0 * cells.big[steps])[:, None]).argmin(axis=1), eff.argmin(axis=1))
+    col = (eff + short * (4.0 * cells.big[steps])[:, None]).argmin(axis=1)  # + 0 where every micro-batch has room
     lacks = room[np.arange(steps.size), col] < t
     if lacks.any():
         cells.overflow_tokens += np.bincount(steps[lacks], t[lacks], minlength=cells.load.shape[0])
