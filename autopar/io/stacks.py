@@ -80,8 +80,10 @@ def _builtin(ref: str) -> tuple[dict[str, Any], str]:
     files = _files()
     if name not in files:
         names = sorted(files)
+        folder = " (that is a folder)" if Path(ref).is_dir() else ""
         raise SpecError(
-            f"`stack`: unknown stack '{name}'{did_you_mean(name, names)}: one of {', '.join(names)} (see `autopar stacks`) or a stack .yaml"
+            f"`stack`: unknown stack '{name}'{folder}{did_you_mean(name, names)}: one of {', '.join(names)} (see `autopar stacks`) "
+            "or a stack .yaml"
         )
     known = stack_versions(name)
     version = version if at else known[-1]

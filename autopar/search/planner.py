@@ -412,5 +412,5 @@ def _why_none(model: ModelSpec, hw: HardwareProfile, job: Job, considered: int, 
     return (
         f"no plan fits: the smallest of {considered} plans needs {need / 2**30:.1f} GiB per GPU "
         f"(dp{p.dp} tp{p.tp} pp{p.pp} cp{p.cp} mbs{p.mbs} recompute={p.recompute} zero={p.zero}) "
-        f"but a {hw.gpu_name} has {hw.memory_bytes / 2**30:.1f} GiB; use more GPUs or a shorter `seq_len`"
+        f"but one {hw.gpu_name} has {hw.memory_bytes / 2**30:.1f} GiB; use more GPUs or a shorter `seq_len`"
     )

@@ -142,7 +142,7 @@ def test_suggest_infeasible_exit_1_with_reason(files: dict[str, str], tmp_path: 
     (tmp_path / "tiny_hw.yaml").write_text(yaml.safe_dump(tiny))
     code, _, err = run("suggest", files["model"], "--hardware", str(tmp_path / "tiny_hw.yaml"), "--gpus", "8")
     assert code == 1
-    assert "no plan fits: the smallest of" in err and "GiB per GPU" in err and "but a Toy GPU has 1.0 GiB" in err
+    assert "no plan fits: the smallest of" in err and "GiB per GPU" in err and "but one Toy GPU has 1.0 GiB" in err
 
 
 BAD_ARGS = [

@@ -1162,5 +1162,6 @@ CASES = [
         2,
         "--plan and --top do not combine",
     ),
+    Case("26.9 messages", "--stack a folder", lambda t: job(t, extra=f"--stack '{t}'"), 2, "(that is a folder)"),
     Case("empty paths", "--save-dir under a file", lambda t: job(t, extra=f"--save-dir '{t}/tiny.yaml/sub'"), 2, "cannot make the folder"),
 ]
