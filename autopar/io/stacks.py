@@ -138,7 +138,8 @@ def load_stack(ref: str | None, options: Mapping[str, str] | None = None) -> Sta
         except SpecError as exc:
             text = str(exc).removeprefix(f"{where}: ")
             field, _, reason = text.partition(": ")
-            raise SpecError(f"`stack_opt` {key}={value}: {reason} (it sets {field} of stack {stack.label})" if reason else text) from None
+            said = f"{reason} (it sets {field} of stack {stack.label})" if reason else text
+            raise SpecError(f"`stack_opt` {key}={value}: {said}") from None
     return replace(applied, applied=tuple(options.items()))
 
 
