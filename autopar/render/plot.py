@@ -7,8 +7,9 @@ chart needs no plotting library and costs a few milliseconds. ``.svg`` writes th
 writes a self-contained page with the same SVG inline and a table of the Pareto plans.
 
 Counts: the page and the text say the search's number of feasible plans; the chart draws the
-plans the search timed. The others are variants of a drawn layout at a higher ZeRO stage or with
-more recompute, which the search counts as fitting without timing them (search/planner.py).
+plans the search timed and every plan that may be on the Pareto front (search/front.py). The others
+are beaten on both axes by a drawn plan, or are variants of a drawn layout at a higher ZeRO stage,
+which the search counts as fitting without timing them (search/planner.py).
 
 The SVG is reproducible (the same search writes the same bytes) and keeps text as text; every Pareto point is
 its own element with id ``pareto-<i>-<plan>``, so a test or a script can find them, and every
@@ -82,7 +83,7 @@ def cell_title(fastest: Candidate, plans: int) -> str:
 
 def svg_chart(s: Suggestion, front: Sequence[Estimate] | None = None) -> str:
     """The chart as SVG text (autopar.render.svg), each point titled with its plan; `front`: ``_front(s)``."""
-    ranked = s.result.ranked
+    ranked = s.result.drawn()
     front = _front(s) if front is None else front
     best = s.plans[0]  # the recommendation: the re-ranked first (advise/ties.py), as the text says
     cap = s.ctx.hw.memory_bytes / GIB
@@ -99,7 +100,7 @@ def svg_chart(s: Suggestion, front: Sequence[Estimate] | None = None) -> str:
             xlabel="peak memory per GPU (GiB)",
             ylabel="tokens/s (whole job)",
             cloud=cloud,
-            cloud_label=f"plans timed ({len(ranked)} of {s.result.feasible} that fit)",
+            cloud_label=f"plans drawn ({len(ranked)} of {s.result.feasible} that fit)",
             cloud_gid="plans",
             front=[
                 svg.Point(e.memory.total / GIB, e.tokens_per_s, "Pareto: " + hover(e), f"pareto-{i}-{plan_slug(e)}")
@@ -134,8 +135,9 @@ def html_page(s: Suggestion, svg: str, front: Sequence[Estimate] | None = None) 
         "table{border-collapse:collapse}td,th{padding:.2rem .6rem;border-bottom:1px solid #ddd;text-align:right}"
         "td:first-child,th:first-child{text-align:left}</style>\n</head>\n<body>\n"
         f"<h1>{title}</h1>\n<p>{s.result.feasible} feasible plans of {s.result.considered} searched "
-        f"({len(s.result.ranked)} timed and drawn; the rest are slower variants of a drawn layout, at a higher ZeRO "
-        f"stage or with more recompute); recommended: {html.escape(plan_text(best))}, "
+        f"({len(s.result.drawn())} timed and drawn: the leading plans and every plan that may be on the Pareto "
+        "front; each of the rest is beaten on both axes by a drawn plan, or is a drawn layout at a higher ZeRO "
+        f"stage); recommended: {html.escape(plan_text(best))}, "
         f"{best.tokens_per_s:,.0f} tokens/s. Hover over a point for its plan.</p>\n"
         f"{inline}\n<h2>Pareto front: tokens/s against peak memory per GPU</h2>\n"
         "<table>\n<tr><th>plan</th><th>tokens/s</th><th>MFU</th><th>GiB per GPU</th></tr>\n"
@@ -151,11 +153,11 @@ def plot_file(path: Path, s: Suggestion) -> tuple[str, PlotSummary]:
     front = _front(s)  # sorts every plan drawn: once for the chart, the page and the count
     chart = svg_chart(s, front)
     text = chart if path.suffix.lower() == ".svg" else html_page(s, chart, front)
-    return text, PlotSummary(path=path, plans=s.result.feasible, drawn=len(s.result.ranked), pareto=len(front))
+    return text, PlotSummary(path=path, plans=s.result.feasible, drawn=len(s.result.drawn()), pareto=len(front))
 
 
 def _front(s: Suggestion) -> list[Estimate]:
     """The Pareto plans' estimates (built for these few only)."""
-    ranked = s.result.ranked
+    ranked = s.result.drawn()
     where = {id(c): i for i, c in enumerate(ranked.candidates)}
     return [ranked[where[id(c)]] for c in pareto_front(ranked.candidates)]

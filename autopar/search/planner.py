@@ -49,8 +49,9 @@ from autopar.cost.memo import Memo
 from autopar.cost.memory import peak_bytes
 from autopar.cost.step import step_parts, variant_step_seconds
 from autopar.errors import InfeasibleError
+from autopar.search.front import drawn
 from autopar.search.ranking import TIE_BAND, Candidate, RankedPlans, dominated, rank, simplicity
-from autopar.search.scan import Deferred, Scan, Work, scan, work_plan
+from autopar.search.scan import Deferred, Scan, Work, scan, why_none, work_plan
 from autopar.search.space import (
     Block,
     choices,
@@ -63,7 +64,7 @@ from autopar.search.space import (
 from autopar.spec.hardware import HardwareProfile
 from autopar.spec.job import Job
 from autopar.spec.model import ModelSpec
-from autopar.spec.plan import RECOMPUTE, Plan
+from autopar.spec.plan import RECOMPUTE
 from autopar.spec.stack import NEUTRAL, StackProfile
 
 __all__ = ["TIE_BAND", "Candidate", "RankedPlans", "SearchResult", "dominated", "enumerate_plans", "rank", "search", "simplicity"]
@@ -83,11 +84,17 @@ class SearchResult:
     considered: int  # plans in the space
     # plans that fit in memory, or how to count them (a search with lead=True: the memory check of every layout)
     fits: int | Callable[[], int]
+    front: Callable[[], RankedPlans] | None = None  # while the ranking is pruned: what a chart draws (search/front.py)
 
     @property
     def feasible(self) -> int:
         """Plans that fit in memory."""
         return self.fits if isinstance(self.fits, int) else self.fits()
+
+    def drawn(self) -> RankedPlans:
+        """The plans a chart draws: every ranked plan, or, while the ranking is pruned, those timed and
+        every plan that may be on the Pareto front (search/front.py)."""
+        return self.ranked if self.front is None or not self.ranked.pruned else self.front()
 
 
 def search(
@@ -208,13 +215,17 @@ def _ranked(
     timed = [Candidate(tokens_per_s=tps[j], memory_bytes=jobs[j][5], plan=work_plan(jobs[j])) for j in sorted(tps)]
     timed += _undominated(memo, timed, jobs, deferred, tps, bar, seen)
     if not timed:
-        raise InfeasibleError(_why_none(model, hw, job, considered, found.smallest))
+        raise InfeasibleError(why_none(model, hw, job, considered, found.smallest))
     if "cp_comm" not in fixed:
         timed = _pick_cp_comm(memo, sorted(timed, key=lambda c: -c.tokens_per_s))
     ranked = rank(timed)
-    complete = (lambda: _unpruned(memo, jobs, tps, deferred, pick="cp_comm" not in fixed)) if bar.pruned else None
+    pick = "cp_comm" not in fixed
+    complete = (lambda: _unpruned(memo, jobs, tps, deferred, pick=pick)) if bar.pruned else None
+    front = cache(lambda: RankedPlans(memo, drawn(memo, found, tps, ranked, picked=pick))) if bar.pruned else None
     exact = sum(1 for c in ranked if c.tokens_per_s >= bar.floor)
-    result = SearchResult(ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered, fits=found.feasible)
+    result = SearchResult(
+        ranked=RankedPlans(memo, ranked, exact=exact, complete=complete), considered=considered, fits=found.feasible, front=front
+    )
     return result, bar.floor, ranked
 
 
@@ -399,18 +410,3 @@ def _pick_cp_comm(memo: Memo, ranked: list[Candidate]) -> list[Candidate]:
             if tps > cand.tokens_per_s:
                 out[i] = Candidate(tokens_per_s=tps, memory_bytes=need, plan=plan)
     return out
-
-
-def _why_none(model: ModelSpec, hw: HardwareProfile, job: Job, considered: int, smallest: tuple[float, Plan] | None) -> str:
-    if smallest is None:
-        return (
-            f"no valid plan for {model.name} on {job.gpus} GPUs with global batch {job.global_batch}: "
-            "check that the batch is divisible by the data-parallel degrees the GPU count allows"
-        )
-    need, plan = smallest
-    p = plan
-    return (
-        f"no plan fits: the smallest of {considered} plans needs {need / 2**30:.1f} GiB per GPU "
-        f"(dp{p.dp} tp{p.tp} pp{p.pp} cp{p.cp} mbs{p.mbs} recompute={p.recompute} zero={p.zero}) "
-        f"but one {hw.gpu_name} has {hw.memory_bytes / 2**30:.1f} GiB; use more GPUs or a shorter `seq_len`"
-    )

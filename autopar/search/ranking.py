@@ -52,6 +52,11 @@ class RankedPlans(Sequence[Estimate]):
         return self._exact
 
     @property
+    def pruned(self) -> bool:
+        """Whether plans are left to time before the ranking is complete."""
+        return self._complete is not None
+
+    @property
     def candidates(self) -> tuple[Candidate, ...]:
         """Every ranked plan's figures, best first."""
         self._completed()

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from autopar.cost.memo import Memo
 from autopar.cost.memory import block_peaks
 from autopar.search.space import Block, with_knobs
+from autopar.spec.hardware import HardwareProfile
+from autopar.spec.job import Job
+from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 
 # a plan to time: (its block, ep, etp, recompute, ZeRO stage, peak bytes)
@@ -106,3 +109,19 @@ def scan(
         need, block, ep, etp, recompute, zero = least
         out.smallest = (need, with_knobs(block.plan(ep, etp), recompute, zero))
     return out
+
+
+def why_none(model: ModelSpec, hw: HardwareProfile, job: Job, considered: int, smallest: tuple[float, Plan] | None) -> str:
+    """Why no plan fits: no layout the batch divides, or the leanest plan and what it needs."""
+    if smallest is None:
+        return (
+            f"no valid plan for {model.name} on {job.gpus} GPUs with global batch {job.global_batch}: "
+            "check that the batch is divisible by the data-parallel degrees the GPU count allows"
+        )
+    need, plan = smallest
+    p = plan
+    return (
+        f"no plan fits: the smallest of {considered} plans needs {need / 2**30:.1f} GiB per GPU "
+        f"(dp{p.dp} tp{p.tp} pp{p.pp} cp{p.cp} mbs{p.mbs} recompute={p.recompute} zero={p.zero}) "
+        f"but one {hw.gpu_name} has {hw.memory_bytes / 2**30:.1f} GiB; use more GPUs or a shorter `seq_len`"
+    )

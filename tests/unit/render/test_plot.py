@@ -37,10 +37,15 @@ def point(name: str, gib: float, tokens_per_s: float) -> Any:
     return SimpleNamespace(name=name, memory_bytes=gib * 2**30, tokens_per_s=tokens_per_s)
 
 
-@cache
-def suggestion() -> Suggestion:
+def fresh() -> Suggestion:
+    """SUGGEST's search, its ranking pruned as the CLI's is when it draws."""
     ctx = advise.context("llama3-8b", hardware="h100-sxm", gpus=8, nodes=None, global_batch=None, seq_len=None, dtype="bf16")
     return advise.suggest(ctx)
+
+
+@cache
+def suggestion() -> Suggestion:
+    return fresh()
 
 
 def test_pareto_front_hand_case() -> None:
@@ -74,12 +79,13 @@ def test_svg_holds_every_pareto_point_and_the_recommended_plan(tmp_path: Path) -
     target = tmp_path / "plans.svg"
     r = runner.invoke(app, [*SUGGEST, "--plot", str(target)])
     assert r.exit_code == 0, r.output
-    s = suggestion()
-    front = plot.pareto_front(s.result.ranked)
+    s = fresh()
+    drawn = s.result.drawn()
+    assert len(drawn) < len(s.result.ranked)  # the leading plans and every plan that may be on the front
+    front = plot.pareto_front(drawn)
     said = " ".join(r.stdout.split())  # prose wraps at 80 columns
     assert (
-        f"plot: {s.result.feasible} feasible plans ({len(s.result.ranked)} timed and drawn), {len(front)} on the "
-        f"Pareto front, written to {target}"
+        f"plot: {s.result.feasible} feasible plans ({len(drawn)} timed and drawn), {len(front)} on the Pareto front, written to {target}"
     ) in said
     assert f"searched {s.result.considered} plans in" in said and f"; {s.result.feasible} fit in" in said
     root = ET.parse(target).getroot()
@@ -174,9 +180,9 @@ def test_page_count_is_the_texts_and_the_label_is_the_tables(tmp_path: Path) -> 
     doc = json.loads(r.stdout)
     page = target.read_text()
     s = advise.suggest(advise.context("llama3-8b", hardware="h100-sxm", gpus=24, nodes=None, global_batch=None, seq_len=None, dtype="bf16"))
-    ranked = s.result.ranked
-    assert len(ranked) < doc["feasible"]
-    assert f"<p>{doc['feasible']} feasible plans of {doc['considered']} searched ({len(ranked)} timed and drawn;" in page
+    drawn = len(s.result.drawn())
+    assert drawn < len(s.result.ranked) < doc["feasible"]
+    assert f"<p>{doc['feasible']} feasible plans of {doc['considered']} searched ({drawn} timed and drawn:" in page
     best = labels.plan_text(s.plans[0])  # the recommendation after the re-ranking within the error band
     assert best == "dp24 tp1 pp1, mbs 1, recompute none, ZeRO-3" and f"recommended: {best}, " in page
 
@@ -191,17 +197,18 @@ def test_recommended_label_sits_outside_the_plot_area() -> None:
 
 def test_every_point_names_its_plan_on_hover(tmp_path: Path) -> None:
     target = tmp_path / "p.svg"
-    write_plot(target, suggestion())
+    s = fresh()
+    drawn = s.result.drawn()
+    write_plot(target, s)
     root = ET.parse(target).getroot()
     groups = {g.get("id"): g for g in root.iter(f"{SVG_NS}g") if g.get("id")}
     cloud = groups["plans"]
     dots = list(cloud.iter(f"{SVG_NS}circle"))
     titled = [g for g in cloud.iter(f"{SVG_NS}g") if g.find(f"{SVG_NS}title") is not None]
-    assert len(dots) == len(titled) == len(plot._distinct(suggestion().result.ranked.candidates)) > 10
+    assert len(dots) == len(titled) == len(plot._distinct(drawn.candidates)) > 10
     names = {(t.text or "").split(":")[0].split(" (and")[0] for t in cloud.iter(f"{SVG_NS}title")}
-    ranked = suggestion().result.ranked
-    assert names <= {labels.plan_text(c) for c in ranked.candidates}
-    front = plot.pareto_front(ranked)
+    assert names <= {labels.plan_text(c) for c in drawn.candidates}
+    front = plot.pareto_front(drawn)
     for i, e in enumerate(front):
         title = groups[f"pareto-{i}-{plot.plan_slug(e)}"].find(f"{SVG_NS}title")
         assert title is not None and title.text == f"Pareto: {plot.hover(e)}"

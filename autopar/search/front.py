@@ -1,0 +1,82 @@
+"""The plans a chart of a pruned search draws (`suggest --plot`): those it timed, and every plan
+that may be on the Pareto front (more tokens/s for no more memory), timed now.
+
+The front of every plan that fits is the front of these: a plan left out has an upper bound of
+tokens/s (cost/floors.py, or its layout's faster variant: recomputing more is never faster)
+strictly below a plan with no more memory already drawn, so it is beaten on both axes. Plans are
+read by increasing memory; a bound that clears the fastest plan drawn so far is refined (the plan's
+own step_floor) and then timed. Timing every plan of a 10^5-plan search (the whole ranking) costs
+about 2.5x the search; the front needs a few thousand of them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+from autopar.cost.floors import class_floors, step_floors
+from autopar.cost.memo import Memo
+from autopar.cost.step import variant_step_seconds
+from autopar.search.ranking import Candidate
+from autopar.search.scan import Deferred, Scan, Work
+from autopar.search.space import with_knobs
+from autopar.spec.plan import Plan
+
+
+def drawn(memo: Memo, found: Scan, tps: dict[int, float], ranked: Sequence[Candidate], *, picked: bool) -> list[Candidate]:
+    """`ranked` (the search's timed plans, exact) and, after them, the plans of `found` not in it
+    that may be on the front, by increasing memory. `tps`: tokens/s of the jobs timed, by index;
+    `picked`: the search chose each leading CP plan's K/V exchange (planner._pick_cp_comm), so a
+    ranked all-gather plan stands in for its ring layout, which is not drawn."""
+    tokens, jobs = memo.job.tokens_per_step, found.jobs
+    shown = {c.plan for c in ranked} | {replace(c.plan, cp_comm="ring") for c in ranked if picked and c.plan.cp_comm != "ring"}
+    floors = (step_floors if memo.model.moe is None else class_floors)(memo, [(b.skeleton, r) for b, r, _ in found.groups])
+    bound: dict[int, float] = {}  # tokens/s no plan of the job's block and recompute mode exceeds
+    for (_, _, members), f in zip(found.groups, floors, strict=True):
+        for j in members:
+            bound[j] = tps.get(j, tokens / f if f > 0 else math.inf)
+    # the fastest ranked plan with at most each memory: what no plan beaten by it can pass
+    order = sorted(ranked, key=lambda c: c.memory_bytes)
+    mems = [c.memory_bytes for c in order]
+    fastest = list(itertools.accumulate((c.tokens_per_s for c in order), max))
+
+    def open_(need: float, upper: float) -> bool:
+        i = bisect.bisect_right(mems, need)
+        return not i or fastest[i - 1] <= upper
+
+    # (peak bytes, 0 for a ranked plan, else 1, its index, bound, what): what is None for a ranked plan,
+    # a job's index or a deferred variant; among equal memory the ranked plans first
+    items: list[tuple[float, int, int, float, int | Deferred | None]]
+    items = [(c.memory_bytes, 0, i, c.tokens_per_s, None) for i, c in enumerate(ranked)]
+    items += [(w[5], 1, j, bound[j], j) for j, w in enumerate(jobs) if j not in tps and open_(w[5], bound[j])]
+    n = len(jobs)
+    items += [(d[3], 1, n + i, bound[d[0]], d) for i, d in enumerate(found.deferred) if open_(d[3], bound[d[0]])]
+    items.sort()
+    best, out = -math.inf, list(ranked)
+    for need, _, _, upper, what in items:
+        if what is None:
+            best = max(best, upper)
+            continue
+        if upper < best:
+            continue  # beaten on both axes by a plan drawn
+        plan = _plan(jobs, what)
+        if isinstance(what, tuple) and plan in shown:
+            continue  # a deferred variant the search timed
+        (floor,) = step_floors(memo, [(plan, plan.recompute)])
+        if floor > 0 and tokens / floor < best:
+            continue
+        (step,) = variant_step_seconds(memo, plan, [(plan.recompute, plan.zero)])
+        out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=plan))
+        best = max(best, tokens / step)
+    return out
+
+
+def _plan(jobs: list[Work], what: int | Deferred) -> Plan:
+    """The plan of a job (its index) or of a deferred variant (its layout's job's, with its knobs)."""
+    block, ep, etp, recompute, zero, _ = jobs[what if isinstance(what, int) else what[0]]
+    if isinstance(what, tuple):
+        recompute, zero = what[1], what[2]
+    return with_knobs(block.plan(ep, etp), recompute, zero)
