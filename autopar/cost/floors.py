@@ -45,6 +45,11 @@ def _floor_stages(memo: Memo, key: FloorKey) -> float:
     return memo.get(all_stages, (lp, key.mbs))
 
 
+def _either_stages(memo: Memo, key: FloorKey) -> float:
+    """The lesser of _floor_stages of the key and of its all-gather CP variant (search/planner.py tries it)."""
+    return min(memo.get(_floor_stages, key), memo.get(_floor_stages, key._replace(cp_comm="allgather")))
+
+
 FLOOR_SLACK = 1e-6  # relative; far above the rounding of two sums of the same terms in different orders
 
 
@@ -67,14 +72,15 @@ def step_floor(memo: Memo, skeleton: Plan, recompute: str) -> float:
     return total * (m / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
 
 
-def step_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
-    """step_floor of each (skeleton, recompute), with what they share read once (the search's hot path)."""
+def step_floors(memo: Memo, jobs: list[tuple[Plan, str]], *, either: bool = False) -> list[float]:
+    """step_floor of each (skeleton, recompute), with what they share read once (the search's hot path);
+    `either`: the lesser of its floor and its all-gather CP variant's where cp > 1 (a bound of both)."""
     if memo.profile.compute_slowdown < 1:
         return [0.0] * len(jobs)
     get, batch, keep = memo.get_by, memo.job.global_batch, 1 - FLOOR_SLACK
     return [
         get(
-            _floor_stages,
+            _either_stages if either and p.cp > 1 else _floor_stages,
             (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.ep, p.etp, p.pp > 1, p.mbs, p.recompute_modules if r == "selective" else ()),
             FloorKey._make,
         )
@@ -117,19 +123,25 @@ def _class_stages(memo: Memo, key: ClassKey) -> float:
     return total + memo.get(loss_seconds, (key.tp, key.cp, key.mbs))
 
 
+def _either_class(memo: Memo, key: ClassKey) -> float:
+    """The lesser of _class_stages of the key and of its all-gather CP variant."""
+    return min(memo.get(_class_stages, key), memo.get(_class_stages, key._replace(cp_comm="allgather")))
+
+
 def _moe_floor(memo: Memo, key: tuple[Shape, Dims]) -> float:
     return moe_floor(memo.model, memo.profile, *key)
 
 
-def class_floors(memo: Memo, jobs: list[tuple[Plan, str]]) -> list[float]:
+def class_floors(memo: Memo, jobs: list[tuple[Plan, str]], *, either: bool = False) -> list[float]:
     """A lower bound of step_floor of each (skeleton, recompute), from its layer class (ClassKey): one
-    bound serves every ep and etp, so a search refines (step_floor) only the plans this bound keeps."""
+    bound serves every ep and etp, so a search refines (step_floor) only the plans this bound keeps;
+    `either` as in step_floors."""
     if memo.profile.compute_slowdown < 1:
         return [0.0] * len(jobs)
     get, batch, keep = memo.get_by, memo.job.global_batch, 1 - 2 * FLOOR_SLACK
     return [
         get(
-            _class_stages,
+            _either_class if either and p.cp > 1 else _class_stages,
             (p.tp, p.cp, p.sp and p.tp > 1, r, p.cp_comm, p.mbs, p.recompute_modules if r == "selective" else ()),
             ClassKey._make,
         )

@@ -26,7 +26,7 @@ from autopar.emit.megatron import pipeline_items
 from autopar.errors import InfeasibleError, SpecError
 from autopar.io.profiles import parse_profile
 from autopar.io.stacks import load_stack
-from autopar.search import planner
+from autopar.search import lead, planner, timing
 from autopar.search.planner import dominated, search
 from autopar.search.space import MICRO_BATCH_SIZES, SEARCHED_ZERO, divisors, enumerate_plans, powers_of_two, virtual_stages
 from autopar.spec.families import MambaSpec, MoESpec
@@ -238,23 +238,31 @@ def test_a_pruned_search_ranks_its_leading_plans_as_the_full_one(
 
 
 @SETTINGS
-@given(setups(), st.sampled_from([1, 4, 16]))
-def test_a_leading_search_ranks_its_leading_plans_as_the_full_one(setup: tuple[ModelSpec, HardwareProfile, Job], first: int) -> None:
-    """search(lead=True) (planner.py _leading), which checks the memory of the blocks of the highest
-    bounds first (`first` of them: the presets' searches hold hundreds to thousands), ranks
-    its first `exact` plans as timing every plan of every block does; reading on, and `feasible`, give
-    the full search's."""
+@given(setups(), st.sampled_from([1, 4, 16]), st.sampled_from([8, 64]))
+def test_a_leading_search_ranks_its_leading_plans_as_the_full_one(
+    setup: tuple[ModelSpec, HardwareProfile, Job], chunk: int, variants: int
+) -> None:
+    """search(lead=True) (search/lead.py), which checks the memory of the blocks in order of their bounds
+    (`chunk` at a time: the presets' searches hold hundreds to thousands), ranks its first `exact` plans,
+    at least the band of the fastest, as timing every plan of every block does, with the all-gather CP
+    variant tried on the `variants` fastest plans (8: a count the toy spaces' bars reach, so that the band
+    alone is not all that is exact); reading on, and `feasible`, give the full search's."""
     model, hw, job = setup
-    # the all-gather CP variant tried on 8 plans (not 64), both searches alike: a bar the toy spaces reach
-    # (read within: what is read past the leading plans is searched when read)
-    with mock.patch.object(planner, "CP_VARIANT_CANDIDATES", 8), mock.patch.object(planner, "LEAD_BLOCKS", first):
+    with (
+        mock.patch.object(planner, "CP_VARIANT_CANDIDATES", variants),
+        mock.patch.object(timing, "CP_VARIANT_CANDIDATES", variants),
+        mock.patch.object(lead, "CP_VARIANT_CANDIDATES", variants),
+        mock.patch.object(lead, "CHUNK", chunk),
+    ):
         full = _search(model, hw, job, keep=None)
         led = _search(model, hw, job, keep=1, lead=True)
         if full is None:
             assert led is None
             return
         exact = led.ranked.exact
-        assert exact >= min(8, len(full.ranked.candidates))
+        band = sum(1 for c in full.ranked.candidates if c.tokens_per_s >= full.ranked.candidates[0].tokens_per_s * (1 - planner.TIE_BAND))
+        assert exact >= min(band, len(full.ranked.candidates))
+        assert led.ranked[0] == full.ranked[0]
         assert led.ranked[:exact] == full.ranked[:exact]
         assert (led.considered, led.feasible) == (full.considered, full.feasible)
         assert led.ranked.candidates == full.ranked.candidates

@@ -4,6 +4,7 @@ one entry per block and recompute mode (search/planner.py _time_jobs), against t
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -12,9 +13,10 @@ from hypothesis import strategies as st
 from autopar.cost.floors import step_floors
 from autopar.cost.memo import Memo
 from autopar.cost.memory import block_peaks, memory_breakdown
+from autopar.cost.step import estimate
 from autopar.io.models import load_model
 from autopar.io.stacks import load_stack
-from autopar.search import planner
+from autopar.search import planner, timing
 from autopar.search.scan import scan, work_plan
 from autopar.search.space import Block, enumerate_blocks, stack_limits, with_knobs
 from autopar.spec.hardware import HardwareProfile
@@ -110,19 +112,19 @@ def test_the_heap_of_groups_times_jobs_in_the_order_of_their_bounds(setup: tuple
         return
     order: list[int] = []
     index = {work_plan(w): j for j, w in enumerate(found.jobs)}
-    original = planner.variant_step_seconds
+    original = timing.variant_step_seconds
 
     def record(memo_: Memo, skeleton: Plan, variants: list[tuple[str, int]]) -> list[float]:
         ((recompute, zero),) = variants
         order.append(index[with_knobs(skeleton, recompute, zero)])
         return original(memo_, skeleton, variants)
 
-    planner.variant_step_seconds = record  # type: ignore[assignment]
+    timing.variant_step_seconds = record  # type: ignore[assignment]
     try:
-        bar = planner._Bar(keep)
+        bar = timing.Bar(keep)
         tps = planner._time_jobs(memo, found, bar)
     finally:
-        planner.variant_step_seconds = original
+        timing.variant_step_seconds = original
     tokens = job.tokens_per_step
     floors = step_floors(memo, [(w[0].plan(w[1], w[2]), w[3]) for w in found.jobs])
     bounds = [tokens / f if f > 0 else float("inf") for f in floors]
@@ -131,3 +133,19 @@ def test_the_heap_of_groups_times_jobs_in_the_order_of_their_bounds(setup: tuple
     assert sorted(order) == sorted(tps)
     if len(order) < len(ranked):
         assert bounds[ranked[len(order)]] < bar.floor
+
+
+@SETTINGS
+@given(setups())
+def test_either_floor_bounds_the_ring_and_the_allgather_variant(setup: tuple[ModelSpec, HardwareProfile, Job]) -> None:
+    """floors.py step_floors(either=True), the bound search/lead.py orders and skips by: for a CP plan the
+    lesser of its floor and its all-gather variant's, each at most that plan's step time; without CP its own."""
+    model, hw, job = setup
+    memo = Memo(model, hw, job)
+    items = [(b.skeleton, r) for b in enumerate_blocks(model, job, {}) for r in RECOMPUTE]
+    gathered = [(replace(p, cp_comm="allgather"), r) for p, r in items]
+    either = step_floors(memo, items, either=True)
+    for (p, r), ring, ag, e in zip(items, step_floors(memo, items), step_floors(memo, gathered), either, strict=True):
+        assert e == (min(ring, ag) if p.cp > 1 else ring)
+        for plan in (with_knobs(p, r, 1), with_knobs(replace(p, cp_comm="allgather"), r, 1)):
+            assert e <= estimate(model, hw, job, plan, memo=memo).step_time_s
