@@ -111,7 +111,7 @@ def suggest(
     slurm_account: AccountOpt = None,
     slurm_qos: QosOpt = None,
     slurm_cpus_per_task: CpusOpt = None,
-    plot: Annotated[Path | None, path_option("Write a chart of all feasible plans (.svg or .html).")] = None,
+    plot: Annotated[Path | None, path_option("Chart the plans timed and the Pareto front (.svg or .html).")] = None,
     seq_len_dist: DistOpt = None,
     varlen_strategy: StrategyOpt = None,
     headroom: HeadroomOpt = DEFAULT_HEADROOM,

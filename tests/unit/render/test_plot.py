@@ -169,7 +169,7 @@ def test_help_names_no_extra() -> None:
     r = runner.invoke(app, ["suggest", "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
     assert r.exit_code == 0
     said = " ".join(r.stdout.replace("│", " ").split())
-    assert "Write a chart of all feasible plans (.svg or .html)." in said and "matplotlib" not in said
+    assert "Chart the plans timed and the Pareto front (.svg or .html)." in said and "matplotlib" not in said
 
 
 def test_page_count_is_the_texts_and_the_label_is_the_tables(tmp_path: Path) -> None:
