@@ -77,9 +77,22 @@ def test_fp4_runs_fp4_gemms_where_the_gpu_has_them() -> None:
     assert gemm_dtype(load_hardware("b300"), "fp4") == "fp4"
     assert gemm_dtype(load_hardware("h100-sxm"), "fp4") == "fp8"  # no fp4 tensor cores: the fp8 rate
     assert gemm_dtype(load_hardware("b300"), "int4") == "bf16"  # weight-only
-    # no fp4 GEMM curve is published: fp4 takes fp8's efficiency
-    b300 = load_hardware("b300")
-    assert b300.gemm_efficiency("fp4", 1e12) == b300.gemm_efficiency("fp8", 1e12)
+    # B200 has no fp4 GEMM curve of its own: fp4 takes fp8's efficiency
+    b200 = load_hardware("b200")
+    assert b200.gemm_efficiency("fp4", 1e12) == b200.gemm_efficiency("fp8", 1e12)
+
+
+def test_b300_curves_are_b200s_times_b300s_measured_speed() -> None:
+    """b300.yaml: B200's curves x B300's speed over B200 in aiconfigurator's vLLM 0.19.0 sweeps (same harness,
+    095f58a): bf16 GEMMs 1.053-1.079, fp8 1.027-1.092, prefill attention 1.060 (512) to 1.169 (16k); NVFP4 no
+    faster than B200 (B200's fp4 rate, 9000 x its fp8 curve, over B300's 14000 peak)."""
+    b200, b300 = load_hardware("b200"), load_hardware("b300")
+    for dtype, flops, ratio in (("bf16", 2.1475e9, 1.058), ("bf16", 8.7961e12, 1.074), ("fp8", 1.3744e11, 1.027)):
+        assert b300.gemm_efficiency(dtype, flops) == pytest.approx(b200.gemm_efficiency(dtype, flops) * ratio, abs=1e-4)
+    for seq, ratio in ((512, 1.060), (4096, 1.124), (16384, 1.169)):
+        assert b300.attention_efficiency("bf16", seq) == pytest.approx(b200.attention_efficiency("bf16", seq) * ratio, abs=1e-4)
+    fp4_rate = b300.peak("fp4") * b300.gemm_efficiency("fp4", 8.7961e12)
+    assert fp4_rate == pytest.approx(b200.peak("fp4") * b200.gemm_efficiency("fp4", 8.7961e12), rel=1e-3)
 
 
 def test_4bit_moe_checkpoints_quantise_the_experts_only() -> None:
