@@ -22,8 +22,7 @@ from autopar.cost.memo import Memo
 from autopar.cost.step import variant_step_seconds
 from autopar.search.ranking import Candidate
 from autopar.search.scan import Deferred, Scan, Work
-from autopar.search.space import with_knobs
-from autopar.spec.plan import Plan
+from autopar.search.space import Block, with_knobs
 
 
 def drawn(memo: Memo, found: Scan, tps: dict[int, float], ranked: Sequence[Candidate], *, picked: bool) -> list[Candidate]:
@@ -62,21 +61,24 @@ def drawn(memo: Memo, found: Scan, tps: dict[int, float], ranked: Sequence[Candi
             continue
         if upper < best:
             continue  # beaten on both axes by a plan drawn
-        plan = _plan(jobs, what)
-        if isinstance(what, tuple) and plan in shown:
-            continue  # a deferred variant the search timed
-        (floor,) = step_floors(memo, [(plan, plan.recompute)])
+        block, ep, etp, recompute, zero = _knobs(jobs, what)
+        layout = block.plan(ep, etp)  # as the search times it (planner job_seconds)
+        (floor,) = step_floors(memo, [(layout, recompute)])
         if floor > 0 and tokens / floor < best:
             continue
-        (step,) = variant_step_seconds(memo, plan, [(plan.recompute, plan.zero)])
+        plan = with_knobs(layout, recompute, zero)
+        if isinstance(what, tuple) and plan in shown:
+            continue  # a deferred variant the search timed
+        (step,) = variant_step_seconds(memo, layout, [(recompute, zero)])
         out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=plan))
         best = max(best, tokens / step)
     return out
 
 
-def _plan(jobs: list[Work], what: int | Deferred) -> Plan:
-    """The plan of a job (its index) or of a deferred variant (its layout's job's, with its knobs)."""
+def _knobs(jobs: list[Work], what: int | Deferred) -> tuple[Block, int, int, str, int]:
+    """(block, ep, etp, recompute, ZeRO stage) of a job (its index) or of a deferred variant (its layout's
+    job's, with its own recompute and stage)."""
     block, ep, etp, recompute, zero, _ = jobs[what if isinstance(what, int) else what[0]]
     if isinstance(what, tuple):
         recompute, zero = what[1], what[2]
-    return with_knobs(block.plan(ep, etp), recompute, zero)
+    return block, ep, etp, recompute, zero

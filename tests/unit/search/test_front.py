@@ -12,11 +12,11 @@ from autopar.io.models import load_model
 from autopar.io.profiles import load_hardware
 from autopar.io.stacks import load_stack
 from autopar.render.plot import pareto_front
-from autopar.search.front import _plan, drawn
+from autopar.search.front import _knobs, drawn
 from autopar.search.planner import SearchResult, search
 from autopar.search.ranking import Candidate
 from autopar.search.scan import Scan, scan
-from autopar.search.space import choices, enumerate_blocks, searched_zero, stack_limits
+from autopar.search.space import choices, enumerate_blocks, searched_zero, stack_limits, with_knobs
 from autopar.spec.job import Job, default_global_batch
 from autopar.spec.plan import RECOMPUTE
 
@@ -82,7 +82,8 @@ def test_a_deferred_variant_the_search_ranked_by_its_all_gather_twin_is_not_draw
     blocks = list(enumerate_blocks(model, job, fixed, stack=stack))
     found = scan(memo, blocks, tuple(choices(fixed, "recompute", list(RECOMPUTE))), tuple(sorted(searched_zero(stack))))
     d = next(d for d in found.deferred if found.jobs[d[0]][0].skeleton.cp > 1)
-    ring = _plan(found.jobs, d)
+    block, ep, etp, recompute, zero = _knobs(found.jobs, d)
+    ring = with_knobs(block.plan(ep, etp), recompute, zero)
     twin = Candidate(tokens_per_s=1e12, memory_bytes=d[3] + 1, plan=replace(ring, cp_comm="allgather"))
     # every job timed (at any speed) and this variant the only one deferred: it alone may be drawn
     one = Scan(jobs=found.jobs, groups=found.groups, deferred=[d])
