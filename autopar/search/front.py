@@ -28,7 +28,7 @@ from autopar.search.space import Block, with_knobs
 def drawn(memo: Memo, found: Scan, tps: dict[int, float], ranked: Sequence[Candidate], *, picked: bool) -> list[Candidate]:
     """`ranked` (the search's timed plans, exact) and, after them, the plans of `found` not in it
     that may be on the front, by increasing memory. `tps`: tokens/s of the jobs timed, by index;
-    `picked`: the search chose each leading CP plan's K/V exchange (planner._pick_cp_comm), so a
+    `picked`: the search chose each leading CP plan's K/V exchange (timing.pick_cp_comm), so a
     ranked all-gather plan stands in for its ring layout, which is not drawn."""
     tokens, jobs = memo.job.tokens_per_step, found.jobs
     shown = {c.plan for c in ranked} | {replace(c.plan, cp_comm="ring") for c in ranked if picked and c.plan.cp_comm != "ring"}
@@ -62,7 +62,7 @@ def drawn(memo: Memo, found: Scan, tps: dict[int, float], ranked: Sequence[Candi
         if upper < best:
             continue  # beaten on both axes by a plan drawn
         block, ep, etp, recompute, zero = _knobs(jobs, what)
-        layout = block.plan(ep, etp)  # as the search times it (planner job_seconds)
+        layout = block.plan(ep, etp)  # as the search times it (timing.job_seconds)
         (floor,) = step_floors(memo, [(layout, recompute)])
         if floor > 0 and tokens / floor < best:
             continue
