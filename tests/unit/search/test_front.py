@@ -71,7 +71,7 @@ def test_a_complete_ranking_is_what_is_drawn() -> None:
 
 
 def test_a_deferred_variant_the_search_ranked_by_its_all_gather_twin_is_not_drawn_again() -> None:
-    """A ranked all-gather plan stands for the ring layout it replaced (planner._pick_cp_comm), a deferred
+    """A ranked all-gather plan stands for the ring layout it replaced (timing.pick_cp_comm), a deferred
     variant's included: drawing that ring plan too would put a point the complete ranking lacks, at less
     memory than its twin, where it could join the front."""
     model, seq_len, gpus = load_model("llama3.1-8b"), 65536, 16
