@@ -61,6 +61,9 @@ RHO_SATURATED = 0.95
 # past the roofline the compute grows faster), the line is redrawn through the two priced points
 # nearest the solution (a secant), at most ROUNDS times.
 EMPTY, HALVINGS, TOLERANCE, ROUNDS = 1e-6, 40, 1e-3, 4
+# How the halvings skip their float test of N(X) > C (DisaggLoop._on_line): Newton steps at most to
+# find its root, and the relative distance from it at which the test is checked on either side.
+NEWTON, CERTIFIED = 60, 2e-12
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,7 +131,14 @@ class DisaggLoop:
         return new
 
     def _on_line(self, p: tuple[float, StepTime], q: tuple[float, StepTime], *, concurrency: float, most: float) -> float:
-        """b at N = C with the step time on the line through the priced points p and q."""
+        """b at N = C with the step time on the line through the priced points p and q: HALVINGS halvings
+        of X, each deciding whether N(X) > C (or b(X) > most) by the float operations of batch(x) (b(X) on
+        the line), _wait_at(x) and population's sum, in their order (`over`), as written out before
+        (tests/unit/cost/test_serve_disagg.py holds it to them). `over` is non-decreasing in x (each of its
+        operations is, correctly rounded, with k >= 0 and the times >= 0), so a halving at or below an x
+        where it is False, or at or above one where it is True, is decided without it: the two are found
+        next to the root (`_root`, Newton's method on the same N), and only the halvings between them,
+        the last few, run it. Where either is not where the root says, its side runs `over` as before."""
         (b1, s1), (b2, s2) = p, q
         k = (s2.total - s1.total) / (b2 - b1) if b2 != b1 else 0.0
         t0 = max(s1.total - k * b1, 1e-12)
@@ -137,16 +147,72 @@ class DisaggLoop:
         def batch(x: float) -> float:
             return x * per * t0 / (1 - x * per * k) if x * per * k < 1 else math.inf
 
-        top = self.batch * self.servers / self.step_s  # the prefill pool's rate (rho = 1)
+        step_s, prompts, ranks = self.step_s, self.batch, self.ranks
+        busy = prompts * self.servers  # rho = x s_B / (B S), as _rho_at
+        fixed = self.ahead_s + self.service_s  # population's a + s, added first
+
+        def over(x: float) -> bool:
+            xp = x * per
+            if not xp * k < 1:  # batch(x) unbounded
+                return True
+            b = xp * t0 / (1 - xp * k)
+            rho = x * step_s / busy
+            return b > most or rho >= 1 or x * (fixed + rho * step_s / prompts / (2 * (1 - rho))) + ranks * b > concurrency
+
+        top = busy / step_s  # the prefill pool's rate (rho = 1)
         if k > 0:
             top = min(top, 1 / (per * k))
+        under, past = -1.0, math.inf  # over(under) is False, over(past) True
+        if k >= 0 and fixed >= 0 and step_s > 0 and concurrency > 0:
+            root = self._root(k=k, t0=t0, fixed=fixed, concurrency=concurrency, most=most, top=top)
+            gap = root * CERTIFIED
+            if not over(root - gap):
+                under = root - gap
+            if over(root + gap):
+                past = root + gap
         lo, hi = 0.0, top
         for _ in range(HALVINGS):
             x = (lo + hi) / 2
-            b = batch(x)
-            wait = self._wait_at(x)
-            if b > most or x * (self.ahead_s + self.service_s + wait) + self.ranks * b > concurrency:
+            if x <= under:
+                lo = x
+            elif x >= past or over(x):
                 hi = x
             else:
                 lo = x
         return min(batch(lo), most)
+
+    def _root(self, *, k: float, t0: float, fixed: float, concurrency: float, most: float, top: float) -> float:
+        """About where N(X) passes C on the line t(b) = t0 + k b, or b(X) passes `most`, below `top`:
+        N(X) - C is convex and rising on [0, top) (each term is), so Newton's method, held inside the
+        bracket it narrows (halving where a step leaves it), converges on its root."""
+        per, rate_per = self.osl / self.ranks, self.step_s / (self.batch * self.servers)
+        each = self.step_s / self.batch
+        ranks = self.ranks
+
+        def slope_at(x: float) -> tuple[float, float]:
+            """(N(X) - C, its slope) at x; (inf, 1) at or past a pole."""
+            xp, rho = x * per, x * rate_per
+            rest, idle = 1 - xp * k, 1 - rho
+            if rest <= 0 or idle <= 0:
+                return math.inf, 1.0
+            wait = rho * each / (2 * idle)
+            gx = x * (fixed + wait) + ranks * xp * t0 / rest - concurrency
+            return gx, fixed + wait + x * each * rate_per / (2 * idle * idle) + ranks * per * t0 / (rest * rest)
+
+        end = min(top, most / (per * (t0 + most * k)))  # b(X) = most there
+        if end < top and slope_at(end)[0] <= 0:
+            return end  # the batch reaches `most` first
+        lo, hi, x = 0.0, end, 0.0  # the first step is the tangent at 0, past the root (convex)
+        for _ in range(NEWTON):
+            gx, slope = slope_at(x)
+            if gx > 0:
+                hi = x
+            else:
+                lo = x
+            nx = x - gx / slope
+            if not lo < nx < hi:
+                nx = (lo + hi) / 2
+            if abs(nx - x) <= 1e-8 * x or hi - lo <= 1e-13 * hi:
+                return nx
+            x = nx
+        return x

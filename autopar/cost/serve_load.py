@@ -113,15 +113,9 @@ def _pool(
     step: StepTime,
     per_rank: float,
 ) -> PoolEstimate:
-    fw = for_deployment(dep, role)
-    pool = kv_pool_bytes(model, hw, engine, weights=dep.weights, fw=fw)
-    per_token = kv_bytes_per_token(model, engine, dep.kv_bytes)
-    context = wl.isl + wl.osl  # a windowed layer keeps its window of it (ModelSpec.kv_share)
-    per_request = context * model.kv_share(context) * per_token + state_bytes_per_request(model, engine)
-    tokens = max(0, int(pool / per_token)) * engine.dp if per_token > 0 else 0
-    held = max(0, int(pool / per_request)) if per_request > 0 else 10**9
-    weights = weight_bytes_per_gpu(model, engine, dep.weights)
-    used = fw.memory_fraction * hw.memory_bytes - pool if fw.memory_rule == "total" else hw.memory_bytes - pool / fw.memory_fraction
+    pool, per_request, tokens, held, weights, used = _pool_terms(
+        model, hw, engine, for_deployment(dep, role), dep.weights, dep.kv_bytes, wl.isl, wl.osl
+    )
     in_use = min(max(pool, 0.0), per_rank * per_request)
     return PoolEstimate(
         role=role,
@@ -135,6 +129,24 @@ def _pool(
         memory_gib_per_gpu=(used + in_use) / GIB,
         fits=held >= 1,
     )
+
+
+@remembered
+def _pool_terms(
+    model: ModelSpec, hw: HardwareProfile, engine: Engine, fw: Framework, weights: str, kv_bytes: float, isl: int, osl: int
+) -> tuple[float, float, int, int, float, float]:
+    """What _pool reads of its engine whatever the concurrency, the same for each of a sweep's points (cached):
+    (KV pool bytes, bytes a request holds, KV tokens an engine holds, requests it holds, weight bytes, memory
+    in use outside the KV in use)."""
+    pool = kv_pool_bytes(model, hw, engine, weights=weights, fw=fw)
+    per_token = kv_bytes_per_token(model, engine, kv_bytes)
+    context = isl + osl  # a windowed layer keeps its window of it (ModelSpec.kv_share)
+    per_request = context * model.kv_share(context) * per_token + state_bytes_per_request(model, engine)
+    tokens = max(0, int(pool / per_token)) * engine.dp if per_token > 0 else 0
+    held = max(0, int(pool / per_request)) if per_request > 0 else 10**9
+    weight = weight_bytes_per_gpu(model, engine, weights)
+    used = fw.memory_fraction * hw.memory_bytes - pool if fw.memory_rule == "total" else hw.memory_bytes - pool / fw.memory_fraction
+    return pool, per_request, tokens, held, weight, used
 
 
 def capacity(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> tuple[bool, int]:
@@ -197,18 +209,8 @@ def estimate(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workloa
 def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -> ServeEstimate:
     fw, engine = for_deployment(dep), dep.engine
     n = wl.concurrency / (dep.replicas * engine.dp)
-    probe = _pool(
-        model,
-        hw,
-        dep,
-        wl,
-        role="agg",
-        engine=engine,
-        replicas=dep.replicas,
-        step=StepTime(weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0),
-        per_rank=n,
-    )
-    cap = probe.max_concurrency / (dep.replicas * engine.dp)
+    _, _, kv_tokens, held, _, _ = _pool_terms(model, hw, engine, fw, dep.weights, dep.kv_bytes, wl.isl, wl.osl)
+    cap = held * engine.dp * dep.replicas / (dep.replicas * engine.dp)  # the pool's max_concurrency per rank
     reserve = fw.admission == "reserve_full"  # otherwise the loop runs the engine's own admission on the pool
     running = min(n, max(cap, 1.0)) if reserve else n
     step = decode_step(model, hw, engine, weights=dep.weights, kv_bytes=dep.kv_bytes, batch=running, context=wl.isl + wl.osl / 2, fw=fw)
@@ -221,7 +223,7 @@ def _agg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload) -
         step=step,
         alone=alone,
         running=running,
-        kv_tokens=int(probe.kv_cache_tokens / model.kv_share(wl.isl + wl.osl)) // engine.dp,
+        kv_tokens=int(kv_tokens / model.kv_share(wl.isl + wl.osl)) // engine.dp,
     )  # request tokens
     # the loop's steps price a prompt at the profile's rate (the TPOT rows measure that rate for the
     # prompts riding in decode steps); a request's own prompt waits the fitted serving slowdown more
@@ -302,6 +304,7 @@ class PrefillServer:
     batch_s: float  # s_B: seconds of a full step of a busy pool
 
 
+@remembered
 def prefill_server(
     model: ModelSpec, hw: HardwareProfile, pre: Engine, *, weights: str, isl: int, fw: Framework, slowdown: float
 ) -> PrefillServer:
@@ -310,7 +313,8 @@ def prefill_server(
     aggregated fit, prefill_slowdown) x the profile's time; "engine", the engine's own steps at the
     profile's curves, where a busy step of an attention-DP engine holds every rank's prompts in its MoE
     layer (the ranks' tokens are gathered into it; without Framework.dp_padding a lone prompt's step
-    computes only its own) while the rank's attention and dense layers compute its prompts alone."""
+    computes only its own) while the rank's attention and dense layers compute its prompts alone. Cached: the
+    same for every decode pool and concurrency behind the prefill engine."""
     alone = prefill_time(model, hw, pre, weights=weights, tokens=isl, seq_len=isl, fw=fw)
     batch = max(1, min(fw.chunk_tokens // max(1, isl), fw.max_seqs))
     engine = fw.disagg_prefill == "engine"
@@ -328,18 +332,8 @@ def _disagg(model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload
         raise SpecError("`mode=disagg` needs the prefill engine (`prefill_tp` ...)")
     ranks = dep.replicas * dec.dp  # decode attention ranks
     n = wl.concurrency / ranks
-    probe = _pool(
-        model,
-        hw,
-        dep,
-        wl,
-        role="decode",
-        engine=dec,
-        replicas=dep.replicas,
-        step=StepTime(weights=0, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0),
-        per_rank=n,
-    )
-    cap = max(probe.max_concurrency / ranks, 1e-9)
+    held = _pool_terms(model, hw, dec, fw, dep.weights, dep.kv_bytes, wl.isl, wl.osl)[3]
+    cap = max(held * dec.dp * dep.replicas / ranks, 1e-9)  # the decode pool's max_concurrency per rank
     pfw = for_deployment(dep, "prefill")
     server = prefill_server(model, hw, pre, weights=dep.weights, isl=wl.isl, fw=pfw, slowdown=fw.prefill_slowdown)
     pstep = server.step

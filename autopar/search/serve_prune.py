@@ -99,17 +99,24 @@ class Boxes:
     """The boxes of one deployment at each concurrency (`at`), and its TTFT floors (`ttft_floor`): what
     does not depend on the concurrency is found once, and the decode steps by batch are kept."""
 
-    __slots__ = ("dep", "floor", "fw", "held", "hw", "model", "pre", "ranks", "steps", "wl")
+    __slots__ = ("cap", "dep", "floor", "fw", "gpus", "held", "host", "hw", "lone", "model", "pre", "ranks", "rate_cap", "steps", "wl")
 
     def __init__(self, model: ModelSpec, hw: HardwareProfile, dep: Deployment, wl: Workload, *, held: int) -> None:
         self.model, self.hw, self.dep, self.wl, self.held = model, hw, dep, wl, held
-        self.fw, self.ranks = _framework(dep), dep.replicas * dep.engine.dp
+        self.fw, self.ranks, self.gpus = _framework(dep), dep.replicas * dep.engine.dp, dep.gpus
         # batch -> the decode step's seconds, shared by the deployments of one decode engine (a disaggregated
         # one has a deployment for each prefill pool in front of it)
         key = ("steps", dep.engine, dep.weights, dep.kv_bytes, wl.isl, wl.osl)
         self.steps: dict[float, float] = _seen(model, hw, self.fw, key, dict)
         self.floor = math.nan  # the disaggregated TTFT floor, the same at every concurrency (nan: not found yet)
+        self.lone = math.nan  # t(0), the disaggregated user and TPOT bound (nan: not priced yet)
         self.pre = _prefill_pool(model, hw, dep, wl.isl) if dep.prefill is not None else None
+        # what `at` reads whatever the concurrency, as it would compute it there: the requests a rank
+        # holds at most, the prefill pool's rate at RHO_SATURATED, the serving processes' token rate
+        fw, ranks = self.fw, self.ranks
+        self.cap = max(held / ranks, 1.0) if self.pre is None else max(held / ranks, 1e-9)
+        self.rate_cap = RHO_SATURATED * self.pre.top if self.pre is not None else math.inf
+        self.host = dep.replicas / (fw.host_token_s * wl.osl) if fw.host_token_s > 0 else math.inf
 
     def _t(self, batch: float) -> float:
         t = self.steps.get(batch)
@@ -119,33 +126,36 @@ class Boxes:
 
     def at(self, concurrency: int, *, every: bool = False) -> Box:
         """The box at `concurrency`; with `every`, one that holds every point up to it."""
-        dep, fw, wl, ranks = self.dep, self.fw, self.wl, self.ranks
-        if dep.prefill is None:
-            running = min(concurrency / ranks, max(self.held / ranks, 1.0))  # as cost/serve_load.py _agg bounds it
+        fw, ranks, osl = self.fw, self.ranks, self.wl.osl
+        if self.pre is None:
+            running = min(concurrency / ranks, self.cap)  # as cost/serve_load.py _agg bounds it
             k = max(1, round(running))
             high = self._t(running)
             low = high if k == 1 else self._t(1.0)
             # every step holds min(k, max_num_seqs) decodes at its cost or more (a serving process that keeps up)
             if k > 1 and fw.host_token_s == 0 and fw.host_prompt_token_s == 0:
                 low += (min(k, fw.max_seqs) - 1) * (high - low) / (k - 1)
-            return Box(per_gpu=ranks * max(running, k) / high / dep.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf)
-        most = min(concurrency / ranks, max(self.held / ranks, 1e-9), fw.max_seqs)  # as cost/serve_load.py _disagg bounds b
-        top = _grid(most, up=True)  # the step there is at least t(most) and top / t(top) at least most / t(most)
-        low, high = self._t(0.0), self._t(top)
+            return Box(per_gpu=ranks * max(running, k) / high / self.gpus, per_user=1 / low, tpot_lo=low, tpot_hi=math.inf)
+        most = min(concurrency / ranks, self.cap, fw.max_seqs)  # as cost/serve_load.py _disagg bounds b
+        up = _UP.get(most)  # the step there is at least t(most) and top / t(top) at least most / t(most)
+        top = _grids(_UP).setdefault(most, _grid(most, up=True)) if up is None else up
+        low = self.lone
+        if low != low:  # nan: t(0) not read yet
+            low = self.lone = self._t(0.0)
+        kept = self.steps.get(top)
+        high = self._t(top) if kept is None else kept
         pre = self.pre
         assert pre is not None
-        rate = min(ranks * top / (wl.osl * high), RHO_SATURATED * pre.top)  # requests/s of a point not saturated
-        if fw.host_token_s > 0:
-            rate = min(rate, dep.replicas / (fw.host_token_s * wl.osl))
+        rate = min(ranks * top / (osl * high), self.rate_cap, self.host)  # requests/s of a point not saturated
         user = low
         if not every:  # the loop holds C = X (a + s + W) + R b: b is at least what X at its most leaves
-            x = min(ranks * most / (wl.osl * low), RHO_SATURATED * pre.top) * (1 + SOLVED)
+            x = min(ranks * most / (osl * low), self.rate_cap) * (1 + SOLVED)
             rho = x / pre.top
             if rho < 1:
                 wait = rho * pre.each_s / (2 * (1 - rho))
                 least = min(most, (concurrency - x * (pre.ahead_s + pre.service_s + wait)) / ranks) * (1 - SOLVED)
                 user = self._t(_grid(least, up=False)) if least > 0 else low
-        return Box(per_gpu=rate * wl.osl / dep.gpus, per_user=1 / user, tpot_lo=low, tpot_hi=high)
+        return Box(per_gpu=rate * osl / self.gpus, per_user=1 / user, tpot_lo=low, tpot_hi=high)
 
     def ttft_floor(self, concurrency: int) -> float:
         """ttft_floor at `concurrency`."""
@@ -224,6 +234,16 @@ def _grid(batch: float, *, up: bool) -> float:
     if not up and g > batch:
         g /= 2.0 ** (1 / GRID)
     return g if up or g >= 2.0**-GRID else 0.0
+
+
+_UP: dict[float, float] = {}  # batch -> _grid(batch, up=True): a deployment's boxes ask for the same few
+
+
+def _grids(memo: dict[float, float]) -> dict[float, float]:
+    """`memo`, emptied when it has grown past LIMIT."""
+    if len(memo) >= LIMIT:
+        memo.clear()
+    return memo
 
 
 def _running(dep: Deployment, wl: Workload, *, held: int) -> float:

@@ -70,6 +70,14 @@ class Framework:
     disagg_prefill: str  # DISAGG_PREFILLS: a disaggregated prefill engine at prefill_slowdown, or at its own steps' cost
     hybrid_overlap: bool  # the overlap scheduler stays on for a model with Mamba (linear-attention) layers
 
+    def __hash__(self) -> int:
+        """The name, version and the values launch settings change (Deployment.framework_for): equal
+        frameworks hash alike, and a cost cache's key (cost/serve_memo.py), hashed at each of a sweep's
+        ~10^5 calls, does not hash every fitted constant and CUDA-graph size of its framework."""
+        return hash(
+            (self.name, self.version, self.chunk_tokens, self.max_seqs, self.memory_fraction, self.mixed_chunk, self.max_prefill_tokens)
+        )
+
 
 IDENTITY = ("name", "version", "label", "description", "source")  # Framework fields that are not engine values
 

@@ -197,6 +197,12 @@ class Deployment:
         if self.mode == "agg" and self.prefill is not None:
             raise SpecError("`prefill_*` options need `mode=disagg`")
 
+    def __hash__(self) -> int:
+        """The engines, their counts and dtypes: equal deployments hash alike, and the deployments of one
+        sweep (one framework and launch settings) seldom share these; a cost cache's key
+        (cost/serve_memo.py) need not hash the framework and launch settings again."""
+        return hash((self.mode, self.engine, self.replicas, self.prefill, self.prefill_replicas, self.weights, self.kv_dtype))
+
     @property
     def framework(self) -> str:
         """vllm | sglang | trtllm"""
@@ -220,6 +226,8 @@ class Deployment:
         """The framework as the engines in `role` are launched: its values with the launch settings
         (args; role "prefill": a disaggregated deployment's prefill engines, prefill_args)."""
         fw, args = self.fw, self.args_for(role)
+        if args is DEFAULT_ARGS:  # no setting given: nothing changes (the sweep's commonest call)
+            return fw
         changed: dict[str, Any] = {
             name: value
             for name, value in (

@@ -177,3 +177,76 @@ def test_a_trtllm_context_server_runs_at_its_steps_cost(toy_hw: HardwareProfile)
     dep = Deployment(fw=trt, mode="disagg", engine=Engine(tp=2), replicas=1, prefill=pre, prefill_replicas=1, weights="bf16")
     est = estimate(m, toy_hw, dep, Workload(isl=1024, osl=16, concurrency=1))
     assert est.ttft_parts["prefill"] == alone.total
+
+
+def _on_line_by_calls(loop: DisaggLoop, p: tuple[float, StepTime], q: tuple[float, StepTime], *, concurrency: float, most: float) -> float:
+    """_on_line written with the loop's own calls (_wait_at, population's sum), as it was before its
+    halvings were written out: the reference the fast loop must match float for float."""
+    (b1, s1), (b2, s2) = p, q
+    k = (s2.total - s1.total) / (b2 - b1) if b2 != b1 else 0.0
+    t0 = max(s1.total - k * b1, 1e-12)
+    per = loop.osl / loop.ranks
+
+    def batch(x: float) -> float:
+        return x * per * t0 / (1 - x * per * k) if x * per * k < 1 else float("inf")
+
+    top = loop.batch * loop.servers / loop.step_s
+    if k > 0:
+        top = min(top, 1 / (per * k))
+    lo, hi = 0.0, top
+    for _ in range(40):
+        x = (lo + hi) / 2
+        b = batch(x)
+        if b > most or x * (loop.ahead_s + loop.service_s + loop._wait_at(x)) + loop.ranks * b > concurrency:
+            hi = x
+        else:
+            lo = x
+    return min(batch(lo), most)
+
+
+def test_on_line_makes_the_float_operations_of_the_loops_calls() -> None:
+    # the halvings the root lets skip their test decide as the test would: the same b, float for float, on
+    # random loops and lines (rising, flat, falling: k < 0 runs every test), batched prefill or not
+    import random
+
+    rng = random.Random(23)
+    for _ in range(3000):
+        loop = DisaggLoop(
+            service_s=10 ** rng.uniform(-5, 0),
+            servers=rng.choice((1, 2, 3, 8, 64)),
+            ahead_s=rng.choice((0.0, 10 ** rng.uniform(-4, -0.5))),
+            ranks=rng.choice((1, 2, 4, 16, 32, 256)),
+            osl=rng.choice((2, 16, 256, 1024, 4096)),
+            batch=rng.choice((1, 2, 4, 16)),
+            batch_s=rng.choice((0.0, 10 ** rng.uniform(-4, 0))),
+        )
+        b1, b2 = rng.choice((1e-6, 0.5, 1.0)), 10 ** rng.uniform(0, 3)
+        t1 = 10 ** rng.uniform(-4, -1)
+        t2 = rng.choice((t1, t1 * (1 + 10 ** rng.uniform(-6, 1)), t1 * rng.uniform(0.5, 1)))
+        p = (b1, StepTime(weights=t1, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0))
+        q = (b2, StepTime(weights=t2, kv=0, compute=0, tp_comm=0, ep_comm=0, overhead=0))
+        if rng.random() < 0.5:
+            p, q = q, p
+        conc, most = 10 ** rng.uniform(0, 5), 10 ** rng.uniform(-1, 3)
+        assert loop._on_line(p, q, concurrency=conc, most=most) == _on_line_by_calls(loop, p, q, concurrency=conc, most=most)
+    # the hand case above: the prefill-paced root through the steps at 1e-6 and 1,000
+    b = LOOP._on_line((1e-6, _step(1e-6)), (1000, _step(1000)), concurrency=1000, most=1000)
+    assert b == _on_line_by_calls(LOOP, (1e-6, _step(1e-6)), (1000, _step(1000)), concurrency=1000, most=1000)
+    assert b == pytest.approx(0.203873, rel=1e-3)
+
+
+def test_root_is_where_the_population_passes_the_concurrency() -> None:
+    # The hand case's line t(b) = 10 ms + 1 ms b (t0 = 0.01, k = 0.001): X = 1.997996 req/s (above), and N
+    # on either side of the root within CERTIFIED straddles C = 1,000; where the KV cache holds 0.1 a rank
+    # the batch reaches it first: b(X) = X 10 t0 / (1 - X 10 k) = 0.1 at X = 0.1 / (0.1 + 0.001) = 0.990099.
+    from autopar.cost.serve_disagg import CERTIFIED
+
+    root = LOOP._root(k=0.001, t0=0.01, fixed=1.5, concurrency=1000, most=1000, top=2.0)
+    assert root == pytest.approx(1.997996, rel=1e-6)
+
+    def population(x: float) -> float:
+        b = x * 10 * 0.01 / (1 - x * 10 * 0.001)
+        return x * (1.5 + LOOP._wait_at(x)) + b
+
+    assert population(root * (1 - CERTIFIED)) < 1000 < population(root * (1 + CERTIFIED))
+    assert LOOP._root(k=0.001, t0=0.01, fixed=1.5, concurrency=1000, most=0.1, top=2.0) == pytest.approx(0.1 / 0.101, rel=1e-12)
