@@ -11,8 +11,6 @@ about 2.5x the search; the front needs a few thousand of them.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,6 +21,7 @@ from autopar.cost.step import variant_step_seconds
 from autopar.search.ranking import Candidate
 from autopar.search.scan import Deferred, Scan, Work
 from autopar.search.space import Block, with_knobs
+from autopar.search.timing import beaten_by
 
 
 def drawn(memo: Memo, found: Scan, tps: dict[int, float], ranked: Sequence[Candidate], *, picked: bool) -> list[Candidate]:
@@ -37,22 +36,14 @@ def drawn(memo: Memo, found: Scan, tps: dict[int, float], ranked: Sequence[Candi
     for (_, _, members), f in zip(found.groups, floors, strict=True):
         for j in members:
             bound[j] = tps.get(j, tokens / f if f > 0 else math.inf)
-    # the fastest ranked plan with at most each memory: what no plan beaten by it can pass
-    order = sorted(ranked, key=lambda c: c.memory_bytes)
-    mems = [c.memory_bytes for c in order]
-    fastest = list(itertools.accumulate((c.tokens_per_s for c in order), max))
-
-    def open_(need: float, upper: float) -> bool:
-        i = bisect.bisect_right(mems, need)
-        return not i or fastest[i - 1] <= upper
-
+    beaten = beaten_by(ranked)  # no plan a ranked plan beats can be on the front
     # (peak bytes, 0 for a ranked plan, else 1, its index, bound, what): what is None for a ranked plan,
     # a job's index or a deferred variant; among equal memory the ranked plans first
     items: list[tuple[float, int, int, float, int | Deferred | None]]
     items = [(c.memory_bytes, 0, i, c.tokens_per_s, None) for i, c in enumerate(ranked)]
-    items += [(w[5], 1, j, bound[j], j) for j, w in enumerate(jobs) if j not in tps and open_(w[5], bound[j])]
+    items += [(w[5], 1, j, bound[j], j) for j, w in enumerate(jobs) if j not in tps and not beaten(w[5], bound[j])]
     n = len(jobs)
-    items += [(d[3], 1, n + i, bound[d[0]], d) for i, d in enumerate(found.deferred) if open_(d[3], bound[d[0]])]
+    items += [(d[3], 1, n + i, bound[d[0]], d) for i, d in enumerate(found.deferred) if not beaten(d[3], bound[d[0]])]
     items.sort()
     best, out = -math.inf, list(ranked)
     for need, _, _, upper, what in items:

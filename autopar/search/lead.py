@@ -154,14 +154,10 @@ def _merged(
     for _, c, lo, hi in sorted(pieces):
         moved[c][lo:hi] = range(len(jobs), len(jobs) + hi - lo)
         jobs.extend(checked[c][1].jobs[lo:hi])
-    deferred = sorted(((moved[c][j], r, z, need) for c, (_, f) in enumerate(checked) for j, r, z, need in f.deferred), key=_first)
+    deferred = sorted(((moved[c][j], r, z, need) for c, (_, f) in enumerate(checked) for j, r, z, need in f.deferred), key=lambda d: d[0])
     leanest = [(f.smallest[0], _home(blocks, chunk, f.smallest[1]), f.smallest) for chunk, f in checked if f.smallest is not None]
     smallest = min(leanest, key=lambda x: x[:2])[2] if leanest else None
     return jobs, deferred, {moved[c][j]: t for (c, j), t in tps.items()}, smallest
-
-
-def _first(d: Deferred) -> int:
-    return d[0]
 
 
 def _home(blocks: list[Block], chunk: list[int], plan: Plan) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from autopar.cost.floors import step_floors
@@ -77,6 +79,20 @@ def job_seconds(memo: Memo, seen: Seen | None, block: Block, ep: int, etp: int, 
     return step
 
 
+def beaten_by(plans: Sequence[Candidate]) -> Callable[[float, float], bool]:
+    """Whether a plan of `need` peak bytes and at most `bound` tokens/s is beaten on both axes by one of
+    `plans`: one with no more memory is strictly faster (it can be neither recommended nor on the front)."""
+    order = sorted(plans, key=lambda c: c.memory_bytes)
+    mems = [c.memory_bytes for c in order]
+    fastest = list(itertools.accumulate((c.tokens_per_s for c in order), max))
+
+    def beaten(need: float, bound: float) -> bool:
+        i = bisect.bisect_right(mems, need)
+        return i > 0 and fastest[i - 1] > bound
+
+    return beaten
+
+
 def undominated(
     memo: Memo,
     timed: list[Candidate],
@@ -93,11 +109,7 @@ def undominated(
 
     `deferred` is in the order of its jobs' indices: the variants of the timed jobs are read by
     bisection, in that order, and the others only counted."""
-    order = sorted(timed, key=lambda c: c.memory_bytes)
-    mems = [c.memory_bytes for c in order]
-    best: list[float] = []
-    for c in order:
-        best.append(max(best[-1], c.tokens_per_s) if best else c.tokens_per_s)
+    beaten = beaten_by(timed)
     tokens = memo.job.tokens_per_step
     out = []
     starts = ((j, bisect.bisect_left(deferred, j, key=_job_of)) for j in sorted(tps))
@@ -106,8 +118,7 @@ def undominated(
         bar.pruned = True  # some variant's faster one was not timed
     for j, recompute, zero, need in (d for lo, hi in spans for d in deferred[lo:hi]):
         bound = tps[j]
-        i = bisect.bisect_right(mems, need)
-        if (i and best[i - 1] > bound) or bar.skips(bound):
+        if beaten(need, bound) or bar.skips(bound):
             continue
         block, ep, etp = jobs[j][:3]
         step = job_seconds(memo, seen, block, ep, etp, recompute, zero)
