@@ -42,6 +42,8 @@ __all__ = [
     "LayerPlan",
     "block_time",
     "combine_parts",
+    "cp_backward_bytes_per_token",
+    "cp_kv_bytes_per_token",
     "kv_bytes_per_token",
     "layer_time",
     "loss_time",
@@ -148,7 +150,7 @@ def _attention(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Dims, 
     cast = fp8_cast_time(hw, shape, gemms)
     fwd = gemm + attn_fwd + mem + cast / 3
     bwd = 2 * gemm + attn_bwd + cal.BACKWARD_OVER_FORWARD_MEMORY * mem + 2 * cast / 3
-    cp = _cp_exchange(model, hw, plan, cp_comm, tokens, attn_fwd, attn_bwd, overlap=shape.stack.cp_overlap)
+    cp = _cp_exchange(model, hw, plan, cp_comm, tokens, attn_fwd, attn_bwd, overlap=shape.stack.cp_overlap, stack=shape.stack)
     up = gemms_time(hw, shape.dtype, tuple(g for g in gemms if g.name in ("q_up", "kv_up")))
     modules = {
         "core_attn": attn_fwd,
@@ -191,6 +193,26 @@ def kv_bytes_per_token(model: ModelSpec, tp: int) -> float:
     return cal.ACT_BYTES * width / tp
 
 
+def cp_kv_bytes_per_token(model: ModelSpec, tp: int, stack: StackProfile) -> float:
+    """Bytes of K and V one token holds on one TP rank as the stack's attention op takes them: repeated to the
+    query heads where the model code repeats them before the op (StackProfile.attention_kv_repeated)."""
+    if stack.attention_kv_repeated and model.mla is None:
+        return cal.ACT_BYTES * 2 * model.q_width / tp
+    return kv_bytes_per_token(model, tp)
+
+
+def cp_backward_bytes_per_token(model: ModelSpec, tp: int, stack: StackProfile) -> float:
+    """Bytes per token the CP attention backward holds beside the gathered K/V, under PyTorch's
+    context_parallel (StackProfile.cp_fp32_grads; torch/distributed/tensor/experimental/_attention.py,
+    _templated_ring_attention_backward with convert_to_f32): the fp32 dQ accumulator, and three fp32 dK/dV
+    buffers of the ring: the one in hand, torch.cat of it for the next rank, and the all-to-all's received
+    copy. 0 on other stacks."""
+    if not stack.cp_fp32_grads:
+        return 0.0
+    q = 4 * (model.num_attention_heads * model.mla.qk_head_dim if model.mla else model.q_width) / tp
+    return q + 3 * 2 * cp_kv_bytes_per_token(model, tp, stack)
+
+
 def _cp_exchange(
     model: ModelSpec,
     hw: HardwareProfile,
@@ -201,6 +223,7 @@ def _cp_exchange(
     attn_bwd: float,
     *,
     overlap: bool = True,
+    stack: StackProfile = NEUTRAL,
 ) -> tuple[float, float]:
     """(exposed, hidden) seconds of CP's K/V exchange for one attention sub-layer.
 
@@ -208,18 +231,23 @@ def _cp_exchange(
     forward, K/V plus their gradients in backward, each step hidden behind the
     attention of the chunk in hand, on stacks that overlap it (`overlap`). allgather (Llama 3, Dubey et al. 2024 sec.
     3.3.2): gather the whole K/V before attending and reduce-scatter their
-    gradients after; simpler, not overlapped.
+    gradients after; simpler, not overlapped. Under PyTorch's context_parallel (stack.cp_fp32_grads) the
+    backward all-gathers K/V again and passes the fp32 dK/dV around the ring, cp all-to-all steps
+    (_templated_ring_attention_backward: dkv_rotater ALL_TO_ALL), in place of the reduce-scatter.
     """
     if plan.cp == 1:
         return 0.0, 0.0
     grid = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp, cp=plan.cp)
     group = grid.group("cp")
-    chunk = kv_bytes_per_token(model, plan.tp) * tokens
+    chunk = cp_kv_bytes_per_token(model, plan.tp, stack) * tokens
+    pair = grid.neighbours("cp")
     if cp_comm == "allgather":
         full = chunk * plan.cp
-        exposed = collective_time(hw, "all_gather", full, group) + collective_time(hw, "reduce_scatter", full, group)
-        return exposed, 0.0
-    pair = grid.neighbours("cp")
+        if stack.cp_fp32_grads:  # fp32 dK/dV: twice the bf16 chunk's bytes per step
+            back = collective_time(hw, "all_gather", full, group) + plan.cp * collective_time(hw, "send_recv", 2 * chunk, pair)
+        else:
+            back = collective_time(hw, "reduce_scatter", full, group)
+        return collective_time(hw, "all_gather", full, group) + back, 0.0
     ring_fwd = (plan.cp - 1) * collective_time(hw, "send_recv", chunk, pair)
     ring_bwd = 2 * ring_fwd
     if not overlap:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from autopar.cost import calibration as cal
 from autopar.cost.activations import ActPlan, part_activation_bytes
-from autopar.cost.compute import kv_bytes_per_token
+from autopar.cost.compute import cp_backward_bytes_per_token, cp_kv_bytes_per_token
 from autopar.cost.habits import eager_block_bytes
 from autopar.cost.memo import Memo
 from autopar.cost.pipeline import in_flight_microbatches
@@ -215,7 +215,9 @@ def _layout(plan: Plan | LayoutKey, memo: Memo) -> _Layout:
     tokens = plan.mbs * job.seq_len / plan.cp
     fixed = 0.0
     if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
-        fixed += kv_bytes_per_token(model, plan.tp) * tokens * plan.cp
+        fixed += cp_kv_bytes_per_token(model, plan.tp, memo.stack) * tokens * plan.cp
+    if plan.cp > 1:  # and, under PyTorch's context_parallel, its backward's fp32 gradient buffers
+        fixed += cp_backward_bytes_per_token(model, plan.tp, memo.stack) * tokens
     logits = memo.stack.logit_peak(plan.tp) * tokens * model.vocab_size / plan.tp
     # the output projection keeps its input for the weight gradient: split by SP (Megatron gathers it
     # again in backward), or whole where DTensor's column-parallel linear saves the gathered input

@@ -9,9 +9,11 @@ description: one line
 launcher: torchtitan                 # what --emit writes: megatron | torchtitan | deepspeed | none
 source: pytorch/torchtitan @ 9dec370 # the framework version the numbers describe
 kernels: {attention: fa2, attention_vs_fa3: [[512, 0.67], ...], compiled: true, elementwise_passes: 1,
-          layer_overhead_us: 0, fp8_cast_bytes: 6, logit_bytes: 10, moe_host_us: 0}  # moe_host_us optional
+          layer_overhead_us: 0, fp8_cast_bytes: 6, logit_bytes: 10, moe_host_us: 0,
+          kv_repeated: true}  # moe_host_us, kv_repeated optional (0, false)
 overlap: {tp: 0.6, cp: false, ep: false, dp: 0.9}
-collectives: {dp_granularity: layer, dp_bucket_params: 0, grad_reduce_bytes: 4, fp8_grad_reduce_bytes: 4}
+collectives: {dp_granularity: layer, dp_bucket_params: 0, grad_reduce_bytes: 4, fp8_grad_reduce_bytes: 4,
+              cp_fp32_grads: true}  # cp_fp32_grads optional (false)
 memory: {selective: op, fp8_weight_copy_bytes: 0, fp8_weight_copy_sharded: false, fp8_saves_fp8_inputs: false,
          fp8_gather: true, pp_reshard: false, pp_stage_buffers: 2, fixed_overhead_gib: 2,
          allocator_fragmentation: 0.07, activation_saves: fused,   # activation_saves optional: fused | eager-torch
@@ -262,6 +264,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         fp8_cast_bytes=k.fp8_cast_bytes,
         logit_bytes=k.logit_bytes,
         moe_host_us=k.moe_host_us,
+        attention_kv_repeated=k.kv_repeated,
         score_bytes=(k.score_bytes[0], k.score_bytes[1]),
         tp_overlap=o.tp,
         cp_overlap=o.cp,
@@ -272,6 +275,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         dp_bucket_params=c.dp_bucket_params,
         grad_reduce_bytes=c.grad_reduce_bytes,
         fp8_grad_reduce_bytes=c.fp8_grad_reduce_bytes,
+        cp_fp32_grads=c.cp_fp32_grads,
         selective=m.selective,
         fp8_weight_copy_bytes=m.fp8_weight_copy_bytes,
         fp8_weight_copy_sharded=m.fp8_weight_copy_sharded,

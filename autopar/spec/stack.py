@@ -108,6 +108,12 @@ class StackProfile:
     # host time an MoE layer leaves exposed per micro-batch (forward + backward, microseconds) when its router
     # and token-dispatch preprocessing run eagerly and the dispatch syncs host and device (0 under CUDA graphs)
     moe_host_us: float = 0.0
+    # the attention op is handed K/V repeated to the query heads (torchtitan Llama's repeat_kv before SDPA): CP
+    # gathers and rotates n_heads-wide K/V, not n_kv_heads-wide
+    attention_kv_repeated: bool = False
+    # PyTorch context_parallel's backward (convert_to_f32): all-gathers K/V again, accumulates dQ/dK/dV in fp32 and
+    # rotates dK/dV around the CP ring in fp32, one all-to-all step per rank, instead of one reduce-scatter
+    cp_fp32_grads: bool = False
     # attention unfused (the score matrix in HBM: QK^T, softmax, dropout, PV as separate kernels): HBM bytes per
     # score element (one per query-key pair, head and sequence) in forward and in backward
     score_bytes: tuple[float, float] = (0.0, 0.0)

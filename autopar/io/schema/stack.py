@@ -46,6 +46,7 @@ class StackKernels(_Strict):
     fp8_cast_bytes: Bytes0
     logit_bytes: Bytes
     moe_host_us: HostUs = 0.0
+    kv_repeated: bool = False  # K/V reach the attention op repeated to the query heads (repeat_kv)
     score_bytes: Annotated[tuple[Bytes0, Bytes0], Strict(False)] = (0.0, 0.0)  # [forward, backward], unfused only
 
 
@@ -62,6 +63,7 @@ class StackCollectives(_Strict):
     dp_bucket_params: Annotated[float, _num(lim.MAX_BUCKET_PARAMS, inclusive=True)] = 0.0
     grad_reduce_bytes: Bytes
     fp8_grad_reduce_bytes: Bytes
+    cp_fp32_grads: bool = False  # CP backward: fp32 dQ/dK/dV, dK/dV rotated in fp32 (PyTorch context_parallel)
 
 
 class StackMemory(_Strict):

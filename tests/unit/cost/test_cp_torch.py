@@ -1,0 +1,49 @@
+"""Context parallelism as PyTorch's context_parallel runs it under torchtitan (issue 27).
+
+torchtitan's Llama repeats K/V to the query heads before SDPA (repeat_kv, torchtitan/models/llama/model.py at
+9dec370), so the K/V that CP all-gathers are n_heads wide; torch's ring backward
+(torch/distributed/tensor/experimental/_attention.py, _templated_ring_attention_backward, convert_to_f32)
+accumulates dQ/dK/dV in fp32 and passes fp32 dK/dV around the ring (autopar/data/stacks/torchtitan-2025.06.yaml
+kernels.kv_repeated, collectives.cp_fp32_grads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from autopar.cost.compute import cp_backward_bytes_per_token, cp_kv_bytes_per_token, kv_bytes_per_token
+from autopar.cost.memory import memory_breakdown
+from autopar.io.models import load_model
+from autopar.io.stacks import load_stack
+from autopar.spec.job import Job
+from autopar.spec.plan import Plan
+
+GIB = 2**30
+
+
+def test_repeated_kv_and_fp32_ring_buffers_by_hand() -> None:
+    # Llama 3.1 405B: 128 query heads, 8 KV heads, head dim 128; TP 8 leaves 16 query heads and 1 KV head a rank.
+    m = load_model("llama3.1-405b")
+    titan, mega = load_stack("torchtitan@2024.12"), load_stack("megatron")
+    assert kv_bytes_per_token(m, 8) == pytest.approx(2 * 1 * 128 * 2)  # K and V, 1 head, bf16: 512 B
+    assert cp_kv_bytes_per_token(m, 8, mega) == pytest.approx(512)  # TE attention takes the KV heads as they are
+    assert cp_kv_bytes_per_token(m, 8, titan) == pytest.approx(2 * 16 * 128 * 2)  # repeated: 16 heads, 8 KiB
+    # fp32 dQ (16 x 128 x 4 = 8 KiB) and three fp32 dK/dV buffers (2 x 16 x 128 x 4 = 16 KiB each): 56 KiB
+    assert cp_backward_bytes_per_token(m, 8, titan) == pytest.approx(8192 + 3 * 16384)
+    assert cp_backward_bytes_per_token(m, 8, mega) == 0.0
+
+
+def test_torchtitan_cp_memory_grows_with_cp_by_the_gathered_kv() -> None:
+    # torchtitan's 405B CP table (benchmarks/llama3_h100_202412_torchtitan.md, Table 6): TP 8, PP 8, FSDP x CP = 8,
+    # 32K tokens a rank at every CP degree. Going from CP 2 to CP 8 adds 6 more local chunks of gathered K/V:
+    # 6 x 32768 tokens x 8 KiB = 1.5 GiB, and 7% allocator slack on it (activation bytes).
+    m = replace(load_model("llama3.1-405b"), max_seq_len=262144)
+    titan = load_stack("torchtitan@2024.12")
+    peaks = {}
+    for cp in (2, 8):
+        job = Job(gpus=512, gpus_per_node=8, global_batch=64 // cp, seq_len=32768 * cp, dtype="fp8")
+        plan = Plan(dp=8 // cp, tp=8, pp=8, cp=cp, zero=3, recompute="full", cp_comm="allgather", sp=True)
+        peaks[cp] = memory_breakdown(m, job, plan, stack=titan).total
+    assert (peaks[8] - peaks[2]) / GIB == pytest.approx(6 * 32768 * 8192 * 1.07 / GIB, rel=0.01)
