@@ -247,7 +247,8 @@ def _cp_exchange(
             back = collective_time(hw, "all_gather", full, group) + plan.cp * collective_time(hw, "send_recv", 2 * chunk, pair)
         else:
             back = collective_time(hw, "reduce_scatter", full, group)
-        return collective_time(hw, "all_gather", full, group) + back, 0.0
+        forwards = 2 if plan.recompute == "full" else 1  # full recompute gathers K/V again in the recomputed forward
+        return forwards * collective_time(hw, "all_gather", full, group) + back, 0.0
     ring_fwd = (plan.cp - 1) * collective_time(hw, "send_recv", chunk, pair)
     ring_bwd = 2 * ring_fwd
     if not overlap:

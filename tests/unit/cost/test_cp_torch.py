@@ -47,3 +47,26 @@ def test_torchtitan_cp_memory_grows_with_cp_by_the_gathered_kv() -> None:
         plan = Plan(dp=8 // cp, tp=8, pp=8, cp=cp, zero=3, recompute="full", cp_comm="allgather", sp=True)
         peaks[cp] = memory_breakdown(m, job, plan, stack=titan).total
     assert (peaks[8] - peaks[2]) / GIB == pytest.approx(6 * 32768 * 8192 * 1.07 / GIB, rel=0.01)
+
+
+def test_torch_cp_traffic_by_hand() -> None:
+    # One attention sub-layer's CP exchange, Llama 3.1 405B at TP 8, CP 8 (across nodes), 32K tokens a rank.
+    # Forward: one all-gather of the whole sequence's repeated K/V (8 x 32768 x 8 KiB = 2 GiB), again in the
+    # recomputed forward under full AC; backward: the all-gather once more, and 8 steps of fp32 dK/dV
+    # (2 x the 256 MiB bf16 chunk) to the next rank, no reduce-scatter.
+    from autopar.cost.comm import collective_time
+    from autopar.cost.compute import _cp_exchange
+    from autopar.cost.shape import Dims
+    from autopar.io.profiles import load_hardware
+    from autopar.spec.topology import RankGrid
+
+    m, hw, titan = load_model("llama3.1-405b"), load_hardware("h100-sxm"), load_stack("torchtitan@2024.12")
+    chunk = 32768 * 8192
+    grid = RankGrid(gpus_per_node=8, tp=8, cp=8)
+    gather = collective_time(hw, "all_gather", 8 * chunk, grid.group("cp"))
+    step = collective_time(hw, "send_recv", 2 * chunk, grid.neighbours("cp"))
+    for recompute, forwards in (("full", 2), ("none", 1)):
+        plan = Dims(tp=8, cp=8, sp=True, recompute=recompute)
+        exposed, hidden = _cp_exchange(m, hw, plan, "allgather", 32768, 1.0, 2.5, overlap=False, stack=titan)
+        assert hidden == 0.0
+        assert exposed == pytest.approx(forwards * gather + gather + 8 * step)
