@@ -199,8 +199,11 @@ class _Layout(NamedTuple):
     """What the memory of a layout's variants shares: per end rank, in-flight micro-batches and logits."""
 
     held: tuple[float, float]  # first, last rank: micro-batches whose activations are in flight
-    fixed: float  # bytes held once on every rank (gathered K/V under all-gather CP)
+    fixed: float  # bytes held once on every rank, through the loss (PP stage buffers)
     logits: tuple[float, float]  # loss-layer logits on the first (pp = 1) and last rank
+    # bytes held only while a layer attends (the gathered K/V under all-gather CP, the CP backward's
+    # buffers): beside the layer's recomputed activations, never beside the loss's logits
+    attending: float = 0.0
 
 
 def held_microbatches(memo: Memo, pp: int, vpp: int, microbatches: int) -> float:
@@ -213,11 +216,11 @@ def _layout(plan: Plan | LayoutKey, memo: Memo) -> _Layout:
     """Of a plan, or of the LayoutKey of the layouts that share this part (a search's, without a Plan)."""
     model, job = memo.model, memo.job
     tokens = plan.mbs * job.seq_len / plan.cp
-    fixed = 0.0
+    fixed = attending = 0.0
     if plan.cp > 1 and plan.cp_comm == "allgather":  # the whole sequence's K/V of one layer, while it attends
-        fixed += cp_kv_bytes_per_token(model, plan.tp, memo.stack) * tokens * plan.cp
+        attending += cp_kv_bytes_per_token(model, plan.tp, memo.stack) * tokens * plan.cp
     if plan.cp > 1:  # and, under PyTorch's context_parallel, its backward's fp32 gradient buffers
-        fixed += cp_backward_bytes_per_token(model, plan.tp, memo.stack) * tokens
+        attending += cp_backward_bytes_per_token(model, plan.tp, memo.stack) * tokens
     logits = memo.stack.logit_peak(plan.tp) * tokens * model.vocab_size / plan.tp
     # the output projection keeps its input for the weight gradient: split by SP (Megatron gathers it
     # again in backward), or whole where DTensor's column-parallel linear saves the gathered input
@@ -234,6 +237,7 @@ def _layout(plan: Plan | LayoutKey, memo: Memo) -> _Layout:
         held=(held, 1.0),
         fixed=fixed,
         logits=(logits if plan.pp == 1 else 0.0, logits),
+        attending=attending,
     )
 
 
@@ -244,17 +248,18 @@ def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     params = ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp)
     state0, state1, buffers = memo.get(rank_states, StatePlan(params=params, shards=plan.dp * plan.cp, zero=plan.zero))
     frag = memo.stack.allocator_fragmentation
-    first = _stage(state0, _acts(kept0 * lay.held[0], extra0, lay.fixed, lay.logits[0]), lay.logits[0], buffers, frag)
+    first = _stage(state0, _acts(kept0 * lay.held[0], extra0 + lay.attending, lay.fixed, lay.logits[0]), lay.logits[0], buffers, frag)
     if plan.pp == 1:
         return first
-    last = _stage(state1, _acts(kept1 * lay.held[1], extra1, lay.fixed, lay.logits[1]), lay.logits[1], buffers, frag)
+    last = _stage(state1, _acts(kept1 * lay.held[1], extra1 + lay.attending, lay.fixed, lay.logits[1]), lay.logits[1], buffers, frag)
     return first if sum(first) >= sum(last) else last
 
 
 def _acts(kept: float, transient: float, fixed: float, logits: float) -> float:
     """Activation bytes at a stage's peak. The loss's logits are freed before the first layer's backward
     rebuilds its recomputed activations, whose blocks the caching allocator carves from the freed logits:
-    the transient counts only by what it exceeds the logits."""
+    the transient (with what a layer holds only while it attends, _Layout.attending) counts only by what it
+    exceeds the logits."""
     return kept + fixed + (transient - logits if transient > logits else 0.0)
 
 
@@ -311,12 +316,13 @@ def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> list[tuple
     lay = _layout(lk, memo)
     ends = memo.get(end_kinds, (lk.pp, lk.vpp))
     base = ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp, recompute_modules=lk.modules)
-    (held0, held1), fixed, (logits0, logits1) = lay
+    (held0, held1), fixed, (logits0, logits1), attending = lay
     f = memo.stack.allocator_fragmentation
     out = []
     for act in memo.get(_mode_acts, (base, modes)):
         (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (act, *ends))
-        a0, a1 = _acts(kept0 * held0, extra0, fixed, logits0), _acts(kept1 * held1, extra1, fixed, logits1)
+        a0 = _acts(kept0 * held0, extra0 + attending, fixed, logits0)
+        a1 = _acts(kept1 * held1, extra1 + attending, fixed, logits1)
         out.append((a0, logits0, f * a0, a1, logits1, f * a1))
     return out
 
