@@ -440,13 +440,14 @@ def headline_groups(rows: list[Row], results: list[tuple[Row, ServeEstimate, str
             out += [(f"not scored {title}", why) for why in ho.unfitted(axis)]
         except ho.MissingFold as exc:
             out.append((f"out of sample, {title}", str(exc)))
-    newer = [res for res in results if res[0].held_out]
+    newer, moved = ho.against_repeats([res for res in results if res[0].held_out])
     if newer:
         out += [
             ("held out, serving_runs_newer.csv (nothing fitted on it), every row, per engine", ho.by(newer, engine, every=True)),
             ("the same, per model", ho.by(newer, model, every=True)),
             ("the same, per GPU", ho.by(newer, gpu, every=True)),
             ("its scored rows (not queue-saturated, concurrency reached), per engine", ho.by(newer, engine)),
+            ("each row judged against the median of its run's repeats (serving_holdout.against_repeats)", f"{moved} rows moved"),
         ]
     inside = [res for res in results if not res[0].held_out and res[0].dep.mode == "agg"]
     out.append(("in sample (calibration rows, the shipped constants), per engine", ho.by(inside, engine)))

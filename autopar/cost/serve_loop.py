@@ -44,7 +44,11 @@ def closed_loop(
     prefill less the weight read the step already makes). A framework that
     admits by the KV pool it has left (Framework.admission other than
     reserve_full) is given the rank's `kv_tokens`. A hybrid model's engine runs the overlap scheduler only where Framework.hybrid_overlap
-    says so; without it the host's walk over the running requests follows the GPU's step."""
+    says so; without it the host's walk over the running requests follows the GPU's step.
+
+    Attention-DP ranks that step together (Framework.dp_padding) wait for each other's prompts:
+    every step of this rank also lasts the other ranks' prompt work, at their steady rate
+    (others_prompt_s)."""
     fw = for_deployment(dep)
     overlap = fw.overlap and (model.mamba is None or fw.hybrid_overlap)
     conc = max(1, round(running))
@@ -56,8 +60,9 @@ def closed_loop(
     per_decode = (step.total - one) / (conc - 1) if conc > 1 else 0.0
     riding = prefill_in_step(alone, step, chunks=max(1.0, wl.isl / fw.chunk_tokens))
     eager = fw.eager_layer_s * model.layers / dep.engine.pp if fw.graph_sizes else 0.0
+    others = others_prompt_s(riding, dp=dep.engine.dp if fw.dp_padding else 1, concurrency=conc, osl=wl.osl)
     cost = StepCost(
-        fixed=one - per_decode,
+        fixed=one - per_decode + others,
         per_decode=per_decode,
         per_token=riding / wl.isl,
         eager_s=eager,
@@ -103,3 +108,18 @@ def closed_loop(
         preempted=steady.preempted,
         refused=steady.refused,
     )
+
+
+def others_prompt_s(riding: float, *, dp: int, concurrency: int, osl: int) -> float:
+    """Seconds the other attention-DP ranks' prompts add to each step of one rank when the ranks step
+    together: vLLM's DP engine cores agree on every step's token count across the DP group
+    (vllm/v1/worker/dp_utils.py coordinate_batch_across_dp; gpu_model_runner.py
+    _determine_batch_execution_and_padding) and the MoE layer gathers every rank's tokens
+    (AgRsAll2AllManager), so a rank's decode-only step lasts as long as a step in which another rank
+    prefills. In steady state each of the dp - 1 other ranks takes concurrency / osl new prompts a
+    step (one arrives as one ends), each `riding` seconds of the step it joins (prefill_in_step);
+    their sum is added to this rank's every step, a mean over the steps (where two ranks prefill in
+    one step the longer counts, not the sum: an upper bound where prompts are frequent). 0 with one rank."""
+    if dp <= 1 or osl <= 0:
+        return 0.0
+    return (dp - 1) * riding * concurrency / osl

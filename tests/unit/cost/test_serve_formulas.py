@@ -21,6 +21,7 @@ from autopar.cost.serve import (
     weight_bytes_per_gpu,
 )
 from autopar.cost.serve_load import estimate
+from autopar.cost.serve_loop import others_prompt_s
 from autopar.errors import SpecError
 from autopar.io.frameworks import load_framework
 from autopar.io.models import load_model
@@ -344,3 +345,23 @@ def test_tensorrt_llm_sends_its_all_to_all_on_the_gb200_nvlink_domain_only() -> 
     assert _exchange(kimi, gb200, eight, tokens=256, exchange="all_to_all_mnnvl") == _exchange(
         kimi, gb200, eight, tokens=256, exchange="gather_tp"
     )
+
+
+def test_attention_dp_ranks_wait_for_each_others_prompts(toy_hw: HardwareProfile, monkeypatch: pytest.MonkeyPatch) -> None:
+    # vLLM's DP ranks step together (Framework.dp_padding): each of the 3 other ranks of a dp4 engine takes
+    # 64 / 1024 new prompts a step, each 20 ms of the step it joins, so every step of this rank lasts
+    # 3 x 0.02 x 64 / 1024 = 3.75 ms longer; one rank waits for nobody
+    assert others_prompt_s(0.02, dp=4, concurrency=64, osl=1024) == pytest.approx(3 * 0.02 * 64 / 1024)
+    assert others_prompt_s(0.02, dp=1, concurrency=64, osl=1024) == 0.0
+    # in the loop: a dp2 MoE engine's TPOT carries the other rank's prompts, one term a step
+    m = gpt_like(moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=512), ffn_activation="swiglu")
+    eng = Engine(tp=1, dp=2)
+    dep = Deployment(fw=PLAIN, mode="agg", engine=eng, replicas=1)
+    wl = Workload(isl=1024, osl=128, concurrency=32, warmed=True)
+    with_them = estimate(m, toy_hw, dep, wl)
+    step = decode_step(m, toy_hw, eng, weights="bf16", kv_bytes=2.0, batch=16, context=1024 + 64, fw=PLAIN)
+    alone = prefill_time(m, toy_hw, eng, weights="bf16", tokens=1024, seq_len=1024, fw=PLAIN)
+    term = others_prompt_s(prefill_in_step(alone, step, chunks=1), dp=2, concurrency=16, osl=128)
+    monkeypatch.setattr("autopar.cost.serve_loop.others_prompt_s", lambda *a, **k: 0.0)
+    without = estimate(m, toy_hw, dep, wl)
+    assert term > 0 and with_them.tpot_s - without.tpot_s == pytest.approx(term, rel=0.25)
