@@ -114,6 +114,9 @@ class StackProfile:
     # PyTorch context_parallel's backward (convert_to_f32): all-gathers K/V again, accumulates dQ/dK/dV in fp32 and
     # rotates dK/dV around the CP ring in fp32, one all-to-all step per rank, instead of one reduce-scatter
     cp_fp32_grads: bool = False
+    # with FP8 GEMMs the TP all-gathers (forward, recompute, and backward's of the row-parallel output's gradient)
+    # carry FP8 (1 B) and the reduce-scatters bf16 (torchao Float8ColwiseParallel / Float8RowwiseParallel)
+    tp_fp8_gather: bool = False
     # attention unfused (the score matrix in HBM: QK^T, softmax, dropout, PV as separate kernels): HBM bytes per
     # score element (one per query-key pair, head and sequence) in forward and in backward
     score_bytes: tuple[float, float] = (0.0, 0.0)

@@ -64,6 +64,7 @@ class StackCollectives(_Strict):
     grad_reduce_bytes: Bytes
     fp8_grad_reduce_bytes: Bytes
     cp_fp32_grads: bool = False  # CP backward: fp32 dQ/dK/dV, dK/dV rotated in fp32 (PyTorch context_parallel)
+    tp_fp8_gather: bool = False  # under FP8, the TP (SP) all-gathers carry FP8 (torchao Float8 TP styles)
 
 
 class StackMemory(_Strict):
