@@ -152,7 +152,7 @@ def first_rank(memo: Memo, key: tuple[int, int]) -> int:
 
 
 def _peak_rank(memo: Memo, key: tuple[int, int]) -> int:
-    return peak_rank(memo.model.layers, *key, ends=memo.stack.pipeline_counts_embedding)
+    return peak_rank(memo.model.layers, *key, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
 
 
 def _stage_activations(

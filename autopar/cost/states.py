@@ -15,7 +15,7 @@ from autopar.cost.habits import FSDP2_STATE
 from autopar.cost.memo import Memo
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
-from autopar.spec.layout import end_slots, ends_shared, rank_kinds
+from autopar.spec.layout import first_smaller, rank_kinds
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import NEUTRAL, StackProfile
@@ -33,19 +33,19 @@ class ParamPlan(NamedTuple):
 
 def pipe_kinds(memo: Memo, key: tuple[int, int]) -> tuple[Counter[str], ...]:
     """Per pipeline rank, its layers' kinds, for key (pp, vpp), as the memo's stack lays them out."""
-    return rank_kinds(memo.model.layer_kinds(), key[0], key[1], ends=memo.stack.pipeline_counts_embedding)
+    return rank_kinds(memo.model.layer_kinds(), key[0], key[1], ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
 
 
 def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
     """(dense, expert) parameters of the first and of the last pipeline rank. Where the embedding holds
-    rank 0's first chunk alone or with a layer fewer than rank 1's (spec/layout.py end_slots,
-    ends_shared), the first is the larger of rank 0 (with the embedding) and rank 1, either of which
-    the first rank's activations may be (peak_rank)."""
+    rank 0's first chunk alone or with a layer fewer than rank 1's, or the stack's split gives rank 0's
+    first chunk a layer fewer (spec/layout.py first_smaller), the first is the larger of rank 0 (with
+    the embedding) and rank 1, either of which the first rank's activations may be (peak_rank)."""
     ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
     last = key.pp - 1
-    model, chunks, sizes = memo.model, key.pp * key.vpp, memo.get(_kind_sizes, None)
+    model, sizes = memo.model, memo.get(_kind_sizes, None)
     first = rank_params(model, key, ranks[0], first=True, last=last == 0, sizes=sizes)
-    shared = end_slots(model.layers, chunks) == 2 or ends_shared(model.layers, chunks, memo.stack.pipeline_counts_embedding)
+    shared = first_smaller(model.layers, key.pp, key.vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
     if key.pp > 2 and shared:
         first = max(first, rank_params(model, key, ranks[1], first=False, last=False, sizes=sizes), key=sum)
     return first, rank_params(model, key, ranks[last], first=last == 0, last=True, sizes=sizes)

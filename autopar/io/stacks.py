@@ -304,6 +304,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         ep_over_tp=r.ep_over_tp,
         experts_whole_with_ep=r.experts_whole_with_ep,
         pipeline_counts_embedding=r.pipeline_counts_embedding,
+        pipeline_split=r.pipeline_split,
         recompute_modules=tuple(r.recompute_modules),
         citations=tuple((s.citations or {}).items()),
         path=where,

@@ -133,6 +133,9 @@ class StackProfile:
     equal_stages: bool  # pipeline stages must hold equal layer counts
     ep_over_tp: bool  # with etp = 1, EP ranks may span DP x CP x TP (Megatron's expert layout)
     pipeline_counts_embedding: bool  # the embedding and the loss count as pipeline layers (Megatron layout)
+    # how layers are cut into pipeline chunks: front (the earlier chunks take the extra layers) | middle (the
+    # first chunk L // chunks, the middle ones one more while the remainder lasts, the last the rest)
+    pipeline_split: str = "front"
     # an MoE's experts are split like the MLP (etp = tp) without EP and kept whole (etp 1) with EP: no expert TP
     # beside EP (torchtitan 0.3.0: the EP mesh is dp_shard x cp x tp)
     experts_whole_with_ep: bool = False

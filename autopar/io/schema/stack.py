@@ -98,6 +98,7 @@ class StackRules(_Strict):
     ep_over_tp: bool = False
     experts_whole_with_ep: bool = False  # experts split like the MLP (etp = tp) without EP, whole (etp 1) with EP
     pipeline_counts_embedding: bool = False
+    pipeline_split: Literal["front", "middle"] = "front"  # how layers are cut into pipeline chunks
     recompute_modules: Annotated[
         list[Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]], Field(max_length=7)
     ] = []  # noqa: RUF012 (a pydantic model: each instance gets its own copy)
