@@ -66,7 +66,8 @@ class Stages(NamedTuple):
 
 def rank_layer_groups(memo: Memo, key: tuple[int, int]) -> tuple[tuple[tuple[tuple[str, int], ...], int], ...]:
     """Distinct pipeline ranks for key (pp, vpp): ((kind, layers) pairs, count), the last rank last."""
-    groups = rank_groups(memo.model.layer_kinds(), key[0], key[1], ends=memo.stack.pipeline_counts_embedding)
+    ends, split = memo.stack.pipeline_counts_embedding, memo.stack.pipeline_split
+    groups = rank_groups(memo.model.layer_kinds(), key[0], key[1], ends=ends, split=split)
     return tuple((tuple(kinds.items()), n) for kinds, n in groups)
 
 

@@ -152,7 +152,7 @@ def first_rank(memo: Memo, key: tuple[int, int]) -> int:
 
 
 def _peak_rank(memo: Memo, key: tuple[int, int]) -> int:
-    return peak_rank(memo.model.layers, *key, ends=memo.stack.pipeline_counts_embedding)
+    return peak_rank(memo.model.layers, *key, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
 
 
 def _stage_activations(
@@ -246,7 +246,8 @@ def _peak_parts(memo: Memo, plan: Plan) -> tuple[float, ...]:
     lay = _layout(plan, memo)
     (kept0, extra0), (kept1, extra1) = memo.get(_stage_activations, (ActPlan.of(plan), *memo.get(end_kinds, (plan.pp, plan.vpp))))
     params = ParamPlan(tp=plan.tp, ep=plan.ep, etp=plan.etp, pp=plan.pp, vpp=plan.vpp)
-    state0, state1, buffers = memo.get(rank_states, StatePlan(params=params, shards=plan.dp * plan.cp, zero=plan.zero))
+    one = plan.vpp > 1 and plan.microbatches(memo.job) <= plan.pp
+    state0, state1, buffers = memo.get(rank_states, StatePlan(params=params, shards=plan.dp * plan.cp, zero=plan.zero, one_round=one))
     frag = memo.stack.allocator_fragmentation
     first = _stage(state0, _acts(kept0 * lay.held[0], extra0 + lay.attending, lay.fixed, lay.logits[0]), lay.logits[0], buffers, frag)
     if plan.pp == 1:
@@ -275,12 +276,13 @@ def _stage(state: tuple[float, float, float], acts: float, logits: float, buffer
     return w, g, o, acts, logits, buffers, fragmentation * acts
 
 
-def _state_sums(memo: Memo, key: tuple[ParamPlan, int, tuple[int, ...]]) -> list[tuple[float, float, float]]:
-    """Per ZeRO stage of key (params, dp * cp, zeros): weights + grads + optimizer of the first and last rank, buffers."""
-    params, shards, zeros = key
+def _state_sums(memo: Memo, key: tuple[ParamPlan, int, tuple[int, ...], bool]) -> list[tuple[float, float, float]]:
+    """Per ZeRO stage of key (params, dp * cp, zeros, one_round): weights + grads + optimizer of the first and
+    last rank, buffers."""
+    params, shards, zeros, one = key
     out = []
     for zero in zeros:
-        (w0, g0, o0), (w1, g1, o1), buffers = memo.get(rank_states, StatePlan(params=params, shards=shards, zero=zero))
+        (w0, g0, o0), (w1, g1, o1), buffers = memo.get(rank_states, StatePlan(params=params, shards=shards, zero=zero, one_round=one))
         out.append((w0 + g0 + o0, w1 + g1 + o1, buffers))
     return out
 
@@ -340,8 +342,10 @@ def block_peaks(
     once per (tp, pp, vpp, dp * cp) and experts list, shared by every micro-batch size and SP.
     """
     s, modes, zs = skeleton, tuple(recomputes), tuple(zeros)
-    states = memo.get_by(_expert_states, ((s.tp, s.pp, s.vpp), s.dp * s.cp, tuple(experts), zs), _expert_states_key)
-    held = held_microbatches(memo, s.pp, s.vpp, memo.job.global_batch // (s.dp * s.mbs))
+    m = memo.job.global_batch // (s.dp * s.mbs)
+    one = s.vpp > 1 and m <= s.pp  # StatePlan.one_round
+    states = memo.get_by(_expert_states, ((s.tp, s.pp, s.vpp), s.dp * s.cp, tuple(experts), zs, one), _expert_states_key)
+    held = held_microbatches(memo, s.pp, s.vpp, m)
     rows = {
         etp: memo.get_by(
             _act_peaks, ((s.tp, s.pp, s.cp, s.vpp, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, held), modes), _layout_key
@@ -367,12 +371,13 @@ class ExpertStates(NamedTuple):
     shards: int
     experts: tuple[tuple[int, int], ...]
     zeros: tuple[int, ...]
+    one_round: bool  # StatePlan.one_round
 
 
 def _expert_states(memo: Memo, key: ExpertStates) -> list[list[tuple[float, float, float]]]:
     """_state_sums of each (ep, etp) of the key."""
-    (tp, pp, vpp), shards, experts, zeros = key
-    return [memo.get_by(_state_sums, ((tp, ep, etp, pp, vpp), shards, zeros), _state_key) for ep, etp in experts]
+    (tp, pp, vpp), shards, experts, zeros, one = key
+    return [memo.get_by(_state_sums, ((tp, ep, etp, pp, vpp), shards, zeros, one), _state_key) for ep, etp in experts]
 
 
 def _expert_states_key(values: tuple) -> ExpertStates:
@@ -383,5 +388,5 @@ def _layout_key(values: tuple[tuple, tuple[str, ...]]) -> tuple[LayoutKey, tuple
     return LayoutKey(*values[0]), values[1]
 
 
-def _state_key(values: tuple[tuple, int, tuple[int, ...]]) -> tuple[ParamPlan, int, tuple[int, ...]]:
-    return ParamPlan(*values[0]), values[1], values[2]
+def _state_key(values: tuple[tuple, int, tuple[int, ...], bool]) -> tuple[ParamPlan, int, tuple[int, ...], bool]:
+    return ParamPlan(*values[0]), values[1], values[2], values[3]

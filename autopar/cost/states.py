@@ -15,7 +15,7 @@ from autopar.cost.habits import FSDP2_STATE
 from autopar.cost.memo import Memo
 from autopar.spec.families import KIND_PARTS
 from autopar.spec.job import Job
-from autopar.spec.layout import end_slots, ends_shared, rank_kinds
+from autopar.spec.layout import chunk_sizes, first_smaller, rank_kinds, virtual_stage
 from autopar.spec.model import ModelSpec
 from autopar.spec.plan import Plan
 from autopar.spec.stack import NEUTRAL, StackProfile
@@ -33,22 +33,49 @@ class ParamPlan(NamedTuple):
 
 def pipe_kinds(memo: Memo, key: tuple[int, int]) -> tuple[Counter[str], ...]:
     """Per pipeline rank, its layers' kinds, for key (pp, vpp), as the memo's stack lays them out."""
-    return rank_kinds(memo.model.layer_kinds(), key[0], key[1], ends=memo.stack.pipeline_counts_embedding)
+    return rank_kinds(memo.model.layer_kinds(), key[0], key[1], ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
 
 
 def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
     """(dense, expert) parameters of the first and of the last pipeline rank. Where the embedding holds
-    rank 0's first chunk alone or with a layer fewer than rank 1's (spec/layout.py end_slots,
-    ends_shared), the first is the larger of rank 0 (with the embedding) and rank 1, either of which
-    the first rank's activations may be (peak_rank)."""
+    rank 0's first chunk alone or with a layer fewer than rank 1's, or the stack's split gives rank 0's
+    first chunk a layer fewer (spec/layout.py first_smaller), the first is the larger of rank 0 (with
+    the embedding) and rank 1, either of which the first rank's activations may be (peak_rank)."""
     ranks = memo.get(pipe_kinds, (key.pp, key.vpp))
     last = key.pp - 1
-    model, chunks, sizes = memo.model, key.pp * key.vpp, memo.get(_kind_sizes, None)
+    model, sizes = memo.model, memo.get(_kind_sizes, None)
     first = rank_params(model, key, ranks[0], first=True, last=last == 0, sizes=sizes)
-    shared = end_slots(model.layers, chunks) == 2 or ends_shared(model.layers, chunks, memo.stack.pipeline_counts_embedding)
+    shared = first_smaller(model.layers, key.pp, key.vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
     if key.pp > 2 and shared:
         first = max(first, rank_params(model, key, ranks[1], first=False, last=False, sizes=sizes), key=sum)
     return first, rank_params(model, key, ranks[last], first=last == 0, last=True, sizes=sizes)
+
+
+def last_chunk_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(dense, expert) parameters of the last local chunk of the first rank (the larger of rank 0's and rank 1's
+    where end_params compares them) and of the last rank.
+
+    unsharded_chunk_grads: torch.distributed.pipelining's Interleaved1F1B runs rank r's backwards round its
+    chunks in groups of pp micro-batches, the last chunk first (_calculate_single_rank_operations,
+    backward_stage_index); FSDP2, fully_shard per model chunk (torchtitan applies it to each model part),
+    accumulates a chunk's unsharded fp32 gradient from its first backward and reduce-scatters and frees it
+    after its last (backward_maybe_with_nosync, last_backward). With m <= pp micro-batches that is one round:
+    at the first backward, where the in-flight activations peak, only the last chunk's gradient is held; the
+    earlier chunks' come as the activations of the later ones are freed."""
+    model, pp, vpp = memo.model, key.pp, key.vpp
+    kinds = model.layer_kinds()
+    sizes = chunk_sizes(len(kinds), pp * vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
+    starts = [sum(sizes[:c]) for c in range(pp * vpp)]
+
+    def chunk(rank: int) -> tuple[float, float]:
+        c = virtual_stage(rank=rank, chunk=vpp - 1, pp=pp)
+        layers = Counter(kinds[starts[c] : starts[c] + sizes[c]])
+        return rank_params(model, key, layers, first=c == 0, last=c == pp * vpp - 1, sizes=memo.get(_kind_sizes, None))
+
+    first = chunk(0)
+    if pp > 2 and first_smaller(model.layers, pp, vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split):
+        first = max(first, chunk(1), key=sum)
+    return first, chunk(pp - 1)
 
 
 def _kind_sizes(memo: Memo, _: None) -> dict[str, tuple[int, int, int]]:
@@ -166,6 +193,9 @@ class StatePlan(NamedTuple):
     params: ParamPlan  # whose parameters
     shards: int  # dp * cp: the ranks that shard dense state (Megatron's DP x CP group)
     zero: int  # ZeRO stage
+    # interleaved with no more micro-batches than stages: each chunk's backwards run in one round, one chunk
+    # after another (unsharded_chunk_grads)
+    one_round: bool = False
 
 
 def rank_states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float], tuple[float, float, float], float]:
@@ -177,7 +207,8 @@ def rank_states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float],
     grad = stack.grad_bytes(memo.job.dtype)
     gathered = 1 if fp8 and stack.fp8_gather else stack.gather_bytes
     opt = stack.optimizer_state_bytes(memo.job.dtype)
-    for dense, expert in memo.get(end_params, p):
+    chunk_grads = memo.get(last_chunk_params, p) if key.one_round and p.vpp > 1 else None
+    for i, (dense, expert) in enumerate(memo.get(end_params, p)):
         w, g, o = state_bytes(
             dense,
             zero=key.zero,
@@ -213,6 +244,8 @@ def rank_states(memo: Memo, key: StatePlan) -> tuple[tuple[float, float, float],
             # stage's unsharded gradients in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed)
             # and reduce-scatters once: the whole stage's gradient, not a 1/dp shard, is held
             g = (dense + expert) * grad
+            if chunk_grads is not None:  # of its last chunk only, at the peak (unsharded_chunk_grads)
+                g = sum(chunk_grads[i]) * grad
         out.append((w, g, o))
     buffers = stack.fixed_overhead_gib * 2**30
     if key.zero >= 3:  # the gathered layer and the prefetched next one (FP8 where the stack gathers FP8)

@@ -71,14 +71,18 @@ def tp_collectives(model: ModelSpec, hw: HardwareProfile, shape: Shape, plan: Di
 
     One collective forward (all-reduce, or all-gather + reduce-scatter under SP:
     Korthikanti et al. 2022 sec. 4.2.2, same bytes), one backward, one more when
-    the forward is recomputed. Under SP a share is hidden by TP comm overlap.
+    the forward is recomputed. Under SP a share is hidden by TP comm overlap. On a
+    stack whose FP8 linears gather FP8 (StackProfile.tp_fp8_gather) every all-gather
+    carries 1 B an element, the reduce-scatters stay bf16.
     """
     if plan.tp == 1:
         return 0.0, 0.0
     group = RankGrid(gpus_per_node=hw.gpus_per_node, tp=plan.tp).group("tp")
     nbytes = cal.ACT_BYTES * tokens * model.hidden_size
     if plan.sp:
-        one = collective_time(hw, "all_gather", nbytes, group) + collective_time(hw, "reduce_scatter", nbytes, group)
+        fp8 = shape.dtype == "fp8" and shape.stack.tp_fp8_gather
+        gathered = tokens * model.hidden_size * 1.0 if fp8 else nbytes  # FP8: 1 B an element
+        one = collective_time(hw, "all_gather", gathered, group) + collective_time(hw, "reduce_scatter", nbytes, group)
     else:
         one = collective_time(hw, "all_reduce", nbytes, group)
     total = (3 if plan.recompute == "full" else 2) * one

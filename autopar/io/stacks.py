@@ -13,7 +13,7 @@ kernels: {attention: fa2, attention_vs_fa3: [[512, 0.67], ...], compiled: true, 
           kv_repeated: true}  # moe_host_us, kv_repeated optional (0, false)
 overlap: {tp: 0.6, cp: false, ep: false, dp: 0.9}
 collectives: {dp_granularity: layer, dp_bucket_params: 0, grad_reduce_bytes: 4, fp8_grad_reduce_bytes: 4,
-              cp_fp32_grads: true}  # cp_fp32_grads optional (false)
+              cp_fp32_grads: true, tp_fp8_gather: true}  # cp_fp32_grads, tp_fp8_gather optional (false)
 memory: {selective: op, fp8_weight_copy_bytes: 0, fp8_weight_copy_sharded: false, fp8_saves_fp8_inputs: false,
          fp8_gather: true, pp_reshard: false, pp_stage_buffers: 2, fixed_overhead_gib: 2,
          allocator_fragmentation: 0.07, activation_saves: fused,   # activation_saves optional: fused | eager-torch
@@ -276,6 +276,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         grad_reduce_bytes=c.grad_reduce_bytes,
         fp8_grad_reduce_bytes=c.fp8_grad_reduce_bytes,
         cp_fp32_grads=c.cp_fp32_grads,
+        tp_fp8_gather=c.tp_fp8_gather,
         selective=m.selective,
         fp8_weight_copy_bytes=m.fp8_weight_copy_bytes,
         fp8_weight_copy_sharded=m.fp8_weight_copy_sharded,
@@ -303,6 +304,7 @@ def parse_stack(data: dict[str, Any], *, where: str) -> StackProfile:
         ep_over_tp=r.ep_over_tp,
         experts_whole_with_ep=r.experts_whole_with_ep,
         pipeline_counts_embedding=r.pipeline_counts_embedding,
+        pipeline_split=r.pipeline_split,
         recompute_modules=tuple(r.recompute_modules),
         citations=tuple((s.citations or {}).items()),
         path=where,

@@ -114,6 +114,9 @@ class StackProfile:
     # PyTorch context_parallel's backward (convert_to_f32): all-gathers K/V again, accumulates dQ/dK/dV in fp32 and
     # rotates dK/dV around the CP ring in fp32, one all-to-all step per rank, instead of one reduce-scatter
     cp_fp32_grads: bool = False
+    # with FP8 GEMMs the TP all-gathers (forward, recompute, and backward's of the row-parallel output's gradient)
+    # carry FP8 (1 B) and the reduce-scatters bf16 (torchao Float8ColwiseParallel / Float8RowwiseParallel)
+    tp_fp8_gather: bool = False
     # attention unfused (the score matrix in HBM: QK^T, softmax, dropout, PV as separate kernels): HBM bytes per
     # score element (one per query-key pair, head and sequence) in forward and in backward
     score_bytes: tuple[float, float] = (0.0, 0.0)
@@ -130,6 +133,9 @@ class StackProfile:
     equal_stages: bool  # pipeline stages must hold equal layer counts
     ep_over_tp: bool  # with etp = 1, EP ranks may span DP x CP x TP (Megatron's expert layout)
     pipeline_counts_embedding: bool  # the embedding and the loss count as pipeline layers (Megatron layout)
+    # how layers are cut into pipeline chunks: front (the earlier chunks take the extra layers) | middle (the
+    # first chunk L // chunks, the middle ones one more while the remainder lasts, the last the rest)
+    pipeline_split: str = "front"
     # an MoE's experts are split like the MLP (etp = tp) without EP and kept whole (etp 1) with EP: no expert TP
     # beside EP (torchtitan 0.3.0: the EP mesh is dp_shard x cp x tp)
     experts_whole_with_ep: bool = False

@@ -64,6 +64,7 @@ class StackCollectives(_Strict):
     grad_reduce_bytes: Bytes
     fp8_grad_reduce_bytes: Bytes
     cp_fp32_grads: bool = False  # CP backward: fp32 dQ/dK/dV, dK/dV rotated in fp32 (PyTorch context_parallel)
+    tp_fp8_gather: bool = False  # under FP8, the TP (SP) all-gathers carry FP8 (torchao Float8 TP styles)
 
 
 class StackMemory(_Strict):
@@ -97,6 +98,7 @@ class StackRules(_Strict):
     ep_over_tp: bool = False
     experts_whole_with_ep: bool = False  # experts split like the MLP (etp = tp) without EP, whole (etp 1) with EP
     pipeline_counts_embedding: bool = False
+    pipeline_split: Literal["front", "middle"] = "front"  # how layers are cut into pipeline chunks
     recompute_modules: Annotated[
         list[Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]], Field(max_length=7)
     ] = []  # noqa: RUF012 (a pydantic model: each instance gets its own copy)

@@ -201,3 +201,24 @@ def test_megatron_core_builds_every_end_slot_layout_as_estimated(pp: int, vpp: i
     if layers < 2:
         return
     test_megatron_core_builds_the_estimated_chunks(layers, pp, vpp, ends)
+
+
+def test_torchtitan_2024_split_gives_the_middle_stages_the_extra_layers() -> None:
+    # torchtitan 9dec370 generate_split_points (torchtitan/parallelisms/pipelining_utils.py): base_interval =
+    # n_layers // stages to the first stage, one more to each next stage while the remainder lasts, the rest to
+    # the last. Llama 3.1 405B (126 layers): 126 // 8 = 15 remainder 6 -> 15, 16 x 6, 15; interleaved, 16 stages:
+    # 126 // 16 = 7 remainder 14 -> 7, 8 x 14, 7, so PP rank 0 holds stages 0 and 8: 7 + 8 layers.
+    from autopar.io.stacks import load_stack
+    from autopar.spec.layout import chunk_sizes, first_smaller, peak_rank, stage_layers
+
+    assert load_stack("torchtitan@2024.12").pipeline_split == "middle"
+    assert load_stack("torchtitan@2025.06").pipeline_split == "front"
+    assert chunk_sizes(126, 8, split="middle") == [15, 16, 16, 16, 16, 16, 16, 15]
+    assert chunk_sizes(126, 16, split="middle") == [7] + [8] * 14 + [7]
+    assert chunk_sizes(126, 8) == [16] * 6 + [15, 15]  # front: the earlier chunks take the extra layers
+    assert chunk_sizes(10, 4, split="middle") == [2, 3, 3, 2]
+    assert chunk_sizes(11, 4, split="middle") == [2, 3, 3, 3]  # remainder 3 > 2 middle stages: the last takes it
+    assert stage_layers(126, 8, 2, split="middle")[0] == (7, 8)
+    assert first_smaller(126, 8, 1, split="middle") and not first_smaller(126, 8, 1)
+    # rank 0 still holds more layer-micro-batches at the first backward: 8 x 15 = 120 > 7 x 16 = 112 (1F1B)
+    assert peak_rank(126, 8, 1, split="middle") == 0
