@@ -90,6 +90,21 @@ def step_floors(memo: Memo, jobs: list[tuple[Plan, str]], *, either: bool = Fals
     ]
 
 
+def placed_floor(memo: Memo, skeleton: Plan, ep: int, etp: int, recompute: str, *, either: bool = False) -> float:
+    """step_floors of [(skeleton with these experts' degrees, recompute)], the same float, without building
+    the plan (a search refines thousands of jobs of a few hundred blocks: search/timing.py job_seconds)."""
+    p = skeleton
+    if memo.profile.compute_slowdown < 1:
+        return 0.0
+    modules = p.recompute_modules if recompute == "selective" else ()
+    total = memo.get_by(
+        _either_stages if either and p.cp > 1 else _floor_stages,
+        (p.tp, p.cp, p.sp and p.tp > 1, recompute, p.cp_comm, ep, etp, p.pp > 1, p.mbs, modules),
+        FloorKey._make,
+    )
+    return total * (memo.job.global_batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
+
+
 class ClassKey(NamedTuple):
     """A layer class: what every layer's time reads of a plan but its experts' placement (ep, etp) and
     pipelining (which only hides the EP all-to-all)."""

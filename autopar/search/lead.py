@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from autopar.cost.floors import class_floors, step_floors
+from autopar.cost.floors import class_floors, placed_floor, step_floors
 from autopar.cost.memo import Memo
 from autopar.cost.memory import block_peaks
 from autopar.cost.step import step_parts
@@ -137,9 +137,9 @@ def _heap_search(
                         later.append((i, r))
                 if later:
                     items = [(blocks[i].skeleton, m) for i, r in later for m in recomputes[r:]]
-                    bounds = iter(_bounds(memo, floors, items, pick))
+                    each = iter(_bounds(memo, floors, items, pick))
                     for i, r in later:
-                        u = max(next(bounds) for _ in recomputes[r:])
+                        u = max(next(each) for _ in recomputes[r:])
                         heapq.heappush(waiting, (-min(u, tops[i]), i))
                 nxt = end
                 continue
@@ -161,7 +161,8 @@ def _heap_search(
         block, ep, etp, recompute, zero, _ = found.jobs[j]
         members = found.groups[g][2]
         if not refined:
-            (u,) = _bounds(memo, step_floors, [(block.plan(ep, etp), recompute)], pick)
+            f = placed_floor(memo, block.skeleton, ep, etp, recompute, either=pick)
+            u = tokens / f if f > 0 else math.inf  # as _bounds
             heapq.heapreplace(heap, (max(neg, -u), c, j, True, g, -1))
         else:
             heapq.heappop(heap)

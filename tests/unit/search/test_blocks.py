@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autopar.cost.floors import step_floors
+from autopar.cost.floors import placed_floor, step_floors
 from autopar.cost.memo import Memo
 from autopar.cost.memory import block_peaks, memory_breakdown
 from autopar.cost.step import estimate
@@ -133,6 +133,20 @@ def test_the_heap_of_groups_times_jobs_in_the_order_of_their_bounds(setup: tuple
     assert sorted(order) == sorted(tps)
     if len(order) < len(ranked):
         assert bounds[ranked[len(order)]] < bar.floor
+
+
+@SETTINGS
+@given(setups())
+def test_placed_floor_is_step_floors_of_the_placed_plan(setup: tuple[ModelSpec, HardwareProfile, Job]) -> None:
+    """floors.py placed_floor, which the searches refine jobs by without building their plans: the same float
+    as step_floors of the skeleton with each (ep, etp) of its block, with and without the all-gather variant."""
+    model, hw, job = setup
+    memo = Memo(model, hw, job)
+    for block in enumerate_blocks(model, job, {}):
+        for (ep, etp), r in itertools.product(block.experts, RECOMPUTE):
+            for either in (False, True):
+                (want,) = step_floors(memo, [(block.plan(ep, etp), r)], either=either)
+                assert placed_floor(memo, block.skeleton, ep, etp, r, either=either) == want
 
 
 @SETTINGS
