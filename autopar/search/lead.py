@@ -98,7 +98,7 @@ def _heap_search(
     fresh block or a plan checked is higher, each chunk in search order by one scan, left in `checked`
     with its blocks' indices. Bounds are clamped to their parent's, so the heap pops them in descending
     order."""
-    tokens, cap, nr, nz = memo.job.tokens_per_step, memo.profile.memory_bytes, len(recomputes), len(zeros)
+    tokens = memo.job.tokens_per_step
     exact = memo.model.moe is None  # a dense block is one layout: its class bound is its plan's step_floor
     floors = step_floors if exact else class_floors
     tops = _bounds(memo, floors, [(b.skeleton, recomputes[0]) for b in blocks], pick)
@@ -120,27 +120,8 @@ def _heap_search(
                 end = nxt + 1
                 while end < len(order) and end - nxt < CHUNK and tops[order[end]] >= max(top, ready, bar.floor):
                     end += 1
-                later: list[tuple[int, int]] = []  # (block, the least recompute that fits), when not the least searched
-                for i in order[nxt:end]:
-                    block = blocks[i]
-                    peaks = block_peaks(memo, block.skeleton, block.experts, recomputes, zeros)
-                    r = _least(peaks, nr, nz, cap)
-                    if r is None:
-                        x = min(peaks)
-                        if leanest is None or (x, i) < leanest[:2]:
-                            leanest = (x, i, peaks.index(x))
-                    elif r == 0:
-                        known[i] = peaks
-                        heapq.heappush(waiting, (-tops[i], i))
-                    else:
-                        known[i] = peaks
-                        later.append((i, r))
-                if later:
-                    items = [(blocks[i].skeleton, m) for i, r in later for m in recomputes[r:]]
-                    each = iter(_bounds(memo, floors, items, pick))
-                    for i, r in later:
-                        u = max(next(each) for _ in recomputes[r:])
-                        heapq.heappush(waiting, (-min(u, tops[i]), i))
+                chosen = order[nxt:end]
+                leanest = _find_peaks(memo, [blocks[i] for i in chosen], chosen, tops, recomputes, zeros, pick, waiting, known, leanest)
                 nxt = end
                 continue
             chunk = [heapq.heappop(waiting)[1]]
@@ -171,6 +152,46 @@ def _heap_search(
         if 0 <= at < len(members) - 1:  # the group's next job takes its place at the group's bound
             heapq.heappush(heap, (neg, c, members[at + 1], refined, g, at + 1))
     return out, leanest
+
+
+def _find_peaks(
+    memo: Memo,
+    blocks: list[Block],
+    indices: list[int],
+    tops: list[float],
+    recomputes: tuple[str, ...],
+    zeros: tuple[int, ...],
+    pick: bool,
+    waiting: list[tuple[float, int]],
+    known: dict[int, list[float]],
+    leanest: _Leanest,
+) -> _Leanest:
+    """The peaks of `blocks` (at `indices`) into `known`, each block into the heap `waiting` at the bound of
+    the modes from the least it fits under (its top where that is the least searched); a block where
+    nothing fits goes. Returns `leanest` or a leaner variant of those (the first of equals, as scan finds it)."""
+    cap, nr, nz = memo.profile.memory_bytes, len(recomputes), len(zeros)
+    later: list[tuple[Block, int, int]] = []  # (block, index, the least recompute that fits), when not the least searched
+    for i, block in zip(indices, blocks, strict=True):
+        peaks = block_peaks(memo, block.skeleton, block.experts, recomputes, zeros)
+        r = _least(peaks, nr, nz, cap)
+        if r is None:
+            x = min(peaks)
+            if leanest is None or (x, i) < leanest[:2]:
+                leanest = (x, i, peaks.index(x))
+            continue
+        known[i] = peaks
+        if r == 0:
+            heapq.heappush(waiting, (-tops[i], i))
+        else:
+            later.append((block, i, r))
+    if later:
+        floors = step_floors if memo.model.moe is None else class_floors
+        items = [(block.skeleton, m) for block, _, r in later for m in recomputes[r:]]
+        each = iter(_bounds(memo, floors, items, pick))
+        for _, i, r in later:
+            u = max(next(each) for _ in recomputes[r:])
+            heapq.heappush(waiting, (-min(u, tops[i]), i))
+    return leanest
 
 
 def _least(peaks: list[float], nr: int, nz: int, cap: float) -> int | None:

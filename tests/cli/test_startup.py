@@ -113,9 +113,10 @@ def test_values_still_go_through_typers_checks() -> None:
 
 SUGGEST = ["suggest", "llama3-70b", "--gpus", "64", "--json", "--hardware", "h100-sxm"]
 ESTIMATE = ["estimate", "llama3-8b", "--gpus", "8", "--tp", "2", "--json", "--hardware", "h100-sxm"]
+AUTO = ["suggest", "llama3-8b", "--gpus", "auto", "--json", "--hardware", "h100-sxm"]
 
 
-@pytest.mark.parametrize("args", [SUGGEST, ESTIMATE])
+@pytest.mark.parametrize("args", [SUGGEST, ESTIMATE, AUTO])
 def test_a_json_answer_loads_no_rich_no_adapter_and_no_config_json_reader(args: list[str]) -> None:
     """rich draws tables and bars (render/report.py, render/progress.py import it when they draw); typer's
     pydantic adapters (typer/_adapters.py) are built only for values _plain cannot read; a preset needs none
