@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from autopar.cost.floors import class_floors, placed_floor, step_floors
+from autopar.cost.floors import class_floors, stage_floor, step_floors
 from autopar.cost.memo import Memo
 from autopar.cost.memory import block_peaks
 from autopar.cost.step import step_parts
@@ -133,7 +133,7 @@ def _heap_search(
             checked.append((chunk, found))
             bounds = _bounds(memo, floors, [(block.skeleton, r) for block, r, _ in found.groups], pick)
             for k, u in enumerate(bounds):
-                heapq.heappush(heap, (-u, c, found.groups[k][2][0], exact, k, 0))
+                heapq.heappush(heap, (-u, c, found.groups[k][2][0], False, k, 0))
             continue
         if not heap or bar.skips(top):
             break
@@ -142,7 +142,7 @@ def _heap_search(
         block, ep, etp, recompute, zero, _ = found.jobs[j]
         members = found.groups[g][2]
         if not refined:
-            f = placed_floor(memo, block.skeleton, ep, etp, recompute, either=pick)
+            f = stage_floor(memo, block.skeleton, ep, etp, recompute, either=pick)
             u = tokens / f if f > 0 else math.inf  # as _bounds
             heapq.heapreplace(heap, (max(neg, -u), c, j, True, g, -1))
         else:
