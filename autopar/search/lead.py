@@ -102,7 +102,7 @@ def _heap_search(
     exact = memo.model.moe is None  # a dense block is one layout: its class bound is its plan's step_floor
     floors = step_floors if exact else class_floors
     tops = _bounds(memo, floors, [(b.skeleton, recomputes[0]) for b in blocks], pick)
-    order = sorted(range(len(blocks)), key=lambda i: -tops[i])
+    order = sorted(range(len(blocks)), key=tops.__getitem__, reverse=True)  # stable: ties in search order
     heap: list[_Entry] = []
     waiting: list[tuple[float, int]] = []  # blocks whose peaks are known: (-bound, index)
     known: dict[int, list[float]] = {}  # their peaks
