@@ -26,11 +26,22 @@ def _plain(descriptor: Any, value: Any) -> Any:
 
     typer/_adapters.py at 0.29: a str option is Annotated[str, BeforeValidator(_parse_cli_str)],
     which gives back any str as it is (lone surrogates too); an int option is TypeAdapter(int),
-    with Field(ge=min, le=max) when bounded: a run of ASCII digits is int(value), an int is itself.
-    A value out of its bounds, a clamped or parsed option and every other type go to typer's
-    adapter, which words the error."""
+    with Field(ge=min, le=max) when bounded: a run of ASCII digits is int(value), an int is itself;
+    an option with a parser (cli/options.py path_option: --plot, --emit-out, --save-dir...) is
+    Annotated[Any, BeforeValidator(parser)]: what the parser returns (the parsers are pure). A value
+    out of its bounds or that the parser refuses, a clamped option and every other type go to
+    typer's adapter, which words the error."""
     info = descriptor.parameter_info
-    if descriptor.file_annotation is not None or info.parser is not None or info.clamp:
+    if descriptor.file_annotation is not None:
+        return _NOT_PLAIN
+    if info.parser is not None:
+        # typer's adapter for a parsed option is Annotated[Any, BeforeValidator(parser)]: the parser's value, as
+        # it is; a value the parser refuses goes to the adapter, which calls it again and raises as it words it
+        try:
+            return info.parser(value)
+        except Exception:
+            return _NOT_PLAIN
+    if info.clamp:
         return _NOT_PLAIN
     kind = descriptor.annotation
     if kind is str:

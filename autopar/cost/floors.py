@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from autopar.cost.compute import LayerPlan, combine_parts, part_args
 from autopar.cost.experts import moe_floor
-from autopar.cost.layers import all_stages, kind_counts, loss_seconds, part_seconds
+from autopar.cost.layers import all_stages, kind_counts, loss_seconds, part_seconds, stage_times
 from autopar.cost.memo import Memo
 from autopar.cost.shape import Dims, Shape
 from autopar.spec.families import KIND_PARTS
@@ -88,6 +88,46 @@ def step_floors(memo: Memo, jobs: list[tuple[Plan, str]], *, either: bool = Fals
         * keep
         for p, r in jobs
     ]
+
+
+def placed_floor(memo: Memo, skeleton: Plan, ep: int, etp: int, recompute: str, *, either: bool = False) -> float:
+    """step_floors of [(skeleton with these experts' degrees, recompute)], the same float, without building
+    the plan (a search refines thousands of jobs of a few hundred blocks: search/timing.py job_seconds)."""
+    p = skeleton
+    if memo.profile.compute_slowdown < 1:
+        return 0.0
+    modules = p.recompute_modules if recompute == "selective" else ()
+    total = memo.get_by(
+        _either_stages if either and p.cp > 1 else _floor_stages,
+        (p.tp, p.cp, p.sp and p.tp > 1, recompute, p.cp_comm, ep, etp, p.pp > 1, p.mbs, modules),
+        FloorKey._make,
+    )
+    return total * (memo.job.global_batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
+
+
+def stage_floor(memo: Memo, skeleton: Plan, ep: int, etp: int, recompute: str, *, either: bool = False) -> float:
+    """A lower bound of the step seconds of `skeleton` with these experts' degrees and `recompute`, at any
+    ZeRO stage, at least step_floor's: step_floor's m * w + (S - w) / v with the worst stage w and the total S
+    of the layout's own stages (cost/layers.py stage_times, which timing the plan reads too), before w >= S / p.
+    `either`: the lesser of it and its all-gather CP variant's where cp > 1. Refines a leading search's jobs
+    (search/lead.py: at llama3-70b's --gpus auto counts, about half as many timed as by step_floor); a full
+    search keeps step_floor, so that the plans it times, and a chart draws, stay what they were."""
+    p = skeleton
+    if memo.profile.compute_slowdown < 1:
+        return 0.0
+    dims = (p.tp, p.cp, p.sp and p.tp > 1, recompute, p.recompute_modules if recompute == "selective" else ())
+    m = memo.job.global_batch // (p.dp * p.mbs)
+    out = float("inf")
+    for comm in (p.cp_comm, "allgather") if either and p.cp > 1 and p.cp_comm != "allgather" else (p.cp_comm,):
+        # stage_times's key as cost/step.py variant_step_seconds looks it up (Memo.get_by): the same entry
+        st = memo.get_by(stage_times, ((dims, comm, ep, etp, p.pp > 1), p.mbs, p.pp, p.vpp), _stage_key)
+        out = min(out, (m * st.worst_s + (st.total_s - st.worst_s) / p.vpp) * (1 - FLOOR_SLACK))
+    return out
+
+
+def _stage_key(values: tuple) -> tuple[LayerPlan, int, int, int]:
+    (dims, *rest), *tail = values
+    return (LayerPlan(Dims(*dims), *rest), *tail)
 
 
 class ClassKey(NamedTuple):

@@ -344,15 +344,22 @@ def block_peaks(
     s, modes, zs = skeleton, tuple(recomputes), tuple(zeros)
     m = memo.job.global_batch // (s.dp * s.mbs)
     one = s.vpp > 1 and m <= s.pp  # StatePlan.one_round
-    states = memo.get_by(_expert_states, ((s.tp, s.pp, s.vpp), s.dp * s.cp, tuple(experts), zs, one), _expert_states_key)
     held = held_microbatches(memo, s.pp, s.vpp, m)
-    rows = {
-        etp: memo.get_by(
-            _act_peaks, ((s.tp, s.pp, s.cp, s.vpp, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, held), modes), _layout_key
-        )
-        for etp in {etp for _, etp in experts}
-    }
-    pairs = [(sums, rows[etp]) for (_, etp), sums in zip(experts, states, strict=True)]
+    if len(experts) == 1:  # a dense block: its one layout's states and activations, the same entries as below
+        ((ep, etp),) = experts
+        sums = memo.get_by(_state_sums, ((s.tp, ep, etp, s.pp, s.vpp), s.dp * s.cp, zs, one), _state_key)
+        layout = (s.tp, s.pp, s.cp, s.vpp, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, held)
+        per = memo.get_by(_act_peaks, (layout, modes), _layout_key)
+        pairs = [(sums, per)]
+    else:
+        states = memo.get_by(_expert_states, ((s.tp, s.pp, s.vpp), s.dp * s.cp, tuple(experts), zs, one), _expert_states_key)
+        rows = {
+            etp: memo.get_by(
+                _act_peaks, ((s.tp, s.pp, s.cp, s.vpp, etp, s.mbs, s.sp, s.cp_comm, s.recompute_modules, held), modes), _layout_key
+            )
+            for etp in {etp for _, etp in experts}
+        }
+        pairs = [(sums, rows[etp]) for (_, etp), sums in zip(experts, states, strict=True)]
     if s.pp == 1:
         return [s0 + a0 + l0 + b + fa0 for sums, per in pairs for a0, l0, fa0, _, _, _ in per for s0, _, b in sums]
     # the worse of the first and last rank (the first on a tie)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from autopar.advise.questions import Scaling
 from autopar.render.answer import checked, dumps
 from autopar.render.labels import figure, plan_label
 from autopar.render.report import context_dict, plan_dict
-from autopar.render.text import say, table
 from autopar.spec.units import GIB
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def scaling_doc(s: Scaling) -> dict[str, Any]:
@@ -35,6 +35,8 @@ def scaling_json(s: Scaling) -> str:
 
 
 def render_scaling(console: Console, s: Scaling) -> None:
+    from autopar.render.text import say, table  # rich: a --json answer does not load it
+
     checked(scaling_doc(s))
     first = s.points[0].suggestion
     m, hw = first.ctx.model, first.ctx.hw

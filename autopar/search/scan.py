@@ -55,22 +55,24 @@ def scan(
     zeros: tuple[int, ...],
     progress: Callable[[int, int], None] | None = None,
     every: int = 1024,
+    found: Sequence[list[float]] | None = None,
 ) -> Scan:
     """The plans of `blocks` under each recompute mode and ZeRO stage that fit in the GPU's memory, as jobs
-    and deferred variants; `progress(n, layouts)` every `every` layouts."""
+    and deferred variants; `progress(n, layouts)` every `every` layouts. `found`: each block's
+    block_peaks, where the caller has them already."""
     cap, nz = memo.profile.memory_bytes, len(zeros)
     out = Scan(layouts=sum(len(b.experts) for b in blocks))
     jobs, deferred, groups = out.jobs, out.deferred, out.groups
     feasible, leanest_seen = 0, float("inf")
     least: tuple[float, Block, int, int, str, int] | None = None
     n, width, later = 0, len(recomputes) * nz, range(1, len(recomputes))
-    for block in blocks:
+    for b, block in enumerate(blocks):
         experts = block.experts
         if progress is not None:
             for m in range(-(-n // every) * every, n + len(experts), every):
                 progress(m, out.layouts)
         n += len(experts)
-        peaks = block_peaks(memo, block.skeleton, experts, recomputes, zeros)
+        peaks = block_peaks(memo, block.skeleton, experts, recomputes, zeros) if found is None else found[b]
         members: list[list[int]] = [[] for _ in recomputes]  # per recompute mode, its jobs in this block
         for k, (ep, etp) in enumerate(experts):
             mine = peaks[k * width : (k + 1) * width]

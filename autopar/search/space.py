@@ -136,6 +136,7 @@ def enumerate_blocks(model: ModelSpec, job: Job, fixed: Mapping[str, object], *,
     cp_comm = str(fixed.get("cp_comm", "ring"))
     gpn = min(job.gpus_per_node, job.gpus)
     for tp in choices(fixed, "tp", [t for t in powers_of_two(gpn) if tp_rule(model, job, t) is None]):
+        sps = choices(fixed, "sp", [s for s in ([True, False] if tp > 1 else [False]) if sp_rule(model, tp=tp, sp=s) is None])
         for cp in choices(fixed, "cp", [c for c in powers_of_two(job.gpus // tp) if cp_rule(model, job, tp, c) is None]):
             if job.gpus % (tp * cp):
                 continue
@@ -147,16 +148,12 @@ def enumerate_blocks(model: ModelSpec, job: Job, fixed: Mapping[str, object], *,
                 experts = _experts(model, fixed, stack, dp=dp, tp=tp, cp=cp)
                 if not experts:
                     continue
+                depths = [1, *virtual_stages(model.layers, pp)]  # the interleavings tried, before the rule on micro-batches
+                (ep, etp), rc = experts[0], modules
                 for mbs in choices(fixed, "mbs", [b for b in MICRO_BATCH_SIZES if batch_rule(job, dp, b) is None]):
                     m = job.global_batch // (dp * mbs)
-                    vpps = [
-                        v
-                        for v in [1, *virtual_stages(model.layers, pp)]
-                        if vpp_rule(model, pp=pp, vpp=v, microbatches=m, ends=ends) is None
-                    ]
-                    sps = [s for s in ([True, False] if tp > 1 else [False]) if sp_rule(model, tp=tp, sp=s) is None]
-                    (ep, etp), rc = experts[0], modules
-                    for vpp, sp in product(choices(fixed, "vpp", vpps), choices(fixed, "sp", sps)):
+                    vpps = [v for v in depths if vpp_rule(model, pp=pp, vpp=v, microbatches=m, ends=ends) is None]
+                    for vpp, sp in product(choices(fixed, "vpp", vpps), sps):
                         yield Block(
                             Plan(
                                 dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, etp=etp, mbs=mbs, sp=sp, cp_comm=cp_comm, recompute_modules=rc

@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from autopar.cost.floors import step_floors
+from autopar.cost.floors import placed_floor
 from autopar.cost.memo import Memo
 from autopar.cost.memory import peak_bytes
 from autopar.cost.step import step_parts, variant_step_seconds
@@ -71,7 +71,7 @@ def job_seconds(memo: Memo, seen: Seen | None, block: Block, ep: int, etp: int, 
     if seen is not None and key in seen:
         return seen[key]
     if zero == FLOOR:
-        (step,) = step_floors(memo, [(block.plan(ep, etp), recompute)])
+        step = placed_floor(memo, block.skeleton, ep, etp, recompute)
     else:
         (step,) = variant_step_seconds(memo, block.plan(ep, etp), [(recompute, zero)])
     if seen is not None:

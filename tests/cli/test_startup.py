@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 import autopar.cli as cli
 from autopar.cli import app, run
 from autopar.cli import coerce as cli_coerce
+from autopar.cli.options import path_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,14 +114,17 @@ def test_values_still_go_through_typers_checks() -> None:
 
 SUGGEST = ["suggest", "llama3-70b", "--gpus", "64", "--json", "--hardware", "h100-sxm"]
 ESTIMATE = ["estimate", "llama3-8b", "--gpus", "8", "--tp", "2", "--json", "--hardware", "h100-sxm"]
+AUTO = ["suggest", "llama3-8b", "--gpus", "auto", "--json", "--hardware", "h100-sxm"]
+PLOT = ["suggest", "llama3-8b", "--gpus", "8", "--json", "--hardware", "h100-sxm", "--plot", "{tmp}/p.svg"]
 
 
-@pytest.mark.parametrize("args", [SUGGEST, ESTIMATE])
-def test_a_json_answer_loads_no_rich_no_adapter_and_no_config_json_reader(args: list[str]) -> None:
+@pytest.mark.parametrize("args", [SUGGEST, ESTIMATE, AUTO, PLOT])
+def test_a_json_answer_loads_no_rich_no_adapter_and_no_config_json_reader(args: list[str], tmp_path: Path) -> None:
     """rich draws tables and bars (render/report.py, render/progress.py import it when they draw); typer's
-    pydantic adapters (typer/_adapters.py) are built only for values _plain cannot read; a preset needs none
-    of the Hugging Face readers (io/models.py imports io/hf_config.py and io/hf_quant.py for a config.json)."""
-    found = _loaded(args, ("rich", "typer._adapters", "autopar.io.hf_"))
+    pydantic adapters (typer/_adapters.py) are built only for values _plain cannot read (a --plot path is
+    its parser's); a preset needs none of the Hugging Face readers (io/models.py imports io/hf_config.py
+    and io/hf_quant.py for a config.json)."""
+    found = _loaded([a.replace("{tmp}", str(tmp_path)) for a in args], ("rich", "typer._adapters", "autopar.io.hf_"))
     assert found == []
 
 
@@ -207,6 +211,14 @@ def test_coercion_is_typers_for_any_value(value: Any, bounds: dict[str, int], an
     if annotation is str and not isinstance(value, str):
         value = str(value)
     assert _ours(annotation, value, **bounds) == _typers(annotation, value, **bounds)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.one_of(st.text(max_size=12), st.sampled_from(["", " ", "\t", "p.svg", " a b ", "x\udcff"])))
+def test_a_parsed_option_is_typers_for_any_value(value: str) -> None:
+    """A path option (cli/options.py path_option: a parser, path_text) is what the parser returns, as typer's
+    adapter returns it, without the adapter; what the parser refuses is refused with typer's message."""
+    assert _ours(Path, value, parser=path_text) == _typers(Path, value, parser=path_text)
 
 
 def test_the_root_help_reads_no_yaml_and_no_pydantic() -> None:

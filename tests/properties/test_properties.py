@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from autopar.cost.floors import class_floors, step_floor
+from autopar.cost.floors import class_floors, stage_floor, step_floor
 from autopar.cost.memo import Memo
 from autopar.cost.memory import memory_breakdown
 from autopar.cost.step import estimate
@@ -396,7 +396,9 @@ def test_step_floor_never_exceeds_the_step(case: tuple[ModelSpec, Job, Plan], sl
     job = replace(job, gpus_per_node=hw.gpus_per_node)
     memo = Memo(model, hw, job)
     assume(_valid(plan, model, job))
-    assert 0 < step_floor(memo, plan, plan.recompute) <= estimate(model, hw, job, plan, memo=memo).step_time_s
+    step = estimate(model, hw, job, plan, memo=memo).step_time_s
+    assert 0 < step_floor(memo, plan, plan.recompute) <= step
+    assert 0 < stage_floor(memo, plan, plan.ep, plan.etp, plan.recompute) <= step  # the searches' refinement
 
 
 @SETTINGS

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autopar.cost.floors import step_floors
+from autopar.cost.floors import placed_floor, stage_floor, step_floors
 from autopar.cost.memo import Memo
 from autopar.cost.memory import block_peaks, memory_breakdown
 from autopar.cost.step import estimate
@@ -133,6 +133,43 @@ def test_the_heap_of_groups_times_jobs_in_the_order_of_their_bounds(setup: tuple
     assert sorted(order) == sorted(tps)
     if len(order) < len(ranked):
         assert bounds[ranked[len(order)]] < bar.floor
+
+
+@SETTINGS
+@given(setups())
+def test_placed_floor_is_step_floors_of_the_placed_plan(setup: tuple[ModelSpec, HardwareProfile, Job]) -> None:
+    """floors.py placed_floor, which the searches refine jobs by without building their plans: the same float
+    as step_floors of the skeleton with each (ep, etp) of its block, with and without the all-gather variant."""
+    model, hw, job = setup
+    memo = Memo(model, hw, job)
+    for block in enumerate_blocks(model, job, {}):
+        for (ep, etp), r in itertools.product(block.experts, RECOMPUTE):
+            for either in (False, True):
+                (want,) = step_floors(memo, [(block.plan(ep, etp), r)], either=either)
+                assert placed_floor(memo, block.skeleton, ep, etp, r, either=either) == want
+
+
+@SETTINGS
+@given(setups())
+def test_stage_floor_bounds_the_step_and_is_at_least_step_floor(setup: tuple[ModelSpec, HardwareProfile, Job]) -> None:
+    """floors.py stage_floor, which a leading search refines jobs by: at most the step time of the placed plan
+    at every ZeRO stage, and of its all-gather CP variant with `either`; at least step_floor (up to rounding)."""
+    model, hw, job = setup
+    memo = Memo(model, hw, job)
+    for block in enumerate_blocks(model, job, {}):
+        for (ep, etp), r in itertools.product(block.experts, RECOMPUTE):
+            plan = block.plan(ep, etp)
+            (coarse,) = step_floors(memo, [(plan, r)])
+            tight = stage_floor(memo, block.skeleton, ep, etp, r)
+            assert tight >= coarse * (1 - 1e-9)
+            variants = [plan, replace(plan, cp_comm="allgather")] if plan.cp > 1 else [plan]
+            either = stage_floor(memo, block.skeleton, ep, etp, r, either=True)
+            gathered = stage_floor(memo, replace(block.skeleton, cp_comm="allgather"), ep, etp, r)
+            assert either == (min(tight, gathered) if plan.cp > 1 else tight)
+            for zero in (1, 2, 3):
+                assert tight <= estimate(model, hw, job, with_knobs(plan, r, zero), memo=memo).step_time_s
+                for v in variants:
+                    assert either <= estimate(model, hw, job, with_knobs(v, r, zero), memo=memo).step_time_s
 
 
 @SETTINGS
