@@ -14,8 +14,8 @@ from bisect import bisect_right
 from collections import deque
 from operator import itemgetter
 
-CLASSES = 8  # length classes of a spread run: the means of eight equal parts of the range
-_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)  # bit-reversed: requests in a row take lengths far apart
+CLASSES = 16  # length classes: the means of sixteen equal parts of the range (its resolution: docs/calibration.md)
+_ORDER = (0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15)  # bit-reversed: requests in a row take lengths far apart
 _START = itemgetter(2)
 
 

@@ -1,8 +1,8 @@
 """Output lengths spread over [ratio x osl, osl] (cost/serve_spread.py) and SGLang's receive interval
 (Scheduler.recv_interval) in the closed loop, on cases derived by hand.
 
-Every step costs 1 s (ONE), so each time is a step count. Lengths: class j of eight is the mean of the
-j-th eighth of [ratio x osl, osl], rounded; the requests take the classes in the order 0, 4, 2, 6, 1, 5, 3, 7
+Every step costs 1 s (ONE), so each time is a step count. Lengths: class j of sixteen is the mean of the
+j-th sixteenth of [ratio x osl, osl], rounded; the requests take the classes in bit-reversed order 0, 8, 4, 12, ...
 (sglang.bench_serving --random-range-ratio draws each output length uniformly from that range).
 """
 
@@ -20,26 +20,28 @@ from autopar.cost.serve_step import StepCost
 ONE = StepCost(fixed=1.0, per_decode=0.0, per_token=0.0)
 
 
-def test_class_steps_are_the_eighths_means_less_the_first_token() -> None:
-    # osl 1024, ratio 0.8: [819.2, 1024] in eighths of 25.6; class 0's mean 832.0 (831 steps after the first
-    # token), class 4's 934.4 -> 934 (933), class 7's 1011.2 -> 1011 (1010); listed in the order 0, 4, 2, 6, 1, 5, 3, 7
-    assert class_steps(1024, 0.8) == (831, 933, 882, 985, 857, 959, 908, 1010)
-    assert class_steps(9, 0.5) == (4, 6, 5, 7, 4, 7, 5, 8)  # [4.5, 9]: 4.78 -> 5 tokens (4 steps), 7.03 -> 7 (6), ...
+def test_class_steps_are_the_sixteenths_means_less_the_first_token() -> None:
+    # osl 1024, ratio 0.8: [819.2, 1024] in sixteenths of 12.8; class 0's mean 825.6 -> 826 tokens (825 steps after
+    # the first), class 8's 928.0 (927), class 4's 876.8 -> 877 (876), class 15's 1017.6 -> 1018 (1017)
+    steps = class_steps(1024, 0.8)
+    assert (steps[0], steps[1], steps[2], steps[-1]) == (825, 927, 876, 1017)
+    # [4.5, 9] in sixteenths of 0.28125: class 0 4.64 -> 5 tokens (4 steps), class 8 6.89 -> 7 (6), class 4 5.77 -> 6 (5)
+    assert class_steps(9, 0.5)[:3] == (4, 6, 5)
     assert set(class_steps(300, 1.0)) == {299}
 
 
 def test_join_gives_request_number_k_class_k_mod_8_and_keeps_the_cohorts_in_order_of_their_end() -> None:
     decoding: deque[list[float]] = deque()
     steps = class_steps(9, 0.5)
-    join(decoding, 10, 2.0, 5, last=8, steps=steps, seen=3)  # requests 3..12: classes 3, 4, 5, 6, 7, 0, 1, 2, 3, 4
-    assert sum(c[0] for c in decoding) == 10
+    join(decoding, 20, 2.0, 5, last=8, steps=steps, seen=3)  # requests 3..22: positions 3..15, 0..6
+    assert sum(c[0] for c in decoding) == 20
     by_steps = {}
     for count, first, start, n in decoding:
         assert first == 2.0 and start == 5 - (8 - n)  # moved back by the steps it does not run
         by_steps[n] = by_steps.get(n, 0) + count
-    # positions 3 and 4 twice, the others once
+    # positions 3 to 6 twice, the others once
     want: dict[int, int] = {}
-    for pos in (3, 4, 5, 6, 7, 0, 1, 2, 3, 4):
+    for pos in [*range(3, 16), *range(7)]:
         want[steps[pos]] = want.get(steps[pos], 0) + 1
     assert by_steps == want
     starts = [c[2] for c in decoding]
@@ -47,8 +49,9 @@ def test_join_gives_request_number_k_class_k_mod_8_and_keeps_the_cohorts_in_orde
 
 
 def test_a_spread_run_ends_each_request_at_its_own_length_and_its_tpot_over_its_own_steps() -> None:
-    # decode_first, two prompts of 10 in step 1 (first tokens at 1 s); osl 5 at ratio 0.5: request 0 of class 0
-    # (3 tokens, 2 decode steps) ends after step 3, request 1 of class 4 (4 tokens, 3 steps) after step 4.
+    # decode_first, two prompts of 10 in step 1 (first tokens at 1 s); osl 5 at ratio 0.5 ([2.5, 5] in sixteenths
+    # of 0.15625): request 0 of class 0 (2.58 -> 3 tokens, 2 decode steps) ends after step 3, request 1 of class 8
+    # (3.83 -> 4 tokens, 3 steps) after step 4.
     # TPOT (3 - 1) / 2 = (4 - 1) / 3 = 1 s; at one length both would end after step 5
     sched = Scheduler(policy="decode_first", budget=100, chunked=True, max_seqs=100)
     r = simulate(ONE, sched, concurrency=2, isl=10, osl=5, prompts=2, spread=0.5)
@@ -63,7 +66,7 @@ def test_a_spread_run_ends_each_request_at_its_own_length_and_its_tpot_over_its_
     [
         # SGLang's default: A (4 decode steps) ends after step 5; C reaches the scheduler in step 6 and is prefilled
         # in step 7 (prefill first, B's decodes wait): TTFT (1 + 1 + 2) / 3; B's 6 decode steps end at 8 s, (8 - 1) / 6;
-        # C's 5 (class 2 of osl 9) end at 12 s
+        # C's 5 (class 4 of osl 9) end at 12 s
         (1, 4 / 3, (1 + 7 / 6 + 1) / 3, 12.0),
         # --scheduler-recv-interval 4: after A ends (4 decode steps since the prefill's receive) the next receive is
         # 4 decode steps on; B ends first (after step 7), and the idle engine takes C at once: prefilled in step 8,
