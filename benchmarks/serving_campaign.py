@@ -308,7 +308,7 @@ _QWEN35 = "Qwen/Qwen3.5-397B-A17B"  # the file's model_path for every precision 
 # qwen3.5_fp8_b200.sh, efd49e50b (2026-03-03, image v0.5.9-cu129-amd64) to 626932a11 (2026-03-27; 6a5dad463,
 # 2026-03-23, set v0.5.9-cu130-amd64 and kept the flags): --mem-fraction-static 0.82 --kv-cache-dtype fp8_e4m3
 # --chunked-prefill-size 32768 --max-prefill-tokens 32768 --max-running-requests 128.
-# --scheduler-recv-interval 10, 30 at CONC >= 16 (read at 01fa35cfe, within that range).
+# --scheduler-recv-interval 10, 30 at CONC >= 16 (read at efd49e50b and 626932a11).
 _B200_FP8 = Launch(
     0.82, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True, recv_interval=10, recv_interval_c16=30
 )
@@ -328,7 +328,7 @@ INFERENCEX_SGLANG: dict[tuple[str, str, str, str], tuple[Launch, ...]] = {
     (_QWEN35, "fp8", "b300_sxm", "v0.5.9-cu130"): (_B200_MTP,),
     # qwen3.5_fp8_b300.sh (c0f62a2ef, 2026-04-17, the non-MTP entry beside 28752f613's MTP one; config 716):
     # --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --max-running-requests $CONC
-    # --chunked-prefill-size 16384 --max-prefill-tokens 16384; --scheduler-recv-interval 10 (read at 563248391).
+    # --chunked-prefill-size 16384 --max-prefill-tokens 16384; --scheduler-recv-interval 10 (read at c0f62a2ef).
     (_QWEN35, "fp8", "b300_sxm", "v0.5.10.post1-cu130"): (
         Launch(
             0.8,
@@ -343,7 +343,7 @@ INFERENCEX_SGLANG: dict[tuple[str, str, str, str], tuple[Launch, ...]] = {
     ),
     # qwen3.5_fp4_b300.sh (8acbd08b7, 2026-04-17; configs 736, 737): 0.8, fp8_e4m3, 32768 / 32768,
     # --max-running-requests 128, --mamba-scheduler-strategy no_buffer; --scheduler-recv-interval 10, 30 at
-    # CONC >= 16 (read at 563248391).
+    # CONC >= 16 (read at 8acbd08b7).
     (_QWEN35, "fp4", "b300_sxm", "v0.5.10.post1-cu130"): (
         Launch(
             0.8,
@@ -358,13 +358,13 @@ INFERENCEX_SGLANG: dict[tuple[str, str, str, str], tuple[Launch, ...]] = {
         ),
     ),
     # qwen3.5_bf16_b300.sh (32274d6c1, 2026-04-17; configs 738, 739): 0.82, 32768 / 32768, 128, KV auto (bf16);
-    # --scheduler-recv-interval 10, 30 at CONC >= 16 (read at 563248391).
+    # --scheduler-recv-interval 10, 30 at CONC >= 16 (read at 32274d6c1).
     (_QWEN35, "bf16", "b300_sxm", "v0.5.10.post1-cu130"): (
         Launch(0.82, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True, recv_interval=10, recv_interval_c16=30),
     ),
     # qwen3.5_fp8_h200.sh (f65d6b4b1, 2026-03-04, to 626932a11; the H200 MTP entry came 2026-04-06, 51e31df4a):
     # --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 16384 --max-running-requests 128
-    # (--max-prefill-tokens SGLang's 16384); no --scheduler-recv-interval (SGLang's 1; read at 2116fc435).
+    # (--max-prefill-tokens SGLang's 16384); no --scheduler-recv-interval (SGLang's 1; read at f65d6b4b1 and 626932a11).
     (_QWEN35, "fp8", "h200_sxm", "v0.5.9-cu129-amd64"): (
         Launch(0.8, kv_fp8=True, max_seqs=128, chunk=16384, no_prefix_cache=True, ssm_state_dtype="bf16"),
     ),

@@ -419,9 +419,10 @@ def _held_whole(row: Row) -> bool:
     return row.wl.concurrency <= est.pools[-1].max_concurrency
 
 
-# InferenceX's client draws each request's lengths from [0.8 L, L] (RANDOM_RANGE_RATIO 0.8 in
-# .github/workflows/benchmark-tmpl.yml, passed by every benchmarks/single_node script to
-# run_benchmark_serving --random-range-ratio): docs/calibration.md, "The SGLang rows' launches"
+# InferenceX's client draws each request's prompt and output lengths uniformly from the integers of
+# [int(0.8 L), L] (RANDOM_RANGE_RATIO 0.8 in .github/workflows/benchmark-tmpl.yml at 2e9cecf91, passed
+# by every benchmarks/single_node script to run_benchmark_serving --random-range-ratio;
+# utils/bench_serving/benchmark_serving.py sample_random_requests at 626932a11)
 INFERENCEX_RANGE_RATIO = 0.8
 
 
