@@ -163,6 +163,7 @@ def _inferencex_args(row: dict[str, str], launch: Launch) -> list[str]:
     conc = _count(row["batch_size"]) * _count(row["attention_dp_size"])
     seqs = conc if launch.max_seqs == "conc" else launch.max_seqs
     assert seqs is None or isinstance(seqs, int)
+    recv = launch.recv_interval_c16 if launch.recv_interval_c16 is not None and conc >= 16 else launch.recv_interval
     return _flags(
         memory_fraction=launch.memory_fraction,
         max_num_tokens=2 * int(row["isl"]) if launch.budget_2x_isl else launch.chunk,
@@ -170,6 +171,7 @@ def _inferencex_args(row: dict[str, str], launch: Launch) -> list[str]:
         max_prefill_tokens=launch.max_prefill_tokens,
         disable_prefix_cache=launch.no_prefix_cache,
         ssm_state_dtype=launch.ssm_state_dtype,
+        scheduler_recv_interval=recv,
     )
 
 
@@ -241,6 +243,7 @@ class Launch:
     an int, or "conc": the row's concurrency); SGLang only: --chunked-prefill-size (chunk),
     --max-prefill-tokens, speculative decoding (mtp: EAGLE over the model's MTP layer, which autopar does not
     price), --disable-radix-cache (no_prefix_cache), --mamba-ssm-dtype bfloat16 (ssm_state_dtype "bf16");
+    --scheduler-recv-interval (recv_interval; recv_interval_c16 at CONC >= 16);
     `since`: the first measured date the flags hold for (ISO, "" always)."""
 
     memory_fraction: float
@@ -253,6 +256,8 @@ class Launch:
     mtp: bool = False
     no_prefix_cache: bool = False
     ssm_state_dtype: str | None = None
+    recv_interval: int | None = None  # SGLang --scheduler-recv-interval below 16 clients
+    recv_interval_c16: int | None = None  # ... at 16 clients and more (the scripts' `CONC -ge 16`)
 
 
 _MINIMAX, _KIMI = "MiniMaxAI/MiniMax-M2.5", "moonshotai/Kimi-K2.5"
@@ -303,7 +308,10 @@ _QWEN35 = "Qwen/Qwen3.5-397B-A17B"  # the file's model_path for every precision 
 # qwen3.5_fp8_b200.sh, efd49e50b (2026-03-03, image v0.5.9-cu129-amd64) to 626932a11 (2026-03-27; 6a5dad463,
 # 2026-03-23, set v0.5.9-cu130-amd64 and kept the flags): --mem-fraction-static 0.82 --kv-cache-dtype fp8_e4m3
 # --chunked-prefill-size 32768 --max-prefill-tokens 32768 --max-running-requests 128.
-_B200_FP8 = Launch(0.82, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True)
+# --scheduler-recv-interval 10, 30 at CONC >= 16 (read at efd49e50b and 626932a11).
+_B200_FP8 = Launch(
+    0.82, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True, recv_interval=10, recv_interval_c16=30
+)
 # qwen3.5_fp8_b200_mtp.sh (35d4bb367, 2026-03-20; the entry qwen3.5-fp8-b200-sglang-mtp, tp4 ep1 c4-256):
 # --speculative-algorithm EAGLE, 3 steps, 4 draft tokens; 0.8, fp8_e4m3, 32768 / 32768, --max-running-requests
 # $CONC. lmsysorg/sglang:v0.5.9-cu130 (no -amd64) is the image of that entry alone in nvidia-master.yaml
@@ -320,22 +328,43 @@ INFERENCEX_SGLANG: dict[tuple[str, str, str, str], tuple[Launch, ...]] = {
     (_QWEN35, "fp8", "b300_sxm", "v0.5.9-cu130"): (_B200_MTP,),
     # qwen3.5_fp8_b300.sh (c0f62a2ef, 2026-04-17, the non-MTP entry beside 28752f613's MTP one; config 716):
     # --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --max-running-requests $CONC
-    # --chunked-prefill-size 16384 --max-prefill-tokens 16384.
+    # --chunked-prefill-size 16384 --max-prefill-tokens 16384; --scheduler-recv-interval 10 (read at c0f62a2ef).
     (_QWEN35, "fp8", "b300_sxm", "v0.5.10.post1-cu130"): (
-        Launch(0.8, kv_fp8=True, max_seqs="conc", chunk=16384, max_prefill_tokens=16384, no_prefix_cache=True, ssm_state_dtype="bf16"),
+        Launch(
+            0.8,
+            kv_fp8=True,
+            max_seqs="conc",
+            chunk=16384,
+            max_prefill_tokens=16384,
+            no_prefix_cache=True,
+            ssm_state_dtype="bf16",
+            recv_interval=10,
+        ),
     ),
     # qwen3.5_fp4_b300.sh (8acbd08b7, 2026-04-17; configs 736, 737): 0.8, fp8_e4m3, 32768 / 32768,
-    # --max-running-requests 128, --mamba-scheduler-strategy no_buffer.
+    # --max-running-requests 128, --mamba-scheduler-strategy no_buffer; --scheduler-recv-interval 10, 30 at
+    # CONC >= 16 (read at 8acbd08b7).
     (_QWEN35, "fp4", "b300_sxm", "v0.5.10.post1-cu130"): (
-        Launch(0.8, kv_fp8=True, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True, ssm_state_dtype="bf16"),
+        Launch(
+            0.8,
+            kv_fp8=True,
+            max_seqs=128,
+            chunk=32768,
+            max_prefill_tokens=32768,
+            no_prefix_cache=True,
+            ssm_state_dtype="bf16",
+            recv_interval=10,
+            recv_interval_c16=30,
+        ),
     ),
-    # qwen3.5_bf16_b300.sh (32274d6c1, 2026-04-17; configs 738, 739): 0.82, 32768 / 32768, 128, KV auto (bf16).
+    # qwen3.5_bf16_b300.sh (32274d6c1, 2026-04-17; configs 738, 739): 0.82, 32768 / 32768, 128, KV auto (bf16);
+    # --scheduler-recv-interval 10, 30 at CONC >= 16 (read at 32274d6c1).
     (_QWEN35, "bf16", "b300_sxm", "v0.5.10.post1-cu130"): (
-        Launch(0.82, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True),
+        Launch(0.82, max_seqs=128, chunk=32768, max_prefill_tokens=32768, no_prefix_cache=True, recv_interval=10, recv_interval_c16=30),
     ),
     # qwen3.5_fp8_h200.sh (f65d6b4b1, 2026-03-04, to 626932a11; the H200 MTP entry came 2026-04-06, 51e31df4a):
     # --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 16384 --max-running-requests 128
-    # (--max-prefill-tokens SGLang's 16384).
+    # (--max-prefill-tokens SGLang's 16384); no --scheduler-recv-interval (SGLang's 1; read at f65d6b4b1 and 626932a11).
     (_QWEN35, "fp8", "h200_sxm", "v0.5.9-cu129-amd64"): (
         Launch(0.8, kv_fp8=True, max_seqs=128, chunk=16384, no_prefix_cache=True, ssm_state_dtype="bf16"),
     ),

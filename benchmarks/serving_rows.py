@@ -367,7 +367,7 @@ def load_rows(path: Path, skipped: list[str] | None = None, *, held_out: bool = 
             if priced is not None and not r["backend_version"].startswith(version):
                 key = f"{r['backend']} {r['backend_version']} priced at {r['backend']} {version}'s constants"
                 priced[key] = priced.get(key, 0) + 1
-            wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc)
+            wl = Workload(isl=int(r["isl"]), osl=int(r["osl"]), concurrency=conc, random_range_ratio=client_range_ratio(r))
             label = f"{model.name} {weights} {layout} {wl.isl}/{wl.osl} c{conc}"
             rows.append(
                 Row(
@@ -417,3 +417,17 @@ def _held_whole(row: Row) -> bool:
     """The model's KV pool holds every request of the row at its full length (prompt + output)."""
     est = estimate(row.model, load_hardware(row.hw_name), row.dep, row.wl)
     return row.wl.concurrency <= est.pools[-1].max_concurrency
+
+
+# InferenceX's client draws each request's prompt and output lengths uniformly from the integers of
+# [int(0.8 L), L] (RANDOM_RANGE_RATIO 0.8 in .github/workflows/benchmark-tmpl.yml at 2e9cecf91, passed
+# by every benchmarks/single_node script to run_benchmark_serving --random-range-ratio;
+# utils/bench_serving/benchmark_serving.py sample_random_requests at 626932a11)
+INFERENCEX_RANGE_RATIO = 0.8
+
+
+def client_range_ratio(r: dict[str, str]) -> float:
+    """The --random-range-ratio of the row's client: InferenceX's for its runs (the db-dump rows and those of an
+    InferenceX script, serving_campaign.inferencex_launch), 1 (every request at the row's osl) otherwise."""
+    inferencex = r.get("silicon_data_source", "").startswith("db-dump") or inferencex_launch(r) is not None
+    return INFERENCEX_RANGE_RATIO if inferencex else 1.0

@@ -17,6 +17,7 @@ LAUNCH_PARAMS = (
     *POOL_ARGS,
     "mixed_chunk",
     "max_prefill_tokens",
+    "recv_interval",
     "disable_prefix_cache",
     "ssm_state_dtype",
     *(f"{pool}_{name}" for pool in ("prefill", "decode") for name in POOL_ARGS),
@@ -31,6 +32,7 @@ def launch_args(params: Mapping[str, Any]) -> tuple[EngineArgs, EngineArgs, Engi
         memory_fraction=params.get("memory_fraction"),
         mixed_chunk=params.get("mixed_chunk") or None,
         max_prefill_tokens=params.get("max_prefill_tokens"),
+        recv_interval=params.get("recv_interval"),
         prefix_cache=False if params.get("disable_prefix_cache") else None,
         ssm_state_dtype=params.get("ssm_state_dtype"),
     )

@@ -94,6 +94,7 @@ def serve_estimate(
     concurrency: int = 1,
     isl: int = 1024,
     osl: int = 1024,
+    random_range_ratio: float = 1.0,
     hardware: str | None = None,
     framework: str | None = None,
     weights: str = "bf16",
@@ -116,6 +117,7 @@ def serve_estimate(
     memory_fraction: float | None = None,
     mixed_chunk: bool = False,
     max_prefill_tokens: int | None = None,
+    recv_interval: int | None = None,
     disable_prefix_cache: bool = False,
     ssm_state_dtype: str | None = None,
     prefill_max_num_tokens: int | None = None,
@@ -154,6 +156,6 @@ def serve_estimate(
             tp=decode_tp, pp=decode_pp, dp=decode_dp, ep=decode_ep, attention_dp=decode_attention_dp, workers=decode_workers
         ),
     )
-    est = advise.explain(ctx, dep, Workload(isl=isl, osl=osl, concurrency=concurrency))
+    est = advise.explain(ctx, dep, Workload(isl=isl, osl=osl, concurrency=concurrency, random_range_ratio=random_range_ratio))
     launched = serve_launch.launch(ctx, emit, est) if emit else None
     return _serve_estimate({**estimate_dict(ctx, est), **launch_dict(launched)})

@@ -148,6 +148,20 @@ MaxPrefillOpt = Annotated[
     int | None,
     typer.Option(help="SGLang --max-prefill-tokens: new prompt tokens one step admits beyond its first prompt (default: SGLang's, 16384)."),
 ]
+RecvIntervalOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--scheduler-recv-interval",
+        help="SGLang --scheduler-recv-interval: decode steps between the scheduler's takes of new requests (default: SGLang's, 1).",
+    ),
+]
+RangeRatioOpt = Annotated[
+    float,
+    typer.Option(
+        help="Each request's output length drawn from [ratio x osl, osl], as sglang.bench_serving --random-range-ratio "
+        "(default 1: every request at --osl, the benchmark autopar prints)."
+    ),
+]
 MaxTokensOpt = Annotated[
     int | None,
     typer.Option(

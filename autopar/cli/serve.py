@@ -29,6 +29,8 @@ from autopar.cli.options import (
     PrefillMaxTokensOpt,
     PrefillMemFractionOpt,
     PrefixCacheOpt,
+    RangeRatioOpt,
+    RecvIntervalOpt,
     ServeEmitOpt,
     ServeGpusOpt,
     SsmDtypeOpt,
@@ -117,6 +119,7 @@ def estimate_cmd(
     concurrency: Annotated[int, typer.Option(help="Requests in flight across the deployment.")] = 1,
     isl: IslOpt = 1024,
     osl: OslOpt = 1024,
+    random_range_ratio: RangeRatioOpt = 1.0,
     framework: FrameworkOpt = None,
     weights: WeightsOpt = "bf16",
     kv_dtype: KvOpt = "auto",
@@ -146,6 +149,7 @@ def estimate_cmd(
     memory_fraction: MemFractionOpt = None,
     mixed_chunk: MixedOpt = False,
     max_prefill_tokens: MaxPrefillOpt = None,
+    recv_interval: RecvIntervalOpt = None,
     disable_prefix_cache: PrefixCacheOpt = False,
     ssm_state_dtype: SsmDtypeOpt = None,
     prefill_max_num_tokens: PrefillMaxTokensOpt = None,
@@ -176,7 +180,7 @@ def estimate_cmd(
         kv_dtype=kv_dtype,
         launch=launch,
     )
-    wl = Workload(isl=isl, osl=osl, concurrency=concurrency)
+    wl = Workload(isl=isl, osl=osl, concurrency=concurrency, random_range_ratio=random_range_ratio)
     dep = advise.deployment(
         ctx,
         mode=mode,

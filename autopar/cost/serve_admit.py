@@ -32,6 +32,7 @@ class Scheduler:
     # admission with kv_tokens > 0: "room" (SGLang: whole request at new_token_ratio, retract when out) |
     # "blocks" (vLLM V1: the prompt's blocks now, preempt the newest running request when a step has none)
     admission: str = "room"
+    recv_interval: int = 1  # decode steps between two takes of new requests (SGLang --scheduler-recv-interval)
     retract_steps: int = 1  # decode steps of room a preemption frees for the rest (SGLANG_RETRACT_DECODE_STEPS 20)
 
 
@@ -120,7 +121,7 @@ def _preempt(
     start_sum, held) after it."""
     moved, keep = 0, max(1, sched.retract_steps)
     while decoding and n_dec > 1 and held + n_dec * keep > sched.kv_tokens:
-        count, first, start = decoding[-1]
+        count, first, start = decoding[-1][:3]
         written = int(1 + dsteps - start)
         frees = isl + written + keep  # its KV and the room it no longer needs
         x = min(int(count), n_dec - 1, math.ceil((held + n_dec * keep - sched.kv_tokens) / frees))

@@ -6,6 +6,8 @@ How a step is priced and how the run is made of a first wave and a steady state:
 
 from __future__ import annotations
 
+from typing import Any
+
 from autopar.cost.serve import StepTime, decode_step, prefill_in_step
 from autopar.cost.serve_admit import Scheduler
 from autopar.cost.serve_sim import simulate
@@ -80,24 +82,24 @@ def closed_loop(
         mixed=fw.mixed_chunk,
         admission="room" if fw.admission == "reserve_ratio" else "blocks",
         retract_steps=fw.retract_steps,
+        recv_interval=fw.recv_interval,
         prefill_tokens=fw.max_prefill_tokens,
         host_token_s=fw.host_token_s * dep.engine.dp,
         host_prompt_token_s=fw.host_prompt_token_s * dep.engine.dp,
     )
+    run: dict[str, Any] = {"concurrency": conc, "isl": wl.isl, "osl": wl.osl, "spread": wl.random_range_ratio}  # the requests
     if fw.policy == "prefill_first" and not fw.mixed_chunk:  # every cycle re-forms the clients' first wave
-        return simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=PROMPTS_PER_REQUEST * conc)
-    steady = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc, staggered=True)
+        return simulate(cost, sched, **run, prompts=PROMPTS_PER_REQUEST * conc)
+    steady = simulate(cost, sched, **run, prompts=conc, staggered=True)
     per_request = sched.host_token_s * wl.osl + sched.host_prompt_token_s * wl.isl  # the process's time for one request
     if per_request * conc > HOST_NEAR * (steady.ttft_s + (wl.osl - 1) * steady.tpot_s):
         # the serving process (Framework.host_token_s) sets the loop's pace: its lag builds over the first
         # requests, so the steady loop is run longer and its first rounds left out
         warm = conc * HOST_WARMUP
-        steady = simulate(
-            cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc * HOST_ROUNDS + warm, staggered=True, warmup=warm
-        )
+        steady = simulate(cost, sched, **run, prompts=conc * HOST_ROUNDS + warm, staggered=True, warmup=warm)
     if wl.warmed:
         return steady
-    wave = simulate(cost, sched, concurrency=conc, isl=wl.isl, osl=wl.osl, prompts=conc)
+    wave = simulate(cost, sched, **run, prompts=conc)
     k = PROMPTS_PER_REQUEST
     return LoopResult(
         ttft_s=(wave.ttft_s + (k - 1) * steady.ttft_s) / k,

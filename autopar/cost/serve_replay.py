@@ -267,7 +267,7 @@ def plan_key(sched: Scheduler, **kw: Any) -> tuple[tuple[Any, ...], bool]:
                 _POOLLESS.clear()
             hit = _POOLLESS[sched] = replace(sched, kv_tokens=0)
         sched = hit
-    return (sched, kw["concurrency"], kw["isl"], kw["osl"], kw["prompts"], kw["staggered"], kw["warmup"]), reads
+    return (sched, kw["concurrency"], kw["isl"], kw["osl"], kw["prompts"], kw["staggered"], kw["warmup"], kw.get("spread", 1.0)), reads
 
 
 _POOLLESS: dict[Scheduler, Scheduler] = {}  # a Scheduler -> the same without its pool

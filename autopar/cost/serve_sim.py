@@ -27,12 +27,13 @@ from autopar.cost.serve_admit import (
     _plan,
     _preempt,
     _ratio_after_retract,
-    _rejoin,
     _resume,
     admissible,
     pool_rules,
 )
+from autopar.cost.serve_ends import _Ends
 from autopar.cost.serve_replay import PLANS, Ticks, plan_key, record, watch
+from autopar.cost.serve_spread import class_steps, join
 from autopar.cost.serve_step import LoopResult, StepCost, _sent
 from autopar.spec.framework import POLICIES
 
@@ -42,7 +43,16 @@ _JOINS = itemgetter(2)  # the step a waiting cohort [count, arrival, step it may
 
 
 def simulate(
-    cost: StepCost, sched: Scheduler, *, concurrency: int, isl: int, osl: int, prompts: int, staggered: bool = False, warmup: int = 0
+    cost: StepCost,
+    sched: Scheduler,
+    *,
+    concurrency: int,
+    isl: int,
+    osl: int,
+    prompts: int,
+    staggered: bool = False,
+    warmup: int = 0,
+    spread: float = 1.0,
 ) -> LoopResult:
     """Run the closed loop until `prompts` requests have ended; means over those requests.
 
@@ -55,6 +65,7 @@ def simulate(
     if sched.policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {sched.policy!r}")
     kw: dict[str, Any] = {"concurrency": concurrency, "isl": isl, "osl": osl, "prompts": prompts, "staggered": staggered, "warmup": warmup}
+    kw["spread"] = spread
     key, reads = plan_key(sched, **kw)
     # the serving process may fall behind (what a step takes reads the times), or a plan of a pool's own size,
     # seldom asked for twice in a sweep, is asked for the first time: run the loop itself
@@ -76,25 +87,32 @@ def _run(loop: _Loop, prompts: int) -> _Loop:
     return loop
 
 
-class _Loop:
+class _Loop(_Ends):
     """The closed loop's state between steps; `step` runs one engine step (or one jump of decode-only
     steps): the queue it takes from, the KV room, the step's prompt tokens, its cost, then the requests
     that got their first token, ended, or were sent."""
 
-    __slots__ = (
-        "by_room", "cap", "cost", "decoding", "dsteps", "ended", "firsts_all", "full", "host", "isl", "lag",
-        "last", "late_sum", "n_dec", "n_pre", "osl", "paced", "pending", "plain", "preempted", "prefilling", "prompts",
-        "ratio", "refused", "resumed", "sched", "sent", "staggered", "start_sum", "steps", "t", "tpot_n",
-        "tpot_sum", "tracked", "ttft_n", "ttft_sum", "waiting", "warmup", "waves",
-    )  # fmt: skip
+    __slots__ = ()  # the state's slots: _Ends
 
     def __init__(
-        self, cost: Cost, sched: Scheduler, *, concurrency: int, isl: int, osl: int, prompts: int, staggered: bool, warmup: int
+        self,
+        cost: Cost,
+        sched: Scheduler,
+        *,
+        concurrency: int,
+        isl: int,
+        osl: int,
+        prompts: int,
+        staggered: bool,
+        warmup: int,
+        spread: float = 1.0,
     ) -> None:
         self.cost, self.sched, self.isl, self.osl = cost, sched, isl, osl
         self.prompts, self.staggered, self.warmup = prompts, staggered, warmup
         conc, self.cap, last = max(1, concurrency), max(1, sched.max_seqs), max(1, osl - 1)
-        self.last = last
+        self.recv_base = 0  # the decode steps run when the scheduler last took new requests (Scheduler.recv_interval)
+        self.last, self.seen = last, 0  # output lengths spread (cost/serve_spread.py): the requests given one so far
+        self.spread = class_steps(osl, spread) if spread < 1 else ()
         self.waiting: list[list[float]] = []  # [count, arrival, first step it may join]
         self.prefilling: list[list[float]] = []  # [count, arrival, prompt tokens done]
         # decoding, oldest first: [count, first-token time, decode steps run before its first token]; a request
@@ -131,6 +149,7 @@ class _Loop:
         # none of the rules `quick` leaves out applies: a pool that is not tracked, no admission by room, a
         # process that keeps up, no prefill waves, no prefill-token cap, more than one output token
         self.plain = not (self.tracked or self.by_room or self.paced or self.waves or sched.prefill_tokens > 0 or osl <= 1 or isl < 1)
+        self.plain = self.plain and not self.spread
 
     def step(self) -> None:
         """One step: what it takes, what it holds, its cost, and the requests it moves on."""
@@ -175,7 +194,11 @@ class _Loop:
                 self.ended += firsts
                 n += firsts
             else:
-                decoding.append([firsts, self.host, dsteps])
+                if self.spread:
+                    join(decoding, firsts, self.host, dsteps, last=self.last, steps=self.spread, seen=self.seen)
+                    self.seen += firsts
+                else:
+                    decoding.append([firsts, self.host, dsteps])
                 self.n_dec += firsts
                 self.start_sum += firsts * dsteps
         if n or self.pending:
@@ -348,73 +371,5 @@ class _Loop:
             self.host = t + c
         self.t, self.steps = t + c, self.steps + 1
         self.dsteps += 1 if d else 0
+        self.recv_base = self.dsteps  # a step with prompts is followed by a receive
         self.ratio = _decayed(self.sched, self.ratio, 1) if d and self.by_room else self.ratio
-
-    def _firsts(self, items: list[tuple[int, float, int]]) -> int:
-        """Count the first tokens of the step's items; the prompts not done go on prefilling."""
-        firsts, isl, host, t = 0, self.isl, self.host, self.t
-        for count, arrival, done in items:
-            if done >= isl:
-                firsts += count
-                if self.firsts_all >= self.warmup:
-                    self.ttft_sum += count * (host - arrival)
-                    self.late_sum += count * (host - t)
-                    self.ttft_n += count
-                self.firsts_all += count
-            else:
-                self.prefilling.append([count, arrival, done])
-        self.n_pre = int(sum(c[0] for c in self.prefilling)) if self.prefilling else 0
-        return firsts
-
-    def _recomputed(self, back: list[tuple[int, float, int, int]]) -> None:
-        """Preempted requests whose recompute the step held: done, its step gives the next token and
-        they decode on; else they lead the resumed queue."""
-        for count, first, written, computed in back:
-            if computed >= self.isl + written:
-                _rejoin(self.decoding, [count, first, self.dsteps - written])
-                self.n_dec += count
-                self.start_sum += count * (self.dsteps - written)
-            else:
-                self.resumed.insert(0, [count, first, written, computed])
-
-    def _ends(self) -> int:
-        """Take off the requests whose osl - 1 decode steps are done; returns how many."""
-        n, decoding, last, dsteps = 0, self.decoding, self.last, self.dsteps
-        while decoding and decoding[0][2] + last <= dsteps:  # its osl - 1 decode steps are done
-            size, first, start = decoding.popleft()
-            self.start_sum -= size * start
-            if not math.isnan(first):
-                if self.ended >= self.warmup:
-                    self.tpot_sum += size * (self.host - first) / self.last
-                    self.tpot_n += int(size)
-                self.ended += int(size)
-            n += int(size)
-        self.n_dec -= n
-        return n
-
-    def _send(self, n: int) -> None:
-        """The requests sent during the step join the next but `lag`; `n` ended ones are replaced."""
-        pending, t, steps = self.pending, self.t, self.steps
-        while pending and pending[0][1] < t:  # sent during the step just run: joins the next but `lag`
-            self.waiting.append([pending[0][0], pending.popleft()[1], steps + self.lag])
-        new = min(n, self.prompts - self.sent) if not self.staggered else n
-        if new:  # the client's new request reaches the scheduler during the next step and joins the one after
-            if self.host > t:  # the client sees the end when the process sends it
-                pending.append([new, self.host])
-            else:
-                self.waiting.append([new, t, steps + 1 + self.lag])
-            if self.paced:  # the serving process tokenizes the new prompts, in its queue (Scheduler.host_prompt_token_s)
-                self.host = max(self.host, t) + new * self.isl * self.sched.host_prompt_token_s
-            self.sent += new
-
-    def result(self) -> LoopResult:
-        """Means over the counted requests."""
-        return LoopResult(
-            ttft_s=self.ttft_sum / max(1, self.ttft_n),
-            tpot_s=self.tpot_sum / max(1, self.tpot_n),
-            seconds=max(self.t, self.host),
-            steps=self.steps,
-            late_s=self.late_sum / max(1, self.ttft_n),
-            preempted=self.preempted,
-            refused=self.refused,
-        )

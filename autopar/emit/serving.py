@@ -205,7 +205,7 @@ def vllm_bench(wl: Workload, *, port: int, replicas: int = 1) -> str:
 def sglang_bench(wl: Workload, *, port: int, replicas: int = 1) -> str:
     one = (
         "python -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port {port} --dataset-name random"
-        f" --random-input-len {wl.isl} --random-output-len {wl.osl} --random-range-ratio 1"
+        f" --random-input-len {wl.isl} --random-output-len {wl.osl} --random-range-ratio {wl.random_range_ratio:g}"
         " --max-concurrency {conc} --num-prompts {prompts}"
     )
     return _per_replica(one, wl, port=port, replicas=replicas)

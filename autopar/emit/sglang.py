@@ -27,6 +27,7 @@ SGLANG_FLAGS = frozenset(
         "--chunked-prefill-size",
         "--enable-mixed-chunk",
         "--max-prefill-tokens",
+        "--scheduler-recv-interval",
         "--disable-radix-cache",
         "--mamba-ssm-dtype",
         "--disaggregation-mode",
@@ -62,6 +63,8 @@ def _line(dep: Deployment, engine: Engine, *, batch: int, role: str | None) -> s
         words += ["--enable-mixed-chunk"]
     if fw.max_prefill_tokens:
         words += ["--max-prefill-tokens", str(fw.max_prefill_tokens)]
+    if fw.recv_interval > 1:
+        words += ["--scheduler-recv-interval", str(fw.recv_interval)]
     args = dep.args_for(role)
     if args.prefix_cache is False:
         words += ["--disable-radix-cache"]

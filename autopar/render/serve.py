@@ -45,8 +45,8 @@ def engine_args(dep: Deployment, role: str | None) -> dict[str, Any]:
     --max-num-tokens, --max-batch-size or --memory-fraction is not given)."""
     fw = for_deployment(dep, role)
     out: dict[str, Any] = {"max_num_tokens": fw.chunk_tokens, "max_batch_size": fw.max_seqs, "memory_fraction": fw.memory_fraction}
-    if fw.name == "sglang":  # --enable-mixed-chunk, --max-prefill-tokens (0: SGLang's own 16384)
-        out |= {"mixed_chunk": fw.mixed_chunk, "max_prefill_tokens": fw.max_prefill_tokens}
+    if fw.name == "sglang":  # --enable-mixed-chunk, --max-prefill-tokens (0: SGLang's own 16384), --scheduler-recv-interval
+        out |= {"mixed_chunk": fw.mixed_chunk, "max_prefill_tokens": fw.max_prefill_tokens, "recv_interval": fw.recv_interval}
     # prefix caching is on by default in all three engines (--disable-prefix-cache turns it off); the Mamba
     # state dtype given (null: the checkpoint's config, MambaSpec.ssm_state_dtype)
     args = dep.args_for(role)

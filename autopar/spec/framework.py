@@ -69,14 +69,14 @@ class Framework:
     moe_exchange: str  # MOE_EXCHANGES: how attention-DP ranks send a MoE layer's tokens to the experts and back
     disagg_prefill: str  # DISAGG_PREFILLS: a disaggregated prefill engine at prefill_slowdown, or at its own steps' cost
     hybrid_overlap: bool  # the overlap scheduler stays on for a model with Mamba (linear-attention) layers
+    recv_interval: int  # decode steps between the scheduler's takes of new requests (SGLang --scheduler-recv-interval)
 
     def __hash__(self) -> int:
         """The name, version and the values launch settings change (Deployment.framework_for): equal
         frameworks hash alike, and a cost cache's key (cost/serve_memo.py), hashed at each of a sweep's
         ~10^5 calls, does not hash every fitted constant and CUDA-graph size of its framework."""
-        return hash(
-            (self.name, self.version, self.chunk_tokens, self.max_seqs, self.memory_fraction, self.mixed_chunk, self.max_prefill_tokens)
-        )
+        launch = (self.chunk_tokens, self.max_seqs, self.memory_fraction, self.mixed_chunk, self.max_prefill_tokens, self.recv_interval)
+        return hash((self.name, self.version, *launch))
 
 
 IDENTITY = ("name", "version", "label", "description", "source")  # Framework fields that are not engine values

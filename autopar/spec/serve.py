@@ -106,7 +106,8 @@ class EngineArgs:
     --gpu-memory-utilization, --mem-fraction-static (of total memory), TensorRT-LLM
     --kv_cache_free_gpu_memory_fraction (of the memory the weights leave). SGLang only:
     mixed_chunk: --enable-mixed-chunk (a prefill step also runs the running decodes);
-    max_prefill_tokens: --max-prefill-tokens (new prompt tokens a step admits beyond its first prompt).
+    max_prefill_tokens: --max-prefill-tokens (new prompt tokens a step admits beyond its first prompt);
+    recv_interval: --scheduler-recv-interval (decode steps between the scheduler's takes of new requests).
     prefix_cache False: vLLM --no-enable-prefix-caching, SGLang --disable-radix-cache, TensorRT-LLM
     kv_cache_config.enable_block_reuse false (no prompt reuses a cached prefix; for SGLang also the
     overlap scheduler a hybrid model loses while the radix cache is on, Framework.hybrid_overlap);
@@ -119,11 +120,12 @@ class EngineArgs:
     memory_fraction: float | None = None
     mixed_chunk: bool | None = None
     max_prefill_tokens: int | None = None
+    recv_interval: int | None = None
     prefix_cache: bool | None = None
     ssm_state_dtype: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_num_tokens", "max_batch_size", "max_prefill_tokens"):
+        for name in ("max_num_tokens", "max_batch_size", "max_prefill_tokens", "recv_interval"):
             value = getattr(self, name)
             if value is not None and not 1 <= value <= MAX_SERVE_CONCURRENCY:
                 raise SpecError(f"`{name}` must be between 1 and {MAX_SERVE_CONCURRENCY:,}, got {value:,}")
@@ -140,7 +142,7 @@ class EngineArgs:
         """Settings the framework and model take: SGLang's own flags on SGLang only, a state dtype on a model with
         Mamba layers only (refused by parameter name, so that the CLI names its flag)."""
         if fw.name != "sglang":
-            for name in ("mixed_chunk", "max_prefill_tokens"):
+            for name in ("mixed_chunk", "max_prefill_tokens", "recv_interval"):
                 if getattr(self, name) is not None:
                     raise SpecError(f"`{prefix}{name}` is an SGLang setting (`framework=sglang`), got `framework={fw.name}`")
         if self.ssm_state_dtype is not None and model.mamba is None:
@@ -236,6 +238,7 @@ class Deployment:
                 ("memory_fraction", args.memory_fraction),
                 ("mixed_chunk", args.mixed_chunk),
                 ("max_prefill_tokens", args.max_prefill_tokens),
+                ("recv_interval", args.recv_interval),
                 # hybrid_overlap is SGLang's rule while its radix cache is on (server_args.py
                 # _handle_mamba_radix_cache: no_buffer turns the overlap scheduler off unless
                 # --disable-radix-cache); with the cache off a hybrid keeps `overlap`
@@ -277,8 +280,13 @@ class Workload:
     # False: the run's first `concurrency` requests arrive together and are counted, as in the benchmark
     # command autopar prints (no warm-up); True: only the steady state is measured (a warm-up run first)
     warmed: bool = False
+    # each request's output length drawn uniformly from [random_range_ratio x osl, osl], as `sglang.bench_serving
+    # --random-range-ratio` draws it (1: every request at osl, the benchmark command autopar prints)
+    random_range_ratio: float = 1.0
 
     def __post_init__(self) -> None:
+        if not 0 < self.random_range_ratio <= 1:
+            raise SpecError(f"`random_range_ratio` must be above 0 and at most 1, got {self.random_range_ratio}")
         if self.osl < 2:  # before the others' floor of 1, so that --osl 0 and 1 say the same
             raise SpecError(f"`osl` must be at least 2 (TPOT is measured between output tokens), got {self.osl}")
         for name in ("isl", "osl", "concurrency"):

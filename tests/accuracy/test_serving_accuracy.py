@@ -514,19 +514,30 @@ def test_the_inferencex_sglang_rows_run_their_scripts_flags() -> None:
     }
     # every script: --disable-radix-cache (prefix_cache False); --mamba-ssm-dtype bfloat16 in the H200 fp8 (2116fc435)
     # and B300 fp8 / fp4 (563248391) scripts, not the B200 fp8 (01fa35cfe) nor the B300 bf16 one
-    b200 = EngineArgs(memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768, prefix_cache=False)
+    # --scheduler-recv-interval 10, 30 at CONC >= 16 (B200 fp8 at efd49e50b and 626932a11, B300 fp4 8acbd08b7 and
+    # bf16 32274d6c1); 10 (B300 fp8, c0f62a2ef); none (H200 fp8, f65d6b4b1)
+    b200 = EngineArgs(
+        memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768, prefix_cache=False, recv_interval=30
+    )
     assert launch_args(row) == b200
+    assert launch_args({**row, "batch_size": "8"}).recv_interval == 10
     assert kv_dtype(row) == "fp8"
     # qwen3.5_fp8_b300.sh (c0f62a2ef): 0.8, --max-running-requests $CONC (64), 16384 / 16384
     b300 = {**row, "system": "b300_sxm", "batch_size": "64", "backend_version": "0.5.10.post1"}
     b300["silicon_data_source"] = src + "lmsysorg/sglang:v0.5.10.post1-cu130"
     assert launch_args(b300) == EngineArgs(
-        memory_fraction=0.8, max_num_tokens=16384, max_batch_size=64, max_prefill_tokens=16384, prefix_cache=False, ssm_state_dtype="bf16"
+        memory_fraction=0.8,
+        max_num_tokens=16384,
+        max_batch_size=64,
+        max_prefill_tokens=16384,
+        prefix_cache=False,
+        ssm_state_dtype="bf16",
+        recv_interval=10,
     )
     # qwen3.5_bf16_b300.sh (32274d6c1) names no KV dtype: the bf16 checkpoint's auto
     bf16 = {**b300, "precision": "bf16"}
     assert launch_args(bf16) == EngineArgs(
-        memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768, prefix_cache=False
+        memory_fraction=0.82, max_num_tokens=32768, max_batch_size=128, max_prefill_tokens=32768, prefix_cache=False, recv_interval=30
     )
     assert kv_dtype(bf16) == "auto"
     # qwen3.5_fp8_h200.sh (f65d6b4b1): no --max-prefill-tokens
@@ -537,6 +548,9 @@ def test_the_inferencex_sglang_rows_run_their_scripts_flags() -> None:
     # the B300 rows of v0.5.9-cu130-amd64 (no B300 script then) and a row of no image keep the defaults
     assert launch_args({**b300, "silicon_data_source": "image=lmsysorg/sglang:v0.5.9-cu130-amd64"}) == EngineArgs()
     assert launch_args({**row, "silicon_data_source": "source_file=qwen3.5-397b-gap-analysis.csv"}) == EngineArgs()
+    # InferenceX's client (RANDOM_RANGE_RATIO 0.8, benchmark-tmpl.yml) for its rows; fixed lengths otherwise
+    assert sr.client_range_ratio(row) == sr.client_range_ratio(h200) == 0.8
+    assert sr.client_range_ratio({**row, "silicon_data_source": "source_file=qwen3.5-397b-gap-analysis.csv"}) == 1.0
 
 
 def test_the_inferencex_sglang_mtp_rows_are_skipped_and_their_copies_too(tmp_path: Path) -> None:

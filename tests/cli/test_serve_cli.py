@@ -138,6 +138,10 @@ def test_human_output_states_tpot_definition() -> None:
         (["--gpus", "4", "--tp", "4", "--mode", "both"], "--mode"),
         (["--gpus", "4", "--tp", "4", "--mode", "disagg"], "--prefill-workers"),
         (["--gpus", "4", "--tp", "4", "--decode-workers", "2"], "--mode disagg"),
+        (["--gpus", "4", "--tp", "4", "--random-range-ratio", "0"], "--random-range-ratio"),
+        (["--gpus", "4", "--tp", "4", "--random-range-ratio", "1.5"], "--random-range-ratio"),
+        (["--gpus", "4", "--tp", "4", "--framework", "sglang", "--scheduler-recv-interval", "0"], "--scheduler-recv-interval"),
+        (["--gpus", "4", "--tp", "4", "--framework", "vllm", "--scheduler-recv-interval", "10"], "--scheduler-recv-interval"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
@@ -481,3 +485,23 @@ def test_the_benchmark_parses_launch_flags_with_the_command_s_own_parser() -> No
     assert (prefill, decode) == (EngineArgs(max_batch_size=64), EngineArgs(max_num_tokens=10240))
     with pytest.raises(SpecError, match="--tp is not a serve launch option"):
         parse_launch(["--tp", "4"])
+
+
+def test_random_range_ratio_and_scheduler_recv_interval_reach_the_estimate_and_the_launch() -> None:
+    """--random-range-ratio spreads the output lengths (sglang.bench_serving's [ratio x osl, osl]) and the printed
+    SGLang benchmark carries it; --scheduler-recv-interval is SGLang's (server_args.py): the JSON reports it and the
+    launch line carries it, a default launch (1) does not. With every request at one length it changes nothing
+    (the batch ends together and an idle SGLang takes new requests at once); with lengths spread it holds the
+    returning requests for its decode steps, which TTFT shows."""
+    base = [*BASE, "--gpus", "1", "--tp", "1", "--concurrency", "16", "--framework", "sglang", "--emit", "sglang"]
+    default = _json(base)
+    assert default["engine_args"]["recv_interval"] == 1
+    assert "--scheduler-recv-interval" not in default["launch"]["servers"][0]
+    assert "--random-range-ratio 1 " in default["launch"]["benchmark"]
+    fixed = _json([*base, "--scheduler-recv-interval", "30"])
+    assert fixed["engine_args"]["recv_interval"] == 30 and "--scheduler-recv-interval 30" in fixed["launch"]["servers"][0]
+    assert fixed["ttft_ms"] == default["ttft_ms"]
+    spread = _json([*base, "--random-range-ratio", "0.8"])
+    assert "--random-range-ratio 0.8 " in spread["launch"]["benchmark"]
+    held = _json([*base, "--random-range-ratio", "0.8", "--scheduler-recv-interval", "30"])
+    assert held["ttft_ms"] > spread["ttft_ms"]

@@ -140,6 +140,7 @@ class FrameworkFile(_Strict):
     moe_exchange: ExchangeValue
     disagg_prefill: DisaggPrefillValue
     hybrid_overlap: FlagValue
+    recv_interval: StepsValue
 
 
 assert _choices(FrameworkFile, "name") == FRAMEWORKS

@@ -76,6 +76,7 @@ def test_frozen_flag_sets() -> None:
         "--chunked-prefill-size",
         "--enable-mixed-chunk",
         "--max-prefill-tokens",
+        "--scheduler-recv-interval",  # server_args.py (scheduler_recv_interval, default 1), 0.5.6.post2's wheel
         "--disable-radix-cache",  # server_args.py; passed by every InferenceX Qwen3.5 script (v0.5.9, v0.5.10.post1)
         "--mamba-ssm-dtype",  # server_args.py (mamba_ssm_dtype); InferenceX qwen3.5_fp8_h200.sh on v0.5.9
         "--disaggregation-mode",
