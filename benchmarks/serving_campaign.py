@@ -474,9 +474,12 @@ def inferencex_trtllm_recipe(row: dict[str, str]) -> TrtllmRecipe | None:
 # --enable-expert-parallel` (minimaxm2.5_fp4_b200.sh, _fp4_b300.sh PARALLEL_ARGS from 79bd988e9 and
 # 22d0f12f7): TP attention-DP ranks of tp 1, the experts over them. The database gives each search-space
 # entry its config id; the ids whose rows fall only in a dp-attn entry of the master config at their
-# measured date: 707 (minimaxm2.5-fp4-b200, tp 2 ep 2 dp-attn, c256-1024), 727 (fp4-b300, tp 2 ep 2
-# dp-attn, c256-2048) and 827 (fp8-b300, c1024 only, beside 735, the tp 2 ep 2 entry of c512-1024).
-DP_ATTENTION_CONFIGS = frozenset({"707", "727", "827"})
+# measured date: 707 (minimaxm2.5-fp4-b200, tp 2 ep 2 dp-attn, c256-1024) and 727 (fp4-b300, tp 2 ep 2
+# dp-attn, c256-2048). Not 827 (fp8-b300's { tp: 2, ep: 2, dp-attn: true, c1024 }, added by 0c2467c15 on
+# 2026-04-21, the row's measured date): minimaxm2.5_fp8_b300.sh (340d7854c, 0c2467c15, unchanged to ed5867f9e
+# on 2026-05-12) reads no DP_ATTENTION and launches --tensor-parallel-size=$TP --enable-expert-parallel, the
+# tp 2 ep 2 run of config 735 (c1024: 3132 ms / 65.6 ms, config 827 3121 / 65.2).
+DP_ATTENTION_CONFIGS = frozenset({"707", "727"})
 
 
 # SGLang config ids whose rows list another layout than their entry ran: 736 (qwen3.5-fp4-b300-sglang, measured

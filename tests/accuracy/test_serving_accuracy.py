@@ -495,6 +495,18 @@ def test_the_inferencex_dp_attention_rows_run_tp1_ranks(tmp_path: Path) -> None:
     assert got == [(1, 2, 2, 2, 1024)]
 
 
+def test_the_fp8_b300_dp_attention_entry_ran_tp2_ep2(tmp_path: Path) -> None:
+    # minimaxm2.5_fp8_b300.sh at 0c2467c15 (2026-04-21, which added { tp: 2, ep: 2, dp-attn: true } as config 827)
+    # reads no DP_ATTENTION: --tensor-parallel-size=$TP --enable-expert-parallel, one tp 2 ep 2 engine, as 735.
+    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
+        lines = f.readlines()
+    picked = [line for line in lines if line.startswith("minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c1024_cfg827,")]
+    path = tmp_path / "rows.csv"
+    path.write_text(lines[0] + "".join(picked))
+    got = [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.dep.gpus, r.wl.concurrency) for r in sr.load_rows(path)]
+    assert got == [(2, 1, 2, 2, 1024)]
+
+
 def test_the_inferencex_sglang_rows_run_their_scripts_flags() -> None:
     # SemiAnalysisAI/InferenceX benchmarks/single_node/qwen3.5_fp8_b200.sh (efd49e50b .. 626932a11):
     # --mem-fraction-static 0.82 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 32768 --max-prefill-tokens 32768
