@@ -43,7 +43,7 @@ StackOpt = Annotated[
     str | None,
     typer.Option(
         "--stack",
-        help="Execution stack NAME[@VERSION]: megatron | torchtitan | deepspeed | "
+        help="Execution stack NAME or NAME@VERSION: megatron | torchtitan | deepspeed | "
         "llm-foundry (newest version unless @VERSION), or a stack .yaml (default: megatron; see "
         "`autopar stacks`).",
         autocompletion=complete_stack,
@@ -131,7 +131,7 @@ OslOpt = Annotated[int, typer.Option(help="Output tokens per request.")]
 FrameworkOpt = Annotated[
     str | None,
     typer.Option(
-        help="NAME[@VERSION]: vllm | sglang | trtllm, at a version (default: the --emit target, else vllm; the newest "
+        help="NAME or NAME@VERSION: vllm | sglang | trtllm, at a version (default: the --emit target, else vllm; the newest "
         "version with data, see `autopar frameworks`), or a framework .yaml.",
         autocompletion=complete_framework,
     ),
@@ -158,7 +158,7 @@ RecvIntervalOpt = Annotated[
 RangeRatioOpt = Annotated[
     float,
     typer.Option(
-        help="Each request's output length drawn from [ratio x osl, osl], as sglang.bench_serving --random-range-ratio "
+        help="Each request's output length drawn between ratio x osl and osl, as sglang.bench_serving --random-range-ratio "
         "(default 1: every request at --osl, the benchmark autopar prints)."
     ),
 ]

@@ -8,8 +8,10 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 import yaml
 from typer.testing import CliRunner
 
@@ -302,3 +304,29 @@ def test_the_plan_notation_is_explained_where_it_is_used() -> None:
     assert legend(["dp8 tp1 pp1"]) is None
     out = runner.invoke(app, ["suggest", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16", "--top", "3"]).stdout
     assert "\n+sp: sequence parallelism with tp\nrecommended: " in out and "cpN(ag)" not in out  # only what is shown
+
+
+def _commands(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every command under `cmd` (typer vendors its own click: the groups are read by their methods)."""
+    out: list[tuple[tuple[str, ...], Any]] = [(path, cmd)]
+    if hasattr(cmd, "list_commands"):
+        ctx = typer.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            out += _commands(cmd.get_command(ctx, name), (*path, name))
+    return out
+
+
+def test_no_option_help_is_eaten_as_markup() -> None:
+    """Typer renders help with rich markup: '[ratio x osl, osl]' reads as a tag and vanishes from --help
+    ('drawn from , as'). Every option's help must survive rich's markup parser word for word."""
+    from rich.text import Text
+
+    commands = _commands(typer.main.get_command(app))
+    assert ("serve", "estimate") in [path for path, _ in commands]
+    eaten = [
+        f"{' '.join(path)} {param.opts[0]}"
+        for path, cmd in commands
+        for param in getattr(cmd, "params", [])
+        if getattr(param, "help", None) and Text.from_markup(param.help).plain != param.help
+    ]
+    assert eaten == []
