@@ -36,6 +36,11 @@ def pipe_kinds(memo: Memo, key: tuple[int, int]) -> tuple[Counter[str], ...]:
     return rank_kinds(memo.model.layer_kinds(), key[0], key[1], ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
 
 
+def _first_smaller(memo: Memo, key: tuple[int, int]) -> bool:
+    """spec/layout.py first_smaller for key (pp, vpp), as the memo's stack lays the layers out."""
+    return first_smaller(memo.model.layers, key[0], key[1], ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
+
+
 def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
     """(dense, expert) parameters of the first and of the last pipeline rank. Where the embedding holds
     rank 0's first chunk alone or with a layer fewer than rank 1's, or the stack's split gives rank 0's
@@ -45,8 +50,7 @@ def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[f
     last = key.pp - 1
     model, sizes = memo.model, memo.get(_kind_sizes, None)
     first = rank_params(model, key, ranks[0], first=True, last=last == 0, sizes=sizes)
-    shared = first_smaller(model.layers, key.pp, key.vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
-    if key.pp > 2 and shared:
+    if key.pp > 2 and memo.get(_first_smaller, (key.pp, key.vpp)):
         first = max(first, rank_params(model, key, ranks[1], first=False, last=False, sizes=sizes), key=sum)
     return first, rank_params(model, key, ranks[last], first=last == 0, last=True, sizes=sizes)
 
@@ -73,7 +77,7 @@ def last_chunk_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], 
         return rank_params(model, key, layers, first=c == 0, last=c == pp * vpp - 1, sizes=memo.get(_kind_sizes, None))
 
     first = chunk(0)
-    if pp > 2 and first_smaller(model.layers, pp, vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split):
+    if pp > 2 and memo.get(_first_smaller, (pp, vpp)):
         first = max(first, chunk(1), key=sum)
     return first, chunk(pp - 1)
 
