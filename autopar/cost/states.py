@@ -67,19 +67,26 @@ def last_chunk_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], 
     at the first backward, where the in-flight activations peak, only the last chunk's gradient is held; the
     earlier chunks' come as the activations of the later ones are freed."""
     model, pp, vpp = memo.model, key.pp, key.vpp
-    kinds = model.layer_kinds()
-    sizes = chunk_sizes(len(kinds), pp * vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
-    starts = [sum(sizes[:c]) for c in range(pp * vpp)]
 
     def chunk(rank: int) -> tuple[float, float]:
-        c = virtual_stage(rank=rank, chunk=vpp - 1, pp=pp)
-        layers = Counter(kinds[starts[c] : starts[c] + sizes[c]])
-        return rank_params(model, key, layers, first=c == 0, last=c == pp * vpp - 1, sizes=memo.get(_kind_sizes, None))
+        layers, first, last = memo.get(_last_chunk, (pp, vpp, rank))
+        return rank_params(model, key, layers, first=first, last=last, sizes=memo.get(_kind_sizes, None))
 
     first = chunk(0)
     if pp > 2 and memo.get(_first_smaller, (pp, vpp)):
         first = max(first, chunk(1), key=sum)
     return first, chunk(pp - 1)
+
+
+def _last_chunk(memo: Memo, key: tuple[int, int, int]) -> tuple[Counter[str], bool, bool]:
+    """For key (pp, vpp, rank): the layer kinds of the rank's last local chunk, and whether that chunk is
+    the model's first and its last."""
+    pp, vpp, rank = key
+    kinds = memo.model.layer_kinds()
+    sizes = chunk_sizes(len(kinds), pp * vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
+    c = virtual_stage(rank=rank, chunk=vpp - 1, pp=pp)
+    start = sum(sizes[:c])
+    return Counter(kinds[start : start + sizes[c]]), c == 0, c == pp * vpp - 1
 
 
 def _kind_sizes(memo: Memo, _: None) -> dict[str, tuple[int, int, int]]:
