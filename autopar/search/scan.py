@@ -32,7 +32,7 @@ Deferred = tuple[int, str, int, float]
 def work_plan(w: Work) -> Plan:
     """The plan of a Work, with its knobs."""
     block, ep, etp, recompute, zero, _ = w
-    return with_knobs(block.plan(ep, etp), recompute, zero)
+    return block.knobbed(ep, etp, recompute, zero)
 
 
 @dataclass(slots=True)
