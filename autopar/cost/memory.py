@@ -173,11 +173,17 @@ def _stage_activations(
     factor = memo.hw.correction("activation_bytes_per_block") if memo.hw is not None and takes else 1.0
     per = memo.get(_kind_bytes, act)
     out = []
+    recomputes = act.recompute != "none"
     for kinds in (first, last):
-        kept = sum(n * per[k][0] for k, n in kinds)
-        transient = 0.0
-        if act.recompute != "none":
-            transient = max((per[k][1] - per[k][0] for k, _ in kinds), default=0.0)  # none: the loss alone
+        # sum() and max() of the kinds' bytes, as loops: the same additions in the same order
+        kept: float = 0
+        most: float | None = None
+        for k, n in kinds:
+            keeps, whole = per[k]
+            kept += n * keeps
+            if recomputes and (most is None or whole - keeps > most):
+                most = whole - keeps
+        transient = 0.0 if most is None else most  # none: the loss alone
         out.append((kept * factor, transient * factor))
     return out[0], out[1]
 
