@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
-from autopar.cost.floors import class_floors, placed_floor, step_floors
+from autopar.cost.floors import class_floors, placed_floors, step_floors
 from autopar.cost.memo import Memo
 from autopar.cost.step import variant_step_seconds
 from autopar.errors import InfeasibleError
@@ -245,6 +245,7 @@ def _time_jobs(memo: Memo, found: Scan, bar: Bar, seen: Seen | None = None) -> d
     floors = (step_floors if exact else class_floors)(memo, [(block.skeleton, r) for block, r, _ in groups])
     heap = [(-(tokens / f) if f > 0 else float("-inf"), groups[g][2][0], exact, g, 0) for g, f in enumerate(floors)]
     heapq.heapify(heap)
+    refiners: list[Callable[[int, int], float] | None] = [None] * len(groups)
     skips, admit, push, replace, pop = bar.skips, bar.admit, heapq.heappush, heapq.heapreplace, heapq.heappop
     while heap:
         neg, j, refined, g, at = heap[0]
@@ -252,8 +253,10 @@ def _time_jobs(memo: Memo, found: Scan, bar: Bar, seen: Seen | None = None) -> d
             break
         block, ep, etp, recompute, zero, _ = jobs[j]
         if not refined:
-            if seen is None:  # job_seconds's step_floor, without its key
-                f = placed_floor(memo, block.skeleton, ep, etp, recompute)
+            if seen is None:  # job_seconds's step_floor, without its key, by the group's placed_floors
+                if (floor := refiners[g]) is None:
+                    floor = refiners[g] = placed_floors(memo, block.skeleton, recompute)
+                f = floor(ep, etp)
             else:
                 f = job_seconds(memo, seen, block, ep, etp, recompute, FLOOR)
             replace(heap, (-(tokens / f) if f > 0 else float("-inf"), j, True, g, -1))
