@@ -8,6 +8,7 @@ once), so that a search refines only the plans it keeps. Each is at most the ste
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from autopar.cost.compute import LayerPlan, combine_parts, part_args
@@ -93,16 +94,26 @@ def step_floors(memo: Memo, jobs: list[tuple[Plan, str]], *, either: bool = Fals
 def placed_floor(memo: Memo, skeleton: Plan, ep: int, etp: int, recompute: str, *, either: bool = False) -> float:
     """step_floors of [(skeleton with these experts' degrees, recompute)], the same float, without building
     the plan (a search refines thousands of jobs of a few hundred blocks: search/timing.py job_seconds)."""
+    return placed_floors(memo, skeleton, recompute, either=either)(ep, etp)
+
+
+def placed_floors(memo: Memo, skeleton: Plan, recompute: str, *, either: bool = False) -> Callable[[int, int], float]:
+    """placed_floor of `skeleton` and `recompute` as a function of (ep, etp), what the skeleton's own values
+    give found once (search/planner.py _time_jobs refines the jobs of one block and mode by it)."""
     p = skeleton
     if memo.profile.compute_slowdown < 1:
-        return 0.0
+        return lambda ep, etp: 0.0
     modules = p.recompute_modules if recompute == "selective" else ()
-    total = memo.get_by(
-        _either_stages if either and p.cp > 1 else _floor_stages,
-        (p.tp, p.cp, p.sp and p.tp > 1, recompute, p.cp_comm, ep, etp, p.pp > 1, p.mbs, modules),
-        FloorKey._make,
-    )
-    return total * (memo.job.global_batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)) * (1 - FLOOR_SLACK)
+    fn, get_by = (_either_stages if either and p.cp > 1 else _floor_stages), memo.get_by
+    tp, cp, sp, comm, pipelined, mbs = p.tp, p.cp, p.sp and p.tp > 1, p.cp_comm, p.pp > 1, p.mbs
+    scale = memo.job.global_batch // (p.dp * p.mbs) / p.pp + (p.pp - 1) / (p.pp * p.vpp)
+    keep = 1 - FLOOR_SLACK
+
+    def floor(ep: int, etp: int) -> float:
+        total = get_by(fn, (tp, cp, sp, recompute, comm, ep, etp, pipelined, mbs, modules), FloorKey._make)
+        return total * scale * keep
+
+    return floor
 
 
 def stage_floor(memo: Memo, skeleton: Plan, ep: int, etp: int, recompute: str, *, either: bool = False) -> float:

@@ -173,11 +173,17 @@ def _stage_activations(
     factor = memo.hw.correction("activation_bytes_per_block") if memo.hw is not None and takes else 1.0
     per = memo.get(_kind_bytes, act)
     out = []
+    recomputes = act.recompute != "none"
     for kinds in (first, last):
-        kept = sum(n * per[k][0] for k, n in kinds)
-        transient = 0.0
-        if act.recompute != "none":
-            transient = max((per[k][1] - per[k][0] for k, _ in kinds), default=0.0)  # none: the loss alone
+        # sum() and max() of the kinds' bytes, as loops: the same additions in the same order
+        kept: float = 0
+        most: float | None = None
+        for k, n in kinds:
+            keeps, whole = per[k]
+            kept += n * keeps
+            if recomputes and (most is None or whole - keeps > most):
+                most = whole - keeps
+        transient = 0.0 if most is None else most  # none: the loss alone
         out.append((kept * factor, transient * factor))
     return out[0], out[1]
 
@@ -311,13 +317,18 @@ class LayoutKey(NamedTuple):
     held: float
 
 
+def _layout_part(memo: Memo, key: LayoutKey) -> _Layout:
+    return _layout(key, memo)
+
+
 def _act_peaks(memo: Memo, key: tuple[LayoutKey, tuple[str, ...]]) -> list[tuple[float, float, float, float, float, float]]:
     """For key (layout, recompute modes): per mode, of the first and the last rank, the activation bytes at
     the rank's peak (_acts), its logits and its allocator slack, as _peak_parts has them."""
     lk, modes = key
-    lay = _layout(lk, memo)
+    # the layout's part reads neither etp nor the modules: the etp of one layout share it
+    lay = memo.get_by(_layout_part, (lk.tp, lk.pp, lk.cp, lk.vpp, 0, lk.mbs, lk.sp, lk.cp_comm, (), lk.held), LayoutKey._make)
     ends = memo.get(end_kinds, (lk.pp, lk.vpp))
-    base = ActPlan(tp=lk.tp, sp=lk.sp and lk.tp > 1, recompute="", etp=lk.etp, mbs=lk.mbs, cp=lk.cp, recompute_modules=lk.modules)
+    base = ActPlan(lk.tp, lk.sp and lk.tp > 1, "", lk.etp, lk.mbs, lk.cp, lk.modules)
     (held0, held1), fixed, (logits0, logits1), attending = lay
     f = memo.stack.allocator_fragmentation
     out = []

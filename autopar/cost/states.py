@@ -36,6 +36,11 @@ def pipe_kinds(memo: Memo, key: tuple[int, int]) -> tuple[Counter[str], ...]:
     return rank_kinds(memo.model.layer_kinds(), key[0], key[1], ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
 
 
+def _first_smaller(memo: Memo, key: tuple[int, int]) -> bool:
+    """spec/layout.py first_smaller for key (pp, vpp), as the memo's stack lays the layers out."""
+    return first_smaller(memo.model.layers, key[0], key[1], ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
+
+
 def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[float, float]]:
     """(dense, expert) parameters of the first and of the last pipeline rank. Where the embedding holds
     rank 0's first chunk alone or with a layer fewer than rank 1's, or the stack's split gives rank 0's
@@ -45,8 +50,7 @@ def end_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], tuple[f
     last = key.pp - 1
     model, sizes = memo.model, memo.get(_kind_sizes, None)
     first = rank_params(model, key, ranks[0], first=True, last=last == 0, sizes=sizes)
-    shared = first_smaller(model.layers, key.pp, key.vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
-    if key.pp > 2 and shared:
+    if key.pp > 2 and memo.get(_first_smaller, (key.pp, key.vpp)):
         first = max(first, rank_params(model, key, ranks[1], first=False, last=False, sizes=sizes), key=sum)
     return first, rank_params(model, key, ranks[last], first=last == 0, last=True, sizes=sizes)
 
@@ -63,19 +67,26 @@ def last_chunk_params(memo: Memo, key: ParamPlan) -> tuple[tuple[float, float], 
     at the first backward, where the in-flight activations peak, only the last chunk's gradient is held; the
     earlier chunks' come as the activations of the later ones are freed."""
     model, pp, vpp = memo.model, key.pp, key.vpp
-    kinds = model.layer_kinds()
-    sizes = chunk_sizes(len(kinds), pp * vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
-    starts = [sum(sizes[:c]) for c in range(pp * vpp)]
 
     def chunk(rank: int) -> tuple[float, float]:
-        c = virtual_stage(rank=rank, chunk=vpp - 1, pp=pp)
-        layers = Counter(kinds[starts[c] : starts[c] + sizes[c]])
-        return rank_params(model, key, layers, first=c == 0, last=c == pp * vpp - 1, sizes=memo.get(_kind_sizes, None))
+        layers, first, last = memo.get(_last_chunk, (pp, vpp, rank))
+        return rank_params(model, key, layers, first=first, last=last, sizes=memo.get(_kind_sizes, None))
 
     first = chunk(0)
-    if pp > 2 and first_smaller(model.layers, pp, vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split):
+    if pp > 2 and memo.get(_first_smaller, (pp, vpp)):
         first = max(first, chunk(1), key=sum)
     return first, chunk(pp - 1)
+
+
+def _last_chunk(memo: Memo, key: tuple[int, int, int]) -> tuple[Counter[str], bool, bool]:
+    """For key (pp, vpp, rank): the layer kinds of the rank's last local chunk, and whether that chunk is
+    the model's first and its last."""
+    pp, vpp, rank = key
+    kinds = memo.model.layer_kinds()
+    sizes = chunk_sizes(len(kinds), pp * vpp, ends=memo.stack.pipeline_counts_embedding, split=memo.stack.pipeline_split)
+    c = virtual_stage(rank=rank, chunk=vpp - 1, pp=pp)
+    start = sum(sizes[:c])
+    return Counter(kinds[start : start + sizes[c]]), c == 0, c == pp * vpp - 1
 
 
 def _kind_sizes(memo: Memo, _: None) -> dict[str, tuple[int, int, int]]:

@@ -163,13 +163,21 @@ class GridPlan(NamedTuple):
     etp: int
 
 
-def _sync_layout(memo: Memo, key: GridPlan) -> tuple[tuple[float, Group], tuple[float, Group], int]:
+SyncLayout = tuple[tuple[float, Group], tuple[float, Group], int]
+
+
+def _sync_layout(memo: Memo, key: GridPlan) -> SyncLayout:
     """((dense parameters, the dp x cp group), (expert parameters, the expert-DP group), layers) of the
     rank with the most parameters and of the stage with the most layers."""
     dense, expert = max(memo.get(end_params, ParamPlan(tp=key.tp, ep=key.ep, etp=key.etp, pp=key.pp, vpp=key.vpp)), key=sum)
-    layers = max(sum(r.values()) for r in memo.get(pipe_kinds, (key.pp, key.vpp)))
+    layers = memo.get(_most_layers, (key.pp, key.vpp))
     grid = RankGrid(gpus_per_node=memo.profile.gpus_per_node, tp=key.tp, cp=key.cp, dp=key.dp, pp=key.pp, ep=key.ep, etp=key.etp)
     return (dense, grid.group("dpcp")), (expert, grid.group("edp")), layers
+
+
+def _most_layers(memo: Memo, key: tuple[int, int]) -> int:
+    """The layers of the stage with the most, for key (pp, vpp)."""
+    return max(sum(r.values()) for r in memo.get(pipe_kinds, key))
 
 
 def _collective(memo: Memo, key: tuple[str, float, Group]) -> float:
@@ -187,13 +195,14 @@ def _p2p(memo: Memo, key: P2PPlan) -> P2PTime:
 
 def _sync(memo: Memo, key: SyncPlan) -> tuple[float, float, float]:
     """(reduce, gather) seconds of the data-parallel sync, and the optimizer step's."""
-    reduce, gather = _dp_collectives(memo, key)
-    return reduce, gather, _optimizer(memo, key)
+    layout = memo.get(_sync_layout, key.grid())
+    reduce, gather = _dp_collectives(memo, key, layout)
+    return reduce, gather, _optimizer(memo, key, layout)
 
 
-def _optimizer(memo: Memo, key: SyncPlan) -> float:
-    """The optimizer step on the rank with the most parameters, over its sharded state."""
-    (dense, dense_group), (expert, expert_group), _ = memo.get(_sync_layout, key.grid())
+def _optimizer(memo: Memo, key: SyncPlan, layout: SyncLayout) -> float:
+    """The optimizer step on the rank with the most parameters, over its sharded state (`layout`: _sync_layout's)."""
+    (dense, dense_group), (expert, expert_group), _ = layout
     dense_shards, expert_shards = (1, 1) if key.zero == 0 else (dense_group.size, expert_group.size)
     return memory_time(memo.profile, cal.OPTIMIZER_STEP_BYTES_PER_PARAM * (dense / dense_shards + expert / expert_shards))
 
@@ -289,7 +298,7 @@ def timed_estimate(memo: Memo, plan: Plan, memory: MemoryBreakdown) -> Estimate:
     )
 
 
-def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
+def _dp_collectives(memo: Memo, key: SyncPlan, layout: SyncLayout) -> tuple[float, float]:
     """Seconds of the (reduce, gather) collectives of gradient and parameter sync.
 
     Dense weights sync over the DP x CP group, routed-expert weights over the
@@ -307,7 +316,7 @@ def _dp_collectives(memo: Memo, key: SyncPlan) -> tuple[float, float]:
     """
     stack, get = memo.stack, memo.get
     fp8 = memo.job.dtype == "fp8"
-    dense, expert, layers = get(_sync_layout, key.grid())
+    dense, expert, layers = layout
     reduce = gather = 0.0
     for params, group in (dense, expert):
         if group.size == 1 or params == 0:

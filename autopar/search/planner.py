@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
-from autopar.cost.floors import class_floors, step_floors
+from autopar.cost.floors import class_floors, placed_floors, step_floors
 from autopar.cost.memo import Memo
 from autopar.cost.step import variant_step_seconds
 from autopar.errors import InfeasibleError
@@ -245,20 +245,26 @@ def _time_jobs(memo: Memo, found: Scan, bar: Bar, seen: Seen | None = None) -> d
     floors = (step_floors if exact else class_floors)(memo, [(block.skeleton, r) for block, r, _ in groups])
     heap = [(-(tokens / f) if f > 0 else float("-inf"), groups[g][2][0], exact, g, 0) for g, f in enumerate(floors)]
     heapq.heapify(heap)
+    refiners: list[Callable[[int, int], float] | None] = [None] * len(groups)
+    skips, admit, push, replace, pop = bar.skips, bar.admit, heapq.heappush, heapq.heapreplace, heapq.heappop
     while heap:
         neg, j, refined, g, at = heap[0]
-        if bar.skips(-neg):
+        if skips(-neg):
             break
         block, ep, etp, recompute, zero, _ = jobs[j]
-        members = groups[g][2]
         if not refined:
-            f = job_seconds(memo, seen, block, ep, etp, recompute, FLOOR)
-            heapq.heapreplace(heap, (-(tokens / f) if f > 0 else float("-inf"), j, True, g, -1))
+            if seen is None:  # job_seconds's step_floor, without its key, by the group's placed_floors
+                if (floor := refiners[g]) is None:
+                    floor = refiners[g] = placed_floors(memo, block.skeleton, recompute)
+                f = floor(ep, etp)
+            else:
+                f = job_seconds(memo, seen, block, ep, etp, recompute, FLOOR)
+            replace(heap, (-(tokens / f) if f > 0 else float("-inf"), j, True, g, -1))
         else:
-            heapq.heappop(heap)
+            pop(heap)
             step = job_seconds(memo, seen, block, ep, etp, recompute, zero)
             out[j] = tokens / step
-            bar.admit(tokens / step)
-        if 0 <= at < len(members) - 1:  # the group's next job takes its place at the group's bound
-            heapq.heappush(heap, (neg, members[at + 1], refined, g, at + 1))
+            admit(tokens / step)
+        if at >= 0 and at < len(members := groups[g][2]) - 1:  # the group's next job takes its place at the group's bound
+            push(heap, (neg, members[at + 1], refined, g, at + 1))
     return out

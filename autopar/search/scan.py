@@ -32,7 +32,7 @@ Deferred = tuple[int, str, int, float]
 def work_plan(w: Work) -> Plan:
     """The plan of a Work, with its knobs."""
     block, ep, etp, recompute, zero, _ = w
-    return with_knobs(block.plan(ep, etp), recompute, zero)
+    return block.knobbed(ep, etp, recompute, zero)
 
 
 @dataclass(slots=True)
@@ -65,7 +65,11 @@ def scan(
     jobs, deferred, groups = out.jobs, out.deferred, out.groups
     feasible, leanest_seen = 0, float("inf")
     least: tuple[float, Block, int, int, str, int] | None = None
-    n, width, later = 0, len(recomputes) * nz, range(1, len(recomputes))
+    n, width = 0, len(recomputes) * nz
+    # the more-recomputing modes, with their offset among a layout's peaks at the lowest ZeRO stage
+    later = [(recomputes[i], i * nz) for i in range(1, len(recomputes))]
+    modes = [(r, recompute, r * nz, (r + 1) * nz) for r, recompute in enumerate(recomputes)]
+    add_job, defer, z0 = jobs.append, deferred.append, zeros[0]
     for b, block in enumerate(blocks):
         experts = block.experts
         if progress is not None:
@@ -74,31 +78,34 @@ def scan(
         n += len(experts)
         peaks = block_peaks(memo, block.skeleton, experts, recomputes, zeros) if found is None else found[b]
         members: list[list[int]] = [[] for _ in recomputes]  # per recompute mode, its jobs in this block
-        for k, (ep, etp) in enumerate(experts):
-            mine = peaks[k * width : (k + 1) * width]
+        least_jobs = members[0]
+        at = 0
+        for ep, etp in experts:
+            mine = peaks[at : at + width]
+            at += width
             if max(mine) <= cap:  # every variant fits: the least recompute at the lowest ZeRO stage is timed
                 feasible += width
                 first = len(jobs)
-                members[0].append(first)
-                jobs.append((block, ep, etp, recomputes[0], zeros[0], mine[0]))
-                for i in later:
-                    deferred.append((first, recomputes[i], zeros[0], mine[i * nz]))
+                least_jobs.append(first)
+                add_job((block, ep, etp, recomputes[0], z0, mine[0]))
+                for recompute, o in later:
+                    defer((first, recompute, z0, mine[o]))
                 continue
             first, first_zero = -1, 0
-            for r, (recompute, jobs_of_mode) in enumerate(zip(recomputes, members, strict=True)):
-                needs = mine[r * nz : (r + 1) * nz]
-                fit = [i for i, x in enumerate(needs) if x <= cap]
+            for r, recompute, lo, hi in modes:
+                fit = [i for i in range(lo, hi) if mine[i] <= cap]
                 if not fit:
                     continue
                 feasible += len(fit)
-                zero, need = zeros[fit[0]], needs[fit[0]]
+                i = fit[0]
+                zero, need = zeros[i - lo], mine[i]
                 if first < 0:
                     first, first_zero = len(jobs), zero
                 elif zero >= first_zero:
-                    deferred.append((first, recompute, zero, need))
+                    defer((first, recompute, zero, need))
                     continue
-                jobs_of_mode.append(len(jobs))
-                jobs.append((block, ep, etp, recompute, zero, need))
+                members[r].append(len(jobs))
+                add_job((block, ep, etp, recompute, zero, need))
             # none fits: its first leanest variant, for the message when no plan fits at all (only then is
             # the least read, and then every layout is here)
             if first < 0 and (leanest := min(mine)) < leanest_seen:

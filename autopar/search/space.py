@@ -117,6 +117,11 @@ class Block(NamedTuple):
         s = self.skeleton
         return _rebuilt(s, ep=ep, etp=etp, recompute=s.recompute, zero=s.zero, modules=s.recompute_modules)
 
+    def knobbed(self, ep: int, etp: int, recompute: str, zero: int) -> Plan:
+        """with_knobs(self.plan(ep, etp), recompute, zero), one Plan built instead of two."""
+        s = self.skeleton
+        return _rebuilt(s, ep=ep, etp=etp, recompute=recompute, zero=zero, modules=s.recompute_modules if recompute == "selective" else ())
+
 
 def enumerate_skeletons(model: ModelSpec, job: Job, fixed: Mapping[str, object], *, stack: StackProfile = NEUTRAL) -> Iterator[Plan]:
     """Every valid layout (degrees, micro-batch, interleaving, SP) the stack can launch; recompute and

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -16,7 +17,7 @@ from autopar.cost.memory import peak_bytes
 from autopar.cost.step import step_parts, variant_step_seconds
 from autopar.search.ranking import TIE_BAND, Candidate
 from autopar.search.scan import Deferred, Work
-from autopar.search.space import Block, with_knobs
+from autopar.search.space import Block
 
 CP_VARIANT_CANDIDATES = 64  # leading plans on which the all-gather CP variant is tried
 
@@ -112,8 +113,9 @@ def undominated(
     beaten = beaten_by(timed)
     tokens = memo.job.tokens_per_step
     out = []
-    starts = ((j, bisect.bisect_left(deferred, j, key=_job_of)) for j in sorted(tps))
-    spans = [(lo, bisect.bisect_right(deferred, j, lo=lo, key=_job_of)) for j, lo in starts if lo < len(deferred) and deferred[lo][0] == j]
+    keys = list(map(operator.itemgetter(0), deferred))  # their jobs' indices, bisected in C (a key function is called per probe)
+    starts = ((j, bisect.bisect_left(keys, j)) for j in sorted(tps))
+    spans = [(lo, bisect.bisect_right(keys, j, lo=lo)) for j, lo in starts if lo < len(keys) and keys[lo] == j]
     if sum(hi - lo for lo, hi in spans) < len(deferred):
         bar.pruned = True  # some variant's faster one was not timed
     for j, recompute, zero, need in (d for lo, hi in spans for d in deferred[lo:hi]):
@@ -122,13 +124,9 @@ def undominated(
             continue
         block, ep, etp = jobs[j][:3]
         step = job_seconds(memo, seen, block, ep, etp, recompute, zero)
-        out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=with_knobs(block.plan(ep, etp), recompute, zero)))
+        out.append(Candidate(tokens_per_s=tokens / step, memory_bytes=need, plan=block.knobbed(ep, etp, recompute, zero)))
         bar.admit(tokens / step)
     return out
-
-
-def _job_of(d: Deferred) -> int:
-    return d[0]
 
 
 def pick_cp_comm(memo: Memo, ranked: list[Candidate]) -> list[Candidate]:
