@@ -64,8 +64,8 @@ def simulate(
     replayed for each cost (cost/serve_replay.py)."""
     if sched.policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {sched.policy!r}")
-    kw: dict[str, Any] = {"concurrency": concurrency, "isl": isl, "osl": osl, "prompts": prompts, "staggered": staggered, "warmup": warmup}
-    kw["spread"] = spread
+    kw: dict[str, Any] = {"concurrency": concurrency, "isl": isl, "osl": osl, "prompts": prompts, "staggered": staggered}
+    kw.update(warmup=warmup, spread=spread)
     key, reads = plan_key(sched, **kw)
     # the serving process may fall behind (what a step takes reads the times), or a plan of a pool's own size,
     # seldom asked for twice in a sweep, is asked for the first time: run the loop itself
@@ -147,9 +147,10 @@ class _Loop(_Ends):
         self.lag = 1 if sched.overlap else 0  # steps between a request reaching the scheduler and the step it joins
         self.pending: deque[list[float]] = deque()  # sent after `t` (the process was behind): [count, arrival]
         # none of the rules `quick` leaves out applies: a pool that is not tracked, no admission by room, a
-        # process that keeps up, no prefill waves, no prefill-token cap, more than one output token
-        self.plain = not (self.tracked or self.by_room or self.paced or self.waves or sched.prefill_tokens > 0 or osl <= 1 or isl < 1)
-        self.plain = self.plain and not self.spread
+        # process that keeps up, no prefill waves, no prefill-token cap, one output length (no spread), more
+        # than one output token
+        rules = self.tracked or self.by_room or self.paced or self.waves or sched.prefill_tokens > 0 or bool(self.spread)
+        self.plain = not (rules or osl <= 1 or isl < 1)
 
     def step(self) -> None:
         """One step: what it takes, what it holds, its cost, and the requests it moves on."""

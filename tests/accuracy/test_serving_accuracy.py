@@ -486,25 +486,22 @@ def test_the_inferencex_dp_attention_rows_run_tp1_ranks(tmp_path: Path) -> None:
     # minimaxm2.5_fp4_b300.sh: DP_ATTENTION=true -> --tensor-parallel-size=1 --data-parallel-size=$TP
     # --enable-expert-parallel; config 727 is minimaxm2.5-fp4-b300-vllm's { tp: 2, ep: 2, dp-attn: true }.
     # The file lists it tp2 attention-DP 2 ep4 and batch_size 512 a rank: 2 ranks of tp 1, ep 2, 1024 requests.
-    with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
-        lines = f.readlines()
-    picked = [line for line in lines if line.startswith("minimaxm2_5_b300_vllm_fp4_agg_1024x1024_c1024_cfg727,")]
-    path = tmp_path / "rows.csv"
-    path.write_text(lines[0] + "".join(picked))
-    got = [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.dep.gpus, r.wl.concurrency) for r in sr.load_rows(path)]
-    assert got == [(1, 2, 2, 2, 1024)]
+    assert _layouts_of(tmp_path, "minimaxm2_5_b300_vllm_fp4_agg_1024x1024_c1024_cfg727") == [(1, 2, 2, 2, 1024)]
 
 
 def test_the_fp8_b300_dp_attention_entry_ran_tp2_ep2(tmp_path: Path) -> None:
     # minimaxm2.5_fp8_b300.sh at 0c2467c15 (2026-04-21, which added { tp: 2, ep: 2, dp-attn: true } as config 827)
     # reads no DP_ATTENTION: --tensor-parallel-size=$TP --enable-expert-parallel, one tp 2 ep 2 engine, as 735.
+    assert _layouts_of(tmp_path, "minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c1024_cfg827") == [(2, 1, 2, 2, 1024)]
+
+
+def _layouts_of(tmp_path: Path, run: str) -> list[tuple[int, int, int, int, int]]:
+    """(tp, dp, ep, GPUs, concurrency) of each row of serving_runs_newer.csv's run `run`, as load_rows reads them."""
     with open(sr.HERE / "data" / "serving_runs_newer.csv") as f:
         lines = f.readlines()
-    picked = [line for line in lines if line.startswith("minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c1024_cfg827,")]
     path = tmp_path / "rows.csv"
-    path.write_text(lines[0] + "".join(picked))
-    got = [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.dep.gpus, r.wl.concurrency) for r in sr.load_rows(path)]
-    assert got == [(2, 1, 2, 2, 1024)]
+    path.write_text(lines[0] + "".join(line for line in lines if line.startswith(run + ",")))
+    return [(r.dep.engine.tp, r.dep.engine.dp, r.dep.engine.ep, r.dep.gpus, r.wl.concurrency) for r in sr.load_rows(path)]
 
 
 def test_the_inferencex_sglang_rows_run_their_scripts_flags() -> None:
