@@ -42,6 +42,7 @@ from typing import Any
 
 from autopar.errors import SpecError
 from autopar.io.cache import builtin
+from autopar.io.files import exists
 from autopar.io.reading import did_you_mean, load_mapping, shown
 from autopar.spec.hardware import Curve
 from autopar.spec.stack import StackProfile
@@ -82,7 +83,7 @@ def _builtin(ref: str) -> tuple[dict[str, Any], str]:
     files = _files()
     if name not in files:
         names = sorted(files)
-        folder = " (that is a folder)" if Path(ref).is_dir() else ""
+        folder = " (that is a folder)" if exists(Path(ref), folder=True) else ""
         raise SpecError(
             f"`stack`: unknown stack '{name}'{folder}{did_you_mean(name, names)}: one of {', '.join(names)} (see `autopar stacks`) "
             "or a stack .yaml"

@@ -65,6 +65,9 @@ def test_bad_stack_file_names_the_field(tmp_path: Path) -> None:
         load_stack(str(bad))
     with pytest.raises(SpecError, match=r"unknown stack 'megatrom'.*did you mean 'megatron'"):
         load_stack("megatrom")
+    bad.write_text("extends: " + "x" * 5000 + "\n")  # a name no file can have (ENAMETOOLONG): refused as a name
+    with pytest.raises(SpecError, match=r"unknown stack 'xxx"):
+        load_stack(str(bad))
     bad.write_text(text.replace("cp_comms: [allgather]", "cp_comms: []"))  # the first is the default exchange
     with pytest.raises(SpecError, match=r"plan_rules\.cp_comms: expected at least 1 item"):
         load_stack(str(bad))
